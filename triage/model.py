@@ -1,0 +1,453 @@
+"""The one data model that every pipeline stage passes to the next.
+
+ingest -> Source; parse -> Event (with typed payloads for structured inputs);
+correlate -> Analysis (Finding, RankExit, HangReport, FailureRef);
+classify -> Classification (ScoredLabel, Evidence, SimilarCase);
+recommend -> FixRecommendation; everything ends in one Diagnosis, which renders to the
+JSON schema `triage.diagnosis/1` (see DESIGN.md) through `Diagnosis.to_dict()`.
+
+All records are frozen dataclasses. Stages never hand each other raw dicts; the only
+dicts are `attrs` (named regex captures and small facts), which are data, not structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import IO, Any
+
+SCHEMA = "triage.diagnosis/1"
+
+
+class SourceKind(str, Enum):
+    """What an input is, found by sniffing its content (never by its name alone)."""
+
+    RANK_LOG = "rank_log"
+    NCCL = "nccl"
+    PYSPY = "pyspy"
+    FLIGHT_RECORDER = "flight_recorder"
+    ELASTIC_ERROR = "elastic_error"
+    ENV_REPORT = "env_report"
+    TEXT = "text"
+
+
+class EventKind(str, Enum):
+    """What one parsed event is. Rules filter on these; correlate reads the payloads."""
+
+    TRACEBACK = "traceback"  # a whole Python traceback (chained exceptions kept)
+    CPP_EXCEPTION = "cpp_exception"  # `terminate called after throwing ...` + `what():`
+    ERROR_LINE = "error_line"  # one error-level line: glog E/F, logging ERROR, `Error:`
+    WARNING_LINE = "warning_line"  # one warning-level line worth keeping
+    AGENT = "agent"  # torchrun / deepspeed launcher lines (exit codes, SIGTERM sent)
+    RANK_EXIT = "rank_exit"  # one rank's exit (payload RankExit): summary block, launcher
+    NCCL_WARN = "nccl_warn"  # `NCCL WARN ...`
+    NCCL_INFO = "nccl_info"  # NCCL INFO lines worth keeping (version, transport, errors)
+    NCCL_COMM = "nccl_comm"  # communicator init: rank <-> host/pid/device (attrs)
+    PROGRESS = "progress"  # last training progress seen on a rank (attrs: step, ...)
+    SIGNAL = "signal"  # a signal or kill reported in text (Slurm OOM, Killed, SIGTERM)
+    FLIGHT_RECORDER = "flight_recorder"  # payload FlightRecorderDump
+    PYSPY = "pyspy"  # payload PySpyDump
+    ELASTIC_ERROR = "elastic_error"  # payload RankExit built from error.json
+    ENV_REPORT = "env_report"  # payload EnvReport
+    INPUT_WARNING = "input_warning"  # the parser could not read something; text says why
+
+
+class Level(str, Enum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    FATAL = "fatal"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: a file on disk or a member of an archive.
+
+    `open` returns a fresh binary stream each time; archive members are read in place,
+    never extracted. `path` is what the user sees (`bundle.tgz!attempt_0/1/stderr.log`).
+    """
+
+    path: str
+    kind: SourceKind
+    size: int
+    open: Callable[[], IO[bytes]] = field(repr=False, compare=False)
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    attempt: int | None = None
+    warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    function: str
+    filename: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class FlightRecorderEntry:
+    """One collective / p2p record of a flight-recorder ring buffer (any schema version)."""
+
+    record_id: int
+    pg_name: str
+    pg_desc: str
+    collective_seq_id: int  # `seq_id` in pre-2.0 dumps
+    p2p_seq_id: int
+    op_id: int
+    is_p2p: bool
+    profiling_name: str  # "nccl:all_reduce", "gloo:broadcast", "nccl:send 0->1"
+    input_sizes: tuple[tuple[int, ...], ...]
+    output_sizes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    output_dtypes: tuple[str, ...]
+    state: str  # scheduled | started | completed
+    time_created_ns: int | None
+    time_started_ns: int | None  # time_discovered_started_ns; None when not discovered
+    time_completed_ns: int | None
+    duration_ms: float | None
+    timeout_ms: int | None
+    retired: bool | None
+    frames: tuple[StackFrame, ...] = ()
+
+    @property
+    def backend(self) -> str:
+        return self.profiling_name.split(":", 1)[0] if ":" in self.profiling_name else ""
+
+    @property
+    def op(self) -> str:
+        """The op name without backend prefix and p2p peers: `all_reduce`, `send`."""
+        name = self.profiling_name.split(":", 1)[-1]
+        return name.split(" ", 1)[0]
+
+
+@dataclass(frozen=True)
+class FlightRecorderDump:
+    rank: int | None
+    version: str | None  # None for the bare-list era
+    pg_config: Mapping[str, tuple[int, ...]]  # pg name -> member ranks (may be incomplete)
+    pg_desc: Mapping[str, str]  # pg name -> description
+    pg_status: Mapping[str, Mapping[str, int]]  # pg id -> last_enqueued/started/completed
+    comm_lib_version: str | None
+    entries: tuple[FlightRecorderEntry, ...]
+
+
+@dataclass(frozen=True)
+class PySpyThread:
+    thread_id: str
+    name: str | None
+    status: str  # idle | active | active+gil | gil | unknown
+    owns_gil: bool
+    frames: tuple[StackFrame, ...]  # innermost first, as py-spy prints them
+
+
+@dataclass(frozen=True)
+class PySpyDump:
+    pid: int | None
+    command: str | None
+    python_version: str | None
+    threads: tuple[PySpyThread, ...]
+
+    def main_thread(self) -> PySpyThread | None:
+        for thread in self.threads:
+            if thread.name == "MainThread":
+                return thread
+        return self.threads[0] if self.threads else None
+
+
+@dataclass(frozen=True)
+class RankExit:
+    """How one rank ended, from a torchrun summary, an error.json or a launcher line."""
+
+    rank: int | None
+    local_rank: int | None
+    host: str | None
+    pid: int | None
+    exitcode: int | None
+    signal: str | None  # "SIGKILL", ... when the exit code is negative
+    time: float | None  # epoch seconds
+    error_file: str | None
+    message: str | None  # exception text or traceback, when known
+    is_root_cause_block: bool = False  # torchrun's "Root Cause (first observed failure)"
+
+
+@dataclass(frozen=True)
+class EnvReport:
+    """Versions and settings from collect_env, ds_report, pip lists, nvidia-smi, env dumps."""
+
+    report_kind: str  # collect_env | ds_report | pip | nvidia_smi | env_vars
+    facts: Mapping[str, str]  # "torch", "cuda", "nccl", "driver", "gpu_models", ... -> value
+    packages: Mapping[str, str] = field(default_factory=dict)  # package -> version
+    env_vars: Mapping[str, str] = field(default_factory=dict)  # NCCL_*, MASTER_ADDR, ...
+
+
+Payload = FlightRecorderDump | PySpyDump | RankExit | EnvReport
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing a parser found: a line, a traceback, a dump. Line numbers are 1-based."""
+
+    source: str  # Source.path
+    kind: EventKind
+    text: str  # what a person reads; multi-line for tracebacks (prefixes removed)
+    line: int | None = None
+    end_line: int | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    time: float | None = None  # epoch seconds; None when the line carries no timestamp
+    level: Level = Level.INFO
+    attrs: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    payload: Payload | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ParsedSource:
+    """A source and what its parser produced."""
+
+    source: Source
+    events: tuple[Event, ...]
+    warnings: tuple[str, ...] = ()
+    lines: int = 0
+    bytes_read: int = 0
+
+
+# --------------------------------------------------------------------------- correlate
+
+
+@dataclass(frozen=True)
+class EvidenceRef:
+    source: str
+    line: int | None
+    rank: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One conclusion of the cross-rank analysis, checkable by a person."""
+
+    kind: str  # first_failure | cascade | hang | lagging_rank | collective_mismatch | ...
+    summary: str  # one line a person can check
+    ranks: tuple[int, ...] = ()
+    evidence: tuple[EvidenceRef, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class FailureRef:
+    rank: int | None
+    host: str | None
+    time: float | None
+    source: str
+    line: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class HangReport:
+    detected: bool
+    lagging_ranks: tuple[int, ...]
+    process_group: str | None
+    collective: Mapping[str, Any] | None  # op, seq id, sizes, dtypes where known
+    explanation: str = ""
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    time: float | None
+    rank: int | None
+    text: str
+    source: str
+    line: int | None
+    role: str  # initiating | cascade | context
+
+
+@dataclass(frozen=True)
+class Analysis:
+    findings: tuple[Finding, ...] = ()
+    first_failure: FailureRef | None = None
+    culprit_ranks: tuple[int, ...] = ()
+    hang: HangReport | None = None
+    initiating_events: tuple[Event, ...] = ()  # the events that started it, best first
+    cascade_events: tuple[Event, ...] = ()
+    rank_exits: tuple[RankExit, ...] = ()
+    timeline: tuple[TimelineEntry, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+# --------------------------------------------------------------------------- classify
+
+
+@dataclass(frozen=True)
+class ScoredLabel:
+    id: str
+    slug: str
+    name: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    source: str
+    line: int | None
+    rank: int | None
+    text: str
+    why: str  # rule id or neighbour id
+
+
+@dataclass(frozen=True)
+class SimilarCase:
+    id: str
+    url: str | None
+    score: float
+
+
+@dataclass(frozen=True)
+class Classification:
+    symptoms: tuple[ScoredLabel, ...] = ()
+    root_causes: tuple[ScoredLabel, ...] = ()
+    stage: ScoredLabel | None = None
+    fix_scores: Mapping[str, float] = field(default_factory=dict)  # fix id -> evidence score
+    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # fix id -> actions
+    evidence: tuple[Evidence, ...] = ()
+    similar_cases: tuple[SimilarCase, ...] = ()
+    abstain_reason: str | None = None
+
+
+# --------------------------------------------------------------------------- recommend
+
+
+@dataclass(frozen=True)
+class FixRecommendation:
+    id: str
+    slug: str
+    name: str
+    score: float
+    actions: tuple[str, ...]
+    why: str = ""
+
+
+# --------------------------------------------------------------------------- diagnosis
+
+
+@dataclass(frozen=True)
+class InputSummary:
+    path: str
+    kind: SourceKind
+    rank: int | None
+    host: str | None
+    warnings: tuple[str, ...] = ()
+    events: int = 0
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    summary: str
+    symptoms: tuple[ScoredLabel, ...] = ()
+    root_causes: tuple[ScoredLabel, ...] = ()
+    stage: ScoredLabel | None = None
+    fix_patterns: tuple[FixRecommendation, ...] = ()
+    first_failure: FailureRef | None = None
+    culprit_ranks: tuple[int, ...] = ()
+    hang: HangReport | None = None
+    evidence: tuple[Evidence, ...] = ()
+    similar_cases: tuple[SimilarCase, ...] = ()
+    inputs: tuple[InputSummary, ...] = ()
+    findings: tuple[Finding, ...] = ()  # extra: shown in reports, not in the ★ schema keys
+    timeline: tuple[TimelineEntry, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ★ JSON diagnosis (schema triage.diagnosis/1), plus `findings`/`timeline`."""
+
+        def label(x: ScoredLabel) -> dict[str, Any]:
+            return {"id": x.id, "slug": x.slug, "name": x.name, "score": round(x.score, 3)}
+
+        hang = None
+        if self.hang is not None:
+            hang = {
+                "detected": self.hang.detected,
+                "lagging_ranks": list(self.hang.lagging_ranks),
+                "process_group": self.hang.process_group,
+                "collective": dict(self.hang.collective) if self.hang.collective else None,
+                "explanation": self.hang.explanation,
+            }
+        first = None
+        if self.first_failure is not None:
+            f = self.first_failure
+            first = {
+                "rank": f.rank,
+                "host": f.host,
+                "time": _iso(f.time),
+                "source": f.source,
+                "line": f.line,
+                "text": f.text,
+            }
+        return {
+            "schema": SCHEMA,
+            "summary": self.summary,
+            "symptoms": [label(s) for s in self.symptoms],
+            "root_causes": [label(r) for r in self.root_causes],
+            "stage": {"id": self.stage.id, "slug": self.stage.slug} if self.stage else None,
+            "fix_patterns": [
+                {
+                    "id": f.id,
+                    "slug": f.slug,
+                    "name": f.name,
+                    "score": round(f.score, 3),
+                    "actions": list(f.actions),
+                    "why": f.why,
+                }
+                for f in self.fix_patterns
+            ],
+            "first_failure": first,
+            "culprit_ranks": list(self.culprit_ranks),
+            "hang": hang,
+            "evidence": [
+                {"source": e.source, "line": e.line, "rank": e.rank, "text": e.text, "why": e.why}
+                for e in self.evidence
+            ],
+            "similar_cases": [
+                {"id": c.id, "url": c.url, "score": round(c.score, 3)} for c in self.similar_cases
+            ],
+            "inputs": [
+                {
+                    "path": i.path,
+                    "kind": i.kind.value,
+                    "rank": i.rank,
+                    "host": i.host,
+                    "warnings": list(i.warnings),
+                }
+                for i in self.inputs
+            ],
+            "findings": [
+                {"kind": f.kind, "summary": f.summary, "ranks": list(f.ranks)}
+                for f in self.findings
+            ],
+            "timeline": [
+                {
+                    "time": _iso(t.time),
+                    "rank": t.rank,
+                    "role": t.role,
+                    "text": t.text,
+                    "source": t.source,
+                    "line": t.line,
+                }
+                for t in self.timeline
+            ],
+        }
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")

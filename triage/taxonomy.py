@@ -1,0 +1,64 @@
+"""The failure taxonomy (`taxonomy.yaml`, a verbatim copy of shared/taxonomy.yaml): the label contract.
+
+Every label triage prints, every rule and every reference case uses these ids. Ids never change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+
+@dataclass(frozen=True)
+class Category:
+    id: str
+    slug: str
+    name: str
+    stage: str | None = None  # symptoms: the stage they belong to
+    fixes: tuple[str, ...] = ()  # root causes: fix patterns that usually resolve them, best first
+    desc: str = ""
+    dist: bool | None = None
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    stages: dict[str, Category]
+    symptoms: dict[str, Category]
+    root_causes: dict[str, Category]
+    fix_patterns: dict[str, Category]
+
+    def get(self, label_id: str) -> Category:
+        for table in (self.symptoms, self.root_causes, self.fix_patterns, self.stages):
+            if label_id in table:
+                return table[label_id]
+        raise KeyError(f"unknown taxonomy id {label_id!r}")
+
+
+def _categories(rows: list[dict]) -> dict[str, Category]:
+    return {
+        row["id"]: Category(
+            id=row["id"],
+            slug=row["slug"],
+            name=row["name"],
+            stage=row.get("stage"),
+            fixes=tuple(row.get("fixes", ())),
+            desc=row.get("desc", ""),
+            dist=row.get("dist"),
+        )
+        for row in rows
+    }
+
+
+@lru_cache(maxsize=1)
+def load() -> Taxonomy:
+    text = resources.files("triage").joinpath("taxonomy.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    return Taxonomy(
+        stages=_categories(data["stages"]),
+        symptoms=_categories(data["symptoms"]),
+        root_causes=_categories(data["root_causes"]),
+        fix_patterns=_categories(data["fix_patterns"]),
+    )
