@@ -1,0 +1,47 @@
+"""Records passed between the parts of the classify stage (rules, neighbours, fusion)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from triage.model import Event
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    """One rule matching one event (or one correlate finding).
+
+    `symptom`, `root_cause`, `fix` and `stage` map taxonomy ids to the rule's weight in
+    [0, 1]. `actions` are the rule's action templates already filled with the captured
+    groups and job facts, keyed by fix id.
+    """
+
+    rule_id: str
+    title: str
+    event: Event | None
+    symptom: Mapping[str, float] = field(default_factory=dict)
+    root_cause: Mapping[str, float] = field(default_factory=dict)
+    fix: Mapping[str, float] = field(default_factory=dict)
+    stage: Mapping[str, float] = field(default_factory=dict)
+    captures: Mapping[str, str] = field(default_factory=dict)
+    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    evidence_text: str = ""  # the line(s) to quote as evidence
+    evidence_line: int | None = None  # absolute line number of the quoted text
+    from_cascade: bool = False  # the matched event is cascade, not initiating
+
+
+@dataclass(frozen=True)
+class NeighbourVote:
+    """One reference case close to the failure signature."""
+
+    case_id: str
+    url: str | None
+    similarity: float  # cosine similarity in [-1, 1]
+    symptom: str
+    root_cause: str
+    fix: str
+    stage: str
+    symptom_alt: tuple[str, ...] = ()
+    root_cause_alt: tuple[str, ...] = ()
+    fix_alt: tuple[str, ...] = ()
