@@ -1,0 +1,3 @@
+from triage.cli import run
+
+run()

@@ -1,0 +1,53 @@
+"""Parse stage: one module per input kind, each `parse(source) -> ParsedSource`.
+
+Parsers never raise on bad input; whatever they cannot read becomes a warning. Modules are
+imported on first use so that `triage explain` pays only for the log parser.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+
+from triage.model import ParsedSource, Source, SourceKind
+
+# kind -> module under triage.parsers that reads it
+_MODULES: dict[SourceKind, str] = {
+    SourceKind.RANK_LOG: "rank_log",
+    SourceKind.TEXT: "rank_log",
+    SourceKind.NCCL: "nccl",
+    SourceKind.PYSPY: "pyspy",
+    SourceKind.FLIGHT_RECORDER: "flight_recorder",
+    SourceKind.ELASTIC_ERROR: "elastic_error",
+    SourceKind.ENV_REPORT: "env_report",
+}
+
+
+def parse(source: Source) -> ParsedSource:
+    """Parse one source with the parser of its kind; a parser bug becomes a warning."""
+    if source.size == 0 or _is_unreadable(source):
+        return ParsedSource(source=source, events=(), warnings=())
+    module = importlib.import_module(f"triage.parsers.{_MODULES[source.kind]}")
+    try:
+        return module.parse(source)
+    except Exception as exc:  # noqa: BLE001 - a broken input must never stop the run
+        return ParsedSource(
+            source=source,
+            events=(),
+            warnings=(f"could not parse this {source.kind.value} input: {type(exc).__name__}: {exc}",),
+        )
+
+
+def parse_text(text: str, name: str = "<pasted>") -> ParsedSource:
+    """Parse pasted text (an issue body, a traceback) as a log."""
+    data = text.encode("utf-8", errors="replace")
+    source = Source(
+        path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data)
+    )
+    return parse(source)
+
+
+def _is_unreadable(source: Source) -> bool:
+    # ingest marks inputs it could not read (binary junk, loops, bombs) with warnings and
+    # kind TEXT; those carry "not read" in a warning and must not be parsed as text.
+    return source.kind is SourceKind.TEXT and any("not read" in w for w in source.warnings)
