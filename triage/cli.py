@@ -1,10 +1,10 @@
 """Command line: parses options and calls one library function per command.
 
-    triage PATH... [-o OUT] [--format text|json|md|html] [--no-embed] [-q]
-    triage explain [TEXT...] | --jsonl
-    triage rules list | check X
-    triage index build
-    triage batch DIR_OF_JOBS -o results.jsonl
+triage PATH... [-o OUT] [--format text|json|md|html] [--no-embed] [-q]
+triage explain [TEXT...] | --jsonl
+triage rules list | check X
+triage index build
+triage batch DIR_OF_JOBS -o results.jsonl
 """
 
 from __future__ import annotations
@@ -75,10 +75,29 @@ def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool) -> None:
 
 @main.command("analyze", hidden=True)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Write the report here; the suffix picks the format (.html, .json, .md).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Report format (default: from -o's suffix, else text).")
-@click.option("--no-embed", is_flag=True, help="Rules only: skip the embedding nearest-neighbour classifier.")
-@click.option("--rules", "rules", multiple=True, type=click.Path(exists=True, file_okay=False), help="Add a folder of your own rules (repeatable).")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Write the report here; the suffix picks the format (.html, .json, .md).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="Report format (default: from -o's suffix, else text).",
+)
+@click.option(
+    "--no-embed", is_flag=True, help="Rules only: skip the embedding nearest-neighbour classifier."
+)
+@click.option(
+    "--rules",
+    "rules",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Add a folder of your own rules (repeatable).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no messages on stderr.")
 def analyze(
     paths: tuple[str, ...],
@@ -93,7 +112,9 @@ def analyze(
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
-        raise click.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATHS")
+        raise click.BadParameter(
+            f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
+        )
     with _Progress(enabled=not quiet) as progress:
         diagnosis = pipeline.diagnose(paths, _options(no_embed, rules), on_progress=progress.update)
     _emit(diagnosis, _pick_format(fmt, out), out, quiet)
@@ -101,11 +122,23 @@ def analyze(
 
 @main.command()
 @click.argument("text", nargs=-1)
-@click.option("--jsonl", is_flag=True, help='Batch: stdin lines {"id":..,"text":..} -> stdout lines {"id":..,"diagnosis":{..}}.')
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option(
+    "--jsonl",
+    is_flag=True,
+    help='Batch: stdin lines {"id":..,"text":..} -> stdout lines {"id":..,"diagnosis":{..}}.',
+)
+@click.option(
+    "-o", "--output", "out", type=click.Path(dir_okay=False), help="Write the report here."
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Report format.")
 @click.option("--no-embed", is_flag=True, help="Rules only.")
-@click.option("--rules", "rules", multiple=True, type=click.Path(exists=True, file_okay=False), help="Add a folder of your own rules.")
+@click.option(
+    "--rules",
+    "rules",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Add a folder of your own rules.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No messages on stderr.")
 def explain(
     text: tuple[str, ...],
@@ -159,7 +192,13 @@ def rules() -> None:
 
 
 @rules.command("list")
-@click.option("--rules", "extra", multiple=True, type=click.Path(exists=True, file_okay=False), help="Add a folder of your own rules.")
+@click.option(
+    "--rules",
+    "extra",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Add a folder of your own rules.",
+)
 def rules_list(extra: tuple[str, ...]) -> None:
     """List every rule: id, title, what it concludes."""
     from triage.classify import rules as engine
@@ -170,7 +209,13 @@ def rules_list(extra: tuple[str, ...]) -> None:
 
 @rules.command("check")
 @click.argument("file_or_text")
-@click.option("--rules", "extra", multiple=True, type=click.Path(exists=True, file_okay=False), help="Add a folder of your own rules.")
+@click.option(
+    "--rules",
+    "extra",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Add a folder of your own rules.",
+)
 def rules_check(file_or_text: str, extra: tuple[str, ...]) -> None:
     """Show which rules match FILE_OR_TEXT, and the lines they quote."""
     from triage.classify import rules as engine
@@ -189,7 +234,12 @@ def index() -> None:
 
 
 @index.command("build")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where to write the index (default: models/).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Where to write the index (default: models/).",
+)
 def index_build(out_dir: str | None) -> None:
     """Rebuild the nearest-neighbour index from the reference cases."""
     from triage.classify import neighbours

@@ -1,4 +1,4 @@
-"""The failure taxonomy (`taxonomy.yaml`, a verbatim copy of shared/taxonomy.yaml): the label contract.
+"""The failure taxonomy: the label contract (`taxonomy.yaml`, a copy of shared/taxonomy.yaml).
 
 Every label triage prints, every rule and every reference case uses these ids. Ids never change.
 """

@@ -34,16 +34,16 @@ def parse(source: Source) -> ParsedSource:
         return ParsedSource(
             source=source,
             events=(),
-            warnings=(f"could not parse this {source.kind.value} input: {type(exc).__name__}: {exc}",),
+            warnings=(
+                f"could not parse this {source.kind.value} input: {type(exc).__name__}: {exc}",
+            ),
         )
 
 
 def parse_text(text: str, name: str = "<pasted>") -> ParsedSource:
     """Parse pasted text (an issue body, a traceback) as a log."""
     data = text.encode("utf-8", errors="replace")
-    source = Source(
-        path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data)
-    )
+    source = Source(path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data))
     return parse(source)
 
 
