@@ -26,7 +26,7 @@ class _DefaultToAnalyze(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         first = next((a for a in args if not a.startswith("-")), None)
-        wants_help = not args or args[0] in ("--help", "-h")
+        wants_help = not args or args[0] in ("--help", "-h", "--version")
         if not wants_help and (first is None or first not in self.commands):
             args = ["analyze", *args]
         return super().parse_args(ctx, args)
