@@ -248,6 +248,44 @@ def index_build(out_dir: str | None) -> None:
     click.echo(f"index written to {path}")
 
 
+@main.command()
+@click.argument("jobs_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="JSON lines, one per job.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    "workers",
+    type=int,
+    default=None,
+    help="Parallel processes (default: all cores).",
+)
+@click.option("--no-embed", is_flag=True, help="Rules only.")
+@click.option(
+    "--rules",
+    "rules",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Add a folder of your own rules.",
+)
+def batch(
+    jobs_dir: str, out: str, workers: int | None, no_embed: bool, rules: tuple[str, ...]
+) -> None:
+    """Diagnose every job (sub-folder or archive) in JOBS_DIR; one JSON line per job."""
+    from triage import batch as batch_runner
+
+    jobs = batch_runner.job_paths(jobs_dir)
+    with open(out, "w", encoding="utf-8") as fh:
+        count = batch_runner.run_batch(jobs, fh, _options(no_embed, rules), workers)
+    click.echo(f"{count} jobs diagnosed, results in {out}", err=True)
+
+
 class _Progress:
     """A rich progress line on stderr, shown only when reading takes more than a second."""
 
