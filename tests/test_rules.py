@@ -1,0 +1,197 @@
+"""The rule engine and every shipped rule's own examples (Semgrep style: a rule without a
+failing example is not done)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from triage.classify import rules as engine
+from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level
+
+RULES = engine.list_rules()
+
+
+def test_the_shipped_rules_load_and_cover_many_mechanisms() -> None:
+    assert len(RULES) >= 2
+    assert len({r.id for r in RULES}) == len(RULES)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
+def test_rule_examples(rule: engine.Rule) -> None:
+    assert rule.examples_match and rule.examples_no_match
+    for ex in rule.examples_match:
+        assert engine.example_matches(rule, ex), f"{rule.id} should match: {ex!r}"
+    for ex in rule.examples_no_match:
+        assert not engine.example_matches(rule, ex), f"{rule.id} must not match: {ex!r}"
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    d = tmp_path / "team_rules"
+    d.mkdir(exist_ok=True)
+    (d / "team.yaml").write_text(body, encoding="utf-8")
+    return d
+
+
+GOOD_RULE = """
+- id: team-disk-full
+  title: Scratch disk full
+  match:
+    any: ['No space left on device: .(?P<path>/scratch/\\S+).']
+  concludes:
+    symptom: {S28: 0.8}
+    root_cause: {R05: 0.7}
+    fix: {F5: 0.8}
+  actions:
+    F5: "Free space under {path} on {host} (rank {rank})"
+  examples:
+    match: ["OSError: [Errno 28] No space left on device: '/scratch/ckpt/step_10.pt'"]
+    no_match: ["saved checkpoint to /scratch/ckpt"]
+"""
+
+
+def test_a_team_folder_adds_its_rules_and_fills_actions_from_groups(tmp_path: Path) -> None:
+    folder = _write(tmp_path, GOOD_RULE)
+    assert "team-disk-full" in {r.id for r in engine.list_rules([folder])}
+    assert "team-disk-full" not in {r.id for r in engine.list_rules()}
+    event = Event(
+        source="rank3.log",
+        kind=EventKind.TRACEBACK,
+        text="Traceback (most recent call last):\n  File x\n"
+        "OSError: [Errno 28] No space left on device: '/scratch/ckpt/step_10.pt'",
+        line=40,
+        rank=3,
+        level=Level.ERROR,
+    )
+    hits = [
+        h for h in engine.match_events([event], None, [folder]) if h.rule_id == "team-disk-full"
+    ]
+    assert len(hits) == 1
+    hit = hits[0]
+    # The quoted line is the error line inside the traceback, with its absolute line number.
+    assert hit.evidence_text.startswith("OSError: [Errno 28]")
+    assert hit.evidence_line == 42
+    assert hit.actions["F5"] == (
+        "Free space under /scratch/ckpt/step_10.pt on the failing node (rank 3)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "complaint"),
+    [
+        (GOOD_RULE.replace("S28", "S99"), "unknown taxonomy id 'S99'"),
+        (GOOD_RULE.replace("(?P<path>", "(?P<path"), "bad regex"),
+        (GOOD_RULE.replace("  examples:", "  exampels:"), "unknown key"),
+        (GOOD_RULE.replace("0.8}", "1.8}", 1), "weight must be a number in [0, 1]"),
+        (GOOD_RULE.replace('F5: "', 'F9: "'), "not a fix pattern id"),
+        (
+            GOOD_RULE.replace('no_match: ["saved checkpoint to /scratch/ckpt"]', "no_match: []"),
+            "at least one example",
+        ),
+    ],
+)
+def test_a_broken_rule_is_rejected_with_file_and_rule_named(
+    tmp_path: Path, body: str, complaint: str
+) -> None:
+    folder = _write(tmp_path, body)
+    with pytest.raises(engine.RuleError) as err:
+        engine.list_rules([folder])
+    message = str(err.value)
+    assert "team.yaml" in message and "team-disk-full" in message and complaint in message
+
+
+def test_a_missing_fact_renders_readably_never_raises() -> None:
+    assert engine.render("raise the timeout above {timeout_ms} on rank {rank}", {}) == (
+        "raise the timeout above the current timeout on rank the failing rank"
+    )
+    assert (
+        engine.render("pin torch=={torch} ({odd})", {"torch": "2.3.1"})
+        == "pin torch==2.3.1 (<odd>)"
+    )
+
+
+def test_check_accepts_pasted_text_and_names_the_rule() -> None:
+    hits = engine.check(
+        "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"
+    )
+    assert any(h.rule_id == "nccl-shm-exhausted" for h in hits)
+
+
+def test_check_reads_a_file(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text(
+        "step 10 loss 2.1\n"
+        "node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory "
+        "segment nccl-shm-recv-b79-0-3-0 (size 4460544)\n",
+        encoding="utf-8",
+    )
+    hits = [h for h in engine.check(str(log)) if h.rule_id == "nccl-shm-exhausted"]
+    assert hits and hits[0].captures.get("size") == "4460544"
+    assert hits[0].evidence_line == 2
+
+
+def test_a_peer_closed_message_after_another_ranks_failure_is_marked_cascade() -> None:
+    first = Event(
+        source="r1.log",
+        kind=EventKind.TRACEBACK,
+        text="torch.OutOfMemoryError: CUDA out of memory.",
+        line=5,
+        rank=1,
+    )
+    echo = Event(
+        source="r0.log",
+        kind=EventKind.NCCL_WARN,
+        text="n1:1:2 [0] misc/socket.cc:49 NCCL WARN socketProgress: "
+        "Connection closed by remote peer n2<5>",
+        line=9,
+        rank=0,
+    )
+    analysis = Analysis(initiating_events=(first,), cascade_events=(echo,))
+    hits = [
+        h
+        for h in engine.match_events([first, echo], analysis)
+        if h.rule_id == "nccl-remote-peer-closed"
+    ]
+    assert hits and hits[0].from_cascade
+
+
+def test_finding_rules_fire_on_findings_and_fill_the_lagging_rank(tmp_path: Path) -> None:
+    folder = _write(
+        tmp_path,
+        """
+- id: team-hang-lagging
+  title: A rank never joined the collective
+  match: {finding: lagging_rank}
+  concludes: {symptom: {S17: 0.7}, root_cause: {R09: 0.4}, fix: {F3: 0.5}}
+  actions: {F3: "Look at what rank {rank} does before {collective}"}
+  examples:
+    match: [{finding: lagging_rank, facts: {ranks: [3]}}]
+    no_match: [{finding: hang}]
+""",
+    )
+    analysis = Analysis(
+        findings=(Finding(kind="lagging_rank", summary="rank 3 is behind", ranks=(3,)),),
+        hang=HangReport(
+            detected=True, lagging_ranks=(3,), process_group="0", collective={"op": "all_reduce"}
+        ),
+    )
+    hits = [
+        h for h in engine.match_events([], analysis, [folder]) if h.rule_id == "team-hang-lagging"
+    ]
+    assert len(hits) == 1
+    assert hits[0].actions["F3"] == ("Look at what rank 3 does before all_reduce",)
+    assert hits[0].evidence_text == "rank 3 is behind"
+
+
+def test_kind_filter_limits_a_rule_to_its_event_kinds(tmp_path: Path) -> None:
+    folder = _write(
+        tmp_path,
+        GOOD_RULE.replace("  match:\n", "  match:\n    kind: [nccl_warn]\n"),
+    )
+    event = Event(
+        source="x", kind=EventKind.TRACEBACK, text="No space left on device: '/scratch/a'", line=1
+    )
+    assert not [
+        h for h in engine.match_events([event], None, [folder]) if h.rule_id == "team-disk-full"
+    ]

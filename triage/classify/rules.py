@@ -1,0 +1,699 @@
+"""The rule engine: YAML rules (`rules/*.yaml`) matched against parsed events and findings.
+
+A rule is data (Sigma style): what it matches (regexes over an event's text, event or source
+kinds, a correlate finding) and what it concludes (weighted symptom / root cause / fix / stage
+ids of the taxonomy), which line to quote, and action templates filled from the regex's named
+groups and the job's facts. Every rule carries examples that must and must not match it
+(Semgrep style); `tests/test_rules.py` runs them all.
+
+Rules are validated when loaded: an unknown taxonomy id, a bad regex or a typo in a key is a
+`RuleError` that names the file and the rule.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+
+import triage
+from triage import taxonomy
+from triage.classify.types import RuleHit
+from triage.model import Analysis, Event, EventKind, Finding, Level, SourceKind
+
+RULES_ENV = "TRIAGE_RULES_DIR"
+MAX_HITS_PER_RULE = 64  # a wall of identical cascade lines adds nothing after the first few
+MAX_EVIDENCE_CHARS = 600
+
+_EVENT_KINDS = {k.value for k in EventKind}
+_SOURCE_KINDS = {k.value for k in SourceKind}
+_RULE_KEYS = {
+    "id",
+    "title",
+    "description",
+    "references",
+    "match",
+    "concludes",
+    "cascade",
+    "actions",
+    "examples",
+    "falsepositives",
+    "tags",
+}
+_MATCH_KEYS = {"kind", "any", "all", "not", "finding"}
+_CONCLUDE_KEYS = {"symptom", "root_cause", "fix", "stage"}
+_ID_PATTERN = regex.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_FLAGS = regex.VERSION0 | regex.MULTILINE
+
+# Readable stand-ins when a template names a fact this job did not reveal.
+_FALLBACKS = {
+    "rank": "the failing rank",
+    "ranks": "the failing ranks",
+    "host": "the failing node",
+    "collective": "the collective",
+    "op": "the collective",
+    "timeout_ms": "the current timeout",
+    "timeout": "the current timeout",
+    "torch": "your torch version",
+    "nccl": "your NCCL version",
+    "cuda": "your CUDA version",
+    "world_size": "the world size",
+}
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be used, with the file and rule named."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    file: str
+    description: str = ""
+    references: tuple[str, ...] = ()
+    event_kinds: frozenset[str] = frozenset()
+    source_kinds: frozenset[str] = frozenset()
+    any: tuple[regex.Pattern[str], ...] = ()
+    all: tuple[regex.Pattern[str], ...] = ()
+    not_: tuple[regex.Pattern[str], ...] = ()
+    finding: str | None = None
+    symptom: Mapping[str, float] = field(default_factory=dict)
+    root_cause: Mapping[str, float] = field(default_factory=dict)
+    fix: Mapping[str, float] = field(default_factory=dict)
+    stage: Mapping[str, float] = field(default_factory=dict)
+    cascade: bool = False
+    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    examples_match: tuple[Any, ...] = ()
+    examples_no_match: tuple[Any, ...] = ()
+
+    @property
+    def needs_text(self) -> bool:
+        return bool(self.any or self.all)
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    prefilter: regex.Pattern[str] | None  # union of every `any` pattern: skip events quickly
+
+    def __iter__(self) -> Any:
+        return iter(self.rules)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def default_rules_dir() -> Path:
+    env = os.environ.get(RULES_ENV)
+    if env:
+        return Path(env)
+    return Path(triage.__file__).resolve().parent.parent / "rules"
+
+
+def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
+    """The shipped rules plus every extra folder, validated and compiled (cached)."""
+    dirs = (default_rules_dir(), *(Path(d) for d in extra_dirs))
+    key = tuple(_dir_signature(d) for d in dirs)
+    return _load_cached(key)
+
+
+def _dir_signature(directory: Path) -> tuple[str, tuple[tuple[str, float], ...]]:
+    files = _rule_files(directory)
+    return (str(directory), tuple((str(f), f.stat().st_mtime) for f in files))
+
+
+def _rule_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+@lru_cache(maxsize=8)
+def _load_cached(key: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]) -> RuleSet:
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for _directory, files in key:
+        for file, _mtime in files:
+            for rule in load_file(Path(file)):
+                if rule.id in seen:
+                    raise RuleError(
+                        f"{file}: rule {rule.id!r} is already defined in {seen[rule.id]}"
+                    )
+                seen[rule.id] = file
+                rules.append(rule)
+    return RuleSet(rules=tuple(rules), prefilter=_prefilter(rules))
+
+
+def _prefilter(rules: Sequence[Rule]) -> regex.Pattern[str] | None:
+    parts = [p.pattern for r in rules for p in r.any]
+    if not parts:
+        return None
+    # Named groups may repeat across rules; the prefilter only asks "could anything match?".
+    joined = "|".join(f"(?:{_strip_names(p)})" for p in parts)
+    try:
+        return regex.compile(joined, _FLAGS)
+    except regex.error:  # pragma: no cover - every part compiled alone; be safe anyway
+        return None
+
+
+def _strip_names(pattern: str) -> str:
+    return regex.sub(r"\(\?P<[A-Za-z_]\w*>", "(?:", pattern)
+
+
+def load_file(path: Path) -> list[Rule]:
+    """Every rule of one YAML file (a list of rules, `rules: [...]`, or `---` documents)."""
+    try:
+        docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError) as exc:
+        raise RuleError(f"{path}: cannot read rule file: {exc}") from exc
+    raw: list[Any] = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if isinstance(doc, list):
+            raw.extend(doc)
+        elif isinstance(doc, dict) and "rules" in doc and "id" not in doc:
+            raw.extend(doc["rules"] or [])
+        else:
+            raw.append(doc)
+    return [_build_rule(item, path, i) for i, item in enumerate(raw)]
+
+
+def _build_rule(item: Any, path: Path, index: int) -> Rule:
+    if not isinstance(item, dict):
+        raise RuleError(f"{path}: entry #{index + 1} is not a mapping")
+    rid = item.get("id")
+    where = f"{path}: rule {rid!r}" if rid else f"{path}: entry #{index + 1}"
+
+    def fail(msg: str) -> RuleError:
+        return RuleError(f"{where}: {msg}")
+
+    if not isinstance(rid, str) or not _ID_PATTERN.match(rid):
+        raise fail("needs an `id` of lowercase letters, digits, '-', '_' or '.'")
+    unknown = set(item) - _RULE_KEYS
+    if unknown:
+        raise fail(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_RULE_KEYS)}")
+    title = item.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise fail("needs a `title`")
+
+    match = item.get("match")
+    if not isinstance(match, dict):
+        raise fail("needs a `match` mapping")
+    bad = set(match) - _MATCH_KEYS
+    if bad:
+        raise fail(f"unknown match key(s) {sorted(bad)}; allowed: {sorted(_MATCH_KEYS)}")
+    kinds = _str_list(match.get("kind"), fail, "match.kind")
+    for k in kinds:
+        if k not in _EVENT_KINDS and k not in _SOURCE_KINDS:
+            raise fail(
+                f"match.kind {k!r} is neither an event kind {sorted(_EVENT_KINDS)} "
+                f"nor a source kind {sorted(_SOURCE_KINDS)}"
+            )
+    any_ = tuple(_compile(p, fail) for p in _str_list(match.get("any"), fail, "match.any"))
+    all_ = tuple(_compile(p, fail) for p in _str_list(match.get("all"), fail, "match.all"))
+    not_ = tuple(_compile(p, fail) for p in _str_list(match.get("not"), fail, "match.not"))
+    finding = match.get("finding")
+    if finding is not None and not isinstance(finding, str):
+        raise fail("match.finding must be one finding kind (a string)")
+    if not (any_ or all_ or finding):
+        raise fail("match needs at least one of `any`, `all` or `finding`")
+
+    concludes = item.get("concludes")
+    if not isinstance(concludes, dict):
+        raise fail("needs a `concludes` mapping")
+    bad = set(concludes) - _CONCLUDE_KEYS
+    if bad:
+        raise fail(f"unknown concludes key(s) {sorted(bad)}; allowed: {sorted(_CONCLUDE_KEYS)}")
+    tax = taxonomy.load()
+    tables = {
+        "symptom": tax.symptoms,
+        "root_cause": tax.root_causes,
+        "fix": tax.fix_patterns,
+        "stage": tax.stages,
+    }
+    weights: dict[str, dict[str, float]] = {}
+    for name, table in tables.items():
+        weights[name] = _weights(concludes.get(name), table, fail, f"concludes.{name}")
+    if not (weights["symptom"] or weights["root_cause"]):
+        raise fail("concludes needs a `symptom` or a `root_cause`")
+    if not weights["stage"]:
+        # A rule's stage follows from its strongest symptom when it does not say otherwise.
+        for sid, w in sorted(weights["symptom"].items(), key=lambda kv: -kv[1]):
+            stage = tax.symptoms[sid].stage
+            if stage:
+                weights["stage"] = {stage: w}
+                break
+
+    actions_raw = item.get("actions") or {}
+    if not isinstance(actions_raw, dict):
+        raise fail("`actions` must map fix ids to a template or a list of templates")
+    actions: dict[str, tuple[str, ...]] = {}
+    for fid, templates in actions_raw.items():
+        if fid not in tax.fix_patterns:
+            raise fail(f"actions key {fid!r} is not a fix pattern id {sorted(tax.fix_patterns)}")
+        temps = _str_list(templates, fail, f"actions.{fid}")
+        for t in temps:
+            _check_template(t, fail, fid)
+        actions[fid] = tuple(temps)
+
+    cascade = item.get("cascade", False)
+    if not isinstance(cascade, bool):
+        raise fail("`cascade` must be true or false")
+    examples = item.get("examples")
+    if not isinstance(examples, dict):
+        raise fail("needs `examples` with `match` and `no_match` lists")
+    ex_match = _examples(examples.get("match"), fail, "examples.match")
+    ex_no = _examples(examples.get("no_match"), fail, "examples.no_match")
+    refs = _str_list(item.get("references"), fail, "references")
+    desc = item.get("description") or ""
+    if not isinstance(desc, str):
+        raise fail("`description` must be text")
+
+    return Rule(
+        id=rid,
+        title=title.strip(),
+        file=str(path),
+        description=" ".join(desc.split()),
+        references=tuple(refs),
+        event_kinds=frozenset(k for k in kinds if k in _EVENT_KINDS),
+        source_kinds=frozenset(k for k in kinds if k in _SOURCE_KINDS and k not in _EVENT_KINDS),
+        any=any_,
+        all=all_,
+        not_=not_,
+        finding=finding,
+        symptom=weights["symptom"],
+        root_cause=weights["root_cause"],
+        fix=weights["fix"],
+        stage=weights["stage"],
+        cascade=cascade,
+        actions=actions,
+        examples_match=tuple(ex_match),
+        examples_no_match=tuple(ex_no),
+    )
+
+
+def _str_list(value: Any, fail: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise fail(f"`{what}` must be a string or a list of strings")
+
+
+def _compile(pattern: str, fail: Any) -> regex.Pattern[str]:
+    try:
+        return regex.compile(pattern, _FLAGS)
+    except regex.error as exc:
+        raise fail(f"bad regex {pattern!r}: {exc}") from exc
+
+
+def _weights(value: Any, table: Mapping[str, Any], fail: Any, what: str) -> dict[str, float]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = {value: 1.0}
+    if not isinstance(value, dict):
+        raise fail(f"`{what}` must map taxonomy ids to weights")
+    out: dict[str, float] = {}
+    for key, w in value.items():
+        if key not in table:
+            raise fail(f"`{what}`: unknown taxonomy id {key!r}; known: {', '.join(table)}")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w <= 1.0:
+            raise fail(f"`{what}.{key}` weight must be a number in [0, 1], got {w!r}")
+        out[key] = float(w)
+    return out
+
+
+def _check_template(template: str, fail: Any, fid: str) -> None:
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise fail(f"action template for {fid} is malformed ({exc}): {template!r}") from exc
+    for f in fields:
+        if not regex.fullmatch(r"[A-Za-z_]\w*", f):
+            raise fail(f"action template for {fid} uses {{{f}}}; only plain {{names}} are allowed")
+
+
+def _examples(value: Any, fail: Any, what: str) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise fail(f"`{what}` needs at least one example")
+    for ex in value:
+        if isinstance(ex, str):
+            continue
+        if isinstance(ex, dict) and set(ex) <= {"text", "finding", "summary", "facts", "kind"}:
+            continue
+        raise fail(f"`{what}` entries are text or {{text, finding, summary, facts, kind}} maps")
+    return list(value)
+
+
+# --------------------------------------------------------------------------- matching
+
+
+class _Facts(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return _FALLBACKS.get(key, f"<{key}>")
+
+
+def render(template: str, facts: Mapping[str, Any]) -> str:
+    """Fill `{name}` fields from facts; a missing or empty fact reads as a plain fallback."""
+    values = _Facts({k: v for k, v in facts.items() if v is not None and v != ""})
+    try:
+        return template.format_map(values)
+    except (ValueError, IndexError, AttributeError, KeyError):
+        return template
+
+
+def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
+    if analysis is None:
+        return {}
+    facts: dict[str, Any] = {str(k): v for k, v in (analysis.facts or {}).items()}
+    if analysis.culprit_ranks and "ranks" not in facts:
+        facts["ranks"] = ", ".join(str(r) for r in analysis.culprit_ranks)
+    hang = analysis.hang
+    if hang is not None:
+        if hang.lagging_ranks and "lagging_ranks" not in facts:
+            facts["lagging_ranks"] = ", ".join(str(r) for r in hang.lagging_ranks)
+        if hang.collective and "collective" not in facts:
+            op = hang.collective.get("op") or hang.collective.get("profiling_name")
+            if op:
+                facts["collective"] = op
+        if hang.process_group and "process_group" not in facts:
+            facts["process_group"] = hang.process_group
+    return facts
+
+
+def _kind_ok(rule: Rule, event: Event, source_kinds: Mapping[str, SourceKind] | None) -> bool:
+    if not rule.event_kinds and not rule.source_kinds:
+        return True
+    if event.kind.value in rule.event_kinds:
+        return True
+    src = source_kinds.get(event.source) if source_kinds else None
+    if src is None:
+        # Unknown source kind: only an event-kind filter can reject the event.
+        return not rule.event_kinds
+    return src.value in rule.source_kinds
+
+
+def _match_text(rule: Rule, text: str) -> regex.Match[str] | None | bool:
+    """The match to quote, True when only `all` patterns decide, None when no match."""
+    for pat in rule.not_:
+        if pat.search(text):
+            return None
+    first: regex.Match[str] | None = None
+    if rule.any:
+        for pat in rule.any:
+            first = pat.search(text)
+            if first:
+                break
+        if first is None:
+            return None
+    all_matches = []
+    for pat in rule.all:
+        m = pat.search(text)
+        if m is None:
+            return None
+        all_matches.append(m)
+    if first is None and all_matches:
+        first = all_matches[0]
+    return first if first is not None else True
+
+
+def _captures(m: regex.Match[str] | None, rule: Rule, text: str) -> dict[str, str]:
+    caps: dict[str, str] = {}
+    for pat in rule.all:
+        mm = pat.search(text)
+        if mm:
+            caps.update({k: v for k, v in mm.groupdict().items() if v is not None})
+    if m is not None:
+        caps.update({k: v for k, v in m.groupdict().items() if v is not None})
+    return caps
+
+
+def _quote(text: str, m: regex.Match[str] | None) -> tuple[str, int]:
+    """The whole line(s) a match spans and their offset (0-based) inside the event text."""
+    if m is None:
+        first_line = text.split("\n", 1)[0]
+        return first_line[:MAX_EVIDENCE_CHARS], 0
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", max(m.end() - 1, m.start()))
+    if end == -1:
+        end = len(text)
+    quoted = text[start:end].strip("\r")
+    if len(quoted) > MAX_EVIDENCE_CHARS:
+        # Keep the matched part visible in very long lines (tqdm bars glued to errors).
+        a = max(m.start() - start - 100, 0)
+        quoted = quoted[a : a + MAX_EVIDENCE_CHARS]
+    return quoted, text.count("\n", 0, start)
+
+
+def _hit(
+    rule: Rule,
+    event: Event | None,
+    m: regex.Match[str] | None,
+    text: str,
+    facts: Mapping[str, Any],
+    from_cascade: bool,
+) -> RuleHit:
+    caps = _captures(m, rule, text) if rule.needs_text else {}
+    context: dict[str, Any] = dict(facts)
+    if event is not None:
+        if event.rank is not None:
+            context["rank"] = event.rank
+        if event.host:
+            context["host"] = event.host
+    context.update(caps)
+    quoted, offset = _quote(text, m) if text else ("", 0)
+    line = event.line + offset if event is not None and event.line is not None else None
+    return RuleHit(
+        rule_id=rule.id,
+        title=rule.title,
+        event=event,
+        symptom=dict(rule.symptom),
+        root_cause=dict(rule.root_cause),
+        fix=dict(rule.fix),
+        stage=dict(rule.stage),
+        captures=caps,
+        actions={f: tuple(render(t, context) for t in ts) for f, ts in rule.actions.items()},
+        evidence_text=quoted,
+        evidence_line=line,
+        from_cascade=from_cascade,
+    )
+
+
+def _finding_event(finding: Finding) -> Event | None:
+    if not finding.evidence:
+        return None
+    ev = finding.evidence[0]
+    return Event(
+        source=ev.source,
+        kind=EventKind.ERROR_LINE,
+        text=ev.text,
+        line=ev.line,
+        rank=ev.rank,
+        level=Level.ERROR,
+    )
+
+
+def match_events(
+    events: Sequence[Event],
+    analysis: Analysis | None = None,
+    extra_dirs: Sequence[str | os.PathLike[str]] = (),
+    *,
+    source_kinds: Mapping[str, SourceKind] | None = None,
+    rules: RuleSet | None = None,
+) -> list[RuleHit]:
+    """Every rule hit over these events (and the analysis's findings), in event order.
+
+    `source_kinds` (event.source -> kind) lets rules filter on the input kind; without it
+    only event-kind filters apply. A rule hits an event at most once, and at most
+    MAX_HITS_PER_RULE times overall.
+    """
+    ruleset = rules if rules is not None else load(extra_dirs)
+    facts = _job_facts(analysis)
+    findings: dict[str, list[Finding]] = {}
+    for f in analysis.findings if analysis is not None else ():
+        findings.setdefault(f.kind, []).append(f)
+    cascade_set = set(analysis.cascade_events) if analysis is not None else set()
+    initiating = set(analysis.initiating_events) if analysis is not None else set()
+    counts: dict[str, int] = {}
+    hits: list[RuleHit] = []
+
+    text_rules = [r for r in ruleset.rules if r.needs_text]
+    for event in events:
+        text = event.text or ""
+        if not text:
+            continue
+        # Rules with `any` need the prefilter to match; rules with only `all` always run.
+        candidate = ruleset.prefilter is None or ruleset.prefilter.search(text) is not None
+        for rule in text_rules:
+            if rule.any and not candidate:
+                continue
+            if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE:
+                continue
+            if rule.finding and rule.finding not in findings:
+                continue
+            if not _kind_ok(rule, event, source_kinds):
+                continue
+            m = _match_text(rule, text)
+            if m is None:
+                continue
+            quoted_match = m if isinstance(m, regex.Match) else None
+            from_cascade = event in cascade_set or (rule.cascade and event not in initiating)
+            hit_facts = dict(facts)
+            if rule.finding:
+                hit_facts.update(_finding_facts(findings[rule.finding][0]))
+            hits.append(_hit(rule, event, quoted_match, text, hit_facts, from_cascade))
+            counts[rule.id] = counts.get(rule.id, 0) + 1
+
+    # Finding-only rules: one hit per finding of that kind.
+    for rule in ruleset.rules:
+        if rule.needs_text or not rule.finding:
+            continue
+        for finding in findings.get(rule.finding, ())[:MAX_HITS_PER_RULE]:
+            ev = _finding_event(finding)
+            hit_facts = {**facts, **_finding_facts(finding)}
+            hit = _hit(rule, ev, None, "", hit_facts, rule.cascade)
+            hits.append(
+                RuleHit(
+                    **{
+                        **hit.__dict__,
+                        "evidence_text": finding.summary,
+                        "evidence_line": ev.line if ev is not None else None,
+                    }
+                )
+            )
+    return hits
+
+
+def _finding_facts(finding: Finding) -> dict[str, Any]:
+    facts = {str(k): v for k, v in (finding.facts or {}).items() if isinstance(k, str)}
+    if finding.ranks:
+        facts.setdefault("ranks", ", ".join(str(r) for r in finding.ranks))
+        facts.setdefault("rank", finding.ranks[0])
+    return facts
+
+
+# --------------------------------------------------------------------------- library API
+
+
+def list_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Rule]:
+    return list(load(extra_dirs).rules)
+
+
+def describe(rule: Rule) -> str:
+    """One line per rule for `triage rules list`."""
+
+    def top(weights: Mapping[str, float]) -> str:
+        return ",".join(k for k, _ in sorted(weights.items(), key=lambda kv: -kv[1])[:2]) or "-"
+
+    flags = " cascade" if rule.cascade else ""
+    return (
+        f"{rule.id:<44} {top(rule.symptom):<8} {top(rule.root_cause):<8} "
+        f"{top(rule.fix):<6}{flags}  {rule.title}"
+    )
+
+
+def text_events(text: str, name: str = "<pasted>") -> tuple[Event, ...]:
+    """Events of pasted text: the log parser when it is there, else the text as one event."""
+    try:
+        from triage.parsers import parse_text
+
+        events = parse_text(text, name=name).events
+    except Exception:  # noqa: BLE001 - no parser yet, or a parser bug: still check the text
+        events = ()
+    if events:
+        return tuple(events)
+    return (whole_text_event(text, name),)
+
+
+def whole_text_event(text: str, name: str = "<pasted>") -> Event:
+    kind = (
+        EventKind.TRACEBACK if "Traceback (most recent call last)" in text else EventKind.ERROR_LINE
+    )
+    return Event(
+        source=name,
+        kind=kind,
+        text=text,
+        line=1,
+        end_line=text.count("\n") + 1,
+        level=Level.ERROR,
+    )
+
+
+def check(text_or_path: str, extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[RuleHit]:
+    """Which rules match a file (parsed like a log) or a piece of text."""
+    path = Path(text_or_path)
+    try:
+        is_file = len(text_or_path) < 4096 and path.is_file()
+    except OSError:
+        is_file = False
+    events = _file_events(path) if is_file else text_events(text_or_path)
+    return match_events(events, None, extra_dirs)
+
+
+def _file_events(path: Path) -> tuple[Event, ...]:
+    try:
+        from triage.ingest import discover
+        from triage.parsers import parse
+
+        events: list[Event] = []
+        source_kinds: dict[str, SourceKind] = {}
+        for source in discover([str(path)]):
+            source_kinds[source.path] = source.kind
+            events.extend(parse(source).events)
+        if events:
+            return tuple(events)
+    except Exception:  # noqa: BLE001 - fall back to reading the file as plain text
+        pass
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return (whole_text_event(f"could not read {path}: {exc}", str(path)),)
+    return text_events(text, name=str(path))
+
+
+def iter_examples(rule: Rule) -> Iterable[tuple[bool, Any]]:
+    """(must_match, example) pairs of one rule, for the tests."""
+    for ex in rule.examples_match:
+        yield True, ex
+    for ex in rule.examples_no_match:
+        yield False, ex
+
+
+def example_matches(rule: Rule, example: Any) -> bool:
+    """Does this rule fire on one of its examples (text, or a finding with optional text)?"""
+    ruleset = RuleSet(rules=(rule,), prefilter=None)
+    if isinstance(example, str):
+        text, finding = example, None
+    else:
+        text = example.get("text", "")
+        finding = (
+            Finding(
+                kind=example["finding"],
+                summary=example.get("summary", example["finding"]),
+                ranks=tuple((example.get("facts") or {}).get("ranks", ())),
+                facts=example.get("facts") or {},
+            )
+            if example.get("finding")
+            else None
+        )
+    analysis = Analysis(findings=(finding,) if finding else ())
+    events = (whole_text_event(text, "<example>"),) if text else ()
+    if isinstance(example, dict) and example.get("kind") and events:
+        events = (Event(**{**events[0].__dict__, "kind": EventKind(example["kind"])}),)
+    hits = match_events(events, analysis, rules=ruleset)
+    return any(h.rule_id == rule.id for h in hits)
