@@ -1,0 +1,314 @@
+"""What every report format shows the same way: verdict, scores, what to collect, row caps.
+
+The formats differ only in markup; the choices of *what* to show (which timeline rows survive
+a cap, what an abstention asks the user to collect, how a score reads) live here so that text,
+Markdown and HTML never disagree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import regex
+
+from triage.model import Diagnosis, InputSummary, SourceKind, TimelineEntry
+
+# Log text arrives with terminal colour codes (ANSI CSI/OSC sequences) and stray control bytes.
+# They are stripped in every format: raw escapes would repaint a user's terminal and are noise
+# in HTML and Markdown.
+_ANSI = regex.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window title, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROL = regex.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_BACKTICKED = regex.compile(r"(`+)(.+?)(?<!`)\1(?!`)", regex.DOTALL)
+
+ABSTAIN_TITLE = "Not enough evidence for a diagnosis"
+
+
+def clean(text: str | None) -> str:
+    """Log text made safe to show: escapes and control bytes removed, CRLF normalised."""
+    if not text:
+        return ""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
+    return _CONTROL.sub("", _ANSI.sub("", text))
+
+
+def one_line(text: str | None, limit: int = 200) -> str:
+    """The first line of a text, shortened to `limit` characters with an ellipsis."""
+    lines = clean(text).strip().split("\n")
+    line = lines[0] if lines else ""
+    if len(line) > limit:
+        return line[: limit - 1] + "…"
+    return line + (" …" if len(lines) > 1 else "")
+
+
+def cut_lines(text: str | None, max_lines: int, max_chars: int = 400) -> tuple[str, int]:
+    """Text limited to `max_lines` lines of at most `max_chars` each; also how many lines hid."""
+    lines = clean(text).rstrip("\n").split("\n")
+    hidden = max(0, len(lines) - max_lines)
+    shown = [ln if len(ln) <= max_chars else ln[: max_chars - 1] + "…" for ln in lines[:max_lines]]
+    return "\n".join(shown), hidden
+
+
+def pct(score: float | None) -> str:
+    if score is None:
+        return "-"
+    return f"{round(max(0.0, min(1.0, score)) * 100):d}%"
+
+
+def is_abstention(d: Diagnosis) -> bool:
+    return not d.symptoms and not d.root_causes
+
+
+def verdict(d: Diagnosis) -> str:
+    """The headline: top symptom, and top root cause when there is one."""
+    if is_abstention(d):
+        return ABSTAIN_TITLE
+    parts = []
+    if d.symptoms:
+        parts.append(d.symptoms[0].name)
+    if d.root_causes:
+        parts.append(f"caused by {d.root_causes[0].name[:1].lower()}{d.root_causes[0].name[1:]}")
+    return ", ".join(parts)
+
+
+def where(source: str, line: int | None) -> str:
+    return f"{source}:{line}" if line is not None else source
+
+
+def rank_str(rank: int | None) -> str:
+    return "-" if rank is None else str(rank)
+
+
+def ranks_str(ranks: Sequence[int], limit: int = 32) -> str:
+    """Ranks as a compact list: `0-3, 7, 12-15` so 1,024 ranks stay one line."""
+    if not ranks:
+        return "-"
+    ordered = sorted(set(ranks))
+    spans: list[str] = []
+    start = prev = ordered[0]
+    for r in [*ordered[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    if len(spans) > limit:
+        return ", ".join(spans[:limit]) + f", … ({len(ordered)} ranks)"
+    return ", ".join(spans)
+
+
+def iso_time(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    try:
+        stamp = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return "-"
+    return stamp.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def clock_time(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
+def segments(action: str) -> list[tuple[bool, str]]:
+    """An action split into (is_code, text) pieces: backticked parts are commands or keys."""
+    text = clean(action)
+    out: list[tuple[bool, str]] = []
+    pos = 0
+    for m in _BACKTICKED.finditer(text):
+        if m.start() > pos:
+            out.append((False, text[pos : m.start()]))
+        code = m.group(2)
+        # CommonMark strips one space padding that was added to fence a backtick.
+        if len(code) > 2 and code.startswith(" ") and code.endswith(" "):
+            code = code[1:-1]
+        out.append((True, code))
+        pos = m.end()
+    if pos < len(text):
+        out.append((False, text[pos:]))
+    return out
+
+
+def safe_url(url: str | None) -> str | None:
+    """Only plain web links become links; `javascript:` and friends stay text."""
+    if not url:
+        return None
+    url = clean(url).strip()
+    if regex.match(r"(?i)^https?://[^\s<>\"'`]+$", url):
+        return url
+    return None
+
+
+def hang_collective(d: Diagnosis) -> str:
+    """The stuck collective in one line: `all_reduce seq 1204 on pg 0, sizes [[1024]], float`."""
+    if d.hang is None or not d.hang.collective:
+        return ""
+    c = dict(d.hang.collective)
+    op = c.get("op") or c.get("profiling_name") or "collective"
+    bits = [str(op)]
+    seq = c.get("seq", c.get("collective_seq_id", c.get("seq_id")))
+    if seq is not None:
+        bits.append(f"seq {seq}")
+    sizes = c.get("sizes", c.get("input_sizes"))
+    if sizes:
+        bits.append(f"sizes {_compact(sizes)}")
+    dtypes = c.get("dtypes", c.get("input_dtypes"))
+    if dtypes:
+        bits.append(f"dtypes {_compact(dtypes)}")
+    shown = {
+        "op",
+        "profiling_name",
+        "seq",
+        "collective_seq_id",
+        "seq_id",
+        "sizes",
+        "input_sizes",
+        "dtypes",
+        "input_dtypes",
+    }
+    for key, value in c.items():
+        if key not in shown and value not in (None, "", [], ()):
+            bits.append(f"{key} {_compact(value)}")
+    return clean(", ".join(bits))
+
+
+def _compact(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        text = "[" + ", ".join(_compact(v) for v in value) + "]"
+    else:
+        text = str(value)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+# --------------------------------------------------------------------------- what to collect
+
+
+def collect_next(d: Diagnosis) -> list[str]:
+    """What evidence to gather next, from the input kinds this diagnosis did not have.
+
+    Shown on an abstention, where the summary alone ("collect ...") is too thin to act on.
+    """
+    kinds = {i.kind for i in d.inputs}
+    ranks = {i.rank for i in d.inputs if i.rank is not None}
+    hang = d.hang is not None and d.hang.detected
+    todo: list[str] = []
+    if not d.inputs:
+        todo.append("The logs themselves: pass a folder or archive with every rank's output.")
+    if SourceKind.RANK_LOG not in kinds or len(ranks) <= 1:
+        todo.append(
+            "Every rank's log, not only rank 0's: "
+            "`torchrun --log-dir logs --redirects 3 --tee 3 ...` keeps one file per rank."
+        )
+    if SourceKind.ELASTIC_ERROR not in kinds:
+        todo.append(
+            "The real traceback of the failing rank: decorate `main` with `@record` "
+            "(`from torch.distributed.elastic.multiprocessing.errors import record`)."
+        )
+    if SourceKind.NCCL not in kinds:
+        todo.append(
+            "NCCL's own account: rerun with `NCCL_DEBUG=INFO` "
+            "(and `NCCL_DEBUG_FILE=nccl.%h.%p.log` for one file per process)."
+        )
+    if SourceKind.PYSPY not in kinds:
+        todo.append(
+            "Stacks of every rank while it is stuck: `triage snapshot --all -o snap/` "
+            "or `py-spy dump --pid PID` on each rank."
+        )
+    if SourceKind.FLIGHT_RECORDER not in kinds:
+        todo.append(
+            "Flight-recorder dumps: `TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+            "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr_rank_` (NCCL; dumps land on a watchdog timeout)."
+        )
+    if SourceKind.ENV_REPORT not in kinds:
+        todo.append(
+            "Versions on every node: `python -m torch.utils.collect_env` "
+            "(and `ds_report` for DeepSpeed)."
+        )
+    if hang and SourceKind.PYSPY in kinds and SourceKind.FLIGHT_RECORDER in kinds:
+        todo.append("A second py-spy dump a minute later, to tell a stuck rank from a slow one.")
+    return todo
+
+
+# --------------------------------------------------------------------------- caps
+
+
+@dataclass(frozen=True)
+class Capped:
+    """Rows kept for display, in their original order, and what the cap hid."""
+
+    rows: tuple[tuple[int, TimelineEntry], ...]
+    hidden: int
+    hidden_by_role: tuple[tuple[str, int], ...]
+
+    def note(self) -> str:
+        if not self.hidden:
+            return ""
+        roles = ", ".join(f"{n} {role}" for role, n in self.hidden_by_role)
+        return f"{self.hidden} more entries not shown ({roles}); the JSON report has all of them."
+
+
+_ROLE_PRIORITY = {"initiating": 0, "context": 1, "cascade": 2}
+
+
+def cap_timeline(entries: Sequence[TimelineEntry], cap: int) -> Capped:
+    """Keep `cap` rows: initiating ones first, then context, then the earliest cascade rows.
+
+    A big job has one initiating error and thousands of cascade lines; a plain head-cut would
+    show only cascade, which is the part a reader should skip.
+    """
+    if len(entries) <= cap:
+        return Capped(tuple(enumerate(entries)), 0, ())
+    order = sorted(range(len(entries)), key=lambda i: (_ROLE_PRIORITY.get(entries[i].role, 1), i))
+    keep = sorted(order[:cap])
+    kept = set(keep)
+    hidden = Counter(e.role for i, e in enumerate(entries) if i not in kept)
+    return Capped(
+        tuple((i, entries[i]) for i in keep),
+        len(entries) - len(keep),
+        tuple(sorted(hidden.items(), key=lambda kv: _ROLE_PRIORITY.get(kv[0], 1))),
+    )
+
+
+def inputs_in_order(inputs: Sequence[InputSummary]) -> list[InputSummary]:
+    """Inputs with warnings first: an unreadable input must not hide among 1,024 good ones."""
+    return sorted(inputs, key=lambda i: (not i.warnings,))
+
+
+def inputs_overview(inputs: Sequence[InputSummary]) -> str:
+    """`1024 inputs: 1020 rank_log, 4 pyspy; 2 with warnings`."""
+    if not inputs:
+        return "no inputs"
+    kinds = Counter(i.kind.value for i in inputs)
+    parts = ", ".join(f"{n} {k}" for k, n in kinds.most_common())
+    warned = sum(1 for i in inputs if i.warnings)
+    noun = "input" if len(inputs) == 1 else "inputs"
+    tail = f"; {warned} with warnings" if warned else ""
+    return f"{len(inputs)} {noun}: {parts}{tail}"
+
+
+def time_span(entries: Sequence[TimelineEntry]) -> tuple[float, float] | None:
+    times = [e.time for e in entries if e.time is not None]
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    return min(times), max(times)
+
+
+def offset(epoch: float | None, start: float | None) -> str:
+    """Seconds since the first timed event: `+12.345s`; reads faster than two clocks."""
+    if epoch is None or start is None:
+        return ""
+    return f"+{epoch - start:.3f}s"
