@@ -1,0 +1,506 @@
+"""Flight-recorder (FR) dumps: one rank's ring buffer of collectives, as pickle or JSON.
+
+Every schema era is read by looking at which fields are present, never at the version string
+(formats.md §4.6):
+
+* torch <= 2.2: a bare list of entries, each with one `seq_id`;
+* "1.x": a dict with `version` and `entries`, still `seq_id`, no process-group info;
+* "2.0"-"2.10": `collective_seq_id`/`p2p_seq_id`, `process_group` (tuple in pickle, list in
+  JSON), `pg_config` whose `ranks` is a *string* such as `'[0, 1]'`, `pg_status` (ints in
+  pickle, strings in JSON), `nccl_version` later renamed `comm_lib_version`, optional `frames`,
+  `thread_id`/`thread_name` and `duration_ms`.
+
+Pickles are untrusted and go through `safe_pickle`. Entries with a field of the wrong type are
+skipped and counted in one warning; a dump that cannot be read at all becomes an
+INPUT_WARNING event. The parser never raises.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from triage.model import (
+    Event,
+    EventKind,
+    FlightRecorderDump,
+    FlightRecorderEntry,
+    Level,
+    ParsedSource,
+    Source,
+    StackFrame,
+)
+from triage.parsers import safe_pickle
+
+__all__ = ["MAX_ENTRIES", "load_dump", "parse"]
+
+# Default TORCH_FR_BUFFER_SIZE is 2,000; users raise it to tens of thousands at most.
+MAX_ENTRIES = 1_000_000
+_MAX_FRAMES = 256  # per entry; deeper stacks are cut (the innermost frames matter most)
+_RANKS_TEXT = re.compile(r"\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*,?)?\s*\]\s*")
+_P2P_OPS = frozenset({"send", "recv", "isend", "irecv"})
+_STATES = frozenset({"scheduled", "started", "completed"})
+
+
+class _BadEntry(Exception):
+    """An entry field has the wrong type; the entry is skipped."""
+
+
+def parse(source: Source) -> ParsedSource:
+    """Parse one flight-recorder dump into a FLIGHT_RECORDER event (or a warning event)."""
+    warnings: list[str] = []
+    data = b""
+    try:
+        with source.open() as stream:
+            data = stream.read(safe_pickle.DEFAULT_LIMITS.max_bytes + 1)
+    except Exception as exc:  # unreadable archive member, permission, vanished file
+        return _failed(source, f"cannot read flight-recorder dump: {exc}", warnings, 0)
+    if len(data) > safe_pickle.DEFAULT_LIMITS.max_bytes:
+        limit = safe_pickle.DEFAULT_LIMITS.max_bytes
+        return _failed(
+            source, f"flight-recorder dump is over the {limit}-byte limit; not read", warnings, 0
+        )
+    dump, problem = load_dump(data, rank=source.rank, warnings=warnings)
+    if dump is None:
+        return _failed(source, problem or "flight-recorder dump is empty", warnings, len(data))
+    event = Event(
+        source=source.path,
+        kind=EventKind.FLIGHT_RECORDER,
+        text=_summary(dump),
+        rank=source.rank,
+        local_rank=source.local_rank,
+        host=source.host,
+        time=_last_time(dump),
+        level=Level.INFO,
+        attrs=_attrs(dump, data),
+        payload=dump,
+    )
+    return ParsedSource(
+        source=source, events=(event,), warnings=tuple(warnings), bytes_read=len(data)
+    )
+
+
+def load_dump(
+    data: bytes, *, rank: int | None = None, warnings: list[str] | None = None
+) -> tuple[FlightRecorderDump | None, str | None]:
+    """Decode pickle or JSON bytes into a FlightRecorderDump.
+
+    Returns (dump, None) or (None, why-not). Non-fatal problems are appended to `warnings`.
+    """
+    if warnings is None:
+        warnings = []
+    head = data.lstrip()[:1]
+    if not head:
+        return None, "flight-recorder dump is empty (0 bytes of data)"
+    try:
+        if head in (b"{", b"[") and not data.startswith(b"\x80"):
+            raw: Any = json.loads(data)
+            fmt = "json"
+        else:
+            # No nesting walk: _build reads known fields at known depths and never recurses.
+            raw = safe_pickle.loads(data, check_depth=False)
+            fmt = "pickle"
+    except safe_pickle.PickleRefused as exc:
+        return None, f"flight-recorder pickle refused: {exc}"
+    except safe_pickle.PickleError as exc:
+        return None, f"flight-recorder dump is truncated or corrupt ({len(data)} bytes): {exc}"
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        return None, f"flight-recorder JSON is truncated or corrupt ({len(data)} bytes): {exc}"
+    except Exception as exc:  # the promise is "never raises"
+        return None, f"flight-recorder dump unreadable: {type(exc).__name__}: {exc}"
+    try:
+        return _build(raw, rank, warnings, fmt), None
+    except Exception as exc:  # a shape no era had; say so rather than crash the run
+        return None, f"flight-recorder dump has an unknown layout: {type(exc).__name__}: {exc}"
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def _build(raw: Any, rank: int | None, warnings: list[str], fmt: str) -> FlightRecorderDump:
+    if isinstance(raw, list):
+        version = None  # torch <= 2.2 wrote the entries alone
+        top: Mapping[str, Any] = {}
+        raw_entries: Any = raw
+    elif isinstance(raw, dict):
+        top = raw
+        version_value = raw.get("version")
+        version = None if version_value is None else str(version_value)[:32]
+        raw_entries = raw.get("entries", [])
+        if not isinstance(raw_entries, list):
+            warnings.append(f"'entries' is a {type(raw_entries).__name__}, not a list; ignored")
+            raw_entries = []
+        if "entries" not in raw:
+            warnings.append("flight-recorder dump has no 'entries' key")
+    else:
+        raise TypeError(f"top level is a {type(raw).__name__}, not a dict or list")
+
+    if len(raw_entries) > MAX_ENTRIES:
+        warnings.append(
+            f"flight-recorder dump holds {len(raw_entries)} entries; only the last "
+            f"{MAX_ENTRIES} were read"
+        )
+        raw_entries = raw_entries[-MAX_ENTRIES:]
+
+    entries, skipped, reasons = _entries(raw_entries)
+    if skipped:
+        why = "; ".join(f"{reason} ({count}x)" for reason, count in reasons.items())
+        warnings.append(
+            f"skipped {skipped} of {len(raw_entries)} flight-recorder entries with bad fields: "
+            f"{why}"
+        )
+
+    pg_config, pg_desc = _pg_config(top.get("pg_config"), warnings)
+    _repair_gloo_pg_config(pg_config, entries)
+    for entry in entries:  # entries carry the true (name, desc); gloo's pg_config does not
+        if entry.pg_name and entry.pg_desc and entry.pg_name not in pg_desc:
+            pg_desc[entry.pg_name] = entry.pg_desc
+
+    comm = top.get("comm_lib_version", top.get("nccl_version"))
+    return FlightRecorderDump(
+        rank=rank,
+        version=version,
+        pg_config=pg_config,
+        pg_desc=pg_desc,
+        pg_status=_pg_status(top.get("pg_status"), warnings),
+        comm_lib_version=comm if isinstance(comm, str) and comm else None,
+        entries=tuple(entries),
+    )
+
+
+def _pg_config(raw: Any, warnings: list[str]) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    config: dict[str, tuple[int, ...]] = {}
+    desc: dict[str, str] = {}
+    if raw is None:
+        return config, desc
+    if not isinstance(raw, dict):
+        warnings.append(f"pg_config is a {type(raw).__name__}, not a dict; ignored")
+        return config, desc
+    bad = 0
+    for key, info in raw.items():
+        if not isinstance(key, str) or not isinstance(info, dict):
+            bad += 1
+            continue
+        name = info.get("name", key)
+        name = name if isinstance(name, str) and name else key
+        ranks = _ranks(info.get("ranks"))
+        if ranks is None:
+            bad += 1
+        else:
+            config[name] = ranks
+        pg_text = info.get("desc")
+        if isinstance(pg_text, str) and pg_text:
+            desc[name] = pg_text
+    if bad:
+        warnings.append(f"{bad} pg_config entries unreadable; their membership is unknown")
+    return config, desc
+
+
+def _ranks(value: Any) -> tuple[int, ...] | None:
+    """`'[0, 1]'` (the usual string form) or a real list -> tuple of ranks."""
+    if isinstance(value, str):
+        # literal_eval only after the shape check: a crafted string cannot make it build
+        # anything but a flat list of integers.
+        if len(value) > 10_000_000 or not _RANKS_TEXT.fullmatch(value):
+            return None
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    if isinstance(value, (list, tuple)) and all(type(r) is int for r in value):
+        return tuple(value)
+    return None
+
+
+def _repair_gloo_pg_config(
+    config: dict[str, tuple[int, ...]], entries: list[FlightRecorderEntry]
+) -> None:
+    # gloo dumps name their only pg_config key '' (formats.md §4.7 caveat 2). With a single
+    # process group in the entries, that membership belongs to it.
+    if "" not in config:
+        return
+    members = config.pop("")
+    names = {entry.pg_name for entry in entries}
+    if len(names) == 1 and members:
+        name = names.pop()
+        config.setdefault(name, members)
+
+
+def _pg_status(raw: Any, warnings: list[str]) -> dict[str, dict[str, int]]:
+    status: dict[str, dict[str, int]] = {}
+    if raw is None:
+        return status
+    if not isinstance(raw, dict):
+        warnings.append(f"pg_status is a {type(raw).__name__}, not a dict; ignored")
+        return status
+    for key, fields in raw.items():
+        if not isinstance(fields, dict):
+            continue
+        values: dict[str, int] = {}
+        for field, value in fields.items():
+            number = _int_or_text(value)  # JSON dumps write these as strings
+            if isinstance(field, str) and number is not None:
+                values[field] = number
+        status[str(key)] = values
+    return status
+
+
+def _int_or_text(value: Any) -> int | None:
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and len(value) < 24:
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _entries(raw_entries: list[Any]) -> tuple[list[FlightRecorderEntry], int, dict[str, int]]:
+    # Caches share identical shapes, dtypes and stacks between entries: a 2,000-entry dump of
+    # one training loop repeats the same handful, and sharing keeps 1,024-rank jobs small.
+    cache: dict[Any, Any] = {}
+    entries: list[FlightRecorderEntry] = []
+    reasons: dict[str, int] = {}
+    for index, raw in enumerate(raw_entries):
+        try:
+            if type(raw) is not dict:
+                raise _BadEntry("entry is not a dict")
+            entries.append(_entry(raw, index, cache))
+        except _BadEntry as bad:
+            reason = str(bad)
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return entries, sum(reasons.values()), reasons
+
+
+def _entry(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightRecorderEntry:
+    get = raw.get
+    name = get("profiling_name")
+    if type(name) is not str:
+        raise _BadEntry("profiling_name missing or not a string")
+
+    seq = get("collective_seq_id")
+    if seq is None:
+        seq = get("seq_id")  # before the collective/p2p split (torch <= 2.3)
+    if type(seq) is not int:
+        raise _BadEntry("no integer collective_seq_id/seq_id")
+
+    pg_name, pg_desc = _process_group(get("process_group"), get("pg_id"))
+    op = name.split(":", 1)[-1].split(" ", 1)[0]
+    is_p2p = get("is_p2p")
+    if is_p2p is None:
+        is_p2p = op in _P2P_OPS
+    elif type(is_p2p) is not bool:
+        raise _BadEntry("is_p2p not a bool")
+
+    started = _time_ns(get("time_discovered_started_ns"), "time_discovered_started_ns")
+    completed = _time_ns(get("time_discovered_completed_ns"), "time_discovered_completed_ns")
+    state = get("state")
+    if state is None:  # early dumps: infer from what was discovered
+        state = "completed" if completed else "started" if started else "scheduled"
+    elif type(state) is not str or state not in _STATES:
+        raise _BadEntry("state not scheduled/started/completed")
+
+    created = get("time_created_ns")
+    if created is not None and type(created) is not int:
+        raise _BadEntry("time_created_ns not an integer")
+    duration = get("duration_ms")
+    if duration is not None:
+        if type(duration) not in (float, int):
+            raise _BadEntry("duration_ms not a number")
+        duration = float(duration)
+    timeout = get("timeout_ms")
+    if timeout is not None and type(timeout) is not int:
+        raise _BadEntry("timeout_ms not an integer")
+    retired = get("retired")
+    if retired is not None and type(retired) is not bool:
+        raise _BadEntry("retired not a bool")
+    record_id = get("record_id", index)
+    p2p_seq = get("p2p_seq_id", 0)
+    op_id = get("op_id", seq)
+    if type(record_id) is not int or type(p2p_seq) is not int or type(op_id) is not int:
+        raise _BadEntry("record_id/p2p_seq_id/op_id not integers")
+
+    return FlightRecorderEntry(
+        record_id=record_id,
+        pg_name=pg_name,
+        pg_desc=pg_desc,
+        collective_seq_id=seq,
+        p2p_seq_id=p2p_seq,
+        op_id=op_id,
+        is_p2p=is_p2p,
+        profiling_name=name,
+        input_sizes=_sizes(get("input_sizes"), cache, "input_sizes"),
+        output_sizes=_sizes(get("output_sizes"), cache, "output_sizes"),
+        input_dtypes=_dtypes(get("input_dtypes"), cache, "input_dtypes"),
+        output_dtypes=_dtypes(get("output_dtypes"), cache, "output_dtypes"),
+        state=state,
+        time_created_ns=created,
+        time_started_ns=started,
+        time_completed_ns=completed,
+        duration_ms=duration,
+        timeout_ms=timeout,
+        retired=retired,
+        frames=_frames(get("frames"), cache),
+    )
+
+
+def _process_group(value: Any, pg_id: Any) -> tuple[str, str]:
+    if type(value) in (tuple, list) and len(value) == 2:
+        name, desc = value
+        if type(name) is str and type(desc) is str:
+            return name, desc
+        raise _BadEntry("process_group is not a (name, desc) pair of strings")
+    if value is not None:
+        raise _BadEntry("process_group is not a (name, desc) pair of strings")
+    # Eras before process_group only had the numeric pg_id (or nothing: one default group).
+    if type(pg_id) is int:
+        return str(pg_id), ""
+    return "", ""
+
+
+def _time_ns(value: Any, field: str) -> int | None:
+    if value is None or value == 0:  # JSON writes 0 for "not discovered", pickle None
+        return None
+    if type(value) is not int:
+        raise _BadEntry(f"{field} not an integer")
+    return value
+
+
+def _sizes(value: Any, cache: dict[Any, Any], field: str) -> tuple[tuple[int, ...], ...]:
+    if value is None:
+        return ()
+    if type(value) is not list and type(value) is not tuple:
+        raise _BadEntry(f"{field} not a list of shapes")
+    try:
+        shapes = tuple(tuple(shape) for shape in value)
+    except TypeError:
+        raise _BadEntry(f"{field} not a list of shapes") from None
+    key = ("sizes", shapes)
+    try:
+        hit = cache.get(key)
+    except TypeError:  # an unhashable item (a dict, a list) inside a shape
+        raise _BadEntry(f"{field} not a list of shapes") from None
+    if hit is None:
+        if not all(type(dim) is int for shape in shapes for dim in shape):
+            raise _BadEntry(f"{field} not a list of integer shapes")
+        cache[key] = hit = shapes
+    return hit
+
+
+def _dtypes(value: Any, cache: dict[Any, Any], field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if type(value) is not list and type(value) is not tuple:
+        raise _BadEntry(f"{field} not a list of strings")
+    names = tuple(value)
+    key = ("dtypes", names)
+    try:
+        hit = cache.get(key)
+    except TypeError:
+        raise _BadEntry(f"{field} not a list of strings") from None
+    if hit is None:
+        if not all(type(name) is str for name in names):
+            raise _BadEntry(f"{field} not a list of strings")
+        cache[key] = hit = names
+    return hit
+
+
+def _frames(value: Any, cache: dict[Any, Any]) -> tuple[StackFrame, ...]:
+    # Frames are context, not identity: a malformed stack drops the stack, not the entry.
+    if not value or type(value) is not list:
+        return ()
+    # torch's pickler memoizes frame dicts, so one stack is the same objects in every entry:
+    # key on their ids (valid while the raw dump is alive, which it is for the whole build).
+    frames = value[:_MAX_FRAMES]
+    key = ("stack", *map(id, frames))
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    out: list[StackFrame] = []
+    for frame in frames:
+        if type(frame) is not dict:
+            return ()
+        func, filename, line = frame.get("name"), frame.get("filename"), frame.get("line")
+        if type(func) is not str or type(filename) is not str:
+            return ()
+        out.append(
+            StackFrame(function=func, filename=filename, line=line if type(line) is int else None)
+        )
+    stack = tuple(out)
+    # JSON and re-pickled dumps repeat the content without sharing objects: share by content.
+    content_key = ("stack-content", *((f.function, f.filename, f.line) for f in stack))
+    stack = cache.setdefault(content_key, stack)
+    cache[key] = stack
+    return stack
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _summary(dump: FlightRecorderDump) -> str:
+    """One line a person (and a regex rule) can read, e.g.
+    `FR dump v2.10, 12 entries, pgs 0:default_pg, last seq 12 all_reduce (completed)`."""
+    version = f"v{dump.version}" if dump.version else "(pre-2.3 list)"
+    parts = [f"FR dump {version}", f"{len(dump.entries)} entries"]
+    names = list(dict.fromkeys([*dump.pg_config, *(e.pg_name for e in dump.entries[-256:])]))
+    names = [n for n in names if n]
+    if names:
+        shown = [f"{n}:{dump.pg_desc[n]}" if dump.pg_desc.get(n) else n for n in names[:6]]
+        more = f" +{len(names) - 6} more" if len(names) > 6 else ""
+        parts.append("pgs " + " ".join(shown) + more)
+    if dump.comm_lib_version:
+        parts.append(f"comm lib {dump.comm_lib_version}")
+    if dump.entries:
+        last = dump.entries[-1]
+        seq = last.p2p_seq_id if last.is_p2p else last.collective_seq_id
+        kind = "p2p seq" if last.is_p2p else "seq"
+        parts.append(f"last {kind} {seq} {last.profiling_name} ({last.state})")
+    return ", ".join(parts)
+
+
+def _attrs(dump: FlightRecorderDump, data: bytes) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "format": "json" if data.lstrip()[:1] in (b"{", b"[") else "pickle",
+        "version": dump.version,
+        "entries": len(dump.entries),
+        "comm_lib_version": dump.comm_lib_version,
+    }
+    if dump.entries:
+        last = dump.entries[-1]
+        attrs.update(
+            last_seq=last.collective_seq_id,
+            last_op=last.op,
+            last_state=last.state,
+            last_pg=last.pg_name,
+            backend=last.backend,
+        )
+    return attrs
+
+
+def _last_time(dump: FlightRecorderDump) -> float | None:
+    for entry in reversed(dump.entries):
+        if entry.time_created_ns:
+            return entry.time_created_ns / 1e9
+    return None
+
+
+def _failed(source: Source, why: str, warnings: list[str], size: int) -> ParsedSource:
+    warnings.append(why)
+    event = Event(
+        source=source.path,
+        kind=EventKind.INPUT_WARNING,
+        text=why,
+        rank=source.rank,
+        local_rank=source.local_rank,
+        host=source.host,
+        level=Level.WARNING,
+        attrs={"input": "flight_recorder"},
+    )
+    return ParsedSource(source=source, events=(event,), warnings=tuple(warnings), bytes_read=size)

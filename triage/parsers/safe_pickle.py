@@ -1,0 +1,286 @@
+"""A restricted unpickler for untrusted flight-recorder dumps.
+
+Loading a pickle with `pickle.load` runs whatever callables it names (`os.system` via
+`__reduce__`, `builtins.exec` via GLOBAL). Flight-recorder dumps come from other people's
+machines, so this module only ever builds plain data: dict, list, tuple, str, bytes, int,
+float, bool and None.
+
+Two layers, so one mistake does not open the door:
+
+1. `scan()` walks the opcode stream *before* anything is built and refuses every opcode that
+   could import or call (GLOBAL, STACK_GLOBAL, INST, OBJ, NEWOBJ, NEWOBJ_EX, REDUCE, BUILD,
+   EXT1/2/4, PERSID, BINPERSID) or build anything but plain data (sets, bytearrays, out-of-band
+   buffers). It also bounds what the C unpickler would allocate: memo indices (a tiny pickle
+   with `LONG_BINPUT 1000000000` makes CPython's unpickler zero-fill a 16 GB memo table),
+   huge integers, and the input size itself.
+2. The C unpickler then loads the bytes with a `find_class` that refuses everything and no
+   persistent-id hook, so even an opcode that slipped past the scan cannot reach a callable.
+
+The scan runs at C speed for the common opcodes (a compiled regex eats runs of fixed-width
+opcodes) and drops into Python only for counted strings, big integers and memo puts: a real
+2,000-entry torch dump scans in a few milliseconds.
+
+Every failure is a `PickleRefused` (the input tried something forbidden or exceeded a bound) or
+a `PickleCorrupt` (truncated or malformed); both carry a message a user can read.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import pickletools
+import re
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Limits",
+    "PickleCorrupt",
+    "PickleError",
+    "PickleRefused",
+    "load",
+    "loads",
+    "scan",
+]
+
+
+class PickleError(Exception):
+    """The pickle could not be loaded safely; the message says why."""
+
+
+class PickleRefused(PickleError):
+    """The pickle asks for something a data-only loader must not do (import, call, bloat)."""
+
+
+class PickleCorrupt(PickleError):
+    """The pickle is truncated or malformed."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what an untrusted pickle may make us allocate."""
+
+    # A 2,000-entry dump with Python stacks is ~0.3-2 MB; C++ stacks can make it ~10x larger.
+    max_bytes: int = 256 * 1024 * 1024
+    # Every object costs at least one opcode byte, so this also bounds the object count.
+    max_items: int = 50_000_000
+    # Flight-recorder data is at most ~5 levels deep; 64 leaves room for other plain data.
+    max_depth: int = 64
+    # Integers wider than this (in bytes) have no business in a trace and are slow to print.
+    max_int_bytes: int = 64
+
+
+DEFAULT_LIMITS = Limits()
+
+# Opcodes that import a global, call something or touch an object's state: the ways a pickle
+# runs code. Also refused: containers and buffers outside the plain-data set we promise.
+_FORBIDDEN = {
+    "GLOBAL": "imports a global",
+    "STACK_GLOBAL": "imports a global",
+    "INST": "imports and calls a class",
+    "OBJ": "calls a class",
+    "NEWOBJ": "calls a class's __new__",
+    "NEWOBJ_EX": "calls a class's __new__",
+    "REDUCE": "calls a callable",
+    "BUILD": "sets an object's state",
+    "EXT1": "imports a registered extension",
+    "EXT2": "imports a registered extension",
+    "EXT4": "imports a registered extension",
+    "PERSID": "asks for a persistent object",
+    "BINPERSID": "asks for a persistent object",
+    "EMPTY_SET": "builds a set",
+    "ADDITEMS": "builds a set",
+    "FROZENSET": "builds a frozenset",
+    "BYTEARRAY8": "builds a bytearray",
+    "NEXT_BUFFER": "needs an out-of-band buffer",
+    "READONLY_BUFFER": "needs an out-of-band buffer",
+}
+
+# pickletools knows every opcode's argument layout; derive the scanner's tables from it.
+_FIXED: dict[int, int] = {}  # opcode byte -> fixed argument width
+_COUNTED: dict[int, tuple[int, bool]] = {}  # opcode -> (width of the length field, signed)
+_LINE: set[int] = set()  # argument runs to the next newline (protocol 0)
+_NAMES: dict[int, str] = {}
+for _op in pickletools.opcodes:
+    _code = ord(_op.code)
+    _NAMES[_code] = _op.name
+    if _op.name in _FORBIDDEN:
+        continue
+    _n = _op.arg.n if _op.arg is not None else 0
+    if _n >= 0:
+        _FIXED[_code] = _n
+    elif _n == pickletools.UP_TO_NEWLINE:
+        _LINE.add(_code)
+    elif _n == pickletools.TAKEN_FROM_ARGUMENT1:
+        _COUNTED[_code] = (1, False)
+    elif _n == pickletools.TAKEN_FROM_ARGUMENT4:
+        _COUNTED[_code] = (4, True)
+    elif _n == pickletools.TAKEN_FROM_ARGUMENT4U:
+        _COUNTED[_code] = (4, False)
+    elif _n == pickletools.TAKEN_FROM_ARGUMENT8U:
+        _COUNTED[_code] = (8, False)
+
+_STOP = ord(".")
+_LONG_BINPUT = ord("r")
+_PUT = ord("p")
+_LONG_OPS = {ord("\x8a"), ord("\x8b"), ord("L")}  # LONG1, LONG4, LONG (text)
+# Fixed-width opcodes needing no check run through one regex; STOP and LONG_BINPUT stay out
+# so the Python loop sees them.
+_RUN_WIDTHS: dict[int, list[int]] = {}
+for _code, _width in _FIXED.items():
+    if _code not in (_STOP, _LONG_BINPUT):
+        _RUN_WIDTHS.setdefault(_width, []).append(_code)
+_RUN = re.compile(
+    b"(?:"
+    + b"|".join(
+        b"[" + b"".join(re.escape(bytes([c])) for c in sorted(codes)) + b"]" + b"." * width
+        for width, codes in sorted(_RUN_WIDTHS.items())
+    )
+    + b")*",
+    re.DOTALL,
+)
+
+
+def _name(code: int) -> str:
+    return _NAMES.get(code, f"unknown opcode 0x{code:02x}")
+
+
+def scan(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
+    """Check that `data` is a data-only pickle within `limits`; return its length up to STOP.
+
+    Raises PickleRefused for a forbidden opcode or a bound exceeded, PickleCorrupt for
+    truncation or an unknown opcode.
+    """
+    n = len(data)
+    if n > limits.max_bytes:
+        raise PickleRefused(f"pickle is {n} bytes, over the {limits.max_bytes}-byte limit")
+    if n > limits.max_items:
+        # Each opcode builds at most one object and takes at least one byte.
+        raise PickleRefused(f"pickle could hold over {limits.max_items} objects")
+    pos = 0
+    run = _RUN.match
+    while True:
+        pos = run(data, pos).end()
+        if pos >= n:
+            raise PickleCorrupt(f"pickle is truncated: no STOP opcode within {n} bytes")
+        code = data[pos]
+        pos += 1
+        if code == _STOP:
+            return pos
+        if code == _LONG_BINPUT:
+            if pos + 4 > n:
+                raise PickleCorrupt(f"pickle is truncated at byte {pos}")
+            index = int.from_bytes(data[pos : pos + 4], "little")
+            # A legitimate writer numbers memo slots from 0, one per object; an index beyond
+            # the input length only serves to make the unpickler allocate a huge memo table.
+            if index > n:
+                raise PickleRefused(
+                    f"pickle asks for memo slot {index} at byte {pos - 1}, "
+                    f"more than a {n}-byte pickle can fill"
+                )
+            pos += 4
+            continue
+        counted = _COUNTED.get(code)
+        if counted is not None:
+            width, signed = counted
+            if pos + width > n:
+                raise PickleCorrupt(f"pickle is truncated at byte {pos}")
+            length = int.from_bytes(data[pos : pos + width], "little", signed=signed)
+            pos += width
+            if length < 0 or pos + length > n:
+                raise PickleCorrupt(
+                    f"{_name(code)} at byte {pos - width - 1} claims {length} bytes "
+                    f"but only {n - pos} remain"
+                )
+            if code in _LONG_OPS and length > limits.max_int_bytes:
+                raise PickleRefused(f"integer of {length} bytes at byte {pos - width - 1}")
+            pos += length
+            continue
+        if code in _LINE:
+            end = data.find(b"\n", pos)
+            if end < 0:
+                raise PickleCorrupt(f"pickle is truncated inside {_name(code)} at byte {pos - 1}")
+            arg = data[pos:end]
+            if code == _PUT:
+                if not arg.isdigit() or len(arg) > 12 or int(arg) > n:
+                    raise PickleRefused(f"pickle asks for memo slot {arg[:20]!r} at byte {pos - 1}")
+            elif code in _LONG_OPS and len(arg) > 2 * limits.max_int_bytes + 2:
+                raise PickleRefused(f"integer of {len(arg)} digits at byte {pos - 1}")
+            pos = end + 1
+            continue
+        if code in _FIXED:  # a fixed opcode cut short by the end of the input
+            raise PickleCorrupt(f"pickle is truncated inside {_name(code)} at byte {pos - 1}")
+        name = _name(code)
+        why = _FORBIDDEN.get(name)
+        if why is not None:
+            raise PickleRefused(
+                f"pickle opcode {name} at byte {pos - 1} {why}; refused because flight-recorder "
+                "dumps are plain data and an untrusted pickle could run code"
+            )
+        raise PickleCorrupt(f"not a valid pickle: {name} at byte {pos - 1}")
+
+
+class _DataOnlyUnpickler(pickle.Unpickler):
+    """The C unpickler with every route to a callable closed."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise PickleRefused(f"pickle wants to import {module}.{name}; refused")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise PickleRefused("pickle asks for a persistent object; refused")
+
+
+def _check_depth(obj: Any, limits: Limits) -> None:
+    """Refuse structures nested deeper than `limits.max_depth` (iterative: no recursion)."""
+    # Visiting each container once (by id) keeps a shared-reference DAG from blowing up.
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limits.max_depth:
+            raise PickleRefused(f"pickle nests deeper than {limits.max_depth} levels")
+        key = id(item)
+        if key in seen:
+            continue
+        seen.add(key)
+        children = item.values() if type(item) is dict else item
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list or kind is tuple:
+                stack.append((child, depth + 1))
+        if type(item) is dict:
+            for k in item:
+                if type(k) is tuple:
+                    stack.append((k, depth + 1))
+
+
+def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = True) -> Any:
+    """Load an untrusted pickle as plain data, or raise PickleError saying why not.
+
+    `check_depth=False` skips the nesting walk (about half the load time of a big dump); only
+    for callers that read known fields at known depths and never recurse into the data.
+    """
+    end = scan(data, limits)
+    try:
+        # errors="replace": protocol-0/1 byte strings from Python 2 become str, never fail.
+        obj = _DataOnlyUnpickler(io.BytesIO(data[:end]), encoding="utf-8", errors="replace").load()
+    except PickleError:
+        raise
+    except (EOFError, pickle.UnpicklingError) as exc:
+        raise PickleCorrupt(f"pickle is corrupt: {exc}") from None
+    except MemoryError:
+        raise PickleRefused("pickle needs more memory than is available") from None
+    except Exception as exc:  # anything else the C unpickler throws on malformed input
+        raise PickleCorrupt(f"pickle is malformed: {type(exc).__name__}: {exc}") from None
+    if check_depth and type(obj) in (dict, list, tuple):
+        _check_depth(obj, limits)
+    return obj
+
+
+def load(stream: IO[bytes], limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = True) -> Any:
+    """Read at most `limits.max_bytes` (+1 to detect more) from `stream` and `loads` it."""
+    data = stream.read(limits.max_bytes + 1)
+    if len(data) > limits.max_bytes:
+        raise PickleRefused(f"pickle is over the {limits.max_bytes}-byte limit")
+    return loads(data, limits, check_depth=check_depth)
