@@ -1,0 +1,266 @@
+"""Tell what an input is from its first bytes (never from its name).
+
+`detect_kind(head)` looks at up to HEAD_BYTES of a file and answers a `SourceKind` plus the
+warnings a user should see (empty, binary, a pickle that is not a flight-recorder dump...).
+It never unpickles anything and never raises, whatever the bytes are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+from triage.model import SourceKind
+
+HEAD_BYTES = 64 * 1024
+
+# Lines looked at by the line-shape tests; a head of 64 KiB rarely has more, and capping
+# keeps sniffing cheap on files made of very short lines.
+_MAX_LINES = 800
+
+# ------------------------------------------------------------------ binary formats
+
+# Pickle protocol 2+ starts with PROTO (0x80) then the protocol number (FR dumps use 2).
+_PICKLE_PROTOCOLS = frozenset(range(2, 6))
+
+# Key strings a flight-recorder dump carries (pickle or JSON). Pre-2.3 dumps are a bare list
+# of entries, so the entry keys alone must be enough.
+_FR_ENTRY_KEYS = (b"profiling_name", b"collective_seq_id", b"seq_id", b"record_id")
+_FR_TOP_KEYS = (b"entries", b"pg_config", b"pg_status", b"comm_lib_version", b"nccl_version")
+
+# Control bytes that do not occur in text logs (tab, LF, CR, FF, ESC and backspace do).
+_CONTROL = bytes(b for b in range(32) if b not in (8, 9, 10, 12, 13, 27))
+_CONTROL_TABLE = bytes.maketrans(_CONTROL, b"\x00" * len(_CONTROL))
+
+# ------------------------------------------------------------------ text formats
+
+_NCCL_LINE = regex.compile(
+    r"^(?:\[\d{4}-\d{2}-\d{2}[ T][\d:.,]+\] )?[^\s:]+:\d+:\d+ (?:\[\d+\] )?"
+    r"(?:\d+\.\d+ )?(?:[\w./<>-]+:\d+ (?:\([^)]*\) )?)?NCCL (?:INFO|WARN|TRACE|CALL|ABORT)\b"
+)
+_NCCL_VERSION_ONLY = regex.compile(r"^NCCL version \d+\.\d+")
+
+_PYSPY_PROCESS = regex.compile(r"^Process \d+: \S")
+_PYSPY_PYTHON = regex.compile(r"^Python v\d+\.\d+")
+_PYSPY_THREAD = regex.compile(
+    r"^Thread (?:\d+|0x[0-9A-Fa-f]+) \((?:idle|active|active\+gil|gil|unknown)\)(?:: \".*\")?$"
+)
+_PYSPY_FRAME = regex.compile(r"^ {4}\S.*\((?:[^()]+:\d+|[^():]+)\)$")
+_PYSPY_LOCALS = regex.compile(r"^ {8,}\S")
+
+# Strong signs that a file is a process's own log, whatever else it holds at the top.
+_STRONG_LOG = regex.compile(
+    r"^(?:\[rank\d+\]:|\[default\d+\]:|Traceback \(most recent call last\):"
+    r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ |\[[IWEF]\d{3,4} \d{2}:\d{2}:\d{2}"
+    r"|\[[IWEF] [\w.]+:\d+\])"
+    r"|ChildFailedError|torch\.distributed|ProcessGroup(?:NCCL|Gloo)",
+    regex.MULTILINE,
+)
+
+# Anything that makes a text a log rather than prose: timestamps, levels, tracebacks,
+# launcher and NCCL output, training progress.
+_LOG_MARKER = regex.compile(
+    r"Traceback \(most recent call last\)|\b(?:Error|Exception|Warning)\b|\b[A-Z]\w*Error:"
+    r"|^\s*(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\[(?:INFO|WARNING|ERROR|DEBUG)\]"
+    r"|^[IWEFD]\d{4} \d{2}:\d{2}|\[[IWEF]\d{3,4} |^\[?\d{4}-\d{2}-\d{2}[ T_]\d{2}:\d{2}"
+    r"|\bNCCL (?:INFO|WARN)\b|\[rank\d+\]|^\[default\d+\]:|\bsrun: |\bslurmstepd: "
+    r"|\b(?:torchrun|torch\.distributed|deepspeed|megatron|accelerate)\b"
+    r"|\b(?:iteration|epoch|loss|step)\b.{0,40}\d|\bKilled\b|Segmentation fault|core dumped"
+    r"|\bCUDA\b|\bout of memory\b",
+    regex.MULTILINE | regex.IGNORECASE,
+)
+
+_COLLECT_ENV = (
+    "Collecting environment information",
+    "PyTorch version:",
+    "Is debug build:",
+    "CUDA used to build PyTorch:",
+    "Python platform:",
+    "Is CUDA available:",
+    "Versions of relevant libraries:",
+)
+_DS_REPORT = ("DeepSpeed C++/CUDA extension op report", "DeepSpeed general environment info")
+_NVIDIA_SMI = regex.compile(
+    r"NVIDIA-SMI \d+\.\d+.*Driver Version:|^=+NVSMI LOG=+$|^Driver Version\s+: \d",
+    regex.MULTILINE,
+)
+_PIP_LIST_HEADER = regex.compile(
+    r"^Package +Version *(?:Location|Editable project location)?\s*\n-{3,} +-{3,}", regex.MULTILINE
+)
+_CONDA_LIST_HEADER = regex.compile(r"^# packages in environment at ", regex.MULTILINE)
+_PIP_FREEZE_LINE = regex.compile(
+    r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[\w,.-]+\])? *(?:===?|~=|>=) *\S+"
+    r"|[A-Za-z0-9][A-Za-z0-9._-]* @ \S+|-e \S+|--?[a-z][a-z-]*(?: \S+)?)$"
+)
+_ENV_LINE = regex.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=(?!=)")
+
+_JSON_ELASTIC_MESSAGE = regex.compile(rb'^\s*\{\s*"message"\s*:')
+_JSON_KEY = regex.compile(rb'"(py_callstack|extraInfo|errorCode|errorTraits|timestamp)"\s*:')
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    kind: SourceKind
+    warnings: tuple[str, ...] = ()
+    readable: bool = True  # False: the content is not worth handing to a parser
+
+
+def detect_kind(head: bytes) -> tuple[SourceKind, list[str]]:
+    """Return the kind of the input whose first bytes are `head`, and warnings about it.
+
+    Looks only at the bytes given (callers pass up to HEAD_BYTES). Never raises.
+    """
+    found = sniff(head)
+    return found.kind, list(found.warnings)
+
+
+def sniff(head: bytes) -> Sniffed:
+    """`detect_kind` plus whether the content should be read at all."""
+    try:
+        return _detect(head)
+    except Exception as exc:  # a sniffer bug must not stop the run
+        return Sniffed(
+            SourceKind.TEXT, (f"could not tell what this file is ({type(exc).__name__})",)
+        )
+
+
+def _not_read(why: str) -> Sniffed:
+    return Sniffed(SourceKind.TEXT, (why,), readable=False)
+
+
+def _detect(head: bytes) -> Sniffed:
+    if not head:
+        return _not_read("empty file")
+    if len(head) >= 2 and head[0] == 0x80 and head[1] in _PICKLE_PROTOCOLS:
+        if _looks_like_flight_recorder(head):
+            return Sniffed(SourceKind.FLIGHT_RECORDER)
+        return _not_read("Python pickle that is not a flight-recorder dump, not read")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return _not_read("UTF-16 encoded text, not read (convert it to UTF-8)")
+    if _is_binary(head):
+        return _not_read("binary file, not read")
+
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        kind = _json_kind(head.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip())
+        if kind is not None:
+            return Sniffed(kind)
+    lines = _lines(text, complete=len(head) < HEAD_BYTES)
+    if not lines:
+        return _not_read("file holds only blank lines")
+    strong_log = _STRONG_LOG.search(text) is not None
+    if _is_pyspy(lines, strong_log):
+        return Sniffed(SourceKind.PYSPY)
+    if not strong_log and _is_env_report(text, lines):
+        return Sniffed(SourceKind.ENV_REPORT)
+    if _is_nccl_debug_file(lines):
+        return Sniffed(SourceKind.NCCL)
+    if strong_log or _LOG_MARKER.search(text):
+        return Sniffed(SourceKind.RANK_LOG)
+    return Sniffed(SourceKind.TEXT)
+
+
+def _looks_like_flight_recorder(head: bytes) -> bool:
+    entry_keys = sum(key in head for key in _FR_ENTRY_KEYS)
+    top_keys = sum(key in head for key in _FR_TOP_KEYS)
+    # A v2.x dump names `entries` plus pg keys; a bare-list dump only has entry keys.
+    return (b"entries" in head and (entry_keys >= 1 or top_keys >= 2)) or entry_keys >= 2
+
+
+def _is_binary(head: bytes) -> bool:
+    if b"\x00" in head[:8192]:
+        return True
+    sample = head[:16384]
+    controls = len(sample) - len(sample.translate(_CONTROL_TABLE).replace(b"\x00", b""))
+    if controls > max(8, len(sample) // 50):
+        return True
+    text = sample.decode("utf-8", errors="replace")
+    # A cut multi-byte character at the end of the head is not a sign of binary data.
+    bad = text[:-3].count("\ufffd")
+    return bad > max(8, len(text) // 20)
+
+
+def _json_kind(head: bytes) -> SourceKind | None:
+    if head.startswith(b"{"):
+        if b'"entries"' in head and (
+            any(key in head for key in _FR_ENTRY_KEYS)
+            or b'"pg_config"' in head
+            or b'"version"' in head
+        ):
+            return SourceKind.FLIGHT_RECORDER
+        if _JSON_ELASTIC_MESSAGE.match(head) and _JSON_KEY.search(head):
+            return SourceKind.ELASTIC_ERROR
+        return None
+    # `[` : py-spy --json (a list of thread objects) or a pre-2.3 flight recorder list.
+    if b'"frames"' in head and regex.search(
+        rb'"(?:thread_id|os_thread_id|owns_gil|thread_name)"\s*:', head
+    ):
+        return SourceKind.PYSPY
+    if b'"profiling_name"' in head and (b'"collective_seq_id"' in head or b'"seq_id"' in head):
+        return SourceKind.FLIGHT_RECORDER
+    return None
+
+
+def _lines(text: str, *, complete: bool) -> list[str]:
+    raw = text.splitlines()
+    if not complete and raw:
+        raw = raw[:-1]  # the head cut the last line short
+    out: list[str] = []
+    for line in raw:
+        if line.strip():
+            out.append(line.rstrip("\r"))
+            if len(out) >= _MAX_LINES:
+                break
+    return out
+
+
+def _is_pyspy(lines: list[str], strong_log: bool) -> bool:
+    first = lines[0]
+    if _PYSPY_PROCESS.match(first) and len(lines) > 1 and _PYSPY_PYTHON.match(lines[1]):
+        return True
+    if _PYSPY_THREAD.match(first):
+        return True
+    if strong_log:
+        return False
+    shaped = 0
+    threads = 0
+    for line in lines:
+        if _PYSPY_THREAD.match(line):
+            threads += 1
+            shaped += 1
+        elif (
+            _PYSPY_FRAME.match(line)
+            or _PYSPY_LOCALS.match(line)
+            or _PYSPY_PROCESS.match(line)
+            or _PYSPY_PYTHON.match(line)
+        ):
+            shaped += 1
+    return threads >= 1 and shaped >= 0.6 * len(lines)
+
+
+def _is_env_report(text: str, lines: list[str]) -> bool:
+    if sum(marker in text for marker in _COLLECT_ENV) >= 2:
+        return True
+    if any(marker in text for marker in _DS_REPORT):
+        return True
+    if _NVIDIA_SMI.search(text) or _PIP_LIST_HEADER.search(text) or _CONDA_LIST_HEADER.search(text):
+        return True
+    if len(lines) < 3:
+        return False
+    body = [line for line in lines if not line.startswith("#")]
+    if len(body) < 3:
+        return False
+    pip = sum(1 for line in body if _PIP_FREEZE_LINE.match(line))
+    if pip >= 0.8 * len(body):
+        return True
+    env = sum(1 for line in body if _ENV_LINE.match(line))
+    return env >= 0.8 * len(body)
+
+
+def _is_nccl_debug_file(lines: list[str]) -> bool:
+    # NCCL_DEBUG_FILE output holds NCCL lines only (plus the odd continuation line of a
+    # multi-line WARN); a process's stdout with NCCL lines mixed in is a rank log.
+    nccl = sum(1 for line in lines if _NCCL_LINE.match(line) or _NCCL_VERSION_ONLY.match(line))
+    return nccl >= 1 and nccl >= 0.9 * len(lines)

@@ -1,0 +1,351 @@
+"""`discover`: turn the paths a user gave into `Source`s, one per file or archive member.
+
+Order is deterministic: the paths in the order given, folder entries in natural name order
+(`rank_2` before `rank_10`), archive members in stored order. Anything that cannot be read
+(missing, permission denied, a symlink loop, a FIFO, an empty folder, a broken archive)
+becomes a Source whose `warnings` say so, so the report lists it; nothing here raises.
+
+Only the first HEAD_BYTES of a file are read to sniff its kind. Compressed tars are the one
+exception: they can only be read front to back, so walking one decompresses it once into a
+spool (an anonymous temp file) from which its members are then read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from functools import partial
+
+import regex
+
+from triage.ingest.archives import (
+    ArchiveReport,
+    Limits,
+    Member,
+    Opener,
+    container_format,
+    decompressed_opener,
+    gzip_size_hint,
+    is_bomb,
+    iter_tar,
+    iter_tar_stream,
+    iter_zip,
+    looks_like_tar,
+)
+from triage.ingest.attribution import attribute
+from triage.ingest.sniff import HEAD_BYTES, sniff
+from triage.ingest.streams import CHUNK, Spool, empty_stream, stream_problem
+from triage.model import Source, SourceKind
+
+_DIGITS = regex.compile(r"(\d+)")
+_CODECS = ("gzip", "bz2", "xz")
+
+
+def discover(paths: Sequence[str], *, limits: Limits | None = None) -> Iterator[Source]:
+    """Yield one Source per input file or archive member under `paths`, kind sniffed.
+
+    Also yields warning-only Sources (kind TEXT, empty content) for inputs that could not be
+    read, empty folders, and archives with problems (bombs, truncation, limits).
+    """
+    walker = _Walker(limits or Limits())
+    for path in paths:
+        yield from walker.top(os.fspath(path))
+
+
+def _natural_key(name: str) -> tuple[list[object], str]:
+    return [int(t) if t.isdigit() else t.lower() for t in _DIGITS.split(name)], name
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.replace(os.sep, "/").split("/") if p]
+
+
+def _os_problem(exc: OSError) -> str:
+    code = exc.errno
+    if code == errno.ELOOP:
+        return "symbolic link loop, not followed"
+    if code == errno.ENOENT:
+        return "no such file or directory (or a broken symbolic link)"
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied, not read"
+    return f"could not be read ({exc.strerror or type(exc).__name__})"
+
+
+def _file_type(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+class _Walker:
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._seen_files: set[tuple[int, int]] = set()
+        self._seen_dirs: set[tuple[int, int]] = set()
+        self._spool: Spool | None = None
+
+    def spool(self) -> Spool:
+        if self._spool is None:
+            self._spool = Spool()
+        return self._spool
+
+    # -------------------------------------------------------------- disk
+
+    def top(self, path: str) -> Iterator[Source]:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            yield _problem(path, _parts(path), (_os_problem(exc),))
+            return
+        if stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in self._seen_dirs:
+                return
+            self._seen_dirs.add(key)
+            found = yield from self._dir(path, frozenset({key}))
+            if not found:
+                yield _problem(path, _parts(path), ("empty directory: nothing to read",))
+        elif stat.S_ISREG(st.st_mode):
+            yield from self._file(path, st)
+        else:
+            yield _problem(path, _parts(path), (f"{_file_type(st.st_mode)}, not read",))
+
+    def _dir(self, path: str, ancestors: frozenset[tuple[int, int]]) -> Iterator[Source]:
+        """Walk one folder; return whether anything at all was found under it."""
+        try:
+            with os.scandir(path) as it:
+                names = sorted((e.name for e in it), key=_natural_key)
+        except OSError as exc:
+            yield _problem(path, _parts(path), (f"folder {_os_problem(exc)}",))
+            return True
+        found = False
+        empty_children: list[str] = []
+        for name in names:
+            child = os.path.join(path, name)
+            try:
+                st = os.stat(child)
+            except OSError as exc:
+                yield _problem(child, _parts(child), (_os_problem(exc),))
+                found = True
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                if key in ancestors:
+                    yield _problem(
+                        child,
+                        _parts(child),
+                        ("symbolic link loop: this folder links back to one containing it",),
+                    )
+                    found = True
+                    continue
+                if key in self._seen_dirs:
+                    found = True  # the same folder reached again through a link
+                    continue
+                self._seen_dirs.add(key)
+                if (yield from self._dir(child, ancestors | {key})):
+                    found = True
+                else:
+                    empty_children.append(child)
+            elif stat.S_ISREG(st.st_mode):
+                yield from self._file(child, st)
+                found = True
+            else:
+                yield _problem(child, _parts(child), (f"{_file_type(st.st_mode)}, not read",))
+                found = True
+        if found:
+            # An empty folder next to real files is worth a line (a rank that wrote nothing);
+            # a wholly empty tree is reported once, at its top, by the caller.
+            for child in empty_children:
+                yield _problem(child, _parts(child), ("empty directory: nothing to read",))
+        return found
+
+    def _file(self, path: str, st: os.stat_result) -> Iterator[Source]:
+        key = (st.st_dev, st.st_ino)
+        if key in self._seen_files:
+            return  # the same file given twice or reached through a link
+        self._seen_files.add(key)
+        opener: Opener = partial(open, path, "rb")
+        yield from self._blob(path, _parts(path), opener, st.st_size, True, 0)
+
+    # -------------------------------------------------------------- content
+
+    def _blob(
+        self,
+        display: str,
+        parts: list[str],
+        opener: Opener,
+        size: int,
+        random_access: bool,
+        depth: int,
+        warnings: tuple[str, ...] = (),
+        head: bytes | None = None,
+    ) -> Iterator[Source]:
+        if head is None:
+            try:
+                with opener() as f:
+                    head = f.read(HEAD_BYTES)
+                    problem = stream_problem(f)
+            except OSError as exc:
+                yield _problem(display, parts, (*warnings, _os_problem(exc)), size)
+                return
+            except Exception as exc:  # a library raising something odd on bad data
+                yield _problem(display, parts, (*warnings, f"could not be read ({exc})"), size)
+                return
+            if problem and not head:
+                yield _problem(display, parts, (*warnings, problem), size)
+                return
+            if problem:
+                warnings = (*warnings, problem)
+
+        fmt = container_format(head)
+        if fmt is not None and depth >= self.limits.max_depth:
+            why = f"archive nested more than {self.limits.max_depth} deep, not opened"
+            yield _problem(display, parts, (*warnings, why), size)
+            return
+        if fmt in ("zip", "tar"):
+            yield from self._archive(display, parts, opener, size, random_access, depth, fmt)
+            return
+        if fmt in _CODECS:
+            yield from self._compressed(display, parts, opener, size, random_access, depth, fmt)
+            return
+
+        found = sniff(head)
+        facts = attribute(parts)
+        yield Source(
+            path=display,
+            kind=found.kind,
+            size=size,
+            open=opener if found.readable else empty_stream,
+            rank=facts.rank,
+            local_rank=facts.local_rank,
+            host=facts.host,
+            attempt=facts.attempt,
+            warnings=(*warnings, *found.warnings),
+        )
+
+    def _archive(
+        self,
+        display: str,
+        parts: list[str],
+        opener: Opener,
+        size: int,
+        random_access: bool,
+        depth: int,
+        fmt: str,
+    ) -> Iterator[Source]:
+        report = ArchiveReport()
+        if not random_access:
+            # A zip or tar inside a stream (a zip member) needs seeking: copy it out once.
+            spooled = self._spool_copy(opener, size, report)
+            if spooled is None:
+                yield _problem(display, parts, tuple(report.warnings), size)
+                return
+            opener = spooled
+        members = iter_zip if fmt == "zip" else iter_tar
+        for member in members(opener, self.limits, report):
+            yield from self._member(display, parts, member, depth)
+        if report.warnings:
+            yield _problem(display, parts, tuple(report.warnings), size)
+
+    def _compressed(
+        self,
+        display: str,
+        parts: list[str],
+        opener: Opener,
+        size: int,
+        random_access: bool,
+        depth: int,
+        codec: str,
+    ) -> Iterator[Source]:
+        inner = decompressed_opener(opener, codec, self.limits)
+        try:
+            with inner() as f:
+                head = f.read(HEAD_BYTES)
+                problem = stream_problem(f)
+        except Exception as exc:
+            yield _problem(display, parts, (f"could not be read ({exc})",), size)
+            return
+        if looks_like_tar(head):
+            report = ArchiveReport()
+            for member in iter_tar_stream(opener, codec, self.limits, report, self.spool):
+                yield from self._member(display, parts, member, depth)
+            if report.warnings:
+                yield _problem(display, parts, tuple(report.warnings), size)
+            return
+        if problem and not head:
+            yield _problem(display, parts, (problem,), size)
+            return
+        inner_size = size
+        if codec == "gzip" and random_access:
+            hint = gzip_size_hint(opener)
+            if hint is not None and is_bomb(hint, size, self.limits):
+                why = (
+                    f"it would expand to {hint / size:.0f} times its size "
+                    f"(possible archive bomb), not read"
+                )
+                yield _problem(display, parts, (why,), size)
+                return
+            if hint is not None and hint >= len(head):
+                inner_size = hint
+        warnings = (problem,) if problem else ()
+        yield from self._blob(display, parts, inner, inner_size, False, depth + 1, warnings, head)
+
+    def _member(
+        self, archive_display: str, archive_parts: list[str], member: Member, depth: int
+    ) -> Iterator[Source]:
+        display = f"{archive_display}!{member.name}"
+        parts = [*archive_parts, *member.name.replace("\\", "/").split("/")]
+        if not member.readable:
+            yield _problem(display, parts, member.warnings, member.size)
+            return
+        yield from self._blob(
+            display,
+            parts,
+            member.opener,
+            member.size,
+            member.random_access,
+            depth + 1,
+            member.warnings,
+        )
+
+    def _spool_copy(self, opener: Opener, size: int, report: ArchiveReport) -> Opener | None:
+        if size > self.limits.max_total_bytes:
+            report.warnings.append("nested archive too large to open")
+            return None
+        spool = self.spool()
+        start = spool.end
+        copied = 0
+        try:
+            with opener() as f:
+                while chunk := f.read(CHUNK * 4):
+                    copied += len(chunk)
+                    if copied > self.limits.max_total_bytes:
+                        report.warnings.append("nested archive too large to open")
+                        return None
+                    spool.write(chunk)
+        except Exception as exc:
+            report.warnings.append(f"nested archive could not be read ({exc})")
+            return None
+        return lambda: spool.reader(start, copied)
+
+
+def _problem(display: str, parts: list[str], warnings: tuple[str, ...], size: int = 0) -> Source:
+    """A Source that only carries warnings: listed in the report, nothing to parse."""
+    facts = attribute(parts)
+    return Source(
+        path=display,
+        kind=SourceKind.TEXT,
+        size=size,
+        open=empty_stream,
+        rank=facts.rank,
+        local_rank=facts.local_rank,
+        host=facts.host,
+        attempt=facts.attempt,
+        warnings=warnings or ("could not be read",),
+    )
