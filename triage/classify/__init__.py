@@ -1,0 +1,312 @@
+"""Classify stage: events + findings -> ranked, calibrated symptoms, root causes and fixes.
+
+Two classifiers are fused (`fusion.py`): the YAML rule engine (`rules.py`) and a
+nearest-neighbour vote over labeled reference failures (`neighbours.py`, index in `models/`).
+When the evidence is weak the stage abstains: empty label lists and an `abstain_reason` that
+says what to collect next.
+
+Speed: the rules and the TF-IDF neighbour index need numpy only. The MiniLM model (torch)
+loads on first need, and is not needed at all when the rules decide with high confidence.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from triage import taxonomy
+from triage.classify import calibration as calibration_mod
+from triage.classify import fusion, neighbours
+from triage.classify.calibration import Calibration
+from triage.classify.neighbours import NeighbourIndex
+from triage.classify.signature import initiating_events, signature
+from triage.classify.types import NeighbourVote, RuleHit
+from triage.model import (
+    Analysis,
+    Classification,
+    Event,
+    EventKind,
+    Evidence,
+    ParsedSource,
+    ScoredLabel,
+    SimilarCase,
+    SourceKind,
+)
+
+__all__ = ["classify", "classify_many", "DECIDED_SCORE", "MAX_SIMILAR"]
+
+# The rules decide (no embedding model needed) when the top symptom is rule-backed at least
+# this strongly and its calibrated score reaches DECIDED_SCORE. Chosen by measurement on the
+# corpus (bench/eval_corpus.py reports accuracy of both paths on these cases).
+DECIDED_RULE = 0.7
+DECIDED_SCORE = 0.8
+MAX_SIMILAR = 5
+MIN_SIMILARITY = {"embed": 0.35, "tfidf": 0.15}  # below: not shown as a similar case
+MAX_EVIDENCE = 8
+DEFAULT_ABSTAIN_BELOW = 0.25
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What classification needs from one job, computed once."""
+
+    hits: tuple[RuleHit, ...]
+    signature: str
+    lead: Event | None  # the initiating event the signature starts from
+    hashes: frozenset[str]
+    analysis: Analysis
+    parsed: tuple[ParsedSource, ...]
+
+
+def rule_hits(
+    parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
+) -> list[RuleHit]:
+    """Rule hits over all events plus correlate's findings as pseudo-hits."""
+    events = [ev for ps in parsed for ev in ps.events]
+    kinds = {ps.source.path: ps.source.kind for ps in parsed}
+    hits: list[RuleHit] = []
+    try:
+        from triage.classify import rules
+    except ImportError:  # the rule engine is optional for the neighbour path
+        rules = None
+    if rules is not None:
+        try:
+            hits = list(rules.match_events(events, analysis, extra_rules_dirs, source_kinds=kinds))
+        except Exception as exc:  # noqa: BLE001 - a broken rule file must not stop the run
+            warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
+    return hits + fusion.finding_hits(analysis)
+
+
+def prepare(
+    parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
+) -> Prepared:
+    lead = initiating_events(parsed, analysis)
+    return Prepared(
+        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs)),
+        signature=signature(parsed, analysis),
+        lead=lead[0] if lead else None,
+        hashes=frozenset(neighbours.query_hashes(parsed)),
+        analysis=analysis,
+        parsed=tuple(parsed),
+    )
+
+
+def classify(
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    *,
+    use_embeddings: bool = True,
+    extra_rules_dirs: Sequence[str] = (),
+) -> Classification:
+    """Labels for one job (or one pasted text). See `classify_many` for batches."""
+    return classify_many(
+        [(parsed, analysis)], use_embeddings=use_embeddings, extra_rules_dirs=extra_rules_dirs
+    )[0]
+
+
+def classify_many(
+    jobs: Sequence[tuple[Sequence[ParsedSource], Analysis]],
+    *,
+    use_embeddings: bool = True,
+    extra_rules_dirs: Sequence[str] = (),
+    index: NeighbourIndex | None = None,
+    calibration: Calibration | None = None,
+) -> list[Classification]:
+    """Labels for many jobs; every signature that needs the model is embedded in one call."""
+    prepared = [prepare(p, a, extra_rules_dirs) for p, a in jobs]
+    idx = index if index is not None else neighbours.load_index()
+    cal = calibration if calibration is not None else load_calibration()
+    sigs = [p.signature for p in prepared]
+    hashes = [p.hashes for p in prepared]
+    empty: list[list[NeighbourVote]] = [[] for _ in prepared]
+    tf_votes = idx.query(sigs, "tfidf", query_hashes=hashes) if idx is not None else empty
+    results = [
+        fusion.fuse(p.hits, v, cal, "tfidf") for p, v in zip(prepared, tf_votes, strict=True)
+    ]
+    methods = ["tfidf"] * len(prepared)
+    votes = list(tf_votes)
+    if use_embeddings and idx is not None:
+        need = [i for i, r in enumerate(results) if prepared[i].signature and not rules_decide(r)]
+        if need:
+            embedded = idx.query(
+                [sigs[i] for i in need], "embed", query_hashes=[hashes[i] for i in need]
+            )
+            for i, v in zip(need, embedded, strict=True):
+                results[i] = fusion.fuse(prepared[i].hits, v, cal, "embed")
+                votes[i] = v
+                methods[i] = "embed"
+    abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
+    return [
+        assemble(p, r, v, m, abstain_below)
+        for p, r, v, m in zip(prepared, results, votes, methods, strict=True)
+    ]
+
+
+def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:
+    """True when the rules alone settle the symptom: the model need not load."""
+    top = result["symptom"][0] if result["symptom"] else None
+    return (
+        top is not None
+        and top.features.get("rule", 0.0) >= DECIDED_RULE
+        and top.score >= DECIDED_SCORE
+    )
+
+
+def load_calibration(directory: Path | None = None) -> Calibration | None:
+    root = directory or neighbours.models_dir()
+    return calibration_mod.load(root / calibration_mod.CALIBRATION_FILE)
+
+
+# --------------------------------------------------------------------------- assembly
+
+
+def _labels(
+    scored: Sequence[fusion.Scored], table: dict, limit: int = 5
+) -> tuple[ScoredLabel, ...]:
+    out = []
+    for s in scored[:limit]:
+        cat = table.get(s.label)
+        if cat is not None:
+            out.append(ScoredLabel(cat.id, cat.slug, cat.name, round(s.score, 4)))
+    return tuple(out)
+
+
+def should_abstain(result: dict[str, list[fusion.Scored]], abstain_below: float) -> bool:
+    """Weak evidence: neither the top symptom nor the top root cause reaches the threshold."""
+    tops = [result[f][0].score for f in ("symptom", "root_cause") if result[f]]
+    return not tops or max(tops) < abstain_below
+
+
+def assemble(
+    prep: Prepared,
+    result: dict[str, list[fusion.Scored]],
+    votes: Sequence[NeighbourVote],
+    method: str,
+    abstain_below: float,
+) -> Classification:
+    tax = taxonomy.load()
+    similar = tuple(
+        SimilarCase(v.case_id, v.url, round(v.similarity, 4))
+        for v in votes[:MAX_SIMILAR]
+        if v.similarity >= MIN_SIMILARITY[method]
+    )
+    if should_abstain(result, abstain_below):
+        return Classification(
+            similar_cases=similar, abstain_reason=abstain_reason(prep, result, abstain_below)
+        )
+    symptoms = _labels(result["symptom"], tax.symptoms)
+    stages = fusion.stage_scores(result["symptom"], prep.hits, votes)
+    stage = None
+    if stages and stages[0].label in tax.stages:
+        cat = tax.stages[stages[0].label]
+        stage = ScoredLabel(cat.id, cat.slug, cat.name, round(stages[0].score, 4))
+    return Classification(
+        symptoms=symptoms,
+        root_causes=_labels(result["root_cause"], tax.root_causes),
+        stage=stage,
+        fix_scores={
+            s.label: round(s.score, 4) for s in result["fix"] if s.label in tax.fix_patterns
+        },
+        actions=_actions(prep.hits),
+        evidence=_evidence(prep, result, votes),
+        similar_cases=similar,
+    )
+
+
+def _actions(hits: Sequence[RuleHit]) -> dict[str, tuple[str, ...]]:
+    # Initiating hits first: their actions name the failing rank's facts.
+    merged: dict[str, list[str]] = {}
+    for hit in sorted(hits, key=lambda h: h.from_cascade):
+        for fix, acts in hit.actions.items():
+            bucket = merged.setdefault(fix, [])
+            bucket.extend(a for a in acts if a not in bucket)
+    return {k: tuple(v) for k, v in merged.items()}
+
+
+def _evidence(
+    prep: Prepared, result: dict[str, list[fusion.Scored]], votes: Sequence[NeighbourVote]
+) -> tuple[Evidence, ...]:
+    top = {f: result[f][0].label for f in ("symptom", "root_cause") if result[f]}
+
+    def supports(hit: RuleHit) -> float:
+        return max(
+            hit.symptom.get(top.get("symptom", ""), 0.0),
+            hit.root_cause.get(top.get("root_cause", ""), 0.0),
+        )
+
+    out: list[Evidence] = []
+    seen: set[tuple[str, int | None, str]] = set()
+    for hit in sorted(prep.hits, key=lambda h: (h.from_cascade, -supports(h))):
+        ev = hit.event
+        text = (hit.evidence_text or (ev.text if ev is not None else "")).strip()
+        if not text:
+            continue
+        source = ev.source if ev is not None else "analysis"
+        line = hit.evidence_line if hit.evidence_line is not None else (ev.line if ev else None)
+        key = (source, line, hit.rule_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Evidence(source, line, ev.rank if ev else None, text, hit.rule_id))
+        if len(out) >= MAX_EVIDENCE - 1:
+            break
+    agreeing = [v for v in votes if v.symptom == top.get("symptom")]
+    if prep.lead is not None and agreeing:
+        ev = prep.lead
+        quoted = prep.signature.splitlines()[0] if prep.signature else ev.text[:200]
+        text = _first_line_containing(ev.text, quoted) or quoted
+        out.append(Evidence(ev.source, ev.line, ev.rank, text, f"neighbour:{agreeing[0].case_id}"))
+    return tuple(out)
+
+
+def _first_line_containing(text: str, masked: str) -> str | None:
+    """The raw line of the event that the masked signature line came from (best effort)."""
+    words = [w for w in masked.split() if "<" not in w][:4]
+    for line in text.splitlines():
+        if words and all(w in line for w in words):
+            return line.strip()[:400]
+    return None
+
+
+# --------------------------------------------------------------------------- abstention
+
+
+def abstain_reason(
+    prep: Prepared, result: dict[str, list[fusion.Scored]], abstain_below: float
+) -> str:
+    """What to collect next, given what this job's evidence already has."""
+    kinds = {ps.source.kind for ps in prep.parsed}
+    event_kinds = {ev.kind for ps in prep.parsed for ev in ps.events}
+    analysis = prep.analysis
+    asks: list[str] = []
+    has_nccl = SourceKind.NCCL in kinds or event_kinds & {EventKind.NCCL_INFO, EventKind.NCCL_WARN}
+    if not has_nccl:
+        asks.append("every rank's log with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET for setup)")
+    if SourceKind.FLIGHT_RECORDER not in kinds:
+        asks.append(
+            "flight-recorder dumps (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1, "
+            "TORCH_FR_DUMP_TEMP_FILE=/tmp/fr_rank_)"
+        )
+    if SourceKind.PYSPY not in kinds:
+        rank = None
+        if analysis.hang is not None and analysis.hang.lagging_ranks:
+            rank = analysis.hang.lagging_ranks[0]
+        elif analysis.culprit_ranks:
+            rank = analysis.culprit_ranks[0]
+        who = f"rank {rank}" if rank is not None else "every rank, first the one that logged last"
+        asks.append(f"`py-spy dump --pid <PID>` of {who} while it is stuck")
+    if SourceKind.ELASTIC_ERROR not in kinds:
+        asks.append("torchrun's error files (TORCHELASTIC_ERROR_FILE) and the full launcher output")
+    if SourceKind.ENV_REPORT not in kinds:
+        asks.append("`python -m torch.utils.collect_env` from every node")
+    best = [r[0] for r in (result["symptom"], result["root_cause"]) if r]
+    guess = ""
+    if best:
+        tax = taxonomy.load()
+        b = max(best, key=lambda s: s.score)
+        guess = (
+            f" (best guess {b.label} {tax.get(b.label).name}: {b.score:.0%} < {abstain_below:.0%})"
+        )
+    return f"Not enough evidence to name a cause{guess}. Collect next: " + "; ".join(asks) + "."

