@@ -1,0 +1,660 @@
+"""Correlate stage: events of all ranks -> findings, culprit ranks, hang report, timeline.
+
+`correlate(parsed)` is the only entry point. It weighs independent signals per rank and names
+the rank(s) with the strongest case as culprits:
+
+* initiating errors (not a cascade family), earliest on the aligned timeline first;
+* cascade messages that name a rank (`remote error detected from rank: N`, desync reports);
+* flight-recorder position: missing, behind, never started, or odd one out in a mismatch;
+* py-spy: the rank outside any collective while the others wait in one;
+* progress: the rank whose last logged step is behind (or ahead of) the rest;
+* exits: SIGKILL / SIGSEGV / SIGBUS are self-inflicted, SIGTERM marks a survivor;
+* silence: a rank of a known world size that printed nothing while the others complained.
+
+This beats torchrun's "Root Cause (first observed failure)", which is only the first exit
+the agent noticed (usually a survivor that timed out first).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import regex
+
+from triage.analysis import consistency, exits, flight_recorder, progress, pyspy, timeline
+from triage.analysis.cascade import ERROR_KINDS, Role, classify_event, pointed_ranks
+from triage.analysis.ranks import RankIndex, build_index, event_rank, first_line, format_ranks, ref
+from triage.model import (
+    Analysis,
+    Event,
+    EventKind,
+    EvidenceRef,
+    FailureRef,
+    Finding,
+    FlightRecorderDump,
+    HangReport,
+    ParsedSource,
+    PySpyDump,
+    TimelineEntry,
+)
+
+__all__ = ["correlate"]
+
+_WORK = regex.compile(
+    r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), "
+    r"NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<timeout>\d+)\)"
+)
+_GLOO_TIMEOUT = regex.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send)")
+_INIT_COMM = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
+
+# minimum score for a rank to be named at all, and how close to the best a co-culprit must be
+_MIN_SCORE = 1.0
+_CO_CULPRIT = 0.7
+
+
+def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
+    """Cross-rank analysis of everything the parsers found. Never raises on odd input."""
+    index = build_index(parsed)
+    placed_raw: list[tuple[Event, int | None, str, Role]] = []
+    fr_dumps: list[flight_recorder.FRDump] = []
+    stacks: list[pyspy.RankStack] = []
+    unmatched_stacks = 0
+    progress_events: list[tuple[int, Event]] = []
+    anchors: dict[object, dict[str, float]] = defaultdict(dict)
+    ranks_seen: set[int] = set()
+    ranks_with_events: set[int] = set()
+    hosts: set[str] = set()
+
+    for ps in parsed:
+        if ps.source.host:
+            hosts.add(ps.source.host)
+        for ev in ps.events:
+            rank = event_rank(ev, index, ps.source.rank)
+            host = (
+                ev.host
+                or ps.source.host
+                or (index.host_of_rank.get(rank) if rank is not None else None)
+            )
+            if host:
+                hosts.add(host)
+            domain = host or ""
+            if rank is not None:
+                ranks_seen.add(rank)
+            payload = ev.payload
+            if ev.kind is EventKind.FLIGHT_RECORDER and isinstance(payload, FlightRecorderDump):
+                if rank is not None:
+                    fr_dumps.append(flight_recorder.FRDump(rank, payload, ev))
+                continue
+            if ev.kind is EventKind.PYSPY and isinstance(payload, PySpyDump):
+                r = rank if rank is not None else index.rank_for(payload.pid, host)
+                if r is None:
+                    unmatched_stacks += 1
+                else:
+                    stacks.append(pyspy.RankStack(r, payload, ev))
+                    ranks_seen.add(r)
+                continue
+            if ev.kind is EventKind.PROGRESS and rank is not None:
+                progress_events.append((rank, ev))
+                continue
+            if ev.kind is EventKind.NCCL_COMM and ev.time is not None:
+                comm = (ev.attrs or {}).get("comm_id") or (ev.attrs or {}).get("commId")
+                if comm is None:
+                    m = _INIT_COMM.search(ev.text)
+                    comm = m["c"] if m else None
+                if comm is not None:
+                    anchors[("comm", str(comm))][domain] = ev.time
+            role = classify_event(ev)
+            placed_raw.append((ev, rank, domain, role))
+            if rank is not None and ev.kind in ERROR_KINDS:
+                ranks_with_events.add(rank)
+
+    exit_records = exits.collect_exits(parsed, index)
+    for rec in exit_records:
+        if rec.exit.rank is not None:
+            ranks_seen.add(rec.exit.rank)
+        if rec.exit.host:
+            hosts.add(rec.exit.host)
+
+    world_size = index.world_size
+    if ranks_seen:
+        world_size = max(world_size or 0, max(ranks_seen) + 1)
+
+    fr = flight_recorder.analyze(fr_dumps, world_size)
+    for rep in fr.reports:
+        world_size = max(world_size or 0, max(rep.members, default=-1) + 1) or None
+    for (pg, seq), times in fr.anchors.items():
+        for r, t_ns in times.items():
+            dom = index.host_of_rank.get(r, "")
+            anchors[("fr", pg, seq)].setdefault(dom, t_ns / 1e9)
+    offsets = timeline.estimate_offsets(anchors)
+
+    placed = [
+        timeline.Placed(
+            ev, rank, domain, timeline.align(ev, rank, domain, offsets), role.role, role.family
+        )
+        for ev, rank, domain, role in placed_raw
+    ]
+    roles = {id(ev): role for ev, _, _, role in placed_raw}
+    spy = pyspy.analyze(stacks, unmatched_stacks)
+    prog = progress.analyze(progress_events)
+    cons = consistency.analyze(parsed, index)
+
+    scores, reasons = _score(placed, roles, exit_records, fr, spy, prog, cons, world_size)
+    silent = _silent_ranks(placed, exit_records, fr, spy, world_size, ranks_with_events)
+    for r in silent:
+        scores[r] += 2.5
+        reasons[r].append("printed nothing while the others failed")
+
+    culprits = _pick(scores)
+    initiating = sorted(
+        (p for p in placed if p.role == "initiating"),
+        key=lambda p: (p.rank not in culprits, -roles[id(p.event)].strength, _t(p)),
+    )
+    cascade_events = [p for p in placed if p.role == "cascade"]
+    first = _first_failure(culprits, initiating, exit_records, fr, spy, placed)
+    hang = _hang(placed, culprits, fr, spy, initiating, exit_records)
+
+    findings: list[Finding] = []
+    findings.extend(_culprit_findings(culprits, scores, reasons, first, exit_records))
+    if hang is not None:
+        findings.append(
+            Finding(
+                kind="hang",
+                summary=hang.explanation,
+                ranks=hang.lagging_ranks,
+                facts={"pg": hang.process_group, "collective": dict(hang.collective or {})},
+            )
+        )
+    findings.extend(fr.findings)
+    findings.extend(spy.findings)
+    findings.extend(prog.findings)
+    if silent:
+        findings.append(
+            Finding(
+                kind="missing_rank",
+                summary=(
+                    f"rank(s) {format_ranks(silent)} of {world_size} left no error, exit or dump "
+                    "while the others failed: they are missing, behind or stuck elsewhere"
+                ),
+                ranks=tuple(silent),
+                facts={"world_size": world_size, "silent": list(silent)},
+            )
+        )
+    findings.extend(_cascade_findings(cascade_events, culprits))
+    findings.extend(exits.exit_findings(exit_records))
+    findings.extend(exits.restart_findings(parsed))
+    findings.extend(cons.findings)
+
+    extra = _timeline_extras(exit_records, fr, spy, hang, offsets, index)
+    tl = timeline.build(placed, extra)
+    facts = _facts(
+        world_size, culprits, first, hang, fr, spy, prog, cons, exit_records, hosts, placed, index
+    )
+    return Analysis(
+        findings=tuple(findings),
+        first_failure=first,
+        culprit_ranks=tuple(culprits),
+        hang=hang,
+        initiating_events=tuple(p.event for p in initiating),
+        cascade_events=tuple(p.event for p in cascade_events),
+        rank_exits=tuple(r.exit for r in exit_records),
+        timeline=tl,
+        facts=facts,
+    )
+
+
+def _t(p: timeline.Placed) -> tuple[bool, float]:
+    return (p.time is None, p.time or 0.0)
+
+
+def _score(
+    placed: Sequence[timeline.Placed],
+    roles: dict[int, Role],
+    exit_records: Sequence[exits.ExitRecord],
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    prog: progress.ProgressAnalysis,
+    cons: consistency.ConsistencyAnalysis,
+    world_size: int | None,
+) -> tuple[Counter[int], dict[int, list[str]]]:
+    scores: Counter[int] = Counter()
+    reasons: dict[int, list[str]] = defaultdict(list)
+
+    def add(rank: int | None, w: float, why: str) -> None:
+        if rank is None or rank < 0 or (world_size and rank >= world_size * 4):
+            return
+        scores[rank] += w
+        if why not in reasons[rank]:
+            reasons[rank].append(why)
+
+    # initiating errors: the strongest per rank, and a bonus for the earliest on the timeline
+    best: dict[int, float] = {}
+    earliest: dict[int, float] = {}
+    for p in placed:
+        if p.role != "initiating" or p.rank is None:
+            continue
+        best[p.rank] = max(best.get(p.rank, 0.0), roles[id(p.event)].strength)
+        if p.time is not None:
+            earliest[p.rank] = min(earliest.get(p.rank, p.time), p.time)
+    for r, s in best.items():
+        add(r, 2.0 * s, "raised an error that is not a consequence of another rank's failure")
+    if len(earliest) > 1:
+        t0 = min(earliest.values())
+        for r, t in earliest.items():
+            if t - t0 <= 1.0:
+                add(r, 1.0, "its error comes first on the aligned timeline")
+
+    # cascade messages that name the rank they react to
+    pointed: Counter[int] = Counter()
+    for p in placed:
+        if p.role == "cascade" or p.event.kind in ERROR_KINDS:
+            for r in pointed_ranks(p.event):
+                if r != p.rank:
+                    pointed[r] += 1
+    for r, n in pointed.items():
+        add(r, min(3.0, 1.5 + 0.5 * n), f"named by {n} other rank message(s) as the failing peer")
+
+    cascade_ranks = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
+    for rec in exit_records:
+        code, r = rec.exit.exitcode, rec.exit.rank
+        if code in exits.SELF_INFLICTED:
+            add(r, 3.0, f"exited {code} ({exits.meaning(code)})")
+        elif code not in (None, 0, *exits.LAUNCHER_KILLED) and r not in cascade_ranks | set(best):
+            add(r, 1.0, f"exited {code} without any message of its own")
+
+    for r, w in fr.suspects.items():
+        add(r, w, "flight recorder: behind, missing or odd one out")
+    for r, w in spy.suspects.items():
+        add(r, w, "py-spy: stack differs from the other ranks")
+    for r, w in prog.suspects.items():
+        add(r, w, "its last logged progress differs from the others")
+    for r, w in cons.suspects.items():
+        add(r, w, "its versions or settings differ from the others")
+    return scores, reasons
+
+
+def _silent_ranks(
+    placed: Sequence[timeline.Placed],
+    exit_records: Sequence[exits.ExitRecord],
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    world_size: int | None,
+    ranks_with_events: set[int],
+) -> list[int]:
+    """Ranks of a known world that said nothing while others reported consequences."""
+    if not world_size or world_size < 2:
+        return []
+    complaining = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
+    if not complaining:
+        return []
+    spoke = set(ranks_with_events)
+    spoke |= {
+        r.exit.rank
+        for r in exit_records
+        if r.exit.rank is not None and r.exit.exitcode not in exits.LAUNCHER_KILLED
+    }
+    silent = [r for r in range(world_size) if r not in spoke]
+    # if most ranks are "silent", their logs were simply not collected: no signal
+    if not silent or len(silent) * 2 > world_size:
+        return []
+    return silent
+
+
+def _pick(scores: Counter[int]) -> list[int]:
+    if not scores:
+        return []
+    top = max(scores.values())
+    if top < _MIN_SCORE:
+        return []
+    return sorted(r for r, s in scores.items() if s >= top * _CO_CULPRIT)
+
+
+def _first_failure(
+    culprits: Sequence[int],
+    initiating: Sequence[timeline.Placed],
+    exit_records: Sequence[exits.ExitRecord],
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    placed: Sequence[timeline.Placed],
+) -> FailureRef | None:
+    def from_placed(p: timeline.Placed) -> FailureRef:
+        return FailureRef(
+            rank=p.rank,
+            host=p.event.host,
+            time=p.event.time,
+            source=p.event.source,
+            line=p.event.line,
+            text=first_line(p.event.text, 400),
+        )
+
+    mine = [p for p in initiating if p.rank in culprits]
+    if mine:
+        return from_placed(min(mine, key=_t))
+    for rec in exit_records:
+        if rec.exit.rank in culprits and rec.exit.exitcode in exits.SELF_INFLICTED:
+            return FailureRef(
+                rank=rec.exit.rank,
+                host=rec.exit.host,
+                time=rec.exit.time,
+                source=rec.event.source,
+                line=rec.event.line,
+                text=f"rank {rec.exit.rank} exited {rec.exit.exitcode} "
+                f"({exits.meaning(rec.exit.exitcode)})",
+            )
+    for f in fr.findings:
+        hit = [r for r in f.ranks if r in culprits]
+        if hit:
+            src = f.evidence[0].source if f.evidence else "flight recorder"
+            return FailureRef(
+                rank=hit[0], host=None, time=None, source=src, line=None, text=f.summary
+            )
+    for f in spy.findings:
+        hit = [r for r in f.ranks if r in culprits]
+        if hit:
+            e = f.evidence[0] if f.evidence else None
+            return FailureRef(
+                rank=hit[0],
+                host=None,
+                time=None,
+                source=e.source if e else "py-spy",
+                line=e.line if e else None,
+                text=f.summary,
+            )
+    if initiating:
+        return from_placed(min(initiating, key=_t))
+    errors = [p for p in placed if p.role == "cascade"]
+    if errors:
+        return from_placed(min(errors, key=_t))
+    return None
+
+
+def _collective_from_text(placed: Sequence[timeline.Placed]) -> tuple[dict[str, Any], int | None]:
+    for p in placed:
+        m = _WORK.search(p.event.text)
+        if m:
+            coll: dict[str, Any] = {"op": m["op"].lower()}
+            if m["seq"]:
+                coll["seq"] = int(m["seq"])
+            if m["nin"]:
+                coll["numel_in"] = int(m["nin"])
+            return coll, int(m["timeout"])
+    for p in placed:
+        m = _GLOO_TIMEOUT.search(p.event.text)
+        if m:
+            return {"op": m["op"]}, int(m["ms"])
+    return {}, None
+
+
+def _hang(
+    placed: Sequence[timeline.Placed],
+    culprits: Sequence[int],
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    initiating: Sequence[timeline.Placed],
+    exit_records: Sequence[exits.ExitRecord],
+) -> HangReport | None:
+    timeouts = [p for p in placed if p.family == "collective_timeout"]
+    stall = bool(timeouts) or fr.hang_pg is not None or (spy.waiting_ranks and spy.suspects)
+    if not stall:
+        return None
+    # a crash on the culprit explains the others' timeouts: that is a crash, not a hang
+    crashed = [
+        p
+        for p in initiating
+        if p.rank in culprits
+        and p.event.kind in (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION, EventKind.SIGNAL)
+    ]
+    crashed_exit = [
+        r
+        for r in exit_records
+        if r.exit.rank in culprits and r.exit.exitcode in exits.SELF_INFLICTED
+    ]
+    detected = not crashed and not crashed_exit
+    coll, timeout = _collective_from_text(timeouts or placed)
+    pg = None
+    lagging: list[int] = []
+    rep = fr.hang_pg
+    if rep is not None:
+        pg = rep.pg + (f" ({rep.desc})" if rep.desc else "")
+        fr_coll = flight_recorder.collective_of(rep)
+        coll = {**coll, **{k: v for k, v in fr_coll.items() if v is not None}}
+        lagging = sorted(set(rep.lagging) | set(rep.missing) | set(rep.not_started))
+        if rep.mismatch:
+            lagging = sorted(set(lagging) | set(rep.mismatch["ranks"]))
+    if not lagging:
+        lagging = sorted(spy.suspects) or list(culprits)
+    if timeout and "timeout_ms" not in coll:
+        coll["timeout_ms"] = timeout
+    elif fr.timeout_ms and "timeout_ms" not in coll:
+        coll["timeout_ms"] = fr.timeout_ms
+    op = coll.get("op", "a collective")
+    seq = coll.get("seq")
+    where = (
+        f"{op}"
+        + (f" #{seq}" if seq is not None else "")
+        + (f" on process group {pg}" if pg else "")
+    )
+    if detected:
+        text = (
+            f"hang: rank(s) {format_ranks(lagging)} never reached {where} "
+            "that the other ranks wait in"
+        )
+        if rep is not None and rep.mismatch and not rep.lagging:
+            text = (
+                f"hang: ranks disagree on {where} ({rep.mismatch['kind']} mismatch); "
+                f"suspect rank(s) {format_ranks(lagging)}"
+            )
+    else:
+        text = (
+            f"the other ranks waited in {where} because rank(s) {format_ranks(culprits)} crashed; "
+            "the timeouts are a consequence, not a hang of their own"
+        )
+    return HangReport(
+        detected=detected,
+        lagging_ranks=tuple(lagging),
+        process_group=pg,
+        collective=coll or None,
+        explanation=text,
+    )
+
+
+def _culprit_findings(
+    culprits: Sequence[int],
+    scores: Counter[int],
+    reasons: dict[int, list[str]],
+    first: FailureRef | None,
+    exit_records: Sequence[exits.ExitRecord],
+) -> list[Finding]:
+    root = [
+        r.exit.rank for r in exit_records if r.exit.is_root_cause_block and r.exit.rank is not None
+    ]
+    out: list[Finding] = []
+    if culprits:
+        why = "; ".join(reasons[culprits[0]][:4])
+        summary = f"rank(s) {format_ranks(culprits)} started it: {why}"
+        if root and root[0] not in culprits:
+            summary += (
+                f". torchrun's 'Root Cause (first observed failure)' names rank {root[0]}, "
+                "but that is only the first exit the agent noticed"
+            )
+        evidence: tuple[EvidenceRef, ...] = ()
+        if first is not None:
+            evidence = (EvidenceRef(first.source, first.line, first.rank, first.text),)
+        out.append(
+            Finding(
+                kind="first_failure",
+                summary=summary,
+                ranks=tuple(culprits),
+                evidence=evidence,
+                facts={
+                    "scores": {
+                        r: round(scores[r], 2) for r in sorted(scores, key=lambda r: -scores[r])[:8]
+                    },
+                    "torchrun_root_cause_rank": root[0] if root else None,
+                },
+            )
+        )
+    elif first is not None:
+        out.append(
+            Finding(
+                kind="first_failure",
+                summary=f"earliest error seen (no rank stands out): {first.text}",
+                ranks=(first.rank,) if first.rank is not None else (),
+                evidence=(EvidenceRef(first.source, first.line, first.rank, first.text),),
+            )
+        )
+    return out
+
+
+def _cascade_findings(
+    cascade_events: Sequence[timeline.Placed], culprits: Sequence[int]
+) -> list[Finding]:
+    if not cascade_events:
+        return []
+    by_family: dict[str, list[timeline.Placed]] = defaultdict(list)
+    for p in cascade_events:
+        by_family[p.family or "other"].append(p)
+    ranks = sorted({p.rank for p in cascade_events if p.rank is not None})
+    parts = [
+        f"{fam.replace('_', ' ')} x{len(ps)}"
+        for fam, ps in sorted(by_family.items(), key=lambda kv: -len(kv[1]))
+    ]
+    return [
+        Finding(
+            kind="cascade",
+            summary=(
+                f"{len(cascade_events)} error(s) on rank(s) {format_ranks(ranks)} are consequences "
+                f"of the first failure ({', '.join(parts)})"
+            ),
+            ranks=tuple(ranks),
+            evidence=tuple(ref(ps[0].event, ps[0].rank) for ps in list(by_family.values())[:4]),
+            facts={"families": {k: len(v) for k, v in by_family.items()}},
+        )
+    ]
+
+
+def _timeline_extras(
+    exit_records: Sequence[exits.ExitRecord],
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    hang: HangReport | None,
+    offsets: dict[str, float],
+    index: RankIndex,
+) -> list[TimelineEntry]:
+    out: list[TimelineEntry] = []
+    groups: dict[int | None, list[exits.ExitRecord]] = defaultdict(list)
+    for rec in exit_records:
+        if rec.exit.exitcode != 0:
+            groups[rec.exit.exitcode].append(rec)
+    for code, recs in groups.items():
+        ranks = [r.exit.rank for r in recs if r.exit.rank is not None]
+        times = []
+        for r in recs:
+            if r.exit.time is not None:
+                dom = r.exit.host or (
+                    index.host_of_rank.get(r.exit.rank, "") if r.exit.rank is not None else ""
+                )
+                times.append(r.exit.time - offsets.get(dom or "", 0.0))
+        out.append(
+            TimelineEntry(
+                time=min(times) if times else None,
+                rank=ranks[0] if len(ranks) == 1 else None,
+                text=f"rank(s) {format_ranks(ranks)} exited {code}: {exits.meaning(code)}",
+                source=recs[0].event.source,
+                line=recs[0].event.line,
+                role="context",
+            )
+        )
+    if hang is not None and fr.hang_pg is not None and fr.hang_pg.stuck_entry is not None:
+        e = fr.hang_pg.stuck_entry
+        t = e.time_created_ns / 1e9 if e.time_created_ns else None
+        out.append(
+            TimelineEntry(
+                time=t,
+                rank=None,
+                text=f"flight recorder: {hang.explanation}",
+                source="flight recorder",
+                line=None,
+                role="context",
+            )
+        )
+    for f in spy.findings[:2]:
+        e = f.evidence[0] if f.evidence else None
+        out.append(
+            TimelineEntry(
+                time=None,
+                rank=f.ranks[0] if f.ranks else None,
+                text=f.summary,
+                source=e.source if e else "py-spy",
+                line=e.line if e else None,
+                role="context",
+            )
+        )
+    return out
+
+
+def _facts(
+    world_size: int | None,
+    culprits: Sequence[int],
+    first: FailureRef | None,
+    hang: HangReport | None,
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    prog: progress.ProgressAnalysis,
+    cons: consistency.ConsistencyAnalysis,
+    exit_records: Sequence[exits.ExitRecord],
+    hosts: set[str],
+    placed: Sequence[timeline.Placed],
+    index: RankIndex,
+) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "world_size": world_size,
+        "culprit_ranks": list(culprits),
+        "hosts": sorted(hosts),
+    }
+    if culprits:
+        facts["culprit_rank"] = culprits[0]
+        host = index.host_of_rank.get(culprits[0])
+        if host:
+            facts["culprit_host"] = host
+    if hang is not None:
+        coll = dict(hang.collective or {})
+        facts["hang"] = hang.detected
+        facts["lagging_ranks"] = list(hang.lagging_ranks)
+        if coll.get("op"):
+            facts["collective"] = coll["op"]
+        if coll.get("seq") is not None:
+            facts["seq"] = coll["seq"]
+        if coll.get("timeout_ms"):
+            facts["timeout_ms"] = coll["timeout_ms"]
+        if hang.process_group:
+            facts["pg"] = hang.process_group
+    if fr.reports:
+        facts["fr_status"] = flight_recorder.status_table(fr)
+        facts["fr_ranks_dumped"] = list(fr.ranks_dumped)
+        missing = sorted({r for rep in fr.reports for r in rep.missing})
+        if missing:
+            facts["missing_ranks"] = missing
+    if culprits and culprits[0] in spy.user_frames:
+        uf = spy.user_frames[culprits[0]]
+        facts["user_frame"] = f"{uf.function} ({uf.filename}:{uf.line})"
+    if prog.last:
+        facts["last_progress"] = {r: v for r, (_, v) in sorted(prog.last.items())}
+    for key in ("torch", "nccl", "cuda", "python", "driver", "deepspeed"):
+        if key in cons.facts:
+            facts[key] = cons.facts[key]
+    if "nccl" not in facts and fr.comm_lib_versions:
+        facts["nccl"] = Counter(fr.comm_lib_versions.values()).most_common(1)[0][0]
+    for rec in exit_records:
+        if rec.exit.rank in culprits and rec.exit.exitcode not in (None, 0):
+            facts["exitcode"] = rec.exit.exitcode
+            facts["signal"] = exits.signal_name(rec.exit.exitcode, rec.exit.signal)
+            break
+    root = [r.exit.rank for r in exit_records if r.exit.is_root_cause_block]
+    if root:
+        facts["torchrun_root_cause_rank"] = root[0]
+    if first is not None:
+        facts["first_failure_text"] = first.text
+    return facts

@@ -1,0 +1,219 @@
+"""Consistency across ranks and hosts: versions, key env vars, NCCL transports, world sizes.
+
+A job whose nodes run different torch/NCCL/CUDA builds, or where one node falls back to the
+Socket transport while the others use InfiniBand, fails in ways no single rank's log explains.
+Each value is keyed by where it was seen (rank, else host, else the file), so the report can
+say "rank 3 on node07 has NCCL 2.18.1, the other 15 have 2.21.5".
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import regex
+
+from triage.analysis.ranks import RankIndex, _int, event_rank, format_ranks
+from triage.model import (
+    EnvReport,
+    EventKind,
+    EvidenceRef,
+    Finding,
+    FlightRecorderDump,
+    ParsedSource,
+)
+
+_VERSION_FACTS = ("torch", "cuda", "nccl", "cudnn", "python", "driver", "deepspeed", "transformers")
+_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
+_ENV_NAMES = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "GLOO_SOCKET_IFNAME",
+)
+# legitimately different per rank or per host; never a mismatch
+_PER_RANK_ENV = {"NCCL_COMM_ID_RANK", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NCCL_DEBUG_FILE"}
+
+_NCCL_VERSION = regex.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
+_TRANSPORT = regex.compile(
+    r"Using network (?P<net>\w+)|NET/(?P<net2>IB|Socket|OFI|AWS Libfabric|\w+) ?: Using"
+)
+_NRANKS = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
+_COMMID = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
+
+
+@dataclass
+class Observed:
+    """name -> value -> where it was seen (ranks or hosts) and one evidence line."""
+
+    values: dict[str, dict[str, set[str]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(set))
+    )
+    evidence: dict[tuple[str, str], EvidenceRef] = field(default_factory=dict)
+    ranks: dict[tuple[str, str], set[int]] = field(default_factory=lambda: defaultdict(set))
+
+    def add(self, name: str, value: str, where: str, rank: int | None, ev: EvidenceRef) -> None:
+        value = value.strip()
+        if not value:
+            return
+        self.values[name][value].add(where)
+        self.evidence.setdefault((name, value), ev)
+        if rank is not None:
+            self.ranks[(name, value)].add(rank)
+
+
+@dataclass
+class ConsistencyAnalysis:
+    findings: list[Finding] = field(default_factory=list)
+    facts: dict[str, str] = field(default_factory=dict)  # majority versions: torch, nccl, cuda
+    transports: dict[str, str] = field(default_factory=dict)  # where -> transport
+    suspects: dict[int, float] = field(default_factory=dict)
+
+
+def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnalysis:
+    out = ConsistencyAnalysis()
+    versions = Observed()
+    env = Observed()
+    transport = Observed()
+    comm_sizes: dict[str, Counter[int]] = defaultdict(Counter)
+    for ps in parsed:
+        for ev in ps.events:
+            rank = event_rank(ev, index, ps.source.rank)
+            host = (
+                ev.host
+                or ps.source.host
+                or (index.host_of_rank.get(rank) if rank is not None else None)
+            )
+            where = (
+                f"rank {rank}" if rank is not None else (f"host {host}" if host else ps.source.path)
+            )
+            eref = EvidenceRef(
+                ev.source, ev.line, rank, ev.text.splitlines()[0][:200] if ev.text else ""
+            )
+            payload = ev.payload
+            if isinstance(payload, EnvReport):
+                for key in _VERSION_FACTS:
+                    v = payload.facts.get(key) or payload.packages.get(key)
+                    if v:
+                        versions.add(key, _normalise(key, v), where, rank, eref)
+                for key, v in payload.env_vars.items():
+                    if key in _PER_RANK_ENV:
+                        continue
+                    if key.startswith(_ENV_PREFIXES) or key in _ENV_NAMES:
+                        env.add(key, v, where, rank, eref)
+                continue
+            if isinstance(payload, FlightRecorderDump) and payload.comm_lib_version:
+                versions.add("nccl", payload.comm_lib_version, where, rank, eref)
+                continue
+            if ev.kind in (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN):
+                m = _NCCL_VERSION.search(ev.text)
+                if m:
+                    # NCCL prints the version once per process: key it by the process
+                    versions.add("nccl", m["v"], where, rank, eref)
+                t = _TRANSPORT.search(ev.text)
+                if t:
+                    net = t["net"] or t["net2"]
+                    twhere = f"host {host}" if host else where
+                    transport.add("transport", net, twhere, rank, eref)
+                    out.transports[twhere] = net
+                if ev.kind is EventKind.NCCL_COMM:
+                    n = (ev.attrs or {}).get("nranks")
+                    if n is None:
+                        mm = _NRANKS.search(ev.text)
+                        n = mm["n"] if mm else None
+                    c = (ev.attrs or {}).get("comm_id") or (ev.attrs or {}).get("commId")
+                    if c is None:
+                        cm = _COMMID.search(ev.text)
+                        c = cm["c"] if cm else None
+                    if n is not None and c is not None:
+                        size = _int(n)
+                        if size is not None:
+                            comm_sizes[str(c)][size] += 1
+    for name, by_value in versions.values.items():
+        majority = max(by_value.items(), key=lambda kv: len(kv[1]))[0]
+        out.facts[name] = majority
+        if len(by_value) > 1:
+            out.findings.append(_mismatch("version_mismatch", name, by_value, versions, out))
+    for name, by_value in env.values.items():
+        if len(by_value) > 1:
+            out.findings.append(_mismatch("env_mismatch", name, by_value, env, out))
+    if len(transport.values.get("transport", {})) > 1:
+        out.findings.append(
+            _mismatch(
+                "transport_mismatch",
+                "NCCL transport",
+                transport.values["transport"],
+                transport,
+                out,
+            )
+        )
+    for comm, sizes in comm_sizes.items():
+        if len(sizes) > 1:
+            out.findings.append(
+                Finding(
+                    kind="env_mismatch",
+                    summary=f"communicator {comm}: ranks disagree on its size ({dict(sizes)})",
+                    facts={"name": "nranks", "values": {str(k): v for k, v in sizes.items()}},
+                )
+            )
+    ws = index.world_sizes
+    real = {k: v for k, v in ws.items() if v > 0}
+    if len(real) > 1 and "WORLD_SIZE" not in env.values:
+        out.findings.append(
+            Finding(
+                kind="env_mismatch",
+                summary=f"the inputs claim different world sizes: {sorted(real)}",
+                facts={"name": "world_size", "values": {str(k): v for k, v in real.items()}},
+            )
+        )
+    return out
+
+
+def _mismatch(
+    kind: str,
+    name: str,
+    by_value: dict[str, set[str]],
+    seen: Observed,
+    out: ConsistencyAnalysis,
+) -> Finding:
+    ordered = sorted(by_value.items(), key=lambda kv: -len(kv[1]))
+    parts = []
+    minority_ranks: set[int] = set()
+    for i, (value, wheres) in enumerate(ordered):
+        ranks = seen.ranks.get((name, value), set())
+        who = f"rank {format_ranks(ranks)}" if ranks else ", ".join(sorted(wheres)[:3])
+        parts.append(f"{value} on {who}")
+        if i > 0:
+            minority_ranks |= ranks
+    if len(ordered) > 1 and len(ordered[0][1]) > len(ordered[1][1]):
+        for r in minority_ranks:
+            out.suspects[r] = max(out.suspects.get(r, 0.0), 1.0)
+    label = {
+        "version_mismatch": "versions",
+        "env_mismatch": "settings",
+        "transport_mismatch": "transports",
+    }[kind]
+    return Finding(
+        kind=kind,
+        summary=f"{name} differs across ranks/hosts ({label}): " + "; ".join(parts[:4]),
+        ranks=tuple(sorted(minority_ranks)),
+        evidence=tuple(seen.evidence[(name, v)] for v, _ in ordered[:3]),
+        facts={"name": name, "values": {v: sorted(w) for v, w in ordered}},
+    )
+
+
+_DOTTED = regex.compile(r"\d+(?:\.\d+)+(?:\+\w+)?")
+
+
+def _normalise(name: str, v: str) -> str:
+    """`2.13.0+cu124 (built ...)` -> `2.13.0+cu124`; NCCL `2.21.5+cuda12.4` -> `2.21.5`.
+
+    Different reports spell one version differently; compare the builds, not the prose.
+    """
+    m = _DOTTED.search(v)
+    if not m:
+        return v.strip()
+    got = m.group(0)
+    return got.split("+", 1)[0] if name == "nccl" else got

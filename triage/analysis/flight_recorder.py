@@ -1,0 +1,519 @@
+"""Hang localization from flight-recorder dumps: who is behind, who is missing, who disagrees.
+
+Per process group we index each rank's ring buffer by collective sequence id (one dict per
+rank, built in one pass), then read off: the last enqueued / started / completed collective of
+every rank, the ranks behind the others, the member ranks without any dump, and the first
+collective where ranks disagree on op, sizes or dtypes. Everything is linear in the number of
+entries, so 1,024 ranks x 2,000 entries stay well under a few seconds.
+
+Unlike torch's `fr_trace` this does not need every rank's dump, a clean `<prefix><rank>`
+file naming, a correct `pg_config` (gloo writes `{'': ...}`) or a single schema version.
+Ring buffers that wrapped at different points are compared only on the window every rank
+still holds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from triage.analysis.ranks import format_ranks, pg_ranks
+from triage.model import Event, EvidenceRef, Finding, FlightRecorderDump, FlightRecorderEntry
+
+_P2P_OPS = {"send", "recv", "isend", "irecv", "recv_any_source", "batch_isend_irecv"}
+# ops whose per-rank sizes legitimately differ (uneven splits), so only op and dtype are compared
+_UNEVEN_OPS = {"all_to_all", "all_to_all_single", "alltoall", "alltoall_base", "gather", "scatter"}
+_DEFAULT_PG_DESCS = {"default_pg", "default"}
+
+
+@dataclass(frozen=True)
+class FRDump:
+    rank: int
+    dump: FlightRecorderDump
+    event: Event
+
+
+@dataclass
+class RankPGState:
+    rank: int
+    by_seq: dict[int, list[FlightRecorderEntry]]
+    first_seq: int | None
+    last_enqueued: int | None
+    last_started: int | None
+    last_completed: int | None
+
+
+@dataclass
+class PGReport:
+    pg: str
+    desc: str
+    members: tuple[int, ...]
+    states: dict[int, RankPGState]
+    missing: tuple[int, ...]  # members with no dump at all
+    lagging: tuple[int, ...]  # dumped, but behind the furthest rank
+    stuck_seq: int | None  # the collective some ranks wait in
+    stuck_entry: FlightRecorderEntry | None
+    has_states: bool  # NCCL-era dumps: started/completed are meaningful
+    mismatch: dict[str, Any] | None = None
+    not_started: tuple[int, ...] = ()  # all enqueued the stuck op, these never started it
+
+
+@dataclass
+class FRAnalysis:
+    reports: list[PGReport] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    suspects: dict[int, float] = field(default_factory=dict)  # rank -> weight
+    hang_pg: PGReport | None = None
+    timeout_ms: int | None = None
+    comm_lib_versions: dict[int, str] = field(default_factory=dict)
+    # (pg, seq) -> {rank: time_created_ns}: collectives every dumped rank holds, for clocks
+    anchors: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    ranks_dumped: tuple[int, ...] = ()
+
+
+def _is_p2p(e: FlightRecorderEntry) -> bool:
+    return e.is_p2p or e.op in _P2P_OPS
+
+
+def _signature(entries: list[FlightRecorderEntry]) -> tuple[Any, ...]:
+    sig = []
+    for e in entries:
+        if e.op in _UNEVEN_OPS:
+            sig.append((e.op, e.input_dtypes, e.output_dtypes))
+        else:
+            sig.append((e.op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes))
+    return tuple(sig)
+
+
+def _dedupe(dumps: Sequence[FRDump]) -> list[FRDump]:
+    """Keep one dump per rank: the pickle and JSON of one rank are the same data."""
+    best: dict[int, FRDump] = {}
+    for d in dumps:
+        old = best.get(d.rank)
+        if old is None or (len(d.dump.entries), _has_frames(d)) > (
+            len(old.dump.entries),
+            _has_frames(old),
+        ):
+            best[d.rank] = d
+    return [best[r] for r in sorted(best)]
+
+
+def _has_frames(d: FRDump) -> bool:
+    return any(e.frames for e in d.dump.entries[-3:])
+
+
+def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysis:
+    out = FRAnalysis()
+    dumps = _dedupe(dumps)
+    if not dumps:
+        return out
+    out.ranks_dumped = tuple(d.rank for d in dumps)
+    for d in dumps:
+        if d.dump.comm_lib_version:
+            out.comm_lib_versions[d.rank] = d.dump.comm_lib_version
+
+    # one pass over all entries: pg -> rank -> seq -> entries
+    per_pg: dict[str, dict[int, dict[int, list[FlightRecorderEntry]]]] = {}
+    pg_desc: dict[str, str] = {}
+    timeouts: Counter[int] = Counter()
+    for d in dumps:
+        for e in d.dump.entries:
+            if _is_p2p(e):
+                continue
+            ranks = per_pg.setdefault(e.pg_name, {})
+            seqs = ranks.setdefault(d.rank, {})
+            bucket = seqs.get(e.collective_seq_id)
+            if bucket is None:
+                seqs[e.collective_seq_id] = [e]
+            else:
+                bucket.append(e)  # coalesced ops share one sequence id
+            if e.pg_desc and e.pg_name not in pg_desc:
+                pg_desc[e.pg_name] = e.pg_desc
+        if d.dump.entries and d.dump.entries[-1].timeout_ms:
+            timeouts[d.dump.entries[-1].timeout_ms] += 1
+        for name, desc in d.dump.pg_desc.items():
+            pg_desc.setdefault(name, desc)
+    if timeouts:
+        out.timeout_ms = timeouts.most_common(1)[0][0]
+
+    dumped = {d.rank for d in dumps}
+    for pg, ranks in per_pg.items():
+        desc = pg_desc.get(pg, "")
+        members = _members(pg, desc, dumps, ranks, world_size)
+        report = _pg_report(pg, desc, members, ranks, dumped)
+        out.reports.append(report)
+        _anchor(out, pg, ranks)
+
+    for report in out.reports:
+        out.findings.extend(_findings(report, out.suspects))
+
+    candidates = [r for r in out.reports if r.lagging or r.missing or r.not_started or r.mismatch]
+    if candidates:
+        # the widest group with a problem; ties go to the earliest stuck collective
+        out.hang_pg = max(
+            candidates,
+            key=lambda r: (bool(r.lagging or r.missing), len(r.members), -(r.stuck_seq or 0)),
+        )
+    return out
+
+
+def _members(
+    pg: str,
+    desc: str,
+    dumps: Sequence[FRDump],
+    ranks: dict[int, dict[int, list[FlightRecorderEntry]]],
+    world_size: int | None,
+) -> tuple[int, ...]:
+    votes: Counter[tuple[int, ...]] = Counter()
+    for d in dumps:
+        got = pg_ranks(d.dump.pg_config.get(pg, ()))
+        if got:
+            votes[got] += 1
+    if votes:
+        return tuple(sorted(votes.most_common(1)[0][0]))
+    is_default = desc in _DEFAULT_PG_DESCS or pg == "0"
+    if is_default and world_size:
+        return tuple(range(world_size))
+    if is_default:
+        # gloo writes pg_config as {'': {'ranks': '[0, 1]'}}: usable for the only group
+        for d in dumps:
+            got = pg_ranks(d.dump.pg_config.get("", ()))
+            if got:
+                votes[got] += 1
+        if votes:
+            return tuple(sorted(votes.most_common(1)[0][0]))
+    # fall back to the ranks whose dumps hold this group (fr_trace's KeyError case)
+    return tuple(sorted(ranks))
+
+
+def _rank_state(rank: int, seqs: dict[int, list[FlightRecorderEntry]]) -> RankPGState:
+    last_started = last_completed = None
+    for seq, entries in seqs.items():
+        state = entries[-1].state
+        if state == "completed" or entries[-1].time_completed_ns:
+            last_completed = seq if last_completed is None else max(last_completed, seq)
+            last_started = seq if last_started is None else max(last_started, seq)
+        elif state == "started" or entries[-1].time_started_ns:
+            last_started = seq if last_started is None else max(last_started, seq)
+    return RankPGState(
+        rank=rank,
+        by_seq=seqs,
+        first_seq=min(seqs) if seqs else None,
+        last_enqueued=max(seqs) if seqs else None,
+        last_started=last_started,
+        last_completed=last_completed,
+    )
+
+
+def _pg_report(
+    pg: str,
+    desc: str,
+    members: tuple[int, ...],
+    ranks: dict[int, dict[int, list[FlightRecorderEntry]]],
+    dumped: set[int],
+) -> PGReport:
+    states = {r: _rank_state(r, seqs) for r, seqs in ranks.items()}
+    # a member that dumped but holds no record of this group never entered it
+    for r in members:
+        if r in dumped and r not in states:
+            states[r] = RankPGState(r, {}, None, None, None, None)
+    missing = tuple(r for r in members if r not in dumped)
+    has_states = any(s.last_started is not None for s in states.values())
+    furthest = max(
+        (s.last_enqueued for s in states.values() if s.last_enqueued is not None), default=None
+    )
+    lagging: tuple[int, ...] = ()
+    stuck_seq: int | None = None
+    stuck_entry: FlightRecorderEntry | None = None
+    not_started: tuple[int, ...] = ()
+    if furthest is not None:
+        lagging = tuple(sorted(r for r, s in states.items() if (s.last_enqueued or 0) < furthest))
+        if lagging:
+            stuck_seq = min(states[r].last_enqueued or 0 for r in lagging) + 1
+        elif has_states:
+            unfinished = [r for r, s in states.items() if (s.last_completed or -1) < furthest]
+            if unfinished:
+                stuck_seq = furthest
+                started = [r for r in unfinished if (states[r].last_started or -1) >= furthest]
+                if started:
+                    # everyone enqueued it, some launched it: the others are stuck before it
+                    not_started = tuple(sorted(set(unfinished) - set(started)))
+        elif missing:
+            stuck_seq = furthest
+        if stuck_seq is not None:
+            for s in states.values():
+                got = s.by_seq.get(stuck_seq)
+                if got:
+                    stuck_entry = got[0]
+                    break
+    report = PGReport(
+        pg=pg,
+        desc=desc,
+        members=members,
+        states=states,
+        missing=missing,
+        lagging=lagging,
+        stuck_seq=stuck_seq,
+        stuck_entry=stuck_entry,
+        has_states=has_states,
+        not_started=not_started,
+    )
+    report.mismatch = _first_mismatch(states)
+    if report.mismatch and stuck_seq is None:
+        report.stuck_seq = report.mismatch["seq"]
+        got = next(iter(states[report.mismatch["ranks"][0]].by_seq.get(report.stuck_seq, [])), None)
+        report.stuck_entry = got
+    return report
+
+
+def _first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
+    holders = [s for s in states.values() if s.by_seq]
+    if len(holders) < 2:
+        return None
+    # compare only where every rank still holds records: buffers wrap at different points
+    start = max(s.first_seq for s in holders if s.first_seq is not None)
+    ref = max(holders, key=lambda s: len(s.by_seq))
+    ref_sigs = {seq: _signature(es) for seq, es in ref.by_seq.items() if seq >= start}
+    first: int | None = None
+    for s in holders:
+        if s is ref:
+            continue
+        for seq, es in s.by_seq.items():
+            if seq < start or (first is not None and seq >= first):
+                continue
+            want = ref_sigs.get(seq)
+            if want is not None and want != _signature(es):
+                first = seq
+    if first is None:
+        return None
+    sigs = {s.rank: _signature(s.by_seq[first]) for s in holders if first in s.by_seq}
+    counts = Counter(sigs.values())
+    ranked = counts.most_common()
+    odd: list[int]
+    if len(ranked) > 1 and ranked[0][1] > ranked[1][1]:
+        majority = ranked[0][0]
+        odd = sorted(r for r, sig in sigs.items() if sig != majority)
+    else:
+        odd = sorted(sigs)  # a tie (two ranks): FR alone cannot say who is wrong
+    what = _mismatch_kind(list(counts))
+    per_rank = {}
+    for r, s in states.items():
+        es = s.by_seq.get(first)
+        if es:
+            e = es[0]
+            per_rank[r] = {
+                "op": e.op,
+                "profiling_name": e.profiling_name,
+                "input_sizes": [list(x) for x in e.input_sizes],
+                "output_sizes": [list(x) for x in e.output_sizes],
+                "dtypes": list(e.input_dtypes),
+            }
+    return {
+        "seq": first,
+        "kind": what,
+        "ranks": odd,
+        "tie": not (len(ranked) > 1 and ranked[0][1] > ranked[1][1]),
+        "per_rank": per_rank,
+    }
+
+
+def _mismatch_kind(sigs: list[tuple[Any, ...]]) -> str:
+    ops = {tuple(x[0] for x in s) for s in sigs}
+    if len(ops) > 1:
+        return "op"
+    dtypes = {tuple(tuple(x[-2]) + tuple(x[-1]) for x in s) for s in sigs}
+    if len(dtypes) > 1:
+        return "dtype"
+    return "size"
+
+
+def _anchor(
+    out: FRAnalysis, pg: str, ranks: dict[int, dict[int, list[FlightRecorderEntry]]]
+) -> None:
+    """Keep the creation times of the last few collectives that every dumped rank holds."""
+    if len(ranks) < 2:
+        return
+    common = None
+    for seqs in ranks.values():
+        keys = set(sorted(seqs)[-64:])
+        common = keys if common is None else common & keys
+    for seq in sorted(common or ())[-16:]:
+        times = {}
+        for r, seqs in ranks.items():
+            t = seqs[seq][0].time_created_ns
+            if t:
+                times[r] = t
+        if len(times) > 1:
+            out.anchors[(pg, seq)] = times
+
+
+def _describe(e: FlightRecorderEntry | None) -> dict[str, Any]:
+    if e is None:
+        return {}
+    return {
+        "op": e.op,
+        "profiling_name": e.profiling_name,
+        "input_sizes": [list(x) for x in e.input_sizes],
+        "output_sizes": [list(x) for x in e.output_sizes],
+        "dtypes": list(e.input_dtypes),
+        "timeout_ms": e.timeout_ms,
+    }
+
+
+def collective_of(report: PGReport) -> dict[str, Any]:
+    d = _describe(report.stuck_entry)
+    d["seq"] = report.stuck_seq
+    return d
+
+
+def _ev(report: PGReport, rank: int, text: str, source: str = "flight recorder") -> EvidenceRef:
+    return EvidenceRef(source=source, line=None, rank=rank, text=text)
+
+
+def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
+    out: list[Finding] = []
+    label = f"{report.pg}" + (f" ({report.desc})" if report.desc else "")
+    coll = collective_of(report)
+    op = coll.get("op") or "a collective"
+    lasts = {
+        r: (s.last_enqueued, s.last_started, s.last_completed)
+        for r, s in sorted(report.states.items())
+    }
+    if report.missing:
+        for r in report.missing:
+            suspects[r] = max(suspects.get(r, 0.0), 3.0)
+        out.append(
+            Finding(
+                kind="missing_rank",
+                summary=(
+                    f"process group {label}: no flight-recorder dump from rank(s) "
+                    f"{format_ranks(report.missing)} of {len(report.members)} members; the rank "
+                    "that died or is stuck in teardown is often the one that did not dump"
+                ),
+                ranks=report.missing,
+                evidence=tuple(
+                    _ev(report, r, f"rank {r}: last enqueued {lasts[r][0]}")
+                    for r in list(lasts)[:3]
+                ),
+                facts={
+                    "pg": report.pg,
+                    "members": len(report.members),
+                    "missing": list(report.missing),
+                },
+            )
+        )
+    if report.lagging:
+        furthest = max(s.last_enqueued or 0 for s in report.states.values())
+        weight = 4.0 if len(report.lagging) * 2 <= len(report.states) else 1.5
+        for r in report.lagging:
+            suspects[r] = max(suspects.get(r, 0.0), weight)
+        ahead = sorted(set(report.states) - set(report.lagging))
+        out.append(
+            Finding(
+                kind="lagging_rank",
+                summary=(
+                    f"process group {label}: rank(s) {format_ranks(report.lagging)} stopped at "
+                    f"collective #{min(lasts[r][0] or 0 for r in report.lagging)} "
+                    f"while rank(s) {format_ranks(ahead)} went on to #{furthest} ({op}); "
+                    "they never entered the collective the others wait in"
+                ),
+                ranks=report.lagging,
+                evidence=tuple(
+                    _ev(report, r, f"rank {r}: last enqueued collective #{lasts[r][0]}")
+                    for r in (list(report.lagging)[:3] + ahead[:2])
+                ),
+                facts={
+                    "pg": report.pg,
+                    "seq": report.stuck_seq,
+                    "op": coll.get("op"),
+                    "last_enqueued": {r: v[0] for r, v in lasts.items()},
+                },
+            )
+        )
+    if report.not_started:
+        for r in report.not_started:
+            suspects[r] = max(suspects.get(r, 0.0), 2.5)
+        out.append(
+            Finding(
+                kind="lagging_rank",
+                summary=(
+                    f"process group {label}: every rank enqueued collective #{report.stuck_seq} "
+                    f"({op}) but rank(s) {format_ranks(report.not_started)} never started it "
+                    "(their GPU stream is stuck in earlier work)"
+                ),
+                ranks=report.not_started,
+                evidence=tuple(
+                    _ev(
+                        report,
+                        r,
+                        f"rank {r}: last started #{lasts[r][1]}, completed #{lasts[r][2]}",
+                    )
+                    for r in report.not_started[:3]
+                ),
+                facts={"pg": report.pg, "seq": report.stuck_seq, "op": coll.get("op")},
+            )
+        )
+    if report.mismatch:
+        m = report.mismatch
+        weight = 1.5 if m["tie"] else 4.0
+        for r in m["ranks"]:
+            suspects[r] = max(suspects.get(r, 0.0), weight)
+        per = m["per_rank"]
+        parts = []
+        for sig_ranks in _group_by_sig(per):
+            ex = per[sig_ranks[0]]
+            parts.append(
+                f"rank {format_ranks(sig_ranks)}: {ex['op']} {ex['input_sizes']} "
+                f"{','.join(ex['dtypes'])}"
+            )
+        out.append(
+            Finding(
+                kind="collective_mismatch",
+                summary=(
+                    f"process group {label}: collective #{m['seq']} differs in {m['kind']} across "
+                    f"ranks ({'; '.join(parts[:4])})"
+                ),
+                ranks=tuple(m["ranks"]),
+                evidence=tuple(
+                    _ev(
+                        report,
+                        r,
+                        f"rank {r}: {per[r]['profiling_name']} "
+                        f"{per[r]['input_sizes']} {per[r]['dtypes']}",
+                    )
+                    for r in list(per)[:4]
+                ),
+                facts={
+                    "pg": report.pg,
+                    "seq": m["seq"],
+                    "mismatch": m["kind"],
+                    "op": {r: v["op"] for r, v in per.items()},
+                    "sizes": {r: v["input_sizes"] for r, v in per.items()},
+                    "dtypes": {r: v["dtypes"] for r, v in per.items()},
+                },
+            )
+        )
+    return out
+
+
+def _group_by_sig(per: dict[int, dict[str, Any]]) -> list[list[int]]:
+    groups: dict[str, list[int]] = {}
+    for r, v in sorted(per.items()):
+        key = repr((v["op"], v["input_sizes"], v["dtypes"]))
+        groups.setdefault(key, []).append(r)
+    return sorted(groups.values(), key=len)
+
+
+def status_table(
+    analysis: FRAnalysis,
+) -> dict[str, dict[int, tuple[int | None, int | None, int | None]]]:
+    """pg -> rank -> (last enqueued, last started, last completed), for facts and reports."""
+    return {
+        r.pg: {
+            rank: (s.last_enqueued, s.last_started, s.last_completed)
+            for rank, s in sorted(r.states.items())
+        }
+        for r in analysis.reports
+    }

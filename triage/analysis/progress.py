@@ -1,0 +1,96 @@
+"""Progress divergence: the last step / iteration / epoch each rank logged.
+
+In data-parallel training every rank runs the same steps, so at the moment of a hang they
+all logged about the same last step. A rank that is behind (stuck in the step the others
+finished) or ahead (it skipped a collective the others still wait in) is a suspect.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from triage.analysis.ranks import format_ranks, ref
+from triage.model import Event, Finding
+
+# attrs keys, most specific first; parsers use `last_step` for the per-rank summary
+_KEYS = ("last_step", "step", "last_iteration", "iteration", "global_step", "epoch", "last_epoch")
+
+
+@dataclass
+class ProgressAnalysis:
+    last: dict[int, tuple[str, float]] = field(default_factory=dict)  # rank -> (unit, value)
+    events: dict[int, Event] = field(default_factory=dict)
+    behind: tuple[int, ...] = ()
+    ahead: tuple[int, ...] = ()
+    findings: list[Finding] = field(default_factory=list)
+    suspects: dict[int, float] = field(default_factory=dict)
+
+
+def _value(ev: Event) -> tuple[str, float] | None:
+    attrs = ev.attrs or {}
+    for key in _KEYS:
+        v = attrs.get(key)
+        if v is None:
+            continue
+        try:
+            return key.replace("last_", ""), float(v)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def analyze(progress: Iterable[tuple[int, Event]]) -> ProgressAnalysis:
+    out = ProgressAnalysis()
+    for rank, ev in progress:
+        got = _value(ev)
+        if got is None:
+            continue
+        old = out.last.get(rank)
+        # a rank may log the epoch and the step; compare like with like, prefer steps
+        if (
+            old is None
+            or (old[0] == got[0] and got[1] > old[1])
+            or _rank_unit(got[0]) < _rank_unit(old[0])
+        ):
+            out.last[rank] = got
+            out.events[rank] = ev
+    if len(out.last) < 2:
+        return out
+    units = Counter(u for u, _ in out.last.values())
+    unit = units.most_common(1)[0][0]
+    values = {r: v for r, (u, v) in out.last.items() if u == unit}
+    if len(values) < 2 or len(set(values.values())) < 2:
+        return out
+    counts = Counter(values.values())
+    mode, n_mode = counts.most_common(1)[0]
+    if n_mode * 2 <= len(values) and len(counts) > 2:
+        mode = sorted(values.values())[len(values) // 2]  # no clear majority: the median
+    out.behind = tuple(sorted(r for r, v in values.items() if v < mode))
+    out.ahead = tuple(sorted(r for r, v in values.items() if v > mode))
+    for r in out.behind:
+        out.suspects[r] = 2.0 if len(out.behind) * 2 < len(values) else 1.0
+    for r in out.ahead:
+        out.suspects[r] = 1.0 if len(out.ahead) * 2 < len(values) else 0.5
+    for group, word in ((out.behind, "behind"), (out.ahead, "ahead of")):
+        if not group:
+            continue
+        shown = ", ".join(f"rank {r}: {unit} {values[r]:g}" for r in group[:6])
+        out.findings.append(
+            Finding(
+                kind="progress_divergence",
+                summary=(
+                    f"rank(s) {format_ranks(group)} are {word} the others: last {unit} logged "
+                    f"{shown} vs {mode:g} on {counts[mode]} rank(s)"
+                ),
+                ranks=group,
+                evidence=tuple(ref(out.events[r], r) for r in list(group)[:4]),
+                facts={"unit": unit, "majority": mode, "last": {r: values[r] for r in values}},
+            )
+        )
+    return out
+
+
+def _rank_unit(unit: str) -> int:
+    return {"step": 0, "global_step": 0, "iteration": 1, "epoch": 2}.get(unit, 3)

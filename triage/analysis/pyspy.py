@@ -1,0 +1,176 @@
+"""Hang localization from py-spy dumps: cluster ranks by their main-thread stack.
+
+In a hang almost every rank sits in the same place (`barrier`, `all_reduce`, a `wait`) and
+one rank sits elsewhere (`save_checkpoint`, a data loader, `time.sleep`). We normalise each
+main-thread stack to its functions and files (line numbers and install prefixes vary), group
+ranks by it, and call the minority suspect; a rank outside any collective, while the others
+wait in one, is the strongest suspect of all.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import regex
+
+from triage.analysis.ranks import format_ranks
+from triage.model import Event, EvidenceRef, Finding, PySpyDump, StackFrame
+
+# Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
+# out on purpose: a rank stuck on its own GPU is a suspect, not a waiter.
+_WAIT_FUNCS = regex.compile(
+    r"^(?:all_reduce|all_gather\w*|_all_gather_base|reduce_scatter\w*|_reduce_scatter_base"
+    r"|broadcast\w*|barrier|monitored_barrier|reduce|gather|scatter|all_to_all\w*|send|recv"
+    r"|isend|irecv|batch_isend_irecv|wait|_wait|_store_based_barrier"
+    r"|get|_get|new_group|init_process_group|_new_process_group_helper|rendezvous|next_rendezvous"
+    r"|_exchange_\w+|_sync_\w+|all_gather_object|broadcast_object_list|gather_object)$"
+)
+_DIST_FILES = regex.compile(
+    r"torch/distributed/|deepspeed/comm/|c10d_logger|distributed_c10d"
+    r"|torch/nn/parallel/distributed\.py|torch/distributed/fsdp/"
+)
+
+# A frame in these places is library code, not the user's.
+_LIBRARY = regex.compile(
+    r"(?:^|/)(?:site-packages|dist-packages)/|^<frozen |^<string>|/lib/python3\.\d+/"
+    r"|^(?:torch|deepspeed|transformers|accelerate|lightning|pytorch_lightning|apex|numpy"
+    r"|transformer_engine|megatron/core|colossalai|triton|safetensors|datasets|tqdm)/"
+    r"|^(?:threading|multiprocessing/\S+|concurrent/\S+|selectors|queue|socket|ssl|subprocess"
+    r"|runpy|asyncio/\S+|contextlib|functools|pickle|shutil|tempfile|time)\.py$"
+)
+_SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
+
+
+@dataclass(frozen=True)
+class RankStack:
+    rank: int
+    dump: PySpyDump
+    event: Event
+
+
+@dataclass
+class StackCluster:
+    signature: tuple[tuple[str, str], ...]
+    ranks: list[int]
+    waiting: bool  # inside a collective / distributed wait
+    top: str  # innermost function, as a person would name it
+    user_frame: StackFrame | None
+    event: Event
+
+
+@dataclass
+class PySpyAnalysis:
+    clusters: list[StackCluster] = field(default_factory=list)
+    suspects: dict[int, float] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    waiting_ranks: tuple[int, ...] = ()
+    user_frames: dict[int, StackFrame] = field(default_factory=dict)
+    unmatched: int = 0  # dumps whose pid could not be mapped to a rank
+
+
+def _short(filename: str) -> str:
+    return _SITE.sub("", filename)
+
+
+def normalise(frames: Sequence[StackFrame]) -> tuple[tuple[str, str], ...]:
+    """Functions and short file names, innermost first; line numbers dropped."""
+    return tuple((f.function, _short(f.filename).rsplit("/", 1)[-1]) for f in frames)
+
+
+def is_waiting(frames: Sequence[StackFrame]) -> bool:
+    """Inside a collective or a distributed wait within its innermost few frames."""
+    return any(_WAIT_FUNCS.match(f.function) and _DIST_FILES.search(f.filename) for f in frames[:6])
+
+
+def user_frame(frames: Sequence[StackFrame]) -> StackFrame | None:
+    """The innermost frame that belongs to the user's code rather than a library."""
+    for f in frames:
+        if not _LIBRARY.search(f.filename) and not _LIBRARY.search(_short(f.filename)):
+            return f
+    return None
+
+
+def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
+    out = PySpyAnalysis(unmatched=unmatched)
+    groups: dict[tuple[tuple[str, str], ...], list[RankStack]] = defaultdict(list)
+    seen: set[int] = set()
+    for rs in stacks:
+        if rs.rank in seen:
+            continue  # several dumps of one rank: keep the first (they are usually the same)
+        seen.add(rs.rank)
+        main = rs.dump.main_thread()
+        if main is None:
+            continue
+        groups[normalise(main.frames)].append(rs)
+        uf = user_frame(main.frames)
+        if uf:
+            out.user_frames[rs.rank] = uf
+    for sig, members in groups.items():
+        main = members[0].dump.main_thread()
+        frames = main.frames if main else ()
+        out.clusters.append(
+            StackCluster(
+                signature=sig,
+                ranks=sorted(m.rank for m in members),
+                waiting=is_waiting(frames),
+                top=frames[0].function if frames else "?",
+                user_frame=user_frame(frames),
+                event=members[0].event,
+            )
+        )
+    out.clusters.sort(key=lambda c: (-len(c.ranks), c.ranks))
+    out.waiting_ranks = tuple(sorted(r for c in out.clusters if c.waiting for r in c.ranks))
+    total = sum(len(c.ranks) for c in out.clusters)
+    if len(out.clusters) < 2 or total < 2:
+        return out
+
+    waiting = [c for c in out.clusters if c.waiting]
+    elsewhere = [c for c in out.clusters if not c.waiting]
+    if waiting and elsewhere and sum(len(c.ranks) for c in elsewhere) < total:
+        # the classic hang: the peers wait in a collective, these ranks are somewhere else
+        outliers = elsewhere
+        weight = 3.5 if sum(len(c.ranks) for c in elsewhere) * 2 <= total else 2.0
+        why = "is not in any collective while the others wait in one"
+    else:
+        biggest = len(out.clusters[0].ranks)
+        outliers = [c for c in out.clusters if len(c.ranks) < biggest]
+        weight = 2.0
+        why = "sits in a different place than the majority"
+        if not outliers:
+            return out  # an even split: no minority to blame
+    majority = max(out.clusters, key=lambda c: (c.waiting, len(c.ranks)))
+    for c in outliers:
+        for r in c.ranks:
+            out.suspects[r] = max(out.suspects.get(r, 0.0), weight)
+        uf = c.user_frame
+        where = f"{c.top}" + (
+            f" (user code: {uf.function} at {uf.filename}:{uf.line})" if uf else ""
+        )
+        out.findings.append(
+            Finding(
+                kind="stack_outlier",
+                summary=(
+                    f"py-spy: rank(s) {format_ranks(c.ranks)} {why}: main thread in {where}; "
+                    f"{len(majority.ranks)} rank(s) are in {majority.top}"
+                ),
+                ranks=tuple(c.ranks),
+                evidence=(
+                    _ref(c),
+                    _ref(majority),
+                ),
+                facts={
+                    "stack_top": c.top,
+                    "majority_top": majority.top,
+                    "user_frame": f"{uf.function} ({uf.filename}:{uf.line})" if uf else None,
+                    "clusters": [(format_ranks(x.ranks), x.top) for x in out.clusters[:8]],
+                },
+            )
+        )
+    return out
+
+
+def _ref(c: StackCluster) -> EvidenceRef:
+    frames = " <- ".join(f"{fn} ({fi})" for fn, fi in c.signature[:4])
+    return EvidenceRef(source=c.event.source, line=c.event.line, rank=c.ranks[0], text=frames)

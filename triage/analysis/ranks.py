@@ -1,0 +1,214 @@
+"""Who is who: map every event, dump and exit to a global rank, and learn the world size.
+
+Parsers attach a rank when the line itself says so (`[rank3]:`, a per-rank log file, an
+NCCL `Init COMPLETE ... rank R` line). py-spy dumps and many launcher lines only carry a
+pid, so we join pids to ranks through every place where both appear together: torchrun's
+`failed (exitcode ..) local_rank: 0 (pid: 5454)`, the ChildFailedError block, NCCL's
+`host:pid:tid` prefix next to `rank R`, and per-rank files whose source knows its rank.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import regex
+
+from triage.model import (
+    EnvReport,
+    Event,
+    EventKind,
+    EvidenceRef,
+    FlightRecorderDump,
+    ParsedSource,
+    RankExit,
+)
+
+_NRANKS_TEXT = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
+
+
+@dataclass
+class RankIndex:
+    """pid/host/source -> rank joins, built once from all parsed sources."""
+
+    by_host_pid: dict[tuple[str, int], int] = field(default_factory=dict)
+    by_pid: dict[int, int] = field(default_factory=dict)
+    ambiguous_pids: set[int] = field(default_factory=set)
+    by_source: dict[str, int] = field(default_factory=dict)
+    host_of_rank: dict[int, str] = field(default_factory=dict)
+    world_sizes: Counter[int] = field(default_factory=Counter)  # claimed size -> votes
+
+    def learn(self, pid: int | None, host: str | None, rank: int | None) -> None:
+        if pid is None or rank is None or rank < 0:
+            return
+        if host:
+            self.by_host_pid.setdefault((host, pid), rank)
+            self.host_of_rank.setdefault(rank, host)
+        known = self.by_pid.get(pid)
+        if known is None:
+            self.by_pid[pid] = rank
+        elif known != rank:
+            # pids repeat across hosts; without a host a bare pid is then meaningless
+            self.ambiguous_pids.add(pid)
+
+    def rank_for(self, pid: int | None, host: str | None) -> int | None:
+        if pid is None:
+            return None
+        if host and (host, pid) in self.by_host_pid:
+            return self.by_host_pid[(host, pid)]
+        if pid in self.ambiguous_pids:
+            return None
+        return self.by_pid.get(pid)
+
+    @property
+    def world_size(self) -> int | None:
+        if not self.world_sizes:
+            return None
+        # the most-voted claim; ties go to the larger size (a sub-communicator is smaller)
+        return max(self.world_sizes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+
+def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
+    index = RankIndex()
+    for ps in parsed:
+        if ps.source.rank is not None:
+            index.by_source[ps.source.path] = ps.source.rank
+            if ps.source.host:
+                index.host_of_rank.setdefault(ps.source.rank, ps.source.host)
+        for ev in ps.events:
+            host = ev.host or ps.source.host
+            rank = ev.rank if ev.rank is not None else ps.source.rank
+            payload = ev.payload
+            if isinstance(payload, RankExit):
+                index.learn(payload.pid, payload.host or host, payload.rank)
+                continue
+            if ev.kind is EventKind.NCCL_COMM:
+                attrs = ev.attrs or {}
+                r = _int(attrs.get("rank"))
+                r = r if r is not None else ev.rank
+                pid = _int(attrs.get("pid")) or ev.pid
+                index.learn(pid, attrs.get("host") or host, r)
+                n = _int(attrs.get("nranks")) or _int(attrs.get("n"))
+                if n is None:
+                    m = _NRANKS_TEXT.search(ev.text)
+                    n = int(m["n"]) if m else None
+                if n:
+                    index.world_sizes[n] += 1
+                continue
+            if isinstance(payload, FlightRecorderDump):
+                sizes = [max(pg_ranks(r)) + 1 for r in payload.pg_config.values() if pg_ranks(r)]
+                if sizes:
+                    # the widest group of a dump is, in practice, the default (world) group
+                    index.world_sizes[max(sizes)] += 1
+                continue
+            if isinstance(payload, EnvReport):
+                ws = _int(payload.env_vars.get("WORLD_SIZE"))
+                if ws:
+                    index.world_sizes[ws] += 1
+                continue
+            if ev.pid is not None and rank is not None and ev.kind is not EventKind.AGENT:
+                # an agent line's pid is torchrun's own, never a worker's
+                index.learn(ev.pid, host, rank)
+            ws = _int((ev.attrs or {}).get("world_size"))
+            if ws:
+                index.world_sizes[ws] += 1
+    return index
+
+
+def event_rank(ev: Event, index: RankIndex, source_rank: int | None = None) -> int | None:
+    """The global rank an event belongs to, or None when nothing says."""
+    if ev.rank is not None and ev.rank >= 0:
+        return ev.rank
+    payload = ev.payload
+    if isinstance(payload, RankExit) and payload.rank is not None:
+        return payload.rank
+    if isinstance(payload, FlightRecorderDump) and payload.rank is not None:
+        return payload.rank
+    if source_rank is None:
+        source_rank = index.by_source.get(ev.source)
+    if source_rank is not None:
+        return source_rank
+    if ev.kind is EventKind.AGENT:
+        return None
+    return index.rank_for(ev.pid, ev.host)
+
+
+def pg_ranks(value: object) -> tuple[int, ...]:
+    """pg_config ranks arrive as a tuple, a list or the string repr `'[0, 1]'`."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return ()
+    if isinstance(value, Iterable):
+        out = []
+        for v in value:
+            iv = _int(v)
+            if iv is not None:
+                out.append(iv)
+        return tuple(out)
+    return ()
+
+
+def ref(ev: Event, rank: int | None = None, limit: int = 300) -> EvidenceRef:
+    text = first_line(ev.text, limit)
+    return EvidenceRef(
+        source=ev.source, line=ev.line, rank=ev.rank if rank is None else rank, text=text
+    )
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The most telling single line of a (possibly multi-line) event text."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    if line.startswith("Traceback") and len(lines) > 1:
+        line = final_exception_line(text) or line
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+_EXC_LINE = regex.compile(
+    r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b.*$"
+)
+
+
+def final_exception_line(text: str) -> str | None:
+    """The last `SomeError: message` line of a traceback: what finally went wrong."""
+    for line in reversed(text.splitlines()):
+        s = line.strip()
+        if _EXC_LINE.match(s) and not s.startswith("File "):
+            return s
+    return None
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """`[0, 1, 2, 5]` -> `0-2,5`: compact for 1,024-rank jobs."""
+    rs = sorted(set(ranks))
+    if not rs:
+        return "none"
+    parts: list[str] = []
+    start = prev = rs[0]
+    for r in rs[1:]:
+        if r == prev + 1:
+            prev = r
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = r
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,139 @@
+"""One timeline across ranks and hosts, and a compact "what happened, in order" list.
+
+Clocks: within one host all ranks share a clock, so per-host order is trusted as printed.
+Across hosts clocks may be skewed by seconds, so we never compare raw stamps blindly: we
+estimate each host's offset from events that happen at (nearly) the same instant everywhere
+— flight-recorder records of one collective (same process group and sequence id) and NCCL
+`Init COMPLETE` of one communicator (a bootstrap barrier) — and shift that host's events by
+the median difference. A host with no shared anchor keeps its own clock; time order between
+it and the others is then only a tie-breaker, never the main argument for blame.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import regex
+
+from triage.analysis.ranks import first_line, format_ranks
+from triage.model import Event, TimelineEntry
+
+# (anchor id) -> {clock domain: epoch seconds}
+Anchors = Mapping[object, Mapping[str, float]]
+
+_NOISE = regex.compile(
+    r"0x[0-9a-fA-F]+|\d+(?:\.\d+)*|\[rank\d+\]:?|(?<=\[)[\w.-]+(?=\]:\d)|\b[\w-]+(?=:\d+:\d+)"
+)
+
+
+def estimate_offsets(anchors: Anchors) -> dict[str, float]:
+    """Seconds to subtract from each clock domain's stamps to line it up with the others."""
+    diffs: dict[str, list[float]] = defaultdict(list)
+    for times in anchors.values():
+        if len(times) < 2:
+            continue
+        centre = statistics.median(times.values())
+        for domain, t in times.items():
+            diffs[domain].append(t - centre)
+    offsets = {d: statistics.median(v) for d, v in diffs.items() if v}
+    if not offsets:
+        return {}
+    # re-centre on the domain with the most anchors so its printed times stay as they are
+    ref = max(diffs, key=lambda d: len(diffs[d]))
+    base = offsets[ref]
+    return {d: o - base for d, o in offsets.items()}
+
+
+@dataclass(frozen=True)
+class Placed:
+    """An event with its rank, clock domain, aligned time and role in the story."""
+
+    event: Event
+    rank: int | None
+    domain: str
+    time: float | None  # aligned epoch seconds
+    role: str
+    family: str | None
+
+
+def align(
+    event: Event, rank: int | None, domain: str, offsets: Mapping[str, float]
+) -> float | None:
+    if event.time is None:
+        return None
+    return event.time - offsets.get(domain, 0.0)
+
+
+def signature(text: str) -> str:
+    """A message with its numbers, addresses, ranks and hosts blanked: equal for all victims."""
+    return _NOISE.sub("#", first_line(text, 400))
+
+
+def build(
+    placed: Iterable[Placed], extra: Sequence[TimelineEntry] = (), limit: int = 40
+) -> tuple[TimelineEntry, ...]:
+    """Initiating events one by one, cascade events folded into one line per message kind."""
+    entries: list[tuple[float | None, int, TimelineEntry]] = []
+    folded: dict[tuple[str, str], list[Placed]] = defaultdict(list)
+    order = 0
+    for p in placed:
+        if p.role == "cascade":
+            folded[(p.family or "", signature(p.event.text))].append(p)
+            continue
+        if p.role != "initiating":
+            continue
+        entries.append(
+            (
+                p.time,
+                order,
+                TimelineEntry(
+                    time=p.time,
+                    rank=p.rank,
+                    text=first_line(p.event.text, 240),
+                    source=p.event.source,
+                    line=p.event.line,
+                    role="initiating",
+                ),
+            )
+        )
+        order += 1
+    for (family, _), group in folded.items():
+        group.sort(key=lambda p: (p.time is None, p.time or 0.0))
+        head = group[0]
+        ranks = sorted({p.rank for p in group if p.rank is not None})
+        text = first_line(head.event.text, 200)
+        if len(group) > 1:
+            who = (
+                f"ranks {format_ranks(ranks)}" if len(ranks) > 1 else f"rank {format_ranks(ranks)}"
+            )
+            text = f"{text}  [x{len(group)} on {who}; {family.replace('_', ' ')}]"
+        entries.append(
+            (
+                head.time,
+                order,
+                TimelineEntry(
+                    time=head.time,
+                    rank=head.rank,
+                    text=text,
+                    source=head.event.source,
+                    line=head.event.line,
+                    role="cascade",
+                ),
+            )
+        )
+        order += 1
+    for e in extra:
+        entries.append((e.time, order, e))
+        order += 1
+    entries.sort(key=lambda x: (x[0] is None, x[0] or 0.0, x[1]))
+    out = [e for _, _, e in entries]
+    if len(out) > limit:
+        # keep every initiating line and the earliest of the rest
+        keep = [e for e in out if e.role == "initiating"][: limit // 2]
+        rest = [e for e in out if e.role != "initiating"][: limit - len(keep)]
+        kept = {id(e) for e in keep + rest}
+        out = [e for e in out if id(e) in kept]
+    return tuple(out)
