@@ -55,7 +55,7 @@ def render_markdown(d: Diagnosis) -> str:
 
 def _text(s: str | None) -> str:
     """User or log text as inert inline Markdown on one line."""
-    t = " ".join(c.clean(s).split())
+    t = regex.sub(r"\s+", " ", c.clean(s))
     t = html.escape(t, quote=False)
     t = _MD_PUNCT.sub(r"\\\1", t)
     # A zero-width space after `@`/`#` stops GitHub's mention and issue-reference filters.

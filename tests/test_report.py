@@ -1,0 +1,379 @@
+"""The reports a user reads: terminal text, JSON, Markdown for an issue, one HTML file."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from html.parser import HTMLParser
+
+import pytest
+from markdown_it import MarkdownIt
+from report_samples import (
+    INPUT_WARNING,
+    T0,
+    TOP_ACTION,
+    abstention,
+    big_job,
+    hang_on_rank3,
+    hostile,
+)
+from rich.cells import cell_len
+from rich.console import Console
+
+from triage.model import (
+    Diagnosis,
+    Evidence,
+    FixRecommendation,
+    InputSummary,
+    ScoredLabel,
+    SourceKind,
+    TimelineEntry,
+)
+from triage.report import FORMATS, render, render_to_console
+from triage.report.common import cap_timeline, ranks_str
+from triage.report.markdown import MAX_CHARS
+from triage.report.text import render_text
+
+SCHEMA_KEYS = {
+    "schema",
+    "summary",
+    "symptoms",
+    "root_causes",
+    "stage",
+    "fix_patterns",
+    "first_failure",
+    "culprit_ranks",
+    "hang",
+    "evidence",
+    "similar_cases",
+    "inputs",
+    "findings",
+    "timeline",
+}
+
+
+class _Page(HTMLParser):
+    """Collects what a browser would build: tags, attributes and the visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.ends: list[str] = []
+        self.text: list[str] = []
+        self.code_depth = 0
+        self.plain: list[str] = []  # text outside <code>/<pre>/<a>, where mentions would fire
+        self.skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("style", "title"):
+            self.skip += 1
+        if tag in ("code", "pre", "a"):
+            self.code_depth += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        self.ends.append(tag)
+        if tag in ("style", "title"):
+            self.skip -= 1
+        if tag in ("code", "pre", "a"):
+            self.code_depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.skip:
+            return
+        self.text.append(data)
+        if not self.code_depth:
+            self.plain.append(data)
+
+    def visible(self) -> str:
+        return " ".join(" ".join(self.text).split())
+
+
+def _page(html_text: str) -> _Page:
+    page = _Page()
+    page.feed(html_text)
+    page.close()
+    return page
+
+
+def _markdown_to_html(md: str) -> str:
+    # CommonMark with raw HTML allowed, like GitHub before its sanitizer: anything the
+    # renderer failed to escape shows up here as a real tag.
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+
+
+def _visible(d: Diagnosis, fmt: str) -> str:
+    """What a reader sees in one format, whitespace collapsed."""
+    out = render(d, fmt)
+    if fmt == "html":
+        return _page(out).visible()
+    if fmt == "md":
+        return _page(_markdown_to_html(out)).visible()
+    return " ".join(out.split())
+
+
+# --------------------------------------------------------------------------- every format
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_hang_report_names_rank_3_and_the_first_fix_in_every_format(fmt: str) -> None:
+    d = hang_on_rank3()
+    if fmt == "json":
+        data = json.loads(render(d, fmt))
+        assert data["culprit_ranks"] == [3]
+        assert data["hang"]["lagging_ranks"] == [3]
+        assert data["fix_patterns"][0]["actions"][0] == TOP_ACTION
+        return
+    seen = _visible(d, fmt)
+    assert "Culprit ranks 3" in seen.replace(":", "").replace("*", "")
+    assert "py-spy dump --pid 4242" in seen
+    assert "Collective hang or watchdog timeout" in seen
+    assert "91%" in seen and "74%" in seen  # calibrated scores as percentages
+    assert "all_reduce, seq 57" in seen  # the stuck collective
+    assert "logs/3.log:880" in seen  # where the first failure is
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html"])
+def test_an_unreadable_input_is_called_out_in_every_format(fmt: str) -> None:
+    seen = _visible(hang_on_rank3(), fmt)
+    assert INPUT_WARNING in seen
+    assert "1 input could not be read completely" in seen
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html"])
+def test_abstention_says_what_evidence_to_collect(fmt: str) -> None:
+    seen = _visible(abstention(), fmt)
+    assert "Not enough evidence for a diagnosis" in seen
+    assert "NCCL_DEBUG=INFO" in seen
+    assert "py-spy dump --pid PID" in seen
+    assert "python -m torch.utils.collect_env" in seen
+    assert "Culprit ranks" not in seen
+
+
+def test_abstention_does_not_ask_for_what_the_user_already_gave() -> None:
+    kinds = (SourceKind.RANK_LOG, SourceKind.PYSPY, SourceKind.NCCL, SourceKind.ENV_REPORT)
+    given = Diagnosis(
+        summary="Not enough evidence; collect flight-recorder dumps.",
+        inputs=tuple(InputSummary(f"in{i}", k, i, "h") for i, k in enumerate(kinds)),
+    )
+    seen = _visible(given, "text")
+    assert "TORCH_FR_BUFFER_SIZE=2000" in seen
+    assert "py-spy dump" not in seen
+    assert "NCCL_DEBUG=INFO" not in seen
+    assert "collect_env" not in seen
+
+
+def test_unknown_format_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="text, json, md, html"):
+        render(hang_on_rank3(), "pdf")
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def test_json_round_trips_with_exactly_the_schema_keys() -> None:
+    d = hang_on_rank3()
+    data = json.loads(render(d, "json"))
+    assert data == json.loads(json.dumps(d.to_dict()))
+    assert set(data) == SCHEMA_KEYS
+    assert data["schema"] == "triage.diagnosis/1"
+    assert set(data["fix_patterns"][0]) == {"id", "slug", "name", "score", "actions", "why"}
+    assert set(data["first_failure"]) == {"rank", "host", "time", "source", "line", "text"}
+    assert set(data["evidence"][0]) == {"source", "line", "rank", "text", "why"}
+    assert set(data["similar_cases"][0]) == {"id", "url", "score"}
+    assert set(data["inputs"][0]) == {"path", "kind", "rank", "host", "warnings"}
+    assert data["inputs"][4]["warnings"] == [INPUT_WARNING]
+    assert data["first_failure"]["time"].startswith("2025-12-02T08:17:55.250")
+
+
+def test_json_keeps_every_timeline_entry_the_other_formats_cap() -> None:
+    d = big_job()
+    data = json.loads(render(d, "json"))
+    assert len(data["timeline"]) == len(d.timeline) == 4097
+    assert len(data["inputs"]) == 1024
+
+
+# --------------------------------------------------------------------------- hostile text
+
+
+def test_hostile_log_text_is_inert_in_html() -> None:
+    out = render(hostile(), "html")
+    page = _page(out)
+    tags = {tag for tag, _ in page.tags}
+    assert tags.isdisjoint({"script", "img", "iframe", "object", "embed", "link"})
+    assert not any(k.startswith("on") for _, attrs in page.tags for k in attrs)
+    assert page.ends.count("details") == sum(1 for t, _ in page.tags if t == "details")
+    assert "<script>alert(1)</script>" in page.visible()  # shown as text, for the reader
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    assert "\x1b" not in out and "\x07" not in out
+    titles = [t for t, _ in page.tags if t == "title"]
+    assert len(titles) == 1
+
+
+def test_html_report_loads_nothing_from_outside_and_forbids_scripts() -> None:
+    out = render(hang_on_rank3(), "html")
+    page = _page(out)
+    csp = [a for t, a in page.tags if t == "meta" and a.get("http-equiv")]
+    assert csp and "default-src 'none'" in (csp[0].get("content") or "")
+    assert not any("src" in attrs for _, attrs in page.tags)
+    assert "@import" not in out and "url(" not in out
+    links = [a["href"] for t, a in page.tags if t == "a" and a.get("href", "#")[0] != "#"]
+    assert links == ["https://github.com/pytorch/pytorch/issues/117"]  # javascript: is not linked
+
+
+def test_hostile_log_text_cannot_break_the_markdown_comment() -> None:
+    md = render(hostile(), "md")
+    page = _page(_markdown_to_html(md))
+    tags = [tag for tag, _ in page.tags]
+    assert not {"script", "img"} & set(tags)
+    assert tags.count("details") == page.ends.count("details") == 1
+    assert "<script>alert(1)</script>" in page.visible()
+    # A log line must not @-mention people or link issue #12 from a bot comment.
+    plain = " ".join(page.plain)
+    assert "@octocat" not in plain and "#12" not in plain
+    assert "](<javascript" not in md
+    assert "\x1b" not in md
+
+
+def test_a_backtick_fence_inside_evidence_stays_inside_its_code_block() -> None:
+    text = "before\n````\n</details>\n```\nafter"
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S18", "runtime_exception", "Runtime exception", 0.6),),
+        evidence=(Evidence("a.log", 3, 0, text, "rule x"),),
+    )
+    html_out = _markdown_to_html(render(d, "md"))
+    pre = html_out[html_out.index("<pre>") : html_out.index("</pre>")]
+    assert "before" in pre and "after" in pre and "&lt;/details&gt;" in pre
+
+
+def test_terminal_text_has_no_escape_codes_and_prints_markup_verbatim() -> None:
+    out = render(hostile(), "text")
+    assert "\x1b" not in out and "\x07" not in out
+    assert "[bold]markup[/bold]" in out
+    assert "<script>alert(1)</script>" in out
+
+
+def test_hostile_text_survives_a_colour_terminal() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, color_system="truecolor", width=100)
+    render_to_console(hostile(), console)
+    out = buf.getvalue()
+    assert "[bold]markup[/bold]" in out
+    assert "\x1b]0;title" not in out  # the log's window-title escape was removed
+    assert "<script>alert(1)</script>" in out
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def test_terminal_report_has_colour_on_a_tty_and_none_in_a_file() -> None:
+    buf = io.StringIO()
+    render_to_console(
+        hang_on_rank3(), Console(file=buf, force_terminal=True, color_system="256", width=100)
+    )
+    assert "\x1b[" in buf.getvalue()
+    assert "\x1b[" not in render(hang_on_rank3(), "text")
+
+
+@pytest.mark.parametrize("width", [60, 100])
+def test_terminal_report_fits_the_width(width: int) -> None:
+    for d in (hang_on_rank3(), hostile(), abstention()):
+        out = render_text(d, width=width)
+        too_wide = [line for line in out.splitlines() if cell_len(line) > width]
+        assert not too_wide, too_wide[:3]
+    assert "py-spy dump --pid 4242" in render_text(hang_on_rank3(), width=100)
+
+
+def test_terminal_report_keeps_backticks_when_it_has_no_colour() -> None:
+    assert "`py-spy dump --pid 4242`" in render(hang_on_rank3(), "text")
+
+
+# --------------------------------------------------------------------------- big jobs
+
+
+def test_a_1024_rank_job_renders_fast_with_capped_rows() -> None:
+    d = big_job()
+    start = time.perf_counter()
+    out = render(d, "html")
+    elapsed = time.perf_counter() - start
+    assert elapsed < 3.0, f"html took {elapsed:.2f}s"
+    page = _page(out)
+    rows = [a.get("class") for t, a in page.tags if t == "tr" and a.get("class")]
+    assert rows.count("initiating") == 1  # the one error that started it survives the cap
+    assert rows.count("cascade") < 300
+    assert "3797 more entries not shown (3797 cascade)" in page.visible()
+    # The only unreadable input of 1,024 is listed first, not buried past the cap.
+    assert "could not decode 12 bytes as UTF-8" in page.visible()
+    assert "job/125/rank1000.log" in page.visible()
+    assert "824 more inputs in the JSON" in page.visible()
+
+
+def test_big_job_markdown_fits_in_one_github_comment() -> None:
+    d = big_job()
+    huge = Diagnosis(
+        summary=d.summary,
+        symptoms=d.symptoms,
+        fix_patterns=tuple(
+            FixRecommendation(f"F{i}", "x", "fix", 0.5, ("`cmd`" + "x" * 5000,) * 30)
+            for i in range(1, 7)
+        ),
+        first_failure=d.first_failure,
+        culprit_ranks=d.culprit_ranks,
+        evidence=tuple(Evidence("a.log", i, i, "line\n" * 5000, "rule") for i in range(60)),
+        inputs=d.inputs,
+        timeline=d.timeline,
+    )
+    md = render(huge, "md")
+    assert len(md) <= MAX_CHARS
+    seen = _page(_markdown_to_html(md)).visible()
+    assert "rank 517" in seen
+    assert "could not decode 12 bytes as UTF-8" in seen
+
+
+def test_big_job_terminal_report_stays_short() -> None:
+    out = render(big_job(), "text")
+    assert len(out.splitlines()) < 400
+    assert "CUDA error: an illegal memory access was encountered" in out
+    assert "could not decode 12 bytes as UTF-8" in out
+
+
+# --------------------------------------------------------------------------- small pieces
+
+
+def test_timeline_cap_keeps_the_initiating_event_even_when_it_comes_last() -> None:
+    entries = [TimelineEntry(T0 + i, i, "aborted", "a", i, "cascade") for i in range(5000)]
+    entries.append(TimelineEntry(T0 + 9999, 7, "the real error", "b", 1, "initiating"))
+    capped = cap_timeline(entries, 10)
+    assert [e.text for _, e in capped.rows][-1] == "the real error"
+    assert [i for i, _ in capped.rows] == sorted(i for i, _ in capped.rows)
+    assert capped.hidden == 4991
+    assert "4991 more entries" in capped.note()
+
+
+def test_rank_lists_stay_short_for_big_jobs() -> None:
+    assert ranks_str(range(1024)) == "0-1023"
+    assert ranks_str([8, 0, 1, 2, 5, 7]) == "0-2, 5, 7-8"
+    assert ranks_str([]) == "-"
+
+
+def test_html_timeline_highlights_initiating_rows_and_mutes_cascade() -> None:
+    page = _page(render(hang_on_rank3(), "html"))
+    roles = {"initiating", "cascade", "context"}
+    rows = [a.get("class") for t, a in page.tags if t == "tr" and a.get("class") in roles]
+    assert rows == ["initiating", "cascade", "cascade", "cascade", "context"]
+    lanes = [
+        a.get("class") for t, a in page.tags if t == "div" and "lane" in (a.get("class") or "")
+    ]
+    assert "lane culprit" in lanes  # rank 3's lane is marked
+
+
+def test_raw_json_is_embedded_in_the_html_and_parses() -> None:
+    d = hang_on_rank3()
+    out = render(d, "html")
+    page = _page(out)
+    raw = "".join(page.text[page.text.index("Raw JSON (triage.diagnosis/1)") + 1 :])
+    start = raw.index("{")
+    end = raw.rindex("}") + 1
+    assert json.loads(raw[start:end]) == json.loads(render(d, "json"))
