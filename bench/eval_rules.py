@@ -1,0 +1,81 @@
+"""Rules alone on labeled cases: how often the summed rule weights name the right label.
+
+usage: python bench/eval_rules.py [CASES.jsonl] [--whole] [-v]
+
+Each case's `evidence` is parsed as pasted text (the log parser when present; `--whole` reads
+the paste as one event instead). The answer for a field is the id with the highest summed rule
+weight; hits of cascade rules count half when a non-cascade rule also hit (what fusion does).
+A case is right when that id is the label or one of its accepted alternatives.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from triage.classify import rules as engine
+from triage.classify.types import RuleHit
+
+DEFAULT_CASES = Path("/work/shared/corpus/dev.jsonl")
+FIELDS = ("symptom", "root_cause", "fix", "stage")
+
+
+def ranked(hits: list[RuleHit], field: str) -> list[tuple[str, float]]:
+    has_primary = any(not h.from_cascade for h in hits)
+    totals: dict[str, float] = defaultdict(float)
+    seen: set[tuple[str, str]] = set()
+    for h in hits:
+        for label, w in getattr(h, field).items():
+            # One vote per rule and label: a rule repeated on many lines is one piece of evidence.
+            if (h.rule_id, label) in seen:
+                continue
+            seen.add((h.rule_id, label))
+            totals[label] += w * (0.5 if h.from_cascade and has_primary else 1.0)
+    return sorted(totals.items(), key=lambda kv: -kv[1])
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("-")]
+    whole, verbose = "--whole" in argv, "-v" in argv
+    cases = [json.loads(x) for x in Path(args[0] if args else DEFAULT_CASES).read_text().splitlines() if x.strip()]
+    ruleset = engine.load()
+    n = len(cases)
+    ok = defaultdict(int)
+    covered = 0
+    t0 = time.perf_counter()
+    for case in cases:
+        text = case["evidence"]
+        events = (engine.whole_text_event(text),) if whole else engine.text_events(text)
+        hits = engine.match_events(events, rules=ruleset)
+        if hits:
+            covered += 1
+        row = {}
+        for field in FIELDS:
+            top = ranked(hits, field)
+            truth = {case[field], *case.get(f"{field}_alt", [])}
+            got1 = top[0][0] if top else None
+            got3 = [k for k, _ in top[:3]]
+            ok[f"{field}@1"] += got1 in truth
+            ok[f"{field}@3"] += bool(truth & set(got3))
+            if hits:
+                ok[f"{field}@1|hit"] += got1 in truth
+            row[field] = (case[field], got3)
+        if verbose and (not hits or row["symptom"][1][:1] != [case["symptom"]] or row["root_cause"][1][:1] != [case["root_cause"]]):
+            rid = sorted({h.rule_id for h in hits})
+            print(f"{case['id']:8s} S {row['symptom'][0]}->{row['symptom'][1]} R {row['root_cause'][0]}->{row['root_cause'][1]} F {row['fix'][0]}->{row['fix'][1]} {rid}")
+    wall = time.perf_counter() - t0
+    print(f"cases {n}, rules {len(ruleset)}, mode {'whole text' if whole else 'parsed'}")
+    print(f"coverage (>=1 hit)   {covered / n:6.1%}  ({covered})")
+    for key in ("symptom@1", "symptom@3", "root_cause@1", "root_cause@3", "fix@1", "fix@3", "stage@1"):
+        print(f"{key:20s} {ok[key] / n:6.1%}")
+    for key in ("symptom@1|hit", "root_cause@1|hit", "fix@1|hit"):
+        print(f"{key:20s} {ok[key] / max(covered, 1):6.1%}  (of cases with a hit)")
+    print(f"ms/case              {1000 * wall / n:6.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
