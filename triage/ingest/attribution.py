@@ -122,7 +122,8 @@ _HOST_PREFIXED = regex.compile(
     r"(?:host|hostname|node)[=_-](?P<rest>[A-Za-z0-9][\w.-]*)", regex.IGNORECASE
 )
 _HOST_WORD_NUMBER = regex.compile(
-    r"[A-Za-z][A-Za-z0-9-]*?(?:node|nid|host|compute|dgx|hgx|srv|server)[-_]?\d+", regex.IGNORECASE
+    r"(?:[A-Za-z][A-Za-z0-9-]*?)?(?:node|nid|host|compute|dgx|hgx|srv|server)[-_]?\d+",
+    regex.IGNORECASE,
 )
 _IPV4 = regex.compile(r"(?:ip-)?\d{1,3}(?P<sep>[.-])\d{1,3}(?P=sep)\d{1,3}(?P=sep)\d{1,3}")
 

@@ -48,6 +48,9 @@ _PYSPY_THREAD = regex.compile(
 )
 _PYSPY_FRAME = regex.compile(r"^ {4}\S.*\((?:[^()]+:\d+|[^():]+)\)$")
 _PYSPY_LOCALS = regex.compile(r"^ {8,}\S")
+# py-spy's own failure output (no ptrace rights, process gone): the pyspy parser reports it.
+_PYSPY_FAILURE_FIRST = regex.compile(r"^(?:Error: |Permission Denied)")
+_PYSPY_FAILURE_SIGN = regex.compile(r"py_spy::|SYS_PTRACE|ptrace|py-spy")
 
 # Strong signs that a file is a process's own log, whatever else it holds at the top.
 _STRONG_LOG = regex.compile(
@@ -221,6 +224,10 @@ def _is_pyspy(lines: list[str], strong_log: bool) -> bool:
     if _PYSPY_PROCESS.match(first) and len(lines) > 1 and _PYSPY_PYTHON.match(lines[1]):
         return True
     if _PYSPY_THREAD.match(first):
+        return True
+    if _PYSPY_FAILURE_FIRST.match(first) and any(
+        _PYSPY_FAILURE_SIGN.search(line) for line in lines[:40]
+    ):
         return True
     if strong_log:
         return False

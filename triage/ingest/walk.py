@@ -283,15 +283,16 @@ class _Walker:
             return
         inner_size = size
         if codec == "gzip" and random_access:
+            # The trailer states the size: a cheap first hint of a bomb, confirmed by
+            # inflating at most a little past the ratio floor (a truncated file's last
+            # bytes are garbage, so the hint alone would cry wolf).
             hint = gzip_size_hint(opener)
             if hint is not None and is_bomb(hint, size, self.limits):
-                why = (
-                    f"it would expand to {hint / size:.0f} times its size "
-                    f"(possible archive bomb), not read"
-                )
-                yield _problem(display, parts, (why,), size)
-                return
-            if hint is not None and hint >= len(head):
+                why = _confirm_bomb(inner, self.limits)
+                if why:
+                    yield _problem(display, parts, (f"{why}; not read",), size)
+                    return
+            elif hint is not None and hint >= len(head):
                 inner_size = hint
         warnings = (problem,) if problem else ()
         yield from self._blob(display, parts, inner, inner_size, False, depth + 1, warnings, head)
@@ -333,6 +334,19 @@ class _Walker:
             report.warnings.append(f"nested archive could not be read ({exc})")
             return None
         return lambda: spool.reader(start, copied)
+
+
+def _confirm_bomb(opener: Opener, limits: Limits) -> str | None:
+    """Inflate up to a little past the ratio floor; the reason if the ratio trips."""
+    try:
+        with opener() as f:
+            budget = limits.ratio_floor_bytes + 4 * CHUNK
+            while budget > 0 and (chunk := f.read(min(budget, 4 * CHUNK))):
+                budget -= len(chunk)
+            problem = stream_problem(f)
+    except Exception:
+        return None
+    return problem if problem and "archive bomb" in problem else None
 
 
 def _problem(display: str, parts: list[str], warnings: tuple[str, ...], size: int = 0) -> Source:
