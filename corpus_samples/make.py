@@ -1,0 +1,469 @@
+"""Make the corpus sample bundles by running real distributed jobs that fail.
+
+Each scenario launches a training script from ``jobs/`` under ``torchrun`` (gloo on CPU, 2-4 ranks),
+captures what a user has after the crash (launcher console, ``--log-dir`` files, flight-recorder
+dumps, py-spy dumps of hung ranks, error files, ``collect_env``), scrubs this machine's paths and
+host name, and writes the bundle with its ``expected.json`` truth.
+
+    python corpus_samples/make.py raise_mid_step            # one scenario, into corpus_samples/
+    python corpus_samples/make.py --all --out /tmp/bundles  # every scenario elsewhere
+    python corpus_samples/make.py --list
+    python corpus_samples/make.py --check                   # shipped bundles still hold
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pickle
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus_scenarios import SCENARIOS, Node, Scenario  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+JOBS = HERE / "jobs"
+VENV = Path(sys.prefix)
+BASE_PYTHON = Path(sys.base_prefix)
+CHECKOUT = HERE.parent
+TORCHRUN = Path(sys.executable).parent / "torchrun"
+
+# Neutral paths that replace this machine's in everything shipped.
+SHIP_WORKSPACE = "/workspace"
+SHIP_VENV = "/opt/venv"
+SHIP_BASE_PYTHON = "/usr/local"
+SHIP_HOME = "/home/mluser"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Scrubbing: nothing of this machine leaves in a bundle.
+
+
+def _scrubber(run_root: Path, host: str, extra: dict[str, str]) -> Callable[[str], str]:
+    pairs = {
+        str(run_root / "workspace"): SHIP_WORKSPACE,
+        **{str(run_root / k): v for k, v in extra.items()},
+        str(run_root): "/tmp/job",
+        str(VENV): SHIP_VENV,
+        str(CHECKOUT): SHIP_WORKSPACE,
+        str(BASE_PYTHON): SHIP_BASE_PYTHON,
+        str(Path.home()): SHIP_HOME,
+    }
+    ordered = sorted(pairs.items(), key=lambda kv: -len(kv[0]))
+    this_host = re.escape(socket.gethostname())
+    host_line = re.compile(r"^(\s*host\s*: )(?:localhost|" + this_host + r")\s*$", re.M)
+    bare_host = re.compile(r"(?<![\w.-])" + this_host + r"(?![\w-])")
+
+    def scrub(text: str) -> str:
+        for old, new in ordered:
+            text = text.replace(old, new)
+        text = host_line.sub(lambda m: m.group(1) + host, text)
+        return bare_host.sub(host, text)
+
+    return scrub
+
+
+def _rewrite(obj: Any, scrub: Callable[[str], str]) -> Any:
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, dict):
+        return {_rewrite(k, scrub): _rewrite(v, scrub) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rewrite(v, scrub) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_rewrite(v, scrub) for v in obj)
+    return obj
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Flight-recorder pickles hold only containers and scalars; refuse anything else."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def load_fr(path: Path) -> Any:
+    data = path.read_bytes()
+    if data[:1] == b"{":
+        return json.loads(data)
+    return _PlainUnpickler(io.BytesIO(data)).load()
+
+
+def _copy_text(src: Path, dst: Path, scrub: Callable[[str], str]) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(scrub(src.read_text(encoding="utf-8", errors="replace")), encoding="utf-8")
+
+
+def _copy_fr(src: Path, dst: Path, scrub: Callable[[str], str]) -> None:
+    try:
+        data = load_fr(src)
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        # A dump cut short by the launcher's kill: it cannot be scrubbed, so it is not shipped.
+        print(f"skipping unreadable flight-recorder dump {src.name}: {exc!r}", file=sys.stderr)
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.read_bytes()[:1] == b"{":
+        dst.write_text(json.dumps(_rewrite(data, scrub)), encoding="utf-8")
+    else:
+        # Protocol 2 like the C++ writer, so readers see the same opcodes as in real dumps.
+        dst.write_bytes(pickle.dumps(_rewrite(data, scrub), protocol=2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a scenario.
+
+
+def _worker_pids(agent_pid: int) -> dict[int, int]:
+    """rank -> pid of the workers a torchrun agent started (read from /proc)."""
+    found: dict[int, int] = {}
+    try:
+        tasks = os.listdir(f"/proc/{agent_pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            children = Path(f"/proc/{agent_pid}/task/{tid}/children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            for item in environ:
+                if item.startswith(b"RANK="):
+                    found[int(item[5:])] = int(child)
+    return found
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _pyspy(pid: int, dst: Path) -> None:
+    pyspy = Path(sys.executable).parent / "py-spy"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for suffix, extra in ((".txt", []), (".json", ["--json"])):
+        res = subprocess.run(
+            [str(pyspy), "dump", "--pid", str(pid), *extra],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        Path(str(dst) + suffix).write_text(res.stdout, encoding="utf-8")
+
+
+def _wait_for(pattern: str, files: list[Path], deadline: float) -> bool:
+    rx = re.compile(pattern, re.M)
+    while time.time() < deadline:
+        for f in files:
+            if f.exists() and rx.search(f.read_text(encoding="utf-8", errors="replace")):
+                return True
+        time.sleep(0.3)
+    return False
+
+
+def run_scenario(sc: Scenario, out_root: Path, keep_run: bool = False) -> Path:
+    run_root = Path(tempfile.mkdtemp(prefix=f"corpus-{sc.name}-"))
+    workspace = run_root / "workspace"
+    shutil.copytree(JOBS, workspace, ignore=shutil.ignore_patterns("__pycache__"))
+    port = _free_port()
+    blocker: socket.socket | None = None
+    if sc.occupy_port:
+        # A leftover process from an earlier run still holds the master port.
+        blocker = socket.socket()
+        blocker.bind(("127.0.0.1", port))
+        blocker.listen(1)
+    nnodes = len(sc.nodes) if sc.world_size is None else sc.world_size // sc.nodes[0].nproc
+    agents: list[tuple[Node, subprocess.Popen[bytes], Path]] = []
+    t0 = time.time()
+    for node_rank, node in enumerate(sc.nodes):
+        if node.start_delay_s:
+            time.sleep(max(0.0, t0 + node.start_delay_s - time.time()))
+        console = run_root / "console" / f"{node.host}.log"
+        console.parent.mkdir(parents=True, exist_ok=True)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TORCH", "PYTEST", "VIRTUAL_ENV", "RANK", "MASTER"))
+        }
+        env.update(
+            PYTHONUNBUFFERED="1",
+            TORCH_FR_BUFFER_SIZE="2000",
+            TORCH_FR_DUMP_TEMP_FILE=str(run_root / "fr" / sc.fr_prefix.format(host=node.host)),
+            FR_DUMP_FORMATS="pickle,json" if sc.fr_json else "pickle",
+            CORPUS_HOST=node.host,
+        )
+        env.update(sc.env)
+        env.update(node.env)
+        if node.site:
+            env["PYTHONPATH"] = str(workspace / "sites" / node.site)
+        cmd = [
+            str(TORCHRUN),
+            f"--nnodes={nnodes}",
+            f"--nproc-per-node={node.nproc}",
+            f"--node-rank={node_rank}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={port}",
+            "--tee=3",
+            f"--log-dir={run_root / 'logs' / node.host}",
+            *sc.launcher_args,
+            sc.script,
+            *sc.args,
+        ]
+        with console.open("wb") as fh:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=workspace,
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        agents.append((node, proc, console))
+
+    deadline = t0 + sc.wall_limit_s
+    stop = threading.Event()
+    if sc.oom_kill is not None:
+        threading.Thread(target=_oom_killer, args=(sc.oom_kill, agents, stop), daemon=True).start()
+    if sc.hang_marker is not None:
+        if _wait_for(sc.hang_marker, [c for _, _, c in agents], deadline):
+            time.sleep(sc.hang_settle_s)
+            for node, proc, _ in agents:
+                if sc.pyspy_agent:
+                    _pyspy(proc.pid, run_root / "pyspy" / sc.pyspy_agent.format(host=node.host))
+                for rank, pid in sorted(_worker_pids(proc.pid).items()):
+                    _pyspy(pid, run_root / "pyspy" / sc.pyspy_name.format(rank=rank, pid=pid))
+        else:
+            print(f"[{sc.name}] hang marker never showed: {sc.hang_marker!r}", file=sys.stderr)
+    for _, proc, _ in agents:
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            print(f"[{sc.name}] wall limit hit; killing the launcher", file=sys.stderr)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stop.set()
+    if blocker is not None:
+        blocker.close()
+
+    bundle = out_root / sc.name
+    _write_bundle(sc, run_root, agents, bundle)
+    if not keep_run:
+        shutil.rmtree(run_root, ignore_errors=True)
+    print(f"[{sc.name}] {time.time() - t0:.0f}s -> {bundle}")
+    return bundle
+
+
+def _oom_killer(
+    target: tuple[int, int],
+    agents: list[tuple[Node, subprocess.Popen[bytes], Path]],
+    stop: threading.Event,
+) -> None:
+    """SIGKILL a rank once its resident memory passes the limit, as the kernel OOM killer does."""
+    rank, limit_mib = target
+    while not stop.is_set():
+        for _, proc, _ in agents:
+            pid = _worker_pids(proc.pid).get(rank)
+            if pid is not None and _rss_mib(pid) > limit_mib:
+                os.kill(pid, signal.SIGKILL)
+                return
+        time.sleep(0.05)
+
+
+def _write_bundle(
+    sc: Scenario,
+    run_root: Path,
+    agents: list[tuple[Node, subprocess.Popen[bytes], Path]],
+    bundle: Path,
+) -> None:
+    if bundle.exists():
+        shutil.rmtree(bundle)
+    bundle.mkdir(parents=True)
+    first_host = sc.nodes[0].host
+    moved = {f"logs/{n.host}": f"{SHIP_WORKSPACE}/{n.logs}" for n in sc.nodes}
+    moved["fr"] = sc.fr_ship_dir or f"{SHIP_WORKSPACE}/{sc.fr_dir}"
+    site_packages = f"{SHIP_VENV}/lib/python3.11/site-packages"
+    moved.update({f"workspace/sites/{n.site}": site_packages for n in sc.nodes if n.site})
+    for node, _, console in agents:
+        scrub = _scrubber(run_root, node.host, moved)
+        _copy_text(console, bundle / node.console, scrub)
+        logs = run_root / "logs" / node.host
+        for f in sorted(p for p in logs.rglob("*") if p.is_file()):
+            _copy_text(f, bundle / node.logs / f.relative_to(logs), scrub)
+    scrub = _scrubber(run_root, first_host, moved)
+    fr = run_root / "fr"
+    if fr.exists():
+        for f in sorted(fr.iterdir()):
+            _copy_fr(f, bundle / sc.fr_dir / f.name, scrub)
+    spy = run_root / "pyspy"
+    if spy.exists():
+        for f in sorted(p for p in spy.rglob("*") if p.is_file()):
+            _copy_text(f, bundle / f.relative_to(spy), scrub)
+    report = subprocess.run(
+        [sys.executable, "-m", "torch.utils.collect_env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    (bundle / sc.env_report).write_text(scrub(report), encoding="utf-8")
+    expected = {
+        "scenario": sc.name,
+        **sc.expected,
+        "world_size": sc.ranks,
+        "made_with": _made_with(),
+        "command": f"python corpus_samples/make.py {sc.name}",
+    }
+    (bundle / "expected.json").write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
+    (bundle / "README.md").write_text(
+        f"# {sc.name}\n\n{sc.readme.strip()}\n\nRemake it with `{expected['command']}`.\n",
+        encoding="utf-8",
+    )
+
+
+def _made_with() -> str:
+    import torch
+
+    pyspy = subprocess.run(
+        [str(Path(sys.executable).parent / "py-spy"), "--version"], capture_output=True, text=True
+    ).stdout.strip()
+    return f"torch {torch.__version__} gloo, {pyspy}, torchrun --tee 3"
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts a bundle must keep showing when it is made again.
+
+
+def _normalise(rel: str) -> str:
+    # torchrun names its log folder <run_id>_<random>; the random part changes every run.
+    return re.sub(r"(^|/)([^/]+)_[a-z0-9_]{8}(?=/attempt_)", r"\1\2_*", rel)
+
+
+def bundle_files(bundle: Path) -> set[str]:
+    return {_normalise(str(p.relative_to(bundle))) for p in bundle.rglob("*") if p.is_file()}
+
+
+def fr_last_entries(bundle: Path, fr_dir: str) -> dict[str, tuple[Any, ...]]:
+    """Per FR dump: what its rank was doing last (process group, op, sizes, dtypes, seq)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    folder = bundle / fr_dir
+    if not folder.is_dir():
+        return out
+    for f in sorted(folder.iterdir()):
+        entries = load_fr(f).get("entries") or []
+        if not entries:
+            out[f.name] = ()
+            continue
+        e = entries[-1]
+        out[f.name] = (
+            tuple(e["process_group"]),
+            e["profiling_name"],
+            json.dumps(e["input_sizes"]),
+            json.dumps(e["input_dtypes"]),
+            e["collective_seq_id"],
+        )
+    return out
+
+
+def pyspy_dumps(bundle: Path) -> list[Path]:
+    """py-spy text dumps in a bundle, found by their first line, whatever they are called."""
+    rx = re.compile(r"Process \d+: ")
+    found = []
+    for f in sorted(p for p in bundle.rglob("*") if p.is_file()):
+        with f.open("rb") as fh:
+            if rx.match(fh.read(64).decode("utf-8", "replace")):
+                found.append(f)
+    return found
+
+
+def rank_logs(bundle: Path, rank: int, sc: Scenario) -> str:
+    """Everything a rank wrote: its --log-dir files plus its prefixed lines on the console."""
+    text = []
+    offset = 0
+    for node in sc.nodes:
+        local = rank - offset
+        if 0 <= local < node.nproc:
+            for f in sorted((bundle / node.logs).rglob(f"attempt_*/{local}/*.log")):
+                text.append(f.read_text(encoding="utf-8", errors="replace"))
+        offset += node.nproc
+    return "\n".join(text)
+
+
+def check_bundle(bundle: Path, sc: Scenario) -> list[str]:
+    """Problems with a bundle: missing truth, culprit evidence that is not there."""
+    problems = []
+    expected = json.loads((bundle / "expected.json").read_text(encoding="utf-8"))
+    for key in ("symptom", "root_cause", "fix", "stage", "culprit_ranks", "hang", "story"):
+        if key not in expected:
+            problems.append(f"expected.json lacks {key}")
+    rx = re.compile(sc.culprit_pattern, re.M)
+    culprits = expected.get("culprit_ranks") or []
+    started = sum(n.nproc for n in sc.nodes)
+    logged = [r for r in culprits if r < started]
+    consoles = "\n".join(
+        (bundle / n.console).read_text(encoding="utf-8", errors="replace") for n in sc.nodes
+    )
+    # The culprit's own words, or (when it died silently or never started) the launcher's.
+    evidence = [rank_logs(bundle, r, sc) for r in logged] + [consoles]
+    if not any(rx.search(text) for text in evidence):
+        problems.append(f"neither culprit logs nor console match {sc.culprit_pattern!r}")
+    if expected.get("hang") and not pyspy_dumps(bundle):
+        problems.append("hang without py-spy dumps")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("scenarios", nargs="*", help="scenario names (see --list)")
+    ap.add_argument("--all", action="store_true", help="make every scenario, one after another")
+    ap.add_argument("--out", type=Path, default=HERE, help="folder that receives the bundles")
+    ap.add_argument("--list", action="store_true", help="list scenarios and exit")
+    ap.add_argument("--check", action="store_true", help="check bundles in --out instead of making")
+    ap.add_argument("--keep-run", action="store_true", help="keep the raw run folder in /tmp")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, sc in SCENARIOS.items():
+            print(f"{name:28s} {sc.ranks} ranks  {sc.expected['story']}")
+        return 0
+    names = list(SCENARIOS) if args.all or (args.check and not args.scenarios) else args.scenarios
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown or not names:
+        ap.error(f"unknown scenario(s) {unknown}; try --list" if unknown else "name a scenario")
+    failed = 0
+    for name in names:
+        sc = SCENARIOS[name]
+        bundle = args.out / name if args.check else run_scenario(sc, args.out, args.keep_run)
+        problems = check_bundle(bundle, sc)
+        for p in problems:
+            print(f"[{name}] {p}", file=sys.stderr)
+        failed += bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
