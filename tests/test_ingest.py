@@ -825,3 +825,80 @@ def test_a_big_member_is_streamed_not_held_in_memory(tmp_path):
         tracemalloc.stop()
     assert total == source.size == log_size
     assert peak < 8 * 1024 * 1024
+
+
+def test_a_zip_whose_entries_share_compressed_bytes_is_refused(tmp_path):
+    blob = bytearray(zip_bytes({"rank_0.log": b"RuntimeError: x\n" * 1000, "rank_1.log": b"y\n"}))
+    # Point the second central-directory entry at the first entry's data, as bombs do.
+    second = blob.rfind(b"PK\x01\x02")
+    blob[second + 42 : second + 46] = (0).to_bytes(4, "little")
+    write(tmp_path / "overlap.zip", bytes(blob))
+    (source,) = discover([str(tmp_path / "overlap.zip")])
+    assert "entries overlap" in source.warnings[0]
+
+
+def test_a_corrupt_zip_member_becomes_a_warning_not_an_exception(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("rank_0.log", RANK_TRACEBACK)
+        zf.writestr("rank_1.log", RANK_TRACEBACK)
+    blob = bytearray(buf.getvalue())
+    spot = blob.find(b"RuntimeError")
+    blob[spot] ^= 0xFF  # the first member's CRC no longer matches
+    write(tmp_path / "crc.zip", bytes(blob))
+    first, second = discover([str(tmp_path / "crc.zip")])
+    assert "zip member is corrupt" in first.warnings[0]
+    assert "CRC" in first.warnings[0]
+    assert read_all(second) == RANK_TRACEBACK.encode()
+
+
+def test_file_names_that_are_not_utf8_are_shown_escaped_and_still_read(tmp_path):
+    folder = os.fsencode(tmp_path / "logs")
+    os.mkdir(folder)
+    with open(os.path.join(folder, b"rank_1\xff.log"), "wb") as f:
+        f.write(RANK_TRACEBACK.encode())
+    (source,) = discover([str(tmp_path / "logs")])
+    assert source.path.endswith("rank_1\\xff.log")
+    source.path.encode("utf-8")  # a report can print it
+    assert (source.rank, read_all(source)) == (1, RANK_TRACEBACK.encode())
+
+
+def test_a_file_that_disappears_after_discovery_reads_as_empty_with_a_reason(tmp_path):
+    path = write(tmp_path / "rank_0.log", RANK_TRACEBACK)
+    (source,) = discover([str(path)])
+    path.unlink()
+    with source.open() as f:
+        assert f.read() == b""
+        assert "could not be opened" in (stream_problem(f) or "")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            b"",
+            b"PK\x03\x04",
+            b"PK\x05\x06",
+            b"\x1f\x8b\x08\x00",
+            b"BZh9",
+            b"\xfd7zXZ\x00",
+            b"\x80\x02",
+        ]
+    ),
+    st.binary(max_size=3000),
+    st.booleans(),
+)
+def test_random_archive_like_files_never_break_discovery(prefix: bytes, tail: bytes, as_tar: bool):
+    import tempfile
+
+    blob = prefix + tail
+    if as_tar:  # a valid tar header followed by junk, or a tar cut anywhere
+        whole = tar_bytes({"rank_0.log": tail or b"x"}, "w")
+        blob = whole[: len(tail) % len(whole) + 1] if tail else whole
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "input")
+        with open(path, "wb") as f:
+            f.write(blob)
+        for source in discover([path]):
+            assert isinstance(source.kind, SourceKind)
+            read_all(source)

@@ -15,6 +15,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import IO
 
 import regex
@@ -103,12 +104,20 @@ def looks_like_tar(head: bytes) -> bool:
     return stored == computed and block[0] != 0
 
 
-_UNPRINTABLE = regex.compile(r"[\p{Cc}\p{Cf}]")
+_UNPRINTABLE = regex.compile(r"[\p{Cc}\p{Cf}\p{Cs}]")
 
 
 def printable_name(name: str) -> str:
-    """Member names can hold control characters (terminal escapes): show them escaped."""
-    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
+    """Names can hold control characters (terminal escapes) or bytes that are not UTF-8
+    (kept by Python as lone surrogates, which no report could encode): show them escaped."""
+
+    def escape(m: regex.Match[str]) -> str:
+        code = ord(m.group())
+        if 0xDC80 <= code <= 0xDCFF:  # a raw byte kept by surrogateescape
+            return f"\\x{code - 0xDC00:02x}"
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNPRINTABLE.sub(escape, name)
 
 
 def _ignored(name: str) -> bool:
@@ -131,6 +140,14 @@ def iter_zip(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
             infos = zf.infolist()
     except Exception as exc:  # BadZipFile, truncated central directory, OSError...
         report.warnings.append(f"not a readable zip archive ({_why(exc)}); nothing read from it")
+        return
+    overlap = _overlapping_entry(infos)
+    if overlap is not None:
+        # Entries sharing compressed bytes are the trick of non-recursive zip bombs.
+        report.warnings.append(
+            f"entries overlap inside the file at {printable_name(overlap)} (a zip bomb "
+            "construction); nothing read from it"
+        )
         return
     if len(infos) > limits.max_members:
         report.warnings.append(
@@ -165,6 +182,22 @@ def iter_zip(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
         yield Member(name, _zip_member_opener(opener, info), info.file_size, False)
 
 
+def _overlapping_entry(infos: list[zipfile.ZipInfo]) -> str | None:
+    """The name of an entry whose data runs into the next entry's header, if any. The local
+    extra field is not counted, so the computed end is never past the real one."""
+    ordered = sorted(infos, key=lambda i: i.header_offset)
+    for this, following in pairwise(ordered):
+        encoding = "utf-8" if this.flag_bits & 0x800 else "cp437"
+        try:
+            name_len = len(this.orig_filename.encode(encoding))
+        except UnicodeError:
+            name_len = 0  # an under-estimate keeps the test on the safe side
+        end = this.header_offset + _LOCAL_HEADER.size + name_len + this.compress_size
+        if end > following.header_offset:
+            return following.filename
+    return None
+
+
 def _zip_is_symlink(info: zipfile.ZipInfo) -> bool:
     return (info.external_attr >> 16) & 0o170000 == 0o120000
 
@@ -179,7 +212,7 @@ def _zip_member_opener(opener: Opener, info: zipfile.ZipInfo) -> Opener:
                 raise zipfile.BadZipFile("bad local file header")
             fields = _LOCAL_HEADER.unpack(header)
             f.seek(fields[10] + fields[11], 1)  # file name and extra field lengths
-            inner = zipfile.ZipExtFile(f, "rb", info, None, True)  # closes f
+            inner = zipfile.ZipExtFile(f, "r", info, None, True)  # closes f
         except Exception as exc:
             f.close()
             reader = GuardedReader(_no_content(), "zip member")

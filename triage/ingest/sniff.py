@@ -158,7 +158,7 @@ def _detect(head: bytes) -> Sniffed:
         return Sniffed(SourceKind.PYSPY)
     if not strong_log and _is_env_report(text, lines):
         return Sniffed(SourceKind.ENV_REPORT)
-    if _is_nccl_debug_file(lines):
+    if not strong_log and _is_nccl_debug_file(lines):
         return Sniffed(SourceKind.NCCL)
     if strong_log or _LOG_MARKER.search(text):
         return Sniffed(SourceKind.RANK_LOG)
@@ -167,9 +167,10 @@ def _detect(head: bytes) -> Sniffed:
 
 def _looks_like_flight_recorder(head: bytes) -> bool:
     entry_keys = sum(key in head for key in _FR_ENTRY_KEYS)
-    top_keys = sum(key in head for key in _FR_TOP_KEYS)
-    # A v2.x dump names `entries` plus pg keys; a bare-list dump only has entry keys.
-    return (b"entries" in head and (entry_keys >= 1 or top_keys >= 2)) or entry_keys >= 2
+    # v2.x dumps name pg keys first (a huge pg_config can push `entries` past the head);
+    # a bare-list dump (torch 2.2) only has entry keys.
+    top = any(key in head for key in _FR_TOP_KEYS if key != b"entries")
+    return top or (b"entries" in head and entry_keys >= 1) or entry_keys >= 2
 
 
 def _is_binary(head: bytes) -> bool:

@@ -314,6 +314,27 @@ class GuardedReader(_Reader):
             super().close()
 
 
+class _Failed(_Reader):
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
+        return 0
+
+
+def safe_opener(opener: Callable[[], IO[bytes]]) -> Callable[[], IO[bytes]]:
+    """`opener`, but a file that vanished or became unreadable after discovery gives an
+    empty stream whose `stream_problem` says why, instead of an exception in a parser."""
+
+    def open_safely() -> IO[bytes]:
+        try:
+            return opener()
+        except Exception as exc:
+            return buffered(_Failed(f"could not be opened ({exc})"))
+
+    return open_safely
+
+
 def empty_stream() -> IO[bytes]:
     return io.BytesIO(b"")
 

@@ -33,10 +33,11 @@ from triage.ingest.archives import (
     iter_tar_stream,
     iter_zip,
     looks_like_tar,
+    printable_name,
 )
 from triage.ingest.attribution import attribute
 from triage.ingest.sniff import HEAD_BYTES, sniff
-from triage.ingest.streams import CHUNK, Spool, empty_stream, stream_problem
+from triage.ingest.streams import CHUNK, Spool, empty_stream, safe_opener, stream_problem
 from triage.model import Source, SourceKind
 
 _DIGITS = regex.compile(r"(\d+)")
@@ -218,10 +219,10 @@ class _Walker:
         found = sniff(head)
         facts = attribute(parts)
         yield Source(
-            path=display,
+            path=printable_name(display),
             kind=found.kind,
             size=size,
-            open=opener if found.readable else empty_stream,
+            open=safe_opener(opener) if found.readable else empty_stream,
             rank=facts.rank,
             local_rank=facts.local_rank,
             host=facts.host,
@@ -353,7 +354,7 @@ def _problem(display: str, parts: list[str], warnings: tuple[str, ...], size: in
     """A Source that only carries warnings: listed in the report, nothing to parse."""
     facts = attribute(parts)
     return Source(
-        path=display,
+        path=printable_name(display),
         kind=SourceKind.TEXT,
         size=size,
         open=empty_stream,
