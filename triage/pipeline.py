@@ -13,6 +13,7 @@ from triage.model import (
     Analysis,
     Classification,
     Diagnosis,
+    FixRecommendation,
     InputSummary,
     ParsedSource,
     ScoredLabel,
@@ -56,16 +57,33 @@ def diagnose(
 
 
 def diagnose_parsed(parsed: Sequence[ParsedSource], options: Options = Options()) -> Diagnosis:
+    return diagnose_many([parsed], options)[0]
+
+
+def diagnose_many(
+    jobs: Sequence[Sequence[ParsedSource]], options: Options = Options()
+) -> list[Diagnosis]:
+    """Correlate, classify and recommend for several jobs (classified in one batch)."""
     from triage import analysis, classify, recommend
 
-    found = analysis.correlate(parsed)
-    labels = classify.classify(
-        parsed,
-        found,
+    found = [analysis.correlate(parsed) for parsed in jobs]
+    labels = classify.classify_many(
+        list(zip(jobs, found, strict=True)),
         use_embeddings=options.use_embeddings,
         extra_rules_dirs=options.extra_rules_dirs,
     )
-    fixes = recommend.recommend(labels, found)
+    return [
+        _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found))
+        for parsed, job_found, job_labels in zip(jobs, found, labels, strict=True)
+    ]
+
+
+def _diagnosis(
+    parsed: Sequence[ParsedSource],
+    found: Analysis,
+    labels: Classification,
+    fixes: tuple[FixRecommendation, ...],
+) -> Diagnosis:
     return Diagnosis(
         summary=summarize(labels, found),
         symptoms=labels.symptoms,
@@ -89,14 +107,14 @@ def explain(text: str, options: Options = Options()) -> Diagnosis:
 
 
 def explain_many(texts: Iterable[str], options: Options = Options()) -> list[Diagnosis]:
-    """Batch form of `explain` (the classifier embeds signatures in one call where it can)."""
+    """Batch form of `explain`: the classifier embeds all signatures in one call."""
     from triage import parsers
 
-    diagnoses = []
-    for i, text in enumerate(texts):
-        parsed = parsers.parse_text(text, name="<pasted>" if i == 0 else f"<pasted {i + 1}>")
-        diagnoses.append(diagnose_parsed([parsed], options))
-    return diagnoses
+    jobs = [
+        [parsers.parse_text(text, name="<pasted>" if i == 0 else f"<pasted {i + 1}>")]
+        for i, text in enumerate(texts)
+    ]
+    return diagnose_many(jobs, options)
 
 
 def summarize(labels: Classification, found: Analysis) -> str:
