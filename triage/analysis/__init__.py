@@ -143,11 +143,14 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
 
     scores, reasons = _score(placed, roles, exit_records, fr, spy, prog, cons, world_size)
     silent = _silent_ranks(placed, exit_records, fr, spy, world_size, ranks_with_events)
+    # silence is strong evidence only when nobody raised an error of their own
+    has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed)
     for r in silent:
-        scores[r] += 2.5
+        scores[r] += 0.5 if has_initiating else 2.5
         reasons[r].append("printed nothing while the others failed")
 
     culprits = _pick(scores)
+    lead = max(culprits, key=lambda r: (scores[r], -r)) if culprits else None
     initiating = sorted(
         (p for p in placed if p.role == "initiating"),
         key=lambda p: (p.rank not in culprits, -roles[id(p.event)].strength, _t(p)),
@@ -157,7 +160,7 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     hang = _hang(placed, culprits, fr, spy, initiating, exit_records)
 
     findings: list[Finding] = []
-    findings.extend(_culprit_findings(culprits, scores, reasons, first, exit_records))
+    findings.extend(_culprit_findings(culprits, lead, scores, reasons, first, exit_records))
     if hang is not None:
         findings.append(
             Finding(
@@ -190,7 +193,7 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     extra = _timeline_extras(exit_records, fr, spy, hang, offsets, index)
     tl = timeline.build(placed, extra)
     facts = _facts(
-        world_size, culprits, first, hang, fr, spy, prog, cons, exit_records, hosts, placed, index
+        world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
     )
     return Analysis(
         findings=tuple(findings),
@@ -462,6 +465,7 @@ def _hang(
 
 def _culprit_findings(
     culprits: Sequence[int],
+    lead: int | None,
     scores: Counter[int],
     reasons: dict[int, list[str]],
     first: FailureRef | None,
@@ -471,8 +475,8 @@ def _culprit_findings(
         r.exit.rank for r in exit_records if r.exit.is_root_cause_block and r.exit.rank is not None
     ]
     out: list[Finding] = []
-    if culprits:
-        why = "; ".join(reasons[culprits[0]][:4])
+    if culprits and lead is not None:
+        why = "; ".join(reasons[lead][:4])
         summary = f"rank(s) {format_ranks(culprits)} started it: {why}"
         if root and root[0] not in culprits:
             summary += (
@@ -598,6 +602,7 @@ def _timeline_extras(
 def _facts(
     world_size: int | None,
     culprits: Sequence[int],
+    lead: int | None,
     first: FailureRef | None,
     hang: HangReport | None,
     fr: flight_recorder.FRAnalysis,
@@ -606,7 +611,6 @@ def _facts(
     cons: consistency.ConsistencyAnalysis,
     exit_records: Sequence[exits.ExitRecord],
     hosts: set[str],
-    placed: Sequence[timeline.Placed],
     index: RankIndex,
 ) -> dict[str, Any]:
     facts: dict[str, Any] = {
@@ -614,9 +618,9 @@ def _facts(
         "culprit_ranks": list(culprits),
         "hosts": sorted(hosts),
     }
-    if culprits:
-        facts["culprit_rank"] = culprits[0]
-        host = index.host_of_rank.get(culprits[0])
+    if lead is not None:
+        facts["culprit_rank"] = lead
+        host = index.host_of_rank.get(lead)
         if host:
             facts["culprit_host"] = host
     if hang is not None:
@@ -637,8 +641,8 @@ def _facts(
         missing = sorted({r for rep in fr.reports for r in rep.missing})
         if missing:
             facts["missing_ranks"] = missing
-    if culprits and culprits[0] in spy.user_frames:
-        uf = spy.user_frames[culprits[0]]
+    if lead is not None and lead in spy.user_frames:
+        uf = spy.user_frames[lead]
         facts["user_frame"] = f"{uf.function} ({uf.filename}:{uf.line})"
     if prog.last:
         facts["last_progress"] = {r: v for r, (_, v) in sorted(prog.last.items())}

@@ -116,7 +116,7 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                 if t:
                     net = t["net"] or t["net2"]
                     twhere = f"host {host}" if host else where
-                    transport.add("transport", net, twhere, rank, eref)
+                    transport.add("NCCL transport", net, twhere, rank, eref)
                     out.transports[twhere] = net
                 if ev.kind is EventKind.NCCL_COMM:
                     n = (ev.attrs or {}).get("nranks")
@@ -139,12 +139,12 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
     for name, by_value in env.values.items():
         if len(by_value) > 1:
             out.findings.append(_mismatch("env_mismatch", name, by_value, env, out))
-    if len(transport.values.get("transport", {})) > 1:
+    if len(transport.values.get("NCCL transport", {})) > 1:
         out.findings.append(
             _mismatch(
                 "transport_mismatch",
                 "NCCL transport",
-                transport.values["transport"],
+                transport.values["NCCL transport"],
                 transport,
                 out,
             )

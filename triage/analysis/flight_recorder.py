@@ -37,12 +37,22 @@ class FRDump:
 
 @dataclass
 class RankPGState:
+    """One rank's view of one process group: its records keyed by collective sequence id."""
+
     rank: int
-    by_seq: dict[int, list[FlightRecorderEntry]]
-    first_seq: int | None
-    last_enqueued: int | None
-    last_started: int | None
-    last_completed: int | None
+    by_seq: dict[int, FlightRecorderEntry]  # the first record of each sequence id
+    first_seq: int | None = None
+    last_enqueued: int | None = None
+    last_started: int | None = None
+    last_completed: int | None = None
+    coalesced: dict[int, list[FlightRecorderEntry]] = field(default_factory=dict)
+
+    def entries_at(self, seq: int) -> list[FlightRecorderEntry]:
+        got = self.coalesced.get(seq)
+        if got is not None:
+            return got
+        one = self.by_seq.get(seq)
+        return [one] if one is not None else []
 
 
 @dataclass
@@ -73,18 +83,42 @@ class FRAnalysis:
     ranks_dumped: tuple[int, ...] = ()
 
 
-def _is_p2p(e: FlightRecorderEntry) -> bool:
-    return e.is_p2p or e.op in _P2P_OPS
+_OP_CACHE: dict[str, str] = {}
+
+
+def _op(profiling_name: str) -> str:
+    """`nccl:send 0->1` -> `send`; memoised because a dump repeats a handful of names."""
+    op = _OP_CACHE.get(profiling_name)
+    if op is None:
+        op = profiling_name.split(":", 1)[-1].split(" ", 1)[0]
+        if len(_OP_CACHE) < 4096:
+            _OP_CACHE[profiling_name] = op
+    return op
 
 
 def _signature(entries: list[FlightRecorderEntry]) -> tuple[Any, ...]:
     sig = []
     for e in entries:
-        if e.op in _UNEVEN_OPS:
-            sig.append((e.op, e.input_dtypes, e.output_dtypes))
+        op = _op(e.profiling_name)
+        if op in _UNEVEN_OPS:
+            sig.append((op, e.input_dtypes, e.output_dtypes))
         else:
-            sig.append((e.op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes))
+            sig.append((op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes))
     return tuple(sig)
+
+
+def _same(a: FlightRecorderEntry, b: FlightRecorderEntry) -> bool:
+    """Do two ranks' records of one collective agree? (the hot loop: cheap checks first)"""
+    if a is b:
+        return True
+    if a.input_dtypes != b.input_dtypes or a.output_dtypes != b.output_dtypes:
+        return False
+    op = _op(a.profiling_name)
+    if op != _op(b.profiling_name):
+        return False
+    if op in _UNEVEN_OPS:
+        return True
+    return a.input_sizes == b.input_sizes and a.output_sizes == b.output_sizes
 
 
 def _dedupe(dumps: Sequence[FRDump]) -> list[FRDump]:
@@ -104,33 +138,63 @@ def _has_frames(d: FRDump) -> bool:
     return any(e.frames for e in d.dump.entries[-3:])
 
 
+def _index(dump: FRDump, pg_desc: dict[str, str]) -> dict[str, RankPGState]:
+    """One rank's ring buffer -> pg -> records by sequence id and positions.
+
+    Written as whole-list comprehensions rather than one Python loop per record: this is the
+    hot path of a 1,024-rank x 2,000-entry job.
+    """
+    entries = dump.dump.entries
+    if not entries:
+        return {}
+    pgs = {e.pg_name for e in entries}
+    p2p_names = {n for n in {e.profiling_name for e in entries} if _op(n) in _P2P_OPS}
+    has_p2p_flag = any(e.is_p2p for e in entries)
+    mine: dict[str, RankPGState] = {}
+    for pg in pgs:
+        sel = list(entries) if len(pgs) == 1 else [e for e in entries if e.pg_name == pg]
+        if p2p_names or has_p2p_flag:
+            # p2p ids count per pair of peers, not per group
+            sel = [e for e in sel if not e.is_p2p and e.profiling_name not in p2p_names]
+        if not sel:
+            continue
+        if sel[0].pg_desc and pg not in pg_desc:
+            pg_desc[pg] = sel[0].pg_desc
+        seqs = [e.collective_seq_id for e in sel]
+        st = RankPGState(dump.rank, dict(zip(reversed(seqs), reversed(sel), strict=True)))
+        if len(st.by_seq) != len(sel):  # coalesced ops share one sequence id
+            for seq, n in Counter(seqs).items():
+                if n > 1:
+                    st.coalesced[seq] = [e for e in sel if e.collective_seq_id == seq]
+        st.first_seq = min(seqs)
+        st.last_enqueued = max(seqs)
+        # records are in creation order and sequence ids grow with it: scan from the end
+        for e in reversed(sel):
+            if e.state == "completed":
+                st.last_completed = e.collective_seq_id
+                if st.last_started is None:
+                    st.last_started = e.collective_seq_id
+                break
+            if e.state == "started" and st.last_started is None:
+                st.last_started = e.collective_seq_id
+        mine[pg] = st
+    return mine
+
+
 def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysis:
     out = FRAnalysis()
     dumps = _dedupe(dumps)
     if not dumps:
         return out
     out.ranks_dumped = tuple(d.rank for d in dumps)
-    for d in dumps:
-        if d.dump.comm_lib_version:
-            out.comm_lib_versions[d.rank] = d.dump.comm_lib_version
-
-    # one pass over all entries: pg -> rank -> seq -> entries
-    per_pg: dict[str, dict[int, dict[int, list[FlightRecorderEntry]]]] = {}
+    per_pg: dict[str, dict[int, RankPGState]] = {}
     pg_desc: dict[str, str] = {}
     timeouts: Counter[int] = Counter()
     for d in dumps:
-        for e in d.dump.entries:
-            if _is_p2p(e):
-                continue
-            ranks = per_pg.setdefault(e.pg_name, {})
-            seqs = ranks.setdefault(d.rank, {})
-            bucket = seqs.get(e.collective_seq_id)
-            if bucket is None:
-                seqs[e.collective_seq_id] = [e]
-            else:
-                bucket.append(e)  # coalesced ops share one sequence id
-            if e.pg_desc and e.pg_name not in pg_desc:
-                pg_desc[e.pg_name] = e.pg_desc
+        if d.dump.comm_lib_version:
+            out.comm_lib_versions[d.rank] = d.dump.comm_lib_version
+        for pg, st in _index(d, pg_desc).items():
+            per_pg.setdefault(pg, {})[d.rank] = st
         if d.dump.entries and d.dump.entries[-1].timeout_ms:
             timeouts[d.dump.entries[-1].timeout_ms] += 1
         for name, desc in d.dump.pg_desc.items():
@@ -163,7 +227,7 @@ def _members(
     pg: str,
     desc: str,
     dumps: Sequence[FRDump],
-    ranks: dict[int, dict[int, list[FlightRecorderEntry]]],
+    ranks: dict[int, RankPGState],
     world_size: int | None,
 ) -> tuple[int, ...]:
     votes: Counter[tuple[int, ...]] = Counter()
@@ -188,37 +252,18 @@ def _members(
     return tuple(sorted(ranks))
 
 
-def _rank_state(rank: int, seqs: dict[int, list[FlightRecorderEntry]]) -> RankPGState:
-    last_started = last_completed = None
-    for seq, entries in seqs.items():
-        state = entries[-1].state
-        if state == "completed" or entries[-1].time_completed_ns:
-            last_completed = seq if last_completed is None else max(last_completed, seq)
-            last_started = seq if last_started is None else max(last_started, seq)
-        elif state == "started" or entries[-1].time_started_ns:
-            last_started = seq if last_started is None else max(last_started, seq)
-    return RankPGState(
-        rank=rank,
-        by_seq=seqs,
-        first_seq=min(seqs) if seqs else None,
-        last_enqueued=max(seqs) if seqs else None,
-        last_started=last_started,
-        last_completed=last_completed,
-    )
-
-
 def _pg_report(
     pg: str,
     desc: str,
     members: tuple[int, ...],
-    ranks: dict[int, dict[int, list[FlightRecorderEntry]]],
+    ranks: dict[int, RankPGState],
     dumped: set[int],
 ) -> PGReport:
-    states = {r: _rank_state(r, seqs) for r, seqs in ranks.items()}
+    states = dict(ranks)
     # a member that dumped but holds no record of this group never entered it
     for r in members:
         if r in dumped and r not in states:
-            states[r] = RankPGState(r, {}, None, None, None, None)
+            states[r] = RankPGState(r, {})
     missing = tuple(r for r in members if r not in dumped)
     has_states = any(s.last_started is not None for s in states.values())
     furthest = max(
@@ -245,8 +290,8 @@ def _pg_report(
         if stuck_seq is not None:
             for s in states.values():
                 got = s.by_seq.get(stuck_seq)
-                if got:
-                    stuck_entry = got[0]
+                if got is not None:
+                    stuck_entry = got
                     break
     report = PGReport(
         pg=pg,
@@ -263,8 +308,7 @@ def _pg_report(
     report.mismatch = _first_mismatch(states)
     if report.mismatch and stuck_seq is None:
         report.stuck_seq = report.mismatch["seq"]
-        got = next(iter(states[report.mismatch["ranks"][0]].by_seq.get(report.stuck_seq, [])), None)
-        report.stuck_entry = got
+        report.stuck_entry = states[report.mismatch["ranks"][0]].by_seq.get(report.stuck_seq)
     return report
 
 
@@ -275,36 +319,52 @@ def _first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
     # compare only where every rank still holds records: buffers wrap at different points
     start = max(s.first_seq for s in holders if s.first_seq is not None)
     ref = max(holders, key=lambda s: len(s.by_seq))
-    ref_sigs = {seq: _signature(es) for seq, es in ref.by_seq.items() if seq >= start}
+    ref_seqs = ref.by_seq
     first: int | None = None
     for s in holders:
         if s is ref:
             continue
-        for seq, es in s.by_seq.items():
+        # a cheap field-by-field screen over all records, then the exact check on the few hits
+        hits = [
+            seq
+            for seq, e in s.by_seq.items()
+            if (w := ref_seqs.get(seq)) is not None
+            and w is not e
+            and (
+                w.profiling_name != e.profiling_name
+                or w.input_dtypes != e.input_dtypes
+                or w.input_sizes != e.input_sizes
+                or w.output_sizes != e.output_sizes
+                or w.output_dtypes != e.output_dtypes
+            )
+        ]
+        hits += [seq for seq in s.coalesced if seq in ref_seqs]
+        hits += [seq for seq in ref.coalesced if seq in s.by_seq]
+        for seq in sorted(set(hits)):
             if seq < start or (first is not None and seq >= first):
                 continue
-            want = ref_sigs.get(seq)
-            if want is not None and want != _signature(es):
+            if not _same(ref_seqs[seq], s.by_seq[seq]) or _signature(
+                s.entries_at(seq)
+            ) != _signature(ref.entries_at(seq)):
                 first = seq
+                break
     if first is None:
         return None
-    sigs = {s.rank: _signature(s.by_seq[first]) for s in holders if first in s.by_seq}
+    sigs = {s.rank: _signature(s.entries_at(first)) for s in holders if first in s.by_seq}
     counts = Counter(sigs.values())
     ranked = counts.most_common()
-    odd: list[int]
-    if len(ranked) > 1 and ranked[0][1] > ranked[1][1]:
+    clear = len(ranked) > 1 and ranked[0][1] > ranked[1][1]
+    if clear:
         majority = ranked[0][0]
         odd = sorted(r for r, sig in sigs.items() if sig != majority)
     else:
         odd = sorted(sigs)  # a tie (two ranks): FR alone cannot say who is wrong
-    what = _mismatch_kind(list(counts))
     per_rank = {}
     for r, s in states.items():
-        es = s.by_seq.get(first)
-        if es:
-            e = es[0]
+        e = s.by_seq.get(first)
+        if e is not None:
             per_rank[r] = {
-                "op": e.op,
+                "op": _op(e.profiling_name),
                 "profiling_name": e.profiling_name,
                 "input_sizes": [list(x) for x in e.input_sizes],
                 "output_sizes": [list(x) for x in e.output_sizes],
@@ -312,9 +372,9 @@ def _first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
             }
     return {
         "seq": first,
-        "kind": what,
+        "kind": _mismatch_kind(list(counts)),
         "ranks": odd,
-        "tie": not (len(ranked) > 1 and ranked[0][1] > ranked[1][1]),
+        "tie": not clear,
         "per_rank": per_rank,
     }
 
@@ -329,20 +389,19 @@ def _mismatch_kind(sigs: list[tuple[Any, ...]]) -> str:
     return "size"
 
 
-def _anchor(
-    out: FRAnalysis, pg: str, ranks: dict[int, dict[int, list[FlightRecorderEntry]]]
-) -> None:
+def _anchor(out: FRAnalysis, pg: str, ranks: dict[int, RankPGState]) -> None:
     """Keep the creation times of the last few collectives that every dumped rank holds."""
     if len(ranks) < 2:
         return
-    common = None
-    for seqs in ranks.values():
-        keys = set(sorted(seqs)[-64:])
+    common: set[int] | None = None
+    for st in ranks.values():
+        top = st.last_enqueued or 0
+        keys = {s for s in range(top - 63, top + 1) if s in st.by_seq}
         common = keys if common is None else common & keys
     for seq in sorted(common or ())[-16:]:
         times = {}
-        for r, seqs in ranks.items():
-            t = seqs[seq][0].time_created_ns
+        for r, st in ranks.items():
+            t = st.by_seq[seq].time_created_ns
             if t:
                 times[r] = t
         if len(times) > 1:
@@ -353,7 +412,7 @@ def _describe(e: FlightRecorderEntry | None) -> dict[str, Any]:
     if e is None:
         return {}
     return {
-        "op": e.op,
+        "op": _op(e.profiling_name),
         "profiling_name": e.profiling_name,
         "input_sizes": [list(x) for x in e.input_sizes],
         "output_sizes": [list(x) for x in e.output_sizes],

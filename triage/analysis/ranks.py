@@ -137,6 +137,8 @@ def event_rank(ev: Event, index: RankIndex, source_rank: int | None = None) -> i
 
 def pg_ranks(value: object) -> tuple[int, ...]:
     """pg_config ranks arrive as a tuple, a list or the string repr `'[0, 1]'`."""
+    if type(value) is tuple:
+        return value  # the model's own type: the common, hot case (1,024-rank configs)
     if isinstance(value, str):
         try:
             value = ast.literal_eval(value)
