@@ -312,7 +312,7 @@ def _read_collect_env(report: _Report, line: str, number: int, section: str) -> 
             return "libs", True
         return ("cpu" if stripped else ""), True
     if section == "libs":
-        if m := _CE_LIB.match(stripped):
+        if (m := _CE_LIB.match(stripped)) and "Could not collect" not in stripped:
             report.packages.setdefault(m["pkg"], m["ver"])
             report.touch(number)
             return "libs", True

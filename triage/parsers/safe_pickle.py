@@ -190,8 +190,8 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
             pos += width
             if length < 0 or pos + length > n:
                 raise PickleCorrupt(
-                    f"{_name(code)} at byte {pos - width - 1} claims {length} bytes "
-                    f"but only {n - pos} remain"
+                    f"pickle is truncated or corrupt: {_name(code)} at byte {pos - width - 1} "
+                    f"claims {length} bytes but only {n - pos} remain"
                 )
             if code in _LONG_OPS and length > limits.max_int_bytes:
                 raise PickleRefused(f"integer of {length} bytes at byte {pos - width - 1}")
