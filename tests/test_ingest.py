@@ -249,6 +249,12 @@ declare -x NCCL_IB_DISABLE="1"
 declare -x PATH="/usr/local/bin:/usr/bin"
 """
 
+NVIDIA_TOPO = """\
+\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tNV18\t0-55\t0
+GPU1\tNV18\t X \t0-55\t0
+"""
+
 PROSE = """\
 Notes for the next run
 We moved the dataset to the new bucket and bumped the batch size.
@@ -288,7 +294,15 @@ def pickle_bytes(obj: object) -> bytes:
         ("env dump", ENV_DUMP, K.ENV_REPORT),
         ("export -p", EXPORT_P, K.ENV_REPORT),
         ("prose", PROSE, K.TEXT),
+        ("notes in markdown", "# What happened\n\nThe job died after a RuntimeError.\n", K.TEXT),
+        ("nvidia-smi topo -m", NVIDIA_TOPO, K.ENV_REPORT),
         ("unrelated json", '{"lr": 0.001, "batch_size": 32}', K.TEXT),
+        ("json of a failed run", '{"status": "Error", "detail": "CUDA out of memory"}', K.TEXT),
+        (
+            "json lines log",
+            '{"level": "ERROR", "msg": "NCCL timeout"}\n{"level": "INFO", "msg": "x"}\n',
+            K.RANK_LOG,
+        ),
     ],
 )
 def test_each_text_format_is_recognised_by_its_content(name: str, content: str, kind: SourceKind):
@@ -371,7 +385,8 @@ def test_random_bytes_behind_a_familiar_prefix_never_break_the_sniffer(prefix: b
     [
         ("logs/rank_3.log", 3, None),
         ("logs/rank3.txt", 3, None),
-        ("logs/node-1-rank12.out", 12, None),
+        ("logs/node-1-rank12.out", 12, "node-1"),
+        ("pyspy/trn-node-2.rank0.pid19821.txt", 0, "trn-node-2"),
         ("logs/worker-0.log", 0, None),
         ("logs/stderr_rank_5", 5, None),
         ("fr/nccl_trace_rank_3", 3, None),

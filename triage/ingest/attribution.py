@@ -18,10 +18,12 @@ Rules, innermost evidence first:
   words (`slurm-494583`, `job_12`, `epoch_3`), dates, and `.N` rotation suffixes never do.
 * A directory named exactly `rank_3` / `worker3` gives the rank when the file name does not.
 * Host: the flight-recorder name above, NCCL_DEBUG_FILE's `%h.%p` names
-  (`nccl.node01.12345.log` -> node01), else the deepest directory that is clearly a host
-  folder: `host-<name>` / `hostname=<name>` / `node_<name>`, a name ending in a host word and
-  a number (`node01`, `gpu-node-3`, `nid001234`, `dgx07`, `compute-12`), or an IPv4 address
-  (`10.0.0.5`, `ip-10-0-0-5`). Archive names count as directories (`node01.tar.gz`).
+  (`nccl.node01.12345.log` -> node01), a host-shaped name right before an explicit rank
+  (`trn-node-2.rank0.pid19821.txt`, `node-1-rank12.out`), else the deepest directory that
+  is clearly a host folder: `host-<name>` / `hostname=<name>` / `node_<name>`, a name
+  ending in a host word and a number (`node01`, `gpu-node-3`, `nid001234`, `dgx07`,
+  `compute-12`), or an IPv4 address (`10.0.0.5`, `ip-10-0-0-5`). Archive names count as
+  directories (`node01.tar.gz`).
 """
 
 from __future__ import annotations
@@ -194,6 +196,14 @@ def host_from_dir(name: str) -> str | None:
     return None
 
 
+def _host_before(prefix: str) -> str | None:
+    """`trn-node-2.rank0` / `node-1-rank12`: a host-shaped name right before the rank."""
+    prefix = prefix.rstrip("._-")
+    if not prefix:
+        return None
+    return host_from_dir(prefix) or host_from_dir(prefix.rsplit(".", 1)[-1])
+
+
 def _rank_and_host_from_name(stem: str) -> tuple[int | None, str | None]:
     m = _FR_WITH_HOST.search(stem)
     if m:
@@ -201,7 +211,8 @@ def _rank_and_host_from_name(stem: str) -> tuple[int | None, str | None]:
     stem_wo_local = _LOCAL_RANK.sub("", stem)
     explicit = list(_EXPLICIT_RANK.finditer(stem_wo_local))
     if explicit:
-        return int(explicit[-1].group(1)), None
+        last = explicit[-1]
+        return int(last.group(1)), _host_before(stem_wo_local[: last.start()])
     m = _TRACE_INDEX.search(stem)
     if m:
         return int(m.group(1)), None

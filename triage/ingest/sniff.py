@@ -7,6 +7,7 @@ It never unpickles anything and never raises, whatever the bytes are.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import regex
@@ -64,13 +65,16 @@ _STRONG_LOG = regex.compile(
 # Anything that makes a text a log rather than prose: timestamps, levels, tracebacks,
 # launcher and NCCL output, training progress.
 _LOG_MARKER = regex.compile(
-    r"Traceback \(most recent call last\)|\b(?:Error|Exception|Warning)\b|\b[A-Z]\w*Error:"
+    r"Traceback \(most recent call last\)|\b(?:Error|Exception|Warning)\b"
+    r"|\b[A-Z]\w*(?:Error|Exception)\b|^\s*File \"[^\"]+\", line \d+|No module named|\bNCCL\b"
+    r"|\btimed? ?out\b|\bassert(?:ion)?\b|\bpython\d|\bPyTorch\b|\btorch\b"
     r"|^\s*(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\[(?:INFO|WARNING|ERROR|DEBUG)\]"
     r"|^[IWEFD]\d{4} \d{2}:\d{2}|\[[IWEF]\d{3,4} |^\[?\d{4}-\d{2}-\d{2}[ T_]\d{2}:\d{2}"
     r"|\bNCCL (?:INFO|WARN)\b|\[rank\d+\]|^\[default\d+\]:|\bsrun: |\bslurmstepd: "
     r"|\b(?:torchrun|torch\.distributed|deepspeed|megatron|accelerate)\b"
     r"|\b(?:iteration|epoch|loss|step)\b.{0,40}\d|\bKilled\b|Segmentation fault|core dumped"
-    r"|\bCUDA\b|\bout of memory\b",
+    r"|\bCUDA\b|\bout of memory\b|\bOOM\b|\bNaN\b|illegal memory access|WorkNCCL"
+    r"|\bexit ?code\b|\breturn code\b|\bterminated\b|\bunexpected key|\brank\s*[=:]?\s*\d",
     regex.MULTILINE | regex.IGNORECASE,
 )
 
@@ -85,7 +89,8 @@ _COLLECT_ENV = (
 )
 _DS_REPORT = ("DeepSpeed C++/CUDA extension op report", "DeepSpeed general environment info")
 _NVIDIA_SMI = regex.compile(
-    r"NVIDIA-SMI \d+\.\d+.*Driver Version:|^=+NVSMI LOG=+$|^Driver Version\s+: \d",
+    r"NVIDIA-SMI \d+\.\d+.*Driver Version:|^=+NVSMI LOG=+$|^Driver Version\s+: \d"
+    r"|^\s*GPU0\s.*\bCPU Affinity\b",  # `nvidia-smi topo -m`
     regex.MULTILINE,
 )
 _PIP_LIST_HEADER = regex.compile(
@@ -97,6 +102,8 @@ _PIP_FREEZE_LINE = regex.compile(
     r"|[A-Za-z0-9][A-Za-z0-9._-]* @ \S+|-e \S+|--?[a-z][a-z-]*(?: \S+)?)$"
 )
 _ENV_LINE = regex.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=(?!=)")
+
+_MARKDOWN_HEADING = regex.compile(r"^#{1,6} \S")
 
 _JSON_ELASTIC_MESSAGE = regex.compile(rb'^\s*\{\s*"message"\s*:')
 _JSON_KEY = regex.compile(rb'"(py_callstack|extraInfo|errorCode|errorTraits|timestamp)"\s*:')
@@ -150,10 +157,14 @@ def _detect(head: bytes) -> Sniffed:
         kind = _json_kind(head.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip())
         if kind is not None:
             return Sniffed(kind)
+        if len(head) < HEAD_BYTES and _is_one_json_document(text):
+            return Sniffed(SourceKind.TEXT)  # data (a config, metrics), not a log
     lines = _lines(text, complete=len(head) < HEAD_BYTES)
     if not lines:
         return _not_read("file holds only blank lines")
     strong_log = _STRONG_LOG.search(text) is not None
+    if not strong_log and _MARKDOWN_HEADING.match(lines[0]):
+        return Sniffed(SourceKind.TEXT)  # notes or a README, not a process's output
     if _is_pyspy(lines, strong_log):
         return Sniffed(SourceKind.PYSPY)
     if not strong_log and _is_env_report(text, lines):
@@ -163,6 +174,14 @@ def _detect(head: bytes) -> Sniffed:
     if strong_log or _LOG_MARKER.search(text):
         return Sniffed(SourceKind.RANK_LOG)
     return Sniffed(SourceKind.TEXT)
+
+
+def _is_one_json_document(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False  # JSON lines (a structured log) or not JSON at all
+    return True
 
 
 def _looks_like_flight_recorder(head: bytes) -> bool:
