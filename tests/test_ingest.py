@@ -917,3 +917,21 @@ def test_random_archive_like_files_never_break_discovery(prefix: bytes, tail: by
         for source in discover([path]):
             assert isinstance(source.kind, SourceKind)
             read_all(source)
+
+
+def test_a_torch_checkpoint_in_the_bundle_is_one_line_not_hundreds(tmp_path):
+    members = {"model/data.pkl": pickle_bytes({"w": 1}), "model/version": b"3\n"}
+    members.update({f"model/data/{i}": os.urandom(64) for i in range(200)})
+    write(tmp_path / "job" / "model.pt", zip_bytes(members))
+    write(tmp_path / "job" / "rank_0.log", RANK_TRACEBACK)
+    checkpoint, log = discover([str(tmp_path / "job")])
+    assert checkpoint.warnings == ("a PyTorch checkpoint (torch.save zip), not read",)
+    assert log.kind is K.RANK_LOG
+
+
+def test_version_control_and_bytecode_folders_are_not_walked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "job" / ".git" / "objects" / "ab" / "cdef", zlib.compress(b"blob 3\0abc"))
+    write(tmp_path / "job" / "__pycache__" / "train.cpython-311.pyc", b"\xa7\r\r\n" + bytes(64))
+    write(tmp_path / "job" / "rank_0.log", RANK_TRACEBACK)
+    assert [s.path for s in discover(["job"])] == ["job/rank_0.log"]

@@ -141,6 +141,9 @@ def iter_zip(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
     except Exception as exc:  # BadZipFile, truncated central directory, OSError...
         report.warnings.append(f"not a readable zip archive ({_why(exc)}); nothing read from it")
         return
+    if _is_torch_checkpoint(infos):
+        report.warnings.append("a PyTorch checkpoint (torch.save zip), not read")
+        return
     overlap = _overlapping_entry(infos)
     if overlap is not None:
         # Entries sharing compressed bytes are the trick of non-recursive zip bombs.
@@ -180,6 +183,13 @@ def iter_zip(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
             return
         total += info.file_size
         yield Member(name, _zip_member_opener(opener, info), info.file_size, False)
+
+
+def _is_torch_checkpoint(infos: list[zipfile.ZipInfo]) -> bool:
+    # torch.save writes a zip of `<name>/data.pkl`, `<name>/version` and raw tensor blobs:
+    # hundreds of "binary file" lines would only bury the logs.
+    names = {info.filename.rsplit("/", 1)[-1] for info in infos}
+    return "data.pkl" in names and ("version" in names or "byteorder" in names)
 
 
 def _overlapping_entry(infos: list[zipfile.ZipInfo]) -> str | None:

@@ -1,7 +1,8 @@
 """`discover`: turn the paths a user gave into `Source`s, one per file or archive member.
 
 Order is deterministic: the paths in the order given, folder entries in natural name order
-(`rank_2` before `rank_10`), archive members in stored order. Anything that cannot be read
+(`rank_2` before `rank_10`), archive members in stored order. `.git`, `.hg`, `.svn` and
+`__pycache__` folders are skipped. Anything that cannot be read
 (missing, permission denied, a symlink loop, a FIFO, an empty folder, a broken archive)
 becomes a Source whose `warnings` say so, so the report lists it; nothing here raises.
 
@@ -42,6 +43,8 @@ from triage.model import Source, SourceKind
 
 _DIGITS = regex.compile(r"(\d+)")
 _CODECS = ("gzip", "bz2", "xz")
+# Tool folders inside a bundle that never hold job output (version control, bytecode).
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
 
 
 def discover(paths: Sequence[str], *, limits: Limits | None = None) -> Iterator[Source]:
@@ -136,6 +139,9 @@ class _Walker:
                 found = True
                 continue
             if stat.S_ISDIR(st.st_mode):
+                if name in _SKIPPED_DIRS:
+                    found = True  # not empty, just nothing a job wrote
+                    continue
                 key = (st.st_dev, st.st_ino)
                 if key in ancestors:
                     yield _problem(
