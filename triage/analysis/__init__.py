@@ -173,7 +173,7 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     findings.extend(fr.findings)
     findings.extend(spy.findings)
     findings.extend(prog.findings)
-    if silent:
+    if silent and not has_initiating:
         findings.append(
             Finding(
                 kind="missing_rank",

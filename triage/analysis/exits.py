@@ -85,6 +85,8 @@ def collect_exits(parsed: Sequence[ParsedSource], index: RankIndex) -> list[Exit
             if rank is None:
                 rank = index.rank_for(ex.pid, ex.host or ev.host)
             if rank is None:
+                rank = index.rank_for_local(ex.local_rank, ex.host or ev.host)
+            if rank is None:
                 rank = ev.rank if ev.rank is not None else ps.source.rank
             if rank is not None and rank != ex.rank:
                 ex = replace(ex, rank=rank)
@@ -96,6 +98,20 @@ def collect_exits(parsed: Sequence[ParsedSource], index: RankIndex) -> list[Exit
                 event=old.event if old and _richer(old.event, ev) else ev,
                 attempt=ps.source.attempt,
             )
+    # a console summary carries no attempt; it describes the last attempt of its rank
+    latest: dict[int | None, int] = {}
+    for attempt, rank, _ in merged:
+        if attempt is not None and rank is not None:
+            latest[rank] = max(latest.get(rank, attempt), attempt)
+    for key in [k for k in merged if k[0] is None and k[1] in latest]:
+        rec = merged.pop(key)
+        target = (latest[key[1]], key[1], None)
+        old = merged[target]
+        merged[target] = ExitRecord(
+            exit=_merge(rec.exit, old.exit),
+            event=rec.event if rec.exit.exitcode is not None else old.event,
+            attempt=old.attempt,
+        )
     return sorted(
         merged.values(),
         key=lambda r: (r.attempt or 0, r.exit.rank if r.exit.rank is not None else 1 << 30),
@@ -134,8 +150,8 @@ def exit_findings(records: Sequence[ExitRecord]) -> list[Finding]:
     """One finding per distinct exit status, listing the ranks that ended that way."""
     groups: dict[int | None, list[ExitRecord]] = defaultdict(list)
     for r in records:
-        if r.exit.exitcode == 0:
-            continue
+        if r.exit.exitcode in (0, None):
+            continue  # an error.json alone says how it failed, not how it ended
         groups[r.exit.exitcode].append(r)
     out: list[Finding] = []
     for code, recs in sorted(groups.items(), key=lambda kv: _severity(kv[0])):

@@ -25,10 +25,13 @@ _WAIT_FUNCS = regex.compile(
     r"|broadcast\w*|barrier|monitored_barrier|reduce|gather|scatter|all_to_all\w*|send|recv"
     r"|isend|irecv|batch_isend_irecv|wait|_wait|_store_based_barrier"
     r"|get|_get|new_group|init_process_group|_new_process_group_helper|rendezvous|next_rendezvous"
-    r"|_exchange_\w+|_sync_\w+|all_gather_object|broadcast_object_list|gather_object)$"
+    r"|_exchange_\w+|_sync_\w+|all_gather_object|broadcast_object_list|gather_object"
+    r"|run_backward|_engine_run_backward)$"
 )
+# DDP/FSDP reduce gradients from autograd hooks in C++: py-spy then shows only the backward
+# call, so a rank "in backward" counts as waiting for its peers.
 _DIST_FILES = regex.compile(
-    r"torch/distributed/|deepspeed/comm/|c10d_logger|distributed_c10d"
+    r"torch/distributed/|deepspeed/comm/|c10d_logger|distributed_c10d|torch/autograd/"
     r"|torch/nn/parallel/distributed\.py|torch/distributed/fsdp/"
 )
 
@@ -128,16 +131,16 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
 
     waiting = [c for c in out.clusters if c.waiting]
     elsewhere = [c for c in out.clusters if not c.waiting]
-    if waiting and elsewhere and sum(len(c.ranks) for c in elsewhere) < total:
+    if waiting and elsewhere and sum(len(c.ranks) for c in elsewhere) * 2 < total:
         # the classic hang: the peers wait in a collective, these ranks are somewhere else
         outliers = elsewhere
-        weight = 3.5 if sum(len(c.ranks) for c in elsewhere) * 2 <= total else 2.0
-        why = "is not in any collective while the others wait in one"
+        weight = 3.5
+        why = "not in any collective while the others wait in one"
     else:
         biggest = len(out.clusters[0].ranks)
         outliers = [c for c in out.clusters if len(c.ranks) < biggest]
         weight = 2.0
-        why = "sits in a different place than the majority"
+        why = "stopped in a different place than the majority"
         if not outliers:
             return out  # an even split: no minority to blame
     majority = max(out.clusters, key=lambda c: (c.waiting, len(c.ranks)))

@@ -37,8 +37,40 @@ class RankIndex:
     by_pid: dict[int, int] = field(default_factory=dict)
     ambiguous_pids: set[int] = field(default_factory=set)
     by_source: dict[str, int] = field(default_factory=dict)
+    local_of_source: dict[str, int] = field(default_factory=dict)
+    host_of_source: dict[str, str] = field(default_factory=dict)
     host_of_rank: dict[int, str] = field(default_factory=dict)
     world_sizes: Counter[int] = field(default_factory=Counter)  # claimed size -> votes
+    # torchrun's summary says (host, local_rank) -> rank; per-rank log dirs only know local_rank
+    by_host_local: dict[tuple[str | None, int], int] = field(default_factory=dict)
+    local_is_global: bool = False
+
+    def learn_local(self, host: str | None, local_rank: int | None, rank: int | None) -> None:
+        if local_rank is None or rank is None or rank < 0:
+            return
+        self.by_host_local.setdefault((host, local_rank), rank)
+
+    def finish(self) -> None:
+        """After all joins are known: is this a single-node job where local rank = rank?"""
+        hosts = {h for h, _ in self.by_host_local}
+        self.local_is_global = (
+            bool(self.by_host_local)
+            and len(hosts) <= 1
+            and all(lr == r for (_, lr), r in self.by_host_local.items())
+        )
+
+    def rank_for_local(self, local_rank: int | None, host: str | None) -> int | None:
+        if local_rank is None:
+            return None
+        if (host, local_rank) in self.by_host_local:
+            return self.by_host_local[(host, local_rank)]
+        hosts = {h for h, _ in self.by_host_local}
+        if len(hosts) == 1:
+            # one agent's summary covers every worker: the host spelling may differ
+            only = next(iter(hosts))
+            if (only, local_rank) in self.by_host_local:
+                return self.by_host_local[(only, local_rank)]
+        return local_rank if self.local_is_global else None
 
     def learn(self, pid: int | None, host: str | None, rank: int | None) -> None:
         if pid is None or rank is None or rank < 0:
@@ -73,6 +105,10 @@ class RankIndex:
 def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
     index = RankIndex()
     for ps in parsed:
+        if ps.source.local_rank is not None:
+            index.local_of_source[ps.source.path] = ps.source.local_rank
+        if ps.source.host:
+            index.host_of_source[ps.source.path] = ps.source.host
         if ps.source.rank is not None:
             index.by_source[ps.source.path] = ps.source.rank
             if ps.source.host:
@@ -83,6 +119,7 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
             payload = ev.payload
             if isinstance(payload, RankExit):
                 index.learn(payload.pid, payload.host or host, payload.rank)
+                index.learn_local(payload.host or host, payload.local_rank, payload.rank)
                 continue
             if ev.kind is EventKind.NCCL_COMM:
                 attrs = ev.attrs or {}
@@ -114,6 +151,7 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
             ws = _int((ev.attrs or {}).get("world_size"))
             if ws:
                 index.world_sizes[ws] += 1
+    index.finish()
     return index
 
 
@@ -132,6 +170,11 @@ def event_rank(ev: Event, index: RankIndex, source_rank: int | None = None) -> i
         return source_rank
     if ev.kind is EventKind.AGENT:
         return None
+    local = ev.local_rank if ev.local_rank is not None else index.local_of_source.get(ev.source)
+    if local is not None:
+        got = index.rank_for_local(local, ev.host or index.host_of_source.get(ev.source))
+        if got is not None:
+            return got
     return index.rank_for(ev.pid, ev.host)
 
 
