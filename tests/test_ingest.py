@@ -935,3 +935,24 @@ def test_version_control_and_bytecode_folders_are_not_walked(tmp_path, monkeypat
     write(tmp_path / "job" / "__pycache__" / "train.cpython-311.pyc", b"\xa7\r\r\n" + bytes(64))
     write(tmp_path / "job" / "rank_0.log", RANK_TRACEBACK)
     assert [s.path for s in discover(["job"])] == ["job/rank_0.log"]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_sparse_tar_members_are_listed_but_not_expanded(tmp_path, compress):
+    sparse = tarfile.TarInfo("rank_9.log")
+    sparse.type = tarfile.GNUTYPE_SPARSE  # holes could expand to any size
+    data = RANK_TRACEBACK.encode()
+    normal = tarfile.TarInfo("rank_1.log")
+    normal.size = len(data)
+    padding = b"\0" * (-len(data) % 512)
+    blob = (
+        sparse.tobuf(format=tarfile.GNU_FORMAT)
+        + normal.tobuf(format=tarfile.GNU_FORMAT)
+        + data
+        + padding
+        + b"\0" * 1024
+    )
+    write(tmp_path / "s.tar", gzip.compress(blob) if compress else blob)
+    sparse_source, log = discover([str(tmp_path / "s.tar")])
+    assert sparse_source.warnings == ("sparse tar member, not read",)
+    assert read_all(log) == data

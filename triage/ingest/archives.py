@@ -320,6 +320,11 @@ def iter_tar_stream(
             if not info.isreg() or _ignored(info.name):
                 continue
             name = printable_name(info.name)
+            if info.issparse():  # holes expand to any size: a cheap bomb
+                yield Member(
+                    name, _no_content, info.size, True, ("sparse tar member, not read",), False
+                )
+                continue
             if kept + info.size > limits.max_total_bytes:
                 report.warnings.append(_too_big(name, limits))
                 return
