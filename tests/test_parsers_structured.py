@@ -530,10 +530,10 @@ def test_a_2000_entry_dump_loads_in_milliseconds() -> None:
     data = pickle.dumps(_big_dump(2000), protocol=2)
     parsed = flight_recorder.parse(source(data))  # warm-up: imports, regex compile
     best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
+    for _ in range(3):  # CPU time, so other jobs on a busy machine do not count
+        started = time.process_time()
         parsed = flight_recorder.parse(source(data))
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     dump = fr_dump(parsed)
     assert len(dump.entries) == 2000 and dump.entries[-1].collective_seq_id == 2000
     # One stack shared by all entries, not 2,000 copies.
@@ -909,6 +909,28 @@ def test_an_env_dump_keeps_distributed_settings_and_drops_everything_else() -> N
     (event,) = env_report.parse(source(exported, SourceKind.ENV_REPORT)).events
     assert event.payload.env_vars == {"NCCL_P2P_DISABLE": "1"}
     assert "NCCL_P2P_DISABLE=1" in event.text
+
+
+def test_conda_list_and_conda_lines_of_collect_env_name_torch_pytorch() -> None:
+    listed = (
+        b"# packages in environment at /opt/conda:\n#\n"
+        b"# Name                    Version                   Build  Channel\n"
+        b"nccl                      2.21.5.1             h3a97aeb_0    conda-forge\n"
+        b"pytorch                   2.3.0           py3.10_cuda12.1_cudnn8.9.2_0    pytorch\n"
+    )
+    (event,) = env_report.parse(source(listed, SourceKind.ENV_REPORT)).events
+    assert event.payload.report_kind == "conda"
+    assert event.payload.facts == {"nccl": "2.21.5.1", "torch": "2.3.0"}
+
+
+def test_words_that_look_like_variables_in_prose_are_not_taken_for_settings() -> None:
+    text = (
+        b"RANK 3 failed first\n"
+        b"NCCL WARN NET/IB : Got completion with error\n"
+        b"setenv NCCL_DEBUG WARN\n"
+    )
+    (event,) = env_report.parse(source(text, SourceKind.ENV_REPORT)).events
+    assert event.payload.env_vars == {"NCCL_DEBUG": "WARN"}
 
 
 def test_a_bug_report_pasting_several_reports_gives_one_event_each_in_order() -> None:

@@ -7,7 +7,8 @@ becomes one ENV_REPORT event with an `EnvReport` payload:
 * `python -m torch.utils.collect_env` (formats.md §7.1): `Key: value` lines, `GPU N: model`
   lines, `[pip3] pkg==ver` / `[conda] pkg ver build` library lines;
 * `ds_report` (§7.2): ANSI colours stripped, `key ....... value` info lines and the op table;
-* `pip list` (two columns under a `Package Version` header) and `pip freeze` (`pkg==ver`);
+* `pip list` (two columns under a `Package Version` header), `pip freeze` (`pkg==ver`) and
+  `conda list` (under its `# Name Version Build Channel` header);
 * `nvidia-smi` (the table, `-L` lines, or `--query-gpu ... --format=csv`);
 * environment dumps (`env`, `export X=..`, `declare -x X=".."`): only variables that matter to
   distributed training are kept (NCCL_*, TORCH_*, MASTER_ADDR, ...) so secrets never travel on.
@@ -102,13 +103,14 @@ _SMI_HEAD = regex.compile(
     r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)"
     r"(?:\s+CUDA Version: (?P<cuda>[\d.]+|N/A))?"
 )
-_SMI_GPU = regex.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off)\s*\|")
+_SMI_GPU = regex.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off|N/A)\s*\|")
 _SMI_MEM = regex.compile(r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|")
 _SMI_CSV_HEAD = regex.compile(r"^name\s*,", regex.IGNORECASE)
 
 # environment variables
 _ENV = regex.compile(
-    r"^(?:export |declare -x |setenv )?(?P<name>[A-Z][A-Z0-9_]*)[= ](?P<value>.*)$"
+    r"^(?:(?:export |declare -x )?(?P<name>[A-Z][A-Z0-9_]*)=|setenv (?P<name>[A-Z][A-Z0-9_]*) )"
+    r"(?P<value>.*)$"
 )
 _ENV_KEEP = regex.compile(
     r"^(?:NCCL_|TORCH_|TORCHELASTIC_|PYTORCH_|CUDA_|GLOO_|UCX_|FI_|NVSHMEM_|OMPI_|PMI_"
@@ -120,9 +122,15 @@ _ENV_KEEP = regex.compile(
 # Even among kept prefixes, never keep values whose name says it is a credential.
 _SECRET = regex.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL|PRIVATE", regex.I)
 
+# conda list: `# Name  Version  Build  Channel` then `pytorch  2.3.0  py3.10_cuda12.1_0  pytorch`
+_CONDA_HEADER = regex.compile(r"^#\s*Name\s+Version\s+Build")
+_CONDA_ROW = regex.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*)\s+(?P<ver>\d\S*)\s+\S+(?:\s+\S+)?$")
+
 # Package name (normalised: lower case, `_` and `.` -> `-`) -> fact key.
 _PACKAGE_FACTS = {
     "torch": "torch",
+    "pytorch": "torch",  # conda's name
+    "nccl": "nccl",  # conda-forge's NCCL package
     "deepspeed": "deepspeed",
     "megatron-core": "megatron",
     "megatron-lm": "megatron",
@@ -208,6 +216,7 @@ def _read(lines: Iterable[str]) -> list[_Report]:
 
     section = ""  # collect_env sub-block: "", "gpus", "cudnn", "cpu", "libs"
     in_pip_table = False
+    in_conda_list = False
     smi_csv_columns: list[str] | None = None
     for number, raw in enumerate(lines, start=1):
         line = _ANSI.sub("", raw[:_MAX_LINE]).rstrip("\r\n")
@@ -273,6 +282,18 @@ def _read(lines: Iterable[str]) -> list[_Report]:
         if collect is None and (m := _CE_GPU.match(stripped)):  # `nvidia-smi -L`
             report("nvidia_smi", number).gpus.append(m["model"])
             continue
+
+        # ---- conda list
+        if _CONDA_HEADER.match(stripped):
+            in_conda_list = True
+            report("conda", number)
+            continue
+        if in_conda_list:
+            if m := _CONDA_ROW.match(stripped):
+                report("conda", number).packages[m["pkg"]] = m["ver"]
+                continue
+            if not stripped.startswith("#"):
+                in_conda_list = False
 
         # ---- pip list / pip freeze
         if _PIP_HEADER.match(stripped):

@@ -42,7 +42,7 @@ MAX_ENTRIES = 1_000_000
 _MAX_FRAMES = 256  # per entry; deeper stacks are cut (the innermost frames matter most)
 _RANKS_TEXT = re.compile(r"\s*\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*,?)?\s*\]\s*")
 _P2P_OPS = frozenset({"send", "recv", "isend", "irecv"})
-_STATES = frozenset({"scheduled", "started", "completed"})
+_STATES = {s: s for s in ("scheduled", "started", "completed")}  # also interns them
 
 
 class _BadEntry(Exception):
@@ -284,6 +284,8 @@ def _entry(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightReco
     name = get("profiling_name")
     if type(name) is not str:
         raise _BadEntry("profiling_name missing or not a string")
+    # JSON gives every entry its own copy of each string; share them (pickle already does).
+    name = cache.setdefault(name, name)
 
     seq = get("collective_seq_id")
     if seq is None:
@@ -291,7 +293,7 @@ def _entry(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightReco
     if type(seq) is not int:
         raise _BadEntry("no integer collective_seq_id/seq_id")
 
-    pg_name, pg_desc = _process_group(get("process_group"), get("pg_id"))
+    pg_name, pg_desc = _process_group(get("process_group"), get("pg_id"), cache)
     op = name.split(":", 1)[-1].split(" ", 1)[0]
     is_p2p = get("is_p2p")
     if is_p2p is None:
@@ -306,6 +308,8 @@ def _entry(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightReco
         state = "completed" if completed else "started" if started else "scheduled"
     elif type(state) is not str or state not in _STATES:
         raise _BadEntry("state not scheduled/started/completed")
+    else:
+        state = _STATES[state]
 
     created = get("time_created_ns")
     if created is not None and type(created) is not int:
@@ -351,11 +355,11 @@ def _entry(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightReco
     )
 
 
-def _process_group(value: Any, pg_id: Any) -> tuple[str, str]:
+def _process_group(value: Any, pg_id: Any, cache: dict[Any, Any]) -> tuple[str, str]:
     if type(value) in (tuple, list) and len(value) == 2:
         name, desc = value
         if type(name) is str and type(desc) is str:
-            return name, desc
+            return cache.setdefault(name, name), cache.setdefault(desc, desc)
         raise _BadEntry("process_group is not a (name, desc) pair of strings")
     if value is not None:
         raise _BadEntry("process_group is not a (name, desc) pair of strings")
