@@ -12,7 +12,7 @@ loads on first need, and is not needed at all when the rules decide with high co
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +45,11 @@ DECIDED_SCORE = 0.8
 MAX_SIMILAR = 5
 MIN_SIMILARITY = {"embed": 0.35, "tfidf": 0.15}  # below: not shown as a similar case
 MAX_EVIDENCE = 8
+# Without a rule, a neighbour vote counts only when the nearest reference case is at least
+# this close: below it, leave-one-out on the corpus found the nearest case's symptom right
+# in under one case in five (bench/eval_corpus.py prints the table).
+NEAREST_FLOOR = {"embed": 0.5, "tfidf": 0.3}
+MIN_RULE_SUPPORT = 0.2
 DEFAULT_ABSTAIN_BELOW = 0.25
 
 
@@ -122,11 +127,9 @@ def classify_many(
     hashes = [p.hashes for p in prepared]
     empty: list[list[NeighbourVote]] = [[] for _ in prepared]
     tf_votes = idx.query(sigs, "tfidf", query_hashes=hashes) if idx is not None else empty
-    results = [
-        fusion.fuse(p.hits, v, cal, "tfidf") for p, v in zip(prepared, tf_votes, strict=True)
-    ]
-    methods = ["tfidf"] * len(prepared)
-    votes = list(tf_votes)
+    votes: list[dict[str, list[NeighbourVote]]] = [{"tfidf": v} for v in tf_votes]
+    results = [fusion.fuse(p.hits, v, cal, "tfidf") for p, v in zip(prepared, votes, strict=True)]
+    modes = ["tfidf"] * len(prepared)
     if use_embeddings and idx is not None:
         need = [i for i, r in enumerate(results) if prepared[i].signature and not rules_decide(r)]
         if need:
@@ -134,13 +137,13 @@ def classify_many(
                 [sigs[i] for i in need], "embed", query_hashes=[hashes[i] for i in need]
             )
             for i, v in zip(need, embedded, strict=True):
-                results[i] = fusion.fuse(prepared[i].hits, v, cal, "embed")
-                votes[i] = v
-                methods[i] = "embed"
+                votes[i]["embed"] = v
+                results[i] = fusion.fuse(prepared[i].hits, votes[i], cal, "embed")
+                modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
     return [
-        assemble(p, r, v, m, abstain_below)
-        for p, r, v, m in zip(prepared, results, votes, methods, strict=True)
+        assemble(p, r, v[m], m, abstain_below)
+        for p, r, v, m in zip(prepared, results, votes, modes, strict=True)
     ]
 
 
@@ -173,10 +176,19 @@ def _labels(
     return tuple(out)
 
 
-def should_abstain(result: dict[str, list[fusion.Scored]], abstain_below: float) -> bool:
-    """Weak evidence: neither the top symptom nor the top root cause reaches the threshold."""
-    tops = [result[f][0].score for f in ("symptom", "root_cause") if result[f]]
-    return not tops or max(tops) < abstain_below
+def should_abstain(
+    result: Mapping[str, Sequence[fusion.Scored]], abstain_below: float, mode: str
+) -> bool:
+    """Weak evidence: neither the top symptom nor the top root cause reaches the calibrated
+    threshold, or no rule fired and even the nearest reference case is far away."""
+    tops = [result[f][0] for f in ("symptom", "root_cause") if result[f]]
+    if not tops or max(t.score for t in tops) < abstain_below:
+        return True
+    rule_support = max(
+        t.features.get("rule", 0.0) + t.features.get("rule_cascade", 0.0) for t in tops
+    )
+    nearest = max(t.features.get(f"{mode}_nearest", 0.0) for t in tops)
+    return rule_support < MIN_RULE_SUPPORT and nearest < NEAREST_FLOOR[mode]
 
 
 def assemble(
@@ -192,7 +204,7 @@ def assemble(
         for v in votes[:MAX_SIMILAR]
         if v.similarity >= MIN_SIMILARITY[method]
     )
-    if should_abstain(result, abstain_below):
+    if should_abstain(result, abstain_below, method):
         return Classification(
             similar_cases=similar, abstain_reason=abstain_reason(prep, result, abstain_below)
         )

@@ -22,20 +22,32 @@ from triage.model import Analysis
 FIELDS = ("symptom", "root_cause", "fix")
 CASCADE_FACTOR = 0.3  # weight of a cascade hit relative to an initiating one (uncalibrated path)
 PRIOR_WEIGHTS = (1.0, 0.5, 0.25)  # taxonomy fixes of a root cause, best first
-BASE_FEATURES = (
+RULE_FEATURES = (
     "rule",  # noisy-OR of the weights of initiating (or unattributed) rule hits
     "rule_cascade",  # noisy-OR of the weights of cascade hits
     "rule_top",  # 1 when the label has the best rule score of the field
-    "knn_share",  # similarity-weighted share of the neighbours voting for the label
-    "knn_share_x_sim",  # ... times the nearest neighbour's similarity (how close they are)
-    "knn_top_sim",  # similarity of the closest neighbour voting for the label
-    "knn_top",  # 1 when the label wins the neighbour vote
 )
-FEATURES: Mapping[str, tuple[str, ...]] = {
-    "symptom": BASE_FEATURES,
-    "root_cause": BASE_FEATURES,
-    "fix": (*BASE_FEATURES, "rc_prior"),
-}
+# Per neighbour method (embed = MiniLM, tfidf = TF-IDF), prefixed with the method's name.
+VOTE_FEATURES = (
+    "share",  # similarity-weighted share of the neighbours voting for the label
+    "share_x_sim",  # ... times the nearest neighbour's similarity (how close they are)
+    "top_sim",  # similarity of the closest neighbour voting for the label
+    "top",  # 1 when the label wins the neighbour vote
+    "nearest",  # similarity of the nearest neighbour, whatever its label (how reliable)
+)
+# Which neighbour sets each mode reads: MiniLM mode also keeps the TF-IDF votes (both are
+# computed anyway and they err on different cases).
+MODE_SOURCES: Mapping[str, tuple[str, ...]] = {"embed": ("embed", "tfidf"), "tfidf": ("tfidf",)}
+
+
+def features(mode: str, fieldname: str) -> tuple[str, ...]:
+    names = [*RULE_FEATURES]
+    for src in MODE_SOURCES[mode]:
+        names += [f"{src}_{f}" for f in VOTE_FEATURES]
+    if fieldname == "fix":
+        names.append("rc_prior")
+    return tuple(names)
+
 
 # Correlate findings that name a label by themselves, as pseudo rule hits. Rules may match
 # findings too (their `finding:` key); the noisy-OR keeps the two from adding up past 1.
@@ -104,7 +116,7 @@ def _vote_labels(vote: NeighbourVote, fieldname: str) -> tuple[str, tuple[str, .
 def candidates(
     fieldname: str,
     hits: Sequence[RuleHit],
-    votes: Sequence[NeighbourVote],
+    votes: Mapping[str, Sequence[NeighbourVote]],
     rc_probs: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """One candidate per label named by any evidence, with the features the calibrator reads."""
@@ -122,6 +134,38 @@ def candidates(
     }
     best_rule = max(effective.values(), default=0.0)
 
+    vote_feats = {src: _vote_features(fieldname, v) for src, v in votes.items()}
+    labels = {*effective}
+    for feats in vote_feats.values():
+        labels.update(feats)
+
+    prior: dict[str, float] = {}
+    if fieldname == "fix" and rc_probs:
+        tax = taxonomy.load()
+        for rc, p in rc_probs.items():
+            cat = tax.root_causes.get(rc)
+            for fix, w in zip(cat.fixes if cat else (), PRIOR_WEIGHTS, strict=False):
+                prior[fix] = prior.get(fix, 0.0) + p * w
+        norm = sum(rc_probs.values()) or 1.0
+        prior = {k: v / norm for k, v in prior.items()}
+
+    out = []
+    for label in sorted(labels | set(prior)):
+        feats = {
+            "rule": rule.get(label, 0.0),
+            "rule_cascade": rule_casc.get(label, 0.0),
+            "rule_top": float(best_rule > 0 and effective.get(label, 0.0) >= best_rule),
+            "rc_prior": prior.get(label, 0.0),
+        }
+        for src, table in vote_feats.items():
+            for name, value in table.get(label, {}).items():
+                feats[f"{src}_{name}"] = value
+        out.append(Candidate(label, feats))
+    return out
+
+
+def _vote_features(fieldname: str, votes: Sequence[NeighbourVote]) -> dict[str, dict[str, float]]:
+    """label -> VOTE_FEATURES for one neighbour set (alt labels count half)."""
     share: dict[str, float] = {}
     top_sim: dict[str, float] = {}
     total = 0.0
@@ -137,42 +181,30 @@ def candidates(
     if total > 0:
         share = {k: v / total for k, v in share.items()}
     nearest = max((v.similarity for v in votes), default=0.0)
-    best_share = max((share[k] for k in top_sim), default=0.0)
-
-    prior: dict[str, float] = {}
-    if fieldname == "fix" and rc_probs:
-        tax = taxonomy.load()
-        for rc, p in rc_probs.items():
-            cat = tax.root_causes.get(rc)
-            for fix, w in zip(cat.fixes if cat else (), PRIOR_WEIGHTS, strict=False):
-                prior[fix] = prior.get(fix, 0.0) + p * w
-        norm = sum(rc_probs.values()) or 1.0
-        prior = {k: v / norm for k, v in prior.items()}
-
-    out = []
-    for label in sorted({*effective, *share, *prior}):
-        out.append(
-            Candidate(
-                label,
-                {
-                    "rule": rule.get(label, 0.0),
-                    "rule_cascade": rule_casc.get(label, 0.0),
-                    "rule_top": float(best_rule > 0 and effective.get(label, 0.0) >= best_rule),
-                    "knn_share": share.get(label, 0.0),
-                    "knn_share_x_sim": share.get(label, 0.0) * max(nearest, 0.0),
-                    "knn_top_sim": max(top_sim.get(label, 0.0), 0.0),
-                    "knn_top": float(label in top_sim and share[label] >= best_share),
-                    "rc_prior": prior.get(label, 0.0),
-                },
-            )
-        )
-    return out
+    best = max((share[k] for k in top_sim), default=0.0)
+    return {
+        label: {
+            "share": share[label],
+            "share_x_sim": share[label] * max(nearest, 0.0),
+            "top_sim": max(top_sim.get(label, 0.0), 0.0),
+            "top": float(label in top_sim and share[label] >= best),
+            "nearest": max(nearest, 0.0),
+        }
+        for label in share
+    }
 
 
 def uncalibrated(features: Mapping[str, float]) -> float:
     """The fused score when no calibration was fitted (a fresh checkout): rules first."""
     rule = 1 - (1 - features["rule"]) * (1 - CASCADE_FACTOR * features["rule_cascade"])
-    knn = features["knn_share"] * features["knn_top_sim"]
+    knn = max(
+        (
+            features[f"{src}_share"] * features[f"{src}_top_sim"]
+            for src in ("embed", "tfidf")
+            if f"{src}_share" in features
+        ),
+        default=0.0,
+    )
     return max(rule, knn, 0.5 * features.get("rc_prior", 0.0))
 
 
@@ -180,10 +212,10 @@ def score(
     fieldname: str,
     cands: Sequence[Candidate],
     calibration: Calibration | None,
-    method: str,
+    mode: str,
 ) -> list[Scored]:
-    """Calibrated scores of the candidates, best first."""
-    calibrator = calibration.get(method, fieldname) if calibration is not None else None
+    """Calibrated scores of the candidates, best first. A missing feature reads as 0."""
+    calibrator = calibration.get(mode, fieldname) if calibration is not None else None
     if calibrator is not None:
         probs = calibrator.predict([c.features for c in cands])
     else:
@@ -196,16 +228,16 @@ def score(
 
 def fuse(
     hits: Sequence[RuleHit],
-    votes: Sequence[NeighbourVote],
+    votes: Mapping[str, Sequence[NeighbourVote]],
     calibration: Calibration | None,
-    method: str,
+    mode: str,
 ) -> dict[str, list[Scored]]:
     """All three fields, root causes before fixes (a fix's prior comes from the causes)."""
     out: dict[str, list[Scored]] = {}
     for fieldname in ("symptom", "root_cause"):
-        out[fieldname] = score(fieldname, candidates(fieldname, hits, votes), calibration, method)
+        out[fieldname] = score(fieldname, candidates(fieldname, hits, votes), calibration, mode)
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
-    out["fix"] = score("fix", candidates("fix", hits, votes, rc_probs), calibration, method)
+    out["fix"] = score("fix", candidates("fix", hits, votes, rc_probs), calibration, mode)
     return out
 
 
@@ -213,7 +245,7 @@ def stage_scores(
     symptoms: Sequence[Scored], hits: Sequence[RuleHit], votes: Sequence[NeighbourVote]
 ) -> list[Scored]:
     """Stage: the symptoms' stages weighted by their scores, moved by rule stage evidence and
-    the neighbours' stages."""
+    the stages of the neighbours (`votes`: those of the mode's main method)."""
     tax = taxonomy.load()
     scores: dict[str, float] = {}
     for s in symptoms[:3]:
