@@ -89,6 +89,7 @@ fail with gloo's "Connection closed by peer". The script uses `@record`, so the 
 directory holds `error.json` files, and every surviving rank dumps its flight recorder.
 """,
         culprit_pattern=r"stack expects each tensor to be equal size",
+        fr_ranks=(0, 1, 2, 3),
     ),
     Scenario(
         name="skip_collective_empty_val_shard",
@@ -125,6 +126,7 @@ timeout. py-spy dumps of every rank were taken while it hung (`stacks/`); flight
 `barrier`. Console is a Slurm-style `slurm-81723.out`; logs are glog-formatted.
 """,
         culprit_pattern=r"evaluating on 0 file",
+        fr_ranks=(0, 1, 2),
     ),
     Scenario(
         name="allgather_uneven_eval_slice",
@@ -158,6 +160,7 @@ no flight-recorder dump; ranks 0 and 1 fail with a closed connection and dump th
 which record the different `all_gather` shapes. Plain `print` logging.
 """,
         culprit_pattern=r"Received data size doesn't match expected size",
+        fr_ranks=(0, 1),
     ),
     Scenario(
         name="uneven_shards_rank_exits_loop",
@@ -193,6 +196,7 @@ were taken during the hang; flight-recorder dumps (pickle and JSON) show rank 3'
 is a barrier while the others are in an all_reduce. loguru-style log lines.
 """,
         culprit_pattern=r"finished epoch after 8 steps",
+        fr_ranks=(0, 1, 2, 3),
     ),
     Scenario(
         name="rank0_preprocessing_exceeds_timeout",
@@ -226,6 +230,7 @@ dumps taken during the wait show rank 0 inside `build_vocab` and ranks 1-2 in `b
 Python `logging` with a `[rankN]` tag.
 """,
         culprit_pattern=r"building vocabulary",
+        fr_ranks=(0, 1, 2),
     ),
     Scenario(
         name="oom_killed_rank_image_cache",
@@ -252,11 +257,10 @@ Three-rank DDP image classifier (gloo, CPU) that keeps every decoded image in a 
 Rank 1's shard holds 1024x1024 images, so its cache grows by ~48 MiB a step. The generator plays
 the kernel OOM killer: it sends SIGKILL to rank 1 once its resident memory passes 700 MiB (no
 traceback, no flight-recorder dump, exit -9). Ranks 0 and 2 fail in the all_reduce with a closed
-connection and dump their recorders. Plain `print` logging (stdout is block-buffered, as it is
-when a job is not run with `-u`).
+connection and dump their recorders. Plain `print` logging; rank 1's log simply stops.
 """,
         culprit_pattern=r"rank      : 1 \(local_rank: 1\)\n  exitcode  : -9",
-        env={"PYTHONUNBUFFERED": ""},
+        fr_ranks=(0, 2),
     ),
     Scenario(
         name="segfault_native_augment",
@@ -285,6 +289,7 @@ stack of the crash to rank 1's stderr. Rank 0 fails with a closed connection in 
 and dumps its flight recorder; rank 1 leaves none.
 """,
         culprit_pattern=r"Segmentation fault",
+        fr_ranks=(0,),
     ),
     Scenario(
         name="ddp_unused_aux_head",
@@ -312,6 +317,7 @@ new one` on the second step. `@record` writes `error.json` for both ranks; Pytho
 its default `INFO:name:message` format.
 """,
         culprit_pattern=r"Expected to have finished reduction in the prior iteration",
+        fr_ranks=(0, 1),
     ),
     Scenario(
         name="ddp_head_shape_differs",
@@ -342,6 +348,7 @@ appears not to match sizes of the same param in process 0`, the others fail on t
 connection. `@record` error files; loguru-style logging at DEBUG.
 """,
         culprit_pattern=r"appears not to match sizes of the same param",
+        fr_ranks=(0, 1, 2),
     ),
     Scenario(
         name="master_port_in_use",

@@ -432,6 +432,14 @@ def check_bundle(bundle: Path, sc: Scenario) -> list[str]:
     evidence = [rank_logs(bundle, r, sc) for r in logged] + [consoles]
     if not any(rx.search(text) for text in evidence):
         problems.append(f"neither culprit logs nor console match {sc.culprit_pattern!r}")
+    fr_folder = bundle / sc.fr_dir
+    dumped = sorted(
+        {int(re.findall(r"\d+", f.name.removesuffix(".json"))[-1]) for f in fr_folder.glob("*")}
+        if fr_folder.is_dir()
+        else set()
+    )
+    if dumped != sorted(sc.fr_ranks):
+        problems.append(f"flight-recorder dumps of ranks {dumped}, expected {list(sc.fr_ranks)}")
     if expected.get("hang") and not pyspy_dumps(bundle):
         problems.append("hang without py-spy dumps")
     return problems
