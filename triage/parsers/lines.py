@@ -1,0 +1,323 @@
+"""Bounded, fast streaming of text lines out of a binary stream.
+
+Logs are read in big binary chunks holding whole lines. Only lines that matter are decoded:
+`MarkerSet` finds candidate lines for a whole chunk at once (a vectorised 4-byte hash over the
+chunk, then an exact check per hit), and `select_lines` walks only those lines, or every line
+while the caller asks for it (inside a traceback). Lines are decoded as UTF-8 with replacement,
+ANSI colour codes are stripped, and `\\r` progress-bar overwrites are collapsed while any other
+text sharing the physical line (an error printed over a tqdm bar, pytorch#118369) is kept.
+Lines longer than `max_line` bytes keep their head and tail and say what was cut; memory never
+holds more than one chunk plus one cut line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, NamedTuple
+
+try:  # numpy makes the marker scan ~3x faster; the plain-bytes fallback gives the same result
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy ships with scikit-learn, a dependency
+    _np = None
+
+CHUNK_SIZE = 4 << 20
+MAX_LINE = 1 << 20
+_MAX_CUT_WARNINGS = 20
+
+_ANSI = re.compile(
+    rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][A-Za-z0-9]|[=>])"
+)
+# A tqdm-style bar segment: `45%|####  | 450/1000 [01:23<...]`, `12.3it/s`, `1.2s/it`.
+_BAR = re.compile(rb"\d%\||\d+/\d+ \[|it/s|s/it|\|[#\x80-\xff ]{3,}\|")
+_MAX_SEGMENTS = 8
+
+
+class Line(NamedTuple):
+    number: int  # 1-based physical line number
+    text: str  # decoded, ANSI stripped, `\r` overwrites collapsed
+
+
+def clean(raw: bytes) -> list[str]:
+    """One physical line -> the logical texts it shows (usually exactly one)."""
+    if b"\x1b" in raw:
+        raw = _ANSI.sub(b"", raw)
+    if b"\x00" in raw:
+        raw = raw.replace(b"\x00", b"")
+    if b"\r" not in raw:
+        return [raw.decode("utf-8", "replace").rstrip()]
+    parts = [p for p in raw.split(b"\r") if p.strip()]
+    if not parts:
+        return [""]
+    # Bars overwrite each other: only the last bar is what the terminal showed. Other text on
+    # the same physical line (an error logged while the bar was drawn) is kept in order.
+    kept = [p for p in parts[:-1] if not _BAR.search(p)][-_MAX_SEGMENTS:]
+    kept.append(parts[-1])
+    return [p.decode("utf-8", "replace").rstrip() for p in kept]
+
+
+class ChunkReader:
+    """Reads a binary stream as chunks of whole lines: `(data, first_line_number)`.
+
+    `data` ends with a newline except at the end of the stream. A line longer than `max_line`
+    is cut to its head and tail (a warning says so), so memory stays bounded.
+    """
+
+    def __init__(
+        self, stream: IO[bytes], *, chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE
+    ) -> None:
+        self._stream = stream
+        self.chunk_size = max(chunk_size, 64)
+        self.max_line = max(max_line, 64)
+        self.warnings: list[str] = []
+        self.bytes_read = 0
+        self.lines = 0  # physical lines handed out so far
+        self._cuts = 0
+
+    def _read(self) -> bytes:
+        try:
+            block = self._stream.read(self.chunk_size)
+        except Exception as exc:  # a corrupt archive member, a vanished file: stop, say why
+            self.warnings.append(f"read failed after {self.bytes_read} bytes: {exc!r}")
+            return b""
+        if not isinstance(block, (bytes, bytearray)):
+            if block:
+                self.warnings.append("stream returned text, not bytes; read stopped")
+            return b""
+        self.bytes_read += len(block)
+        return bytes(block)
+
+    def cut_marker(self, line_number: int, length: int) -> bytes:
+        self._cuts += 1
+        if self._cuts <= _MAX_CUT_WARNINGS:
+            self.warnings.append(
+                f"line {line_number}: {length} bytes long, cut to its first and last "
+                f"{self.max_line // 2} bytes"
+            )
+        elif self._cuts == _MAX_CUT_WARNINGS + 1:
+            self.warnings.append("more over-long lines were cut; not listed")
+        return b" ... [cut %d bytes] ... " % max(length - self.max_line, 0)
+
+    def __iter__(self) -> Iterator[tuple[bytes, int]]:
+        half = self.max_line // 2
+        carry = b""
+        while True:
+            block = self._read()
+            if not block:
+                if carry:
+                    yield carry, self.lines + 1
+                    self.lines += 1
+                return
+            last = block.rfind(b"\n")
+            if last >= 0:
+                # one copy: the carried partial line and the block's whole lines
+                data = (
+                    b"".join((carry, memoryview(block)[: last + 1])) if carry else block[: last + 1]
+                )
+                carry = block[last + 1 :]
+                first = self.lines + 1
+                self.lines += data.count(b"\n")
+                yield data, first
+            else:
+                carry = carry + block
+            if len(carry) > self.max_line:
+                # One line bigger than the budget: keep its head and a rolling tail until it ends.
+                head, tail, total = carry[:half], carry[-half:], len(carry)
+                rest = b""
+                while True:
+                    block = self._read()
+                    if not block:
+                        break
+                    nl = block.find(b"\n")
+                    if nl < 0:
+                        total += len(block)
+                        tail = (tail + block)[-half:]
+                        continue
+                    total += nl
+                    tail = (tail + block[:nl])[-half:]
+                    rest = block[nl + 1 :]
+                    break
+                number = self.lines + 1
+                line = head + self.cut_marker(number, total) + tail
+                self.lines += 1
+                yield line + b"\n", number
+                carry = rest
+                last = carry.rfind(b"\n")
+                if last >= 0:  # the rest of that block may hold whole lines
+                    data, carry = carry[: last + 1], carry[last + 1 :]
+                    first = self.lines + 1
+                    self.lines += data.count(b"\n")
+                    yield data, first
+
+
+def line_text(reader: ChunkReader, raw: bytes, number: int) -> list[str]:
+    """Decode one physical line, cutting it first when it is over the budget."""
+    if len(raw) > reader.max_line:
+        half = reader.max_line // 2
+        raw = raw[:half] + reader.cut_marker(number, len(raw)) + raw[-half:]
+    return clean(raw)
+
+
+def iter_lines(
+    stream: IO[bytes],
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    max_line: int = MAX_LINE,
+    reader: ChunkReader | None = None,
+) -> Iterator[Line]:
+    """Every line of `stream`, decoded and cleaned (a `\\r` line may give several texts)."""
+    reader = reader or ChunkReader(stream, chunk_size=chunk_size, max_line=max_line)
+    for data, first in reader:
+        raws = data.split(b"\n")
+        if raws and not raws[-1]:
+            raws.pop()
+        for i, raw in enumerate(raws):
+            number = first + i
+            for text in line_text(reader, raw, number):
+                yield Line(number, text)
+
+
+# --------------------------------------------------------------------------- marker scan
+
+
+def _fold4(b: bytes) -> int:
+    """The case-folded little-endian code of 4 bytes (`| 0x20` folds ASCII letters)."""
+    return int.from_bytes(b[:4], "little") | 0x20202020
+
+
+# Bytes from common to rare in log text; anything not listed counts as fairly rare.
+_COMMONNESS = b" etaoinsrlcdhu0123456789mpfgwybvkxzjq"
+
+
+def _anchor(needle: bytes) -> int:
+    """Offset of the needle's rarest 4-byte window: hits on common windows cost time."""
+
+    def rarity(window: bytes) -> int:
+        return sum(_COMMONNESS.find(c) if c in _COMMONNESS else 20 for c in window)
+
+    scores = [(rarity(needle[i : i + 4]), i) for i in range(len(needle) - 3)]
+    return max(scores)[1]
+
+
+class MarkerSet:
+    """Finds every occurrence of a set of case-insensitive markers in a chunk, fast.
+
+    `needles` are ASCII strings of 4+ characters matched case-insensitively. `grams` are exact
+    4-byte shapes (case-folded with `| 0x20`, so `b"[E12"` also finds `[e12`) for formats no word
+    marks, such as c10's `[E1218 ...`. The scan hashes every 4-byte window of the chunk in
+    numpy, keeps windows whose hash is a marker's, drops hash collisions with an exact
+    vectorised compare, and checks each remaining hit's whole needle in Python.
+    """
+
+    _BITS = 15
+
+    def __init__(self, needles: Iterable[str], grams: Iterable[bytes] = ()) -> None:
+        # 4-byte code -> (needle, offset of the code inside it); b"" needle: the gram alone
+        self._by_code: dict[int, list[tuple[bytes, int]]] = {}
+        for needle in needles:
+            raw = needle.lower().encode("ascii")
+            if len(raw) < 4:
+                raise ValueError(f"marker {needle!r} is shorter than 4 bytes")
+            off = _anchor(raw)
+            self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
+        for gram in grams:
+            if len(gram) != 4:
+                raise ValueError(f"gram {gram!r} is not 4 bytes")
+            self._by_code.setdefault(_fold4(gram), []).append((b"", 0))
+        self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
+        self._grams = {c for c, ns in self._by_code.items() if any(not n for n, _ in ns)}
+        self._table = self._codes = None
+        if _np is not None:
+            table = _np.zeros(1 << self._BITS, dtype=bool)
+            for code in self._by_code:
+                table[self._hash_int(code)] = True
+            self._table = table
+            self._codes = _np.array(sorted(self._by_code), dtype=_np.uint32)
+
+    @classmethod
+    def _hash_int(cls, code: int) -> int:
+        return ((code * 2654435761) & 0xFFFFFFFF) >> (32 - cls._BITS)
+
+    def _check(self, data: bytes, pos: int) -> int:
+        """Start of the needle whose anchor sits at `pos`, or -1."""
+        for needle, off in self._by_code.get(_fold4(data[pos : pos + 4]), ()):
+            if not needle:
+                return pos
+            start = pos - off
+            if start >= 0 and data[start : start + len(needle)].lower() == needle:
+                return start
+        return -1
+
+    def find(self, data: bytes) -> list[int]:
+        """Sorted offsets of marker hits in `data` (a needle's start, or a gram's)."""
+        if len(data) < 4:
+            return []
+        if self._table is None or self._codes is None:
+            return self._find_plain(data)
+        np = _np
+        fold = np.uint32(0x20202020)
+        mult = np.uint32(2654435761)
+        shift = np.uint32(32 - self._BITS)
+        found = []
+        for k in range(4):
+            count = (len(data) - k) // 4
+            if count <= 0:
+                continue
+            words = np.frombuffer(data, dtype="<u4", offset=k, count=count) | fold
+            hits = np.flatnonzero(self._table[(words * mult) >> shift])
+            if hits.size:
+                hits = hits[np.isin(words[hits], self._codes)]
+                if hits.size:
+                    found.append(hits * 4 + k)
+        if not found:
+            return []
+        check = self._check
+        out = [check(data, p) for p in np.concatenate(found).tolist()]
+        return sorted(p for p in out if p >= 0)
+
+    def _find_plain(self, data: bytes) -> list[int]:
+        low = data.lower()
+        out: list[int] = []
+        for needle in self._needles:
+            i = low.find(needle)
+            while i >= 0:
+                out.append(i)
+                i = low.find(needle, i + 1)
+        if self._grams:
+            grams = self._grams
+            fold = _fold4
+            out.extend(i for i in range(len(data) - 3) if fold(data[i : i + 4]) in grams)
+        out.sort()
+        return out
+
+
+def select_lines(
+    data: bytes, first_line: int, offsets: list[int], dense: Callable[[], bool]
+) -> Iterator[tuple[int, bytes]]:
+    """The lines of `data` that hold an offset, plus every line while `dense()` is true.
+
+    Yields `(line_number, raw_line)`; `dense` is asked again before each step, so a caller can
+    switch to reading every line when a multi-line record opens and back when it closes.
+    """
+    n = len(data)
+    pos = 0
+    number = first_line
+    i = 0
+    k = len(offsets)
+    while pos < n:
+        if dense():
+            start = pos
+        else:
+            while i < k and offsets[i] < pos:
+                i += 1
+            if i >= k:
+                return
+            start = max(pos, data.rfind(b"\n", pos, offsets[i]) + 1)
+            if start > pos:
+                number += data.count(b"\n", pos, start)
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = n
+        yield number, data[start:end]
+        pos = end + 1
+        number += 1

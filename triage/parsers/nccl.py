@@ -1,0 +1,332 @@
+"""NCCL_DEBUG output: `host:pid:tid [dev] NCCL INFO|WARN ...` lines (formats.md §3).
+
+`parse_nccl_line(text)` reads one line (any NCCL 2.x prefix generation, with or without the
+`[%F %T] ` timestamp, with the `file.cc:LINE (func)` WARN source); `NcclTracker` turns such
+lines into events (every WARN; of the INFO lines only the version, the network and transport
+choices, communicator setup and `-> N` error chains) and learns which host:pid is which rank
+from `Init COMPLETE` lines; `parse(source)` reads a whole NCCL-only file.
+
+The `[dev]` field is the CUDA device index, never the rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from triage.model import Event, EventKind, Level, ParsedSource, Source
+from triage.parsers.lines import ChunkReader, iter_lines
+from triage.parsers.prefixes import peel
+from triage.parsers.timestamps import parse_dated
+
+MAX_EVENTS = 20_000
+
+_LINE = re.compile(
+    r"(?:\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)\] )?"
+    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"(?:\[(?P<dev>\d+)\] )?"
+    r"(?:(?P<ms>\d+\.\d+) )?"
+    r"(?:(?P<src>[\w./<>-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?"
+    r"NCCL (?P<level>INFO|WARN|TRACE|CALL) ?(?P<msg>.*)"
+)
+_BARE_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+[\w.+-]*)")
+
+_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+[\w.+-]*)")
+_DRIVER = re.compile(r"cudaDriverVersion (?P<ver>\d+)")
+_BOOTSTRAP = re.compile(r"Bootstrap ?: ?Using (?P<iface>.+)")
+_NET_USING = re.compile(r"NET/(?P<net>\w+) ?: ?Using (?P<what>.+)")
+_NETWORK = re.compile(r"Using network (?P<network>\w+)")
+_CHANNEL = re.compile(
+    r"Channel (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<srcdev>\w+)\] -> "
+    r"(?P<dst>\d+)\[(?P<dstdev>\w+)\]"
+    r"(?: \[(?P<dir>\w+)\])? via (?P<via>\S+)"
+)
+_COMM = re.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+)"
+    r"(?: nNodes (?P<nnodes>\d+))?(?: localRanks (?P<local_ranks>\d+))?"
+    r"(?: localRank (?P<local_rank>\d+))?"
+)
+_INIT = re.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)"
+    r"(?: commId (?P<commid>0x[0-9a-fA-F]+))? - Init COMPLETE"
+)
+_CHAIN = re.compile(r"(?P<src>[\w./<>-]+):(?P<srcline>\d+) -> (?P<code>\d+)(?P<tail>.*)")
+_INFO_TROUBLE = re.compile(
+    r"error|fail|closed|abort|timeout|timed out|refused|unreachable|mismatch|exceeded", re.I
+)
+
+# ncclResult_t values (formats.md §3.3)
+RESULT_NAMES = {
+    0: "ncclSuccess",
+    1: "ncclUnhandledCudaError",
+    2: "ncclSystemError",
+    3: "ncclInternalError",
+    4: "ncclInvalidArgument",
+    5: "ncclInvalidUsage",
+    6: "ncclRemoteError",
+    7: "ncclInProgress",
+    8: "ncclTimeout",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLine:
+    host: str | None
+    pid: int | None
+    tid: int | None
+    dev: int | None  # CUDA device index, NOT the rank
+    level: str  # INFO | WARN | TRACE | CALL | VERSION
+    message: str
+    src: str | None = None
+    src_line: int | None = None
+    func: str | None = None
+    time: float | None = None
+
+
+def parse_nccl_line(text: str) -> NcclLine | None:
+    """One NCCL debug line (wrapper prefixes already peeled), or None when it is not one."""
+    if "NCCL" not in text:
+        return None
+    m = _LINE.match(text)
+    if m is None:
+        # Timestamp formats set by NCCL_DEBUG_TIMESTAMP_FORMAT can differ; try past a `] `.
+        cut = text.find("] ")
+        if 0 < cut < 48 and text.startswith("["):
+            m = _LINE.match(text, cut + 2)
+    if m is None:
+        v = _BARE_VERSION.match(text)
+        if v is None:
+            return None
+        return NcclLine(None, None, None, None, "VERSION", text.strip())
+    ts = m["ts"]
+    return NcclLine(
+        host=m["host"],
+        pid=int(m["pid"]),
+        tid=int(m["tid"]),
+        dev=int(m["dev"]) if m["dev"] is not None else None,
+        level=m["level"],
+        message=m["msg"].strip(),
+        src=m["src"],
+        src_line=int(m["srcline"]) if m["srcline"] else None,
+        func=m["func"],
+        time=parse_dated(ts) if ts else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NcclFinding:
+    """What one NCCL line is worth keeping as: kind, level and attrs."""
+
+    kind: EventKind
+    level: Level
+    attrs: dict[str, Any]
+
+
+class NcclTracker:
+    """Decides which NCCL lines become events and learns host:pid -> rank. Bounded state."""
+
+    _MAX_PROCS = 65_536
+
+    def __init__(self) -> None:
+        self.rank_of: dict[tuple[str, int], tuple[int, int]] = {}  # (host,pid) -> (rank, nranks)
+        self._seen_transports: set[str] = set()
+        self._seen_info: set[str] = set()
+
+    def rank_for(self, host: str | None, pid: int | None) -> int | None:
+        if host is None or pid is None:
+            return None
+        got = self.rank_of.get((host, pid))
+        return got[0] if got else None
+
+    def _learn(self, host: str | None, pid: int | None, rank: int, nranks: int) -> None:
+        if host is None or pid is None:
+            return
+        key = (host, pid)
+        old = self.rank_of.get(key)
+        # A process has one rank per communicator; its global rank is the one in the biggest.
+        if (old is None and len(self.rank_of) < self._MAX_PROCS) or (old and nranks > old[1]):
+            self.rank_of[key] = (rank, nranks)
+
+    def _once(self, key: str) -> bool:
+        if key in self._seen_info or len(self._seen_info) > 4096:
+            return False
+        self._seen_info.add(key)
+        return True
+
+    def assess(self, line: NcclLine) -> NcclFinding | None:
+        """The event a line makes, or None for INFO noise."""
+        msg = line.message
+        base: dict[str, Any] = {"host": line.host, "pid": line.pid, "cuda_dev": line.dev}
+        if line.level == "WARN":
+            attrs = dict(base, src=line.src, src_line=line.src_line, func=line.func)
+            return NcclFinding(EventKind.NCCL_WARN, Level.WARNING, attrs)
+        if line.level == "VERSION":
+            v = _VERSION.search(msg)
+            return NcclFinding(
+                EventKind.NCCL_INFO, Level.INFO, {"nccl_version": v["ver"] if v else None}
+            )
+        if line.level != "INFO":
+            return None
+        m = _INIT.search(msg)
+        if m is not None:
+            rank, nranks = int(m["rank"]), int(m["nranks"])
+            self._learn(line.host, line.pid, rank, nranks)
+            attrs = dict(
+                base,
+                rank=rank,
+                nranks=nranks,
+                cuda_dev=int(m["dev"]),
+                nvml_dev=int(m["nvml"]) if m["nvml"] else None,
+                bus_id=m["bus"],
+                comm=m["comm"],
+                comm_id=m["commid"],
+            )
+            return NcclFinding(EventKind.NCCL_COMM, Level.INFO, attrs)
+        m = _CHAIN.match(msg)
+        if m is not None:
+            code = int(m["code"])
+            attrs = dict(
+                base,
+                src=m["src"],
+                src_line=int(m["srcline"]),
+                result=code,
+                result_name=RESULT_NAMES.get(code),
+                chain=True,
+            )
+            return NcclFinding(EventKind.NCCL_INFO, Level.ERROR if code else Level.INFO, attrs)
+        m = _VERSION.search(msg)
+        if m is not None:
+            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, dict(base, nccl_version=m["ver"]))
+        m = _CHANNEL.search(msg)
+        if m is not None:
+            via = m["via"]
+            transport = (
+                "/".join(via.split("/")[:2]) if via.startswith("NET/") else via.split("/")[0]
+            )
+            if transport in self._seen_transports or len(self._seen_transports) > 64:
+                return None
+            self._seen_transports.add(transport)
+            attrs = dict(
+                base,
+                transport=transport,
+                via=via,
+                channel=int(m["ch"]),
+                peer_from=int(m["src"]),
+                peer_to=int(m["dst"]),
+            )
+            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, attrs)
+        m = _COMM.search(msg)
+        if m is not None and "Init COMPLETE" not in msg:
+            rank, nranks = int(m["rank"]), int(m["nranks"])
+            self._learn(line.host, line.pid, rank, nranks)
+            attrs = dict(base, comm=m["comm"], rank=rank, nranks=nranks)
+            for key in ("nnodes", "local_ranks", "local_rank"):
+                if m[key] is not None:
+                    attrs[key] = int(m[key])
+            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, attrs)
+        for rx, key in (
+            (_NETWORK, "network"),
+            (_NET_USING, "net"),
+            (_BOOTSTRAP, "bootstrap"),
+            (_DRIVER, "cuda_driver"),
+        ):
+            m = rx.search(msg)
+            if m is not None:
+                if not self._once(f"{line.host}:{line.pid}:{key}:{msg}"):
+                    return None
+                value = m[1] if key != "net" else f"{m['net']}: {m['what']}"
+                return NcclFinding(EventKind.NCCL_INFO, Level.INFO, dict(base, **{key: value}))
+        if _INFO_TROUBLE.search(msg):
+            return NcclFinding(EventKind.NCCL_INFO, Level.WARNING, base)
+        return None
+
+
+def fill_ranks(events: list[Event], tracker: NcclTracker) -> None:
+    """Give rank-less events the rank their host:pid was found to have (in place)."""
+    if not tracker.rank_of:
+        return
+    for i, ev in enumerate(events):
+        if ev.rank is None and ev.host is not None and ev.pid is not None:
+            rank = tracker.rank_for(ev.host, ev.pid)
+            if rank is not None:
+                events[i] = replace(ev, rank=rank)
+
+
+def parse(source: Source) -> ParsedSource:
+    """All notable events of an NCCL-only debug file. Never raises."""
+    warnings: list[str] = list()
+    events: list[Event] = []
+    tracker = NcclTracker()
+    reader: ChunkReader | None = None
+    dropped = 0
+    last_warn: int | None = None  # index of the WARN a continuation line belongs to
+    try:
+        stream = source.open()
+    except Exception as exc:
+        return ParsedSource(source, (), (f"cannot open: {exc!r}",))
+    try:
+        reader = ChunkReader(stream)
+        for number, text in iter_lines(stream, reader=reader):
+            pre = peel(text)
+            line = parse_nccl_line(pre.rest)
+            if line is None:
+                # A WARN message can span lines (formats.md §3.2): keep a few continuations.
+                if last_warn is not None and pre.rest.strip() and not pre.rest.startswith("["):
+                    ev = events[last_warn]
+                    if ev.text.count("\n") < 8:
+                        events[last_warn] = replace(
+                            ev, text=ev.text + "\n" + pre.rest.strip(), end_line=number
+                        )
+                        continue
+                last_warn = None
+                continue
+            last_warn = None
+            found = tracker.assess(line)
+            if found is None:
+                continue
+            if len(events) >= MAX_EVENTS:
+                dropped += 1
+                continue
+            rank = pre.rank
+            if rank is None:
+                rank = tracker.rank_for(line.host, line.pid)
+            if rank is None and pre.task is None:
+                rank = source.rank
+            events.append(
+                Event(
+                    source=source.path,
+                    kind=found.kind,
+                    text=pre.rest.strip(),
+                    line=number,
+                    end_line=number,
+                    rank=rank,
+                    local_rank=pre.local_rank if pre.local_rank is not None else source.local_rank,
+                    host=line.host or pre.host or source.host,
+                    pid=line.pid,
+                    time=line.time,
+                    level=found.level,
+                    attrs=found.attrs,
+                )
+            )
+            if found.kind is EventKind.NCCL_WARN:
+                last_warn = len(events) - 1
+    except Exception as exc:  # never let one bad file stop a diagnosis
+        warnings.append(f"NCCL parser stopped early: {type(exc).__name__}: {exc}")
+    finally:
+        with contextlib.suppress(Exception):
+            stream.close()
+    if dropped:
+        warnings.append(f"{dropped} more NCCL events dropped after the first {MAX_EVENTS}")
+    fill_ranks(events, tracker)
+    if reader is not None:
+        warnings[:0] = reader.warnings
+    return ParsedSource(
+        source=source,
+        events=tuple(events),
+        warnings=tuple(warnings),
+        lines=reader.lines if reader else 0,
+        bytes_read=reader.bytes_read if reader else 0,
+    )

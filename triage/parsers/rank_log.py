@@ -1,0 +1,1606 @@
+"""The main log parser: one rank's (or a whole job's interleaved) console output -> events.
+
+It turns a log into the events that matter: whole Python tracebacks (chained exceptions kept,
+several ranks interleaved line by line told apart by their prefixes), C++ `terminate called`
+blocks, c10/glog error and warning lines with the watchdog facts in them, torchrun / DeepSpeed /
+Slurm / kernel exit and signal lines, torchrun's `ChildFailedError` summary blocks, NCCL lines
+(through `nccl.py`) and one PROGRESS summary per rank.
+
+Speed: a big log is read in chunks; `MARKERS` finds the few lines with a word that can matter
+and only those (plus every line while a multi-line record is open) are decoded and parsed.
+Progress is read from the tail of each chunk only: later progress replaces earlier progress.
+Small inputs (pasted text, files under `SCAN_ALL_BELOW`) are read line by line in full.
+Memory is bounded: a chunk, capped records, capped event and warning counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal as _signal
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source
+from triage.parsers import timestamps as ts
+from triage.parsers.lines import ChunkReader, MarkerSet, clean, line_text, select_lines
+from triage.parsers.nccl import NcclTracker, fill_ranks, parse_nccl_line
+from triage.parsers.prefixes import Prefixes, peel
+
+MAX_EVENTS = 20_000
+MAX_WARNINGS = 200  # generic warning lines kept per source
+MAX_SAME_ERROR = 50  # identical error lines kept per source (after digits are masked)
+TB_HEAD = 60  # traceback lines kept from the start ...
+TB_TAIL = 60  # ... and from the end
+MAX_FRAMES = 200
+STALE_LINES = 400  # a record whose stream has been silent this long is closed
+SCAN_ALL_BELOW = 256 << 10
+PROGRESS_WINDOW = 16 << 10
+
+# Words (case-insensitive) and 4-byte shapes that mark a line worth parsing. Anything notable
+# carries one of them; progress lines are read separately from chunk tails.
+MARKERS = MarkerSet(
+    needles=[
+        "error",
+        "exception",
+        "warn",
+        "fail",
+        "traceback",
+        '", line ',
+        "kill",
+        "signal",
+        "nccl",
+        "terminate",
+        "what():",
+        "segmentation",
+        "dumped",
+        "aborted",
+        "of memory",
+        "timeout",
+        "timed out",
+        "watchdog",
+        "nvrm:",
+        "cancelled",
+        "rendezvous",
+    ],  # fmt: skip
+    # c10 `[E1218 ...` (month unpadded) and `[E ProcessGroup...`, and torch's glog `E0105 10:..`
+    # at a line start (the newline folds to `*`) or after a `]:` prefix.
+    grams=[b"[E%d%d" % (m, d) for m in range(1, 10) for d in range(4)]
+    + [b"[E %c" % c for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+    + [
+        b"%cE%d%d" % (c, m, d)
+        for c in b"\n:"
+        for m, d in (
+            (0, 1),
+            (0, 2),
+            (0, 3),
+            (0, 4),
+            (0, 5),
+            (0, 6),
+            (0, 7),
+            (0, 8),
+            (0, 9),
+            (1, 0),
+            (1, 1),
+            (1, 2),
+        )
+    ],
+)
+
+# --------------------------------------------------------------------------- line formats
+
+_OLD_C10 = re.compile(r"\[(?P<lvl>[IWEF]) (?P<src>[\w./-]+):(?P<srcline>\d+)\] ?")
+_DEEPSPEED = re.compile(
+    r"\[(?P<when>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[,.]\d+)\] \[(?P<lvl>[A-Z]+)\] "
+    r"\[(?P<src>[^:\]]+):(?P<srcline>\d+):(?P<func>[^\]]*)\] ?"
+)
+_PYLOG = re.compile(r"(?P<lvl>ERROR|WARNING|CRITICAL|INFO|DEBUG|FATAL):(?P<logger>[\w.]+):")
+_LEVEL_WORD = re.compile(r"\b(?P<lvl>ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
+_LEVELS = {
+    "E": Level.ERROR,
+    "F": Level.FATAL,
+    "W": Level.WARNING,
+    "I": Level.INFO,
+    "D": Level.DEBUG,
+    "C": Level.FATAL,
+    "ERROR": Level.ERROR,
+    "CRITICAL": Level.FATAL,
+    "FATAL": Level.FATAL,
+    "WARNING": Level.WARNING,
+    "WARN": Level.WARNING,
+    "INFO": Level.INFO,
+    "DEBUG": Level.DEBUG,
+}
+
+_ERROR_WORDS = re.compile(
+    r"\b\w*(?:Error|Exception)\b|\bERROR\b|\berror\b|\bError\b|\bFAILED\b|\bfailed\b|\bFailed\b"
+    r"|Segmentation fault|core dumped|CUDA error|NCCL error|out of memory|Out Of Memory"
+    r"|\bKilled\b|\bAborted\b|\bfatal\b|\bFatal\b"
+)
+_WARNING_WORDS = re.compile(r"\bWARN(?:ING)?\b|\b[Ww]arning\b|\w+Warning:")
+
+# --------------------------------------------------------------------------- message templates
+
+_TB_HEADER = re.compile(r"\s*Traceback \(most recent call last\):\s*$")
+_TB_FILE = re.compile(r'\s+File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.*))?')
+_EXC_LINE = re.compile(r"(?P<type>[A-Za-z_][\w.]*(?:::\w+)*)(?::(?: ?(?P<msg>.*))?)?\s*$")
+_CHAIN = re.compile(
+    r"(During handling of the above exception, another exception occurred:"
+    r"|The above exception was the direct cause of the following exception:)\s*$"
+)
+_TERMINATE = re.compile(
+    r"terminate called (?:after throwing an instance of '(?P<cls>[^']+)'"
+    r"|(?P<other>without an active exception|recursively))"
+)
+_WHAT = re.compile(r"\s*what\(\):\s*(?P<what>.*)")
+_RAISED_FROM = re.compile(r"Exception raised from (?P<func>.+?) at (?P<loc>\S+)")
+_CPP_FRAME = re.compile(r"frame #(?P<n>\d+): ")
+_BORDER = re.compile(r"(?P<ch>[=-])(?P=ch){9,}\s*$")
+_SUMMARY_TITLE = re.compile(r"\S.* FAILED\s*$")
+_SUMMARY_IDX = re.compile(r"\[(?P<idx>\d+)\]:\s*$")
+_SUMMARY_FIELD = re.compile(
+    r"  (?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*)$"
+)
+_SUMMARY_RANK = re.compile(r"(?P<rank>-?\d+)(?: \(local_rank: (?P<lr>-?\d+)\))?")
+_SUMMARY_EXIT = re.compile(
+    r"(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?\s*(?:\((?P<sig>[A-Z0-9_/]+)\))?"
+)
+
+_WATCHDOG_TIMEOUT = re.compile(
+    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
+    r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
+    r"(?:, [^)]*?)?, Timeout\(ms\)=(?P<timeout>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
+)
+_WATCHDOG_SUMMARY = re.compile(
+    r"detected by watchdog at work(?: sequence id)?: (?P<seq>\d+)"
+    r"(?:,| PG status:) last enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
+    r"last completed (?:NCCL )?work: (?P<comp>-?\d+)"
+)
+_PG_PREFIX = re.compile(
+    r"\[PG (?:ID )?(?P<pgid>\d+)(?: PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<desc>[^)]*)\))?)?"
+    r" Rank (?P<rank>\d+)\]"
+)
+_RANK_TAG = re.compile(r"\[Rank (?P<rank>-?\d+)\]")
+_DUMP_FROM = re.compile(r"dump signal due to a collective timeout from (?:rank )?(?P<src>\d+)")
+_WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds")
+_NCCL_ERROR_IN = re.compile(
+    r"NCCL error in: (?P<src>\S+):(?P<line>\d+), (?P<reason>.+?)"
+    r"(?:, NCCL version (?P<ver>[\d.]+\S*))?$"
+)
+
+_TORCHRUN_FAILED = re.compile(
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
+    r"(?: of binary: (?P<bin>.*))?"
+)
+_CLOSING_SIGNAL = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
+_DS_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
+_DS_LOCAL_RANK = re.compile(r"--local_rank=(?P<lr>\d+)")
+_DS_KILLING = re.compile(r"Killing subprocess (?P<pid>\d+)")
+_WORKER_GROUP = re.compile(
+    r"Worker group (?P<state>[A-Z]+)\.(?: (?P<left>\d+)/(?P<max>\d+) attempts left)?"
+)
+_RENDEZVOUS = re.compile(r"Rendezvous\w*", re.I)
+_SLURM_CANCEL = re.compile(
+    r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.]+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
+    r"(?: DUE TO (?P<reason>[A-Z ]+?))? \*\*\*"
+)
+_SRUN_ERROR = re.compile(
+    r"srun: error: (?P<node>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\] ]+): (?P<what>.+?)\s*$"
+)
+_OOM_KILL = re.compile(r"Detected (?P<n>\d+) oom[-_]kill event")
+_KERNEL_KILL = re.compile(
+    r"(?P<oom>Out of memory: |Memory cgroup out of memory: )?"
+    r"Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
+)
+_SHELL_SIGNAL = re.compile(
+    r"(?P<what>Segmentation fault|Bus error|Aborted|Killed|Floating point exception"
+    r"|Illegal instruction)"
+    r"(?: \(core dumped\))?(?:\s+\S.*)?$"
+)
+_SIGNAL_RECEIVED = re.compile(
+    r"Signal (?P<num>\d+) \((?P<sig>SIG\w+)\) received by PID (?P<pid>\d+)"
+)
+_SHELL_SIGNALS = {
+    "Segmentation fault": "SIGSEGV",
+    "Bus error": "SIGBUS",
+    "Aborted": "SIGABRT",
+    "Killed": "SIGKILL",
+    "Floating point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL",
+}
+
+# --------------------------------------------------------------------------- progress
+
+_PROGRESS_BYTES = re.compile(rb"(?i)step|epoch|iteration|\d/ *\d+ \[")
+_P_MEGATRON = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|")
+_P_DEEPSPEED = re.compile(r"\[Rank (?P<rank>-?\d+)\] step=(?P<step>\d+)")
+_P_HF = re.compile(r"\{'loss': [^}]*?'epoch': (?P<epoch>[\d.]+)")
+_P_TQDM = re.compile(r"(?:\d+%\|[^|\n]*\|\s*)?(?P<step>\d+)/(?P<total>\d+) \[\d")
+_P_STEP = re.compile(r"\b(?:global[_ ])?[Ss]tep[\s:=\[#]*(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?")
+_P_ITER = re.compile(r"\b[Ii]ter(?:ation)?[\s:=\[#]*(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?")
+_P_EPOCH = re.compile(r"\b[Ee]poch[\s:=\[]*(?P<epoch>\d+(?:\.\d+)?)(?:\s*/\s*(?P<total>\d+))?")
+_USER_FRAME_SKIP = ("site-packages", "dist-packages", "/lib/python", "<frozen", "<string>")
+
+_DIGITS = re.compile(r"\d+")
+_RANK_KEY = re.compile(r"\[rank\d+\]")
+_WORDS = re.compile(r"[A-Za-z]{3}")
+
+
+def _signal_name(code: int | None) -> str | None:
+    if code is None or code >= 0:
+        return None
+    try:
+        return _signal.Signals(-code).name
+    except ValueError:
+        return None
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Meta:
+    """What a line's log format said: level, time, pid, source location, message."""
+
+    msg: str
+    level: Level | None = None
+    time: float | None = None
+    pid: int | None = None
+    src: str | None = None
+    src_line: int | None = None
+    logger: str | None = None
+    c10: bool = False
+    yearless: tuple[str, str, str, str, str | None] | None = None
+
+
+# --------------------------------------------------------------------------- multi-line records
+
+CONSUMED, FOREIGN, CLOSE, DONE = 0, 1, 2, 3  # DONE: consumed, and the record is complete
+
+
+@dataclass
+class _Record:
+    """A multi-line record being collected from one output stream."""
+
+    stream: str
+    pre: Prefixes
+    start: int
+    last_line: int
+    head: list[str] = field(default_factory=list)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TB_TAIL))
+    omitted: int = 0
+
+    def add(self, number: int, text: str) -> None:
+        self.last_line = number
+        if len(self.head) < TB_HEAD:
+            self.head.append(text)
+            return
+        if len(self.tail) == self.tail.maxlen:
+            self.omitted += 1
+        self.tail.append(text)
+
+    def text(self) -> str:
+        body = list(self.head)
+        if self.omitted:
+            body.append(f"... [{self.omitted} lines omitted] ...")
+        body.extend(self.tail)
+        while body and not body[-1].strip():
+            body.pop()
+        return "\n".join(body)
+
+
+@dataclass
+class _Traceback(_Record):
+    state: str = "frames"  # frames | exc | chain
+    frames: list[tuple[str, int, str]] = field(default_factory=list)
+    frames_tail: deque[tuple[str, int, str]] = field(
+        default_factory=lambda: deque(maxlen=MAX_FRAMES // 2)
+    )
+    frames_dropped: int = 0
+    exc_type: str | None = None
+    exc_message: str | None = None
+    chained: list[str] = field(default_factory=list)
+    cont: int = 0
+    blanks: int = 0
+    headerless: bool = False
+
+    def frame(self, f: tuple[str, int, str]) -> None:
+        if len(self.frames) < MAX_FRAMES // 2:
+            self.frames.append(f)
+            return
+        if len(self.frames_tail) == self.frames_tail.maxlen:
+            self.frames_dropped += 1
+        self.frames_tail.append(f)
+
+    def feed(self, number: int, text: str) -> int:
+        stripped = text.strip()
+        if self.state == "frames":
+            if not stripped:
+                self.blanks += 1
+                return CONSUMED if self.blanks <= 2 else CLOSE
+            self.blanks = 0
+            m = _TB_FILE.match(text)
+            if m is not None:
+                self.frame((m["file"], int(m["line"]), (m["func"] or "").strip()))
+                self.add(number, text)
+                return CONSUMED
+            if text[:1].isspace():
+                self.add(number, text)
+                return CONSUMED
+            if _TB_HEADER.match(text):
+                return CLOSE  # a new traceback: this one was cut short
+            m = _EXC_LINE.match(text)
+            if m is not None and not _looks_structured(text):
+                self._exception(m["type"], m["msg"])
+                self.state = "exc"
+                self.add(number, text)
+                return CONSUMED
+            return FOREIGN
+        if self.state == "exc":
+            if not stripped:
+                self.blanks += 1
+                return CONSUMED if self.blanks <= 2 else CLOSE
+            if _CHAIN.match(stripped):
+                self.chained.append(self._exc_line())
+                self.state = "chain"
+                self.blanks = 0
+                self.add(number, text)
+                return CONSUMED
+            if self.blanks == 0 and self.cont < 40 and self._continues(text):
+                self.cont += 1
+                if self.exc_message is not None and len(self.exc_message) < 4000:
+                    self.exc_message = f"{self.exc_message}\n{stripped}"
+                self.add(number, text)
+                return CONSUMED
+            return CLOSE
+        # chain: waiting for the next traceback of the chain
+        if not stripped:
+            return CONSUMED
+        if _TB_HEADER.match(text) or _TB_FILE.match(text):
+            self.state = "frames"
+            self.cont = self.blanks = 0
+            if _TB_FILE.match(text):
+                return self.feed(number, text)
+            self.add(number, text)
+            return CONSUMED
+        return CLOSE
+
+    def _continues(self, text: str) -> bool:
+        if _BORDER.match(text) or _TB_HEADER.match(text) or _looks_structured(text):
+            return False
+        if text[:1].isspace() or text.startswith(
+            ("Exception raised from", "frame #", "Last error")
+        ):
+            return True
+        if text.startswith("nccl") or text.startswith("socket"):
+            return True
+        last = self.tail[-1] if self.tail else (self.head[-1] if self.head else "")
+        return last.rstrip().endswith(":") and not text.startswith("[")
+
+    def _exception(self, exc_type: str, msg: str | None) -> None:
+        self.exc_type = exc_type
+        self.exc_message = (msg or "").strip()
+
+    def _exc_line(self) -> str:
+        if self.exc_type is None:
+            return ""
+        first = (self.exc_message or "").split("\n", 1)[0]
+        return f"{self.exc_type}: {first}" if first else self.exc_type
+
+    def all_frames(self) -> list[tuple[str, int, str]]:
+        return self.frames + list(self.frames_tail)
+
+
+@dataclass
+class _CppException(_Record):
+    cls: str | None = None
+    what: str | None = None
+    raised_from: str | None = None
+    frame_count: int = 0
+    cont: int = 0
+
+    def feed(self, number: int, text: str) -> int:
+        stripped = text.strip()
+        if not stripped:
+            return CLOSE if self.what is not None or self.frame_count else CONSUMED
+        m = _WHAT.match(text)
+        if m is not None and self.what is None:
+            self.what = m["what"].strip()
+            self.add(number, text)
+            return CONSUMED
+        m = _RAISED_FROM.match(stripped)
+        if m is not None:
+            self.raised_from = f"{m['func']} at {m['loc']}"
+            self.add(number, text)
+            return CONSUMED
+        if _CPP_FRAME.match(stripped):
+            self.frame_count += 1
+            if self.frame_count <= 12:
+                self.add(number, text)
+            else:
+                self.last_line = number
+            return CONSUMED
+        if self.what is not None and not self.frame_count and self.cont < 20:
+            if _looks_structured(text) or _TB_HEADER.match(text):
+                return CLOSE
+            self.cont += 1
+            self.what = f"{self.what}\n{stripped}"
+            self.add(number, text)
+            return CONSUMED
+        return CLOSE
+
+
+@dataclass
+class _CppTail(_Record):
+    """`Exception raised from ...` + `frame #N` lines after a c10 error line: added to it."""
+
+    event_index: int = -1
+    raised_from: str | None = None
+    frame_count: int = 0
+
+    def feed(self, number: int, text: str) -> int:
+        stripped = text.strip()
+        m = _RAISED_FROM.match(stripped)
+        if m is not None and self.raised_from is None:
+            self.raised_from = f"{m['func']} at {m['loc']}"
+            self.add(number, text)
+            return CONSUMED
+        if _CPP_FRAME.match(stripped):
+            self.frame_count += 1
+            if self.frame_count <= 8:
+                self.add(number, text)
+            else:
+                self.last_line = number
+            return CONSUMED
+        return CLOSE
+
+
+@dataclass
+class _SummaryEntry:
+    idx: int
+    root: bool
+    start: int
+    end: int
+    lines: list[str] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)
+    traceback: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Summary(_Record):
+    """torchrun's ChildFailedError table (formats.md §2.1.1)."""
+
+    title: str | None = None
+    section: str = "failures"
+    entry: _SummaryEntry | None = None
+    done: list[_SummaryEntry] = field(default_factory=list)
+    in_traceback: bool = False
+
+    def _finish(self) -> None:
+        if self.entry is not None and len(self.done) < 4096:
+            self.done.append(self.entry)
+        self.entry = None
+        self.in_traceback = False
+
+    def feed(self, number: int, text: str) -> int:
+        self.last_line = number
+        m = _BORDER.match(text)
+        if m is not None:
+            self._finish()
+            if m["ch"] == "=" and self.done:
+                return DONE
+            return CONSUMED
+        stripped = text.strip()
+        if stripped == "Failures:":
+            self._finish()
+            self.section = "failures"
+            return CONSUMED
+        if stripped.startswith("Root Cause (first observed failure)"):
+            self._finish()
+            self.section = "root"
+            return CONSUMED
+        if stripped == "<NO_OTHER_FAILURES>":
+            return CONSUMED
+        m = _SUMMARY_IDX.match(text)
+        if m is not None:
+            self._finish()
+            self.entry = _SummaryEntry(int(m["idx"]), self.section == "root", number, number)
+            self.entry.lines.append(text)
+            return CONSUMED
+        if self.entry is None and _SUMMARY_TITLE.match(text) and self.title is None:
+            self.title = stripped
+            return CONSUMED
+        if self.entry is not None:
+            m = _SUMMARY_FIELD.match(text)
+            if m is not None:
+                self.in_traceback = m["key"] == "traceback"
+                self.entry.fields[m["key"]] = m["value"].rstrip()
+                if self.in_traceback:
+                    self.entry.traceback.append(m["value"].rstrip())
+                self._entry_line(number, text)
+                return CONSUMED
+            if self.in_traceback and (text.startswith("  ") or not stripped):
+                if len(self.entry.traceback) < 400:
+                    self.entry.traceback.append(text[4:] if text.startswith("    ") else text[2:])
+                self._entry_line(number, text)
+                return CONSUMED
+        if not stripped:
+            return CONSUMED
+        self._finish()
+        return CLOSE
+
+    def _entry_line(self, number: int, text: str) -> None:
+        assert self.entry is not None
+        self.entry.end = number
+        if len(self.entry.lines) < 40:
+            self.entry.lines.append(text)
+
+
+def _looks_structured(text: str) -> bool:
+    """A line that is its own record (log-formatted, NCCL), never part of a traceback."""
+    head = text[:40]
+    if head.startswith("[") and (
+        ts.C10_RE.match(text)
+        or _OLD_C10.match(text)
+        or _DEEPSPEED.match(text)
+        or ts.parse_dated(head) is not None
+    ):
+        return True
+    if ts.GLOG_RE.match(text) or _PYLOG.match(text):
+        return True
+    if head[:1].isdigit() and ts.parse_dated(head) is not None:
+        return True
+    return "NCCL" in text and parse_nccl_line(text) is not None
+
+
+# --------------------------------------------------------------------------- progress
+
+
+@dataclass
+class _Progress:
+    step_line: int = 0
+    step: int | None = None
+    total: int | None = None
+    epoch_line: int = 0
+    epoch: float | None = None
+    text: str = ""
+    line: int = 0
+    pre: Prefixes | None = None
+    msg_rank: int | None = None
+    chunk: int = -1  # the chunk that last updated it
+
+
+def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int | None] | None:
+    """(step, total, epoch, rank named in the message) of a progress line, or None."""
+    m = _P_MEGATRON.search(text)
+    if m is not None:
+        return int(m["step"]), int(m["total"]), None, None
+    m = _P_DEEPSPEED.search(text)
+    if m is not None:
+        return int(m["step"]), None, None, int(m["rank"])
+    step = total = None
+    epoch: float | None = None
+    m = _P_HF.search(text)
+    if m is not None:
+        epoch = float(m["epoch"])
+    m = _P_TQDM.search(text)
+    if m is not None:
+        step, total = int(m["step"]), int(m["total"])
+    else:
+        m = _P_STEP.search(text) or _P_ITER.search(text)
+        if m is not None:
+            step, total = int(m["step"]), _int(m["total"])
+    if epoch is None:
+        m = _P_EPOCH.search(text)
+        if m is not None:
+            try:
+                epoch = float(m["epoch"])
+            except ValueError:
+                epoch = None
+    if step is None and epoch is None:
+        return None
+    return step, total, epoch, None
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+class _LogParser:
+    def __init__(self, source: Source, scan_all: bool) -> None:
+        self.source = source
+        self.scan_all = scan_all
+        self.events: list[Event] = []
+        self.warnings: list[str] = []
+        self.records: dict[str, _Record] = {}
+        self.nccl = NcclTracker()
+        self.local_to_rank: dict[tuple[str | None, int], int] = {}
+        self.progress: dict[tuple[str, int | None], _Progress] = {}
+        self.last_error_of: dict[str, int] = {}  # stream -> index of its last c10 error event
+        self.warning_count = 0
+        self.warnings_dropped = 0
+        self.warnings_repeated = 0
+        self.same_error: dict[str, int] = {}
+        self.errors_dropped = 0
+        self.events_dropped = 0
+        self.yearless: list[tuple[int, tuple[str, str, str, str, str | None]]] = []
+        self.last_time: float | None = None
+        self.chunk = 0
+        mtime = None
+        try:
+            if source.path and os.path.isfile(source.path):
+                mtime = os.path.getmtime(source.path)
+        except (OSError, ValueError):
+            mtime = None
+        self.hint = ts.YearHint.from_mtime(mtime)
+        self.reader: ChunkReader | None = None
+
+    # ------------------------------------------------------------------ driving
+
+    def dense(self) -> bool:
+        return self.scan_all or bool(self.records)
+
+    def run(self) -> None:
+        stream = self.source.open()
+        try:
+            self.reader = reader = ChunkReader(stream)
+            for data, first in reader:
+                self.chunk += 1
+                offsets = [] if self.scan_all else MARKERS.find(data)
+                for number, raw in select_lines(data, first, offsets, self.dense):
+                    for text in line_text(reader, raw, number):
+                        self.handle(number, text)
+                if not self.scan_all:
+                    self.scan_progress(data, first)
+        finally:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+    def handle(self, number: int, text: str) -> None:
+        if self.records:
+            self._close_stale(number)
+        if (
+            self.scan_all
+            and text
+            and ("tep" in text or "poch" in text or "ter" in text or "/" in text)
+        ):
+            self.observe_progress(number, text, None)
+        if not text.strip():
+            rec = self.records.get("")
+            if rec is not None:
+                self._feed(rec, number, text)
+            return
+        pre = peel(text)
+        if pre.rank is not None and pre.local_rank is not None and len(self.local_to_rank) < 65536:
+            self.local_to_rank[(pre.host, pre.local_rank)] = pre.rank
+        rec = self.records.get(pre.key)
+        if rec is not None:
+            verdict = self._feed(rec, number, pre.rest)
+            if verdict == CONSUMED:
+                return
+        self.classify(number, pre)
+
+    def _feed(self, rec: _Record, number: int, rest: str) -> int:
+        verdict: int = rec.feed(number, rest)  # type: ignore[attr-defined]
+        if verdict in (CLOSE, DONE):
+            self._close(rec)
+        return CONSUMED if verdict == DONE else verdict
+
+    def _open(self, rec: _Record) -> None:
+        old = self.records.get(rec.stream)
+        if old is not None:
+            self._close(old)
+        if len(self.records) >= 1024:  # bounded: give up the oldest record
+            self._close(min(self.records.values(), key=lambda r: r.last_line))
+        self.records[rec.stream] = rec
+
+    def _close_stale(self, number: int) -> None:
+        for key in [k for k, r in self.records.items() if number - r.last_line > STALE_LINES]:
+            self._close(self.records[key])
+
+    def finish(self) -> None:
+        for rec in list(self.records.values()):
+            self._close(rec)
+        self._emit_progress()
+        self._fix_years()
+        fill_ranks(self.events, self.nccl)
+        self._fill_local_ranks()
+        if self.warnings_dropped:
+            self.warnings.append(
+                f"{self.warnings_dropped} more warning lines not kept (at most {MAX_WARNINGS} "
+                "per source)"
+            )
+        if self.warnings_repeated:
+            self.warnings.append(f"{self.warnings_repeated} repeated warning lines not kept")
+        if self.errors_dropped:
+            self.warnings.append(
+                f"{self.errors_dropped} repeated error lines not kept "
+                f"(at most {MAX_SAME_ERROR} of each)"
+            )
+        if self.events_dropped:
+            self.warnings.append(
+                f"{self.events_dropped} more events dropped after the first {MAX_EVENTS}"
+            )
+
+    # ------------------------------------------------------------------ events
+
+    def _rank(self, pre: Prefixes | None, msg_rank: int | None = None) -> int | None:
+        if pre is not None and pre.rank is not None:
+            return pre.rank
+        if msg_rank is not None and msg_rank >= 0:
+            return msg_rank
+        if pre is not None and pre.local_rank is not None:
+            got = self.local_to_rank.get((pre.host, pre.local_rank))
+            if got is not None:
+                return got
+            return None  # an interleaved console: the file's rank is not this line's
+        if pre is not None and pre.task is not None:
+            return pre.task
+        return self.source.rank
+
+    def _emit(
+        self,
+        kind: EventKind,
+        text: str,
+        line: int,
+        end_line: int,
+        pre: Prefixes | None,
+        *,
+        level: Level,
+        msg_rank: int | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        time: float | None = None,
+        attrs: dict[str, Any] | None = None,
+        payload: Any = None,
+        yearless: tuple[str, str, str, str, str | None] | None = None,
+    ) -> int | None:
+        if len(self.events) >= MAX_EVENTS:
+            self.events_dropped += 1
+            return None
+        local_rank = pre.local_rank if pre is not None and pre.local_rank is not None else None
+        if local_rank is None and (pre is None or pre.empty):
+            local_rank = self.source.local_rank
+        attrs = dict(attrs or {})
+        if time is None and self.last_time is not None:
+            attrs.setdefault("time_before", self.last_time)  # the latest time seen earlier
+        if pre is not None and pre.task is not None:
+            attrs.setdefault("task", pre.task)
+        self.events.append(
+            Event(
+                source=self.source.path,
+                kind=kind,
+                text=text,
+                line=line,
+                end_line=end_line,
+                rank=self._rank(pre, msg_rank),
+                local_rank=local_rank,
+                host=host or (pre.host if pre is not None else None) or self.source.host,
+                pid=pid,
+                time=time,
+                level=level,
+                attrs=attrs,
+                payload=payload,
+            )
+        )
+        index = len(self.events) - 1
+        if yearless is not None and time is not None:
+            self.yearless.append((index, yearless))
+        return index
+
+    def _close(self, rec: _Record) -> None:
+        self.records.pop(rec.stream, None)
+        if isinstance(rec, _Traceback):
+            self._emit_traceback(rec)
+        elif isinstance(rec, _CppException):
+            self._emit_cpp(rec)
+        elif isinstance(rec, _CppTail):
+            self._extend_error(rec)
+        elif isinstance(rec, _Summary):
+            self._emit_summary(rec)
+
+    def _emit_traceback(self, tb: _Traceback) -> None:
+        frames = tb.all_frames()
+        if not frames and tb.exc_type is None:
+            return
+        user = [f for f in frames if not any(s in f[0] for s in _USER_FRAME_SKIP)]
+        attrs: dict[str, Any] = {
+            "exc_type": tb.exc_type,
+            "exc_message": tb.exc_message,
+            "frames": frames,
+            "user_frames": user,
+            "chained": list(tb.chained),
+            "truncated": tb.exc_type is None,
+        }
+        if tb.frames_dropped:
+            attrs["frames_dropped"] = tb.frames_dropped
+        if tb.headerless:
+            attrs["headerless"] = True
+        msg = f"{tb.exc_type}: {tb.exc_message or ''}" if tb.exc_type else ""
+        attrs.update(_facts(msg))
+        self._emit(
+            EventKind.TRACEBACK,
+            tb.text(),
+            tb.start,
+            tb.last_line,
+            tb.pre,
+            level=Level.ERROR,
+            msg_rank=attrs.get("rank"),
+            attrs=attrs,
+        )
+
+    def _emit_cpp(self, cpp: _CppException) -> None:
+        attrs: dict[str, Any] = {
+            "exception_class": cpp.cls,
+            "what": cpp.what,
+            "raised_from": cpp.raised_from,
+            "cpp_frames": cpp.frame_count,
+        }
+        attrs.update(_facts(cpp.what or ""))
+        self._emit(
+            EventKind.CPP_EXCEPTION,
+            cpp.text(),
+            cpp.start,
+            cpp.last_line,
+            cpp.pre,
+            level=Level.FATAL,
+            msg_rank=attrs.get("rank"),
+            attrs=attrs,
+        )
+
+    def _extend_error(self, tail: _CppTail) -> None:
+        index = tail.event_index
+        if not 0 <= index < len(self.events):
+            return
+        ev = self.events[index]
+        attrs = dict(ev.attrs)
+        attrs["raised_from"] = tail.raised_from
+        attrs["cpp_frames"] = tail.frame_count
+        self.events[index] = replace(
+            ev, text=ev.text + "\n" + tail.text(), end_line=tail.last_line, attrs=attrs
+        )
+
+    def _emit_summary(self, summary: _Summary) -> None:
+        summary._finish()
+        for entry in summary.done:
+            f = entry.fields
+            rank = local_rank = exitcode = pid = None
+            sig = None
+            m = _SUMMARY_RANK.match(f.get("rank", ""))
+            if m is not None:
+                rank, local_rank = _int(m["rank"]), _int(m["lr"])
+            m = _SUMMARY_EXIT.match(f.get("exitcode", ""))
+            if m is not None:
+                exitcode, pid, sig = _int(m["code"]), _int(m["pid"]), m["sig"]
+            sig = sig or _signal_name(exitcode)
+            when = ts.parse_dated(f.get("time", "")) if f.get("time") else None
+            if when is not None:
+                self.hint.learn(when)
+            host = f.get("host") or None
+            error_file = f.get("error_file")
+            if error_file in (None, "", "<N/A>"):
+                error_file = None
+            message = "\n".join(entry.traceback).strip() or None
+            exit_ = RankExit(
+                rank=rank,
+                local_rank=local_rank,
+                host=host,
+                pid=pid,
+                exitcode=exitcode,
+                signal=sig,
+                time=when,
+                error_file=error_file,
+                message=message,
+                is_root_cause_block=entry.root,
+            )
+            attrs = {
+                "summary_index": entry.idx,
+                "title": summary.title,
+                "root_cause": entry.root,
+                "exitcode": exitcode,
+                "signal": sig,
+            }
+            pre = replace(summary.pre, rank=None, local_rank=None)
+            index = self._emit(
+                EventKind.RANK_EXIT,
+                "\n".join(entry.lines),
+                entry.start,
+                entry.end,
+                pre,
+                level=Level.ERROR,
+                msg_rank=rank,
+                host=host,
+                pid=pid,
+                time=when,
+                attrs=attrs,
+                payload=exit_,
+            )
+            if index is not None and local_rank is not None:
+                ev = self.events[index]
+                self.events[index] = replace(ev, rank=rank, local_rank=local_rank)
+
+    # ------------------------------------------------------------------ one line
+
+    def _meta(self, rest: str) -> _Meta:
+        m = ts.C10_RE.match(rest)
+        if m is None and rest[:1] != "[":
+            # A progress bar can be glued in front of a c10 line (pytorch#118369).
+            cut = rest.find("[", 1)
+            if cut > 0:
+                m = ts.C10_RE.match(rest, cut)
+        if m is not None:
+            yl = (m["md"], m["h"], m["mi"], m["s"], m["frac"])
+            return _Meta(
+                msg=rest[m.end() :],
+                level=_LEVELS[m["lvl"]],
+                time=ts.yearless(*yl, self.hint),
+                src=m["src"],
+                src_line=int(m["srcline"]),
+                c10=True,
+                yearless=yl,
+            )
+        m = _OLD_C10.match(rest)
+        if m is not None:
+            return _Meta(
+                msg=rest[m.end() :],
+                level=_LEVELS[m["lvl"]],
+                src=m["src"],
+                src_line=int(m["srcline"]),
+                c10=True,
+            )
+        m = ts.GLOG_RE.match(rest)
+        if m is not None:
+            yl = (m["md"], m["h"], m["mi"], m["s"], m["frac"])
+            return _Meta(
+                msg=rest[m.end() :],
+                level=_LEVELS[m["lvl"]],
+                time=ts.yearless(*yl, self.hint),
+                pid=int(m["pid"]),
+                src=m["src"],
+                src_line=int(m["srcline"]),
+                yearless=yl,
+            )
+        m = _DEEPSPEED.match(rest)
+        if m is not None:
+            return _Meta(
+                msg=rest[m.end() :],
+                level=_LEVELS.get(m["lvl"]),
+                time=ts.parse_any(rest, self.hint),
+                src=m["src"],
+                src_line=int(m["srcline"]),
+            )
+        m = _PYLOG.match(rest)
+        if m is not None:
+            return _Meta(msg=rest[m.end() :], level=_LEVELS[m["lvl"]], logger=m["logger"])
+        meta = _Meta(msg=rest)
+        first = rest[:1]
+        if first.isdigit() or first == "[":
+            meta.time = ts.parse_any(rest, self.hint)
+            if meta.time is not None:
+                lw = _LEVEL_WORD.search(rest, 0, 96)
+                if lw is not None:
+                    meta.level = _LEVELS[lw["lvl"]]
+        return meta
+
+    def classify(self, number: int, pre: Prefixes) -> None:
+        rest = pre.rest
+        key = pre.key
+        if "NCCL" in rest:
+            nl = parse_nccl_line(rest)
+            if nl is not None:
+                found = self.nccl.assess(nl)
+                if found is not None:
+                    self._emit(
+                        found.kind,
+                        rest.strip(),
+                        number,
+                        number,
+                        pre,
+                        level=found.level,
+                        host=nl.host,
+                        pid=nl.pid,
+                        time=nl.time,
+                        attrs=found.attrs,
+                    )
+                if nl.time is not None:
+                    self.last_time = nl.time
+                return
+        meta = self._meta(rest)
+        if meta.time is not None:
+            self.last_time = meta.time
+        msg = meta.msg
+        stripped = msg.strip()
+
+        # multi-line openers
+        if _TB_HEADER.match(msg):
+            tb = _Traceback(key, pre, number, number)
+            tb.add(number, msg.strip())
+            self._open(tb)
+            return
+        if _TB_FILE.match(msg) and meta.level is None:
+            tb = _Traceback(key, pre, number, number, headerless=True)
+            tb.feed(number, msg)
+            self._open(tb)
+            return
+        m = _TERMINATE.search(msg)
+        if m is not None:
+            cpp = _CppException(key, pre, number, number, cls=m["cls"] or m["other"])
+            cpp.add(number, stripped)
+            self._open(cpp)
+            return
+        if (
+            (
+                _SUMMARY_TITLE.match(msg)
+                and "FAILED" in msg
+                and meta.level is None
+                and not msg.startswith("[")
+                and " " not in msg.strip()[: -len(" FAILED")].strip()
+            )
+            or stripped in ("Failures:", "Root Cause (first observed failure):")
+            or (_BORDER.match(msg) and msg.startswith("="))
+        ):
+            summary = _Summary(key, pre, number, number)
+            summary.feed(number, msg)
+            self._open(summary)
+            return
+        if stripped.startswith("Exception raised from") and key in self.last_error_of:
+            # The rest of a multi-line c10 message: c10 put `[rankN]:` on its first line only.
+            tail = _CppTail(key, pre, number, number, event_index=self.last_error_of.pop(key))
+            tail.feed(number, stripped)
+            self._open(tail)
+            return
+
+        if self._agent_line(number, pre, meta):
+            return
+        self._error_or_warning(number, pre, meta)
+
+    def _agent_line(self, number: int, pre: Prefixes, meta: _Meta) -> bool:
+        msg = meta.msg
+        text = pre.rest.strip()
+        common = {"time": meta.time, "pid": meta.pid, "yearless": meta.yearless}
+        m = _TORCHRUN_FAILED.search(msg)
+        if m is not None:
+            code = int(m["code"])
+            sig = _signal_name(code)
+            lr = int(m["lr"])
+            exit_ = RankExit(
+                rank=None,
+                local_rank=lr,
+                host=pre.host or self.source.host,
+                pid=int(m["pid"]),
+                exitcode=code,
+                signal=sig,
+                time=meta.time,
+                error_file=None,
+                message=None,
+            )
+            attrs = {
+                "exitcode": code,
+                "signal": sig,
+                "worker_pid": int(m["pid"]),
+                "binary": m["bin"],
+                "launcher": "torchrun",
+            }
+            at = self._emit(
+                EventKind.RANK_EXIT,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.ERROR,
+                attrs=attrs,
+                payload=exit_,
+                **common,
+            )
+            if at is not None:
+                ev = self.events[at]
+                self.events[at] = replace(
+                    ev, local_rank=lr, rank=self.local_to_rank.get((pre.host, lr))
+                )
+            return True
+        m = _CLOSING_SIGNAL.search(msg)
+        if m is not None:
+            attrs = {"target_pid": int(m["pid"]), "signal": m["sig"], "role": "victim"}
+            self._emit(
+                EventKind.AGENT,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.WARNING,
+                attrs=attrs,
+                **common,
+            )
+            return True
+        m = _DS_EXIT.search(msg)
+        if m is not None:
+            code = int(m["code"])
+            lr_m = _DS_LOCAL_RANK.search(msg)
+            lr = int(lr_m["lr"]) if lr_m else None
+            sig = _signal_name(code)
+            exit_ = RankExit(
+                rank=None,
+                local_rank=lr,
+                host=pre.host or self.source.host,
+                pid=None,
+                exitcode=code,
+                signal=sig,
+                time=meta.time,
+                error_file=None,
+                message=None,
+            )
+            at = self._emit(
+                EventKind.RANK_EXIT,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.ERROR if code else Level.INFO,
+                attrs={"exitcode": code, "signal": sig, "launcher": "deepspeed"},
+                payload=exit_,
+                **common,
+            )
+            if at is not None and lr is not None:
+                self.events[at] = replace(self.events[at], local_rank=lr)
+            return True
+        m = _DS_KILLING.search(msg)
+        if m is not None:
+            self._emit(
+                EventKind.AGENT,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.WARNING,
+                attrs={"target_pid": int(m["pid"]), "action": "kill", "role": "victim"},
+                **common,
+            )
+            return True
+        m = _WORKER_GROUP.search(msg)
+        if m is not None:
+            attrs = {
+                "worker_group": m["state"],
+                "attempts_left": _int(m["left"]),
+                "max_attempts": _int(m["max"]),
+            }
+            level = Level.ERROR if m["state"] == "FAILED" else Level.WARNING
+            self._emit(
+                EventKind.AGENT, text, number, number, pre, level=level, attrs=attrs, **common
+            )
+            return True
+        if _RENDEZVOUS.search(msg) and (
+            meta.level in (Level.ERROR, Level.FATAL, Level.WARNING)
+            or re.search(r"(?i)error|timeout|timed out|closed|fail", msg)
+        ):
+            self._emit(
+                EventKind.AGENT,
+                text,
+                number,
+                number,
+                pre,
+                level=meta.level or Level.ERROR,
+                attrs={"rendezvous": True},
+                **common,
+            )
+            return True
+        m = _SLURM_CANCEL.search(msg)
+        if m is not None:
+            when = ts.parse_dated(m["at"])
+            attrs = {
+                "slurm": m["what"].lower(),
+                "job": m["id"],
+                "node": m["node"],
+                "reason": (m["reason"] or "").strip() or None,
+                "signal": "SIGTERM",
+            }
+            self._emit(
+                EventKind.SIGNAL,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.ERROR,
+                host=m["node"],
+                time=when or meta.time,
+                attrs=attrs,
+            )
+            return True
+        m = _SRUN_ERROR.search(msg)
+        if m is not None:
+            what = m["what"]
+            tasks = m["tasks"].strip()
+            code_m = re.match(r"Exited with exit code (-?\d+)", what)
+            attrs: dict[str, Any] = {"slurm_tasks": tasks, "node": m["node"]}
+            if code_m is not None:
+                code = int(code_m[1])
+                task = _int(tasks)
+                exit_ = RankExit(
+                    rank=None,
+                    local_rank=None,
+                    host=m["node"],
+                    pid=None,
+                    exitcode=code,
+                    signal=None,
+                    time=meta.time,
+                    error_file=None,
+                    message=None,
+                )
+                attrs.update(exitcode=code, launcher="srun")
+                if task is not None:
+                    attrs["task"] = task
+                self._emit(
+                    EventKind.RANK_EXIT,
+                    text,
+                    number,
+                    number,
+                    pre,
+                    level=Level.ERROR,
+                    host=m["node"],
+                    attrs=attrs,
+                    payload=exit_,
+                    time=meta.time,
+                )
+                return True
+            if "Out Of Memory" in what:
+                attrs.update(signal="SIGKILL", reason="oom")
+            elif "Killed" in what:
+                attrs.update(signal="SIGKILL")
+            else:
+                for word, sig in _SHELL_SIGNALS.items():
+                    if word in what:
+                        attrs["signal"] = sig
+            self._emit(
+                EventKind.SIGNAL,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.ERROR,
+                host=m["node"],
+                attrs=attrs,
+                time=meta.time,
+            )
+            return True
+        m = _OOM_KILL.search(msg)
+        if m is not None:
+            self._emit(
+                EventKind.SIGNAL,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.ERROR,
+                attrs={"oom_kills": int(m["n"]), "reason": "oom", "signal": "SIGKILL"},
+                **common,
+            )
+            return True
+        m = _KERNEL_KILL.search(msg)
+        if m is not None:
+            attrs = {"target_pid": int(m["pid"]), "process": m["name"], "signal": "SIGKILL"}
+            if m["oom"]:
+                attrs["reason"] = "oom"
+            self._emit(
+                EventKind.SIGNAL,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.ERROR,
+                attrs=attrs,
+                **common,
+            )
+            return True
+        m = _SIGNAL_RECEIVED.search(msg)
+        if m is not None:
+            self._emit(
+                EventKind.SIGNAL,
+                text,
+                number,
+                number,
+                pre,
+                level=Level.ERROR,
+                attrs={"signal": m["sig"], "target_pid": int(m["pid"])},
+                **common,
+            )
+            return True
+        if meta.level is None and not meta.c10:
+            m = _SHELL_SIGNAL.search(msg)
+            if m is not None and (m.start() == 0 or msg[m.start() - 1] in " :\t"):
+                before = msg[: m.start()]
+                # `bash: line 1: 1234 Killed  python train.py`, `Segmentation fault (core dumped)`
+                if not before.strip() or re.search(r"(?:^|\s)\d+\s*$|:\s*$", before):
+                    sig = _SHELL_SIGNALS[m["what"]]
+                    self._emit(
+                        EventKind.SIGNAL,
+                        text,
+                        number,
+                        number,
+                        pre,
+                        level=Level.ERROR,
+                        attrs={"signal": sig, "core_dumped": "core dumped" in msg},
+                        **common,
+                    )
+                    return True
+        return False
+
+    def _error_or_warning(self, number: int, pre: Prefixes, meta: _Meta) -> None:
+        msg = meta.msg
+        level = meta.level
+        if level is None or level in (Level.INFO, Level.DEBUG):
+            if _ERROR_WORDS.search(msg):
+                if level is None or _fatal_in_info(msg):
+                    level = Level.ERROR
+                else:
+                    return
+            elif _WARNING_WORDS.search(msg) and level is None:
+                level = Level.WARNING
+            else:
+                return
+        if not _WORDS.search(msg):
+            return  # a banner or an empty log call: `W... run.py:792] ****`
+        text = pre.rest.strip()
+        attrs = _facts(msg)
+        if meta.src is not None:
+            attrs["src"] = meta.src
+            attrs["src_line"] = meta.src_line
+        if meta.logger is not None:
+            attrs["logger"] = meta.logger
+        m = _EXC_LINE.match(msg.strip())
+        if m is not None and m["msg"] is not None and re.search(r"(?:Error|Exception)$", m["type"]):
+            attrs["exc_type"] = m["type"]
+            attrs["exc_message"] = m["msg"]
+        if level is Level.WARNING:
+            if self.warning_count >= MAX_WARNINGS:
+                self.warnings_dropped += 1
+                return
+            norm = _DIGITS.sub("#", msg)[:300]
+            if norm in self.same_error:
+                self.warnings_repeated += 1
+                return
+            if len(self.same_error) < 8192:
+                self.same_error[norm] = 1
+            self.warning_count += 1
+            kind = EventKind.WARNING_LINE
+        else:
+            norm = _DIGITS.sub("#", msg)[:300]
+            seen = self.same_error.get(norm, 0)
+            if seen >= MAX_SAME_ERROR:
+                self.errors_dropped += 1
+                return
+            if len(self.same_error) < 8192 or seen:
+                self.same_error[norm] = seen + 1
+            kind = EventKind.ERROR_LINE
+        index = self._emit(
+            kind,
+            text,
+            number,
+            number,
+            pre,
+            level=level,
+            msg_rank=attrs.get("rank"),
+            time=meta.time,
+            pid=meta.pid,
+            attrs=attrs,
+            yearless=meta.yearless,
+        )
+        if index is not None and meta.c10 and kind is EventKind.ERROR_LINE:
+            base = _RANK_KEY.sub("", pre.key)
+            if len(self.last_error_of) < 4096 or base in self.last_error_of:
+                self.last_error_of[base] = index
+
+    # ------------------------------------------------------------------ progress
+
+    def observe_progress(self, number: int, text: str, pre: Prefixes | None) -> bool:
+        got = _read_progress(text)
+        if got is None:
+            return False
+        pre = pre or peel(text)
+        step, total, epoch, msg_rank = got
+        key = (pre.key, msg_rank)
+        state = self.progress.get(key)
+        if state is None:
+            if len(self.progress) >= 4096:
+                return False
+            state = self.progress[key] = _Progress()
+        changed = False
+        if step is not None and number >= state.step_line:
+            state.step, state.total, state.step_line = step, total, number
+            changed = True
+        if epoch is not None and number >= state.epoch_line:
+            state.epoch, state.epoch_line = epoch, number
+            changed = True
+        if changed and number >= state.line:
+            state.line, state.text, state.pre, state.msg_rank = (
+                number,
+                pre.rest.strip()[:500],
+                pre,
+                msg_rank,
+            )
+        state.chunk = self.chunk
+        return True
+
+    def scan_progress(self, data: bytes, first: int) -> None:
+        """Last progress line per stream in this chunk, read from its tail backwards."""
+        wanted = {k for k, p in self.progress.items() if p.chunk == self.chunk - 1}
+        end = len(data)
+        window = PROGRESS_WINDOW
+        seen: set[tuple[str, int | None]] = set()
+        while end > 0:
+            start = max(0, end - window)
+            if start > 0:
+                start = data.find(b"\n", start) + 1 or end
+            starts = sorted(
+                {
+                    data.rfind(b"\n", 0, m.start()) + 1
+                    for m in _PROGRESS_BYTES.finditer(data, start, end)
+                }
+            )
+            numbers = []
+            number, at = first + data.count(b"\n", 0, start), start
+            for pos in starts:
+                number += data.count(b"\n", at, pos)
+                at = pos
+                numbers.append(number)
+            for pos, number in zip(reversed(starts), reversed(numbers), strict=True):
+                stop = data.find(b"\n", pos)
+                raw = data[pos : stop if stop >= 0 else len(data)]
+                if len(raw) > 4096:
+                    raw = raw[-4096:]
+                texts = clean(raw)
+                text = texts[-1]
+                pre = peel(text)
+                got = _read_progress(pre.rest)
+                if got is None:
+                    continue
+                key = (pre.key, got[3])
+                if key in seen:
+                    continue
+                seen.add(key)
+                self.observe_progress(number, pre.rest, pre)
+            if wanted <= seen or start == 0:
+                return
+            end = start
+            window *= 4
+
+    def _emit_progress(self) -> None:
+        best: dict[Any, _Progress] = {}
+        for (stream, _), p in self.progress.items():
+            rank = self._rank(p.pre, p.msg_rank)
+            slot: Any = rank if rank is not None else ("stream", stream)
+            old = best.get(slot)
+            if old is None or p.line > old.line:
+                best[slot] = p
+        for p in best.values():
+            attrs = {
+                "last_step": p.step,
+                "total_steps": p.total,
+                "last_epoch": p.epoch,
+                "line": p.text,
+            }
+            self._emit(
+                EventKind.PROGRESS,
+                p.text,
+                p.line,
+                p.line,
+                p.pre,
+                level=Level.INFO,
+                msg_rank=p.msg_rank,
+                attrs=attrs,
+            )
+
+    # ------------------------------------------------------------------ fix-ups
+
+    def _fix_years(self) -> None:
+        if not self.hint.learned:
+            return
+        for index, yl in self.yearless:
+            ev = self.events[index]
+            when = ts.yearless(*yl, self.hint)
+            if when is not None and when != ev.time:
+                self.events[index] = replace(ev, time=when)
+
+    def _fill_local_ranks(self) -> None:
+        if not self.local_to_rank:
+            return
+        for i, ev in enumerate(self.events):
+            if ev.rank is None and ev.local_rank is not None:
+                rank = self.local_to_rank.get((ev.host, ev.local_rank))
+                if rank is None and ev.host == self.source.host:
+                    rank = self.local_to_rank.get((None, ev.local_rank))
+                if rank is not None:
+                    self.events[i] = replace(ev, rank=rank)
+
+
+def _fatal_in_info(msg: str) -> bool:
+    """An INFO-level line that still reports a failure worth an event."""
+    return bool(re.search(r"exits with return code = -?[1-9]|Traceback|Segmentation fault", msg))
+
+
+def _facts(msg: str) -> dict[str, Any]:
+    """Watchdog / PG / NCCL facts named in a message (formats.md §2.3.1)."""
+    attrs: dict[str, Any] = {}
+    if not msg:
+        return attrs
+    m = _PG_PREFIX.search(msg)
+    if m is not None:
+        attrs["pg_id"] = int(m["pgid"])
+        if m["guid"]:
+            attrs["pg_guid"] = m["guid"]
+        if m["desc"]:
+            attrs["pg_desc"] = m["desc"]
+        attrs["rank"] = int(m["rank"])
+    else:
+        m = _RANK_TAG.search(msg)
+        if m is not None:
+            attrs["rank"] = int(m["rank"])
+    if "WorkNCCL(" in msg:
+        m = _WATCHDOG_TIMEOUT.search(msg)
+        if m is not None:
+            attrs["watchdog_timeout"] = True
+            if m["seq"]:
+                attrs["seq"] = int(m["seq"])
+            attrs["op"] = m["op"]
+            attrs["timeout_ms"] = int(m["timeout"])
+            if m["nin"]:
+                attrs["numel_in"], attrs["numel_out"] = int(m["nin"]), int(m["nout"])
+            if m["ran"]:
+                attrs["ran_ms"] = int(m["ran"])
+    if "watchdog" in msg:
+        m = _WATCHDOG_SUMMARY.search(msg)
+        if m is not None:
+            attrs.setdefault("seq", int(m["seq"]))
+            attrs["last_enqueued"] = int(m["enq"])
+            attrs["last_completed"] = int(m["comp"])
+        m = _WATCHDOG_STUCK.search(msg)
+        if m is not None:
+            attrs["watchdog_stuck_s"] = int(m["sec"])
+        if "thread terminated with exception" in msg:
+            attrs["watchdog_terminated"] = True
+    m = _DUMP_FROM.search(msg)
+    if m is not None:
+        attrs["dump_signal_from_rank"] = int(m["src"])
+    m = _NCCL_ERROR_IN.search(msg)
+    if m is not None:
+        attrs["nccl_reason"] = m["reason"]
+        if m["ver"]:
+            attrs["nccl_version"] = m["ver"]
+    return attrs
+
+
+def parse(source: Source, *, scan_all: bool | None = None) -> ParsedSource:
+    """Notable events of one log. Never raises: problems become `warnings`.
+
+    `scan_all` parses every line instead of only marked ones; by default it is on for small
+    inputs (under `SCAN_ALL_BELOW` bytes, or pasted text).
+    """
+    if scan_all is None:
+        scan_all = source.size <= SCAN_ALL_BELOW
+    parser = _LogParser(source, scan_all)
+    warnings: list[str] = []
+    try:
+        parser.run()
+    except Exception as exc:  # never let one bad file stop a diagnosis
+        warnings.append(f"log parser stopped early: {type(exc).__name__}: {exc}")
+    try:
+        parser.finish()
+    except Exception as exc:
+        warnings.append(f"log parser could not finish: {type(exc).__name__}: {exc}")
+    reader = parser.reader
+    if reader is not None:
+        warnings[:0] = reader.warnings
+    warnings.extend(parser.warnings)
+    events = sorted(parser.events, key=lambda e: (e.line or 0, e.kind is EventKind.PROGRESS))
+    return ParsedSource(
+        source=source,
+        events=tuple(events),
+        warnings=tuple(warnings),
+        lines=reader.lines if reader else 0,
+        bytes_read=reader.bytes_read if reader else 0,
+    )
