@@ -956,3 +956,20 @@ def test_sparse_tar_members_are_listed_but_not_expanded(tmp_path, compress):
     sparse_source, log = discover([str(tmp_path / "s.tar")])
     assert sparse_source.warnings == ("sparse tar member, not read",)
     assert read_all(log) == data
+
+
+NCCL_INIT_LINE = "node01:1234:1300 [0] NCCL INFO Channel {i:02d}/0 : 0[0] -> 1[1] via P2P/IPC\n"
+
+
+def test_a_big_nccl_debug_file_is_nccl_and_a_stdout_that_only_starts_like_one_is_a_log(tmp_path):
+    wall = "".join(NCCL_INIT_LINE.format(i=i % 100) for i in range(2000)).encode()
+    assert len(wall) > 64 * 1024
+    write(tmp_path / "debug" / "nccl.node01.1234.log", wall + NCCL_DEBUG_FILE.encode())
+    write(tmp_path / "stdout" / "rank_0.log", wall + RANK_TRACEBACK.encode())
+    write(tmp_path / "zipped.zip", zip_bytes({"rank_0.log": wall + RANK_TRACEBACK.encode()}))
+    (debug,) = discover([str(tmp_path / "debug")])
+    (stdout,) = discover([str(tmp_path / "stdout")])
+    (zipped,) = discover([str(tmp_path / "zipped.zip")])
+    assert debug.kind is K.NCCL
+    assert stdout.kind is K.RANK_LOG  # the traceback at the end must reach the log parser
+    assert zipped.kind is K.RANK_LOG  # no cheap tail: the log parser reads NCCL lines too

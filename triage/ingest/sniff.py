@@ -286,6 +286,18 @@ def _is_env_report(text: str, lines: list[str]) -> bool:
     return env >= 0.8 * len(body)
 
 
+def nccl_only(sample: bytes) -> bool:
+    """Whether a stretch of a file (its tail, say) is NCCL debug lines only.
+
+    A head full of NCCL init lines can belong to a process's stdout whose traceback comes
+    later; callers check the tail of big files before trusting SourceKind.NCCL."""
+    text = sample.decode("utf-8", errors="replace")
+    if _STRONG_LOG.search(text):
+        return False
+    lines = text.splitlines()[1:]  # the first line may start mid-way
+    return _is_nccl_debug_file([line for line in lines if line.strip()][-_MAX_LINES:])
+
+
 def _is_nccl_debug_file(lines: list[str]) -> bool:
     # NCCL_DEBUG_FILE output holds NCCL lines only (plus the odd continuation line of a
     # multi-line WARN); a process's stdout with NCCL lines mixed in is a rank log.

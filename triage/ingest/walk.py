@@ -37,11 +37,12 @@ from triage.ingest.archives import (
     printable_name,
 )
 from triage.ingest.attribution import attribute
-from triage.ingest.sniff import HEAD_BYTES, sniff
+from triage.ingest.sniff import HEAD_BYTES, Sniffed, nccl_only, sniff
 from triage.ingest.streams import CHUNK, Spool, empty_stream, safe_opener, stream_problem
 from triage.model import Source, SourceKind
 
 _DIGITS = regex.compile(r"(\d+)")
+TAIL_BYTES = 16 * 1024
 _CODECS = ("gzip", "bz2", "xz")
 # Tool folders inside a bundle that never hold job output (version control, bytecode).
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
@@ -223,6 +224,8 @@ class _Walker:
             return
 
         found = sniff(head)
+        if found.kind is SourceKind.NCCL and len(head) >= HEAD_BYTES:
+            found = self._confirm_nccl(found, opener, size, random_access)
         facts = attribute(parts)
         yield Source(
             path=printable_name(display),
@@ -235,6 +238,22 @@ class _Walker:
             attempt=facts.attempt,
             warnings=(*warnings, *found.warnings),
         )
+
+    def _confirm_nccl(
+        self, found: Sniffed, opener: Opener, size: int, random_access: bool
+    ) -> Sniffed:
+        """Keep NCCL for a big file only if its tail is NCCL lines too: the NCCL parser skips
+        other lines, the log parser reads both, so a doubt goes to the log parser."""
+        if random_access and size > HEAD_BYTES:
+            try:
+                with opener() as f:
+                    f.seek(max(HEAD_BYTES, size - TAIL_BYTES))
+                    tail = f.read(TAIL_BYTES)
+                if nccl_only(tail):
+                    return found
+            except Exception:
+                pass
+        return Sniffed(SourceKind.RANK_LOG, found.warnings, found.readable)
 
     def _archive(
         self,
