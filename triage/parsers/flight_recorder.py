@@ -92,17 +92,14 @@ def load_dump(
     """
     if warnings is None:
         warnings = []
-    head = data.lstrip()[:1]
-    if not head:
+    if not data.strip():
         return None, "flight-recorder dump is empty (0 bytes of data)"
     try:
-        if head in (b"{", b"[") and not data.startswith(b"\x80"):
+        if _format_of(data) == "json":
             raw: Any = json.loads(data)
-            fmt = "json"
         else:
             # No nesting walk: _build reads known fields at known depths and never recurses.
             raw = safe_pickle.loads(data, check_depth=False)
-            fmt = "pickle"
     except safe_pickle.PickleRefused as exc:
         return None, f"flight-recorder pickle refused: {exc}"
     except safe_pickle.PickleError as exc:
@@ -112,7 +109,7 @@ def load_dump(
     except Exception as exc:  # the promise is "never raises"
         return None, f"flight-recorder dump unreadable: {type(exc).__name__}: {exc}"
     try:
-        return _build(raw, rank, warnings, fmt), None
+        return _build(raw, rank, warnings), None
     except Exception as exc:  # a shape no era had; say so rather than crash the run
         return None, f"flight-recorder dump has an unknown layout: {type(exc).__name__}: {exc}"
 
@@ -120,7 +117,12 @@ def load_dump(
 # --------------------------------------------------------------------------- structure
 
 
-def _build(raw: Any, rank: int | None, warnings: list[str], fmt: str) -> FlightRecorderDump:
+def _format_of(data: bytes) -> str:
+    """Sniff by content (formats.md §4.5): pickles start with PROTO 0x80, JSON with { or [."""
+    return "json" if data.lstrip()[:1] in (b"{", b"[") else "pickle"
+
+
+def _build(raw: Any, rank: int | None, warnings: list[str]) -> FlightRecorderDump:
     if isinstance(raw, list):
         version = None  # torch <= 2.2 wrote the entries alone
         top: Mapping[str, Any] = {}
@@ -294,10 +296,9 @@ def _entry(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightReco
         raise _BadEntry("no integer collective_seq_id/seq_id")
 
     pg_name, pg_desc = _process_group(get("process_group"), get("pg_id"), cache)
-    op = name.split(":", 1)[-1].split(" ", 1)[0]
     is_p2p = get("is_p2p")
-    if is_p2p is None:
-        is_p2p = op in _P2P_OPS
+    if is_p2p is None:  # early eras: tell from the op name ("nccl:send 0->1")
+        is_p2p = name.split(":", 1)[-1].split(" ", 1)[0] in _P2P_OPS
     elif type(is_p2p) is not bool:
         raise _BadEntry("is_p2p not a bool")
 
@@ -471,7 +472,7 @@ def _summary(dump: FlightRecorderDump) -> str:
 
 def _attrs(dump: FlightRecorderDump, data: bytes) -> dict[str, Any]:
     attrs: dict[str, Any] = {
-        "format": "json" if data.lstrip()[:1] in (b"{", b"[") else "pickle",
+        "format": _format_of(data),
         "version": dump.version,
         "entries": len(dump.entries),
         "comm_lib_version": dump.comm_lib_version,
