@@ -85,6 +85,7 @@ class Rule:
     all: tuple[regex.Pattern[str], ...] = ()
     not_: tuple[regex.Pattern[str], ...] = ()
     finding: str | None = None
+    finding_where: Mapping[str, regex.Pattern[str]] = field(default_factory=dict)
     symptom: Mapping[str, float] = field(default_factory=dict)
     root_cause: Mapping[str, float] = field(default_factory=dict)
     fix: Mapping[str, float] = field(default_factory=dict)
@@ -233,8 +234,19 @@ def _build_rule(item: Any, path: Path, index: int) -> Rule:
     all_ = tuple(_compile(p, fail) for p in _str_list(match.get("all"), fail, "match.all"))
     not_ = tuple(_compile(p, fail) for p in _str_list(match.get("not"), fail, "match.not"))
     finding = match.get("finding")
-    if finding is not None and not isinstance(finding, str):
-        raise fail("match.finding must be one finding kind (a string)")
+    finding_where: dict[str, regex.Pattern[str]] = {}
+    if isinstance(finding, dict):
+        # {kind: rank_exit, where: {signal: 'SIGKILL'}}: facts of the finding matched by regex
+        bad = set(finding) - {"kind", "where"}
+        if bad or not isinstance(finding.get("kind"), str):
+            raise fail("match.finding is a kind, or {kind: ..., where: {fact: regex}}")
+        raw_where = finding.get("where") or {}
+        if not isinstance(raw_where, dict):
+            raise fail("match.finding.where must map fact names to regexes")
+        finding_where = {str(k): _compile(str(v), fail) for k, v in raw_where.items()}
+        finding = finding["kind"]
+    elif finding is not None and not isinstance(finding, str):
+        raise fail("match.finding must be a finding kind or {kind: ..., where: {...}}")
     if not (any_ or all_ or finding):
         raise fail("match needs at least one of `any`, `all` or `finding`")
 
@@ -301,6 +313,7 @@ def _build_rule(item: Any, path: Path, index: int) -> Rule:
         all=all_,
         not_=not_,
         finding=finding,
+        finding_where=finding_where,
         symptom=weights["symptom"],
         root_cause=weights["root_cause"],
         fix=weights["fix"],
@@ -378,11 +391,18 @@ class _Facts(dict[str, Any]):
 
 def render(template: str, facts: Mapping[str, Any]) -> str:
     """Fill `{name}` fields from facts; a missing or empty fact reads as a plain fallback."""
-    values = _Facts({k: v for k, v in facts.items() if v is not None and v != ""})
+    values = _Facts({k: _plain(v) for k, v in facts.items() if v is not None and _plain(v) != ""})
     try:
         return template.format_map(values)
     except (ValueError, IndexError, AttributeError, KeyError):
         return template
+
+
+def _plain(value: Any) -> str:
+    """How a fact reads inside a sentence: lists as `3, 5`, everything else as str()."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
@@ -532,9 +552,10 @@ def match_events(
     """
     ruleset = rules if rules is not None else load(extra_dirs)
     facts = _job_facts(analysis)
-    findings: dict[str, list[Finding]] = {}
-    for f in analysis.findings if analysis is not None else ():
-        findings.setdefault(f.kind, []).append(f)
+    all_findings = tuple(analysis.findings) if analysis is not None else ()
+    findings = {
+        r.id: [f for f in all_findings if _finding_ok(r, f)] for r in ruleset.rules if r.finding
+    }
     cascade_set = set(analysis.cascade_events) if analysis is not None else set()
     initiating = set(analysis.initiating_events) if analysis is not None else set()
     counts: dict[str, int] = {}
@@ -552,7 +573,7 @@ def match_events(
                 continue
             if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE:
                 continue
-            if rule.finding and rule.finding not in findings:
+            if rule.finding and not findings[rule.id]:
                 continue
             if not _kind_ok(rule, event, source_kinds):
                 continue
@@ -563,7 +584,7 @@ def match_events(
             from_cascade = event in cascade_set or (rule.cascade and event not in initiating)
             hit_facts = dict(facts)
             if rule.finding:
-                hit_facts.update(_finding_facts(findings[rule.finding][0]))
+                hit_facts.update(_finding_facts(findings[rule.id][0]))
             hits.append(_hit(rule, event, quoted_match, text, hit_facts, from_cascade))
             counts[rule.id] = counts.get(rule.id, 0) + 1
 
@@ -571,7 +592,7 @@ def match_events(
     for rule in ruleset.rules:
         if rule.needs_text or not rule.finding:
             continue
-        for finding in findings.get(rule.finding, ())[:MAX_HITS_PER_RULE]:
+        for finding in findings[rule.id][:MAX_HITS_PER_RULE]:
             ev = _finding_event(finding)
             hit_facts = {**facts, **_finding_facts(finding)}
             hit = _hit(rule, ev, None, "", hit_facts, rule.cascade)
@@ -587,8 +608,20 @@ def match_events(
     return hits
 
 
+def _finding_ok(rule: Rule, finding: Finding) -> bool:
+    if finding.kind != rule.finding:
+        return False
+    facts = finding.facts or {}
+    for key, pat in rule.finding_where.items():
+        value = facts.get(key)
+        if value is None or not pat.search(_plain(value)):
+            return False
+    return True
+
+
 def _finding_facts(finding: Finding) -> dict[str, Any]:
     facts = {str(k): v for k, v in (finding.facts or {}).items() if isinstance(k, str)}
+    facts.setdefault("summary", finding.summary)
     if finding.ranks:
         facts.setdefault("ranks", ", ".join(str(r) for r in finding.ranks))
         facts.setdefault("rank", finding.ranks[0])
