@@ -2,9 +2,10 @@
 
 usage: python bench/eval_rules.py [CASES.jsonl] [--whole] [-v]
 
-Each case's `evidence` is parsed as pasted text (the log parser when present; `--whole` reads
-the paste as one event instead). The answer for a field is the id with the highest summed rule
-weight; hits of cascade rules count half when a non-cascade rule also hit (what fusion does).
+Each case's `evidence` goes through `rules.match_text` (the log parser's events, then the whole
+paste for rules that hit no event); `--whole` reads the paste as one event only. The answer
+for a field is the id with the highest summed rule weight; hits of cascade rules count half
+when a non-cascade rule also hit (what fusion does).
 A case is right when that id is the label or one of its accepted alternatives.
 """
 
@@ -40,7 +41,11 @@ def ranked(hits: list[RuleHit], field: str) -> list[tuple[str, float]]:
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("-")]
     whole, verbose = "--whole" in argv, "-v" in argv
-    cases = [json.loads(x) for x in Path(args[0] if args else DEFAULT_CASES).read_text().splitlines() if x.strip()]
+    cases = [
+        json.loads(x)
+        for x in Path(args[0] if args else DEFAULT_CASES).read_text().splitlines()
+        if x.strip()
+    ]
     ruleset = engine.load()
     n = len(cases)
     ok = defaultdict(int)
@@ -48,8 +53,10 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     for case in cases:
         text = case["evidence"]
-        events = (engine.whole_text_event(text),) if whole else engine.text_events(text)
-        hits = engine.match_events(events, rules=ruleset)
+        if whole:
+            hits = engine.match_events([engine.whole_text_event(text)], rules=ruleset)
+        else:
+            hits = engine.match_text(text)
         if hits:
             covered += 1
         row = {}
@@ -63,13 +70,26 @@ def main(argv: list[str]) -> int:
             if hits:
                 ok[f"{field}@1|hit"] += got1 in truth
             row[field] = (case[field], got3)
-        if verbose and (not hits or row["symptom"][1][:1] != [case["symptom"]] or row["root_cause"][1][:1] != [case["root_cause"]]):
+        if verbose and (
+            not hits
+            or row["symptom"][1][:1] != [case["symptom"]]
+            or row["root_cause"][1][:1] != [case["root_cause"]]
+        ):
             rid = sorted({h.rule_id for h in hits})
-            print(f"{case['id']:8s} S {row['symptom'][0]}->{row['symptom'][1]} R {row['root_cause'][0]}->{row['root_cause'][1]} F {row['fix'][0]}->{row['fix'][1]} {rid}")
+            s_, r_, f_ = row["symptom"], row["root_cause"], row["fix"]
+            print(f"{case['id']:8s} S {s_[0]}->{s_[1]} R {r_[0]}->{r_[1]} F {f_[0]}->{f_[1]} {rid}")
     wall = time.perf_counter() - t0
     print(f"cases {n}, rules {len(ruleset)}, mode {'whole text' if whole else 'parsed'}")
     print(f"coverage (>=1 hit)   {covered / n:6.1%}  ({covered})")
-    for key in ("symptom@1", "symptom@3", "root_cause@1", "root_cause@3", "fix@1", "fix@3", "stage@1"):
+    for key in (
+        "symptom@1",
+        "symptom@3",
+        "root_cause@1",
+        "root_cause@3",
+        "fix@1",
+        "fix@3",
+        "stage@1",
+    ):
         print(f"{key:20s} {ok[key] / n:6.1%}")
     for key in ("symptom@1|hit", "root_cause@1|hit", "fix@1|hit"):
         print(f"{key:20s} {ok[key] / max(covered, 1):6.1%}  (of cases with a hit)")

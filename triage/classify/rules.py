@@ -675,6 +675,35 @@ def whole_text_event(text: str, name: str = "<pasted>") -> Event:
     )
 
 
+def match_text(
+    text: str,
+    analysis: Analysis | None = None,
+    extra_dirs: Sequence[str | os.PathLike[str]] = (),
+    *,
+    events: Sequence[Event] | None = None,
+    name: str = "<pasted>",
+) -> list[RuleHit]:
+    """Rule hits over pasted text: its parsed events, then the whole text for the rest.
+
+    A parser keeps only notable lines and splits the paste into events, so a message the parser
+    drops (a `Last error:` detail, an exception without its type) or one that spans two events
+    would be missed; rules that did not hit any event get one more try on the whole text.
+    """
+    ruleset = load(extra_dirs)
+    parsed = tuple(events) if events is not None else text_events(text, name)
+    hits = match_events(parsed, analysis, rules=ruleset)
+    if len(parsed) == 1 and parsed[0].text == text:
+        return hits
+    seen = {h.rule_id for h in hits}
+    rest = RuleSet(
+        rules=tuple(r for r in ruleset.rules if r.id not in seen and r.needs_text),
+        prefilter=ruleset.prefilter,
+    )
+    if rest.rules:
+        hits += match_events([whole_text_event(text, name)], analysis, rules=rest)
+    return hits
+
+
 def check(text_or_path: str, extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[RuleHit]:
     """Which rules match a file (parsed like a log) or a piece of text."""
     path = Path(text_or_path)
@@ -682,8 +711,9 @@ def check(text_or_path: str, extra_dirs: Sequence[str | os.PathLike[str]] = ()) 
         is_file = len(text_or_path) < 4096 and path.is_file()
     except OSError:
         is_file = False
-    events = _file_events(path) if is_file else text_events(text_or_path)
-    return match_events(events, None, extra_dirs)
+    if is_file:
+        return match_events(_file_events(path), None, extra_dirs)
+    return match_text(text_or_path, None, extra_dirs)
 
 
 def _file_events(path: Path) -> tuple[Event, ...]:
