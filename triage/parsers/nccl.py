@@ -25,7 +25,7 @@ MAX_EVENTS = 20_000
 
 _LINE = re.compile(
     r"(?:\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)\] )?"
-    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?"
     r"(?:\[(?P<dev>\d+)\] )?"
     r"(?:(?P<ms>\d+\.\d+) )?"
     r"(?:(?P<src>[\w./<>-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?"
@@ -53,6 +53,7 @@ _INIT = re.compile(
     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)"
     r"(?: commId (?P<commid>0x[0-9a-fA-F]+))? - Init COMPLETE"
 )
+_ENV_SET = re.compile(r"(?P<var>NCCL_\w+) set by environment to (?P<value>\S*)")
 _CHAIN = re.compile(r"(?P<src>[\w./<>-]+):(?P<srcline>\d+) -> (?P<code>\d+)(?P<tail>.*)")
 _INFO_TROUBLE = re.compile(
     r"error|fail|closed|abort|timeout|timed out|refused|unreachable|mismatch|exceeded", re.I
@@ -86,6 +87,10 @@ class NcclLine:
     time: float | None = None
 
 
+def _opt_int(value: str | None) -> int | None:
+    return int(value) if value is not None else None
+
+
 def parse_nccl_line(text: str) -> NcclLine | None:
     """One NCCL debug line (wrapper prefixes already peeled), or None when it is not one."""
     if "NCCL" not in text:
@@ -104,8 +109,8 @@ def parse_nccl_line(text: str) -> NcclLine | None:
     ts = m["ts"]
     return NcclLine(
         host=m["host"],
-        pid=int(m["pid"]),
-        tid=int(m["tid"]),
+        pid=_opt_int(m["pid"]),
+        tid=_opt_int(m["tid"]),
         dev=int(m["dev"]) if m["dev"] is not None else None,
         level=m["level"],
         message=m["msg"].strip(),
@@ -200,6 +205,12 @@ class NcclTracker:
         m = _VERSION.search(msg)
         if m is not None:
             return NcclFinding(EventKind.NCCL_INFO, Level.INFO, dict(base, nccl_version=m["ver"]))
+        m = _ENV_SET.search(msg)
+        if m is not None:
+            if not self._once(f"{line.host}:{line.pid}:env:{m['var']}"):
+                return None
+            env = {m["var"]: m["value"].rstrip(".")}
+            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, dict(base, env=env))
         m = _CHANNEL.search(msg)
         if m is not None:
             via = m["via"]

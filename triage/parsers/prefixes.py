@@ -4,7 +4,7 @@ Peeled from the outside in (formats.md §1): `srun -l` task labels `3: `, pdsh/c
 `node07: `, `mpirun --tag-output` `[1,0]<stdout>:`, torchrun `--tee`/`--redirects` `[default3]:`
 (local rank; the role name can differ), the `[rank3]: ` that torch's excepthook puts on every
 traceback line (global rank; glued to C++ logs as `[rank0]:[E1218 ...`), and `[80746] ` line
-numbers that some log collectors add (noise).
+numbers that some log collectors add (noise), and Ray's `(RayWorkerWrapper pid=123) `.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ _MPIRUN = re.compile(r"\[(\d+),(\d+)\]<(?:stdout|stderr)>: ?")
 _RANK = re.compile(r"\[rank(\d{1,6})\]: ?")
 _ROLE = re.compile(r"\[([A-Za-z_][A-Za-z_-]*?)(\d{1,6})\]: ?")
 _COLLECTOR = re.compile(r"\[\d{1,9}\] ")
+_RAY = re.compile(
+    r"\((?P<actor>[\w.]+)(?:\[(?:[^\]]*?rank=(?P<rank>\d+))?[^\]]*\])? pid=(?P<pid>\d+)"
+    r"(?:, ip=[\w.:-]+)?\) ?"
+)
 _HOST = re.compile(r"([A-Za-z0-9][\w.-]{0,62}): ")
 
 # Words that end in `: ` at the start of a line but are not host names.
@@ -94,6 +98,16 @@ def peel(text: str, *, max_layers: int = 8) -> Prefixes:
                 continue
             m = _COLLECTOR.match(text, pos)
             if m is not None:
+                pos = m.end()
+                continue
+            break
+        if first == "(":
+            # Ray prefixes worker output with `(ActorName pid=123, ip=10.0.0.5) `.
+            m = _RAY.match(text, pos)
+            if m is not None:
+                if m["rank"] is not None and rank is None:
+                    rank = int(m["rank"])
+                keys.append(f"({m['actor']} pid={m['pid']})")
                 pos = m.end()
                 continue
             break

@@ -39,53 +39,29 @@ STALE_LINES = 400  # a record whose stream has been silent this long is closed
 SCAN_ALL_BELOW = 256 << 10
 PROGRESS_WINDOW = 16 << 10
 
-# Words (case-insensitive) and 4-byte shapes that mark a line worth parsing. Anything notable
-# carries one of them; progress lines are read separately from chunk tails.
+# Words (case-insensitive) and 4-byte shapes that mark a line worth parsing: every pattern
+# below that makes an event carries one of them (a test checks the fast path against a full
+# read). Progress lines are read separately, from chunk tails.
+_NEEDLES = (
+    "error exception warn fail traceback kill signal nccl terminate what(): segmentation dumped "
+    "aborted timeout watchdog nvrm: cancelled rendezvous fatal illegal device-side found_nan "
+    "on_memory of_memory timed_out no_module_named key(s) terminated_with exited_with xid_ "
+    'loss_scale return_code ",_line_'
+)
+_LEVEL_MONTHS = [(lvl, m, d) for lvl in b"EW" for m in range(1, 10) for d in range(4)]
 MARKERS = MarkerSet(
-    needles=[
-        "error",
-        "exception",
-        "warn",
-        "fail",
-        "traceback",
-        '", line ',
-        "kill",
-        "signal",
-        "nccl",
-        "terminate",
-        "what():",
-        "segmentation",
-        "dumped",
-        "aborted",
-        "of memory",
-        "timeout",
-        "timed out",
-        "watchdog",
-        "nvrm:",
-        "cancelled",
-        "rendezvous",
-    ],  # fmt: skip
+    needles=[word.replace("_", " ") for word in _NEEDLES.split()],
     # c10 `[E1218 ...` (month unpadded) and `[E ProcessGroup...`, and torch's glog `E0105 10:..`
-    # at a line start (the newline folds to `*`) or after a `]:` prefix.
-    grams=[b"[E%d%d" % (m, d) for m in range(1, 10) for d in range(4)]
-    + [b"[E %c" % c for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+    # at a line start (the newline folds to `*`) or after a `]:` prefix; W for warnings.
+    grams=[b"[%c%d%d" % t for t in _LEVEL_MONTHS]
+    + [b"[%c %c" % (lvl, c) for lvl in b"EW" for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
     + [
-        b"%cE%d%d" % (c, m, d)
+        b"%c%c%d%d" % (c, lvl, m, d)
         for c in b"\n:"
-        for m, d in (
-            (0, 1),
-            (0, 2),
-            (0, 3),
-            (0, 4),
-            (0, 5),
-            (0, 6),
-            (0, 7),
-            (0, 8),
-            (0, 9),
-            (1, 0),
-            (1, 1),
-            (1, 2),
-        )
+        for lvl in b"EW"
+        for m in (0, 1)
+        for d in range(10)
+        if 1 <= 10 * m + d <= 12
     ],
 )
 
@@ -117,7 +93,11 @@ _LEVELS = {
 _ERROR_WORDS = re.compile(
     r"\b\w*(?:Error|Exception)\b|\bERROR\b|\berror\b|\bError\b|\bFAILED\b|\bfailed\b|\bFailed\b"
     r"|Segmentation fault|core dumped|CUDA error|NCCL error|out of memory|Out Of Memory"
-    r"|\bKilled\b|\bAborted\b|\bfatal\b|\bFatal\b"
+    r"|\bKilled\b|\bkilled\b|\bAborted\b|\bfatal\b|\bFatal\b|\b[Ff]ailure\b"
+    r"|Watchdog caught|watchdog thread terminated|\btimed out\b|No module named"
+    r"|Unexpected key\(s\)|Missing key\(s\)|terminated with (?:exit )?code -?[1-9]"
+    r"|exited with (?:exit )?(?:code|status) -?[1-9]|illegal memory access|device-side assert"
+    r"|\bECC error|\bXid\b|found NaN|loss scale already at minimum|low on memory"
 )
 _WARNING_WORDS = re.compile(r"\bWARN(?:ING)?\b|\b[Ww]arning\b|\w+Warning:")
 
@@ -167,7 +147,8 @@ _DUMP_FROM = re.compile(r"dump signal due to a collective timeout from (?:rank )
 _WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds")
 _NCCL_ERROR_IN = re.compile(
     r"NCCL error in: (?P<src>\S+):(?P<line>\d+), (?P<reason>.+?)"
-    r"(?:, NCCL version (?P<ver>[\d.]+\S*))?$"
+    r"(?:, NCCL version (?P<ver>[\d.]+\S*))?$",
+    re.MULTILINE,
 )
 
 _TORCHRUN_FAILED = re.compile(
@@ -213,7 +194,12 @@ _SHELL_SIGNALS = {
 
 # --------------------------------------------------------------------------- progress
 
-_PROGRESS_BYTES = re.compile(rb"(?i)step|epoch|iteration|\d/ *\d+ \[")
+PROGRESS_MARKERS = MarkerSet(["step", "epoch", "iteration", "it/s", "s/it"])
+# The wrapper prefixes of a raw line, to skip older progress lines of a stream undecoded.
+_RAW_PREFIXES = re.compile(
+    rb"(?:\d{1,6}: |\[[A-Za-z_]+\d+\]: ?|\[\d+,\d+\]<\w+>: ?|[\w.-]{1,64}: |\(\S+ pid=\d+[^)]*\) )*"
+)
+_RAW_RANK = re.compile(rb"\[Rank (-?\d+)\]")
 _P_MEGATRON = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|")
 _P_DEEPSPEED = re.compile(r"\[Rank (?P<rank>-?\d+)\] step=(?P<step>\d+)")
 _P_HF = re.compile(r"\{'loss': [^}]*?'epoch': (?P<epoch>[\d.]+)")
@@ -761,6 +747,7 @@ class _LogParser:
         attrs: dict[str, Any] | None = None,
         payload: Any = None,
         yearless: tuple[str, str, str, str, str | None] | None = None,
+        progress: bool = False,
     ) -> int | None:
         if len(self.events) >= MAX_EVENTS:
             self.events_dropped += 1
@@ -769,7 +756,7 @@ class _LogParser:
         if local_rank is None and (pre is None or pre.empty):
             local_rank = self.source.local_rank
         attrs = dict(attrs or {})
-        if time is None and self.last_time is not None:
+        if time is None and self.last_time is not None and not progress:
             attrs.setdefault("time_before", self.last_time)  # the latest time seen earlier
         if pre is not None and pre.task is not None:
             attrs.setdefault("task", pre.task)
@@ -1428,18 +1415,23 @@ class _LogParser:
 
     def scan_progress(self, data: bytes, first: int) -> None:
         """Last progress line per stream in this chunk, read from its tail backwards."""
+        # Streams that progressed in the last chunk may have their last line anywhere in this
+        # one; the first chunk is read whole so that a rank that stopped early is still seen.
         wanted = {k for k, p in self.progress.items() if p.chunk == self.chunk - 1}
+        whole = self.chunk == 1
         end = len(data)
         window = PROGRESS_WINDOW
         seen: set[tuple[str, int | None]] = set()
+        seen_raw: set[tuple[bytes, bytes | None]] = set()
         while end > 0:
             start = max(0, end - window)
             if start > 0:
                 start = data.find(b"\n", start) + 1 or end
+            window_data = data[start:end]
             starts = sorted(
                 {
-                    data.rfind(b"\n", 0, m.start()) + 1
-                    for m in _PROGRESS_BYTES.finditer(data, start, end)
+                    window_data.rfind(b"\n", 0, hit) + 1 + start
+                    for hit in PROGRESS_MARKERS.find(window_data)
                 }
             )
             numbers = []
@@ -1451,6 +1443,14 @@ class _LogParser:
             for pos, number in zip(reversed(starts), reversed(numbers), strict=True):
                 stop = data.find(b"\n", pos)
                 raw = data[pos : stop if stop >= 0 else len(data)]
+                raw_prefix = _RAW_PREFIXES.match(raw)
+                raw_rank = _RAW_RANK.search(raw, 0, 200)
+                raw_key = (
+                    raw_prefix[0] if raw_prefix else b"",
+                    raw_rank[1] if raw_rank else None,
+                )
+                if raw_key in seen_raw:
+                    continue
                 if len(raw) > 4096:
                     raw = raw[-4096:]
                 texts = clean(raw)
@@ -1460,11 +1460,12 @@ class _LogParser:
                 if got is None:
                     continue
                 key = (pre.key, got[3])
+                seen_raw.add(raw_key)
                 if key in seen:
                     continue
                 seen.add(key)
                 self.observe_progress(number, pre.rest, pre)
-            if wanted <= seen or start == 0:
+            if (wanted <= seen and not whole) or start == 0:
                 return
             end = start
             window *= 4
@@ -1492,7 +1493,9 @@ class _LogParser:
                 p.pre,
                 level=Level.INFO,
                 msg_rank=p.msg_rank,
+                time=ts.parse_any(p.text, self.hint),
                 attrs=attrs,
+                progress=True,
             )
 
     # ------------------------------------------------------------------ fix-ups

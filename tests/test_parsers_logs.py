@@ -1,0 +1,513 @@
+"""Text-log parsers: what a user's crashed-job logs turn into.
+
+Fixtures in tests/fixtures/logs/ are hand-written after the formats in
+shared/research/formats.md; hosts, pids and numbers are made up.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from triage.model import EventKind, Level, ParsedSource, RankExit, Source, SourceKind
+from triage.parsers import lines, nccl, prefixes, rank_log, timestamps
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+
+
+def source_of(data: bytes, path: str = "job.log", **kw: object) -> Source:
+    return Source(
+        path=path, kind=SourceKind.RANK_LOG, size=len(data), open=lambda: io.BytesIO(data), **kw
+    )
+
+
+def parse_fixture(name: str, *, scan_all: bool | None = None, **kw: object) -> ParsedSource:
+    data = (FIXTURES / name).read_bytes()
+    return rank_log.parse(source_of(data, path=name, **kw), scan_all=scan_all)
+
+
+def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
+    return [e for e in parsed.events if e.kind is kind]
+
+
+# --------------------------------------------------------------------------- torchrun + watchdog
+
+
+def test_watchdog_timeout_on_rank1_is_read_with_its_collective_facts() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    timeouts = [e for e in parsed.events if e.attrs.get("watchdog_timeout")]
+    first = timeouts[0]
+    assert first.kind is EventKind.ERROR_LINE
+    assert first.rank == 1 and first.local_rank == 1
+    assert first.attrs["seq"] == 243
+    assert first.attrs["op"] == "ALLREDUCE"
+    assert first.attrs["timeout_ms"] == 600_000
+    assert first.attrs["ran_ms"] == 600_083
+    summary = next(e for e in parsed.events if "last_completed" in e.attrs)
+    assert summary.attrs["last_enqueued"] == 243 and summary.attrs["last_completed"] == 242
+    assert summary.attrs["pg_desc"] == "default_pg" and summary.attrs["rank"] == 1
+
+
+def test_c10_time_takes_its_year_from_the_summary_table() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    first = next(e for e in parsed.events if e.attrs.get("watchdog_timeout"))
+    # [E105 10:12:05.426...] with the year learned from `2026-01-05_10:12:08`
+    assert first.time == pytest.approx(1767607925.426, abs=0.01)
+
+
+def test_watchdog_exception_frames_join_the_error_line_they_belong_to() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    terminated = next(e for e in parsed.events if e.attrs.get("watchdog_terminated"))
+    assert terminated.kind is EventKind.ERROR_LINE
+    assert terminated.attrs["raised_from"].startswith("checkTimeout at ")
+    assert terminated.end_line > terminated.line
+    assert "frame #0" in terminated.text
+    # the frames are not separate error events
+    assert not [e for e in parsed.events if e.text.startswith("frame #")]
+
+
+def test_cpp_terminate_block_is_one_event() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    (cpp,) = of_kind(parsed, EventKind.CPP_EXCEPTION)
+    assert cpp.attrs["exception_class"] == "c10::DistBackendError"
+    assert "Watchdog caught collective operation timeout" in cpp.attrs["what"]
+    assert cpp.attrs["cpp_frames"] == 2
+    assert cpp.level is Level.FATAL
+    assert cpp.rank == 1  # from `[Rank 1]` inside what()
+    assert "[default1]" not in cpp.text
+
+
+def test_agent_lines_name_the_victims_and_the_failed_worker() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    (sigterm,) = of_kind(parsed, EventKind.AGENT)
+    assert sigterm.attrs == {"target_pid": 41210, "signal": "SIGTERM", "role": "victim"}
+    failed = next(e for e in of_kind(parsed, EventKind.RANK_EXIT) if "exitcode:" in e.text)
+    assert isinstance(failed.payload, RankExit)
+    assert failed.payload.exitcode == -6 and failed.payload.signal == "SIGABRT"
+    assert failed.payload.pid == 41211 and failed.payload.local_rank == 1
+    assert failed.pid == 41200  # the agent's pid, from the glog prefix
+    assert failed.rank == 1  # learned: `[default1]:[rank1]:` lines map local rank 1 to rank 1
+
+
+def test_torchrun_summary_reads_rank_from_rank_line_not_the_index() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    blocks = [e for e in of_kind(parsed, EventKind.RANK_EXIT) if "summary_index" in e.attrs]
+    assert len(blocks) == 2
+    root = next(e for e in blocks if e.payload.is_root_cause_block)
+    other = next(e for e in blocks if not e.payload.is_root_cause_block)
+    assert root.attrs["summary_index"] == 0 and root.payload.rank == 1 and root.rank == 1
+    assert root.payload.exitcode == -6 and root.payload.signal == "SIGABRT"
+    assert root.payload.pid == 41211 and root.payload.host == "gpu-node-3"
+    assert root.payload.message == "Signal 6 (SIGABRT) received by PID 41211"
+    assert root.payload.error_file is None
+    assert other.attrs["summary_index"] == 1 and other.payload.rank == 0
+    assert other.payload.signal == "SIGTERM"
+    assert other.payload.time < root.payload.time + 2
+
+
+def test_agent_traceback_before_the_summary_is_kept() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["exc_type"].endswith("ChildFailedError")
+    assert tb.attrs["frames"][0] == ("/venv/bin/torchrun", 8, "<module>")
+    assert not tb.attrs["truncated"]
+
+
+def test_progress_is_one_event_per_rank_with_the_last_step() -> None:
+    parsed = parse_fixture("torchrun_watchdog.log")
+    progress = {e.local_rank: e for e in of_kind(parsed, EventKind.PROGRESS)}
+    assert progress[0].attrs["last_step"] == 120 and progress[0].attrs["total_steps"] == 1000
+    assert progress[1].attrs["last_step"] == 119
+    assert progress[1].rank == 1  # local rank 1 was seen as `[rank1]` in the same file
+
+
+# --------------------------------------------------------------------------- tracebacks
+
+
+def test_two_ranks_interleaved_tracebacks_are_told_apart() -> None:
+    parsed = parse_fixture("interleaved_tracebacks.log")
+    tbs = {e.rank: e for e in of_kind(parsed, EventKind.TRACEBACK)}
+    assert set(tbs) == {0, 1}
+    r0, r1 = tbs[0], tbs[1]
+    assert r0.attrs["exc_type"] == "RuntimeError"
+    assert r0.attrs["exc_message"].endswith("GLHF! 🏖️")  # gloo's emoji decoded
+    assert [f[2] for f in r0.attrs["frames"]] == ["<module>", "main", "all_reduce"]
+    assert [f[0] for f in r0.attrs["user_frames"]] == ["/workspace/train.py"] * 2
+    assert "[rank0]" not in r0.text and "batch = next(loader)" not in r0.text
+    assert r1.attrs["exc_type"] == "ValueError"
+    assert r1.attrs["chained"] == ["KeyError: 'input_ids'"]
+    assert "During handling of the above exception" in r1.text
+    assert (r1.line, r1.end_line) == (2, 26)
+
+
+def test_traceback_cut_short_is_still_reported() -> None:
+    data = (
+        b"Traceback (most recent call last):\n"
+        b'  File "/workspace/train.py", line 10, in <module>\n'
+        b"    model = build()\n"
+        b'  File "/workspace/model.py", line 3, in build\n'
+    )
+    parsed = rank_log.parse(source_of(data))
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["truncated"] is True and tb.attrs["exc_type"] is None
+    assert tb.attrs["frames"][-1] == ("/workspace/model.py", 3, "build")
+
+
+def test_pasted_traceback_without_header_is_recognised() -> None:
+    parsed = parse_fixture("pasted_headerless_truncated.txt")
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["headerless"] is True
+    assert len(tb.attrs["frames"]) == 3
+    assert [f[0] for f in tb.attrs["user_frames"]] == [
+        "/workspace/finetune.py",
+        "/workspace/opt.py",
+    ]
+
+
+def test_direct_cause_chain_and_multiline_nccl_message_stay_in_one_event() -> None:
+    parsed = parse_fixture("deepspeed_pdsh.log")
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["exc_type"] == "torch.distributed.DistBackendError"
+    assert "Last error:" in tb.attrs["exc_message"]
+    assert tb.attrs["nccl_reason"] == "remote process exited or there was a network error"
+    assert tb.host == "node07"
+
+    chained = rank_log.parse(
+        source_of(
+            b"Traceback (most recent call last):\n"
+            b'  File "a.py", line 1, in <module>\n'
+            b"OSError: disk full\n"
+            b"\n"
+            b"The above exception was the direct cause of the following exception:\n"
+            b"\n"
+            b"Traceback (most recent call last):\n"
+            b'  File "a.py", line 3, in <module>\n'
+            b"RuntimeError: checkpoint save failed\n"
+            b"Loading next shard\n"
+        )
+    )
+    (tb,) = of_kind(chained, EventKind.TRACEBACK)
+    assert tb.attrs["chained"] == ["OSError: disk full"]
+    assert tb.attrs["exc_type"] == "RuntimeError" and tb.end_line == 9
+
+
+def test_long_traceback_keeps_head_and_tail() -> None:
+    frames = b"".join(b'  File "/w/r.py", line %d, in f\n    f()\n' % i for i in range(2000))
+    data = b"Traceback (most recent call last):\n" + frames + b"RecursionError: too deep\n"
+    parsed = rank_log.parse(source_of(data))
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["exc_type"] == "RecursionError"
+    assert "lines omitted" in tb.text and tb.text.endswith("RecursionError: too deep")
+    assert len(tb.attrs["frames"]) <= rank_log.MAX_FRAMES
+    assert tb.attrs["frames_dropped"] > 0
+
+
+# --------------------------------------------------------------------------- NCCL
+
+
+def test_nccl_device_index_is_not_taken_as_rank() -> None:
+    parsed = nccl.parse(source_of((FIXTURES / "nccl_debug.log").read_bytes(), path="nccl.log"))
+    by_pid = {(e.pid, e.rank) for e in parsed.events}
+    # pid 41211 runs on CUDA device [1] but is rank 3 (Init COMPLETE), pid 41210 is dev 0, rank 2
+    assert (41211, 3) in by_pid and (41210, 2) in by_pid
+    assert not [e for e in parsed.events if e.pid == 41211 and e.rank == 1]
+    comms = of_kind(parsed, EventKind.NCCL_COMM)
+    assert {c.attrs["bus_id"] for c in comms} == {"3b000", "5e000"}
+    big = next(c for c in comms if c.attrs["rank"] == 3)
+    assert big.attrs["nranks"] == 4 and big.attrs["cuda_dev"] == 1
+    assert big.attrs["comm_id"] == "0x9e17999afaa87dbb" and big.attrs["host"] == "gpu-node-3"
+    # a process's smaller sub-communicator does not change its rank
+    sub = next(c for c in comms if c.attrs["nranks"] == 2)
+    assert sub.attrs["rank"] == 0 and sub.rank == 2
+
+
+def test_nccl_warnings_versions_transports_and_error_chains() -> None:
+    parsed = nccl.parse(source_of((FIXTURES / "nccl_debug.log").read_bytes(), path="nccl.log"))
+    warns = of_kind(parsed, EventKind.NCCL_WARN)
+    assert len(warns) == 2
+    assert warns[0].time == pytest.approx(1767607918.0)
+    assert warns[1].attrs["func"] == "proxyServiceInitOp" and warns[1].attrs["src"] == "proxy.cc"
+    infos = of_kind(parsed, EventKind.NCCL_INFO)
+    assert any(e.attrs.get("nccl_version") == "2.21.5+cuda12.4" for e in infos)
+    assert any(e.attrs.get("network") == "IB" for e in infos)
+    assert {e.attrs["transport"] for e in infos if "transport" in e.attrs} == {"P2P", "NET/IB"}
+    chain = [e for e in infos if e.attrs.get("chain")]
+    assert len(chain) == 4 and {e.attrs["result_name"] for e in chain} == {"ncclRemoteError"}
+    assert parsed.lines == 25
+
+
+@pytest.mark.parametrize(
+    ("line", "host", "pid", "dev", "level", "src", "func"),
+    [
+        ("node1:42:43 [3] NCCL INFO Using network IB", "node1", 42, 3, "INFO", None, None),
+        (
+            "node1:42:43 [0] misc/socket.cc:49 NCCL WARN socketProgress: closed",
+            "node1",
+            42,
+            0,
+            "WARN",
+            "misc/socket.cc",
+            None,
+        ),
+        (
+            "[2026-01-05 10:11:58] node1:42:43 [0] proxy.cc:1519 (proxyServiceInitOp) NCCL WARN x",
+            "node1",
+            42,
+            0,
+            "WARN",
+            "proxy.cc",
+            "proxyServiceInitOp",
+        ),
+        ("node1:42:43 NCCL CALL ncclAllReduce(...)", "node1", 42, None, "CALL", None, None),
+        ("NCCL version 2.21.5+cuda12.4", None, None, None, "VERSION", None, None),
+    ],
+)
+def test_nccl_line_generations(
+    line: str, host: str, pid: int, dev: int, level: str, src: str, func: str
+) -> None:
+    got = nccl.parse_nccl_line(line)
+    assert got is not None
+    assert (got.host, got.pid, got.dev, got.level, got.src, got.func) == (
+        host,
+        pid,
+        dev,
+        level,
+        src,
+        func,
+    )
+
+
+def test_text_that_only_mentions_nccl_is_not_an_nccl_line() -> None:
+    assert nccl.parse_nccl_line("RuntimeError: NCCL error in: foo.cpp:12, unhandled") is None
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def test_deepspeed_pdsh_log_names_hosts_exit_and_progress() -> None:
+    parsed = parse_fixture("deepspeed_pdsh.log")
+    (exit_,) = of_kind(parsed, EventKind.RANK_EXIT)
+    assert exit_.payload.exitcode == -6 and exit_.payload.local_rank == 1
+    assert exit_.host == "node07" and exit_.time == pytest.approx(1767607540.801)
+    (kill,) = of_kind(parsed, EventKind.AGENT)
+    assert kill.attrs["target_pid"] == 748089
+    (warn,) = of_kind(parsed, EventKind.NCCL_WARN)
+    assert warn.host == "node08" and warn.pid == 2231
+    (progress,) = of_kind(parsed, EventKind.PROGRESS)
+    assert progress.rank == 0 and progress.attrs["last_step"] == 3000
+    assert progress.time == pytest.approx(1767607514.388)
+
+
+def test_slurm_kills_ooms_and_cancellations_become_signals() -> None:
+    parsed = parse_fixture("slurm_srun.log")
+    signals = of_kind(parsed, EventKind.SIGNAL)
+    reasons = [(e.attrs.get("signal"), e.attrs.get("reason")) for e in signals]
+    assert ("SIGKILL", "oom") in reasons  # oom_kill event, srun Out Of Memory, kernel
+    cancel = [e for e in signals if e.attrs.get("slurm") == "job"]
+    assert cancel[0].attrs["reason"] == "TIME LIMIT" and cancel[0].host == "node12"
+    kernel = next(e for e in signals if e.attrs.get("target_pid") == 41213)
+    assert kernel.attrs["process"] == "python"
+    segv = next(e for e in signals if e.attrs.get("signal") == "SIGSEGV")
+    assert segv.attrs["core_dumped"] is True
+    (exit_,) = of_kind(parsed, EventKind.RANK_EXIT)
+    assert exit_.payload.exitcode == 1 and exit_.attrs["task"] == 5
+    progress = {e.rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
+    assert progress == {0: 120, 3: 119}  # srun -l labels
+
+
+def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
+    parsed = parse_fixture("tqdm_glued_error.log")
+    errors = of_kind(parsed, EventKind.ERROR_LINE)
+    watchdog = errors[0]
+    assert watchdog.line == 1 and watchdog.rank == 3
+    assert watchdog.attrs["seq"] == 96120 and watchdog.attrs["timeout_ms"] == 1_800_000
+    assert errors[1].text == "ERROR: could not load checkpoint shard 3"  # ANSI colours gone
+    (progress,) = of_kind(parsed, EventKind.PROGRESS)
+    assert progress.attrs["last_step"] == 380 and progress.attrs["total_steps"] == 1000
+    assert progress.attrs["last_epoch"] == pytest.approx(0.37)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torchrun_watchdog.log",
+        "interleaved_tracebacks.log",
+        "deepspeed_pdsh.log",
+        "slurm_srun.log",
+        "tqdm_glued_error.log",
+        "nccl_debug.log",
+    ],
+)
+def test_fast_path_finds_what_a_full_read_finds(name: str) -> None:
+    full = parse_fixture(name, scan_all=True)
+    fast = parse_fixture(name, scan_all=False)
+    assert [(e.kind, e.line, e.rank, e.text) for e in fast.events] == [
+        (e.kind, e.line, e.rank, e.text) for e in full.events
+    ]
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def test_a_50mb_line_is_cut_with_a_warning_and_later_lines_keep_their_numbers() -> None:
+    data = b"x" * (50 << 20) + b"\nRuntimeError: boom\n"
+    parsed = rank_log.parse(source_of(data))
+    assert any("line 1:" in w and "cut" in w for w in parsed.warnings)
+    (err,) = of_kind(parsed, EventKind.ERROR_LINE)
+    assert err.line == 2 and err.text == "RuntimeError: boom"
+    assert parsed.lines == 2
+
+
+def test_generic_warnings_are_capped_and_the_drop_is_reported() -> None:
+    letters = [bytes([a, b]) for a in range(97, 123) for b in range(97, 123)][:600]
+    data = b"".join(b"WARNING: option %s is deprecated\n" % w for w in letters)
+    parsed = rank_log.parse(source_of(data))
+    assert len(of_kind(parsed, EventKind.WARNING_LINE)) == rank_log.MAX_WARNINGS
+    assert any("not kept" in w for w in parsed.warnings)
+
+
+def test_event_cap_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rank_log, "MAX_EVENTS", 10)
+    data = b"".join(b"RuntimeError: failure %s\n" % w.encode() for w in ("abcdefghijklmnop"))
+    parsed = rank_log.parse(source_of(data))
+    assert len(parsed.events) == 10
+    assert any("6 more events dropped" in w for w in parsed.warnings)
+
+
+def test_unreadable_stream_becomes_a_warning() -> None:
+    class Broken(io.RawIOBase):
+        def read(self, n: int = -1) -> bytes:
+            raise OSError("member is corrupt")
+
+    src = Source(path="bad.log", kind=SourceKind.RANK_LOG, size=10, open=Broken)
+    parsed = rank_log.parse(src)
+    assert any("member is corrupt" in w for w in parsed.warnings)
+
+
+def test_marker_scan_agrees_with_plain_search() -> None:
+    data = (FIXTURES / "torchrun_watchdog.log").read_bytes() * 3
+    fast = rank_log.MARKERS.find(data)
+    plain = rank_log.MARKERS._find_plain(data)
+    # the plain search reports every needle start; the fast one reports the same lines
+    line_of = lambda offs: sorted({data.rfind(b"\n", 0, o) for o in offs})  # noqa: E731
+    assert line_of(fast) == line_of(plain)
+
+
+def test_clean_collapses_bars_and_strips_colour() -> None:
+    assert lines.clean(b" 10%|#  | 1/10 [00:01<00:09]\r 20%|## | 2/10 [00:02<00:08]") == [
+        " 20%|## | 2/10 [00:02<00:08]"
+    ]
+    assert lines.clean(b"\x1b[91m[FAIL]\x1b[0m x") == ["[FAIL] x"]
+    assert lines.clean(b"ok\xff\xfe") == ["ok\ufffd\ufffd"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=4000))
+def test_random_bytes_never_raise(data: bytes) -> None:
+    for mod in (rank_log, nccl):
+        parsed = mod.parse(source_of(data))
+        for e in parsed.events:
+            assert e.line is None or 1 <= e.line <= max(parsed.lines, 1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sorted(p.name for p in FIXTURES.iterdir())),
+    st.integers(min_value=0, max_value=10_000),
+    st.sampled_from(["utf-8", "latin-1", "utf-16", "cp1252"]),
+    st.booleans(),
+)
+def test_truncated_and_reencoded_logs_never_raise(
+    name: str, cut: int, encoding: str, scan_all: bool
+) -> None:
+    raw = (FIXTURES / name).read_bytes()
+    text = raw.decode("utf-8", "replace")
+    data = raw[:cut] + text.encode(encoding, "replace")[cut:]
+    for parser in (lambda s: rank_log.parse(s, scan_all=scan_all), nccl.parse):
+        parsed = parser(source_of(data))
+        assert isinstance(parsed, ParsedSource)
+
+
+# --------------------------------------------------------------------------- prefixes
+
+
+@pytest.mark.parametrize(
+    ("line", "expect"),
+    [
+        ("3: hello", {"task": 3}),
+        ("node07: hello", {"host": "node07"}),
+        ("gpu-node-3.cluster: hello", {"host": "gpu-node-3.cluster"}),
+        ("[1,5]<stderr>:hello", {"rank": 5}),
+        ("[default3]:hello", {"local_rank": 3, "role": "default"}),
+        ("[trainer2]:hello", {"local_rank": 2, "role": "trainer"}),
+        ("[rank7]: hello", {"rank": 7}),
+        ("[rank0]:[E1218 20:27:21.4 X.cpp:1] m", {"rank": 0}),
+        ("[default1]:[rank9]: hello", {"rank": 9, "local_rank": 1}),
+        ("0: node07: [default1]:[rank9]: hello", {"task": 0, "host": "node07", "rank": 9}),
+        ("[80746] hello", {}),
+        ("(RayWorkerWrapper pid=2376582) hello", {}),
+        ("(Worker[rank=8] pid=3294808, ip=10.0.0.9) hello", {"rank": 8}),
+    ],
+)
+def test_prefixes_are_peeled_outermost_first(line: str, expect: dict) -> None:
+    got = prefixes.peel(line)
+    assert got.rest == "hello" or got.rest.startswith("[E1218")
+    for key, value in expect.items():
+        assert getattr(got, key) == value
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: boom",
+        "torch.distributed.run: [WARNING] x",
+        "WARNING: something",
+        "srun: error: node1: task 0: Killed",
+        "rank0: loss 1.0",
+        "Traceback (most recent call last):",
+        "[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] msg",
+        "node07:41210:41300 [0] NCCL INFO Using network IB",
+    ],
+)
+def test_log_text_is_not_mistaken_for_a_prefix(line: str) -> None:
+    assert prefixes.peel(line).rest == line
+
+
+# --------------------------------------------------------------------------- timestamps
+
+
+@pytest.mark.parametrize(
+    ("text", "epoch"),
+    [
+        ("[2025-12-18 20:27:22,783] [INFO] [launch.py:319:f] x", 1766089642.783),
+        ("[2025-01-05 10:00:00] node:1:2 [0] x NCCL WARN y", 1736071200.0),
+        ("2025-01-05 10:12:08,123 - train - ERROR - x", 1736071928.123),
+        ("2025-01-05T10:12:08.500+02:00 x", 1736064728.5),
+        ("2025-01-05T10:12:08Z x", 1736071928.0),
+        ("[2025-01-05 10:12:08] iteration 1/ 2 |", 1736071928.0),
+        ("[01/05/26 10:12:08] INFO colossalai - x", 1767607928.0),
+        ("  time      : 2026-01-05_10:12:08", 1767607928.0),
+    ],
+)
+def test_dated_timestamps(text: str, epoch: float) -> None:
+    assert timestamps.parse_any(text) == pytest.approx(epoch)
+
+
+def test_yearless_c10_and_glog_times_use_the_hint() -> None:
+    hint = timestamps.YearHint(year=2025)
+    c10 = timestamps.parse_any("[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] x", hint)
+    assert c10 == pytest.approx(1766089641.426, abs=1e-3)
+    glog = timestamps.parse_any("E0105 08:35:28.255000 5442 torch/x.py:1] y", hint)
+    assert glog == pytest.approx(1736066128.255, abs=1e-3)
+
+
+def test_year_rolls_over_new_year() -> None:
+    learned = timestamps.YearHint(year=2025)
+    learned.learn(timestamps.parse_dated("2025-12-31 23:59:00"))
+    assert learned.year_for(1) == 2026 and learned.year_for(12) == 2025
+    from_mtime = timestamps.YearHint.from_mtime(timestamps.parse_dated("2026-01-02 00:00:00"))
+    assert from_mtime.year_for(12) == 2025 and from_mtime.year_for(1) == 2026
