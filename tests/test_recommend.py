@@ -1,0 +1,141 @@
+"""The recommender as a user meets it: what to do first, with this job's ranks and values."""
+
+from __future__ import annotations
+
+import string
+
+from triage import taxonomy
+from triage.classify import rules
+from triage.model import (
+    Analysis,
+    Classification,
+    Evidence,
+    FailureRef,
+    HangReport,
+    ScoredLabel,
+)
+from triage.recommend import PLAYBOOK, recommend
+
+
+def _label(table: str, label_id: str, score: float) -> ScoredLabel:
+    cat = getattr(taxonomy.load(), table)[label_id]
+    return ScoredLabel(cat.id, cat.slug, cat.name, score)
+
+
+def _classified(text: str, root_causes: dict[str, float], fix_scores: dict[str, float]):
+    """A classification the way classify builds one: rule actions merged per fix."""
+    hits = rules.match_text(text)
+    actions: dict[str, list[str]] = {}
+    for hit in hits:
+        for fix, acts in hit.actions.items():
+            actions.setdefault(fix, []).extend(a for a in acts if a not in actions.get(fix, []))
+    evidence = tuple(
+        Evidence("<pasted>", h.evidence_line, None, h.evidence_text, h.rule_id) for h in hits
+    )
+    return Classification(
+        root_causes=tuple(_label("root_causes", r, s) for r, s in root_causes.items()),
+        fix_scores=fix_scores,
+        actions={k: tuple(v) for k, v in actions.items()},
+        evidence=evidence,
+    )
+
+
+def test_an_oom_asks_for_sharding_or_smaller_batches_first() -> None:
+    text = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
+        "capacity of 79.19 GiB of which 1.02 GiB is free."
+    )
+    fixes = recommend(_classified(text, {"R16": 0.85}, {"F2": 0.6, "F5": 0.55}), Analysis())
+    assert [f.id for f in fixes[:2]] in (["F2", "F5"], ["F5", "F2"])
+    words = " ".join(a for f in fixes[:2] for a in f.actions)
+    assert "PYTORCH_CUDA_ALLOC_CONF" in words and "batch size" in words
+    assert "2.00 GiB" in words  # the rule's captured request size reaches the user
+    assert all(0.0 <= f.score <= 1.0 for f in fixes)
+    assert [f.score for f in fixes] == sorted((f.score for f in fixes), reverse=True)
+
+
+def test_a_hang_behind_lagging_rank_3_names_rank_3_and_drop_last() -> None:
+    analysis = Analysis(
+        culprit_ranks=(3,),
+        hang=HangReport(
+            detected=True,
+            lagging_ranks=(3,),
+            process_group="0",
+            collective={"op": "all_reduce", "seq": 42, "timeout_ms": 600000},
+        ),
+    )
+    classification = Classification(
+        root_causes=(_label("root_causes", "R09", 0.7), _label("root_causes", "R08", 0.2))
+    )
+    fixes = recommend(classification, analysis)
+    assert fixes[0].id == "F3"
+    first = " ".join(fixes[0].actions)
+    assert "rank 3" in first and "drop_last=True" in first
+    assert "uneven work" in fixes[0].why
+
+
+def test_a_timeout_during_setup_suggests_a_longer_timeout_sized_from_the_job() -> None:
+    analysis = Analysis(
+        facts={"collective": "ALLREDUCE", "timeout_ms": 1800000},
+        first_failure=FailureRef(2, "node3", None, "rank2.log", 10, "Watchdog caught ..."),
+    )
+    classification = Classification(root_causes=(_label("root_causes", "R11", 0.8),))
+    fixes = recommend(classification, analysis)
+    assert fixes[0].id == "F4"
+    text = " ".join(fixes[0].actions)
+    assert "timedelta(minutes=60)" in text and "1800000 ms" in text and "ALLREDUCE" in text
+
+
+def test_a_version_mismatch_pins_the_torch_the_env_report_found() -> None:
+    analysis = Analysis(facts={"torch": "2.3.1+cu121", "nccl": "2.20.5"})
+    classification = Classification(root_causes=(_label("root_causes", "R01", 0.9),))
+    fixes = recommend(classification, analysis)
+    assert fixes[0].id == "F1"
+    assert "torch==2.3.1+cu121" in fixes[0].actions[0] and "2.20.5" in fixes[0].actions[0]
+
+
+def test_network_and_container_causes_name_the_exact_settings() -> None:
+    net = recommend(Classification(root_causes=(_label("root_causes", "R07", 0.8),)), Analysis())
+    assert net[0].id == "F4" and "NCCL_SOCKET_IFNAME" in net[0].actions[0]
+    shm = recommend(Classification(root_causes=(_label("root_causes", "R05", 0.8),)), Analysis())
+    assert shm[0].id == "F5" and "--shm-size" in shm[0].actions[0]
+
+
+def test_evidence_can_reorder_the_taxonomy_prior() -> None:
+    # R16's usual first fix is F5, but the fused evidence says F2 fixed cases like this one.
+    classification = Classification(
+        root_causes=(_label("root_causes", "R16", 0.6),), fix_scores={"F2": 0.9, "F5": 0.2}
+    )
+    fixes = recommend(classification, Analysis())
+    assert [f.id for f in fixes[:2]] == ["F2", "F5"]
+
+
+def test_a_faulty_node_is_named_in_the_drain_action() -> None:
+    analysis = Analysis(facts={"culprit_host": "gpu-node-17"}, culprit_ranks=(12,))
+    fixes = recommend(Classification(root_causes=(_label("root_causes", "R28", 0.9),)), analysis)
+    assert fixes[0].id == "F5" and "gpu-node-17" in fixes[0].actions[0]
+
+
+def test_an_abstention_recommends_nothing() -> None:
+    assert recommend(Classification(abstain_reason="no evidence"), Analysis()) == ()
+
+
+def test_every_root_cause_yields_a_concrete_first_action() -> None:
+    for rc in taxonomy.load().root_causes:
+        fixes = recommend(Classification(root_causes=(_label("root_causes", rc, 0.7),)), Analysis())
+        assert fixes and fixes[0].actions and fixes[0].why, rc
+        assert fixes[0].id == taxonomy.load().root_causes[rc].fixes[0], rc
+        assert not any("{" in a for f in fixes for a in f.actions), rc
+
+
+def test_playbook_templates_only_use_the_facts_they_require() -> None:
+    # An option is chosen only when its facts are known, so a template that names another fact
+    # would print a placeholder to the user.
+    for rc, per_fix in PLAYBOOK.items():
+        assert rc in taxonomy.load().root_causes
+        for fix, options in per_fix.items():
+            assert fix in taxonomy.load().fix_patterns
+            assert options[-1][0] == (), f"{rc}/{fix} needs a fact-free last option"
+            for needs, template in options:
+                used = {f for _, f, _, _ in string.Formatter().parse(template) if f}
+                assert used <= set(needs), (rc, fix, used - set(needs))
