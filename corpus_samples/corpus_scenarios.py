@@ -413,8 +413,8 @@ torchrun process. The missing ranks are 2 and 3.
         nodes=(Node(host="node04", nproc=3, console="console.log", logs="logs"),),
         fr_prefix="comm_lib_trace_rank_node04_",
         fr_json=True,
-        hang_marker=r"metrics group ready",
-        hang_settle_s=5.0,
+        hang_marker=r"first step done",
+        hang_settle_s=2.0,
         pyspy_name="py-spy/rank_{rank}",
         expected=_story(
             story="on logging steps rank 0 all-reduces metrics on the second process group "
@@ -438,6 +438,7 @@ py-spy dumps show the two different `all_reduce` call sites; flight-recorder dum
 last collective on process group 1 while the others are on group 0. glog-style logs.
 """,
         culprit_pattern=r"Timed out",
+        fr_ranks=(0, 1, 2),
     ),
     Scenario(
         name="import_error_on_one_node",

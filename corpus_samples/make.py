@@ -178,6 +178,30 @@ def _pyspy(pid: int, dst: Path) -> None:
         Path(str(dst) + suffix).write_text(res.stdout, encoding="utf-8")
 
 
+def _stack_functions(pid: int) -> tuple[str, ...]:
+    res = subprocess.run(
+        [str(Path(sys.executable).parent / "py-spy"), "dump", "--pid", str(pid)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return tuple(ln.split(" (")[0].strip() for ln in res.stdout.splitlines() if ln[:4] == "    ")
+
+
+def _wait_until_stacks_settle(pids: list[int], deadline: float, tries: int = 8) -> None:
+    """Wait until two samples a second apart show every process in the same functions: then the
+    hang is established (start-up imports and the last steps are over)."""
+    before = None
+    for _ in range(tries):
+        if time.time() > deadline:
+            return
+        now = [_stack_functions(pid) for pid in pids]
+        if now == before:
+            return
+        before = now
+        time.sleep(1.0)
+
+
 def _wait_for(pattern: str, files: list[Path], deadline: float) -> bool:
     rx = re.compile(pattern, re.M)
     while time.time() < deadline:
@@ -254,11 +278,15 @@ def run_scenario(sc: Scenario, out_root: Path, keep_run: bool = False) -> Path:
     if sc.hang_marker is not None:
         if _wait_for(sc.hang_marker, [c for _, _, c in agents], deadline):
             time.sleep(sc.hang_settle_s)
+            targets: dict[str, int] = {}
             for node, proc, _ in agents:
                 if sc.pyspy_agent:
-                    _pyspy(proc.pid, run_root / "pyspy" / sc.pyspy_agent.format(host=node.host))
+                    targets[sc.pyspy_agent.format(host=node.host)] = proc.pid
                 for rank, pid in sorted(_worker_pids(proc.pid).items()):
-                    _pyspy(pid, run_root / "pyspy" / sc.pyspy_name.format(rank=rank, pid=pid))
+                    targets[sc.pyspy_name.format(rank=rank, pid=pid)] = pid
+            _wait_until_stacks_settle(list(targets.values()), deadline)
+            for name, pid in targets.items():
+                _pyspy(pid, run_root / "pyspy" / name)
         else:
             print(f"[{sc.name}] hang marker never showed: {sc.hang_marker!r}", file=sys.stderr)
     for _, proc, _ in agents:

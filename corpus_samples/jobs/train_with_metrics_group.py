@@ -67,6 +67,8 @@ def main() -> None:
                 if log_step:
                     reduce_metrics(metrics, metrics_pg)
             opt.step()
+            if step == 1:
+                log.info("rank %d: first step done, loss %.4f", rank, loss.item())
     dist.destroy_process_group()
 
 
