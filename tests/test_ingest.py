@@ -402,6 +402,8 @@ def test_random_bytes_behind_a_familiar_prefix_never_break_the_sniffer(prefix: b
         ("node07.tar.gz/logs/rank_6.log", 6, "node07"),
         ("nccl/nccl.node01.12345.log", None, "node01"),
         ("rank_9/stdout.log", 9, None),
+        ("logs/node01.log", None, "node01"),
+        ("logs/host-a7.txt", None, "a7"),
     ],
 )
 def test_rank_and_host_come_from_explicit_names(path: str, rank: int | None, host: str | None):
@@ -421,6 +423,7 @@ def test_rank_and_host_come_from_explicit_names(path: str, rank: int | None, hos
         "checkpoint-2000/trainer_state.json",
         "run42/output.txt",
         "gpu0/stdout.txt",  # a device, not a rank (nor a host)
+        "pyspy/torchrun-node01.txt",  # which part is the host is a guess: none is made
     ],
 )
 def test_numbers_that_are_not_ranks_are_left_alone(path: str):

@@ -19,7 +19,8 @@ Rules, innermost evidence first:
 * A directory named exactly `rank_3` / `worker3` gives the rank when the file name does not.
 * Host: the flight-recorder name above, NCCL_DEBUG_FILE's `%h.%p` names
   (`nccl.node01.12345.log` -> node01), a host-shaped name right before an explicit rank
-  (`trn-node-2.rank0.pid19821.txt`, `node-1-rank12.out`), else the deepest directory that
+  (`trn-node-2.rank0.pid19821.txt`, `node-1-rank12.out`), a file named just like a host
+  (`node01.log`, `host-a7.txt`, `10.0.0.5.log`), else the deepest directory that
   is clearly a host folder: `host-<name>` / `hostname=<name>` / `node_<name>`, a name
   ending in a host word and a number (`node01`, `gpu-node-3`, `nid001234`, `dgx07`,
   `compute-12`), or an IPv4 address (`10.0.0.5`, `ip-10-0-0-5`). Archive names count as
@@ -127,6 +128,8 @@ _HOST_WORD_NUMBER = regex.compile(
     r"(?:[A-Za-z][A-Za-z0-9-]*?)?(?:node|nid|host|compute|dgx|hgx|srv|server)[-_]?\d+",
     regex.IGNORECASE,
 )
+# A file named after its host: stricter than folders (`torchrun-node01.txt` is not a host).
+_HOST_FILE = regex.compile(r"(?:node|nid|host|compute|dgx|hgx)[-_]?\d+", regex.IGNORECASE)
 _IPV4 = regex.compile(r"(?:ip-)?\d{1,3}(?P<sep>[.-])\d{1,3}(?P=sep)\d{1,3}(?P=sep)\d{1,3}")
 
 
@@ -222,4 +225,6 @@ def _rank_and_host_from_name(stem: str) -> tuple[int | None, str | None]:
     m = _TRAILING_INDEX.search(stem_wo_local)
     if m and m.group("word").lower() in _RANK_WORDS:
         return int(m.group("idx")), None
+    if _HOST_FILE.fullmatch(stem) or _HOST_PREFIXED.fullmatch(stem) or _IPV4.fullmatch(stem):
+        return None, host_from_dir(stem)  # `node01.log`: one file per host
     return None, None
