@@ -976,3 +976,15 @@ def test_a_big_nccl_debug_file_is_nccl_and_a_stdout_that_only_starts_like_one_is
     assert debug.kind is K.NCCL
     assert stdout.kind is K.RANK_LOG  # the traceback at the end must reach the log parser
     assert zipped.kind is K.RANK_LOG  # no cheap tail: the log parser reads NCCL lines too
+
+
+def test_an_absurdly_deep_folder_tree_is_cut_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    deep = Path("d")
+    for _ in range(80):
+        deep = deep / "d"
+    write(tmp_path / deep / "rank_0.log", RANK_TRACEBACK)
+    write(tmp_path / "d" / "rank_1.log", RANK_TRACEBACK)
+    sources = list(discover(["d"]))
+    assert [s.path for s in sources][-1] == "d/rank_1.log"
+    assert "nested more than 64 deep" in sources[0].warnings[0]

@@ -43,6 +43,7 @@ from triage.model import Source, SourceKind
 
 _DIGITS = regex.compile(r"(\d+)")
 TAIL_BYTES = 16 * 1024
+_MAX_DIR_DEPTH = 64  # far deeper than any job bundle; keeps recursion bounded
 _CODECS = ("gzip", "bz2", "xz")
 # Tool folders inside a bundle that never hold job output (version control, bytecode).
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
@@ -156,6 +157,11 @@ class _Walker:
                     found = True  # the same folder reached again through a link
                     continue
                 self._seen_dirs.add(key)
+                if len(ancestors) >= _MAX_DIR_DEPTH:
+                    why = f"folder nested more than {_MAX_DIR_DEPTH} deep, not walked"
+                    yield _problem(child, _parts(child), (why,))
+                    found = True
+                    continue
                 if (yield from self._dir(child, ancestors | {key})):
                     found = True
                 else:
