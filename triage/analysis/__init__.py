@@ -23,7 +23,15 @@ from typing import Any
 
 import regex
 
-from triage.analysis import consistency, exits, flight_recorder, progress, pyspy, timeline
+from triage.analysis import (
+    consistency,
+    exits,
+    flight_recorder,
+    launcher,
+    progress,
+    pyspy,
+    timeline,
+)
 from triage.analysis.cascade import ERROR_KINDS, Role, classify_event, pointed_ranks
 from triage.analysis.ranks import RankIndex, build_index, event_rank, first_line, format_ranks, ref
 from triage.model import (
@@ -120,6 +128,10 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     world_size = index.world_size
     if ranks_seen:
         world_size = max(world_size or 0, max(ranks_seen) + 1)
+    topo = launcher.topology(ev for ps in parsed for ev in ps.events)
+    if topo.world_size:
+        world_size = max(world_size or 0, topo.world_size)
+    never_joined = topo.missing_ranks(ranks_seen)
 
     fr = flight_recorder.analyze(fr_dumps, world_size)
     for rep in fr.reports:
@@ -149,6 +161,9 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
         scores[r] += 0.5 if has_initiating else 2.5
         reasons[r].append("printed nothing while the others failed")
 
+    for r in never_joined:
+        scores[r] += 3.5
+        reasons[r].append("its node never joined the rendezvous")
     culprits = _pick(scores)
     lead = max(culprits, key=lambda r: (scores[r], -r)) if culprits else None
     initiating = sorted(
@@ -156,7 +171,30 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
         key=lambda p: (p.rank not in culprits, -roles[id(p.event)].strength, _t(p)),
     )
     cascade_events = [p for p in placed if p.role == "cascade"]
-    first = _first_failure(culprits, initiating, exit_records, fr, spy, placed)
+    launch_findings: list[Finding] = []
+    if never_joined and topo.rendezvous_timeout is not None:
+        joined = (
+            f" ({topo.joined}/{topo.expected_agents} agents joined)" if topo.expected_agents else ""
+        )
+        launch_findings.append(
+            Finding(
+                kind="missing_rank",
+                summary=(
+                    f"rank(s) {format_ranks(never_joined)} never started: the launcher expected "
+                    f"{topo.nnodes} node(s) x {topo.nproc_per_node} process(es) and its "
+                    f"rendezvous timed out waiting for the rest{joined}"
+                ),
+                ranks=tuple(never_joined),
+                evidence=(ref(topo.rendezvous_timeout),),
+                facts={
+                    "nnodes": topo.nnodes,
+                    "nproc_per_node": topo.nproc_per_node,
+                    "node_ranks_seen": sorted(topo.node_ranks),
+                },
+            )
+        )
+    structural = [*launch_findings, *fr.findings, *spy.findings]
+    first = _first_failure(culprits, initiating, exit_records, structural, placed)
     hang = _hang(placed, culprits, fr, spy, initiating, exit_records)
 
     findings: list[Finding] = []
@@ -185,12 +223,25 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
                 facts={"world_size": world_size, "silent": list(silent)},
             )
         )
+    findings.extend(launch_findings)
     findings.extend(_cascade_findings(cascade_events, culprits))
     findings.extend(exits.exit_findings(exit_records))
     findings.extend(exits.restart_findings(parsed))
     findings.extend(cons.findings)
 
     extra = _timeline_extras(exit_records, fr, spy, hang, offsets, index)
+    for f in launch_findings:
+        e = f.evidence[0] if f.evidence else None
+        extra.append(
+            TimelineEntry(
+                time=topo.rendezvous_timeout.time if topo.rendezvous_timeout else None,
+                rank=f.ranks[0] if f.ranks else None,
+                text=f.summary,
+                source=e.source if e else "launcher",
+                line=e.line if e else None,
+                role="context",
+            )
+        )
     tl = timeline.build(placed, extra)
     facts = _facts(
         world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
@@ -318,8 +369,7 @@ def _first_failure(
     culprits: Sequence[int],
     initiating: Sequence[timeline.Placed],
     exit_records: Sequence[exits.ExitRecord],
-    fr: flight_recorder.FRAnalysis,
-    spy: pyspy.PySpyAnalysis,
+    structural: Sequence[Finding],
     placed: Sequence[timeline.Placed],
 ) -> FailureRef | None:
     def from_placed(p: timeline.Placed) -> FailureRef:
@@ -346,14 +396,8 @@ def _first_failure(
                 text=f"rank {rec.exit.rank} exited {rec.exit.exitcode} "
                 f"({exits.meaning(rec.exit.exitcode)})",
             )
-    for f in fr.findings:
-        hit = [r for r in f.ranks if r in culprits]
-        if hit:
-            src = f.evidence[0].source if f.evidence else "flight recorder"
-            return FailureRef(
-                rank=hit[0], host=None, time=None, source=src, line=None, text=f.summary
-            )
-    for f in spy.findings:
+    # a culprit that printed nothing: the finding that points at it is the first failure
+    for f in structural:
         hit = [r for r in f.ranks if r in culprits]
         if hit:
             e = f.evidence[0] if f.evidence else None
@@ -361,7 +405,7 @@ def _first_failure(
                 rank=hit[0],
                 host=None,
                 time=None,
-                source=e.source if e else "py-spy",
+                source=e.source if e else "flight recorder",
                 line=e.line if e else None,
                 text=f.summary,
             )
@@ -398,11 +442,14 @@ def _hang(
     initiating: Sequence[timeline.Placed],
     exit_records: Sequence[exits.ExitRecord],
 ) -> HangReport | None:
+    # A hang is the survivors *waiting*: until a timeout fired, or still waiting when py-spy
+    # looked. Survivors that got an immediate error (peer closed, reset) saw a crash, even if
+    # the flight recorder shows them inside a collective. So do the real bundles and the
+    # labelled corpus: watchdog timeouts after a rank's OOM are labelled a hang.
     timeouts = [p for p in placed if p.family == "collective_timeout"]
-    stall = bool(timeouts) or fr.hang_pg is not None or (spy.waiting_ranks and spy.suspects)
-    if not stall:
+    stall = bool(timeouts) or bool(spy.waiting_ranks and spy.suspects)
+    if not stall and fr.hang_pg is None:
         return None
-    # a crash on the culprit explains the others' timeouts: that is a crash, not a hang
     crashed = [
         p
         for p in initiating
@@ -414,7 +461,9 @@ def _hang(
         for r in exit_records
         if r.exit.rank in culprits and r.exit.exitcode in exits.SELF_INFLICTED
     ]
-    detected = not crashed and not crashed_exit
+    # flight-recorder dumps alone (no logs) showing ranks behind: nobody saw an error, so wait
+    errored = any(p.family in ("peer_closed", "comm_aborted") for p in placed)
+    detected = stall or not (crashed or crashed_exit or errored)
     coll, timeout = _collective_from_text(timeouts or placed)
     pg = None
     lagging: list[int] = []
@@ -439,7 +488,12 @@ def _hang(
         + (f" #{seq}" if seq is not None else "")
         + (f" on process group {pg}" if pg else "")
     )
-    if detected:
+    if detected and (crashed or crashed_exit):
+        text = (
+            f"hang: the other ranks waited in {where} until they timed out; rank(s) "
+            f"{format_ranks(culprits)} had already failed and never arrived"
+        )
+    elif detected:
         text = (
             f"hang: rank(s) {format_ranks(lagging)} never reached {where} "
             "that the other ranks wait in"
@@ -451,8 +505,8 @@ def _hang(
             )
     else:
         text = (
-            f"the other ranks waited in {where} because rank(s) {format_ranks(culprits)} crashed; "
-            "the timeouts are a consequence, not a hang of their own"
+            f"no hang: the other ranks were in {where} when rank(s) {format_ranks(culprits)} "
+            "failed, and got an error at once"
         )
     return HangReport(
         detected=detected,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import regex
 
-from triage.analysis.ranks import final_exception_line
+from triage.analysis.ranks import EXCEPTION_LINE, final_exception_line
 from triage.model import Event, EventKind, Level
 
 # family -> pattern; order matters only for the label we report.
@@ -70,7 +70,8 @@ INITIATING_MARKERS = regex.compile(
     r"|ECC error|Xid\b|fallen off the bus|Segmentation fault|SIGSEGV|SIGKILL|oom[-_ ]kill"
     r"|Killed\b|No space left on device|size mismatch|Detected mismatch between collectives"
     r"|Received data size doesn't match|collective mismatch|\bNaN\b|unhandled cuda error"
-    r"|Cuda failure|invalid (?:argument|usage)",
+    r"|Cuda failure|invalid (?:argument|usage)|EADDRINUSE|address already in use"
+    r"|failed to listen|ImportError|ModuleNotFoundError|undefined symbol",
     regex.I,
 )
 
@@ -124,6 +125,11 @@ def headline(ev: Event) -> str:
     return ev.text
 
 
+def exception_lines(text: str) -> list[str]:
+    """Every `SomeError: message` line of a (chained) traceback."""
+    return [s for line in text.splitlines() if EXCEPTION_LINE.match(s := line.strip())]
+
+
 def cascade_family(text: str) -> str | None:
     for name, pattern in CASCADE_FAMILIES.items():
         if pattern.search(text):
@@ -151,9 +157,11 @@ def classify_event(ev: Event) -> Role:
     if family and not marker:
         return Role("cascade", family, 0.0)
     if family is None and ev.kind is EventKind.TRACEBACK and not marker:
-        # a traceback whose final line is generic may still unwind a cascade error
-        family = cascade_family(ev.text)
-        if family and not INITIATING_MARKERS.search(ev.text):
+        # a chained traceback may end generic while an earlier exception of the chain is a
+        # cascade error; only the exception lines count, never the frames (`TCPStore(`)
+        chain = "\n".join(exception_lines(ev.text))
+        family = cascade_family(chain)
+        if family and not INITIATING_MARKERS.search(chain):
             return Role("cascade", family, 0.0)
     strength = 1.0
     if ev.kind is EventKind.NCCL_WARN:

@@ -215,7 +215,7 @@ def first_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-_EXC_LINE = regex.compile(
+EXCEPTION_LINE = regex.compile(
     r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b.*$"
 )
 
@@ -224,7 +224,7 @@ def final_exception_line(text: str) -> str | None:
     """The last `SomeError: message` line of a traceback: what finally went wrong."""
     for line in reversed(text.splitlines()):
         s = line.strip()
-        if _EXC_LINE.match(s) and not s.startswith("File "):
+        if EXCEPTION_LINE.match(s) and not s.startswith("File "):
             return s
     return None
 
