@@ -286,6 +286,12 @@ def pickle_bytes(obj: object) -> bytes:
         ("elastic error.json", ELASTIC_ERROR, K.ELASTIC_ERROR),
         ("legacy elastic error", ELASTIC_ERROR_LEGACY, K.ELASTIC_ERROR),
         ("agent copy of error.json", ELASTIC_ERROR_AGENT_COPY, K.ELASTIC_ERROR),
+        (
+            "error file, keys reordered",
+            '{"timestamp": 1767607928, "message": "boom"}',
+            K.ELASTIC_ERROR,
+        ),
+        ("a message that is not an error file", '{"message": "hello", "user": "x"}', K.TEXT),
         ("collect_env", COLLECT_ENV, K.ENV_REPORT),
         ("ds_report", DS_REPORT, K.ENV_REPORT),
         ("pip list", PIP_LIST, K.ENV_REPORT),

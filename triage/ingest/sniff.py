@@ -213,7 +213,7 @@ def _json_kind(head: bytes) -> SourceKind | None:
             or b'"version"' in head
         ):
             return SourceKind.FLIGHT_RECORDER
-        if _JSON_ELASTIC_MESSAGE.match(head) and _JSON_KEY.search(head):
+        if _is_elastic_error(head):
             return SourceKind.ELASTIC_ERROR
         return None
     # `[` : py-spy --json (a list of thread objects) or a pre-2.3 flight recorder list.
@@ -224,6 +224,25 @@ def _json_kind(head: bytes) -> SourceKind | None:
     if b'"profiling_name"' in head and (b'"collective_seq_id"' in head or b'"seq_id"' in head):
         return SourceKind.FLIGHT_RECORDER
     return None
+
+
+def _is_elastic_error(head: bytes) -> bool:
+    """TORCHELASTIC_ERROR_FILE: `{"message": {"message", "extraInfo": {...}}}`, or the
+    legacy `{"message": "...", "timestamp": ...}`; keys in any order."""
+    if len(head) < HEAD_BYTES:
+        try:
+            doc = json.loads(head)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            message = doc.get("message")
+            if isinstance(message, dict):
+                return "message" in message and bool(
+                    {"extraInfo", "errorCode", "errorTraits"} & message.keys()
+                )
+            return isinstance(message, str) and "timestamp" in doc
+    # A head cut short (a huge py_callstack): judge by the keys it shows.
+    return _JSON_ELASTIC_MESSAGE.match(head) is not None and _JSON_KEY.search(head) is not None
 
 
 def _lines(text: str, *, complete: bool) -> list[str]:
