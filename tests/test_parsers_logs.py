@@ -511,3 +511,29 @@ def test_year_rolls_over_new_year() -> None:
     assert learned.year_for(1) == 2026 and learned.year_for(12) == 2025
     from_mtime = timestamps.YearHint.from_mtime(timestamps.parse_dated("2026-01-02 00:00:00"))
     assert from_mtime.year_for(12) == 2025 and from_mtime.year_for(1) == 2026
+
+
+def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_errors() -> None:
+    # ~9 MB: four torchrun ranks print progress; rank 2 hangs at step 40 while the others go on,
+    # then rank 0's watchdog fires. Read through the fast path (bigger than SCAN_ALL_BELOW).
+    out = []
+    for step in range(50_000):
+        for r in range(4):
+            if r == 2 and step > 40:
+                continue
+            out.append(b"[default%d]: %d/90000 [01:23<10:00, 1.23it/s, loss=2.3456]" % (r, step))
+        if step % 1000 == 0:
+            out.append(b"2026-01-05 10:00:00,000 - data - INFO - shard %d loaded in 0.5s" % step)
+    out.append(
+        b"[default0]:[rank0]:[E105 10:40:00.000000000 ProcessGroupNCCL.cpp:629] [Rank 0] "
+        b"Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+        b"NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."
+    )
+    data = b"\n".join(out) + b"\n"
+    assert len(data) > 2 * lines.CHUNK_SIZE
+    parsed = rank_log.parse(source_of(data))
+    steps = {e.local_rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
+    assert steps == {0: 49_999, 1: 49_999, 2: 40, 3: 49_999}
+    (watchdog,) = of_kind(parsed, EventKind.ERROR_LINE)
+    assert watchdog.rank == 0 and watchdog.line == parsed.lines
+    assert watchdog.attrs["seq"] == 9

@@ -627,6 +627,7 @@ class _LogParser:
             mtime = None
         self.hint = ts.YearHint.from_mtime(mtime)
         self.reader: ChunkReader | None = None
+        self._chunk_lines = 0
 
     # ------------------------------------------------------------------ driving
 
@@ -856,6 +857,15 @@ class _LogParser:
 
     def _emit_summary(self, summary: _Summary) -> None:
         summary._finish()
+        hosts = {e.fields.get("host") for e in summary.done}
+        for entry in summary.done:
+            m = _SUMMARY_RANK.match(entry.fields.get("rank", ""))
+            if m is not None and m["lr"] is not None and len(self.local_to_rank) < 65536:
+                # The table maps local to global ranks; one agent host means one node's file.
+                rank_, lr_ = int(m["rank"]), int(m["lr"])
+                self.local_to_rank.setdefault((entry.fields.get("host"), lr_), rank_)
+                if len(hosts) == 1:
+                    self.local_to_rank.setdefault((summary.pre.host, lr_), rank_)
         for entry in summary.done:
             f = entry.fields
             rank = local_rank = exitcode = pid = None
@@ -1414,61 +1424,85 @@ class _LogParser:
         return True
 
     def scan_progress(self, data: bytes, first: int) -> None:
-        """Last progress line per stream in this chunk, read from its tail backwards."""
-        # Streams that progressed in the last chunk may have their last line anywhere in this
-        # one; the first chunk is read whole so that a rank that stopped early is still seen.
+        """Last progress line per stream in this chunk, read from its tail backwards.
+
+        Streams that progressed in the previous chunk may have their last line anywhere in
+        this one, so the window grows until each is found. In the first chunk, samples spread
+        over the chunk find streams that stopped early (a hung rank) before the tail is read.
+        """
         wanted = {k for k, p in self.progress.items() if p.chunk == self.chunk - 1}
-        whole = self.chunk == 1
+        self._chunk_lines = (
+            self.reader.chunk_newlines if self.reader is not None else data.count(b"\n")
+        )
+        if self.chunk == 1 and len(data) > 4 * PROGRESS_WINDOW:
+            step = len(data) // 16
+            for at in range(0, len(data) - PROGRESS_WINDOW, step):
+                wanted |= self._progress_in(data, first, at, at + PROGRESS_WINDOW, set(), set())
         end = len(data)
         window = PROGRESS_WINDOW
         seen: set[tuple[str, int | None]] = set()
         seen_raw: set[tuple[bytes, bytes | None]] = set()
         while end > 0:
             start = max(0, end - window)
-            if start > 0:
-                start = data.find(b"\n", start) + 1 or end
-            window_data = data[start:end]
-            starts = sorted(
-                {
-                    window_data.rfind(b"\n", 0, hit) + 1 + start
-                    for hit in PROGRESS_MARKERS.find(window_data)
-                }
-            )
-            numbers = []
-            number, at = first + data.count(b"\n", 0, start), start
-            for pos in starts:
-                number += data.count(b"\n", at, pos)
-                at = pos
-                numbers.append(number)
-            for pos, number in zip(reversed(starts), reversed(numbers), strict=True):
-                stop = data.find(b"\n", pos)
-                raw = data[pos : stop if stop >= 0 else len(data)]
-                raw_prefix = _RAW_PREFIXES.match(raw)
-                raw_rank = _RAW_RANK.search(raw, 0, 200)
-                raw_key = (
-                    raw_prefix[0] if raw_prefix else b"",
-                    raw_rank[1] if raw_rank else None,
-                )
-                if raw_key in seen_raw:
-                    continue
-                if len(raw) > 4096:
-                    raw = raw[-4096:]
-                texts = clean(raw)
-                text = texts[-1]
-                pre = peel(text)
-                got = _read_progress(pre.rest)
-                if got is None:
-                    continue
-                key = (pre.key, got[3])
-                seen_raw.add(raw_key)
-                if key in seen:
-                    continue
-                seen.add(key)
-                self.observe_progress(number, pre.rest, pre)
-            if (wanted <= seen and not whole) or start == 0:
+            self._progress_in(data, first, start, end, seen, seen_raw)
+            if wanted <= seen or start == 0:
                 return
             end = start
             window *= 4
+
+    def _progress_in(
+        self,
+        data: bytes,
+        first: int,
+        start: int,
+        end: int,
+        seen: set[tuple[str, int | None]],
+        seen_raw: set[tuple[bytes, bytes | None]],
+    ) -> set[tuple[str, int | None]]:
+        """Observe the last progress line of each stream in data[start:end] not yet `seen`."""
+        if start > 0:
+            start = data.find(b"\n", start, end) + 1 or end
+        window_data = data[start:end]
+        starts = sorted(
+            {window_data.rfind(b"\n", 0, hit) + 1 for hit in PROGRESS_MARKERS.find(window_data)}
+        )
+        found: set[tuple[str, int | None]] = set()
+        if not starts:
+            return found
+        # line numbers, counted once over the window
+        numbers = []
+        # count the newlines on the shorter side of `start`
+        if start < len(data) // 2:
+            number = first + data.count(b"\n", 0, start)
+        else:
+            number = first + self._chunk_lines - data.count(b"\n", start)
+        at = 0
+        for pos in starts:
+            number += window_data.count(b"\n", at, pos)
+            at = pos
+            numbers.append(number)
+        for pos, number in zip(reversed(starts), reversed(numbers), strict=True):
+            stop = window_data.find(b"\n", pos)
+            raw = window_data[pos : stop if stop >= 0 else len(window_data)]
+            raw_prefix = _RAW_PREFIXES.match(raw)
+            raw_rank = _RAW_RANK.search(raw, 0, 200)
+            raw_key = (raw_prefix[0] if raw_prefix else b"", raw_rank[1] if raw_rank else None)
+            if raw_key in seen_raw:
+                continue
+            if len(raw) > 4096:
+                raw = raw[-4096:]
+            pre = peel(clean(raw)[-1])
+            got = _read_progress(pre.rest)
+            if got is None:
+                continue
+            key = (pre.key, got[3])
+            seen_raw.add(raw_key)
+            found.add(key)
+            if key in seen:
+                continue
+            seen.add(key)
+            self.observe_progress(number, pre.rest, pre)
+        return found
 
     def _emit_progress(self) -> None:
         best: dict[Any, _Progress] = {}
@@ -1518,7 +1552,10 @@ class _LogParser:
                 if rank is None and ev.host == self.source.host:
                     rank = self.local_to_rank.get((None, ev.local_rank))
                 if rank is not None:
-                    self.events[i] = replace(ev, rank=rank)
+                    payload = ev.payload
+                    if isinstance(payload, RankExit) and payload.rank is None:
+                        payload = replace(payload, rank=rank)
+                    self.events[i] = replace(ev, rank=rank, payload=payload)
 
 
 def _fatal_in_info(msg: str) -> bool:
