@@ -819,6 +819,12 @@ def test_empty_inputs_are_listed_so_the_user_sees_them(tmp_path, monkeypatch):
     assert all(s.kind is K.TEXT for p, s in sources.items() if p != "job/rank_0.log")
 
 
+def test_a_single_path_may_be_given_bare(tmp_path):
+    path = write(tmp_path / "rank_0.log", RANK_TRACEBACK)
+    assert [s.rank for s in discover(path)] == [0]  # type: ignore[arg-type]
+    assert [s.rank for s in discover(str(path))] == [0]
+
+
 def test_the_same_file_given_twice_is_read_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "logs" / "rank_0.log", RANK_TRACEBACK)

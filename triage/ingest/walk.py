@@ -56,8 +56,10 @@ def discover(paths: Sequence[str], *, limits: Limits | None = None) -> Iterator[
     read, empty folders, and archives with problems (bombs, truncation, limits).
     """
     walker = _Walker(limits or Limits())
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]  # one path given bare: not a sequence of one-letter paths
     for path in paths:
-        yield from walker.top(os.fspath(path))
+        yield from walker.top(os.fsdecode(path))
 
 
 def _natural_key(name: str) -> tuple[list[object], str]:
