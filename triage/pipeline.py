@@ -129,14 +129,15 @@ def summarize(labels: Classification, found: Analysis) -> str:
     if labels.symptoms:
         parts.append(_label_phrase(labels.symptoms[0]))
     if labels.root_causes:
-        parts.append(f"most likely cause: {_label_phrase(labels.root_causes[0]).lower()}")
+        parts.append(f"most likely cause: {_label_phrase(labels.root_causes[0], lower=True)}")
     sentence = "; ".join(parts)
     who = _who(found)
     return f"{sentence}{who}."
 
 
-def _label_phrase(label: ScoredLabel) -> str:
-    return f"{label.name} ({label.id}, {label.score:.0%})"
+def _label_phrase(label: ScoredLabel, lower: bool = False) -> str:
+    name = label.name[0].lower() + label.name[1:] if lower else label.name
+    return f"{name} ({label.id}, {label.score:.0%})"
 
 
 def _who(found: Analysis) -> str:
