@@ -340,6 +340,7 @@ def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
         "slurm_srun.log",
         "tqdm_glued_error.log",
         "nccl_debug.log",
+        "elastic_restart_old_torch.log",
     ],
 )
 def test_fast_path_finds_what_a_full_read_finds(name: str) -> None:
@@ -537,3 +538,20 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
     (watchdog,) = of_kind(parsed, EventKind.ERROR_LINE)
     assert watchdog.rank == 0 and watchdog.line == parsed.lines
     assert watchdog.attrs["seq"] == 9
+
+
+def test_older_torch_elastic_restart_and_rendezvous_lines() -> None:
+    parsed = parse_fixture("elastic_restart_old_torch.log")
+    (exit_,) = of_kind(parsed, EventKind.RANK_EXIT)
+    assert exit_.payload.exitcode == -6 and exit_.payload.pid == 1622990
+    agent = of_kind(parsed, EventKind.AGENT)
+    restart = next(e for e in agent if "worker_group" in e.attrs)
+    assert restart.attrs == {"worker_group": "FAILED", "attempts_left": 2, "max_attempts": 3}
+    rendezvous = next(e for e in agent if e.attrs.get("rendezvous"))
+    assert "RendezvousTimeoutError" in rendezvous.text and rendezvous.level is Level.ERROR
+    # mpirun's `[1,1]<stderr>:` names rank 1 for the old-style `[E ProcessGroupNCCL.cpp:456]`
+    old_c10 = [e for e in of_kind(parsed, EventKind.ERROR_LINE) if e.attrs.get("src")]
+    assert {e.rank for e in old_c10} == {1}
+    progress = {e.rank: e.attrs for e in of_kind(parsed, EventKind.PROGRESS)}
+    assert progress[0]["last_step"] == 700 and progress[1]["last_epoch"] == 3.0
+    assert progress[None]["last_epoch"] == pytest.approx(2.85)  # HF Trainer's log dict
