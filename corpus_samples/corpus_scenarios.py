@@ -48,6 +48,8 @@ class Scenario:
     wall_limit_s: float = 120.0
     world_size: int | None = None  # when not every rank is started
     fr_ranks: tuple[int, ...] = ()  # ranks that must leave a flight-recorder dump
+    # False when every rank stopped on the same collective (the culprit shows only in its logs).
+    fr_shows_culprit: bool = True
 
     @property
     def ranks(self) -> int:
@@ -485,6 +487,74 @@ Ranks 0 and 1 on node01 wait in `init_process_group` for the missing ranks until
 timeout; py-spy dumps of them were taken during the wait. One folder per node.
 """,
         culprit_pattern=r"cannot import name 'fused_rmsnorm'",
+    ),
+    Scenario(
+        name="nan_from_one_rank_shard",
+        script="train_sensor_regression.py",
+        nodes=(Node(host="node09", nproc=4, console="train-0.log", logs="logs"),),
+        launcher_args=("--rdzv-id=sensors",),
+        fr_prefix="comm_lib_trace_rank_",
+        fr_dir="fr",
+        expected=_story(
+            story="a stuck sensor makes one feature constant in rank 1's batch 23; per-batch "
+            "standardization divides by a zero std, rank 1's loss turns NaN and DDP's gradient "
+            "average spreads it, so every rank stops on a NaN mean loss",
+            symptom="S19",
+            root_cause="R27",
+            root_cause_alt=["R21"],
+            fix="F6",
+            fix_alt=["F3"],
+            stage="ST4",
+            culprit_ranks=[1],
+            hang=False,
+        ),
+        readme="""
+Four-rank DDP regression (gloo, CPU) that standardizes every batch with its own mean and std.
+In rank 1's shard one sensor column is constant for 32 rows, so batch 23 has a zero std: rank 1's
+local loss is NaN at step 23 while the others are finite. The all-reduced gradients carry the NaN
+to every rank, and all four raise `FloatingPointError: loss became nan` on the same step: the
+error is everywhere, only the per-rank `local_loss` lines show where it came from. Logging with a
+`[rankN]` tag; every rank dumps its flight recorder on the way out.
+""",
+        culprit_pattern=r"step 23 local_loss nan",
+        fr_ranks=(0, 1, 2, 3),
+        fr_shows_culprit=False,
+    ),
+    Scenario(
+        name="rank0_checkpoint_upload_blocks_step",
+        script="train_ckpt_upload.py",
+        nodes=(Node(host="node12", nproc=2, console="slurm-90211.out", logs="logs"),),
+        launcher_args=("--rdzv-id=90211",),
+        fr_prefix="comm_lib_trace_rank_node12_",
+        fr_dir="fr",
+        fr_json=True,
+        hang_marker=r"uploading",
+        hang_settle_s=2.0,
+        pyspy_name="pyspy/rank{rank}",
+        expected=_story(
+            story="rank 0 uploads a 24 MiB checkpoint through a rate-limited uploader inside the "
+            "training loop; rank 1 waits in the next step's gradient all_reduce and times out "
+            "after 10 s",
+            symptom="S17",
+            symptom_alt=["S28"],
+            root_cause="R11",
+            root_cause_alt=["R24"],
+            fix="F4",
+            fix_alt=["F2", "F6"],
+            stage="ST5",
+            culprit_ranks=[0],
+            hang=True,
+        ),
+        readme="""
+Two-rank DDP training (gloo, CPU). Every 10 steps rank 0 serializes the model and optimizer
+(about 24 MiB) and uploads it to object storage through a client throttled to 1.5 MiB/s, inside
+the training loop. Rank 1 goes on to step 11 and blocks in DDP's gradient all_reduce; the process
+group timeout is 10 s, shorter than the upload, so rank 1 fails with gloo's "Timed out waiting"
+and the launcher stops rank 0. py-spy dumps show rank 0 in `upload` and rank 1 in backward.
+JSON-lines logs (a log-shipper format).
+""",
+        culprit_pattern=r"uploading",
+        fr_ranks=(0, 1),
     ),
 ]
 

@@ -138,6 +138,7 @@ FR_WITH_TWO_SIDES = [
     b
     for b in BUNDLES
     if _expected(b)["culprit_ranks"]
+    and make.SCENARIOS[b.name].fr_shows_culprit
     and set(make.SCENARIOS[b.name].fr_ranks) & set(_expected(b)["culprit_ranks"])
     and set(make.SCENARIOS[b.name].fr_ranks) - set(_expected(b)["culprit_ranks"])
     and len(_expected(b)["culprit_ranks"]) < _expected(b)["world_size"]
