@@ -8,6 +8,7 @@ the documented shapes elsewhere (older FR eras, NCCL states, ds_report, nvidia-s
 from __future__ import annotations
 
 import dataclasses
+import gc
 import io
 import json
 import os
@@ -535,6 +536,7 @@ def test_a_2000_entry_dump_loads_in_milliseconds() -> None:
         parsed = flight_recorder.parse(source(data))
         best = min(best, time.process_time() - started)
     dump = fr_dump(parsed)
+    assert gc.isenabled()  # the loader pauses the cyclic GC and must give it back
     assert len(dump.entries) == 2000 and dump.entries[-1].collective_seq_id == 2000
     # One stack shared by all entries, not 2,000 copies.
     assert dump.entries[0].frames is dump.entries[-1].frames
