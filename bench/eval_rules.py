@@ -1,6 +1,7 @@
 """Rules alone on labeled cases: how often the summed rule weights name the right label.
 
 usage: python bench/eval_rules.py [CASES.jsonl] [--whole] [-v]
+       python bench/eval_rules.py --bundles corpus_samples [-v]
 
 Each case's `evidence` goes through `rules.match_text` (the log parser's events, then the whole
 paste for rules that hit no event); `--whole` reads the paste as one event only. The answer
@@ -38,7 +39,29 @@ def ranked(hits: list[RuleHit], field: str) -> list[tuple[str, float]]:
     return sorted(totals.items(), key=lambda kv: -kv[1])
 
 
+def bundle_cases(root: Path) -> list[tuple[dict, list[RuleHit]]]:
+    """Each corpus_samples bundle (a folder with expected.json) through ingest/parse/correlate."""
+    from triage.analysis import correlate
+    from triage.ingest import discover
+    from triage.parsers import parse
+
+    out = []
+    for expected in sorted(root.glob("*/expected.json")):
+        case = json.loads(expected.read_text())
+        case["id"] = expected.parent.name
+        for field in FIELDS:
+            case.setdefault(f"{field}_alt", [])
+        parsed = [parse(src) for src in discover([str(expected.parent)])]
+        analysis = correlate(parsed)
+        events = [ev for ps in parsed for ev in ps.events]
+        kinds = {ps.source.path: ps.source.kind for ps in parsed}
+        out.append((case, engine.match_events(events, analysis, source_kinds=kinds)))
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if "--bundles" in argv:
+        return main_bundles(Path(argv[argv.index("--bundles") + 1]), "-v" in argv)
     args = [a for a in argv if not a.startswith("-")]
     whole, verbose = "--whole" in argv, "-v" in argv
     cases = [
@@ -94,6 +117,29 @@ def main(argv: list[str]) -> int:
     for key in ("symptom@1|hit", "root_cause@1|hit", "fix@1|hit"):
         print(f"{key:20s} {ok[key] / max(covered, 1):6.1%}  (of cases with a hit)")
     print(f"ms/case              {1000 * wall / n:6.1f}")
+    return 0
+
+
+def main_bundles(root: Path, verbose: bool) -> int:
+    rows = bundle_cases(root)
+    ok: dict[str, int] = defaultdict(int)
+    for case, hits in rows:
+        got = {}
+        for field in FIELDS:
+            top = ranked(hits, field)
+            truth = {case[field], *case.get(f"{field}_alt", [])}
+            got[field] = [k for k, _ in top[:3]]
+            ok[f"{field}@1"] += bool(top) and top[0][0] in truth
+        if verbose:
+            print(
+                f"{case['id']:40s} S {case['symptom']}->{got['symptom']} "
+                f"R {case['root_cause']}->{got['root_cause']} F {case['fix']}->{got['fix']} "
+                f"{sorted({h.rule_id for h in hits})}"
+            )
+    n = len(rows)
+    print(f"bundles {n}")
+    for key in ("symptom@1", "root_cause@1", "fix@1", "stage@1"):
+        print(f"{key:20s} {ok[key] / max(n, 1):6.1%}")
     return 0
 
 

@@ -236,7 +236,8 @@ def _build_rule(item: Any, path: Path, index: int) -> Rule:
     finding = match.get("finding")
     finding_where: dict[str, regex.Pattern[str]] = {}
     if isinstance(finding, dict):
-        # {kind: rank_exit, where: {signal: 'SIGKILL'}}: facts of the finding matched by regex
+        # {kind: rank_exit, where: {signal: 'SIGKILL'}}: facts of the finding (and `summary`)
+        # matched by regex
         bad = set(finding) - {"kind", "where"}
         if bad or not isinstance(finding.get("kind"), str):
             raise fail("match.finding is a kind, or {kind: ..., where: {fact: regex}}")
@@ -611,10 +612,11 @@ def match_events(
 def _finding_ok(rule: Rule, finding: Finding) -> bool:
     if finding.kind != rule.finding:
         return False
-    facts = finding.facts or {}
+    facts = {"summary": finding.summary, **(finding.facts or {})}
     for key, pat in rule.finding_where.items():
+        # an absent fact reads as "" so that negative patterns ('^(?!...)') still pass
         value = facts.get(key)
-        if value is None or not pat.search(_plain(value)):
+        if not pat.search("" if value is None else _plain(value)):
             return False
     return True
 
