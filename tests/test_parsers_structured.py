@@ -851,6 +851,22 @@ def test_real_collect_env_on_a_cpu_box_claims_no_gpu_and_no_cuda_build() -> None
     assert report.packages == {"numpy": "2.4.6", "torch": "2.13.0+cpu"}  # not lscpu lines
 
 
+def test_a_single_gpu_collect_env_names_the_gpu_on_the_key_line() -> None:
+    text = (
+        b"PyTorch version: 2.1.2+cu118\n"
+        b"GPU models and configuration: GPU 0: NVIDIA A100-SXM4-80GB\n"
+        b"Nvidia driver version: 535.104.05\n\n"
+        b"Versions of relevant libraries:\n[pip3] No relevant packages\n[conda] Could not collect\n"
+    )
+    (event,) = env_report.parse(source(text, SourceKind.ENV_REPORT)).events
+    report = event.payload
+    assert (
+        report.facts["gpu_models"] == "NVIDIA A100-SXM4-80GB" and report.facts["gpu_count"] == "1"
+    )
+    assert report.facts["cuda_build"] == "11.8"  # from the +cu118 tag of the torch version
+    assert report.packages == {}
+
+
 def test_ds_report_with_colour_codes_gives_versions_shm_and_missing_ops() -> None:
     (report,) = env_reports("ds_report_ansi.txt")
     facts = report.facts

@@ -41,7 +41,7 @@ _CE_START = regex.compile(r"^(?:Collecting environment information|PyTorch versi
 _CE_KEY = regex.compile(r"^(?P<key>[A-Za-z][^:]{1,60}): ?(?P<value>.*)$")  # "OS: ..." has 2
 _CE_GPU = regex.compile(r"^GPU (?P<index>\d+): (?P<model>.+?)(?: \(UUID: [^)]*\))?\s*$")
 _CE_LIB = regex.compile(
-    r"^\[(?P<mgr>pip3?|conda)\] (?P<pkg>[A-Za-z0-9][\w.+-]*)(?:==|\s+)(?P<ver>\S+)"
+    r"^\[(?P<mgr>pip3?|conda)\] (?P<pkg>[A-Za-z0-9][\w.+-]*)(?:==|\s+)(?P<ver>\d\S*)"
 )
 _CE_FACTS = {
     "PyTorch version": "torch",
