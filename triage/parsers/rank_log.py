@@ -580,6 +580,9 @@ def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int
     m = _P_TQDM.search(text)
     if m is not None:
         step, total = int(m["step"]), int(m["total"])
+    elif text[:1].isspace() or _ERROR_WORDS.search(text):
+        # `... at step 23` in an error or a traceback line says where it broke, not progress
+        return (None, None, epoch, None) if epoch is not None else None
     else:
         m = _P_STEP.search(text) or _P_ITER.search(text)
         if m is not None:
