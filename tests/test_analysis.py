@@ -645,3 +645,73 @@ def test_elastic_restarts_are_counted_from_attempt_folders() -> None:
     restart = next(f for f in a.findings if f.kind == "restart")
     assert restart.facts["attempts"] == 3
     assert len(a.rank_exits) == 3
+
+
+def test_rank_whose_own_loss_went_nan_is_blamed_when_every_rank_raises_the_same_error() -> None:
+    raised = "Traceback (most recent call last):\nFloatingPointError: loss became nan at step 23"
+    events = [ev(EventKind.TRACEBACK, raised, rank=r, t=T0 + 5) for r in range(4)]
+    events += [
+        ev(
+            EventKind.PROGRESS,
+            f"step 23 local_loss {'nan' if r == 1 else '0.51'}",
+            rank=r,
+            level=Level.INFO,
+            attrs={"last_step": 23, "line": f"step 23 local_loss {'nan' if r == 1 else '0.51'}"},
+        )
+        for r in range(4)
+    ]
+    a = correlate([ps(source("train.log"), events)])
+    assert a.culprit_ranks == (1,)
+    assert a.first_failure is not None and "local_loss nan" in a.first_failure.text
+    # the copies of the same error on the other ranks are consequences, not causes
+    assert {e.rank for e in a.initiating_events} == {1}
+    assert {e.rank for e in a.cascade_events} == {0, 2, 3}
+
+
+def test_ranks_of_a_node_that_never_joined_the_rendezvous_are_the_culprits() -> None:
+    agent = PySpyDump(
+        pid=900,
+        command="/venv/bin/python3 /venv/bin/torchrun --nnodes=2 --nproc-per-node=2 "
+        "--node-rank=0 --master-port=29500 train.py",
+        python_version="3.11.7",
+        threads=(),
+    )
+    store = ev(
+        EventKind.TRACEBACK,
+        "Traceback (most recent call last):\ntorch.distributed.DistStoreError: Timed out after "
+        "21 seconds waiting for clients. 1/2 clients joined.",
+        t=T0 + 21,
+    )
+    parsed = [
+        ps(source("node01.log"), [store]),
+        ps(
+            source("pyspy/torchrun.txt", SourceKind.PYSPY),
+            [ev(EventKind.PYSPY, "agent", src="pyspy/torchrun.txt", pid=900, payload=agent)],
+        ),
+    ]
+    a = correlate(parsed)
+    assert a.culprit_ranks == (2, 3)
+    assert a.facts["world_size"] == 4
+    assert a.hang is not None and a.hang.detected
+    joined = next(f for f in a.findings if f.kind == "missing_rank")
+    assert "never started" in joined.summary and "1/2 agents joined" in joined.summary
+
+
+def test_a_readme_beside_the_logs_never_becomes_the_first_failure() -> None:
+    note = ps(
+        source("README.md", SourceKind.TEXT),
+        [
+            ev(
+                EventKind.ERROR_LINE,
+                "RuntimeError: CUDA error: an illegal memory access",
+                src="README.md",
+            )
+        ],
+    )
+    log = ps(
+        source("rank1.log", rank=1),
+        [ev(EventKind.TRACEBACK, "Traceback:\nValueError: bad row", rank=1, t=T0)],
+    )
+    a = correlate([note, log])
+    assert a.culprit_ranks == (1,)
+    assert all(t.source != "README.md" for t in a.timeline)

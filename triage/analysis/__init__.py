@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import regex
@@ -45,6 +46,7 @@ from triage.model import (
     HangReport,
     ParsedSource,
     PySpyDump,
+    SourceKind,
     TimelineEntry,
 )
 
@@ -75,6 +77,9 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     ranks_with_events: set[int] = set()
     hosts: set[str] = set()
 
+    loose_text = any(
+        ps.source.kind in (SourceKind.RANK_LOG, SourceKind.NCCL) and ps.events for ps in parsed
+    )
     for ps in parsed:
         if ps.source.host:
             hosts.add(ps.source.host)
@@ -114,6 +119,9 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
                 if comm is not None:
                     anchors[("comm", str(comm))][domain] = ev.time
             role = classify_event(ev)
+            if loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
+                # a stray note or README beside real logs narrates the failure; it is not one
+                role = Role("context", None, 0.0)
             placed_raw.append((ev, rank, domain, role))
             if rank is not None and ev.kind in ERROR_KINDS:
                 ranks_with_events.add(rank)
@@ -144,7 +152,13 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
 
     placed = [
         timeline.Placed(
-            ev, rank, domain, timeline.align(ev, rank, domain, offsets), role.role, role.family
+            ev,
+            rank,
+            domain,
+            timeline.align(ev, domain, offsets),
+            role.role,
+            role.family,
+            approx=ev.time is None,
         )
         for ev, rank, domain, role in placed_raw
     ]
@@ -166,6 +180,7 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
         reasons[r].append("its node never joined the rendezvous")
     culprits = _pick(scores)
     lead = max(culprits, key=lambda r: (scores[r], -r)) if culprits else None
+    placed = _shared_errors_are_cascade(placed, culprits)
     initiating = sorted(
         (p for p in placed if p.role == "initiating"),
         key=lambda p: (p.rank not in culprits, -roles[id(p.event)].strength, _t(p)),
@@ -194,7 +209,8 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
             )
         )
     structural = [*launch_findings, *fr.findings, *spy.findings]
-    first = _first_failure(culprits, initiating, exit_records, structural, placed)
+    early = [(r, prog.events[r]) for r in prog.non_finite if r in culprits]
+    first = _first_failure(culprits, initiating, exit_records, structural, placed, early)
     hang = _hang(placed, culprits, fr, spy, initiating, exit_records)
 
     findings: list[Finding] = []
@@ -230,6 +246,17 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     findings.extend(cons.findings)
 
     extra = _timeline_extras(exit_records, fr, spy, hang, offsets, index)
+    for rank, ev in early:
+        extra.append(
+            TimelineEntry(
+                time=ev.time,
+                rank=rank,
+                text=first_line(str((ev.attrs or {}).get("line") or ev.text), 240),
+                source=ev.source,
+                line=ev.line,
+                role="initiating",
+            )
+        )
     for f in launch_findings:
         e = f.evidence[0] if f.evidence else None
         extra.append(
@@ -356,6 +383,34 @@ def _silent_ranks(
     return silent
 
 
+def _shared_errors_are_cascade(
+    placed: list[timeline.Placed], culprits: Sequence[int]
+) -> list[timeline.Placed]:
+    """The culprit's own error, raised again on the other ranks, is a consequence there.
+
+    A NaN all-reduced into every rank makes all of them raise the same `loss became nan`;
+    once other evidence singled out the rank it started on, the copies elsewhere are cascade.
+    """
+    if not culprits:
+        return placed
+    theirs = {
+        timeline.signature(p.event.text)
+        for p in placed
+        if p.role == "initiating" and p.rank in culprits
+    }
+    out = []
+    for p in placed:
+        if (
+            p.role == "initiating"
+            and p.rank is not None
+            and p.rank not in culprits
+            and timeline.signature(p.event.text) in theirs
+        ):
+            p = replace(p, role="cascade", family="same_error_as_culprit")
+        out.append(p)
+    return out
+
+
 def _pick(scores: Counter[int]) -> list[int]:
     if not scores:
         return []
@@ -371,6 +426,7 @@ def _first_failure(
     exit_records: Sequence[exits.ExitRecord],
     structural: Sequence[Finding],
     placed: Sequence[timeline.Placed],
+    early: Sequence[tuple[int, Event]] = (),
 ) -> FailureRef | None:
     def from_placed(p: timeline.Placed) -> FailureRef:
         return FailureRef(
@@ -382,6 +438,16 @@ def _first_failure(
             text=first_line(p.event.text, 400),
         )
 
+    for rank, ev in early:
+        # the culprit's own metric went bad before anything raised (a NaN loss, spread later)
+        return FailureRef(
+            rank=rank,
+            host=ev.host,
+            time=ev.time,
+            source=ev.source,
+            line=ev.line,
+            text=first_line(str((ev.attrs or {}).get("line") or ev.text), 400),
+        )
     mine = [p for p in initiating if p.rank in culprits]
     if mine:
         return from_placed(min(mine, key=_t))

@@ -11,8 +11,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import regex
+
 from triage.analysis.ranks import format_ranks, ref
 from triage.model import Event, Finding
+
+# a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`)
+_NON_FINITE = regex.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", regex.I)
 
 # attrs keys, most specific first; parsers use `last_step` for the per-rank summary
 _KEYS = ("last_step", "step", "last_iteration", "iteration", "global_step", "epoch", "last_epoch")
@@ -24,6 +29,7 @@ class ProgressAnalysis:
     events: dict[int, Event] = field(default_factory=dict)
     behind: tuple[int, ...] = ()
     ahead: tuple[int, ...] = ()
+    non_finite: tuple[int, ...] = ()  # ranks whose own last metrics went nan/inf first
     findings: list[Finding] = field(default_factory=list)
     suspects: dict[int, float] = field(default_factory=dict)
 
@@ -58,6 +64,7 @@ def analyze(progress: Iterable[tuple[int, Event]]) -> ProgressAnalysis:
             out.events[rank] = ev
     if len(out.last) < 2:
         return out
+    _non_finite(out)
     units = Counter(u for u, _ in out.last.values())
     unit = units.most_common(1)[0][0]
     values = {r: v for r, (u, v) in out.last.items() if u == unit}
@@ -90,6 +97,36 @@ def analyze(progress: Iterable[tuple[int, Event]]) -> ProgressAnalysis:
             )
         )
     return out
+
+
+def _non_finite(out: ProgressAnalysis) -> None:
+    """The rank whose *own* metric went NaN while the others' stayed finite started it: an
+    all-reduce then spreads the NaN, and every rank fails on the same step."""
+    bad: dict[int, float] = {}
+    for rank, ev in out.events.items():
+        line = str((ev.attrs or {}).get("line") or ev.text)
+        if _NON_FINITE.search(line):
+            bad[rank] = out.last[rank][1]
+    if not bad or len(bad) * 2 >= len(out.events):
+        return
+    first = min(bad.values())
+    out.non_finite = tuple(sorted(r for r, v in bad.items() if v == first))
+    for r in out.non_finite:
+        out.suspects[r] = out.suspects.get(r, 0.0) + 3.0
+    unit = out.last[out.non_finite[0]][0]
+    out.findings.append(
+        Finding(
+            kind="progress_divergence",
+            summary=(
+                f"rank(s) {format_ranks(out.non_finite)} logged a non-finite value at {unit} "
+                f"{first:g} while the other {len(out.events) - len(bad)} rank(s) stayed finite: "
+                "the NaN/inf started there and the collectives spread it"
+            ),
+            ranks=out.non_finite,
+            evidence=tuple(ref(out.events[r], r) for r in out.non_finite[:4]),
+            facts={"unit": unit, "step": first, "non_finite": list(out.non_finite)},
+        )
+    )
 
 
 def _rank_unit(unit: str) -> int:

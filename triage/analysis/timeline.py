@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import regex
 
@@ -57,14 +57,18 @@ class Placed:
     time: float | None  # aligned epoch seconds
     role: str
     family: str | None
+    approx: bool = False  # the line had no stamp: `time` is the last stamp printed before it
 
 
-def align(
-    event: Event, rank: int | None, domain: str, offsets: Mapping[str, float]
-) -> float | None:
-    if event.time is None:
+def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | None:
+    """Aligned epoch seconds; a line without a stamp takes the last stamp printed before it."""
+    t = event.time
+    if t is None:
+        before = (event.attrs or {}).get("time_before")
+        t = before if isinstance(before, (int, float)) else None
+    if t is None:
         return None
-    return event.time - offsets.get(domain, 0.0)
+    return t - offsets.get(domain, 0.0)
 
 
 def signature(text: str) -> str:
@@ -75,16 +79,35 @@ def signature(text: str) -> str:
 def build(
     placed: Iterable[Placed], extra: Sequence[TimelineEntry] = (), limit: int = 40
 ) -> tuple[TimelineEntry, ...]:
-    """Initiating events one by one, cascade events folded into one line per message kind."""
+    """Initiating events once per rank and message (a --tee job prints each error in the
+    console, the rank's own log and its error.json), cascade events folded into one line per
+    message kind across all ranks."""
     entries: list[tuple[float | None, int, TimelineEntry]] = []
     folded: dict[tuple[str, str], list[Placed]] = defaultdict(list)
+    seen: set[tuple[int | None, str]] = set()
     order = 0
-    for p in placed:
+    placed = list(placed)
+    t0 = min(
+        (p.time for p in placed if p.role == "initiating" and p.time is not None), default=None
+    )
+    if t0 is not None:
+        # an unstamped consequence only has a lower bound; it cannot precede its cause
+        placed = [
+            replace(p, time=t0)
+            if p.approx and p.role == "cascade" and p.time is not None and p.time < t0
+            else p
+            for p in placed
+        ]
+    for p in sorted(placed, key=lambda p: (p.time is None, p.time or 0.0, p.role != "initiating")):
         if p.role == "cascade":
             folded[(p.family or "", signature(p.event.text))].append(p)
             continue
         if p.role != "initiating":
             continue
+        key = (p.rank, signature(p.event.text))
+        if key in seen:
+            continue
+        seen.add(key)
         entries.append(
             (
                 p.time,
