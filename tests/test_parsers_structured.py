@@ -175,6 +175,16 @@ def test_size_item_depth_and_integer_limits_are_enforced() -> None:
         deep = [deep]
     with pytest.raises(safe_pickle.PickleRefused, match="deeper than 64"):
         safe_pickle.loads(pickle.dumps(deep, protocol=2))
+    # Shared references: every node is one level below the root, yet the longest path is 102.
+    chain: list[list[Any]] = [[] for _ in range(101)]
+    for outer, inner in zip(chain, chain[1:], strict=False):
+        outer.append(inner)
+    with pytest.raises(safe_pickle.PickleRefused, match="deeper than 64"):
+        safe_pickle.loads(pickle.dumps(list(chain), protocol=2))
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(safe_pickle.PickleRefused, match="cycle"):
+        safe_pickle.loads(pickle.dumps(loop, protocol=2))
     with pytest.raises(safe_pickle.PickleRefused, match="integer of"):
         safe_pickle.loads(pickle.dumps(1 << 4000, protocol=2))
     with pytest.raises(safe_pickle.PickleRefused, match="over the 10-byte limit"):

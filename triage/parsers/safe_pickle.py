@@ -231,28 +231,41 @@ class _DataOnlyUnpickler(pickle.Unpickler):
         raise PickleRefused("pickle asks for a persistent object; refused")
 
 
+def _children(item: Any) -> list[Any]:
+    values = [*item.values(), *item.keys()] if type(item) is dict else item
+    return [c for c in values if type(c) is dict or type(c) is list or type(c) is tuple]
+
+
 def _check_depth(obj: Any, limits: Limits) -> None:
-    """Refuse structures nested deeper than `limits.max_depth` (iterative: no recursion)."""
-    # Visiting each container once (by id) keeps a shared-reference DAG from blowing up.
-    seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(obj, 1)]
+    """Refuse cycles and nesting deeper than `limits.max_depth`, without recursing.
+
+    Memo references make the data a graph: the longest path counts, not the depth at which a
+    shared container is first met, so heights are computed bottom-up, each container once.
+    """
+    height: dict[int, int] = {}  # id -> levels from here down (finished containers)
+    on_path: set[int] = set()
+    stack: list[tuple[Any, list[Any]]] = [(obj, _children(obj))]
+    on_path.add(id(obj))
     while stack:
-        item, depth = stack.pop()
-        if depth > limits.max_depth:
-            raise PickleRefused(f"pickle nests deeper than {limits.max_depth} levels")
-        key = id(item)
-        if key in seen:
+        item, pending = stack[-1]
+        if pending:
+            child = pending.pop()
+            key = id(child)
+            if key in height:
+                continue
+            if key in on_path:
+                raise PickleRefused("pickle refers to itself (a cycle); plain data has none")
+            if len(stack) >= limits.max_depth:
+                raise PickleRefused(f"pickle nests deeper than {limits.max_depth} levels")
+            on_path.add(key)
+            stack.append((child, _children(child)))
             continue
-        seen.add(key)
-        children = item.values() if type(item) is dict else item
-        for child in children:
-            kind = type(child)
-            if kind is dict or kind is list or kind is tuple:
-                stack.append((child, depth + 1))
-        if type(item) is dict:
-            for k in item:
-                if type(k) is tuple:
-                    stack.append((k, depth + 1))
+        stack.pop()
+        on_path.discard(id(item))
+        below = [height[id(c)] for c in _children(item)]
+        height[id(item)] = 1 + max(below, default=0)
+        if len(stack) + height[id(item)] > limits.max_depth:
+            raise PickleRefused(f"pickle nests deeper than {limits.max_depth} levels")
 
 
 def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = True) -> Any:
