@@ -237,7 +237,9 @@ def test_nccl_warnings_versions_transports_and_error_chains() -> None:
     assert {e.attrs["transport"] for e in infos if "transport" in e.attrs} == {"P2P", "NET/IB"}
     chain = [e for e in infos if e.attrs.get("chain")]
     assert len(chain) == 4 and {e.attrs["result_name"] for e in chain} == {"ncclRemoteError"}
-    assert parsed.lines == 25
+    assert parsed.lines == 26
+    env = next(e for e in infos if "env" in e.attrs)
+    assert env.attrs["env"] == {"NCCL_SOCKET_IFNAME": "eth0"}
 
 
 @pytest.mark.parametrize(

@@ -263,6 +263,7 @@ class MarkerSet:
         fold = np.uint32(0x20202020)
         mult = np.uint32(2654435761)
         shift = np.uint32(32 - self._BITS)
+        codes = self._codes
         found = []
         # in-place arithmetic into reused buffers: temporaries cost more than the math
         hashed_all = np.empty(len(data) // 4 + 1, dtype=np.uint32)
@@ -280,7 +281,11 @@ class MarkerSet:
             np.take(self._table, hashed, out=marked)
             hits = np.flatnonzero(marked)
             if hits.size:
-                hits = hits[np.isin(words[hits] | fold, self._codes)]
+                # drop hash collisions: the window must be one of the codes exactly
+                values = words[hits] | fold
+                at = np.searchsorted(codes, values)
+                np.minimum(at, len(codes) - 1, out=at)
+                hits = hits[codes[at] == values]
                 if hits.size:
                     found.append(hits * 4 + k)
         if not found:
