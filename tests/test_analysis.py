@@ -715,3 +715,45 @@ def test_a_readme_beside_the_logs_never_becomes_the_first_failure() -> None:
     a = correlate([note, log])
     assert a.culprit_ranks == (1,)
     assert all(t.source != "README.md" for t in a.timeline)
+
+
+def test_peer_closed_messages_point_at_the_host_that_went_away() -> None:
+    comm = [
+        ev(
+            EventKind.NCCL_COMM,
+            f"ncclCommInitRank comm 0x7 rank {r} nranks 4 cudaDev {r % 2} busId 1 - Init COMPLETE",
+            rank=r,
+            host=host,
+            pid=700 + r,
+            level=Level.INFO,
+            attrs={"rank": r, "nranks": 4, "host": host, "pid": 700 + r},
+        )
+        for r, host in ((0, "node01"), (1, "node01"), (2, "node02"), (3, "node02"))
+    ]
+    closed = [
+        ev(
+            EventKind.NCCL_WARN,
+            "misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer "
+            "node02<42830>",
+            rank=r,
+            host="node01",
+            t=T0 + r,
+        )
+        for r in (0, 1)
+    ]
+    a = correlate([ps(source("node01.log", SourceKind.NCCL), [*comm, *closed])])
+    assert a.culprit_ranks == (2, 3)
+    assert a.hang is None  # they got an error at once: the node died, nothing waited
+
+
+def test_desync_report_names_the_rank_that_never_joined() -> None:
+    report = (
+        "[Rank 0] Timeout at NCCL work: 42, last enqueued NCCL work: 42, last completed NCCL work: "
+        "41.\n\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync "
+        "are:\n\t - [Rank 6] finished collective #41, but didn't join collective #42 (count from 1)"
+    )
+    events = [ev(EventKind.ERROR_LINE, WATCHDOG.format(r=r), rank=r, t=T0 + 600) for r in range(8)]
+    events.append(ev(EventKind.ERROR_LINE, report, rank=0, t=T0 + 601))
+    a = correlate([ps(source("console.log"), events)])
+    assert a.culprit_ranks == (6,)
+    assert a.hang is not None and a.hang.detected

@@ -33,7 +33,13 @@ from triage.analysis import (
     pyspy,
     timeline,
 )
-from triage.analysis.cascade import ERROR_KINDS, Role, classify_event, pointed_ranks
+from triage.analysis.cascade import (
+    ERROR_KINDS,
+    Role,
+    classify_event,
+    peer_address,
+    pointed_ranks,
+)
 from triage.analysis.ranks import RankIndex, build_index, event_rank, first_line, format_ranks, ref
 from triage.model import (
     Analysis,
@@ -58,6 +64,9 @@ _WORK = regex.compile(
 )
 _GLOO_TIMEOUT = regex.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send)")
 _INIT_COMM = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
+_BOOTSTRAP_IP = regex.compile(
+    r"(?:Bootstrap ?:|NET/Socket ?:) Using (?:\[\d+\])?\w+:(?P<ip>[\d.]+)<"
+)
 
 # minimum score for a rank to be named at all, and how close to the best a co-culprit must be
 _MIN_SCORE = 1.0
@@ -76,6 +85,7 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     ranks_seen: set[int] = set()
     ranks_with_events: set[int] = set()
     hosts: set[str] = set()
+    ip_hosts: dict[str, str] = {}
 
     loose_text = any(
         ps.source.kind in (SourceKind.RANK_LOG, SourceKind.NCCL) and ps.events for ps in parsed
@@ -118,6 +128,10 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
                     comm = m["c"] if m else None
                 if comm is not None:
                     anchors[("comm", str(comm))][domain] = ev.time
+            if ev.kind in (EventKind.NCCL_INFO, EventKind.NCCL_COMM) and host:
+                m = _BOOTSTRAP_IP.search(ev.text)
+                if m and not m["ip"].startswith("127."):
+                    ip_hosts.setdefault(m["ip"], host)
             role = classify_event(ev)
             if loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
                 # a stray note or README beside real logs narrates the failure; it is not one
@@ -167,7 +181,9 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
     prog = progress.analyze(progress_events)
     cons = consistency.analyze(parsed, index)
 
-    scores, reasons = _score(placed, roles, exit_records, fr, spy, prog, cons, world_size)
+    scores, reasons = _score(
+        placed, roles, exit_records, fr, spy, prog, cons, world_size, index, ip_hosts
+    )
     silent = _silent_ranks(placed, exit_records, fr, spy, world_size, ranks_with_events)
     # silence is strong evidence only when nobody raised an error of their own
     has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed)
@@ -299,6 +315,8 @@ def _score(
     prog: progress.ProgressAnalysis,
     cons: consistency.ConsistencyAnalysis,
     world_size: int | None,
+    index: RankIndex,
+    ip_hosts: dict[str, str],
 ) -> tuple[Counter[int], dict[int, list[str]]]:
     scores: Counter[int] = Counter()
     reasons: dict[int, list[str]] = defaultdict(list)
@@ -335,7 +353,23 @@ def _score(
                 if r != p.rank:
                     pointed[r] += 1
     for r, n in pointed.items():
-        add(r, min(3.0, 1.5 + 0.5 * n), f"named by {n} other rank message(s) as the failing peer")
+        add(r, min(3.5, 2.5 + 0.5 * n), f"named by {n} other rank message(s) as the failing peer")
+
+    # `Connection closed by peer [10.0.0.7]:port` / `remote peer node02<port>` name a host;
+    # every rank on it gets a small vote (the port alone does not say which rank)
+    by_host: Counter[str] = Counter()
+    for p in placed:
+        if p.role != "cascade":
+            continue
+        addr = peer_address(p.event)
+        if addr is None:
+            continue
+        host = ip_hosts.get(addr[0]) or (addr[0] if addr[0] in index.ranks_of_host else None)
+        if host and host != (p.event.host or p.domain):
+            by_host[host] += 1
+    for host, n in by_host.items():
+        for r in index.ranks_of_host.get(host, ()):
+            add(r, min(1.5, 0.25 * n), f"{n} peer-closed message(s) point at its host {host}")
 
     cascade_ranks = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
     for rec in exit_records:

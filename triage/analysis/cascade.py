@@ -41,7 +41,8 @@ CASCADE_FAMILIES: Mapping[str, regex.Pattern[str]] = {
         r"Watchdog caught collective operation timeout|collective operation timeout"
         r"|Timed out waiting \d+ ?ms for (?:recv|send)|failure detected by watchdog"
         r"|detected by watchdog at work|Heartbeat monitor timed out|watchdog got stuck"
-        r"|operation (?:has )?timed out|wait timeout|Timed out (?:waiting|after)",
+        r"|operation (?:has )?timed out|wait timeout|Timed out (?:waiting|after)"
+        r"|Timeout at (?:NCCL )?(?:work|collective)|lagging/dead/mismatched ranks",
         regex.I,
     ),
     "killed_by_launcher": regex.compile(
@@ -87,7 +88,6 @@ _DESYNC_RANK = regex.compile(
     r"\[Rank (?P<rank>\d+)\] (?:joined but didn't finish|finished collective #\d+, but didn't join)"
 )
 _DESYNC_ALT = regex.compile(r"lagging/dead/mismatched ranks.*?:\s*(?P<ranks>[\d ,\[\]]+)", regex.S)
-_ABORT_NAMED = regex.compile(r"NCCL communicator was aborted on rank (?P<rank>\d+)")
 _PEER_ADDR = regex.compile(
     r"(?:closed by (?:remote )?peer|reset by peer|Read error|from) "
     r"\[?(?P<ip>[\w.:-]+?)\]?[:<](?P<port>\d+)>?"
@@ -187,9 +187,3 @@ def peer_address(ev: Event) -> tuple[str, int] | None:
     if not m:
         return None
     return m["ip"], int(m["port"])
-
-
-def aborted_rank(ev: Event) -> int | None:
-    """`NCCL communicator was aborted on rank N`: N is the rank printing it (a victim)."""
-    m = _ABORT_NAMED.search(ev.text)
-    return int(m["rank"]) if m else None

@@ -50,6 +50,13 @@ class RankIndex:
             return
         self.by_host_local.setdefault((host, local_rank), rank)
 
+    @property
+    def ranks_of_host(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for r, h in self.host_of_rank.items():
+            out.setdefault(h, []).append(r)
+        return out
+
     def finish(self) -> None:
         """After all joins are known: is this a single-node job where local rank = rank?"""
         hosts = {h for h, _ in self.by_host_local}
