@@ -13,15 +13,23 @@ Rules are validated when loaded: an unknown taxonomy id, a bad regex or a typo i
 from __future__ import annotations
 
 import os
+import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import regex
 import yaml
+
+try:  # the stdlib regex parser, only to find literals every match must contain
+    from re import _constants as _sre_constants
+    from re import _parser as _sre_parse
+except ImportError:  # Python 3.10
+    import sre_constants as _sre_constants  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 import triage
 from triage import taxonomy
@@ -94,6 +102,7 @@ class Rule:
     actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     examples_match: tuple[Any, ...] = ()
     examples_no_match: tuple[Any, ...] = ()
+    keywords: tuple[str, ...] | None = None  # see rule_keywords(); None: always run
 
     @property
     def needs_text(self) -> bool:
@@ -103,7 +112,6 @@ class Rule:
 @dataclass(frozen=True)
 class RuleSet:
     rules: tuple[Rule, ...]
-    prefilter: regex.Pattern[str] | None  # union of every `any` pattern: skip events quickly
 
     def __iter__(self) -> Any:
         return iter(self.rules)
@@ -153,23 +161,96 @@ def _load_cached(key: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]) -> 
                     )
                 seen[rule.id] = file
                 rules.append(rule)
-    return RuleSet(rules=tuple(rules), prefilter=_prefilter(rules))
+    return RuleSet(rules=tuple(rules))
 
 
-def _prefilter(rules: Sequence[Rule]) -> regex.Pattern[str] | None:
-    parts = [p.pattern for r in rules for p in r.any]
-    if not parts:
-        return None
-    # Named groups may repeat across rules; the prefilter only asks "could anything match?".
-    joined = "|".join(f"(?:{_strip_names(p)})" for p in parts)
+# --------------------------------------------------------------------------- keyword prefilter
+# Running ~150 rules' regexes over every event is slow on big logs. Each pattern usually has a
+# literal that every match must contain (`Watchdog caught collective operation timeout`); a
+# rule runs only when the event text contains one of its literals (a plain substring test).
+MIN_KEYWORD = 4
+
+
+def required_literals(pattern: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of `pattern` contains, or None when none is known.
+
+    Parsed with the stdlib regex parser; only literal runs that every match goes through count
+    (nothing inside optional parts or classes). A top-level alternation yields one literal per
+    branch, or None if a branch has none. Case-insensitive literals come back lowercased with a
+    leading NUL (`"\0address already in use"`) and are tested against the lowercased text.
+    """
     try:
-        return regex.compile(joined, _FLAGS)
-    except regex.error:  # pragma: no cover - every part compiled alone; be safe anyway
+        tree = _sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - a `regex`-only construct: no prefilter for this pattern
         return None
+    items, ci = list(tree), bool(tree.state.flags & re.IGNORECASE)
+    # unwrap `(?i:...)` / `(?m:...)` / `(...)` around the whole pattern
+    while len(items) == 1 and items[0][0] is _sre_constants.SUBPATTERN:
+        _group, add, dele, sub = items[0][1]
+        if dele:
+            break
+        ci = ci or bool(add & re.IGNORECASE)
+        items = list(sub)
+    if len(items) == 1 and items[0][0] is _sre_constants.BRANCH:
+        out = []
+        for branch in items[0][1][1]:
+            lit = _longest_run(list(branch), ci)
+            if lit is None:
+                return None
+            out.append(lit)
+        return tuple(out)
+    lit = _longest_run(items, ci)
+    return (lit,) if lit is not None else None
 
 
-def _strip_names(pattern: str) -> str:
-    return regex.sub(r"\(\?P<[A-Za-z_]\w*>", "(?:", pattern)
+def _longest_run(items: list[Any], ci: bool) -> str | None:
+    best, run = "", []
+    for op, arg in items:
+        if op is _sre_constants.LITERAL:
+            run.append(chr(arg))
+            continue
+        if op is _sre_constants.SUBPATTERN and not arg[2]:
+            # a group that must match (named, plain or with flags): its own literal counts
+            inner = _longest_run(list(arg[3]), ci or bool(arg[1] & re.IGNORECASE))
+            if inner and len(inner.lstrip("\0")) > len(best.lstrip("\0")):
+                best = inner
+        if len(run) > len(best.lstrip("\0")):
+            best = "".join(run)
+            best = "\0" + best.lower() if ci else best
+        run = []
+    if len(run) > len(best.lstrip("\0")):
+        best = "".join(run)
+        best = "\0" + best.lower() if ci else best
+    return best if len(best.lstrip("\0")) >= MIN_KEYWORD else None
+
+
+def rule_keywords(rule: Rule) -> tuple[str, ...] | None:
+    """Substrings one of which an event needs before the rule is worth running, or None."""
+    if rule.any:
+        out: list[str] = []
+        for pat in rule.any:
+            lits = required_literals(pat.pattern)
+            if lits is None:
+                return None
+            out.extend(lits)
+        return tuple(dict.fromkeys(out))
+    for pat in rule.all:
+        lits = required_literals(pat.pattern)
+        if lits is not None:
+            return lits
+    return None
+
+
+def _keywords_in(keywords: tuple[str, ...], text: str, lowered: list[str]) -> bool:
+    for k in keywords:
+        if k[0] == "\0":
+            if not lowered:
+                lowered.append(text.lower())
+            if k[1:] in lowered[0]:
+                return True
+        elif k in text:
+            return True
+    return False
 
 
 @lru_cache(maxsize=256)
@@ -302,7 +383,7 @@ def _build_rule(item: Any, path: Path, index: int) -> Rule:
     if not isinstance(desc, str):
         raise fail("`description` must be text")
 
-    return Rule(
+    rule = Rule(
         id=rid,
         title=title.strip(),
         file=str(path),
@@ -324,6 +405,7 @@ def _build_rule(item: Any, path: Path, index: int) -> Rule:
         examples_match=tuple(ex_match),
         examples_no_match=tuple(ex_no),
     )
+    return replace(rule, keywords=rule_keywords(rule))
 
 
 def _str_list(value: Any, fail: Any, what: str) -> list[str]:
@@ -567,10 +649,9 @@ def match_events(
         text = event.text or ""
         if not text:
             continue
-        # Rules with `any` need the prefilter to match; rules with only `all` always run.
-        candidate = ruleset.prefilter is None or ruleset.prefilter.search(text) is not None
+        lowered: list[str] = []  # the lowercased text, computed once when a rule needs it
         for rule in text_rules:
-            if rule.any and not candidate:
+            if rule.keywords is not None and not _keywords_in(rule.keywords, text, lowered):
                 continue
             if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE:
                 continue
@@ -697,10 +778,7 @@ def match_text(
     if len(parsed) == 1 and parsed[0].text == text:
         return hits
     seen = {h.rule_id for h in hits}
-    rest = RuleSet(
-        rules=tuple(r for r in ruleset.rules if r.id not in seen and r.needs_text),
-        prefilter=ruleset.prefilter,
-    )
+    rest = RuleSet(rules=tuple(r for r in ruleset.rules if r.id not in seen and r.needs_text))
     if rest.rules:
         hits += match_events([whole_text_event(text, name)], analysis, rules=rest)
     return hits
@@ -749,7 +827,7 @@ def iter_examples(rule: Rule) -> Iterable[tuple[bool, Any]]:
 
 def example_matches(rule: Rule, example: Any) -> bool:
     """Does this rule fire on one of its examples (text, or a finding with optional text)?"""
-    ruleset = RuleSet(rules=(rule,), prefilter=None)
+    ruleset = RuleSet(rules=(rule,))
     if isinstance(example, str):
         text, finding = example, None
     else:
