@@ -8,9 +8,14 @@ Slurm / kernel exit and signal lines, torchrun's `ChildFailedError` summary bloc
 
 Speed: a big log is read in chunks; `MARKERS` finds the few lines with a word that can matter
 and only those (plus every line while a multi-line record is open) are decoded and parsed.
-Progress is read from the tail of each chunk only: later progress replaces earlier progress.
+Progress is read backwards from the tail of each chunk, far enough to find every stream that
+progressed in the previous chunk (samples of the first chunk find streams that stopped early);
+on this path a stream's last step and last epoch come from its last progress line only.
 Small inputs (pasted text, files under `SCAN_ALL_BELOW`) are read line by line in full.
 Memory is bounded: a chunk, capped records, capped event and warning counts.
+
+Times: an event's `time` is its own line's timestamp; events whose lines carry none (tracebacks,
+C++ blocks) get `attrs["time_before"]`, the latest time seen earlier in the file.
 """
 
 from __future__ import annotations
@@ -1627,7 +1632,7 @@ def parse(source: Source, *, scan_all: bool | None = None) -> ParsedSource:
     inputs (under `SCAN_ALL_BELOW` bytes, or pasted text).
     """
     if scan_all is None:
-        scan_all = source.size <= SCAN_ALL_BELOW
+        scan_all = 0 < source.size <= SCAN_ALL_BELOW  # size 0: unknown, maybe big
     parser = _LogParser(source, scan_all)
     warnings: list[str] = []
     try:
