@@ -39,6 +39,12 @@ def clean(text: str | None) -> str:
     return _CONTROL.sub("", _ANSI.sub("", text))
 
 
+def short(text: str | None, limit: int = 2000) -> str:
+    """Cleaned text cut at `limit` characters: one runaway log line must not flood a report."""
+    t = clean(text)
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
 def one_line(text: str | None, limit: int = 200) -> str:
     """The first line of a text, shortened to `limit` characters with an ellipsis."""
     lines = clean(text).strip().split("\n")
@@ -72,9 +78,10 @@ def verdict(d: Diagnosis) -> str:
         return ABSTAIN_TITLE
     parts = []
     if d.symptoms:
-        parts.append(d.symptoms[0].name)
+        parts.append(short(d.symptoms[0].name, 200))
     if d.root_causes:
-        parts.append(f"caused by {d.root_causes[0].name[:1].lower()}{d.root_causes[0].name[1:]}")
+        cause = short(d.root_causes[0].name, 200)
+        parts.append(f"caused by {cause[:1].lower()}{cause[1:]}")
     return ", ".join(parts)
 
 

@@ -53,43 +53,45 @@ def view(d: Diagnosis) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "verdict": c.verdict(d),
-        "summary": c.clean(d.summary),
+        "summary": c.short(d.summary),
         "abstain": abstain,
         "collect_next": [c.segments(item) for item in c.collect_next(d)] if abstain else [],
         "symptoms": [_label(x) for x in d.symptoms[:3]],
         "root_causes": [_label(x) for x in d.root_causes[:3]],
         "stage": (
-            {"id": d.stage.id, "name": c.clean(d.stage.name or d.stage.slug)} if d.stage else None
+            {"id": c.short(d.stage.id), "name": c.short(d.stage.name or d.stage.slug)}
+            if d.stage
+            else None
         ),
         "warned_inputs": len(warned),
         "who": _who(d),
         "fixes": [
             {
-                "id": f.id,
-                "name": c.clean(f.name),
+                "id": c.short(f.id),
+                "name": c.short(f.name),
                 "pct": c.pct(f.score),
                 "width": _width(f.score),
-                "why": c.clean(f.why),
+                "why": c.short(f.why),
                 "actions": [c.segments(a) for a in f.actions],
             }
             for f in d.fix_patterns
         ],
         "evidence": [
             {
-                "where": c.clean(c.where(e.source, e.line)),
+                "where": c.short(c.where(e.source, e.line)),
                 "rank": c.rank_str(e.rank),
-                "why": c.clean(e.why),
+                "why": c.short(e.why),
                 **_cut(e.text, EVIDENCE_LINES),
             }
             for e in evidence
         ],
         "evidence_more": len(d.evidence) - len(evidence),
         "similar": [
-            {"id": c.clean(s.id), "url": c.safe_url(s.url), "pct": c.pct(s.score)}
+            {"id": c.short(s.id), "url": c.safe_url(s.url), "pct": c.pct(s.score)}
             for s in d.similar_cases
         ],
         "findings": [
-            {"kind": c.clean(f.kind), "ranks": c.ranks_str(f.ranks), "summary": c.clean(f.summary)}
+            {"kind": c.short(f.kind), "ranks": c.ranks_str(f.ranks), "summary": c.short(f.summary)}
             for f in d.findings
         ],
         "timeline": _timeline(d.timeline),
@@ -102,7 +104,12 @@ def view(d: Diagnosis) -> dict[str, Any]:
 
 
 def _label(x: ScoredLabel) -> dict[str, Any]:
-    return {"id": x.id, "name": c.clean(x.name), "pct": c.pct(x.score), "width": _width(x.score)}
+    return {
+        "id": c.short(x.id),
+        "name": c.short(x.name),
+        "pct": c.pct(x.score),
+        "width": _width(x.score),
+    }
 
 
 def _width(score: float) -> str:
@@ -123,9 +130,9 @@ def _who(d: Diagnosis) -> dict[str, Any] | None:
         f = d.first_failure
         first = {
             "rank": c.rank_str(f.rank),
-            "host": c.clean(f.host or ""),
+            "host": c.short(f.host or ""),
             "time": c.iso_time(f.time) if f.time is not None else "",
-            "where": c.clean(c.where(f.source, f.line)),
+            "where": c.short(c.where(f.source, f.line)),
             **_cut(f.text, 20),
         }
     hang = None
@@ -134,9 +141,9 @@ def _who(d: Diagnosis) -> dict[str, Any] | None:
         hang = {
             "detected": h.detected,
             "lagging": c.ranks_str(h.lagging_ranks) if h.lagging_ranks else "",
-            "pg": c.clean(h.process_group or ""),
+            "pg": c.short(h.process_group or ""),
             "collective": c.hang_collective(d),
-            "explanation": c.clean(h.explanation),
+            "explanation": c.short(h.explanation),
         }
     return {"first": first, "culprits": c.ranks_str(d.culprit_ranks), "hang": hang}
 
@@ -156,11 +163,11 @@ def _timeline(entries: tuple[TimelineEntry, ...]) -> dict[str, Any]:
                 "offset": c.offset(e.time, start),
                 "rank": c.rank_str(e.rank),
                 "role": e.role if e.role in ("initiating", "cascade", "context") else "context",
-                "role_label": c.clean(e.role),
+                "role_label": c.short(e.role),
                 "first": first,
                 "rest": rest,
                 "hidden": hidden,
-                "where": c.clean(c.where(e.source, e.line)),
+                "where": c.short(c.where(e.source, e.line)),
             }
         )
     return {"rows": rows, "total": len(entries), "note": capped.note()}
@@ -220,12 +227,12 @@ def _inputs(inputs: tuple[InputSummary, ...]) -> dict[str, Any]:
     ordered = c.inputs_in_order(inputs)
     rows = [
         {
-            "path": c.clean(i.path),
+            "path": c.short(i.path),
             "kind": i.kind.value,
             "rank": c.rank_str(i.rank),
-            "host": c.clean(i.host or "-"),
+            "host": c.short(i.host or "-"),
             "events": i.events,
-            "warnings": [c.clean(w) for w in i.warnings],
+            "warnings": [c.short(w) for w in i.warnings],
         }
         for i in ordered[:INPUT_ROWS]
     ]

@@ -55,7 +55,7 @@ def render_markdown(d: Diagnosis) -> str:
 
 def _text(s: str | None) -> str:
     """User or log text as inert inline Markdown on one line."""
-    t = regex.sub(r"\s+", " ", c.clean(s))
+    t = regex.sub(r"\s+", " ", c.short(s, 1000))
     t = html.escape(t, quote=False)
     t = _MD_PUNCT.sub(r"\\\1", t)
     # A zero-width space after `@`/`#` stops GitHub's mention and issue-reference filters.
@@ -64,7 +64,7 @@ def _text(s: str | None) -> str:
 
 def _code(s: str | None, in_table: bool = False) -> str:
     """An inline code span that no backtick run inside can close early."""
-    t = " ".join(c.clean(s).split())
+    t = " ".join(c.short(s, 1000).split())
     if not t:
         return ""
     longest = max((len(m) for m in _BACKTICK_RUN.findall(t)), default=0)
@@ -105,7 +105,7 @@ def _label_row(title: str, label: ScoredLabel, first: bool) -> str:
     if not first:
         name = f"_{name}_" if name else name
     head = f"**{title}**" if first else ""
-    return f"| {head} | `{label.id}` {name} | {c.pct(label.score)} |"
+    return f"| {head} | {_code(label.id, True)} {name} | {c.pct(label.score)} |"
 
 
 def _render(d: Diagnosis, caps: _Caps) -> str:
@@ -122,7 +122,9 @@ def _render(d: Diagnosis, caps: _Caps) -> str:
             for n, label in enumerate(labels[:3]):
                 add(_label_row(title, label, n == 0))
         if d.stage is not None:
-            add(f"| **Stage** | `{d.stage.id}` {_text(d.stage.name or d.stage.slug)} | |")
+            add(
+                f"| **Stage** | {_code(d.stage.id, True)} {_text(d.stage.name or d.stage.slug)} | |"
+            )
         add("")
     warned = [i for i in d.inputs if i.warnings]
     if warned:
@@ -142,7 +144,7 @@ def _render(d: Diagnosis, caps: _Caps) -> str:
         add("")
         for n, fix in enumerate(d.fix_patterns, 1):
             why = f": {_text(fix.why)}" if fix.why else ""
-            add(f"{n}. **{fix.id} {_text(fix.name)}** ({c.pct(fix.score)}){why}")
+            add(f"{n}. **{_text(fix.id)} {_text(fix.name)}** ({c.pct(fix.score)}){why}")
             for action in fix.actions[: caps.actions]:
                 add(f"   - {_action(action, caps.action_chars)}")
             if len(fix.actions) > caps.actions:

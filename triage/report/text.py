@@ -102,7 +102,7 @@ def _section(title: str) -> RenderableType:
 def _headline(d: Diagnosis) -> Panel:
     body: list[RenderableType] = [
         Text(c.verdict(d), style="bold red" if not c.is_abstention(d) else "bold yellow"),
-        Text(c.clean(d.summary)),
+        Text(c.short(d.summary)),
     ]
     if not c.is_abstention(d):
         grid = Table.grid(padding=(0, 2))
@@ -117,13 +117,15 @@ def _headline(d: Diagnosis) -> Panel:
                     Text(c.pct(label.score), style="dim" if n > 0 else "bold"),
                 )
         if d.stage is not None:
-            grid.add_row("Stage", Text(f"{d.stage.id} {d.stage.name or d.stage.slug}"), "")
+            grid.add_row(
+                "Stage", Text(f"{c.short(d.stage.id)} {c.short(d.stage.name or d.stage.slug)}"), ""
+            )
         body += [Text(""), grid]
     return Panel(Group(*body), title="triage", title_align="left", box=box.ROUNDED)
 
 
 def _label(label: ScoredLabel, dim: bool = False) -> Text:
-    return Text(f"{label.id} {c.clean(label.name)}", style="dim" if dim else "")
+    return Text(f"{c.short(label.id)} {c.short(label.name)}", style="dim" if dim else "")
 
 
 def _who(d: Diagnosis) -> Table | None:
@@ -136,10 +138,10 @@ def _who(d: Diagnosis) -> Table | None:
     if f is not None:
         head = Text(f"rank {c.rank_str(f.rank)}", style="bold red")
         if f.host:
-            head.append(f" on {c.clean(f.host)}")
+            head.append(f" on {c.short(f.host)}")
         if f.time is not None:
             head.append(f" at {c.iso_time(f.time)}")
-        head.append(f"  ({c.clean(c.where(f.source, f.line))})", style="dim")
+        head.append(f"  ({c.short(c.where(f.source, f.line))})", style="dim")
         text, hidden = c.cut_lines(f.text, 8)
         block = Text(text)
         if hidden:
@@ -153,12 +155,12 @@ def _who(d: Diagnosis) -> Table | None:
         if h.lagging_ranks:
             lines.append(f"; lagging ranks {c.ranks_str(h.lagging_ranks)}")
         if h.process_group:
-            lines.append(f"; process group {c.clean(h.process_group)}")
+            lines.append(f"; process group {c.short(h.process_group)}")
         collective = c.hang_collective(d)
         if collective:
             lines.append(f"\ncollective: {collective}")
         if h.explanation:
-            lines.append("\n" + c.clean(h.explanation))
+            lines.append("\n" + c.short(h.explanation))
         grid.add_row("Hang", lines)
     return Padding(grid, (0, 0, 0, 2))
 
@@ -189,13 +191,13 @@ def _fixes(d: Diagnosis, plain: bool) -> RenderableType:
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     for n, fix in enumerate(d.fix_patterns, 1):
-        head = Text(f"{fix.id} {c.clean(fix.name)}", style="bold")
+        head = Text(f"{c.short(fix.id)} {c.short(fix.name)}", style="bold")
         head.append(f"  {c.pct(fix.score)}", style="dim")
         body: list[RenderableType] = [head]
         if fix.actions:
             body.append(_bullets([_action(a, plain) for a in fix.actions]))
         if fix.why:
-            body.append(Text(f"why: {c.clean(fix.why)}", style="dim italic"))
+            body.append(Text(f"why: {c.short(fix.why)}", style="dim italic"))
         grid.add_row(f"{n}.", Group(*body))
     return Padding(grid, (0, 0, 0, 2))
 
@@ -203,10 +205,10 @@ def _fixes(d: Diagnosis, plain: bool) -> RenderableType:
 def _evidence(d: Diagnosis) -> RenderableType:
     parts: list[RenderableType] = []
     for e in d.evidence[:EVIDENCE_ITEMS]:
-        head = Text(c.clean(c.where(e.source, e.line)), style="bold")
+        head = Text(c.short(c.where(e.source, e.line)), style="bold")
         head.append(f"  rank {c.rank_str(e.rank)}")
         if e.why:
-            head.append(f"  why: {c.clean(e.why)}", style="dim")
+            head.append(f"  why: {c.short(e.why)}", style="dim")
         text, hidden = c.cut_lines(e.text, EVIDENCE_LINES)
         body = Text(text)
         if hidden:
@@ -224,8 +226,8 @@ def _similar(d: Diagnosis) -> RenderableType:
     table.add_column("link", overflow="fold")
     for case in d.similar_cases[:10]:
         url = c.safe_url(case.url)
-        link = Text(url or c.clean(case.url or "-"), style=f"link {url}" if url else "")
-        table.add_row(Text(c.clean(case.id)), c.pct(case.score), link)
+        link = Text(url or c.short(case.url or "-"), style=f"link {url}" if url else "")
+        table.add_row(Text(c.short(case.id)), c.pct(case.score), link)
     return Padding(table, (0, 0, 0, 2))
 
 
@@ -235,7 +237,7 @@ def _findings(d: Diagnosis) -> RenderableType:
     table.add_column("ranks", overflow="fold", max_width=24)
     table.add_column("summary", overflow="fold")
     for f in d.findings[:30]:
-        table.add_row(Text(c.clean(f.kind)), Text(c.ranks_str(f.ranks)), Text(c.clean(f.summary)))
+        table.add_row(Text(c.short(f.kind)), Text(c.ranks_str(f.ranks)), Text(c.short(f.summary)))
     rest = len(d.findings) - 30
     note = [Text(f"{rest} more findings in the JSON", style="dim")] if rest > 0 else []
     return Padding(Group(table, *note), (0, 0, 0, 2))
@@ -256,8 +258,8 @@ def _timeline(d: Diagnosis) -> RenderableType:
         if start is not None and e.time is not None:
             when += f" {c.offset(e.time, start)}"
         what = Text(c.one_line(e.text, 160))
-        what.append(f"  {c.clean(c.where(e.source, e.line))}", style="dim")
-        table.add_row(when, c.rank_str(e.rank), e.role, what, style=style)
+        what.append(f"  {c.short(c.where(e.source, e.line))}", style="dim")
+        table.add_row(when, c.rank_str(e.rank), Text(c.short(e.role, 20)), what, style=style)
     note = [Text(capped.note(), style="dim")] if capped.hidden else []
     return Padding(Group(table, *note), (0, 0, 0, 2))
 
@@ -271,10 +273,10 @@ def _inputs(d: Diagnosis) -> RenderableType:
     for i in warned[:INPUT_ROWS]:
         # Warnings come first and loud: what an unreadable input held is missing from the
         # diagnosis, and the reader must know that before trusting it.
-        parts.append(Text(f"! {c.clean(i.path)}", style="bold yellow"))
+        parts.append(Text(f"! {c.short(i.path)}", style="bold yellow"))
         parts.append(
             Padding(
-                _bullets([Text(c.clean(w), style="yellow") for w in i.warnings], "-"),
+                _bullets([Text(c.short(w), style="yellow") for w in i.warnings], "-"),
                 (0, 0, 0, 4),
             )
         )
@@ -288,10 +290,10 @@ def _inputs(d: Diagnosis) -> RenderableType:
     for i in ordered[:INPUT_ROWS]:
         table.add_row(
             "!" if i.warnings else "",
-            Text(c.clean(i.path)),
+            Text(c.short(i.path)),
             i.kind.value,
             c.rank_str(i.rank),
-            Text(c.clean(i.host or "-")),
+            Text(c.short(i.host or "-")),
             str(i.events),
         )
     parts.append(table)
