@@ -39,6 +39,7 @@ from triage.analysis.cascade import (
     classify_event,
     peer_address,
     pointed_ranks,
+    waited_until_timeout,
 )
 from triage.analysis.ranks import RankIndex, build_index, event_rank, first_line, format_ranks, ref
 from triage.model import (
@@ -546,7 +547,12 @@ def _hang(
     # looked. Survivors that got an immediate error (peer closed, reset) saw a crash, even if
     # the flight recorder shows them inside a collective. So do the real bundles and the
     # labelled corpus: watchdog timeouts after a rank's OOM are labelled a hang.
-    timeouts = [p for p in placed if p.family == "collective_timeout"]
+    timeouts = [
+        p
+        for p in placed
+        if p.family == "collective_timeout"
+        or (p.role == "cascade" and waited_until_timeout(p.event.text))
+    ]
     stall = bool(timeouts) or bool(spy.waiting_ranks and spy.suspects)
     if not stall and fr.hang_pg is None:
         return None

@@ -42,7 +42,9 @@ CASCADE_FAMILIES: Mapping[str, regex.Pattern[str]] = {
         r"|Timed out waiting \d+ ?ms for (?:recv|send)|failure detected by watchdog"
         r"|detected by watchdog at work|Heartbeat monitor timed out|watchdog got stuck"
         r"|operation (?:has )?timed out|wait timeout|Timed out (?:waiting|after)"
-        r"|Timeout at (?:NCCL )?(?:work|collective)|lagging/dead/mismatched ranks",
+        r"|Timeout at (?:NCCL )?(?:work|collective)|lagging/dead/mismatched ranks"
+        r"|WorkNCCL\(.*\) ran for \d+ ?(?:ms|milliseconds)|Socket Timeout"
+        r"|client socket has timed out",
         regex.I,
     ),
     "killed_by_launcher": regex.compile(
@@ -52,8 +54,7 @@ CASCADE_FAMILIES: Mapping[str, regex.Pattern[str]] = {
     ),
     "store_lost": regex.compile(
         r"DistStoreError|TCPStore|recvValue|recvBytes|RendezvousClosedError|rendezvous.*closed"
-        r"|store (?:is )?(?:closed|unavailable)|Socket Timeout"
-        r"|client socket has (?:timed out|failed)"
+        r"|store (?:is )?(?:closed|unavailable)|client socket has failed"
         r"|failed to (?:connect|recv|send).*store|Connection refused",
         regex.I,
     ),
@@ -128,6 +129,11 @@ def headline(ev: Event) -> str:
 def exception_lines(text: str) -> list[str]:
     """Every `SomeError: message` line of a (chained) traceback."""
     return [s for line in text.splitlines() if EXCEPTION_LINE.match(s := line.strip())]
+
+
+def waited_until_timeout(text: str) -> bool:
+    """Does this message say its rank sat waiting until a timeout fired (a hang)?"""
+    return bool(CASCADE_FAMILIES["collective_timeout"].search(text))
 
 
 def cascade_family(text: str) -> str | None:
