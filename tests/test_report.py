@@ -311,7 +311,8 @@ def test_a_1024_rank_job_renders_fast_with_capped_rows() -> None:
     assert "3797 more entries not shown (3797 cascade)" in page.visible()
     # The only unreadable input of 1,024 is listed first, not buried past the cap.
     assert "could not decode 12 bytes as UTF-8" in page.visible()
-    assert "job/125/rank1000.log" in page.visible()
+    assert "1024 inputs under job/" in page.visible()
+    assert "125/rank1000.log" in page.visible()
     assert "824 more inputs in the JSON" in page.visible()
 
 
@@ -466,3 +467,19 @@ def test_any_diagnosis_renders_in_every_format_without_raising(
     assert not {"script", "img", "iframe"} & {tag for tag, _ in page.tags}
     page = _page(render(d, "html"))
     assert not {"script", "img", "iframe"} & {tag for tag, _ in page.tags}
+
+
+def test_the_shared_folder_of_all_inputs_is_named_once_not_on_every_row() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S18", "runtime_exception", "Runtime exception", 0.6),),
+        evidence=(Evidence("job7/logs/0.log", 5, 0, "ValueError: bad shape", "rule x"),),
+        inputs=(
+            InputSummary("job7/logs/0.log", SourceKind.RANK_LOG, 0, "h"),
+            InputSummary("job7/logs/1.log", SourceKind.RANK_LOG, 1, "h"),
+        ),
+    )
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "2 inputs under job7/logs/" in seen
+        assert "0.log:5" in seen and "job7/logs/0.log:5" not in seen

@@ -7,6 +7,7 @@ Markdown and HTML never disagree.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,7 +86,23 @@ def verdict(d: Diagnosis) -> str:
     return ", ".join(parts)
 
 
-def where(source: str, line: int | None) -> str:
+def base_dir(d: Diagnosis) -> str:
+    """The folder every input lives under (`job42/logs/`), shown once instead of on every row."""
+    paths = [i.path for i in d.inputs]
+    if len(paths) < 2:
+        return ""
+    prefix = os.path.commonprefix(paths)
+    return prefix[: prefix.rfind("/") + 1]
+
+
+def rel(path: str, base: str) -> str:
+    if base and path.startswith(base) and len(path) > len(base):
+        return path[len(base) :]
+    return path
+
+
+def where(source: str, line: int | None, base: str = "") -> str:
+    source = rel(source, base)
     return f"{source}:{line}" if line is not None else source
 
 
@@ -295,8 +312,8 @@ def inputs_in_order(inputs: Sequence[InputSummary]) -> list[InputSummary]:
     return sorted(inputs, key=lambda i: (not i.warnings,))
 
 
-def inputs_overview(inputs: Sequence[InputSummary]) -> str:
-    """`1024 inputs: 1020 rank_log, 4 pyspy; 2 with warnings`."""
+def inputs_overview(inputs: Sequence[InputSummary], base: str = "") -> str:
+    """`1024 inputs under job/: 1020 rank_log, 4 pyspy; 2 with warnings`."""
     if not inputs:
         return "no inputs"
     kinds = Counter(i.kind.value for i in inputs)
@@ -304,7 +321,8 @@ def inputs_overview(inputs: Sequence[InputSummary]) -> str:
     warned = sum(1 for i in inputs if i.warnings)
     noun = "input" if len(inputs) == 1 else "inputs"
     tail = f"; {warned} with warnings" if warned else ""
-    return f"{len(inputs)} {noun}: {parts}{tail}"
+    under = f" under {base}" if base else ""
+    return f"{len(inputs)} {noun}{under}: {parts}{tail}"
 
 
 def time_span(entries: Sequence[TimelineEntry]) -> tuple[float, float] | None:

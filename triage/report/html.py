@@ -48,6 +48,7 @@ def render_html(d: Diagnosis) -> str:
 def view(d: Diagnosis) -> dict[str, Any]:
     """Everything the template shows, as plain values (strings already cleaned, not escaped)."""
     abstain = c.is_abstention(d)
+    base = c.base_dir(d)
     warned = [i for i in d.inputs if i.warnings]
     evidence = d.evidence[:EVIDENCE_ITEMS]
     return {
@@ -64,7 +65,7 @@ def view(d: Diagnosis) -> dict[str, Any]:
             else None
         ),
         "warned_inputs": len(warned),
-        "who": _who(d),
+        "who": _who(d, base),
         "fixes": [
             {
                 "id": c.short(f.id),
@@ -78,7 +79,7 @@ def view(d: Diagnosis) -> dict[str, Any]:
         ],
         "evidence": [
             {
-                "where": c.short(c.where(e.source, e.line)),
+                "where": c.short(c.where(e.source, e.line, base)),
                 "rank": c.rank_str(e.rank),
                 "why": c.short(e.why),
                 **_cut(e.text, EVIDENCE_LINES),
@@ -94,10 +95,10 @@ def view(d: Diagnosis) -> dict[str, Any]:
             {"kind": c.short(f.kind), "ranks": c.ranks_str(f.ranks), "summary": c.short(f.summary)}
             for f in d.findings
         ],
-        "timeline": _timeline(d.timeline),
+        "timeline": _timeline(d.timeline, base),
         "lanes": _lanes(d),
-        "inputs": _inputs(d.inputs),
-        "inputs_overview": c.inputs_overview(d.inputs),
+        "inputs": _inputs(d.inputs, base),
+        "inputs_overview": c.inputs_overview(d.inputs, base),
         "raw_json": _raw_json(d),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -122,7 +123,7 @@ def _cut(text: str, max_lines: int) -> dict[str, Any]:
     return {"text": shown, "hidden": hidden}
 
 
-def _who(d: Diagnosis) -> dict[str, Any] | None:
+def _who(d: Diagnosis, base: str) -> dict[str, Any] | None:
     if d.first_failure is None and not d.culprit_ranks and d.hang is None:
         return None
     first = None
@@ -132,7 +133,7 @@ def _who(d: Diagnosis) -> dict[str, Any] | None:
             "rank": c.rank_str(f.rank),
             "host": c.short(f.host or ""),
             "time": c.iso_time(f.time) if f.time is not None else "",
-            "where": c.short(c.where(f.source, f.line)),
+            "where": c.short(c.where(f.source, f.line, base)),
             **_cut(f.text, 20),
         }
     hang = None
@@ -148,7 +149,7 @@ def _who(d: Diagnosis) -> dict[str, Any] | None:
     return {"first": first, "culprits": c.ranks_str(d.culprit_ranks), "hang": hang}
 
 
-def _timeline(entries: tuple[TimelineEntry, ...]) -> dict[str, Any]:
+def _timeline(entries: tuple[TimelineEntry, ...], base: str) -> dict[str, Any]:
     capped = c.cap_timeline(entries, TIMELINE_ROWS)
     span = c.time_span(entries)
     start = span[0] if span else None
@@ -167,7 +168,7 @@ def _timeline(entries: tuple[TimelineEntry, ...]) -> dict[str, Any]:
                 "first": first,
                 "rest": rest,
                 "hidden": hidden,
-                "where": c.short(c.where(e.source, e.line)),
+                "where": c.short(c.where(e.source, e.line, base)),
             }
         )
     return {"rows": rows, "total": len(entries), "note": capped.note()}
@@ -223,11 +224,11 @@ def _lanes(d: Diagnosis) -> dict[str, Any] | None:
     }
 
 
-def _inputs(inputs: tuple[InputSummary, ...]) -> dict[str, Any]:
+def _inputs(inputs: tuple[InputSummary, ...], base: str) -> dict[str, Any]:
     ordered = c.inputs_in_order(inputs)
     rows = [
         {
-            "path": c.short(i.path),
+            "path": c.short(c.rel(i.path, base)),
             "kind": i.kind.value,
             "rank": c.rank_str(i.rank),
             "host": c.short(i.host or "-"),

@@ -155,12 +155,12 @@ def _render(d: Diagnosis, caps: _Caps) -> str:
         add("")
         shown = d.evidence[: caps.evidence]
         for e in shown[:3]:
-            _evidence(e, caps, add)
+            _evidence(e, caps, c.base_dir(d), add)
         if len(shown) > 3:
             add(f"<details><summary>{len(shown) - 3} more evidence lines</summary>")
             add("")
             for e in shown[3:]:
-                _evidence(e, caps, add)
+                _evidence(e, caps, c.base_dir(d), add)
             add("</details>")
             add("")
         if len(d.evidence) > len(shown):
@@ -204,7 +204,7 @@ def _who(d: Diagnosis, add: Callable[[str], None]) -> None:
             bits.append(f"on {_code(f.host)}")
         if f.time is not None:
             bits.append(f"at {c.iso_time(f.time)}")
-        bits.append(f"in {_code(c.where(f.source, f.line))}")
+        bits.append(f"in {_code(c.where(f.source, f.line, c.base_dir(d)))}")
         add(f"- **First failure:** {' '.join(bits)}")
     if d.culprit_ranks:
         add(f"- **Culprit ranks:** {_text(c.ranks_str(d.culprit_ranks))}")
@@ -227,9 +227,9 @@ def _who(d: Diagnosis, add: Callable[[str], None]) -> None:
         add("")
 
 
-def _evidence(e: Evidence, caps: _Caps, add: Callable[[str], None]) -> None:
+def _evidence(e: Evidence, caps: _Caps, base: str, add: Callable[[str], None]) -> None:
     why = f" · why: {_code(e.why)}" if e.why else ""
-    add(f"**{_code(c.where(e.source, e.line))}** · rank {c.rank_str(e.rank)}{why}")
+    add(f"**{_code(c.where(e.source, e.line, base))}** · rank {c.rank_str(e.rank)}{why}")
     add("")
     add(_block(e.text, caps.evidence_lines))
     add("")
@@ -261,7 +261,8 @@ def _timeline(d: Diagnosis, caps: _Caps, add: Callable[[str], None]) -> None:
 def _inputs(d: Diagnosis, caps: _Caps, add: Callable[[str], None]) -> None:
     add("#### Inputs")
     add("")
-    add(_text(c.inputs_overview(d.inputs)))
+    base = c.base_dir(d)
+    add(_text(c.inputs_overview(d.inputs, base)))
     add("")
     if not d.inputs:
         return
@@ -275,7 +276,7 @@ def _inputs(d: Diagnosis, caps: _Caps, add: Callable[[str], None]) -> None:
         for i in rows:
             warnings = "<br>".join(f"**{_text(w)}**" for w in i.warnings[:5]) or ""
             add(
-                f"| {_code(i.path, True)} | {i.kind.value} | {c.rank_str(i.rank)} "
+                f"| {_code(c.rel(i.path, base), True)} | {i.kind.value} | {c.rank_str(i.rank)} "
                 f"| {_code(i.host, True) if i.host else '-'} | {warnings} |"
             )
         if len(ordered) > len(rows):

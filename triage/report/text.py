@@ -141,7 +141,7 @@ def _who(d: Diagnosis) -> Table | None:
             head.append(f" on {c.short(f.host)}")
         if f.time is not None:
             head.append(f" at {c.iso_time(f.time)}")
-        head.append(f"  ({c.short(c.where(f.source, f.line))})", style="dim")
+        head.append(f"  ({c.short(c.where(f.source, f.line, c.base_dir(d)))})", style="dim")
         text, hidden = c.cut_lines(f.text, 8)
         block = Text(text)
         if hidden:
@@ -204,8 +204,9 @@ def _fixes(d: Diagnosis, plain: bool) -> RenderableType:
 
 def _evidence(d: Diagnosis) -> RenderableType:
     parts: list[RenderableType] = []
+    base = c.base_dir(d)
     for e in d.evidence[:EVIDENCE_ITEMS]:
-        head = Text(c.short(c.where(e.source, e.line)), style="bold")
+        head = Text(c.short(c.where(e.source, e.line, base)), style="bold")
         head.append(f"  rank {c.rank_str(e.rank)}")
         if e.why:
             head.append(f"  why: {c.short(e.why)}", style="dim")
@@ -245,6 +246,7 @@ def _findings(d: Diagnosis) -> RenderableType:
 
 def _timeline(d: Diagnosis) -> RenderableType:
     capped = c.cap_timeline(d.timeline, TIMELINE_ROWS)
+    base = c.base_dir(d)
     span = c.time_span(d.timeline)
     start = span[0] if span else None
     table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
@@ -258,7 +260,7 @@ def _timeline(d: Diagnosis) -> RenderableType:
         if start is not None and e.time is not None:
             when += f" {c.offset(e.time, start)}"
         what = Text(c.one_line(e.text, 160))
-        what.append(f"  {c.short(c.where(e.source, e.line))}", style="dim")
+        what.append(f"  {c.short(c.where(e.source, e.line, base))}", style="dim")
         table.add_row(when, c.rank_str(e.rank), Text(c.short(e.role, 20)), what, style=style)
     note = [Text(capped.note(), style="dim")] if capped.hidden else []
     return Padding(Group(table, *note), (0, 0, 0, 2))
@@ -268,12 +270,13 @@ def _inputs(d: Diagnosis) -> RenderableType:
     if not d.inputs:
         return Padding(Text("no inputs were read", style="bold yellow"), (0, 0, 0, 2))
     ordered = c.inputs_in_order(d.inputs)
-    parts: list[RenderableType] = [Text(c.inputs_overview(d.inputs), style="dim")]
+    base = c.base_dir(d)
+    parts: list[RenderableType] = [Text(c.short(c.inputs_overview(d.inputs, base)), style="dim")]
     warned = [i for i in ordered if i.warnings]
     for i in warned[:INPUT_ROWS]:
         # Warnings come first and loud: what an unreadable input held is missing from the
         # diagnosis, and the reader must know that before trusting it.
-        parts.append(Text(f"! {c.short(i.path)}", style="bold yellow"))
+        parts.append(Text(f"! {c.short(c.rel(i.path, base))}", style="bold yellow"))
         parts.append(
             Padding(
                 _bullets([Text(c.short(w), style="yellow") for w in i.warnings], "-"),
@@ -290,7 +293,7 @@ def _inputs(d: Diagnosis) -> RenderableType:
     for i in ordered[:INPUT_ROWS]:
         table.add_row(
             "!" if i.warnings else "",
-            Text(c.short(i.path)),
+            Text(c.short(c.rel(i.path, base))),
             i.kind.value,
             c.rank_str(i.rank),
             Text(c.short(i.host or "-")),
