@@ -195,3 +195,17 @@ def test_kind_filter_limits_a_rule_to_its_event_kinds(tmp_path: Path) -> None:
     assert not [
         h for h in engine.match_events([event], None, [folder]) if h.rule_id == "team-disk-full"
     ]
+
+
+def test_the_keyword_prefilter_only_keeps_literals_every_match_contains() -> None:
+    assert engine.required_literals(r"Watchdog caught (?P<x>\w+) timeout") == ("Watchdog caught ",)
+    assert engine.required_literals(r"food(?:bar)?|bazqux") == ("food", "bazqux")
+    assert engine.required_literals(r"(?i:Address already in use)") == ("\0address already in use",)
+    assert engine.required_literals(r"ab|cdef") is None  # one branch has no usable literal
+    assert engine.required_literals(r"\d+ items") == (" items",)
+
+
+def test_every_shipped_regex_rule_has_a_prefilter_keyword() -> None:
+    # A rule without keywords runs its regexes on every event of every log: keep them cheap.
+    slow = [r.id for r in RULES if r.needs_text and r.keywords is None]
+    assert slow == []
