@@ -793,6 +793,20 @@ def test_a_legacy_string_message_is_read_with_its_top_level_timestamp() -> None:
     assert error.attrs["exc_type"] == "RuntimeError" and error.attrs["schema"] == "legacy"
 
 
+def test_an_error_recorded_outside_an_except_block_has_no_traceback_event() -> None:
+    data = json.dumps(
+        {
+            "message": {
+                "message": "ValueError: bad config",
+                "extraInfo": {"py_callstack": "NoneType: None\n", "timestamp": "1767607928"},
+            }
+        }
+    ).encode()
+    parsed = elastic_error.parse(source(data, SourceKind.ELASTIC_ERROR))
+    assert [e.kind for e in parsed.events] == [EventKind.ELASTIC_ERROR]
+    assert parsed.events[0].attrs["exc_type"] == "ValueError"
+
+
 @pytest.mark.parametrize(
     ("data", "why"),
     [

@@ -26,6 +26,7 @@ __all__ = ["MAX_BYTES", "exception_of", "parse"]
 
 MAX_BYTES = 32 * 1024 * 1024  # a traceback with a huge message is still far below this
 
+_NO_STACK = frozenset({"", "NoneType: None", "<N/A>", "None"})
 _EXC_LINE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\[[^\]]*\])?): ?(?P<msg>.*)$")
 _BARE_EXC = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))$")
 
@@ -102,7 +103,8 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
         extra = message_field.get("extraInfo")
         extra = extra if isinstance(extra, dict) else {}
         stack = extra.get("py_callstack")
-        callstack = stack if isinstance(stack, str) and stack.strip() else None
+        # format_exc() outside an except block gives "NoneType: None": no stack to show.
+        callstack = stack if isinstance(stack, str) and stack.strip() not in _NO_STACK else None
         timestamp = _epoch(extra.get("timestamp"))
         code = message_field.get("errorCode")
         error_code = code if type(code) is int else None
