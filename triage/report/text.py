@@ -284,15 +284,17 @@ def _inputs(d: Diagnosis) -> RenderableType:
             )
         )
     table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
-    table.add_column("", no_wrap=True, style="bold yellow")
+    if warned:
+        table.add_column("", no_wrap=True, style="bold yellow")
     table.add_column("path", overflow="fold")
     table.add_column("kind", no_wrap=True)
     table.add_column("rank", justify="right", no_wrap=True)
     table.add_column("host", overflow="fold", max_width=20)
     table.add_column("events", justify="right", no_wrap=True)
     for i in ordered[:INPUT_ROWS]:
+        flag = ["!" if i.warnings else ""] if warned else []
         table.add_row(
-            "!" if i.warnings else "",
+            *flag,
             Text(c.short(c.rel(i.path, base))),
             i.kind.value,
             c.rank_str(i.rank),
