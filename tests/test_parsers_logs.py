@@ -343,6 +343,7 @@ def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
         "tqdm_glued_error.log",
         "nccl_debug.log",
         "elastic_restart_old_torch.log",
+        "cuda_error_faulthandler.log",
     ],
 )
 def test_fast_path_finds_what_a_full_read_finds(name: str) -> None:
@@ -557,3 +558,15 @@ def test_older_torch_elastic_restart_and_rendezvous_lines() -> None:
     progress = {e.rank: e.attrs for e in of_kind(parsed, EventKind.PROGRESS)}
     assert progress[0]["last_step"] == 700 and progress[1]["last_epoch"] == 3.0
     assert progress[None]["last_epoch"] == pytest.approx(2.85)  # HF Trainer's log dict
+
+
+def test_cuda_error_hints_stay_in_the_exception_and_faulthandler_stacks_are_kept() -> None:
+    parsed = parse_fixture("cuda_error_faulthandler.log")
+    tb, stack = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.rank == 2 and tb.end_line == 7
+    assert tb.attrs["exc_message"].startswith("CUDA error: an illegal memory access")
+    assert "CUDA_LAUNCH_BLOCKING=1" in tb.attrs["exc_message"]
+    assert not of_kind(parsed, EventKind.ERROR_LINE)  # the hint lines are not separate errors
+    (segv,) = of_kind(parsed, EventKind.SIGNAL)
+    assert segv.attrs["signal"] == "SIGSEGV"
+    assert stack.attrs["frames"] == [("/w/aug.py", 12, "augment"), ("/w/train.py", 30, "main")]

@@ -112,7 +112,14 @@ _WARNING_WORDS = re.compile(r"\bWARN(?:ING)?\b|\b[Ww]arning\b|\w+Warning:")
 # --------------------------------------------------------------------------- message templates
 
 _TB_HEADER = re.compile(r"\s*Traceback \(most recent call last\):\s*$")
-_TB_FILE = re.compile(r'\s+File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.*))?')
+# faulthandler writes `  File "x.py", line 12 in main` (no comma)
+_TB_FILE = re.compile(r'\s+File "(?P<file>[^"]*)", line (?P<line>\d+)(?:,? in (?P<func>.*))?')
+# Lines torch and NCCL append to an exception message without indenting them
+_MESSAGE_TAILS = (
+    "Exception raised from", "frame #", "Last error", "nccl", "socket", "CUDA kernel errors",
+    "For debugging consider", "Compile with `TORCH_USE_CUDA_DSA`", "If reserved but unallocated",
+    "See documentation for Memory Management",
+)  # fmt: skip
 _EXC_LINE = re.compile(r"(?P<type>[A-Za-z_][\w.]*(?:::\w+)*)(?::(?: ?(?P<msg>.*))?)?\s*$")
 _CHAIN = re.compile(
     r"(During handling of the above exception, another exception occurred:"
@@ -370,11 +377,7 @@ class _Traceback(_Record):
     def _continues(self, text: str) -> bool:
         if _BORDER.match(text) or _TB_HEADER.match(text) or _looks_structured(text):
             return False
-        if text[:1].isspace() or text.startswith(
-            ("Exception raised from", "frame #", "Last error")
-        ):
-            return True
-        if text.startswith("nccl") or text.startswith("socket"):
+        if text[:1].isspace() or text.startswith(_MESSAGE_TAILS):
             return True
         last = self.tail[-1] if self.tail else (self.head[-1] if self.head else "")
         return last.rstrip().endswith(":") and not text.startswith("[")
