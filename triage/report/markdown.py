@@ -287,7 +287,8 @@ def _inputs(d: Diagnosis, caps: _Caps, add: Callable[[str], None]) -> None:
     if warned:
         table()
     else:
-        add(f"<details><summary>{len(ordered)} inputs, all read without warnings</summary>")
+        noun = "input" if len(ordered) == 1 else "inputs"
+        add(f"<details><summary>{len(ordered)} {noun}, all read without warnings</summary>")
         add("")
         table()
         add("</details>")
