@@ -11,8 +11,10 @@ import time
 from collections.abc import Iterable, Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from triage.analysis import correlate
+from triage.analysis import analyse, correlate
 from triage.analysis.timeline import estimate_offsets
 from triage.model import (
     EnvReport,
@@ -757,3 +759,40 @@ def test_desync_report_names_the_rank_that_never_joined() -> None:
     a = correlate([ps(source("console.log"), events)])
     assert a.culprit_ranks == (6,)
     assert a.hang is not None and a.hang.detected
+
+
+# ------------------------------------------------------------------ robustness
+
+_KINDS = [k for k in EventKind if k not in (EventKind.FLIGHT_RECORDER, EventKind.PYSPY)]
+_TEXTS = [
+    "",
+    "Traceback (most recent call last):\nValueError: x",
+    WATCHDOG.format(r=3),
+    "Connection closed by peer [10.0.0.7]:4242",
+    "remote error detected from rank: 99",
+    "step nan",
+    "\x00\ufffd weird bytes",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_KINDS),
+            st.sampled_from(_TEXTS),
+            st.one_of(st.none(), st.integers(-5, 2000)),
+            st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+            st.dictionaries(
+                st.sampled_from(["rank", "nranks", "last_step", "pid", "line", "world_size"]),
+                st.one_of(st.none(), st.integers(-3, 10), st.text(max_size=5), st.floats()),
+                max_size=3,
+            ),
+        ),
+        max_size=25,
+    )
+)
+def test_odd_events_never_crash_the_analysis(rows: list) -> None:
+    events = [ev(k, t, rank=r, t=time_, attrs=attrs) for k, t, r, time_, attrs in rows]
+    a = analyse([ps(source("x.log"), events)])  # the unguarded core: bugs show up here
+    assert all(isinstance(r, int) for r in a.culprit_ranks)

@@ -57,7 +57,7 @@ from triage.model import (
     TimelineEntry,
 )
 
-__all__ = ["correlate"]
+__all__ = ["analyse", "correlate"]
 
 _WORK = regex.compile(
     r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), "
@@ -75,7 +75,28 @@ _CO_CULPRIT = 0.7
 
 
 def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
-    """Cross-rank analysis of everything the parsers found. Never raises on odd input."""
+    """Cross-rank analysis of everything the parsers found. Never raises on odd input.
+
+    A bug here must not cost the user the rest of the diagnosis: it becomes a finding that
+    says so, and the classifier still sees every event.
+    """
+    try:
+        return analyse(parsed)
+    except Exception as exc:  # noqa: BLE001 - the report must still come out
+        return Analysis(
+            findings=(
+                Finding(
+                    kind="analysis_error",
+                    summary=f"cross-rank analysis failed ({type(exc).__name__}: {exc}); "
+                    "culprit and hang are unknown",
+                ),
+            ),
+            facts={"analysis_error": f"{type(exc).__name__}: {exc}"},
+        )
+
+
+def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
+    """`correlate` without the safety net (tests call this to see real errors)."""
     index = build_index(parsed)
     placed_raw: list[tuple[Event, int | None, str, Role]] = []
     fr_dumps: list[flight_recorder.FRDump] = []
