@@ -267,6 +267,7 @@ class MarkerSet:
         found = []
         # in-place arithmetic into reused buffers: temporaries cost more than the math
         hashed_all = np.empty(len(data) // 4 + 1, dtype=np.uint32)
+        index_all = np.empty(len(data) // 4 + 1, dtype=np.intp)  # take() wants intp indices
         marked_all = np.empty(len(data) // 4 + 1, dtype=bool)
         for k in range(4):
             count = (len(data) - k) // 4
@@ -278,7 +279,9 @@ class MarkerSet:
             hashed *= mult
             hashed >>= shift
             marked = marked_all[:count]
-            np.take(self._table, hashed, out=marked)
+            index = index_all[:count]
+            index[...] = hashed
+            np.take(self._table, index, out=marked, mode="clip")
             hits = np.flatnonzero(marked)
             if hits.size:
                 # drop hash collisions: the window must be one of the codes exactly
