@@ -68,6 +68,7 @@ class PGReport:
     has_states: bool  # NCCL-era dumps: started/completed are meaningful
     mismatch: dict[str, Any] | None = None
     not_started: tuple[int, ...] = ()  # all enqueued the stuck op, these never started it
+    sources: dict[int, str] = field(default_factory=dict)  # rank -> its dump's path
 
 
 @dataclass
@@ -207,6 +208,7 @@ def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysi
         desc = pg_desc.get(pg, "")
         members = _members(pg, desc, dumps, ranks, world_size)
         report = _pg_report(pg, desc, members, ranks, dumped)
+        report.sources = {d.rank: d.event.source for d in dumps}
         out.reports.append(report)
         _anchor(out, pg, ranks)
 
@@ -427,7 +429,9 @@ def collective_of(report: PGReport) -> dict[str, Any]:
     return d
 
 
-def _ev(report: PGReport, rank: int, text: str, source: str = "flight recorder") -> EvidenceRef:
+def _ev(report: PGReport, rank: int, text: str) -> EvidenceRef:
+    """Evidence that points at the rank's own dump file (or says none exists)."""
+    source = report.sources.get(rank, f"flight recorder (no dump from rank {rank})")
     return EvidenceRef(source=source, line=None, rank=rank, text=text)
 
 
