@@ -150,7 +150,7 @@ def clock_time(epoch: float | None) -> str:
 
 def segments(action: str) -> list[tuple[bool, str]]:
     """An action split into (is_code, text) pieces: backticked parts are commands or keys."""
-    text = clean(action)
+    text = short(action, 2000)
     out: list[tuple[bool, str]] = []
     pos = 0
     for m in _BACKTICKED.finditer(text):
