@@ -83,14 +83,14 @@ class Source:
 # --------------------------------------------------------------------------- payloads
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # millions of these in a 1,024-rank FR set
 class StackFrame:
     function: str
     filename: str
     line: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FlightRecorderEntry:
     """One collective / p2p record of a flight-recorder ring buffer (any schema version)."""
 
