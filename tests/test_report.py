@@ -27,6 +27,7 @@ from triage.model import (
     Diagnosis,
     Evidence,
     FailureRef,
+    Finding,
     FixRecommendation,
     HangReport,
     InputSummary,
@@ -483,3 +484,37 @@ def test_the_shared_folder_of_all_inputs_is_named_once_not_on_every_row() -> Non
         seen = _visible(d, fmt)
         assert "2 inputs under job7/logs/" in seen
         assert "0.log:5" in seen and "job7/logs/0.log:5" not in seen
+
+
+def test_rank_lanes_zoom_in_on_the_failure_not_on_hours_of_start_up() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S18", "runtime_exception", "Runtime exception", 0.6),),
+        culprit_ranks=(1,),
+        timeline=(
+            TimelineEntry(T0 - 3600, 0, "NCCL INFO comm init", "a", 1, "context"),
+            TimelineEntry(T0, 1, "ValueError", "b", 2, "initiating"),
+            TimelineEntry(T0 + 5, 0, "aborted", "a", 3, "cascade"),
+            TimelineEntry(T0 + 10, 0, "aborted again", "a", 4, "cascade"),
+        ),
+    )
+    out = render(d, "html")
+    dots = {
+        a["class"]: a["style"]
+        for t, a in _page(out).tags
+        if t == "span" and (a.get("class") or "").startswith("dot")
+    }
+    assert dots["dot initiating"] == "left: 0.00%"
+    assert "left: 50.00%" in [
+        a["style"] for t, a in _page(out).tags if a.get("class") == "dot cascade"
+    ]
+    assert "over 10.000s (1 earlier event at the left edge)" in _page(out).visible()
+
+
+def test_thousands_of_findings_are_capped_in_html_but_kept_in_json() -> None:
+    d = Diagnosis(
+        summary="s",
+        findings=tuple(Finding("rank_exit", f"rank {i} exited", (i,)) for i in range(500)),
+    )
+    assert "400 more findings in the JSON below." in _page(render(d, "html")).visible()
+    assert len(json.loads(render(d, "json"))["findings"]) == 500

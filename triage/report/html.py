@@ -22,6 +22,8 @@ from . import common as c
 
 TIMELINE_ROWS = 300
 INPUT_ROWS = 200
+FINDING_ROWS = 100
+SIMILAR_ROWS = 20
 EVIDENCE_ITEMS = 30
 EVIDENCE_LINES = 40
 LANES = 32
@@ -89,12 +91,13 @@ def view(d: Diagnosis) -> dict[str, Any]:
         "evidence_more": len(d.evidence) - len(evidence),
         "similar": [
             {"id": c.short(s.id), "url": c.safe_url(s.url), "pct": c.pct(s.score)}
-            for s in d.similar_cases
+            for s in d.similar_cases[:SIMILAR_ROWS]
         ],
         "findings": [
             {"kind": c.short(f.kind), "ranks": c.ranks_str(f.ranks), "summary": c.short(f.summary)}
-            for f in d.findings
+            for f in d.findings[:FINDING_ROWS]
         ],
+        "findings_more": max(0, len(d.findings) - FINDING_ROWS),
         "timeline": _timeline(d.timeline, base),
         "lanes": _lanes(d),
         "inputs": _inputs(d.inputs, base),
@@ -175,11 +178,20 @@ def _timeline(entries: tuple[TimelineEntry, ...], base: str) -> dict[str, Any]:
 
 
 def _lanes(d: Diagnosis) -> dict[str, Any] | None:
-    """Per-rank lanes: each timed event a dot at its place between the first and last event."""
+    """Per-rank lanes: each timed event a dot at its place between the first and last event.
+
+    The window opens at the first initiating or cascade event: a start-up line hours earlier
+    would otherwise squeeze the whole failure into the right edge. Earlier context events sit
+    on the left edge.
+    """
     span = c.time_span(d.timeline)
     if span is None:
         return None
     start, end = span
+    failing = [e.time for e in d.timeline if e.time is not None and e.role != "context"]
+    if failing and min(failing) < end:
+        start = min(failing)
+    earlier = sum(1 for e in d.timeline if e.time is not None and e.time < start)
     by_rank: dict[int, list[TimelineEntry]] = defaultdict(list)
     for e in d.timeline:
         if e.rank is not None and e.time is not None:
@@ -207,7 +219,7 @@ def _lanes(d: Diagnosis) -> dict[str, Any] | None:
         seen: dict[tuple[int, str], dict[str, str]] = {}
         # Cascade first so that an initiating dot at the same spot is drawn on top.
         for e in sorted(by_rank[rank], key=lambda e: e.role == "initiating"):
-            pos = (e.time - start) / (end - start) * 100 if e.time is not None else 0.0
+            pos = max(0.0, (e.time - start) / (end - start) * 100) if e.time is not None else 0.0
             key = (int(pos * 4), e.role)  # one dot per quarter percent and role
             seen[key] = {
                 "left": f"{pos:.2f}%",
@@ -221,6 +233,7 @@ def _lanes(d: Diagnosis) -> dict[str, Any] | None:
         "more": len(by_rank) - len(chosen),
         "start": c.iso_time(start),
         "span": f"{end - start:.3f}s",
+        "earlier": earlier,
     }
 
 
