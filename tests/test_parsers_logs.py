@@ -570,3 +570,27 @@ def test_cuda_error_hints_stay_in_the_exception_and_faulthandler_stacks_are_kept
     (segv,) = of_kind(parsed, EventKind.SIGNAL)
     assert segv.attrs["signal"] == "SIGSEGV"
     assert stack.attrs["frames"] == [("/w/aug.py", 12, "augment"), ("/w/train.py", 30, "main")]
+
+
+_ALL_FIXTURE_LINES = sorted(
+    {line for p in FIXTURES.iterdir() for line in p.read_bytes().splitlines() if line.strip()}
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_ALL_FIXTURE_LINES), min_size=1, max_size=80))
+def test_fast_path_matches_a_full_read_on_shuffled_log_lines(picked: list[bytes]) -> None:
+    data = b"\n".join(picked) + b"\n"
+    full = rank_log.parse(source_of(data), scan_all=True)
+    fast = rank_log.parse(source_of(data), scan_all=False)
+
+    def notable(parsed: ParsedSource) -> list:
+        return [
+            (e.kind, e.line, e.end_line, e.text)
+            for e in parsed.events
+            if e.kind is not EventKind.PROGRESS
+        ]
+
+    assert notable(fast) == notable(full)
+    for e in full.events:
+        assert e.line is not None and e.end_line is not None and e.line <= e.end_line

@@ -228,7 +228,8 @@ class MarkerSet:
         for gram in grams:
             if len(gram) != 4:
                 raise ValueError(f"gram {gram!r} is not 4 bytes")
-            self._by_code.setdefault(_fold4(gram), []).append((b"", 0))
+            # a gram that starts with a newline marks the line after it
+            self._by_code.setdefault(_fold4(gram), []).append((b"", int(gram[:1] == b"\n")))
         self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
         self._grams = {c for c, ns in self._by_code.items() if any(not n for n, _ in ns)}
         self._table = self._codes = None
@@ -247,7 +248,7 @@ class MarkerSet:
         """Start of the needle whose anchor sits at `pos`, or -1."""
         for needle, off in self._by_code.get(_fold4(data[pos : pos + 4]), ()):
             if not needle:
-                return pos
+                return pos + off
             start = pos - off
             if start >= 0 and data[start : start + len(needle)].lower() == needle:
                 return start
@@ -291,10 +292,10 @@ class MarkerSet:
                 hits = hits[codes[at] == values]
                 if hits.size:
                     found.append(hits * 4 + k)
-        if not found:
-            return []
         check = self._check
-        out = [check(data, p) for p in np.concatenate(found).tolist()]
+        out = [check(data, p) for p in np.concatenate(found).tolist()] if found else []
+        if _fold4(b"\n" + data[:3]) in self._grams:
+            out.append(0)  # a chunk starts at a line start: grams that begin with a newline
         return sorted(p for p in out if p >= 0)
 
     def _find_plain(self, data: bytes) -> list[int]:
@@ -308,9 +309,12 @@ class MarkerSet:
         if self._grams:
             grams = self._grams
             fold = _fold4
-            out.extend(i for i in range(len(data) - 3) if fold(data[i : i + 4]) in grams)
-        out.sort()
-        return out
+            out.extend(
+                self._check(data, i) for i in range(len(data) - 3) if fold(data[i : i + 4]) in grams
+            )
+            if fold(b"\n" + data[:3]) in grams:
+                out.append(0)
+        return sorted(p for p in out if p >= 0)
 
 
 def select_lines(
