@@ -450,4 +450,7 @@ def _iso(epoch: float | None) -> str | None:
         return None
     from datetime import datetime, timezone
 
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")
+    try:
+        return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):  # NaN or a clock far outside any real run
+        return None
