@@ -270,8 +270,8 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
             Finding(
                 kind="missing_rank",
                 summary=(
-                    f"rank(s) {format_ranks(silent)} of {world_size} left no error, exit or dump "
-                    "while the others failed: they are missing, behind or stuck elsewhere"
+                    f"rank(s) {format_ranks(silent)} of {world_size} printed no error of their "
+                    "own while the others failed: they were missing, behind or stuck elsewhere"
                 ),
                 ranks=tuple(silent),
                 facts={"world_size": world_size, "silent": list(silent)},
