@@ -594,3 +594,13 @@ def test_fast_path_matches_a_full_read_on_shuffled_log_lines(picked: list[bytes]
     assert notable(fast) == notable(full)
     for e in full.events:
         assert e.line is not None and e.end_line is not None and e.line <= e.end_line
+
+
+def test_a_rank_named_inside_a_message_does_not_move_the_event_to_that_rank() -> None:
+    data = (
+        b"[E105 10:12:05.426415540 ProcessGroupNCCL.cpp:629] [Rank 3] Timeout at collective: "
+        b"ALLREDUCE, #42, lagging ranks: [Rank 5] joined but didn't finish collective #42\n"
+        b"RuntimeError: NCCL communicator was aborted; remote error detected from [Rank 5]\n"
+    )
+    parsed = rank_log.parse(source_of(data, rank=3))
+    assert [e.rank for e in of_kind(parsed, EventKind.ERROR_LINE)] == [3, 3]

@@ -158,6 +158,7 @@ _PG_PREFIX = re.compile(
     r" Rank (?P<rank>\d+)\]"
 )
 _RANK_TAG = re.compile(r"\[Rank (?P<rank>-?\d+)\]")
+_LEAD = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:::\w+)*:\s*)?")
 _DUMP_FROM = re.compile(r"dump signal due to a collective timeout from (?:rank )?(?P<src>\d+)")
 _WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds")
 _NCCL_ERROR_IN = re.compile(
@@ -1582,7 +1583,10 @@ def _facts(msg: str) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     if not msg:
         return attrs
-    m = _PG_PREFIX.search(msg)
+    # The reporting rank is the tag a c10 message starts with (after an exception type);
+    # tags later in the text (a desync report, "remote error from [Rank 5]") name others.
+    start = _LEAD.match(msg).end()  # type: ignore[union-attr]
+    m = _PG_PREFIX.match(msg, start)
     if m is not None:
         attrs["pg_id"] = int(m["pgid"])
         if m["guid"]:
@@ -1591,7 +1595,7 @@ def _facts(msg: str) -> dict[str, Any]:
             attrs["pg_desc"] = m["desc"]
         attrs["rank"] = int(m["rank"])
     else:
-        m = _RANK_TAG.search(msg)
+        m = _RANK_TAG.match(msg, start)
         if m is not None:
             attrs["rank"] = int(m["rank"])
     if "WorkNCCL(" in msg:
