@@ -301,9 +301,11 @@ def run_scenario(sc: Scenario, out_root: Path, keep_run: bool = False) -> Path:
         blocker.close()
 
     bundle = out_root / sc.name
-    _write_bundle(sc, run_root, agents, bundle)
-    if not keep_run:
-        shutil.rmtree(run_root, ignore_errors=True)
+    try:
+        _write_bundle(sc, run_root, agents, bundle)
+    finally:
+        if not keep_run:
+            shutil.rmtree(run_root, ignore_errors=True)
     print(f"[{sc.name}] {time.time() - t0:.0f}s -> {bundle}")
     return bundle
 
