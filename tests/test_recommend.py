@@ -11,6 +11,7 @@ from triage.model import (
     Classification,
     Evidence,
     FailureRef,
+    Finding,
     HangReport,
     ScoredLabel,
 )
@@ -139,3 +140,34 @@ def test_playbook_templates_only_use_the_facts_they_require() -> None:
             for needs, template in options:
                 used = {f for _, f, _, _ in string.Formatter().parse(template) if f}
                 assert used <= set(needs), (rc, fix, used - set(needs))
+
+
+def test_the_rule_that_backs_a_fix_most_speaks_first() -> None:
+    # Slow setup on rank 0: the generic "capture the hang" advice and the specific "rank 0 was
+    # still preparing, raise the timeout" both back F4; the specific one must come first.
+    analysis = Analysis(
+        findings=(
+            Finding(kind="hang", summary="hang: rank(s) 0 never reached barrier #2", ranks=(0,)),
+            Finding(
+                kind="lagging_rank",
+                summary="rank(s) 0 stopped at collective #1 while rank(s) 1-2 went on to #2",
+                ranks=(0,),
+                facts={"seq": 2, "op": "barrier"},
+            ),
+        )
+    )
+    hits = rules.match_events([], analysis)
+    merged: dict[str, list[str]] = {}
+    for hit in hits:  # in hit order, as the classifier merges them
+        for fix, acts in hit.actions.items():
+            merged.setdefault(fix, []).extend(acts)
+    classification = Classification(
+        root_causes=(_label("root_causes", "R11", 0.9),),
+        fix_scores={"F4": 0.8},
+        actions={k: tuple(v) for k, v in merged.items()},
+        evidence=tuple(Evidence("analysis", None, 0, h.evidence_text, h.rule_id) for h in hits),
+    )
+    f4 = recommend(classification, analysis)[0]
+    assert f4.id == "F4"
+    assert f4.actions[0].startswith("Rank 0 was still preparing")
+    assert "finding-lagging-rank-at-setup" in f4.why

@@ -15,12 +15,16 @@ analysis facts (culprit ranks, the collective, the timeout, versions from env re
 
 from __future__ import annotations
 
+import re
+import string
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from triage import taxonomy
+from triage.classify import rules as rule_engine
 from triage.classify.rules import render
-from triage.model import Analysis, Classification, FixRecommendation, ScoredLabel
+from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
 
 # Share of the score from the classifier's fix_scores when it gave some. Those scores already
 # fold in the root-cause prior (the calibrator reads it), so the prior here mostly breaks
@@ -559,18 +563,74 @@ def _actions(
     causes: Sequence[ScoredLabel],
     facts: Mapping[str, Any],
 ) -> tuple[str, ...]:
+    """Rule actions (most specific) first, then the playbook's, without near-repeats."""
+    from_rules = _by_rule_strength(
+        fix, list(dict.fromkeys((classification.actions or {}).get(fix, ())))
+    )
+    from_playbook = [
+        render(option, facts)
+        for rc in causes[:TOP_CAUSES]
+        for option in _pick(PLAYBOOK.get(rc.id, {}).get(fix, ()), facts)
+    ]
+    # Two rule actions, then the playbook (it carries the job's ranks and values), then the rest.
+    ordered = from_rules[:2] + from_playbook + from_rules[2:]
     actions: list[str] = []
-    for a in (classification.actions or {}).get(fix, ())[:3]:
-        if a not in actions:
-            actions.append(a)
-    for rc in causes[:TOP_CAUSES]:
-        for option in _pick(PLAYBOOK.get(rc.id, {}).get(fix, ()), facts):
-            text = render(option, facts)
-            if text not in actions:
-                actions.append(text)
+    for text in ordered:
+        if not any(_similar(text, kept) for kept in actions):
+            actions.append(text)
     if not actions:
         actions.append(FIX_FALLBACK[fix])
     return tuple(actions[:MAX_ACTIONS])
+
+
+def _shipped_rules() -> dict[str, rule_engine.Rule]:
+    try:
+        return {r.id: r for r in rule_engine.load()}
+    except Exception:  # noqa: BLE001 - a broken rule file must not stop the recommendations
+        return {}
+
+
+def _by_rule_strength(fix: str, actions: list[str]) -> list[str]:
+    """Actions of the rules that back this fix most strongly first (stable otherwise).
+
+    Classification.actions does not say which rule wrote an action; each rule template, with
+    its `{fields}` as wildcards, recognizes the actions rendered from it.
+    """
+    shapes = _template_shapes(fix)
+
+    def weight(action: str) -> float:
+        return max((w for shape, w in shapes if shape.fullmatch(action)), default=0.0)
+
+    return sorted(actions, key=lambda a: -weight(a))
+
+
+@lru_cache(maxsize=16)
+def _template_shapes(fix: str) -> tuple[tuple[re.Pattern[str], float], ...]:
+    out = []
+    for rule in _shipped_rules().values():
+        for template in rule.actions.get(fix, ()):
+            try:
+                parts = list(string.Formatter().parse(template))
+            except ValueError:
+                continue
+            body = "".join(
+                re.escape(lit.replace("{{", "{").replace("}}", "}")) + ("(?s:.*?)" if f else "")
+                for lit, f, _, _ in parts
+            )
+            out.append((re.compile(body, re.S), rule.fix.get(fix, 0.0)))
+    return tuple(out)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z_][a-z0-9_]{3,}", text.lower())}
+
+
+def _similar(a: str, b: str) -> bool:
+    """Two actions saying the same thing in other words (most of the shorter one's words)."""
+    wa, wb = _words(a), _words(b)
+    if not wa or not wb:
+        return a == b
+    return len(wa & wb) / min(len(wa), len(wb)) >= 0.6
 
 
 def _pick(options: Sequence[Option], facts: Mapping[str, Any]) -> list[str]:
@@ -588,10 +648,8 @@ def _why(
     tax: taxonomy.Taxonomy,
 ) -> str:
     parts: list[str] = []
-    if evidence > 0 and classification.actions.get(fix):
-        quote = next(
-            (e for e in classification.evidence if not e.why.startswith("neighbour")), None
-        )
+    if evidence > 0:
+        quote = _evidence_for(fix, classification)
         if quote is not None:
             text = " ".join(quote.text.split())
             text = text if len(text) <= 90 else text[:87] + "..."
@@ -603,3 +661,15 @@ def _why(
     if not parts:
         parts.append(f"similar failures were resolved by {tax.fix_patterns[fix].name.lower()}")
     return "; ".join(parts)
+
+
+def _evidence_for(fix: str, classification: Classification) -> Evidence | None:
+    """The quoted line of the rule that backs this fix most (None when no rule backs it)."""
+    index = _shipped_rules()
+    best: tuple[float, Evidence] | None = None
+    for ev in classification.evidence:
+        rule = index.get(ev.why)
+        weight = rule.fix.get(fix, 0.0) if rule is not None else 0.0
+        if weight > 0 and (best is None or weight > best[0]):
+            best = (weight, ev)
+    return best[1] if best is not None else None

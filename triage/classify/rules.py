@@ -365,6 +365,8 @@ def _build_rule(item: Any, path: Path, index: int) -> Rule:
     for fid, templates in actions_raw.items():
         if fid not in tax.fix_patterns:
             raise fail(f"actions key {fid!r} is not a fix pattern id {sorted(tax.fix_patterns)}")
+        if fid not in weights["fix"]:
+            raise fail(f"actions for {fid} need a weight for {fid} in `concludes.fix`")
         temps = _str_list(templates, fail, f"actions.{fid}")
         for t in temps:
             _check_template(t, fail, fid)
