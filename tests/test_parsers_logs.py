@@ -89,7 +89,8 @@ def test_agent_lines_name_the_victims_and_the_failed_worker() -> None:
     assert isinstance(failed.payload, RankExit)
     assert failed.payload.exitcode == -6 and failed.payload.signal == "SIGABRT"
     assert failed.payload.pid == 41211 and failed.payload.local_rank == 1
-    assert failed.pid == 41200  # the agent's pid, from the glog prefix
+    assert failed.pid == 41211  # the worker that died; the agent that logged it is attrs
+    assert failed.attrs["agent_pid"] == 41200
     assert failed.rank == 1  # learned: `[default1]:[rank1]:` lines map local rank 1 to rank 1
 
 

@@ -1096,10 +1096,11 @@ class _LogParser:
             attrs = {
                 "exitcode": code,
                 "signal": sig,
-                "worker_pid": int(m["pid"]),
+                "agent_pid": meta.pid,
                 "binary": m["bin"],
                 "launcher": "torchrun",
             }
+            # the event's pid is the worker that exited, not the agent that logged it
             at = self._emit(
                 EventKind.RANK_EXIT,
                 text,
@@ -1109,7 +1110,9 @@ class _LogParser:
                 level=Level.ERROR,
                 attrs=attrs,
                 payload=exit_,
-                **common,
+                time=meta.time,
+                pid=int(m["pid"]),
+                yearless=meta.yearless,
             )
             if at is not None:
                 ev = self.events[at]
