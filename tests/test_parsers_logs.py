@@ -84,7 +84,13 @@ def test_cpp_terminate_block_is_one_event() -> None:
 def test_agent_lines_name_the_victims_and_the_failed_worker() -> None:
     parsed = parse_fixture("torchrun_watchdog.log")
     (sigterm,) = of_kind(parsed, EventKind.AGENT)
-    assert sigterm.attrs == {"target_pid": 41210, "signal": "SIGTERM", "role": "victim"}
+    assert sigterm.attrs == {
+        "target_pid": 41210,
+        "signal": "SIGTERM",
+        "role": "victim",
+        "agent_pid": 41200,
+    }
+    assert sigterm.pid is None
     failed = next(e for e in of_kind(parsed, EventKind.RANK_EXIT) if "exitcode:" in e.text)
     assert isinstance(failed.payload, RankExit)
     assert failed.payload.exitcode == -6 and failed.payload.signal == "SIGABRT"

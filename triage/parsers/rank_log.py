@@ -158,6 +158,7 @@ _PG_PREFIX = re.compile(
     r" Rank (?P<rank>\d+)\]"
 )
 _RANK_TAG = re.compile(r"\[Rank (?P<rank>-?\d+)\]")
+_AGENT_SRC = re.compile(r"distributed/(?:elastic/|run\.py|launcher/)")
 _LEAD = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:::\w+)*:\s*)?")
 _DUMP_FROM = re.compile(r"dump signal due to a collective timeout from (?:rank )?(?P<src>\d+)")
 _WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds")
@@ -260,6 +261,7 @@ class _Meta:
     src_line: int | None = None
     logger: str | None = None
     c10: bool = False
+    agent_pid: int | None = None  # pid of torchrun's agent when it logged the line
     yearless: tuple[str, str, str, str, str | None] | None = None
 
 
@@ -764,6 +766,7 @@ class _LogParser:
         payload: Any = None,
         yearless: tuple[str, str, str, str, str | None] | None = None,
         progress: bool = False,
+        agent_pid: int | None = None,
     ) -> int | None:
         if len(self.events) >= MAX_EVENTS:
             self.events_dropped += 1
@@ -776,6 +779,8 @@ class _LogParser:
             attrs.setdefault("time_before", self.last_time)  # the latest time seen earlier
         if pre is not None and pre.task is not None:
             attrs.setdefault("task", pre.task)
+        if agent_pid is not None:
+            attrs.setdefault("agent_pid", agent_pid)
         self.events.append(
             Event(
                 source=self.source.path,
@@ -970,11 +975,15 @@ class _LogParser:
         m = ts.GLOG_RE.match(rest)
         if m is not None:
             yl = (m["md"], m["h"], m["mi"], m["s"], m["frac"])
+            pid = int(m["pid"])
+            # torchrun's own lines carry the agent's pid: never a worker's, so kept apart
+            agent = _AGENT_SRC.search(m["src"]) is not None
             return _Meta(
                 msg=rest[m.end() :],
                 level=_LEVELS[m["lvl"]],
                 time=ts.yearless(*yl, self.hint),
-                pid=int(m["pid"]),
+                pid=None if agent else pid,
+                agent_pid=pid if agent else None,
                 src=m["src"],
                 src_line=int(m["srcline"]),
                 yearless=yl,
@@ -1076,7 +1085,12 @@ class _LogParser:
     def _agent_line(self, number: int, pre: Prefixes, meta: _Meta) -> bool:
         msg = meta.msg
         text = pre.rest.strip()
-        common = {"time": meta.time, "pid": meta.pid, "yearless": meta.yearless}
+        common = {
+            "time": meta.time,
+            "pid": meta.pid,
+            "yearless": meta.yearless,
+            "agent_pid": meta.agent_pid,
+        }
         m = _TORCHRUN_FAILED.search(msg)
         if m is not None:
             code = int(m["code"])
@@ -1096,7 +1110,7 @@ class _LogParser:
             attrs = {
                 "exitcode": code,
                 "signal": sig,
-                "agent_pid": meta.pid,
+                "agent_pid": meta.agent_pid,
                 "binary": m["bin"],
                 "launcher": "torchrun",
             }
@@ -1402,6 +1416,7 @@ class _LogParser:
             msg_rank=attrs.get("rank"),
             time=meta.time,
             pid=meta.pid,
+            agent_pid=meta.agent_pid,
             attrs=attrs,
             yearless=meta.yearless,
         )
