@@ -3,6 +3,7 @@ failing example is not done)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,19 @@ def test_every_shipped_regex_rule_has_a_prefilter_keyword() -> None:
     # A rule without keywords runs its regexes on every event of every log: keep them cheap.
     slow = [r.id for r in RULES if r.needs_text and r.keywords is None]
     assert slow == []
+
+
+def test_huge_pathological_events_are_matched_in_bounded_time() -> None:
+    # Rules run on every event of every rank's log: no pattern may backtrack for minutes on a
+    # long line (a tqdm bar glued to an error, a repeated fingerprint, a 100k-line traceback).
+    texts = [
+        "word " * 40000 + " must be divisible by 8",
+        "OpType=ALLREDUCE, TensorShape=[1] " * 3000,
+        'File "x.py", line 1\n' * 20000 + "IndexError: list index out of range",
+        "a" * 300000,
+        "No such file or directory " * 5000,
+    ]
+    started = time.process_time()
+    for text in texts:
+        engine.match_events([engine.whole_text_event(text)])
+    assert time.process_time() - started < 10.0
