@@ -286,6 +286,42 @@ def reliability_table(pairs: Sequence[tuple[float, bool]], title: str) -> str:
     return "\n".join(lines)
 
 
+def bundle_table(root: Path) -> str:
+    """classify() on every corpus_samples bundle (real jobs' evidence, read by the pipeline's
+    own stages), its own index entry excluded; top symptom and top-3 root causes vs
+    expected.json."""
+    import os
+
+    from triage.analysis import correlate
+    from triage.classify import classify
+    from triage.ingest import discover
+    from triage.parsers import parse
+
+    lines = ["| bundle | expected S / R | got symptoms | got root causes | S@1 | R@3 |"]
+    lines.append("|---|---|---|---|---|---|")
+    n = ok_s = ok_r = 0
+    for exp_path in sorted(root.glob("*/expected.json")):
+        exp = json.loads(exp_path.read_text(encoding="utf-8"))
+        parsed = [parse(src) for src in discover([str(exp_path.parent)])]
+        os.environ[neighbours.EXCLUDE_ENV] = neighbours.bundle_case_id(exp_path.parent)
+        try:
+            result = classify(parsed, correlate(parsed))
+        finally:
+            os.environ.pop(neighbours.EXCLUDE_ENV, None)
+        got_s = [x.id for x in result.symptoms[:3]]
+        got_r = [x.id for x in result.root_causes[:3]]
+        s_ok = bool(got_s) and got_s[0] in {exp["symptom"], *exp.get("symptom_alt", [])}
+        r_ok = bool(set(got_r) & {exp["root_cause"], *exp.get("root_cause_alt", [])})
+        n, ok_s, ok_r = n + 1, ok_s + s_ok, ok_r + r_ok
+        lines.append(
+            f"| {exp_path.parent.name} | {exp['symptom']} / {exp['root_cause']} | "
+            f"{' '.join(got_s) or '-'} | {' '.join(got_r) or '-'} | "
+            f"{'ok' if s_ok else 'MISS'} | {'ok' if r_ok else 'MISS'} |"
+        )
+    lines.append(f"\n{n} bundles: symptom@1 {ok_s}/{n}, root_cause@3 {ok_r}/{n}")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -294,6 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--write-calibration", action="store_true")
     ap.add_argument("--details", type=Path)
+    ap.add_argument(
+        "--bundles", type=Path, default=Path(__file__).resolve().parents[1] / "corpus_samples"
+    )
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -447,6 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
         ).save(out)
         print(f"calibration written to {out}", file=sys.stderr)
+    if args.bundles.is_dir():
+        print(f"\n## corpus_samples bundles ({args.bundles})\n")
+        print(bundle_table(args.bundles))
     print(f"total {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 

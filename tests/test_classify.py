@@ -214,18 +214,19 @@ def test_index_knows_when_it_is_stale_and_rebuilds(tmp_path: Path, embedding_mod
     rows = neighbours.read_cases(neighbours.default_corpus())[:6]
     cases = tmp_path / "cases.jsonl"
     _write_cases(cases, rows)
-    out = neighbours.build_index(out_dir=tmp_path / "idx", cases_path=cases)
-    assert neighbours.stale_reasons(out, cases) == []
+    no_bundles = tmp_path / "no_bundles"
+    out = neighbours.build_index(out_dir=tmp_path / "idx", cases_path=cases, samples_dir=no_bundles)
+    assert neighbours.stale_reasons(out, cases, no_bundles) == []
     index = neighbours.load_index(out)
     assert index is not None and len(index) == 6
     assert index.embeddings.dtype == np.float32
 
     rows[2] = {**rows[2], "evidence": rows[2]["evidence"] + "\nRuntimeError: something else"}
     _write_cases(cases, rows)
-    assert neighbours.stale_reasons(out, cases)
+    assert neighbours.stale_reasons(out, cases, no_bundles) == [f"{cases.name} changed"]
 
-    neighbours.build_index(out_dir=out, cases_path=cases)
-    assert neighbours.stale_reasons(out, cases) == []
+    neighbours.build_index(out_dir=out, cases_path=cases, samples_dir=no_bundles)
+    assert neighbours.stale_reasons(out, cases, no_bundles) == []
     # a pasted reference case finds the others, never itself ...
     votes = neighbours.load_index(out).query(
         [index.cases[1].signature], "embed", query_hashes=[{index.cases[1].evidence_sha}]
@@ -240,7 +241,9 @@ def test_the_shipped_index_is_fresh_and_loads_without_torch(shipped_index) -> No
     assert len(shipped_index) >= 100
     norms = np.linalg.norm(shipped_index.embeddings, axis=1)
     assert np.allclose(norms, 1.0, atol=1e-2)
-    assert all(c.url for c in shipped_index.cases)
+    # the public issues carry their URL; corpus_samples bundles are indexed too
+    assert all(c.url for c in shipped_index.cases if c.origin == corpus.name)
+    assert any(c.id.startswith("sample:") for c in shipped_index.cases)
 
 
 def test_numpy_tfidf_matches_scikit_learn() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from triage import taxonomy
@@ -68,20 +68,42 @@ class Prepared:
 def rule_hits(
     parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
 ) -> list[RuleHit]:
-    """Rule hits over all events plus correlate's findings as pseudo-hits."""
+    """Rule hits over all events and correlate's findings (rules match findings too)."""
     events = [ev for ps in parsed for ev in ps.events]
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
-    hits: list[RuleHit] = []
     try:
         from triage.classify import rules
     except ImportError:  # the rule engine is optional for the neighbour path
-        rules = None
-    if rules is not None:
-        try:
-            hits = list(rules.match_events(events, analysis, extra_rules_dirs, source_kinds=kinds))
-        except Exception as exc:  # noqa: BLE001 - a broken rule file must not stop the run
-            warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
-    return hits + fusion.finding_hits(analysis)
+        return []
+    try:
+        hits = list(rules.match_events(events, analysis, extra_rules_dirs, source_kinds=kinds))
+    except Exception as exc:  # noqa: BLE001 - a broken rule file must not stop the run
+        warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
+        return []
+    return demote_consequences(hits, events, analysis)
+
+
+def demote_consequences(
+    hits: Sequence[RuleHit], events: Sequence[Event], analysis: Analysis
+) -> list[RuleHit]:
+    """The initiating failure outranks what it caused: once a rule explains an initiating
+    event, hits on correlate's findings (the hang, the missing rank, the exits that followed)
+    count as cascade. A job that hung because rank 3 failed an import is an import case."""
+    initiating = set(analysis.initiating_events)
+    if not initiating:
+        return list(hits)
+    anchored = any(
+        h.event is not None and h.event in initiating and not h.from_cascade for h in hits
+    )
+    if not anchored:
+        return list(hits)
+    parsed_events = set(events)
+    return [
+        replace(h, from_cascade=True)
+        if not h.from_cascade and (h.event is None or h.event not in parsed_events)
+        else h
+        for h in hits
+    ]
 
 
 def prepare(
@@ -199,11 +221,13 @@ def assemble(
     abstain_below: float,
 ) -> Classification:
     tax = taxonomy.load()
+    # Bundles from corpus_samples vote but are not shown: a similar case is a public issue
+    # the user can read.
     similar = tuple(
         SimilarCase(v.case_id, v.url, round(v.similarity, 4))
-        for v in votes[:MAX_SIMILAR]
-        if v.similarity >= MIN_SIMILARITY[method]
-    )
+        for v in votes
+        if v.url and v.similarity >= MIN_SIMILARITY[method]
+    )[:MAX_SIMILAR]
     if should_abstain(result, abstain_below, method):
         return Classification(
             similar_cases=similar, abstain_reason=abstain_reason(prep, result, abstain_below)

@@ -1,5 +1,8 @@
 """Fusion: rule hits, neighbour votes and correlate findings -> calibrated, ranked labels.
 
+Correlate's findings arrive as rule hits: rules match findings (`finding:` in rules/*.yaml),
+so the weights of a hang or a SIGKILL exit are data next to the text rules.
+
 For each label field (symptom, root cause, fix) every label that any evidence names becomes a
 candidate with a few features; a logistic calibrator (`calibration.py`, fitted out-of-fold on
 the labeled corpus) turns the features into the probability that the label is right.
@@ -17,7 +20,6 @@ from dataclasses import dataclass, field
 from triage import taxonomy
 from triage.classify.calibration import Calibration
 from triage.classify.types import NeighbourVote, RuleHit
-from triage.model import Analysis
 
 FIELDS = ("symptom", "root_cause", "fix")
 CASCADE_FACTOR = 0.3  # weight of a cascade hit relative to an initiating one (uncalibrated path)
@@ -49,15 +51,6 @@ def features(mode: str, fieldname: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-# Correlate findings that name a label by themselves, as pseudo rule hits. Rules may match
-# findings too (their `finding:` key); the noisy-OR keeps the two from adding up past 1.
-_FINDING_LABELS: Mapping[str, Mapping[str, Mapping[str, float]]] = {
-    "hang": {"symptom": {"S17": 0.6}},
-    "collective_mismatch": {"symptom": {"S17": 0.5}, "root_cause": {"R08": 0.6}},
-    "lagging_rank": {"symptom": {"S17": 0.4}},
-}
-
-
 @dataclass(frozen=True)
 class Candidate:
     label: str
@@ -69,37 +62,6 @@ class Scored:
     label: str
     score: float
     features: Mapping[str, float] = field(default_factory=dict, compare=False)
-
-
-def finding_hits(analysis: Analysis) -> list[RuleHit]:
-    """Correlate's conclusions that name labels by themselves, as rule hits."""
-    hits = []
-    kinds = {f.kind: f for f in analysis.findings}
-    if analysis.hang is not None and analysis.hang.detected and "hang" not in kinds:
-        hits.append(
-            RuleHit(
-                rule_id="finding:hang",
-                title="correlate found a hang",
-                event=None,
-                symptom=_FINDING_LABELS["hang"]["symptom"],
-                evidence_text=analysis.hang.explanation or "the job hung",
-            )
-        )
-    for kind, finding in kinds.items():
-        labels = _FINDING_LABELS.get(kind)
-        if labels is None:
-            continue
-        hits.append(
-            RuleHit(
-                rule_id=f"finding:{kind}",
-                title=finding.summary,
-                event=None,
-                symptom=labels.get("symptom", {}),
-                root_cause=labels.get("root_cause", {}),
-                evidence_text=finding.summary,
-            )
-        )
-    return hits
 
 
 def _noisy_or(weights: Sequence[float]) -> float:
@@ -120,14 +82,17 @@ def candidates(
     rc_probs: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """One candidate per label named by any evidence, with the features the calibrator reads."""
-    init: dict[str, list[float]] = {}
-    casc: dict[str, list[float]] = {}
+    # One rule firing on many ranks is one piece of evidence, not many: keep each rule's
+    # strongest weight per label, then combine distinct rules.
+    init: dict[str, dict[str, float]] = {}
+    casc: dict[str, dict[str, float]] = {}
     for hit in hits:
         weights: Mapping[str, float] = getattr(hit, fieldname)
         for label, w in weights.items():
-            (casc if hit.from_cascade else init).setdefault(label, []).append(w)
-    rule = {k: _noisy_or(v) for k, v in init.items()}
-    rule_casc = {k: _noisy_or(v) for k, v in casc.items()}
+            per_rule = (casc if hit.from_cascade else init).setdefault(label, {})
+            per_rule[hit.rule_id] = max(per_rule.get(hit.rule_id, 0.0), w)
+    rule = {k: _noisy_or(list(v.values())) for k, v in init.items()}
+    rule_casc = {k: _noisy_or(list(v.values())) for k, v in casc.items()}
     effective = {
         k: 1 - (1 - rule.get(k, 0.0)) * (1 - CASCADE_FACTOR * rule_casc.get(k, 0.0))
         for k in {*rule, *rule_casc}
@@ -252,12 +217,14 @@ def stage_scores(
         cat = tax.symptoms.get(s.label)
         if cat is not None and cat.stage:
             scores[cat.stage] = scores.get(cat.stage, 0.0) + s.score
-    rule_stage: dict[str, list[float]] = {}
+    rule_stage: dict[str, dict[str, float]] = {}
     for hit in hits:
         for st, w in hit.stage.items():
-            rule_stage.setdefault(st, []).append(w * (CASCADE_FACTOR if hit.from_cascade else 1.0))
+            per_rule = rule_stage.setdefault(st, {})
+            w *= CASCADE_FACTOR if hit.from_cascade else 1.0
+            per_rule[hit.rule_id] = max(per_rule.get(hit.rule_id, 0.0), w)
     for st, ws in rule_stage.items():
-        scores[st] = scores.get(st, 0.0) + _noisy_or(ws)
+        scores[st] = scores.get(st, 0.0) + _noisy_or(list(ws.values()))
     total = sum(max(v.similarity, 0.0) ** 2 for v in votes) or 1.0
     for v in votes:
         scores[v.stage] = scores.get(v.stage, 0.0) + 0.3 * max(v.similarity, 0.0) ** 2 / total

