@@ -611,3 +611,17 @@ def test_a_rank_named_inside_a_message_does_not_move_the_event_to_that_rank() ->
     )
     parsed = rank_log.parse(source_of(data, rank=3))
     assert [e.rank for e in of_kind(parsed, EventKind.ERROR_LINE)] == [3, 3]
+
+
+def test_nccl_warn_message_spanning_lines_is_one_event() -> None:
+    data = (
+        b"node1:42:43 [0] NCCL INFO Connected all rings\n"
+        b"\n"
+        b"node1:42:44 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion with error\n"
+        b"  opcode 0, len 0, vendor err 129 (Recv)\n"
+        b"node1:42:43 [0] NCCL INFO Connected all trees\n"
+    )
+    parsed = nccl.parse(source_of(data, path="nccl.log"))
+    (warn,) = parsed.events
+    assert warn.kind is EventKind.NCCL_WARN and (warn.line, warn.end_line) == (3, 4)
+    assert warn.text.endswith("vendor err 129 (Recv)")

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from triage.model import Event, EventKind, Level, ParsedSource, Source
-from triage.parsers.lines import ChunkReader, iter_lines
+from triage.parsers.lines import ChunkReader, MarkerSet, line_text, select_lines
 from triage.parsers.prefixes import peel
 from triage.parsers.timestamps import parse_dated
 
@@ -266,6 +267,51 @@ def fill_ranks(events: list[Event], tracker: NcclTracker) -> None:
                 events[i] = replace(ev, rank=rank)
 
 
+# Words of the NCCL lines `NcclTracker.assess` keeps (WARN, version, network, transports, comm
+# setup, `file.cc:N -> code` chains, env settings, trouble); the rest of INFO is skipped unread.
+NOTABLE = MarkerSet(
+    [
+        "warn",
+        "version",
+        "init complete",
+        "using network",
+        "net/",
+        "bootstrap",
+        "nranks",
+        "set by environment",
+        "via ",
+        ".cc:",
+        "error",
+        "fail",
+        "closed",
+        "abort",
+        "timeout",
+        "timed out",
+        "refused",
+        "unreachable",
+        "mismatch",
+        "exceeded",
+    ]  # fmt: skip
+)
+
+
+class _Continuation:
+    """A WARN message can span lines (formats.md §3.2): read every line while one is open."""
+
+    def __init__(self) -> None:
+        self.index: int | None = None
+
+    def reading(self) -> bool:
+        return self.index is not None
+
+
+def _notable_lines(reader: ChunkReader, dense: Callable[[], bool]) -> Iterator[tuple[int, str]]:
+    for data, first in reader:
+        for number, raw in select_lines(data, first, NOTABLE.find(data), dense):
+            for text in line_text(reader, raw, number):
+                yield number, text
+
+
 def parse(source: Source) -> ParsedSource:
     """All notable events of an NCCL-only debug file. Never raises."""
     warnings: list[str] = list()
@@ -273,28 +319,28 @@ def parse(source: Source) -> ParsedSource:
     tracker = NcclTracker()
     reader: ChunkReader | None = None
     dropped = 0
-    last_warn: int | None = None  # index of the WARN a continuation line belongs to
+    cont = _Continuation()  # the WARN whose continuation lines are being read
     try:
         stream = source.open()
     except Exception as exc:
         return ParsedSource(source, (), (f"cannot open: {exc!r}",))
     try:
         reader = ChunkReader(stream)
-        for number, text in iter_lines(stream, reader=reader):
+        for number, text in _notable_lines(reader, cont.reading):
             pre = peel(text)
             line = parse_nccl_line(pre.rest)
             if line is None:
                 # A WARN message can span lines (formats.md §3.2): keep a few continuations.
-                if last_warn is not None and pre.rest.strip() and not pre.rest.startswith("["):
-                    ev = events[last_warn]
+                if cont.index is not None and pre.rest.strip() and not pre.rest.startswith("["):
+                    ev = events[cont.index]
                     if ev.text.count("\n") < 8:
-                        events[last_warn] = replace(
+                        events[cont.index] = replace(
                             ev, text=ev.text + "\n" + pre.rest.strip(), end_line=number
                         )
                         continue
-                last_warn = None
+                cont.index = None
                 continue
-            last_warn = None
+            cont.index = None
             found = tracker.assess(line)
             if found is None:
                 continue
@@ -323,7 +369,7 @@ def parse(source: Source) -> ParsedSource:
                 )
             )
             if found.kind is EventKind.NCCL_WARN:
-                last_warn = len(events) - 1
+                cont.index = len(events) - 1
     except Exception as exc:  # never let one bad file stop a diagnosis
         warnings.append(f"NCCL parser stopped early: {type(exc).__name__}: {exc}")
     finally:
