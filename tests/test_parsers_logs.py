@@ -625,3 +625,15 @@ def test_nccl_warn_message_spanning_lines_is_one_event() -> None:
     (warn,) = parsed.events
     assert warn.kind is EventKind.NCCL_WARN and (warn.line, warn.end_line) == (3, 4)
     assert warn.text.endswith("vendor err 129 (Recv)")
+
+
+def test_iter_lines_numbers_physical_lines_and_survives_tiny_chunks() -> None:
+    data = b"one\r\ntwo\n 5%|#| 1/20 [00:01]\r[E boom] x\r 10%|#| 2/20 [00:02]\nlast"
+    got = list(lines.iter_lines(io.BytesIO(data), chunk_size=64, max_line=64))
+    assert got == [
+        lines.Line(1, "one"),
+        lines.Line(2, "two"),
+        lines.Line(3, "[E boom] x"),
+        lines.Line(3, " 10%|#| 2/20 [00:02]"),
+        lines.Line(4, "last"),
+    ]
