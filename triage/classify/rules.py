@@ -1,4 +1,4 @@
-"""The rule engine: YAML rules (`rules/*.yaml`) matched against parsed events and findings.
+r"""The rule engine: YAML rules (`rules/*.yaml`) matched against parsed events and findings.
 
 A rule is data (Sigma style): what it matches (regexes over an event's text, event or source
 kinds, a correlate finding) and what it concludes (weighted symptom / root cause / fix / stage
@@ -8,6 +8,35 @@ groups and the job's facts. Every rule carries examples that must and must not m
 
 Rules are validated when loaded: an unknown taxonomy id, a bad regex or a typo in a key is a
 `RuleError` that names the file and the rule.
+
+A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a list of rules:
+
+    - id: nccl-shm-exhausted                # unique, lowercase
+      title: NCCL cannot create its shared-memory segment
+      description: why it happens (the mechanism)
+      references: [https://...]             # issues/docs that teach the mechanism
+      match:
+        kind: [nccl_warn, rank_log]         # optional: event kinds and/or source kinds
+        any: ['Error while creating shared memory segment (?P<segment>\S+)']  # one must match
+        all: ['...']                        # every one must match (same event)
+        not: ['...']                        # none may match
+        finding: lagging_rank               # or {kind: rank_exit, where: {signal: SIGKILL}}
+      concludes:                            # taxonomy id -> weight in [0, 1]
+        symptom: {S12: 0.9}
+        root_cause: {R05: 0.9}
+        fix: {F5: 0.85, F4: 0.3}
+        stage: {ST3: 0.8}                   # default: the stage of the strongest symptom
+      cascade: false                        # true: a message that usually follows another failure
+      actions:                              # per fix: template(s) with {named_group} / {fact}
+        F5: "Give the container more shared memory (segment {segment})"
+      examples:
+        match: ["...a line the rule must match..."]      # or {finding: ..., facts: {...}}
+        no_match: ["...a line it must not match..."]
+
+Patterns use the `regex` module with MULTILINE; `(?i:...)` for case-insensitive parts. Facts
+for templates: the named groups, `rank`/`host` of the event, `analysis.facts` (torch, nccl,
+world_size, collective, timeout_ms, ...) and, for finding rules, the finding's facts and
+`summary`. A missing fact renders as a readable stand-in (`the failing rank`), never an error.
 """
 
 from __future__ import annotations
