@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -796,3 +797,39 @@ def test_odd_events_never_crash_the_analysis(rows: list) -> None:
     events = [ev(k, t, rank=r, t=time_, attrs=attrs) for k, t, r, time_, attrs in rows]
     a = analyse([ps(source("x.log"), events)])  # the unguarded core: bugs show up here
     assert all(isinstance(r, int) for r in a.culprit_ranks)
+
+
+def test_after_an_elastic_restart_only_the_last_attempts_dumps_count() -> None:
+    def attempt_dump(rank: int, attempt: int, last: int) -> ParsedSource:
+        parsed = fr_source(rank, [entry(s) for s in range(1, last + 1)], pg_config={"0": (0, 1)})
+        src = replace(parsed.source, attempt=attempt, path=f"attempt_{attempt}/fr/rank_{rank}")
+        return replace(parsed, source=src)
+
+    # attempt 0: rank 1 was behind; attempt 1 (the final failure): rank 0 is behind
+    parsed = [
+        attempt_dump(0, 0, 9),
+        attempt_dump(1, 0, 8),
+        attempt_dump(0, 1, 3),
+        attempt_dump(1, 1, 4),
+    ]
+    a = correlate(parsed)
+    assert a.culprit_ranks == (0,)
+
+
+def test_hang_report_names_the_line_of_user_code_that_issued_the_collective() -> None:
+    frames = (
+        StackFrame(
+            "all_reduce",
+            "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",
+            2950,
+        ),
+        StackFrame("sync_metrics", "/workspace/train.py", 88),
+    )
+    dumps = []
+    for r in range(2):
+        es = [entry(s) for s in range(1, 5 if r == 0 else 4)]
+        es[-1] = replace(es[-1], frames=frames)
+        dumps.append(fr_source(r, es, pg_config={"0": (0, 1)}))
+    a = correlate(dumps)
+    assert a.hang is not None and a.hang.collective
+    assert a.hang.collective["call_site"] == "sync_metrics (/workspace/train.py:88)"

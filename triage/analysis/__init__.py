@@ -130,7 +130,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
             payload = ev.payload
             if ev.kind is EventKind.FLIGHT_RECORDER and isinstance(payload, FlightRecorderDump):
                 if rank is not None:
-                    fr_dumps.append(flight_recorder.FRDump(rank, payload, ev))
+                    fr_dumps.append(flight_recorder.FRDump(rank, payload, ev, ps.source.attempt))
                 continue
             if ev.kind is EventKind.PYSPY and isinstance(payload, PySpyDump):
                 r = rank if rank is not None else index.rank_for(payload.pid, host)

@@ -33,6 +33,7 @@ class FRDump:
     rank: int
     dump: FlightRecorderDump
     event: Event
+    attempt: int | None = None  # elastic restart attempt, from the dump's folder
 
 
 @dataclass
@@ -123,14 +124,16 @@ def _same(a: FlightRecorderEntry, b: FlightRecorderEntry) -> bool:
 
 
 def _dedupe(dumps: Sequence[FRDump]) -> list[FRDump]:
-    """Keep one dump per rank: the pickle and JSON of one rank are the same data."""
+    """Keep one dump per rank: the pickle and JSON of one rank are the same data, and after
+    elastic restarts only the last attempt's dumps describe the final failure."""
     best: dict[int, FRDump] = {}
+
+    def key(d: FRDump) -> tuple[int, int, bool]:
+        return (d.attempt or 0, len(d.dump.entries), _has_frames(d))
+
     for d in dumps:
         old = best.get(d.rank)
-        if old is None or (len(d.dump.entries), _has_frames(d)) > (
-            len(old.dump.entries),
-            _has_frames(old),
-        ):
+        if old is None or key(d) > key(old):
             best[d.rank] = d
     return [best[r] for r in sorted(best)]
 
@@ -420,7 +423,18 @@ def _describe(e: FlightRecorderEntry | None) -> dict[str, Any]:
         "output_sizes": [list(x) for x in e.output_sizes],
         "dtypes": list(e.input_dtypes),
         "timeout_ms": e.timeout_ms,
+        **({"call_site": _call_site(e)} if _call_site(e) else {}),
     }
+
+
+def _call_site(e: FlightRecorderEntry) -> str | None:
+    """The user's frame that issued the collective (NCCL-era dumps record Python frames)."""
+    for f in e.frames:
+        name = f.filename.replace("\\", "/")
+        if "site-packages/" in name or "/torch/" in name or name.startswith("<"):
+            continue
+        return f"{f.function} ({f.filename}:{f.line})"
+    return None
 
 
 def collective_of(report: PGReport) -> dict[str, Any]:
