@@ -226,3 +226,26 @@ def test_huge_pathological_events_are_matched_in_bounded_time() -> None:
     for text in texts:
         engine.match_events([engine.whole_text_event(text)])
     assert time.process_time() - started < 10.0
+
+
+def test_a_detail_the_parser_drops_is_still_found_in_a_paste() -> None:
+    # NCCL prints the reason on the line after `Last error:`; a line-level parser may keep only
+    # the error line, so match_text gives the rules a second look at the whole paste.
+    paste = (
+        "[trainer0|0]:ncclInternalError: Internal check failed.\n"
+        "[trainer0|0]:Last error:\n"
+        "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither "
+        "AF_INET(2) nor AF_INET6(10)\n"
+    )
+    hits = {h.rule_id: h for h in engine.match_text(paste)}
+    assert "nccl-socket-interface" in hits and "nccl-internal-error" in hits
+    assert hits["nccl-socket-interface"].evidence_line == 3
+
+
+def test_check_reads_a_folder_of_logs(tmp_path: Path) -> None:
+    (tmp_path / "rank0.log").write_text(
+        "RuntimeError: Expected to have finished reduction in the prior iteration before "
+        "starting a new one.\n",
+        encoding="utf-8",
+    )
+    assert any(h.rule_id == "ddp-unused-parameters" for h in engine.check(str(tmp_path)))

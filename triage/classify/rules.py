@@ -66,7 +66,7 @@ from triage.classify.types import RuleHit
 from triage.model import Analysis, Event, EventKind, Finding, Level, SourceKind
 
 RULES_ENV = "TRIAGE_RULES_DIR"
-MAX_HITS_PER_RULE = 64  # a wall of identical cascade lines adds nothing after the first few
+MAX_HITS_PER_RULE = 16  # a wall of identical cascade lines adds nothing after the first few
 MAX_EVIDENCE_CHARS = 600
 
 _EVENT_KINDS = {k.value for k in EventKind}
@@ -816,13 +816,13 @@ def match_text(
 
 
 def check(text_or_path: str, extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[RuleHit]:
-    """Which rules match a file (parsed like a log) or a piece of text."""
+    """Which rules match a file or folder (ingested and parsed like a bundle) or a text."""
     path = Path(text_or_path)
     try:
-        is_file = len(text_or_path) < 4096 and path.is_file()
-    except OSError:
-        is_file = False
-    if is_file:
+        is_path = len(text_or_path) < 4096 and "\n" not in text_or_path and path.exists()
+    except (OSError, ValueError):
+        is_path = False
+    if is_path:
         return match_events(_file_events(path), None, extra_dirs)
     return match_text(text_or_path, None, extra_dirs)
 
@@ -841,6 +841,8 @@ def _file_events(path: Path) -> tuple[Event, ...]:
             return tuple(events)
     except Exception:  # noqa: BLE001 - fall back to reading the file as plain text
         pass
+    if path.is_dir():
+        return ()
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
