@@ -175,9 +175,10 @@ PLAYBOOK: Mapping[str, Mapping[str, Sequence[Option]]] = {
         "F3": [
             (
                 (),
-                "Use the collective-aware API: call `model.state_dict()` / "
-                "`accelerator.get_state_dict()` on all ranks and write on rank 0 only; "
-                "`generate(..., synced_gpus=True)` under ZeRO-3/FSDP.",
+                "Keep per-rank code paths symmetric where they contain collectives: gather "
+                "state dicts on all ranks and write on rank 0 only, `self.log(..., "
+                "sync_dist=True)` from every rank, `generate(..., synced_gpus=True)` under "
+                "ZeRO-3/FSDP.",
             )
         ],
     },
