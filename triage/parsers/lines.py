@@ -13,8 +13,9 @@ holds more than one chunk plus one cut line.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 try:  # numpy makes the marker scan ~3x faster; the plain-bytes fallback gives the same result
     import numpy as _np
@@ -192,12 +193,20 @@ def _fold4(b: bytes) -> int:
 
 # Bytes from common to rare in log text; anything not listed counts as fairly rare.
 _COMMONNESS = b" etaoinsrlcdhu0123456789mpfgwybvkxzjq"
+# 4-byte windows that training logs (or English) repeat on nearly every line: never an anchor
+_BUSY_WINDOWS = frozenset(
+    b"rank step time loss info node iter poch grad batc with work comp devi modu turn foun "
+    b"scal load read from that this have will data tion ment ents pute proc conf able memo "
+    b"mory".split()
+)
 
 
 def _anchor(needle: bytes) -> int:
     """Offset of the needle's rarest 4-byte window: hits on common windows cost time."""
 
     def rarity(window: bytes) -> int:
+        if window in _BUSY_WINDOWS:
+            return -1
         return sum(_COMMONNESS.find(c) if c in _COMMONNESS else 20 for c in window)
 
     scores = [(rarity(needle[i : i + 4]), i) for i in range(len(needle) - 3)]
@@ -207,23 +216,27 @@ def _anchor(needle: bytes) -> int:
 class MarkerSet:
     """Finds every occurrence of a set of case-insensitive markers in a chunk, fast.
 
-    `needles` are ASCII strings of 4+ characters matched case-insensitively. `grams` are exact
+    `needles` are ASCII strings of 4+ characters matched case-insensitively (a `|` may mark
+    where the 4-byte window to hash starts; else the rarest window is taken). `grams` are exact
     4-byte shapes (case-folded with `| 0x20`, so `b"[E12"` also finds `[e12`) for formats no word
     marks, such as c10's `[E1218 ...`. The scan hashes every 4-byte window of the chunk in
     numpy, keeps windows whose hash is a marker's, drops hash collisions with an exact
     vectorised compare, and checks each remaining hit's whole needle in Python.
     """
 
-    _BITS = 13  # a table that stays in L1 beats fewer collisions
+    _BITS = 17  # measured: fewer collisions pay for a table that no longer fits L1
 
     def __init__(self, needles: Iterable[str], grams: Iterable[bytes] = ()) -> None:
         # 4-byte code -> (needle, offset of the code inside it); b"" needle: the gram alone
         self._by_code: dict[int, list[tuple[bytes, int]]] = {}
         for needle in needles:
+            # `usin|g network`: the anchor window starts at the bar; else the rarest window
             raw = needle.lower().encode("ascii")
-            if len(raw) < 4:
-                raise ValueError(f"marker {needle!r} is shorter than 4 bytes")
-            off = _anchor(raw)
+            bar = raw.find(b"|")
+            raw = raw.replace(b"|", b"")
+            if len(raw) < 4 or bar > len(raw) - 4:
+                raise ValueError(f"marker {needle!r} is shorter than 4 bytes after its anchor")
+            off = bar if bar >= 0 else _anchor(raw)
             self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
         for gram in grams:
             if len(gram) != 4:
@@ -233,12 +246,21 @@ class MarkerSet:
         self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
         self._grams = {c for c, ns in self._by_code.items() if any(not n for n, _ in ns)}
         self._table = self._codes = None
+        self._local = threading.local()  # per-thread scratch buffers
         if _np is not None:
             table = _np.zeros(1 << self._BITS, dtype=bool)
             for code in self._by_code:
                 table[self._hash_int(code)] = True
             self._table = table
             self._codes = _np.array(sorted(self._by_code), dtype=_np.uint32)
+
+    def _buffers(self, size: int) -> tuple[Any, Any, Any]:
+        got = getattr(self._local, "buffers", None)
+        if got is None or len(got[0]) < size:
+            np = _np
+            got = (np.empty(size, np.uint32), np.empty(size, np.intp), np.empty(size, bool))
+            self._local.buffers = got
+        return got
 
     @classmethod
     def _hash_int(cls, code: int) -> int:
@@ -266,10 +288,9 @@ class MarkerSet:
         shift = np.uint32(32 - self._BITS)
         codes = self._codes
         found = []
-        # in-place arithmetic into reused buffers: temporaries cost more than the math
-        hashed_all = np.empty(len(data) // 4 + 1, dtype=np.uint32)
-        index_all = np.empty(len(data) // 4 + 1, dtype=np.intp)  # take() wants intp indices
-        marked_all = np.empty(len(data) // 4 + 1, dtype=bool)
+        # in-place arithmetic into buffers kept between chunks: fresh temporaries (and their
+        # page faults) cost more than the math
+        hashed_all, index_all, marked_all = self._buffers(len(data) // 4 + 1)
         for k in range(4):
             count = (len(data) - k) // 4
             if count <= 0:

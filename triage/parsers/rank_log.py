@@ -48,13 +48,13 @@ PROGRESS_WINDOW = 16 << 10
 # below that makes an event carries one of them (a test checks the fast path against a full
 # read). Progress lines are read separately, from chunk tails.
 _NEEDLES = (
-    "error exception warn fail traceback kill signal terminate what(): segmentation dumped "
-    "aborted timeout watchdog nvrm: cancelled rendezvous fatal illegal device-side found_nan "
-    "on_memory of_memory timed_out no_module_named key(s) terminated_with exited_with xid_ "
-    'loss_scale return_code ",_line_ '
+    "error exception warn fail tra|ceback kill signal terminate what(): segmentation dumped "
+    "aborted timeout watchdog nvrm: ca|ncelled rendezvous fatal illegal devic|e-side "
+    "found|_nan |on_memory |of_memory ti|med_out no_m|odule_named key(s) e|xited_with xid_ "
+    'loss_scale retu|rn_code ",_line_ '
     # NCCL INFO lines worth an event (the rest of NCCL_DEBUG=INFO is skipped unread)
-    "nccl_version init_complete using_network net/ bootstrap set_by_environment nranks via_ "
-    ".cc: connection_closed driverversion"
+    "nccl_version |-_init_complete usin|g_network net/ bootstrap set_by_environment |nranks via_ "
+    ".cc: connectio|n_closed driverversion"
 )
 _LEVEL_MONTHS = [(lvl, m, d) for lvl in b"EW" for m in range(1, 10) for d in range(4)]
 MARKERS = MarkerSet(
