@@ -41,7 +41,7 @@ TB_HEAD = 60  # traceback lines kept from the start ...
 TB_TAIL = 60  # ... and from the end
 MAX_FRAMES = 200
 STALE_LINES = 400  # a record whose stream has been silent this long is closed
-SCAN_ALL_BELOW = 256 << 10
+SCAN_ALL_BELOW = 64 << 10  # pasted text; bigger files take the marker-driven path
 PROGRESS_WINDOW = 16 << 10
 
 # Words (case-insensitive) and 4-byte shapes that mark a line worth parsing: every pattern
