@@ -99,7 +99,7 @@ _LEVELS = {
 }
 
 _ERROR_WORDS = re.compile(
-    r"\b\w*(?:Error|Exception)\b|\bERROR\b|\berror\b|\bError\b|\bFAILED\b|\bfailed\b|\bFailed\b"
+    r"(?:Error|Exception)\b|\bERROR\b|\berror\b|\bError\b|\bFAILED\b|\bfailed\b|\bFailed\b"
     r"|Segmentation fault|core dumped|CUDA error|NCCL error|out of memory|Out Of Memory"
     r"|\bKilled\b|\bkilled\b|\bAborted\b|\bfatal\b|\bFatal\b|\b[Ff]ailure\b"
     r"|Watchdog caught|watchdog thread terminated|\btimed out\b|No module named"
@@ -108,6 +108,23 @@ _ERROR_WORDS = re.compile(
     r"|\bECC error|\bXid\b|found NaN|loss scale already at minimum|low on memory"
 )
 _WARNING_WORDS = re.compile(r"\bWARN(?:ING)?\b|\b[Ww]arning\b|\w+Warning:")
+# Lower-case pieces, one of which each `_ERROR_WORDS` alternative holds: a cheap `in` test
+# spares most lines the big regex.
+_ERROR_KEYS = (
+    "error", "exception", "fail", "segmentation", "dumped", "memory", "killed", "aborted",
+    "fatal", "watchdog", "timed out", "no module", "key(s)", "terminated", "exited", "illegal",
+    "device-side", "xid", "nan", "loss scale",
+)  # fmt: skip
+
+
+def _has_error_words(text: str) -> bool:
+    low = text.lower()
+    return any(key in low for key in _ERROR_KEYS) and _ERROR_WORDS.search(text) is not None
+
+
+def _has_warning_words(text: str) -> bool:
+    return "warn" in text.lower() and _WARNING_WORDS.search(text) is not None
+
 
 # --------------------------------------------------------------------------- message templates
 
@@ -515,7 +532,12 @@ class _Summary(_Record):
             self.entry = _SummaryEntry(int(m["idx"]), self.section == "root", number, number)
             self.entry.lines.append(text)
             return CONSUMED
-        if self.entry is None and _SUMMARY_TITLE.match(text) and self.title is None:
+        if (
+            self.entry is None
+            and self.title is None
+            and "FAILED" in text
+            and _SUMMARY_TITLE.match(text)
+        ):
             self.title = stripped
             return CONSUMED
         if self.entry is not None:
@@ -580,28 +602,36 @@ class _Progress:
 
 def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int | None] | None:
     """(step, total, epoch, rank named in the message) of a progress line, or None."""
-    m = _P_MEGATRON.search(text)
-    if m is not None:
-        return int(m["step"]), int(m["total"]), None, None
-    m = _P_DEEPSPEED.search(text)
-    if m is not None:
-        return int(m["step"]), None, None, int(m["rank"])
+    # each pattern runs only when its literal is there: most lines have none
+    if "iteration" in text:
+        m = _P_MEGATRON.search(text)
+        if m is not None:
+            return int(m["step"]), int(m["total"]), None, None
+    if "step=" in text:
+        m = _P_DEEPSPEED.search(text)
+        if m is not None:
+            return int(m["step"]), None, None, int(m["rank"])
     step = total = None
     epoch: float | None = None
-    m = _P_HF.search(text)
-    if m is not None:
-        epoch = float(m["epoch"])
-    m = _P_TQDM.search(text)
+    if "'epoch'" in text:
+        m = _P_HF.search(text)
+        if m is not None:
+            epoch = float(m["epoch"])
+    m = _P_TQDM.search(text) if "/" in text and " [" in text else None
     if m is not None:
         step, total = int(m["step"]), int(m["total"])
-    elif text[:1].isspace() or _ERROR_WORDS.search(text):
+    elif text[:1].isspace() or _has_error_words(text):
         # `... at step 23` in an error or a traceback line says where it broke, not progress
         return (None, None, epoch, None) if epoch is not None else None
     else:
-        m = _P_STEP.search(text) or _P_ITER.search(text)
+        m = None
+        if "tep" in text:
+            m = _P_STEP.search(text)
+        if m is None and ("ter" in text or "Iter" in text):
+            m = _P_ITER.search(text)
         if m is not None:
             step, total = int(m["step"]), _int(m["total"])
-    if epoch is None:
+    if epoch is None and "poch" in text:
         m = _P_EPOCH.search(text)
         if m is not None:
             try:
@@ -670,18 +700,14 @@ class _LogParser:
     def handle(self, number: int, text: str) -> None:
         if self.records:
             self._close_stale(number)
-        if (
-            self.scan_all
-            and text
-            and ("tep" in text or "poch" in text or "ter" in text or "/" in text)
-        ):
-            self.observe_progress(number, text, None)
         if not text.strip():
             rec = self.records.get("")
             if rec is not None:
                 self._feed(rec, number, text)
             return
         pre = peel(text)
+        if self.scan_all:
+            self.observe_progress(number, pre.rest, pre)
         if pre.rank is not None and pre.local_rank is not None and len(self.local_to_rank) < 65536:
             self.local_to_rank[(pre.host, pre.local_rank)] = pre.rank
         rec = self.records.get(pre.key)
@@ -1058,8 +1084,8 @@ class _LogParser:
             return
         if (
             (
-                _SUMMARY_TITLE.match(msg)
-                and "FAILED" in msg
+                "FAILED" in msg
+                and _SUMMARY_TITLE.match(msg)
                 and meta.level is None
                 and not msg.startswith("[")
                 and " " not in msg.strip()[: -len(" FAILED")].strip()
@@ -1310,7 +1336,7 @@ class _LogParser:
                 **common,
             )
             return True
-        m = _KERNEL_KILL.search(msg)
+        m = _KERNEL_KILL.search(msg) if "Killed process" in msg else None
         if m is not None:
             attrs = {"target_pid": int(m["pid"]), "process": m["name"], "signal": "SIGKILL"}
             if m["oom"]:
@@ -1363,12 +1389,12 @@ class _LogParser:
         msg = meta.msg
         level = meta.level
         if level is None or level in (Level.INFO, Level.DEBUG):
-            if _ERROR_WORDS.search(msg):
+            if _has_error_words(msg):
                 if level is None or _fatal_in_info(msg):
                     level = Level.ERROR
                 else:
                     return
-            elif _WARNING_WORDS.search(msg) and level is None:
+            elif level is None and _has_warning_words(msg):
                 level = Level.WARNING
             else:
                 return
