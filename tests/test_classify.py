@@ -284,3 +284,29 @@ def test_reliability_table_bins_scores_against_outcomes() -> None:
     rows = reliability([0.1, 0.15, 0.9, 0.95, 0.85], [False, False, True, True, False])
     assert rows[0][2] == 2 and rows[0][4] == 0.0
     assert rows[-1][2] == 3 and abs(rows[-1][4] - 2 / 3) < 1e-9
+
+
+# --------------------------------------------------------------------------- real bundles
+
+SAMPLES = neighbours.default_samples()
+
+
+@pytest.mark.skipif(
+    not (SAMPLES / "import_error_on_one_node" / "expected.json").is_file(),
+    reason="corpus_samples bundle not present",
+)
+def test_job_that_hung_because_one_node_failed_an_import_is_an_import_case(shipped_index) -> None:
+    from triage.analysis import correlate
+
+    bundle = SAMPLES / "import_error_on_one_node"
+    parsed = neighbours.bundle_evidence(bundle)
+    # the bundle's truth and story are never read as evidence
+    assert not {p.source.path for p in parsed} & {
+        str(bundle / "expected.json"),
+        str(bundle / "README.md"),
+    }
+    analysis = correlate(parsed)
+    assert analysis.hang is not None and analysis.hang.detected
+    result = classify(parsed, analysis)
+    assert ids(result.symptoms)[0] == "S02"  # not S17: the hang is what the import caused
+    assert ids(result.root_causes)[0] == "R01"

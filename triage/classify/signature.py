@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 
 import regex
 
-from triage.model import Analysis, Event, EventKind, ParsedSource
+from triage.model import Analysis, Event, EventKind, ParsedSource, SourceKind
 
 # Bumped whenever masking or line selection changes: the index manifest records it, so an
 # index built with another version is stale.
-SIGNATURE_VERSION = 2
+SIGNATURE_VERSION = 3
 MAX_CHARS = 700
 MAX_LINES = 8
 
@@ -214,5 +214,29 @@ def signature_of_events(events: Iterable[Event]) -> str:
 
 
 def signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
-    """The failure signature of a job (or a pasted text) for the neighbour indexes."""
-    return signature_of_events(initiating_events(parsed, analysis))
+    """The failure signature of a job (or a pasted text) for the neighbour indexes.
+
+    When no event reads as an error (a loss log, memory readings, a P2P matrix) the signature
+    falls back to every event, then to the raw pasted text: what the user gave is the evidence.
+    """
+    sig = signature_of_events(initiating_events(parsed, analysis))
+    if sig:
+        return sig
+    sig = signature_of_events(
+        ev for ps in parsed for ev in ps.events if ev.kind is not EventKind.INPUT_WARNING
+    )
+    if sig:
+        return sig
+    for ps in parsed:
+        if ps.source.kind is SourceKind.TEXT and ps.source.size <= 1_000_000:
+            try:
+                with ps.source.open() as fh:
+                    text = fh.read().decode("utf-8", errors="replace")
+            except Exception:  # noqa: BLE001 - unreadable: no signature from it
+                continue
+            sig = signature_of_events(
+                [Event(source=ps.source.path, kind=EventKind.ERROR_LINE, text=text)]
+            )
+            if sig:
+                return sig
+    return ""
