@@ -16,9 +16,10 @@ Two layers, so one mistake does not open the door:
 2. The C unpickler then loads the bytes with a `find_class` that refuses everything and no
    persistent-id hook, so even an opcode that slipped past the scan cannot reach a callable.
 
-The scan runs at C speed for the common opcodes (a compiled regex eats runs of fixed-width
-opcodes) and drops into Python only for counted strings, big integers and memo puts: a real
-2,000-entry torch dump scans in a few milliseconds.
+The scan runs at C speed for nearly every opcode: one compiled regex eats runs of fixed-width
+opcodes, short strings, 64-bit integers and in-range memo puts, and the Python loop only
+sees long strings, big integers, high memo indices and the end (a 450 KB, 178k-opcode
+2,000-entry dump scans in ~7 ms, 4x faster than a loop stopping at every memo put).
 
 Every failure is a `PickleRefused` (the input tried something forbidden or exceeded a bound) or
 a `PickleCorrupt` (truncated or malformed); both carry a message a user can read.
@@ -26,6 +27,7 @@ a `PickleCorrupt` (truncated or malformed); both carry a message a user can read
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import pickletools
@@ -125,21 +127,61 @@ _STOP = ord(".")
 _LONG_BINPUT = ord("r")
 _PUT = ord("p")
 _LONG_OPS = {ord("\x8a"), ord("\x8b"), ord("L")}  # LONG1, LONG4, LONG (text)
-# Fixed-width opcodes needing no check run through one regex; STOP and LONG_BINPUT stay out
-# so the Python loop sees them.
+_LONG1 = 0x8A
+# Short counted strings the regex reads itself: (opcode, width of the length field).
+_SHORT_STRINGS = ((ord("X"), 4), (0x8C, 1), (ord("C"), 1), (ord("U"), 1))
+_SHORT_STRING_MAX = 127  # longer strings are rare in a dump; the Python loop reads them
+_LONG1_MAX = 9  # a 64-bit timestamp needs 8 bytes (9 with the sign byte)
+
+# Fixed-width opcodes needing no check run through the regex; STOP and LONG_BINPUT stay out
+# of this table (LONG_BINPUT gets its own bounded branch).
 _RUN_WIDTHS: dict[int, list[int]] = {}
 for _code, _width in _FIXED.items():
     if _code not in (_STOP, _LONG_BINPUT):
         _RUN_WIDTHS.setdefault(_width, []).append(_code)
-_RUN = re.compile(
-    b"(?:"
-    + b"|".join(
-        b"[" + b"".join(re.escape(bytes([c])) for c in sorted(codes)) + b"]" + b"." * width
+
+
+def _byte(code: int) -> bytes:
+    return re.escape(bytes([code]))
+
+
+def _below(bits: int) -> bytes:
+    """A regex for a 4-byte little-endian unsigned integer below 2**bits."""
+    if bits >= 32:
+        return b"...."
+    byte, rest = divmod(bits, 8)  # `byte` whole free bytes, then one byte below 2**rest
+    top = b"[" + _byte(0) + b"-" + _byte((1 << rest) - 1) + b"]"
+    return b"." * byte + top + b"\x00" * (3 - byte)
+
+
+def _counted(code: int, width: int, longest: int) -> bytes:
+    """A regex for opcode `code` with a `width`-byte length field of at most `longest`."""
+    branches = [
+        _byte(length) + b"\x00" * (width - 1) + (b".{%d}" % length if length else b"")
+        for length in range(longest + 1)
+    ]
+    return _byte(code) + b"(?:" + b"|".join(branches) + b")"
+
+
+@functools.lru_cache(maxsize=64)
+def _fast_run(memo_bits: int, long_bytes: int) -> re.Pattern[bytes]:
+    """One compiled regex that eats a run of opcodes needing no check beyond their shape.
+
+    Fixed-width opcodes, short strings (the length byte picks a branch of exactly that
+    many payload bytes, so payload bytes are never read as opcodes), LONG1 up to
+    `long_bytes` bytes and LONG_BINPUT below `2**memo_bits`. Anything else stops the run and
+    the Python loop in `scan` decides. The possessive `*+` keeps no backtracking state.
+    """
+    alternatives = [
+        b"[" + b"".join(_byte(c) for c in sorted(codes)) + b"]" + b"." * width
         for width, codes in sorted(_RUN_WIDTHS.items())
-    )
-    + b")*",
-    re.DOTALL,
-)
+    ]
+    if memo_bits > 0:
+        alternatives.append(_byte(_LONG_BINPUT) + _below(memo_bits))
+    alternatives += [_counted(c, w, _SHORT_STRING_MAX) for c, w in _SHORT_STRINGS]
+    if long_bytes >= 0:
+        alternatives.append(_counted(_LONG1, 1, long_bytes))
+    return re.compile(b"(?:" + b"|".join(alternatives) + b")*+", re.DOTALL)
 
 
 def _name(code: int) -> str:
@@ -159,7 +201,9 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
         # Each opcode builds at most one object and takes at least one byte.
         raise PickleRefused(f"pickle could hold over {limits.max_items} objects")
     pos = 0
-    run = _RUN.match
+    # LONG_BINPUT indices below the largest power of two <= n pass inside the regex; the
+    # loop checks the rest exactly (index <= n).
+    run = _fast_run(max(n.bit_length() - 1, 0), min(_LONG1_MAX, limits.max_int_bytes)).match
     while True:
         pos = run(data, pos).end()
         if pos >= n:
