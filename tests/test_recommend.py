@@ -72,7 +72,7 @@ def test_a_hang_behind_lagging_rank_3_names_rank_3_and_drop_last() -> None:
     assert fixes[0].id == "F3"
     first = " ".join(fixes[0].actions)
     assert "rank 3" in first and "drop_last=True" in first
-    assert "uneven work" in fixes[0].why
+    assert "R09" in fixes[0].why
 
 
 def test_a_timeout_during_setup_suggests_a_longer_timeout_sized_from_the_job() -> None:
@@ -170,4 +170,4 @@ def test_the_rule_that_backs_a_fix_most_speaks_first() -> None:
     f4 = recommend(classification, analysis)[0]
     assert f4.id == "F4"
     assert f4.actions[0].startswith("Rank 0 was still preparing")
-    assert "finding-lagging-rank-at-setup" in f4.why
+    assert f4.why.startswith("a rank was still in setup work when the others reached")

@@ -36,6 +36,8 @@ PRIOR_DECAY = (1.0, 0.5, 0.25)  # weight of a root cause's 1st, 2nd, 3rd listed 
 MAX_ACTIONS = 5
 MIN_SCORE = 0.02
 TOP_CAUSES = 3  # playbook actions come from the best few root causes only
+MIN_CAUSE_SCORE = 0.15
+CAUSE_RATIO = 0.35  # ... and only those scoring at least this share of the best one
 
 # A playbook entry: (facts it needs, template). The first entry whose facts are all known wins,
 # so an action names the job's rank or version when they are known and stays general otherwise.
@@ -568,9 +570,12 @@ def _actions(
     from_rules = _by_rule_strength(
         fix, list(dict.fromkeys((classification.actions or {}).get(fix, ())))
     )
+    # Playbook advice only from causes that are still plausible next to the best one.
+    floor = max(MIN_CAUSE_SCORE, CAUSE_RATIO * (causes[0].score if causes else 0.0))
     from_playbook = [
         render(option, facts)
         for rc in causes[:TOP_CAUSES]
+        if rc.score >= floor
         for option in _pick(PLAYBOOK.get(rc.id, {}).get(fix, ()), facts)
     ]
     # Two rule actions, then the playbook (it carries the job's ranks and values), then the rest.
@@ -654,13 +659,17 @@ def _why(
         if quote is not None:
             text = " ".join(quote.text.split())
             text = text if len(text) <= 90 else text[:87] + "..."
-            parts.append(f"matches {quote.why}: “{text}”")
+            title = _shipped_rules()[quote.why].title
+            first = title.split(" ", 1)[0]
+            if not (len(first) > 1 and first.isupper()):  # "NCCL cannot ..." keeps its capitals
+                title = title[:1].lower() + title[1:]
+            parts.append(f"{title} (“{text}”)")
     if cause is not None:
         rc, i = cause
         place = "the usual fix" if i == 0 else "a common fix"
-        parts.append(f"{place} for {rc.name.lower()} ({rc.id}, {rc.score:.0%})")
+        parts.append(f"{place} for root cause {rc.id} {rc.name} ({rc.score:.0%})")
     if not parts:
-        parts.append(f"similar failures were resolved by {tax.fix_patterns[fix].name.lower()}")
+        parts.append(f"similar failures were resolved by: {tax.fix_patterns[fix].name}")
     return "; ".join(parts)
 
 
