@@ -249,3 +249,8 @@ def test_check_reads_a_folder_of_logs(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert any(h.rule_id == "ddp-unused-parameters" for h in engine.check(str(tmp_path)))
+
+
+def test_a_missing_team_rules_folder_is_an_error_not_silence(tmp_path: Path) -> None:
+    with pytest.raises(engine.RuleError, match="rules folder not found"):
+        engine.list_rules([tmp_path / "no_such_folder"])

@@ -161,8 +161,12 @@ def default_rules_dir() -> Path:
 
 def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
     """The shipped rules plus every extra folder, validated and compiled (cached)."""
-    dirs = (default_rules_dir(), *(Path(d) for d in extra_dirs))
-    key = tuple(_dir_signature(d) for d in dirs)
+    extra = tuple(Path(d) for d in extra_dirs)
+    for d in extra:
+        # a typo in --rules must not silently drop the team's rules
+        if not d.is_dir():
+            raise RuleError(f"{d}: rules folder not found")
+    key = tuple(_dir_signature(d) for d in (default_rules_dir(), *extra))
     return _load_cached(key)
 
 
