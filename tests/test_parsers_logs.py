@@ -637,3 +637,28 @@ def test_iter_lines_numbers_physical_lines_and_survives_tiny_chunks() -> None:
         lines.Line(3, " 10%|#| 2/20 [00:02]"),
         lines.Line(4, "last"),
     ]
+
+
+def test_traceback_pasted_as_an_indented_code_block() -> None:
+    text = (
+        "I get this error:\n\n"
+        "    Traceback (most recent call last):\n"
+        '      File "/w/train.py", line 7, in <module>\n'
+        "        model.cuda()\n"
+        "    RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    )
+    parsed = rank_log.parse(source_of(text.encode()))
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["exc_type"] == "RuntimeError"
+    assert tb.attrs["frames"] == [("/w/train.py", 7, "<module>")]
+
+
+def test_headerless_traceback_pasted_indented() -> None:
+    text = (
+        '      File "/w/train.py", line 7, in <module>\n'
+        "        model.cuda()\n"
+        "    AssertionError: Torch not compiled with CUDA enabled\n"
+    )
+    parsed = rank_log.parse(source_of(text.encode()))
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["exc_type"] == "AssertionError" and tb.attrs["headerless"] is True

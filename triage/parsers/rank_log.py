@@ -332,6 +332,7 @@ class _Traceback(_Record):
     cont: int = 0
     blanks: int = 0
     headerless: bool = False
+    indent: int = 0  # a pasted traceback indented as a whole (markdown code block)
 
     def frame(self, f: tuple[str, int, str]) -> None:
         if len(self.frames) < MAX_FRAMES // 2:
@@ -342,6 +343,8 @@ class _Traceback(_Record):
         self.frames_tail.append(f)
 
     def feed(self, number: int, text: str) -> int:
+        if self.indent and text[: self.indent].isspace():
+            text = text[self.indent :]
         stripped = text.strip()
         if self.state == "frames":
             if not stripped:
@@ -1067,12 +1070,14 @@ class _LogParser:
 
         # multi-line openers
         if _TB_HEADER.match(msg):
-            tb = _Traceback(key, pre, number, number)
+            tb = _Traceback(key, pre, number, number, indent=len(msg) - len(msg.lstrip()))
             tb.add(number, msg.strip())
             self._open(tb)
             return
         if _TB_FILE.match(msg) and meta.level is None:
-            tb = _Traceback(key, pre, number, number, headerless=True)
+            # CPython indents frames by two spaces; more means the paste itself is indented
+            indent = max(0, len(msg) - len(msg.lstrip()) - 2)
+            tb = _Traceback(key, pre, number, number, headerless=True, indent=indent)
             tb.feed(number, msg)
             self._open(tb)
             return
