@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from triage.classify import rules as engine
-from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level
+from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level, SourceKind
 
 RULES = engine.list_rules()
 
@@ -254,3 +254,13 @@ def test_check_reads_a_folder_of_logs(tmp_path: Path) -> None:
 def test_a_missing_team_rules_folder_is_an_error_not_silence(tmp_path: Path) -> None:
     with pytest.raises(engine.RuleError, match="rules folder not found"):
         engine.list_rules([tmp_path / "no_such_folder"])
+
+
+def test_kind_filter_can_name_the_input_kind(tmp_path: Path) -> None:
+    folder = _write(tmp_path, GOOD_RULE.replace("  match:\n", "  match:\n    kind: [nccl]\n"))
+    text = "OSError: [Errno 28] No space left on device: '/scratch/a'"
+    from_nccl = Event(source="nccl.log", kind=EventKind.ERROR_LINE, text=text, line=1)
+    from_rank = Event(source="rank0.log", kind=EventKind.ERROR_LINE, text=text, line=1)
+    kinds = {"nccl.log": SourceKind.NCCL, "rank0.log": SourceKind.RANK_LOG}
+    hits = engine.match_events([from_nccl, from_rank], None, [folder], source_kinds=kinds)
+    assert [h.event.source for h in hits if h.rule_id == "team-disk-full"] == ["nccl.log"]
