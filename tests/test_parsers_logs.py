@@ -19,10 +19,10 @@ from triage.parsers import lines, nccl, prefixes, rank_log, timestamps
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
 
-def source_of(data: bytes, path: str = "job.log", **kw: object) -> Source:
-    return Source(
-        path=path, kind=SourceKind.RANK_LOG, size=len(data), open=lambda: io.BytesIO(data), **kw
-    )
+def source_of(
+    data: bytes, path: str = "job.log", kind: SourceKind = SourceKind.RANK_LOG, **kw: object
+) -> Source:
+    return Source(path=path, kind=kind, size=len(data), open=lambda: io.BytesIO(data), **kw)
 
 
 def parse_fixture(name: str, *, scan_all: bool | None = None, **kw: object) -> ParsedSource:
@@ -662,3 +662,17 @@ def test_headerless_traceback_pasted_indented() -> None:
     parsed = rank_log.parse(source_of(text.encode()))
     (tb,) = of_kind(parsed, EventKind.TRACEBACK)
     assert tb.attrs["exc_type"] == "AssertionError" and tb.attrs["headerless"] is True
+
+
+def test_pasted_traceback_whose_exception_type_was_trimmed_keeps_the_message() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 9, in <module>\n'
+        "    plugin.setup()\n"
+        "ChunkManager.__init__() takes from 2 to 3 positional arguments but 5 were given\n"
+    )
+    parsed = rank_log.parse(source_of(text.encode(), kind=SourceKind.TEXT))
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["exc_type"] is None and tb.attrs["truncated"] is False
+    assert tb.attrs["exc_message"].startswith("ChunkManager.__init__() takes")
+    assert tb.end_line == 4

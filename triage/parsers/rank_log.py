@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source
+from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import timestamps as ts
 from triage.parsers.lines import ChunkReader, MarkerSet, clean, line_text, select_lines
 from triage.parsers.nccl import NcclTracker, fill_ranks, parse_nccl_line
@@ -333,6 +333,8 @@ class _Traceback(_Record):
     blanks: int = 0
     headerless: bool = False
     indent: int = 0  # a pasted traceback indented as a whole (markdown code block)
+    last_was_code: bool = False  # the last frames line was a frame's source line
+    pasted: bool = False  # pasted text (`triage explain`): lenient about trimmed exception lines
 
     def frame(self, f: tuple[str, int, str]) -> None:
         if len(self.frames) < MAX_FRAMES // 2:
@@ -355,15 +357,24 @@ class _Traceback(_Record):
             if m is not None:
                 self.frame((m["file"], int(m["line"]), (m["func"] or "").strip()))
                 self.add(number, text)
+                self.last_was_code = False
                 return CONSUMED
             if text[:1].isspace():
                 self.add(number, text)
+                self.last_was_code = True
                 return CONSUMED
             if _TB_HEADER.match(text):
                 return CLOSE  # a new traceback: this one was cut short
             m = _EXC_LINE.match(text)
             if m is not None and not _looks_structured(text):
                 self._exception(m["type"], m["msg"])
+                self.state = "exc"
+                self.add(number, text)
+                return CONSUMED
+            if self.last_was_code and self.pasted and not _looks_structured(text):
+                # a paste trimmed to the message: `Foo.__init__() takes 2 arguments but 5 ...`
+                # (not in big logs, where another process's line may land here)
+                self.exc_message = stripped
                 self.state = "exc"
                 self.add(number, text)
                 return CONSUMED
@@ -411,7 +422,7 @@ class _Traceback(_Record):
 
     def _exc_line(self) -> str:
         if self.exc_type is None:
-            return ""
+            return (self.exc_message or "").split("\n", 1)[0]
         first = (self.exc_message or "").split("\n", 1)[0]
         return f"{self.exc_type}: {first}" if first else self.exc_type
 
@@ -653,6 +664,7 @@ class _LogParser:
     def __init__(self, source: Source, scan_all: bool) -> None:
         self.source = source
         self.scan_all = scan_all
+        self.pasted = source.kind is SourceKind.TEXT
         self.events: list[Event] = []
         self.warnings: list[str] = []
         self.records: dict[str, _Record] = {}
@@ -854,13 +866,13 @@ class _LogParser:
             "frames": frames,
             "user_frames": user,
             "chained": list(tb.chained),
-            "truncated": tb.exc_type is None,
+            "truncated": tb.exc_type is None and not tb.exc_message,
         }
         if tb.frames_dropped:
             attrs["frames_dropped"] = tb.frames_dropped
         if tb.headerless:
             attrs["headerless"] = True
-        msg = f"{tb.exc_type}: {tb.exc_message or ''}" if tb.exc_type else ""
+        msg = f"{tb.exc_type}: {tb.exc_message or ''}" if tb.exc_type else tb.exc_message or ""
         attrs.update(_facts(msg))
         self._emit(
             EventKind.TRACEBACK,
@@ -1070,14 +1082,18 @@ class _LogParser:
 
         # multi-line openers
         if _TB_HEADER.match(msg):
-            tb = _Traceback(key, pre, number, number, indent=len(msg) - len(msg.lstrip()))
+            tb = _Traceback(
+                key, pre, number, number, indent=len(msg) - len(msg.lstrip()), pasted=self.pasted
+            )
             tb.add(number, msg.strip())
             self._open(tb)
             return
         if _TB_FILE.match(msg) and meta.level is None:
             # CPython indents frames by two spaces; more means the paste itself is indented
             indent = max(0, len(msg) - len(msg.lstrip()) - 2)
-            tb = _Traceback(key, pre, number, number, headerless=True, indent=indent)
+            tb = _Traceback(
+                key, pre, number, number, headerless=True, indent=indent, pasted=self.pasted
+            )
             tb.feed(number, msg)
             self._open(tb)
             return
