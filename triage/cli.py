@@ -46,7 +46,20 @@ def main() -> None:
 def _options(no_embed: bool, rules: tuple[str, ...]) -> Any:
     from triage.pipeline import Options
 
+    _check_rules(rules)
     return Options(use_embeddings=not no_embed, extra_rules_dirs=tuple(rules))
+
+
+def _check_rules(extra: tuple[str, ...]) -> None:
+    """A broken rule file is the user's to fix: say which file and rule, exit 2."""
+    if not extra:
+        return
+    from triage.classify import rules as engine
+
+    try:
+        engine.load(extra)
+    except engine.RuleError as exc:
+        raise click.UsageError(str(exc)) from exc
 
 
 def _pick_format(fmt: str | None, out: str | None) -> str:
@@ -203,6 +216,7 @@ def rules_list(extra: tuple[str, ...]) -> None:
     """List every rule: id, title, what it concludes."""
     from triage.classify import rules as engine
 
+    _check_rules(extra)
     for rule in engine.list_rules(extra):
         click.echo(engine.describe(rule))
 
@@ -220,6 +234,7 @@ def rules_check(file_or_text: str, extra: tuple[str, ...]) -> None:
     """Show which rules match FILE_OR_TEXT, and the lines they quote."""
     from triage.classify import rules as engine
 
+    _check_rules(extra)
     hits = engine.check(file_or_text, extra)
     if not hits:
         click.echo("no rule matched")

@@ -37,12 +37,27 @@ class Taxonomy:
         raise KeyError(f"unknown taxonomy id {label_id!r}")
 
 
+_FIELDS = {"id", "slug", "name", "stage", "fixes", "desc", "dist"}
+
+
+def _full_name(row: dict) -> str:
+    """The name, mended where an unquoted comma split it inside a YAML flow mapping.
+
+    `{..., name: Container or OS limits (shm, memlock, IPC, P2P)}` loads as name
+    "Container or OS limits (shm" plus keys "memlock", "IPC", "P2P)" with no value; the
+    file is a contract copied verbatim, so the loader puts the pieces back in order.
+    """
+    pieces = [str(row["name"])]
+    pieces += [str(key) for key, value in row.items() if key not in _FIELDS and value is None]
+    return ", ".join(pieces)
+
+
 def _categories(rows: list[dict]) -> dict[str, Category]:
     return {
         row["id"]: Category(
             id=row["id"],
             slug=row["slug"],
-            name=row["name"],
+            name=_full_name(row),
             stage=row.get("stage"),
             fixes=tuple(row.get("fixes", ())),
             desc=row.get("desc", ""),
