@@ -135,3 +135,25 @@ def test_help_is_available(args: list[str]) -> None:
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0
     assert "Usage" in result.output
+
+
+def test_a_broken_team_rule_folder_is_a_usage_error_naming_the_rule(tmp_path: Path) -> None:
+    (tmp_path / "team.yaml").write_text(
+        "id: team-broken\ntitle: t\nmatch: {any: ['(unclosed']}\nconcludes: {symptom: {S14: 1}}\n",
+        encoding="utf-8",
+    )
+    for args in (["rules", "list"], ["explain", "x"]):
+        result = CliRunner().invoke(main, [*args, "--rules", str(tmp_path)])
+        assert result.exit_code == 2, result.output
+        assert "team-broken" in result.output
+
+
+def test_rules_check_quotes_the_matching_line() -> None:
+    line = (
+        "node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory"
+        " segment nccl-shm-recv-b79-0-3-0 (size 4460544)"
+    )
+    result = CliRunner().invoke(main, ["rules", "check", line])
+    assert result.exit_code == 0, result.output
+    assert "shm" in result.output.splitlines()[0]
+    assert "nccl-shm-recv-b79-0-3-0" in result.output
