@@ -53,7 +53,7 @@ from triage.classify.types import NeighbourVote  # noqa: E402
 
 FIELDS = ("symptom", "root_cause", "fix")
 METHODS = ("embed", "tfidf")
-K = 5
+K = neighbours.K_NEIGHBOURS
 
 # What a person would try first: the first matching keyword names the answer.
 KEYWORDS: list[tuple[str, str, str, str]] = [
@@ -386,11 +386,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             accuracy(cases, [keyword_answer(c.row["evidence"]) for c in cases]),
         ),
         (
-            "baseline: TF-IDF nearest neighbours (k=5)",
+            f"baseline: TF-IDF nearest neighbours (k={K})",
             accuracy(cases, [vote_answer(v) for v in votes["tfidf"]]),
         ),
         (
-            "baseline: MiniLM embeddings alone (k=5)",
+            f"baseline: MiniLM embeddings alone (k={K})",
             accuracy(cases, [vote_answer(v) for v in votes["embed"]]),
         ),
         ("baseline: rules alone", accuracy(cases, [rules_answer(c.prep) for c in cases])),
@@ -411,6 +411,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  {q:8s} n={len(idx):3d}  S@1 {m['symptom@1']:.0%}  "
             f"R@3 {m['root_cause@3']:.0%}  F@1 {m['fix@1']:.0%}  abstain {m['abstain']:.0%}"
         )
+    stage_ok = 0
+    for i, c in enumerate(cases):
+        stages = fusion.stage_scores(shipped[i]["symptom"], c.prep.hits, votes[modes[i]][i])
+        stage_ok += bool(stages) and stages[0].label == c.row["stage"]
+    print(f"\nstage@1 (ours, shipped, no abstention): {stage_ok / len(cases):.1%}")
     n_decided = sum(decided(fused["tfidf"][i]) for i in range(len(cases)))
     ok_fast = sum(
         bool(fused["tfidf"][i]["symptom"])

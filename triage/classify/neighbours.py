@@ -44,6 +44,8 @@ INDEX_SCHEMA = "triage.index/1"
 # Small batches: encode() pads a batch to its longest text, and signatures vary from 10 to 200
 # word pieces (a batch of 64 ran at half the speed of one text at a time).
 BATCH = 8
+# Neighbours per query: 7 beat 3, 5 and 10 (by a few cases) in bench/eval_corpus.py.
+K_NEIGHBOURS = 7
 MAX_PASTE = 1_000_000  # bytes: larger TEXT inputs are files, not pastes
 _REPO = Path(__file__).resolve().parents[2]
 _TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
@@ -208,7 +210,7 @@ class NeighbourIndex:
     def votes(
         self,
         sims: np.ndarray,
-        k: int = 5,
+        k: int = K_NEIGHBOURS,
         exclude: np.ndarray | None = None,
     ) -> list[NeighbourVote]:
         """The k most similar reference cases for one query row, best first."""
@@ -222,7 +224,7 @@ class NeighbourIndex:
         self,
         signatures: Sequence[str],
         method: str = "embed",
-        k: int = 5,
+        k: int = K_NEIGHBOURS,
         query_hashes: Sequence[Iterable[str]] | None = None,
     ) -> list[list[NeighbourVote]]:
         """Neighbours of each signature. A reference case whose evidence hash is among the
