@@ -302,6 +302,8 @@ def test_deepspeed_pdsh_log_names_hosts_exit_and_progress() -> None:
     (exit_,) = of_kind(parsed, EventKind.RANK_EXIT)
     assert exit_.payload.exitcode == -6 and exit_.payload.local_rank == 1
     assert exit_.host == "node07" and exit_.time == pytest.approx(1767607540.801)
+    # the launcher's global_rank_mapping says node07's local rank 1 is global rank 1
+    assert exit_.rank == 1 and exit_.payload.rank == 1
     (kill,) = of_kind(parsed, EventKind.AGENT)
     assert kill.attrs["target_pid"] == 748089
     (warn,) = of_kind(parsed, EventKind.NCCL_WARN)

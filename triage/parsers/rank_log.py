@@ -58,7 +58,7 @@ _NEEDLES = (
 )
 _LEVEL_MONTHS = [(lvl, m, d) for lvl in b"EW" for m in range(1, 10) for d in range(4)]
 MARKERS = MarkerSet(
-    needles=[word.replace("_", " ") for word in _NEEDLES.split()],
+    needles=[word.replace("_", " ") for word in _NEEDLES.split()] + ["global_rank_|mapping"],
     # c10 `[E1218 ...` (month unpadded) and `[E ProcessGroup...`, and torch's glog `E0105 10:..`
     # at a line start (the newline folds to `*`) or after a `]:` prefix; W for warnings.
     grams=[b"[%c%d%d" % t for t in _LEVEL_MONTHS]
@@ -192,6 +192,7 @@ _TORCHRUN_FAILED = re.compile(
 _CLOSING_SIGNAL = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
 _DS_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
 _DS_LOCAL_RANK = re.compile(r"--local_rank=(?P<lr>\d+)")
+_DS_HOST_RANKS = re.compile(r"'(?P<host>[^']+)': \[(?P<ranks>[\d, ]+)\]")
 _DS_KILLING = re.compile(r"Killing subprocess (?P<pid>\d+)")
 _WORKER_GROUP = re.compile(
     r"Worker group (?P<state>[A-Z]+)\.(?: (?P<left>\d+)/(?P<max>\d+) attempts left)?"
@@ -1129,9 +1130,23 @@ class _LogParser:
             return
         self._error_or_warning(number, pre, meta)
 
+    def _learn_deepspeed_ranks(self, pre: Prefixes, msg: str) -> None:
+        """`global_rank_mapping=defaultdict(<class 'list'>, {'node07': [0, 1], ...})`."""
+        hosts = _DS_HOST_RANKS.findall(msg)
+        for host, ranks in hosts:
+            for local, rank in enumerate(_int(r) for r in ranks.split(",")):
+                if rank is None or len(self.local_to_rank) >= 65536:
+                    continue
+                self.local_to_rank.setdefault((host, local), rank)
+                if len(hosts) == 1 or host == "localhost":
+                    self.local_to_rank.setdefault((pre.host or self.source.host, local), rank)
+
     def _agent_line(self, number: int, pre: Prefixes, meta: _Meta) -> bool:
         msg = meta.msg
         text = pre.rest.strip()
+        if "global_rank_mapping=" in msg:
+            self._learn_deepspeed_ranks(pre, msg)
+            return True
         common = {
             "time": meta.time,
             "pid": meta.pid,
