@@ -4,11 +4,14 @@ how sure the labels say they are, when it refuses to guess, and the reference in
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from triage.classify import classify, classify_many, neighbours
 from triage.classify.calibration import LogisticCalibrator, reliability
@@ -82,6 +85,13 @@ def test_masking_hides_what_changes_between_runs_but_keeps_the_error() -> None:
     assert "torch/distributed/c10d.py" in masked
     # an exit code is meaning, not noise: -9 is SIGKILL
     assert "exitcode: -9" in mask("failed (exitcode: -9) local_rank: 3 (pid: 81234)")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_masking_any_text_never_fails_and_leaves_no_long_numbers(text: str) -> None:
+    masked = mask(text)
+    assert not any(len(run) > 3 for run in re.findall(r"(?<![\w-])\d+", masked))
 
 
 def test_two_ranks_with_the_same_error_share_one_signature() -> None:
@@ -165,6 +175,19 @@ def test_vague_complaint_abstains_and_says_what_to_collect(embedding_model) -> N
     reason = result.abstain_reason or ""
     for ask in ("NCCL_DEBUG=INFO", "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "py-spy"):
         assert ask in reason
+
+
+def test_nothing_to_read_abstains_without_error() -> None:
+    result = classify([], Analysis())
+    assert result.symptoms == () and result.abstain_reason
+
+
+def test_without_models_dir_the_rules_still_answer(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(neighbours.MODELS_ENV, str(tmp_path / "no_models"))
+    with pytest.warns(UserWarning, match="no usable neighbour index"):
+        result = classify(*pasted(OOM))
+    assert ids(result.symptoms)[0] == "S14"
+    assert result.similar_cases == ()
 
 
 def test_abstention_names_the_rank_to_py_spy_when_correlate_found_it() -> None:

@@ -84,7 +84,8 @@ _RANKWORD = regex.compile(
 )
 # Exit codes and signal numbers mean something (-9 is SIGKILL); keep them.
 _KEEP_CODE = regex.compile(
-    r"\b((?:exit ?code|exitcode|exit status|signal|signum|return code)\s*[:=]?\s*)(-?\d+)",
+    r"\b((?:exit ?code|exitcode|exit status|signal|signum|return code)\s*[:=]?\s*)"
+    r"(-?\d{1,3})(?!\d)",
     regex.IGNORECASE,
 )
 _NUMBER = regex.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?(?![\w>])")
