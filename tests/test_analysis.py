@@ -404,6 +404,20 @@ def test_rank_without_a_dump_is_reported_missing_and_blamed() -> None:
     assert a.culprit_ranks == (1,)
 
 
+def test_mismatch_inside_wrapped_buffers_is_still_found() -> None:
+    # different wrap points, and rank 1 disagrees at 180, inside the shared window
+    d0 = fr_source(0, [entry(s) for s in range(100, 201)], pg_config={"0": (0, 1, 2)})
+    d1 = fr_source(
+        1,
+        [entry(s, sizes=((7,),) if s == 180 else ((1024,),)) for s in range(150, 201)],
+        pg_config={"0": (0, 1, 2)},
+    )
+    d2 = fr_source(2, [entry(s) for s in range(120, 201)], pg_config={"0": (0, 1, 2)})
+    a = correlate([d0, d1, d2])
+    mm = next(f for f in a.findings if f.kind == "collective_mismatch")
+    assert mm.ranks == (1,) and mm.facts["seq"] == 180 and mm.facts["mismatch"] == "size"
+
+
 def test_first_dtype_mismatch_names_the_odd_rank_and_the_collective() -> None:
     dumps = []
     for r in range(4):
@@ -420,13 +434,14 @@ def test_first_dtype_mismatch_names_the_odd_rank_and_the_collective() -> None:
 
 
 def test_ring_buffers_that_wrapped_at_different_points_are_not_a_mismatch() -> None:
-    # rank 0 kept 100..200, rank 1 kept 150..200: only the shared window is compared
-    d0 = fr_source(0, [entry(s) for s in range(100, 201)], pg_config={"0": (0, 1)})
-    d1 = fr_source(
-        1,
-        [entry(s, dtype="Int" if s < 120 else "Float") for s in range(150, 201)],
+    # rank 0 kept 100..200, rank 1 kept 150..200: only the shared window is compared, so
+    # rank 0's older records (a different dtype, long ago) are not held against rank 1
+    d0 = fr_source(
+        0,
+        [entry(s, dtype="Int" if s < 150 else "Float") for s in range(100, 201)],
         pg_config={"0": (0, 1)},
     )
+    d1 = fr_source(1, [entry(s) for s in range(150, 201)], pg_config={"0": (0, 1)})
     a = correlate([d0, d1])
     assert not [f for f in a.findings if f.kind in ("collective_mismatch", "lagging_rank")]
     assert a.culprit_ranks == ()

@@ -380,17 +380,18 @@ def _score(
     # `Connection closed by peer [10.0.0.7]:port` / `remote peer node02<port>` name a host;
     # every rank on it gets a small vote (the port alone does not say which rank)
     by_host: Counter[str] = Counter()
+    ranks_of_host = index.ranks_of_host
     for p in placed:
         if p.role != "cascade":
             continue
         addr = peer_address(p.event)
         if addr is None:
             continue
-        host = ip_hosts.get(addr[0]) or (addr[0] if addr[0] in index.ranks_of_host else None)
+        host = ip_hosts.get(addr[0]) or (addr[0] if addr[0] in ranks_of_host else None)
         if host and host != (p.event.host or p.domain):
             by_host[host] += 1
     for host, n in by_host.items():
-        for r in index.ranks_of_host.get(host, ()):
+        for r in ranks_of_host.get(host, ()):
             add(r, min(1.5, 0.25 * n), f"{n} peer-closed message(s) point at its host {host}")
 
     cascade_ranks = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from triage.analysis.ranks import format_ranks, pg_ranks
@@ -325,11 +326,14 @@ def _first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
     start = max(s.first_seq for s in holders if s.first_seq is not None)
     ref = max(holders, key=lambda s: len(s.by_seq))
     ref_seqs = ref.by_seq
+    ref_run = _Run(ref)
     first: int | None = None
     for s in holders:
         if s is ref:
             continue
-        # a cheap field-by-field screen over all records, then the exact check on the few hits
+        if not s.coalesced and not ref.coalesced and ref_run.agrees_with(_Run(s), start):
+            continue  # the common case: identical records over the shared window, checked in C
+        # a field-by-field screen over all records, then the exact check on the few hits
         hits = [
             seq
             for seq, e in s.by_seq.items()
@@ -382,6 +386,40 @@ def _first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
         "tie": not clear,
         "per_rank": per_rank,
     }
+
+
+_FINGERPRINT = attrgetter(
+    "profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes"
+)
+
+
+class _Run:
+    """One rank's records as a gap-free run of sequence ids, when they are one (usual)."""
+
+    def __init__(self, st: RankPGState) -> None:
+        self.first = st.first_seq or 0
+        self.values = list(st.by_seq.values())
+        last = st.last_enqueued if st.last_enqueued is not None else -1
+        # by_seq keeps insertion order, and sequence ids grow with it
+        self.contiguous = last - self.first + 1 == len(self.values)
+        self._fps: list[tuple[Any, ...]] | None = None
+
+    def fingerprints(self) -> list[tuple[Any, ...]]:
+        if self._fps is None:
+            self._fps = list(map(_FINGERPRINT, self.values))
+        return self._fps
+
+    def agrees_with(self, other: _Run, start: int) -> bool:
+        """True when both runs hold equal records on every shared sequence id from `start`."""
+        if not (self.contiguous and other.contiguous):
+            return False
+        lo = max(start, self.first, other.first)
+        hi = min(self.first + len(self.values), other.first + len(other.values))
+        if hi <= lo:
+            return True
+        mine = self.fingerprints()[lo - self.first : hi - self.first]
+        theirs = list(map(_FINGERPRINT, other.values[lo - other.first : hi - other.first]))
+        return mine == theirs
 
 
 def _mismatch_kind(sigs: list[tuple[Any, ...]]) -> str:

@@ -151,7 +151,19 @@ def build(
     for e in extra:
         entries.append((e.time, order, e))
         order += 1
-    entries.sort(key=lambda x: (x[0] is None, x[0] or 0.0, x[1]))
+    # a cause whose line carried no time still comes before its consequences
+    first_cascade = min(
+        (e.time for _, _, e in entries if e.role == "cascade" and e.time is not None),
+        default=None,
+    )
+
+    def when(x: tuple[float | None, int, TimelineEntry]) -> tuple[bool, float, int]:
+        t = x[0]
+        if t is None and x[2].role == "initiating" and first_cascade is not None:
+            t = first_cascade - 1e-6
+        return (t is None, t or 0.0, x[1])
+
+    entries.sort(key=when)
     out = [e for _, _, e in entries]
     if len(out) > limit:
         # keep every initiating line and the earliest of the rest
