@@ -50,10 +50,10 @@ PROGRESS_WINDOW = 16 << 10
 _NEEDLES = (
     "error exception warn fail tra|ceback kill signal terminate what(): segmentation dumped "
     "aborted timeout watchdog nvrm: ca|ncelled rendezvous fatal illegal devic|e-side "
-    "found|_nan |on_memory |of_memory ti|med_out no_m|odule_named key(s) e|xited_with xid_ "
+    "found|_nan |on_memory |of_memory t|imed_out no_m|odule_named key(s) e|xited_with xid_ "
     'loss_scale retu|rn_code ",_line_ '
     # NCCL INFO lines worth an event (the rest of NCCL_DEBUG=INFO is skipped unread)
-    "nccl_version |-_init_complete usin|g_network net/ bootstrap set_by_environment |nranks via_ "
+    "nccl_version usin|g_network net/ bootstrap set_by_environment |nranks via_ "
     ".cc: connectio|n_closed driverversion"
 )
 _LEVEL_MONTHS = [(lvl, m, d) for lvl in b"EW" for m in range(1, 10) for d in range(4)]
