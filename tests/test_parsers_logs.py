@@ -678,3 +678,19 @@ def test_pasted_traceback_whose_exception_type_was_trimmed_keeps_the_message() -
     assert tb.attrs["exc_type"] is None and tb.attrs["truncated"] is False
     assert tb.attrs["exc_message"].startswith("ChunkManager.__init__() takes")
     assert tb.end_line == 4
+
+
+def test_ordinary_training_output_marks_no_line_for_parsing() -> None:
+    # Speed depends on noise never reaching the per-line parser.
+    noise = b"".join(
+        b"[default%d]: %d/500000 [01:23<10:00, 1.23it/s, loss=2.4687, lr=1.0e-4]\n"
+        b"2026-01-05 10:12:08,123 - trainer - INFO - loaded batch %d from shard 7 in 0.1s\n"
+        b"[2026-01-05 10:12:08] iteration %8d/  500000 | consumed samples: 1 | elapsed time "
+        b"per iteration (ms): 1234.5 | learning rate: 1.5E-04 | lm loss: 6.1E+00 |\n"
+        b"[2026-01-05 10:12:08,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=%d, "
+        b"skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]\n"
+        b"{'loss': 1.8734, 'grad_norm': 0.91, 'learning_rate': 4.9e-05, 'epoch': 0.37}\n"
+        % (i % 8, i, i, i, i)
+        for i in range(2000)
+    )
+    assert rank_log.MARKERS.find(noise) == []
