@@ -848,3 +848,38 @@ def test_hang_report_names_the_line_of_user_code_that_issued_the_collective() ->
     a = correlate(dumps)
     assert a.hang is not None and a.hang.collective
     assert a.hang.collective["call_site"] == "sync_metrics (/workspace/train.py:88)"
+
+
+def test_flight_recorder_records_of_one_collective_line_up_skewed_host_clocks() -> None:
+    # node02's clock is 45 s ahead: its FR records of the same collectives say so
+    parsed = []
+    for r, host in ((0, "node01"), (1, "node02")):
+        skew = 45_000_000_000 if host == "node02" else 0
+        es = [entry(s, t_ns=int(T0 * 1e9) + s * 1_000_000 + skew) for s in range(1, 30)]
+        p = fr_source(r, es, pg_config={"0": (0, 1)})
+        parsed.append(replace(p, source=replace(p.source, host=host)))
+    # node02's rank 1 really failed first (T0+10 true, printed T0+55); node01 reacted at T0+11
+    parsed.append(
+        ps(
+            source("node02.log", rank=1, host="node02"),
+            [
+                ev(
+                    EventKind.ERROR_LINE,
+                    "RuntimeError: CUDA error: unspecified launch failure",
+                    rank=1,
+                    host="node02",
+                    t=T0 + 55,
+                )
+            ],
+        )
+    )
+    parsed.append(
+        ps(
+            source("node01.log", rank=0, host="node01"),
+            [ev(EventKind.TRACEBACK, CLOSED, rank=0, host="node01", t=T0 + 11)],
+        )
+    )
+    a = correlate(parsed)
+    stamped = [t for t in a.timeline if t.role in ("initiating", "cascade")]
+    assert [t.rank for t in stamped] == [1, 0]
+    assert stamped[0].time == pytest.approx(T0 + 10, abs=0.5)

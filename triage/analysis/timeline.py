@@ -42,7 +42,7 @@ def estimate_offsets(anchors: Anchors) -> dict[str, float]:
     if not offsets:
         return {}
     # re-centre on the domain with the most anchors so its printed times stay as they are
-    ref = max(diffs, key=lambda d: len(diffs[d]))
+    ref = min(sorted(diffs), key=lambda d: -len(diffs[d]))  # ties: the first host by name
     base = offsets[ref]
     return {d: o - base for d, o in offsets.items()}
 
