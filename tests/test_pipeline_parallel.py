@@ -1,0 +1,75 @@
+"""Reading a big bundle with worker processes gives exactly what reading it serially gives."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from triage import pipeline
+from triage.model import FlightRecorderDump, ParsedSource
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _bundle(tmp_path: Path) -> Path:
+    root = tmp_path / "job"
+    shutil.copytree(FIXTURES / "logs", root / "logs")
+    shutil.copytree(FIXTURES / "structured" / "fr_gloo" / "type", root / "fr")
+    shutil.copytree(FIXTURES / "structured" / "pyspy", root / "pyspy")
+    with tarfile.open(root / "extra.tar.gz", "w:gz") as tar:
+        tar.add(FIXTURES / "logs" / "nccl_debug.log", arcname="node1/rank_3.log")
+    return root
+
+
+def _fingerprint(parsed: list[ParsedSource]) -> list[object]:
+    out: list[object] = []
+    for p in parsed:
+        events = []
+        for e in p.events:
+            payload = e.payload
+            if isinstance(payload, FlightRecorderDump):
+                payload = (payload.pg_config, payload.pg_status, payload.entries)
+            events.append((e, dict(e.attrs), payload))
+        out.append((p.source.path, p.source.kind, p.source.rank, p.warnings, p.lines, events))
+    return out
+
+
+def test_a_bundle_read_by_workers_matches_a_serial_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _bundle(tmp_path)
+    serial = pipeline.read_inputs([str(root)])
+
+    here: list[str] = []
+    parse_here = pipeline._parse_here
+
+    def spy(source: pipeline.Source) -> ParsedSource:
+        here.append(source.path)
+        return parse_here(source)
+
+    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pipeline, "_parse_here", spy)
+    progress: list[tuple[int, int, str]] = []
+    pooled = pipeline.read_inputs([str(root)], lambda *a: progress.append(a))
+
+    assert _fingerprint(pooled) == _fingerprint(serial)
+    # Only the archive member was read in this process; every file on disk went to a worker.
+    assert here == [f"{root}/extra.tar.gz!node1/rank_3.log"]
+    assert any(isinstance(e.payload, FlightRecorderDump) for p in pooled for e in p.events)
+    # Progress counts up to every input and ends with an empty path.
+    assert progress[-1] == (len(serial), sum(p.source.size for p in serial), "")
+    assert [n for n, _, _ in progress] == sorted(n for n, _, _ in progress)
+
+
+def test_a_small_bundle_is_read_without_starting_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker pool was started for a small bundle")
+
+    monkeypatch.setattr(pipeline, "ProcessPoolExecutor", no_pool)
+    parsed = pipeline.read_inputs([str(_bundle(tmp_path))])
+    assert len(parsed) > 20
