@@ -90,6 +90,30 @@ def cold(repeat: int) -> None:
         )
 
 
+def cold_cli(repeat: int) -> None:
+    """`triage explain` as a user runs it: interpreter, CLI, every stage, text rendering."""
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        p = subprocess.run(
+            [sys.executable, "-m", "triage", "explain"],
+            input=OOM,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        walls.append(time.perf_counter() - t0)
+        if p.returncode != 0:
+            print(f"triage explain (CLI): not measured (rc={p.returncode}: {p.stderr[-160:]})")
+            return
+    print(f"triage explain < OOM (CLI, all stages) {statistics.median(walls) * 1000:7.0f} ms wall")
+    t0 = time.perf_counter()
+    _child("from triage.classify import rules; rules.load()")
+    loaded = time.perf_counter() - t0
+    rules_ms = (loaded - _child("import triage.classify.rules")[0]) * 1000
+    print(f"  of which: loading + compiling rules/ {rules_ms:6.0f} ms")
+
+
 def batch(cases_path: Path) -> None:
     from triage.classify import classify, classify_many, neighbours
 
@@ -153,6 +177,7 @@ def main() -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"## explain speed ({os.cpu_count()} CPUs, load average {load:.1f} at start)\n")
     cold(args.repeat)
+    cold_cli(args.repeat)
     print()
     batch(args.cases)
     cli_jsonl(args.cases)
