@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 import tarfile
 from pathlib import Path
@@ -56,6 +57,7 @@ def test_a_bundle_read_by_workers_matches_a_serial_read(
     pooled = pipeline.read_inputs([str(root)], lambda *a: progress.append(a))
 
     assert _fingerprint(pooled) == _fingerprint(serial)
+    assert gc.isenabled()  # paused while results arrive, and given back
     # Only the archive member was read in this process; every file on disk went to a worker.
     assert here == [f"{root}/extra.tar.gz!node1/rank_3.log"]
     assert any(isinstance(e.payload, FlightRecorderDump) for p in pooled for e in p.events)

@@ -5,6 +5,7 @@ The CLI, the batch runner and the tests call these functions; no stage calls ano
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -142,6 +143,10 @@ def _read_in_pool(
     """
     chunks = _chunks(sources, pooled, workers)
     context = multiprocessing.get_context("fork")
+    # Results arrive as millions of fresh, acyclic objects (FR entries); the cyclic GC would
+    # re-scan all of them again and again meanwhile.
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = [
@@ -166,6 +171,9 @@ def _read_in_pool(
                         progress.done(sources[i].size)
     except (OSError, RuntimeError):  # no processes to be had: the caller reads serially
         return
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _parse_here(source: Source) -> ParsedSource:
