@@ -114,6 +114,14 @@ def _model() -> Any:
     threads = os.environ.get(THREADS_ENV) or max(1, min(4, (os.cpu_count() or 1) // 2))
     torch.set_num_threads(int(threads))
     try:
+        import tqdm
+
+        # No tqdm monitor thread: the pipeline forks parser workers only from a process
+        # without extra threads, and the weight-loading bar would leave one behind.
+        tqdm.tqdm.monitor_interval = 0
+    except ImportError:
+        pass
+    try:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
