@@ -883,3 +883,24 @@ def test_flight_recorder_records_of_one_collective_line_up_skewed_host_clocks() 
     stamped = [t for t in a.timeline if t.role in ("initiating", "cascade")]
     assert [t.rank for t in stamped] == [1, 0]
     assert stamped[0].time == pytest.approx(T0 + 10, abs=0.5)
+
+
+def test_rank_missing_below_the_complaining_ones_is_blamed_without_a_stated_world_size() -> None:
+    # a pasted console: ranks 1-3 time out in allreduce #2; rank 0 (tokenizing) says nothing
+    text_lines = [
+        f"Running tokenizer:  9%|███| [E ProcessGroupNCCL.cpp:475] {WATCHDOG.format(r=r)}"
+        for r in (1, 2, 3)
+    ]
+    events = [ev(EventKind.ERROR_LINE, t, rank=None, line=i + 1) for i, t in enumerate(text_lines)]
+    a = correlate([ps(source("<pasted>", SourceKind.TEXT), events)])
+    assert a.culprit_ranks == (0,)
+    assert a.first_failure is not None and a.first_failure.rank == 0
+    assert a.hang is not None and a.hang.detected
+
+
+def test_one_pasted_timeout_line_does_not_blame_a_rank_it_never_mentions() -> None:
+    a = correlate(
+        [ps(source("<pasted>", SourceKind.TEXT), [ev(EventKind.ERROR_LINE, WATCHDOG.format(r=1))])]
+    )
+    assert a.culprit_ranks == ()
+    assert a.hang is not None and a.hang.detected

@@ -170,16 +170,19 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
             hosts.add(rec.exit.host)
 
     world_size = index.world_size
+    explicit_world = world_size is not None
     if ranks_seen:
         world_size = max(world_size or 0, max(ranks_seen) + 1)
     topo = launcher.topology(ev for ps in parsed for ev in ps.events)
     if topo.world_size:
         world_size = max(world_size or 0, topo.world_size)
+        explicit_world = True
     never_joined = topo.missing_ranks(ranks_seen)
 
     fr = flight_recorder.analyze(fr_dumps, world_size)
     for rep in fr.reports:
         world_size = max(world_size or 0, max(rep.members, default=-1) + 1) or None
+        explicit_world = True
     for (pg, seq), times in fr.anchors.items():
         for r, t_ns in times.items():
             dom = index.host_of_rank.get(r, "")
@@ -206,7 +209,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     scores, reasons = _score(
         placed, roles, exit_records, fr, spy, prog, cons, world_size, index, ip_hosts
     )
-    silent = _silent_ranks(placed, exit_records, fr, spy, world_size, ranks_with_events)
+    silent = _silent_ranks(placed, exit_records, world_size, explicit_world, ranks_with_events)
     # silence is strong evidence only when nobody raised an error of their own
     has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed)
     for r in silent:
@@ -246,7 +249,22 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
                 },
             )
         )
-    structural = [*launch_findings, *fr.findings, *spy.findings]
+    silent_findings: list[Finding] = []
+    if silent and not has_initiating:
+        complaint = min(cascade_events, key=_t, default=None)
+        silent_findings.append(
+            Finding(
+                kind="missing_rank",
+                summary=(
+                    f"rank(s) {format_ranks(silent)} of {world_size} printed no error of their "
+                    "own while the others failed: they were missing, behind or stuck elsewhere"
+                ),
+                ranks=tuple(silent),
+                evidence=(ref(complaint.event, complaint.rank),) if complaint else (),
+                facts={"world_size": world_size, "silent": list(silent)},
+            )
+        )
+    structural = [*launch_findings, *fr.findings, *spy.findings, *silent_findings]
     early = [(r, prog.events[r]) for r in prog.non_finite if r in culprits]
     first = _first_failure(culprits, initiating, exit_records, structural, placed, early)
     hang = _hang(placed, culprits, fr, spy, initiating, exit_records)
@@ -265,18 +283,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     findings.extend(fr.findings)
     findings.extend(spy.findings)
     findings.extend(prog.findings)
-    if silent and not has_initiating:
-        findings.append(
-            Finding(
-                kind="missing_rank",
-                summary=(
-                    f"rank(s) {format_ranks(silent)} of {world_size} printed no error of their "
-                    "own while the others failed: they were missing, behind or stuck elsewhere"
-                ),
-                ranks=tuple(silent),
-                facts={"world_size": world_size, "silent": list(silent)},
-            )
-        )
+    findings.extend(silent_findings)
     findings.extend(launch_findings)
     findings.extend(_cascade_findings(cascade_events, culprits))
     findings.extend(exits.exit_findings(exit_records))
@@ -416,16 +423,19 @@ def _score(
 def _silent_ranks(
     placed: Sequence[timeline.Placed],
     exit_records: Sequence[exits.ExitRecord],
-    fr: flight_recorder.FRAnalysis,
-    spy: pyspy.PySpyAnalysis,
     world_size: int | None,
+    explicit_world: bool,
     ranks_with_events: set[int],
 ) -> list[int]:
-    """Ranks of a known world that said nothing while others reported consequences."""
+    """Ranks of a known world that said nothing while others reported consequences.
+
+    Without a stated world size only the gaps below the highest rank seen are known to
+    exist, and one complaining rank is too little to infer a gap from (a pasted line).
+    """
     if not world_size or world_size < 2:
         return []
     complaining = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
-    if not complaining:
+    if not complaining or (not explicit_world and len(complaining) < 2):
         return []
     spoke = set(ranks_with_events)
     spoke |= {

@@ -27,6 +27,13 @@ from triage.model import (
 )
 
 _NRANKS_TEXT = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
+_RANK_IN_TEXT = regex.compile(r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]")
+_SELF_NAMING = {
+    EventKind.ERROR_LINE,
+    EventKind.WARNING_LINE,
+    EventKind.TRACEBACK,
+    EventKind.CPP_EXCEPTION,
+}
 
 
 @dataclass
@@ -177,6 +184,12 @@ def event_rank(ev: Event, index: RankIndex, source_rank: int | None = None) -> i
         return source_rank
     if ev.kind is EventKind.AGENT:
         return None
+    if ev.kind in _SELF_NAMING:
+        # torch names the rank inside the message (`[Rank 2] Watchdog caught ...`) even when a
+        # progress bar or a collector glued junk before the prefix the parser looks for
+        m = _RANK_IN_TEXT.search(ev.text, 0, 400)
+        if m:
+            return int(m["rank"])
     local = ev.local_rank if ev.local_rank is not None else index.local_of_source.get(ev.source)
     if local is not None:
         got = index.rank_for_local(local, ev.host or index.host_of_source.get(ev.source))
