@@ -285,7 +285,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     findings.extend(prog.findings)
     findings.extend(silent_findings)
     findings.extend(launch_findings)
-    findings.extend(_cascade_findings(cascade_events, culprits))
+    findings.extend(_cascade_findings(cascade_events))
     findings.extend(exits.exit_findings(exit_records))
     findings.extend(exits.restart_findings(parsed))
     findings.extend(cons.findings)
@@ -704,9 +704,7 @@ def _culprit_findings(
     return out
 
 
-def _cascade_findings(
-    cascade_events: Sequence[timeline.Placed], culprits: Sequence[int]
-) -> list[Finding]:
+def _cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]:
     if not cascade_events:
         return []
     by_family: dict[str, list[timeline.Placed]] = defaultdict(list)
