@@ -217,17 +217,16 @@ class MarkerSet:
     """Finds every occurrence of a set of case-insensitive markers in a chunk, fast.
 
     `needles` are ASCII strings of 4+ characters matched case-insensitively (a `|` may mark
-    where the 4-byte window to hash starts; else the rarest window is taken). `grams` are exact
-    4-byte shapes (case-folded with `| 0x20`, so `b"[E12"` also finds `[e12`) for formats no word
-    marks, such as c10's `[E1218 ...`. The scan hashes every 4-byte window of the chunk in
+    where the 4-byte window to hash starts; else the rarest window is taken; bytes are
+    case-folded with `| 0x20`). The scan hashes every 4-byte window of the chunk in
     numpy, keeps windows whose hash is a marker's, drops hash collisions with an exact
     vectorised compare, and checks each remaining hit's whole needle in Python.
     """
 
     _BITS = 17  # measured: fewer collisions pay for a table that no longer fits L1
 
-    def __init__(self, needles: Iterable[str], grams: Iterable[bytes] = ()) -> None:
-        # 4-byte code -> (needle, offset of the code inside it); b"" needle: the gram alone
+    def __init__(self, needles: Iterable[str]) -> None:
+        # 4-byte code -> (needle, offset of the code inside it)
         self._by_code: dict[int, list[tuple[bytes, int]]] = {}
         for needle in needles:
             # `usin|g network`: the anchor window starts at the bar; else the rarest window
@@ -238,13 +237,7 @@ class MarkerSet:
                 raise ValueError(f"marker {needle!r} is shorter than 4 bytes after its anchor")
             off = bar if bar >= 0 else _anchor(raw)
             self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
-        for gram in grams:
-            if len(gram) != 4:
-                raise ValueError(f"gram {gram!r} is not 4 bytes")
-            # a gram that starts with a newline marks the line after it
-            self._by_code.setdefault(_fold4(gram), []).append((b"", int(gram[:1] == b"\n")))
         self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
-        self._grams = {c for c, ns in self._by_code.items() if any(not n for n, _ in ns)}
         self._table = self._codes = None
         self._local = threading.local()  # per-thread scratch buffers
         if _np is not None:
@@ -269,15 +262,13 @@ class MarkerSet:
     def _check(self, data: bytes, pos: int) -> int:
         """Start of the needle whose anchor sits at `pos`, or -1."""
         for needle, off in self._by_code.get(_fold4(data[pos : pos + 4]), ()):
-            if not needle:
-                return pos + off
             start = pos - off
             if start >= 0 and data[start : start + len(needle)].lower() == needle:
                 return start
         return -1
 
     def find(self, data: bytes) -> list[int]:
-        """Sorted offsets of marker hits in `data` (a needle's start, or a gram's)."""
+        """Sorted start offsets of marker hits in `data`."""
         if len(data) < 4:
             return []
         if self._table is None or self._codes is None:
@@ -315,9 +306,11 @@ class MarkerSet:
                     found.append(hits * 4 + k)
         check = self._check
         out = [check(data, p) for p in np.concatenate(found).tolist()] if found else []
-        if _fold4(b"\n" + data[:3]) in self._grams:
-            out.append(0)  # a chunk starts at a line start: grams that begin with a newline
         return sorted(p for p in out if p >= 0)
+
+    def find_plain(self, data: bytes) -> list[int]:
+        """Same answer as `find` by plain substring search: cheaper for a single line."""
+        return self._find_plain(data)
 
     def _find_plain(self, data: bytes) -> list[int]:
         low = data.lower()
@@ -327,14 +320,6 @@ class MarkerSet:
             while i >= 0:
                 out.append(i)
                 i = low.find(needle, i + 1)
-        if self._grams:
-            grams = self._grams
-            fold = _fold4
-            out.extend(
-                self._check(data, i) for i in range(len(data) - 3) if fold(data[i : i + 4]) in grams
-            )
-            if fold(b"\n" + data[:3]) in grams:
-                out.append(0)
         return sorted(p for p in out if p >= 0)
 
 

@@ -269,30 +269,11 @@ def fill_ranks(events: list[Event], tracker: NcclTracker) -> None:
 
 # Words of the NCCL lines `NcclTracker.assess` keeps (WARN, version, network, transports, comm
 # setup, `file.cc:N -> code` chains, env settings, trouble); the rest of INFO is skipped unread.
-NOTABLE = MarkerSet(
-    [
-        "warn",
-        "version",
-        "init complete",
-        "using network",
-        "net/",
-        "bootstrap",
-        "nranks",
-        "set by environment",
-        "via ",
-        ".cc:",
-        "error",
-        "fail",
-        "closed",
-        "abort",
-        "timeout",
-        "timed out",
-        "refused",
-        "unreachable",
-        "mismatch",
-        "exceeded",
-    ]  # fmt: skip
+_NOTABLE_WORDS = (
+    "warn version init_complete using_network net/ bootstrap nranks set_by_environment via_ "
+    ".cc: _->_ error fail closed abort timeout timed_out refused unreachable mismatch exceeded"
 )
+NOTABLE = MarkerSet(word.replace("_", " ") for word in _NOTABLE_WORDS.split())
 
 
 class _Continuation:

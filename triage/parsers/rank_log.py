@@ -44,33 +44,22 @@ STALE_LINES = 400  # a record whose stream has been silent this long is closed
 SCAN_ALL_BELOW = 64 << 10  # pasted text; bigger files take the marker-driven path
 PROGRESS_WINDOW = 16 << 10
 
-# Words (case-insensitive) and 4-byte shapes that mark a line worth parsing: every pattern
-# below that makes an event carries one of them (a test checks the fast path against a full
-# read). Progress lines are read separately, from chunk tails.
+# Words (case-insensitive) that mark a line worth parsing: every pattern below that makes an
+# event carries one of them, and a line whose log level says W or E must carry one too (a
+# property test checks that the fast path finds what a full read finds). `_` stands for a
+# space; `|` marks the 4-byte window to hash where the rarest one would be a common word.
+# Progress lines are read separately, from chunk tails.
 _NEEDLES = (
     "error exception warn fail tra|ceback kill signal terminate what(): segmentation dumped "
     "aborted timeout watchdog nvrm: ca|ncelled rendezvous fatal illegal devic|e-side "
     "found|_nan |on_memory |of_memory t|imed_out no_m|odule_named key(s) e|xited_with xid_ "
-    'loss_scale retu|rn_code ",_line_ '
+    'loss_scale retu|rn_code ",_line_ |critical en|tire_process '
     # NCCL INFO lines worth an event (the rest of NCCL_DEBUG=INFO is skipped unread)
     "nccl_version usin|g_network net/ bootstrap set_by_environment |nranks via_ "
-    ".cc: connectio|n_closed driverversion"
+    ".cc: _->_ connectio|n_closed driverversion closed refused unreachable mismatch exceeded"
 )
-_LEVEL_MONTHS = [(lvl, m, d) for lvl in b"EW" for m in range(1, 10) for d in range(4)]
 MARKERS = MarkerSet(
-    needles=[word.replace("_", " ") for word in _NEEDLES.split()] + ["global_rank_|mapping"],
-    # c10 `[E1218 ...` (month unpadded) and `[E ProcessGroup...`, and torch's glog `E0105 10:..`
-    # at a line start (the newline folds to `*`) or after a `]:` prefix; W for warnings.
-    grams=[b"[%c%d%d" % t for t in _LEVEL_MONTHS]
-    + [b"[%c %c" % (lvl, c) for lvl in b"EW" for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
-    + [
-        b"%c%c%d%d" % (c, lvl, m, d)
-        for c in b"\n:"
-        for lvl in b"EW"
-        for m in (0, 1)
-        for d in range(10)
-        if 1 <= 10 * m + d <= 12
-    ],
+    [word.replace("_", " ") for word in _NEEDLES.split()] + ["global_rank_|mapping"]
 )
 
 # --------------------------------------------------------------------------- line formats
@@ -515,6 +504,7 @@ class _Summary(_Record):
     entry: _SummaryEntry | None = None
     done: list[_SummaryEntry] = field(default_factory=list)
     in_traceback: bool = False
+    headed: bool = False  # a `Failures:` or `Root Cause` header was seen: a real table
 
     def _finish(self) -> None:
         if self.entry is not None and len(self.done) < 4096:
@@ -534,10 +524,12 @@ class _Summary(_Record):
         if stripped == "Failures:":
             self._finish()
             self.section = "failures"
+            self.headed = True
             return CONSUMED
         if stripped.startswith("Root Cause (first observed failure)"):
             self._finish()
             self.section = "root"
+            self.headed = True
             return CONSUMED
         if stripped == "<NO_OTHER_FAILURES>":
             return CONSUMED
@@ -919,6 +911,9 @@ class _LogParser:
 
     def _emit_summary(self, summary: _Summary) -> None:
         summary._finish()
+        if summary.title is None and not summary.headed:
+            return  # a `====` rule and an `[n]:` line alone are not torchrun's table
+        summary.done = [e for e in summary.done if "rank" in e.fields or "exitcode" in e.fields]
         hosts = {e.fields.get("host") for e in summary.done}
         for entry in summary.done:
             m = _SUMMARY_RANK.match(entry.fields.get("rank", ""))
@@ -1436,6 +1431,10 @@ class _LogParser:
                 return
         if not _WORDS.search(msg):
             return  # a banner or an empty log call: `W... run.py:792] ****`
+        if meta.src is not None and not MARKERS.find_plain(pre.rest.encode("utf-8", "replace")):
+            # A W/E level alone does not make a line notable (`W... run.py:792] Setting
+            # OMP_NUM_THREADS ...`); it must carry a marker, as the fast path requires.
+            return
         text = pre.rest.strip()
         attrs = _facts(msg)
         if meta.src is not None:
