@@ -50,6 +50,9 @@ MAX_EVIDENCE = 8
 # in under one case in five (bench/eval_corpus.py prints the table).
 NEAREST_FLOOR = {"embed": 0.5, "tfidf": 0.3}
 MIN_RULE_SUPPORT = 0.2
+# A rule this sure of a symptom on an initiating event explains the failure: the findings
+# that followed (hang, missing rank) are then its consequences.
+ANCHOR_WEIGHT = 0.5
 DEFAULT_ABSTAIN_BELOW = 0.25
 
 
@@ -86,14 +89,19 @@ def rule_hits(
 def demote_consequences(
     hits: Sequence[RuleHit], events: Sequence[Event], analysis: Analysis
 ) -> list[RuleHit]:
-    """The initiating failure outranks what it caused: once a rule explains an initiating
-    event, hits on correlate's findings (the hang, the missing rank, the exits that followed)
-    count as cascade. A job that hung because rank 3 failed an import is an import case."""
+    """The initiating failure outranks what it caused: once a rule confidently explains an
+    initiating event, hits on correlate's findings (the hang, the missing rank, the exits
+    that followed) count as cascade. A job that hung because rank 3 failed an import is an
+    import case."""
     initiating = set(analysis.initiating_events)
     if not initiating:
         return list(hits)
     anchored = any(
-        h.event is not None and h.event in initiating and not h.from_cascade for h in hits
+        h.event is not None
+        and h.event in initiating
+        and not h.from_cascade
+        and max(h.symptom.values(), default=0.0) >= ANCHOR_WEIGHT
+        for h in hits
     )
     if not anchored:
         return list(hits)
