@@ -6,12 +6,10 @@ The CLI, the batch runner and the tests call these functions; no stage calls ano
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields, replace
 from itertools import starmap
 from operator import attrgetter
@@ -106,6 +104,8 @@ def _poolable(source: Source) -> bool:
 def _pool_size(pooled_bytes: int) -> int:
     if pooled_bytes < _POOL_MIN_BYTES:
         return 1
+    import multiprocessing  # here, not at the top: `triage explain` never needs it
+
     if multiprocessing.parent_process() is not None:
         return 1  # already a worker (the batch runner): its siblings use the other cores
     if threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
@@ -141,6 +141,9 @@ def _read_in_pool(
     Anything a worker could not do (a file that changed, a result that cannot travel, a
     worker killed by the OS) is left as None for the caller to parse here.
     """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     chunks = _chunks(sources, pooled, workers)
     context = multiprocessing.get_context("fork")
     # Results arrive as millions of fresh, acyclic objects (FR entries); the cyclic GC would
