@@ -286,6 +286,15 @@ def reliability_table(pairs: Sequence[tuple[float, bool]], title: str) -> str:
     return "\n".join(lines)
 
 
+def rules_hash() -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted((Path(__file__).resolve().parents[1] / "rules").glob("*.yaml")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def bundle_table(root: Path) -> str:
     """classify() on every corpus_samples bundle (real jobs' evidence, read by the pipeline's
     own stages), its own index entry excluded; top symptom and top-3 root causes vs
@@ -488,6 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "folds": args.folds,
                 "fitted_by": "bench/eval_corpus.py --write-calibration",
                 "taxonomy_version": 1,
+                # the calibrators read the rules' weights: refit when this no longer matches
+                "rules_sha256": rules_hash(),
             },
         ).save(out)
         print(f"calibration written to {out}", file=sys.stderr)
