@@ -53,7 +53,7 @@ _NEEDLES = (
     "error exception warn fail tra|ceback kill signal terminate what(): segmentation dumped "
     "aborted timeout watchdog nvrm: ca|ncelled rendezvous fatal illegal devic|e-side "
     "found|_nan |on_memory |of_memory t|imed_out no_m|odule_named key(s) e|xited_with xid_ "
-    'loss_scale retu|rn_code ",_line_ |critical en|tire_process '
+    'loss_scale retu|rn_code ",_line_ |critical en|tire_process guessing_device '
     # NCCL INFO lines worth an event (the rest of NCCL_DEBUG=INFO is skipped unread)
     "nccl_version usin|g_network net/ bootstrap set_by_environment |nranks via_ "
     ".cc: _->_ connectio|n_closed driverversion closed refused unreachable mismatch exceeded"
