@@ -38,6 +38,8 @@ def test_bundle_culprit_and_hang_match_expected(bundle: Path) -> None:
     if expected["culprit_ranks"]:
         assert a.first_failure is not None and a.first_failure.rank in a.culprit_ranks
     assert any(t.role in ("initiating", "context") for t in a.timeline)
+    # every finding carries evidence a person can open: file, line, rank
+    assert all(f.evidence for f in a.findings), [f.kind for f in a.findings if not f.evidence]
     if expected.get("world_size") and a.facts["world_size"] is not None:
         # a job that died before any worker started may not tell its size; if told, it is right
         assert a.facts["world_size"] == expected["world_size"]

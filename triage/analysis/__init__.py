@@ -272,11 +272,15 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     findings: list[Finding] = []
     findings.extend(_culprit_findings(culprits, lead, scores, reasons, first, exit_records))
     if hang is not None:
+        waits = [p for p in cascade_events if waited_until_timeout(p.event.text)]
+        evidence = [ref(p.event, p.rank) for p in sorted(waits, key=_t)[:2]]
+        evidence += [e for f in structural[:2] for e in f.evidence[:1]]
         findings.append(
             Finding(
                 kind="hang",
                 summary=hang.explanation,
                 ranks=hang.lagging_ranks,
+                evidence=tuple(evidence),
                 facts={"pg": hang.process_group, "collective": dict(hang.collective or {})},
             )
         )
