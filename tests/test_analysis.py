@@ -904,3 +904,15 @@ def test_one_pasted_timeout_line_does_not_blame_a_rank_it_never_mentions() -> No
     )
     assert a.culprit_ranks == ()
     assert a.hang is not None and a.hang.detected
+
+
+def test_a_bug_in_the_analysis_becomes_a_finding_instead_of_a_crash(monkeypatch) -> None:
+    import triage.analysis as analysis
+
+    def broken(parsed: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(analysis, "analyse", broken)
+    a = analysis.correlate([])
+    assert a.culprit_ranks == () and a.findings[0].kind == "analysis_error"
+    assert "KeyError" in a.findings[0].summary
