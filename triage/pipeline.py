@@ -142,7 +142,7 @@ def _read_in_pool(
     worker killed by the OS) is left as None for the caller to parse here.
     """
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     chunks = _chunks(sources, pooled, workers)
     context = multiprocessing.get_context("fork")
@@ -152,7 +152,7 @@ def _read_in_pool(
     gc.disable()
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [
+            futures: list[Future[list[tuple[Any, ...] | None]] | None] = [
                 pool.submit(_parse_chunk, [_fields(sources[i]) for i in chunk]) for chunk in chunks
             ]
             # Meanwhile, this process parses what cannot be shipped (archive members).
@@ -162,16 +162,23 @@ def _read_in_pool(
                     progress.start(source.path)
                     results[i] = _parse_here(source)
                     progress.done(source.size)
-            for chunk, future in zip(chunks, futures, strict=True):
+            for k, chunk in enumerate(chunks):
                 progress.start(sources[chunk[0]].path)
+                future, futures[k] = futures[k], None  # a done future keeps its result alive
+                if future is None:
+                    continue
                 try:
                     packed = future.result()
                 except Exception:  # noqa: BLE001 - a lost worker: parse its share here
                     continue
-                for i, item in zip(chunk, packed, strict=True):
+                finally:
+                    del future
+                for n, i in enumerate(chunk):
+                    item, packed[n] = packed[n], None  # the rows go once the entries exist
                     if item is not None:
                         results[i] = _unpack(sources[i], item)
                         progress.done(sources[i].size)
+                    del item
     except (OSError, RuntimeError):  # no processes to be had: the caller reads serially
         return
     finally:
