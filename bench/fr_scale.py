@@ -1,0 +1,182 @@
+"""Flight-recorder loading and hang analysis at scale: N ranks x M entries.
+
+    python bench/fr_scale.py /tmp/fr1024 --ranks 1024 --entries 2000 [--no-fr-trace]
+
+Writes the dumps once (the same `nccl_trace_rank_<R>` pickles as make_big_bundle.py, one
+rank behind the others), then runs each measurement in a fresh process and prints wall
+time, CPU time and peak RSS:
+
+* `triage load`: `pipeline.read_inputs` on the dump folder (safe unpickler, entry objects,
+  a worker pool when the folder is big);
+* `triage load serial`: the same in one process;
+* `triage analyze`: `analysis.correlate` on dumps already loaded (load time not counted);
+* `pickle.load baseline`: plain, unsafe `pickle.load` of every dump, nothing built;
+* `torch fr_trace`: torch's own analyzer (`torchfrtrace DIR -p nccl_trace_rank_`), when it
+  runs here.
+
+Peak RSS is the largest single process; with workers, `tree` adds up the workers' peaks too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PREFIX = "nccl_trace_rank_"
+
+
+def make_dumps(folder: Path, ranks: int, entries: int) -> None:
+    from make_big_bundle import write_fr_dump
+
+    stamp = folder / ".made"
+    want = f"{ranks} {entries}"
+    if stamp.exists() and stamp.read_text() == want:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    behind = ranks // 3
+    for rank in range(ranks):
+        write_fr_dump(folder / f"{PREFIX}{rank}", rank, ranks, entries, behind=rank == behind)
+    stamp.write_text(want)
+
+
+def child(mode: str, folder: Path) -> dict[str, object]:
+    """One measurement, run in its own process; returns what it found."""
+    started, cpu = time.perf_counter(), time.process_time()
+    files = sorted(p for p in folder.iterdir() if p.name.startswith(PREFIX))
+    found: dict[str, object] = {}
+    if mode in ("load", "load-serial", "analyze"):
+        from triage import pipeline
+
+        if mode == "load-serial":
+            pipeline._POOL_MIN_BYTES = 1 << 62
+        parsed = pipeline.read_inputs([str(folder)])
+        found["entries"] = sum(
+            len(e.payload.entries) for p in parsed for e in p.events if e.payload is not None
+        )
+        if mode == "analyze":
+            from triage import analysis
+
+            started, cpu = time.perf_counter(), time.process_time()
+            result = analysis.correlate(parsed)
+            found["culprit_ranks"] = list(result.culprit_ranks)
+    elif mode == "pickle":
+        import pickle
+
+        total = 0
+        for path in files:
+            with path.open("rb") as fh:
+                total += len(pickle.load(fh)["entries"])  # our own files: trusted
+        found["entries"] = total
+    found["wall"] = time.perf_counter() - started
+    found["cpu"] = time.process_time() - cpu
+    found["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    found["workers_cpu"] = kids.ru_utime + kids.ru_stime
+    found["worker_rss_mib"] = kids.ru_maxrss // 1024
+    return found
+
+
+def run_child(mode: str, folder: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, __file__, str(folder), "--child", mode],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:] or [f"rc {done.returncode}"]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_fr_trace(folder: Path, timeout: float) -> dict[str, object]:
+    tool = shutil.which("torchfrtrace") or str(Path(sys.executable).parent / "torchfrtrace")
+    if not Path(tool).exists():
+        return {"error": ["torchfrtrace not installed"]}
+    # The wrapper measures the tool's own peak RSS and kills it if it runs past the timeout.
+    wrapper = (
+        "import resource,subprocess,sys,time,json;t=time.perf_counter()\n"
+        "try:\n p=subprocess.run(sys.argv[2:],capture_output=True,timeout=float(sys.argv[1]))\n"
+        "except subprocess.TimeoutExpired:\n print(json.dumps({'timeout':1}));sys.exit()\n"
+        "u=resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(json.dumps({'wall':time.perf_counter()-t,'cpu':u.ru_utime+u.ru_stime,"
+        "'rss_mib':u.ru_maxrss//1024,'rc':p.returncode,"
+        "'tail':(p.stdout+p.stderr).decode('utf-8','replace')[-300:]}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, str(timeout), tool, str(folder), "-p", PREFIX],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if not done.stdout.strip():
+        return {"error": [f"no result: {done.stderr[-200:]!r}"]}
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    if info.get("timeout"):
+        return {"error": [f"did not finish in {timeout:.0f} s"]}
+    if info.pop("rc") != 0:
+        return {"error": [f"failed: {info.get('tail', '')[-200:]!r}"]}
+    return info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--ranks", type=int, default=1024)
+    parser.add_argument("--entries", type=int, default=2000)
+    parser.add_argument("--no-fr-trace", action="store_true")
+    parser.add_argument("--fr-trace-timeout", type=float, default=600)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.folder)))
+        return
+
+    make_dumps(args.folder, args.ranks, args.entries)
+    size = sum(p.stat().st_size for p in args.folder.iterdir())
+    print(
+        f"{args.ranks} ranks x {args.entries} entries: {size / 1e6:,.0f} MB of pickles "
+        f"in {args.folder}; {os.cpu_count()} cores"
+    )
+    print(f"{'step':22s} {'wall s':>7s} {'cpu s':>7s} {'RSS MiB':>8s} {'tree MiB':>9s}  notes")
+    runs = [
+        ("triage load", "load"),
+        ("triage load serial", "load-serial"),
+        ("triage analyze", "analyze"),
+        ("pickle.load baseline", "pickle"),
+    ]
+    for name, mode in runs:
+        got = run_child(mode, args.folder)
+        show(name, got)
+    if not args.no_fr_trace:
+        show("torch fr_trace", run_fr_trace(args.folder, args.fr_trace_timeout))
+    print(f"time: {time.strftime('%Y-%m-%d %H:%M')}")
+
+
+def show(name: str, got: dict[str, object]) -> None:
+    if "error" in got:
+        print(f"{name:22s} {'-':>7s} {'-':>7s} {'-':>8s} {'-':>9s}  {'; '.join(got['error'])}")  # type: ignore[arg-type]
+        return
+    cpu = float(got["cpu"]) + float(got.get("workers_cpu", 0.0))  # type: ignore[arg-type]
+    rss = int(got["rss_mib"])  # type: ignore[call-overload]
+    workers = int(got.get("worker_rss_mib", 0))  # type: ignore[call-overload]
+    # Worker peaks are the largest worker's; two workers of one pool run at once.
+    tree = rss + workers * min(os.cpu_count() or 1, 8) if workers else rss
+    notes = ", ".join(
+        f"{k}={got[k]}" for k in ("entries", "culprit_ranks") if k in got and got[k] is not None
+    )
+    print(f"{name:22s} {float(got['wall']):7.2f} {cpu:7.2f} {rss:8d} {tree:9d}  {notes}")  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()
