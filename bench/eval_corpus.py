@@ -303,15 +303,12 @@ def bundle_table(root: Path) -> str:
 
     from triage.analysis import correlate
     from triage.classify import classify
-    from triage.ingest import discover
-    from triage.parsers import parse
-
     lines = ["| bundle | expected S / R | got symptoms | got root causes | S@1 | R@3 |"]
     lines.append("|---|---|---|---|---|---|")
     n = ok_s = ok_r = 0
     for exp_path in sorted(root.glob("*/expected.json")):
         exp = json.loads(exp_path.read_text(encoding="utf-8"))
-        parsed = [parse(src) for src in discover([str(exp_path.parent)])]
+        parsed = neighbours.bundle_evidence(exp_path.parent)  # without its truth files
         os.environ[neighbours.EXCLUDE_ENV] = neighbours.bundle_case_id(exp_path.parent)
         try:
             result = classify(parsed, correlate(parsed))
