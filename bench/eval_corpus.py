@@ -303,6 +303,7 @@ def bundle_table(root: Path) -> str:
 
     from triage.analysis import correlate
     from triage.classify import classify
+
     lines = ["| bundle | expected S / R | got symptoms | got root causes | S@1 | R@3 |"]
     lines.append("|---|---|---|---|---|---|")
     n = ok_s = ok_r = 0
@@ -417,6 +418,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  {q:8s} n={len(idx):3d}  S@1 {m['symptom@1']:.0%}  "
             f"R@3 {m['root_cause@3']:.0%}  F@1 {m['fix@1']:.0%}  abstain {m['abstain']:.0%}"
         )
+    print("\nnearest reference case (leave-one-out): is its symptom right? (sets NEAREST_FLOOR)")
+    for m in METHODS:
+        pairs = [
+            (v[0].similarity, v[0].symptom in c.accepted["symptom"])
+            for c, v in zip(cases, votes[m], strict=True)
+            if v
+        ]
+        edges = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01)
+        cells = [
+            f"{lo:.1f}-{min(hi, 1.0):.1f}: {acc:.0%} of {n}"
+            for lo, hi, n, _, acc in reliability(
+                [p for p, _ in pairs], [r for _, r in pairs], edges
+            )
+            if n
+        ]
+        print(f"  {m:6s} " + "; ".join(cells))
     stage_ok = 0
     for i, c in enumerate(cases):
         stages = fusion.stage_scores(shipped[i]["symptom"], c.prep.hits, votes[modes[i]][i])

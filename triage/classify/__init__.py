@@ -35,7 +35,15 @@ from triage.model import (
     SourceKind,
 )
 
-__all__ = ["classify", "classify_many", "DECIDED_SCORE", "MAX_SIMILAR"]
+__all__ = [
+    "Prepared",
+    "classify",
+    "classify_many",
+    "load_calibration",
+    "prepare",
+    "rules_decide",
+    "should_abstain",
+]
 
 # The rules decide (no embedding model needed) when the top symptom is rule-backed at least
 # this strongly and its calibrated score reaches DECIDED_SCORE. Chosen by measurement on the
