@@ -135,6 +135,11 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--entries", type=int, default=2000)
     parser.add_argument("--no-fr-trace", action="store_true")
+    parser.add_argument(
+        "--steps",
+        default="load,load-serial,analyze,pickle",
+        help="comma-separated: load, load-serial, analyze, pickle",
+    )
     parser.add_argument("--fr-trace-timeout", type=float, default=600)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -156,6 +161,8 @@ def main() -> None:
         ("pickle.load baseline", "pickle"),
     ]
     for name, mode in runs:
+        if mode not in args.steps.split(","):
+            continue
         got = run_child(mode, args.folder)
         show(name, got)
     if not args.no_fr_trace:
@@ -167,7 +174,9 @@ def show(name: str, got: dict[str, object]) -> None:
     if "error" in got:
         print(f"{name:22s} {'-':>7s} {'-':>7s} {'-':>8s} {'-':>9s}  {'; '.join(got['error'])}")  # type: ignore[arg-type]
         return
-    cpu = float(got["cpu"]) + float(got.get("workers_cpu", 0.0))  # type: ignore[arg-type]
+    cpu = float(got["cpu"])  # type: ignore[arg-type]
+    if "culprit_ranks" not in got:  # the analyze step times correlate alone, not the load
+        cpu += float(got.get("workers_cpu", 0.0))  # type: ignore[arg-type]
     rss = int(got["rss_mib"])  # type: ignore[call-overload]
     workers = int(got.get("worker_rss_mib", 0))  # type: ignore[call-overload]
     # Worker peaks are the largest worker's; two workers of one pool run at once.

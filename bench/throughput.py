@@ -3,7 +3,8 @@
     python bench/make_big_bundle.py /tmp/big --ranks 1024 --gib 1
     python bench/throughput.py /tmp/big
 
-Prints wall time, MB/s and peak RSS of one end-to-end `triage BUNDLE --format json` run
+Prints wall time, MB/s, CPU time (with worker processes), the largest process's peak RSS and
+the whole process tree's peak RSS of one end-to-end `triage BUNDLE --format json` run
 (rules only and, unless --no-embed-only, with embeddings), and the same for
 `grep -c -E` and `rg -c` over the same files, with the ratio.
 """
@@ -17,6 +18,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,22 +30,50 @@ def bundle_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def timed(cmd: list[str]) -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
-    # ru_maxrss of RUSAGE_CHILDREN is the largest child so far: run each command in a
-    # fresh intermediate process so earlier runs do not mask this one.
-    wrapper = (
-        "import resource,subprocess,sys,json,time;t=time.perf_counter();"
-        "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE);"
-        "w=time.perf_counter()-t;"
-        "r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-        "sys.stderr.buffer.write(p.stderr[-2000:]);"
-        "print(json.dumps({'wall':w,'rss_kib':r,'rc':p.returncode,'out':p.stdout[-200000:].decode('utf-8','replace')}))"
-    )
-    done = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True)
-    info = json.loads(done.stdout)
-    proc = subprocess.CompletedProcess(cmd, info["rc"], info["out"].encode(), done.stderr)
-    return info["wall"], info["rss_kib"] // 1024, proc
+def _tree(pid: int) -> list[int]:
+    """`pid` and all its descendants (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def timed(cmd: list[str]) -> tuple[float, float, int, int, subprocess.CompletedProcess[bytes]]:
+    """Wall s, CPU s (the command and its worker processes), largest process's peak RSS MiB
+    and the peak of the whole process tree's RSS, both sampled every 20 ms, in MiB."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        tree_peak = one_peak = 0
+        while proc.poll() is None:
+            sizes = [_rss_kib(p) for p in _tree(proc.pid)]
+            tree_peak = max(tree_peak, sum(sizes))
+            one_peak = max(one_peak, *sizes)
+            time.sleep(0.02)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read()[-2000:])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, one_peak // 1024, tree_peak // 1024, done
 
 
 def main() -> None:
@@ -65,11 +95,14 @@ def main() -> None:
         runs.append(("rg -c", ["rg", "-c", "--no-ignore", GREP_PATTERN, str(args.bundle)]))
 
     results = {}
-    print(f"{'command':24s} {'wall s':>8s} {'MB/s':>8s} {'peak RSS MiB':>13s}")
+    print(
+        f"{'command':24s} {'wall s':>8s} {'MB/s':>8s} {'CPU s':>8s} {'peak RSS MiB':>13s} "
+        f"{'tree RSS MiB':>13s}"
+    )
     for name, cmd in runs:
-        wall, rss, proc = timed(cmd)
+        wall, cpu, rss, tree, proc = timed(cmd)
         results[name] = wall
-        print(f"{name:24s} {wall:8.2f} {mb / wall:8.0f} {rss:13d}")
+        print(f"{name:24s} {wall:8.2f} {mb / wall:8.0f} {cpu:8.2f} {rss:13d} {tree:13d}")
         if name.startswith("triage"):
             if proc.returncode != 0:
                 print(f"  triage failed rc={proc.returncode}: {proc.stderr[-500:]!r}")

@@ -94,8 +94,11 @@ class _Progress:
 
 
 def _poolable(source: Source) -> bool:
-    # Only plain files on disk can be reopened by path in another process.
-    return source.size > 0 and os.path.isfile(source.path)
+    from triage.ingest.streams import empty_stream
+
+    # Only plain files on disk can be reopened by path in another process; a source with
+    # nothing to read (an archive with problems, an unreadable file) stays here.
+    return source.size > 0 and source.open is not empty_stream and os.path.isfile(source.path)
 
 
 def _pool_size(pooled_bytes: int) -> int:
