@@ -916,3 +916,18 @@ def test_a_bug_in_the_analysis_becomes_a_finding_instead_of_a_crash(monkeypatch)
     a = analysis.correlate([])
     assert a.culprit_ranks == () and a.findings[0].kind == "analysis_error"
     assert "KeyError" in a.findings[0].summary
+
+
+def test_a_difference_inside_a_coalesced_group_is_a_mismatch() -> None:
+    dumps = []
+    for r in range(3):
+        second = ((8,),) if r == 2 else ((16,),)
+        es = [entry(1), entry(2)]
+        es += [
+            entry(3, op="reduce_scatter_tensor_coalesced", backend="nccl"),
+            entry(3, op="reduce_scatter_tensor_coalesced", backend="nccl", sizes=second),
+        ]
+        dumps.append(fr_source(r, es, pg_config={"0": (0, 1, 2)}))
+    a = correlate(dumps)
+    mm = next(f for f in a.findings if f.kind == "collective_mismatch")
+    assert mm.ranks == (2,) and mm.facts["seq"] == 3
