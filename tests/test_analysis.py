@@ -931,3 +931,15 @@ def test_a_difference_inside_a_coalesced_group_is_a_mismatch() -> None:
     a = correlate(dumps)
     mm = next(f for f in a.findings if f.kind == "collective_mismatch")
     assert mm.ranks == (2,) and mm.facts["seq"] == 3
+
+
+def test_pip_and_collect_env_spellings_of_one_torch_are_not_a_mismatch() -> None:
+    def report(kind: str, torch: str) -> ParsedSource:
+        payload = EnvReport(report_kind=kind, facts={"torch": torch, "cuda_build": "12.1"})
+        path = f"node01/{kind}.txt"
+        src = source(path, SourceKind.ENV_REPORT, host="node01")
+        return ps(src, [ev(EventKind.ENV_REPORT, kind, src=path, host="node01", payload=payload)])
+
+    a = correlate([report("pip", "2.3.0"), report("collect_env", "2.3.0+cu121")])
+    assert not [f for f in a.findings if f.kind == "version_mismatch"]
+    assert a.facts["torch"] == "2.3.0+cu121" and a.facts["cuda"] == "12.1"

@@ -840,9 +840,12 @@ def _facts(
         facts["user_frame"] = f"{uf.function} ({uf.filename}:{uf.line})"
     if prog.last:
         facts["last_progress"] = {r: v for r, (_, v) in sorted(prog.last.items())}
-    for key in ("torch", "nccl", "cuda", "python", "driver", "deepspeed"):
+    for key in ("torch", "nccl", "cuda", "python", "driver", "deepspeed", "gpu_models"):
         if key in cons.facts:
             facts[key] = cons.facts[key]
+    cuda = cons.facts.get("cuda_build") or cons.facts.get("cuda_runtime")
+    if cuda and "cuda" not in facts:
+        facts["cuda"] = cuda
     if "nccl" not in facts and fr.comm_lib_versions:
         facts["nccl"] = Counter(fr.comm_lib_versions.values()).most_common(1)[0][0]
     for rec in exit_records:

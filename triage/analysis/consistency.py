@@ -24,7 +24,19 @@ from triage.model import (
     ParsedSource,
 )
 
-_VERSION_FACTS = ("torch", "cuda", "nccl", "cudnn", "python", "driver", "deepspeed", "transformers")
+_VERSION_FACTS = (
+    "torch",
+    "cuda",
+    "cuda_build",
+    "cuda_runtime",
+    "nccl",
+    "cudnn",
+    "python",
+    "driver",
+    "deepspeed",
+    "transformers",
+    "gpu_models",
+)
 _ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
 _ENV_NAMES = (
     "MASTER_ADDR",
@@ -132,6 +144,7 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                         if size is not None:
                             comm_sizes[str(c)][size] += 1
     for name, by_value in versions.values.items():
+        _merge_spellings(by_value, versions, name)
         majority = max(by_value.items(), key=lambda kv: len(kv[1]))[0]
         out.facts[name] = majority
         if len(by_value) > 1:
@@ -169,6 +182,15 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
             )
         )
     return out
+
+
+def _merge_spellings(by_value: dict[str, set[str]], seen: Observed, name: str) -> None:
+    """`2.3.0` (pip) and `2.3.0+cu121` (collect_env) of one install are one version."""
+    for bare in [v for v in by_value if "+" not in v]:
+        builds = [v for v in by_value if v.startswith(bare + "+")]
+        if len(builds) == 1:
+            by_value[builds[0]] |= by_value.pop(bare)
+            seen.ranks[(name, builds[0])] |= seen.ranks.pop((name, bare), set())
 
 
 def _mismatch(
