@@ -164,6 +164,7 @@ def main(argv: list[str]) -> int:
     )
     rows = []
     score = {"torchrun": 0, "fr_trace": 0, "triage": 0}
+    with_dumps = 0
     for b in bundles:
         exp = json.loads((b / "expected.json").read_text())
         want = sorted(exp["culprit_ranks"])
@@ -177,6 +178,8 @@ def main(argv: list[str]) -> int:
 
         tr_ok = tr == want  # no block at all is right only when no rank is to blame
         fr_ok = want in [_ranks(v) for v in (raw, named, fixed)]
+        has_dumps = raw != "no dumps"
+        with_dumps += has_dumps
         tri_ok = sorted(got) == want and hang == bool(exp["hang"])
         score["torchrun"] += tr_ok
         score["fr_trace"] += fr_ok
@@ -186,7 +189,9 @@ def main(argv: list[str]) -> int:
                 b.name,
                 f"{want} {'hang' if exp['hang'] else 'crash'}",
                 f"{tr or '-'} {mark(tr_ok)}",
-                f"raw: {raw} / named: {named} / repaired: {fixed} {mark(fr_ok)}",
+                f"raw: {raw} / named: {named} / repaired: {fixed} {mark(fr_ok)}"
+                if has_dumps
+                else "no dumps (n/a)",
                 f"{got} {'hang' if hang else 'crash'} {mark(tri_ok)} ({secs:.2f}s)",
             )
         )
@@ -199,7 +204,8 @@ def main(argv: list[str]) -> int:
         print(" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
     n = len(rows)
     print(
-        f"\nright rank: torchrun {score['torchrun']}/{n}, fr_trace {score['fr_trace']}/{n}, "
+        f"\nright rank: torchrun {score['torchrun']}/{n}, "
+        f"fr_trace {score['fr_trace']}/{with_dumps} (bundles with dumps), "
         f"triage {score['triage']}/{n} (triage also must get the hang flag right)"
     )
     return 0
