@@ -19,6 +19,8 @@ from triage.model import Analysis, Event, EventKind, ParsedSource, SourceKind
 SIGNATURE_VERSION = 3
 MAX_CHARS = 700
 MAX_LINES = 8
+MAX_EVENTS = 2000  # events read for one signature
+MAX_EVENT_CHARS = 20_000  # of one event's text (a traceback with its locals, a pasted log)
 
 _ERROR_KINDS = frozenset(
     {
@@ -195,15 +197,18 @@ def signature_of_events(events: Iterable[Event]) -> str:
     Cascade-looking lines go behind the others, so a pasted text that holds both an OOM and
     the connection resets it caused is read as the OOM first.
     """
-    lines: list[str] = []
+    primary: list[str] = []
+    cascade: list[str] = []
     seen: set[str] = set()
-    for ev in events:
-        for ln in salient_lines(ev.text):
+    for n, ev in enumerate(events):
+        # Enough lines found, or a wall of events (a big job's cascade): stop reading.
+        if len(primary) >= MAX_LINES or n >= MAX_EVENTS:
+            break
+        for ln in salient_lines(ev.text[:MAX_EVENT_CHARS]):
             if ln not in seen:
                 seen.add(ln)
-                lines.append(ln)
-    ordered = [ln for ln in lines if not is_cascade_text(ln)]
-    ordered += [ln for ln in lines if is_cascade_text(ln)]
+                (cascade if is_cascade_text(ln) else primary).append(ln)
+    ordered = primary + cascade
     out: list[str] = []
     size = 0
     for ln in ordered:
