@@ -943,3 +943,19 @@ def test_pip_and_collect_env_spellings_of_one_torch_are_not_a_mismatch() -> None
     a = correlate([report("pip", "2.3.0"), report("collect_env", "2.3.0+cu121")])
     assert not [f for f in a.findings if f.kind == "version_mismatch"]
     assert a.facts["torch"] == "2.3.0+cu121" and a.facts["cuda"] == "12.1"
+
+
+def test_two_rank_job_the_rank_that_only_got_sigterm_is_the_one_the_other_waited_for() -> None:
+    gloo = (
+        "RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 10000ms "
+        "for recv operation to complete"
+    )
+    events = [
+        ev(EventKind.TRACEBACK, f"Traceback (most recent call last):\n{gloo}", rank=1, t=T0 + 10),
+        rank_exit(1, 1, pid=11, root=True),
+        rank_exit(0, -15, pid=10),
+    ]
+    a = correlate([ps(source("console.log"), events)])
+    assert a.culprit_ranks == (0,)
+    assert a.hang is not None and a.hang.detected
+    assert a.facts["torchrun_root_cause_rank"] == 1

@@ -209,7 +209,9 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     scores, reasons = _score(
         placed, roles, exit_records, fr, spy, prog, cons, world_size, index, ip_hosts
     )
-    silent = _silent_ranks(placed, exit_records, world_size, explicit_world, ranks_with_events)
+    silent = _silent_ranks(
+        placed, exit_records, world_size, explicit_world, ranks_seen, ranks_with_events
+    )
     # silence is strong evidence only when nobody raised an error of their own
     has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed)
     for r in silent:
@@ -429,25 +431,29 @@ def _silent_ranks(
     exit_records: Sequence[exits.ExitRecord],
     world_size: int | None,
     explicit_world: bool,
+    ranks_seen: set[int],
     ranks_with_events: set[int],
 ) -> list[int]:
     """Ranks of a known world that said nothing while others reported consequences.
 
-    Without a stated world size only the gaps below the highest rank seen are known to
-    exist, and one complaining rank is too little to infer a gap from (a pasted line).
+    A rank is known to exist when the world size is stated, when anything names it (an exit,
+    a dump, a log file), or when it is a gap between several complaining ranks; one pasted
+    timeout line from rank 1 is too little to conjure up a silent rank 0.
     """
     if not world_size or world_size < 2:
         return []
     complaining = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
-    if not complaining or (not explicit_world and len(complaining) < 2):
+    if not complaining:
         return []
+    wide = explicit_world or len(complaining) >= 2
+    known = set(range(world_size)) if wide else set(ranks_seen)
     spoke = set(ranks_with_events)
     spoke |= {
         r.exit.rank
         for r in exit_records
         if r.exit.rank is not None and r.exit.exitcode not in exits.LAUNCHER_KILLED
     }
-    silent = [r for r in range(world_size) if r not in spoke]
+    silent = sorted(r for r in known if r not in spoke)
     # if most ranks are "silent", their logs were simply not collected: no signal
     if not silent or len(silent) * 2 > world_size:
         return []
@@ -567,7 +573,8 @@ def _collective_from_text(placed: Sequence[timeline.Placed]) -> tuple[dict[str, 
     for p in placed:
         m = _GLOO_TIMEOUT.search(p.event.text)
         if m:
-            return {"op": m["op"]}, int(m["ms"])
+            # gloo names its transport step (recv/send), not the collective
+            return {"gloo_wait": m["op"]}, int(m["ms"])
     return {}, None
 
 
@@ -623,7 +630,7 @@ def _hang(
         coll["timeout_ms"] = timeout
     elif fr.timeout_ms and "timeout_ms" not in coll:
         coll["timeout_ms"] = fr.timeout_ms
-    op = coll.get("op", "a collective")
+    op = coll.get("op") or "a collective"
     seq = coll.get("seq")
     where = (
         f"{op}"
@@ -634,6 +641,11 @@ def _hang(
         text = (
             f"hang: the other ranks waited in {where} until they timed out; rank(s) "
             f"{format_ranks(culprits)} had already failed and never arrived"
+        )
+    elif detected and not lagging:
+        text = (
+            f"hang: ranks waited in {where} until they timed out; the rank they waited for "
+            "is not identified (flight-recorder dumps or py-spy stacks of every rank would say)"
         )
     elif detected:
         text = (
