@@ -212,6 +212,9 @@ def test_similar_cases_link_to_the_public_issues(shipped_index) -> None:
         assert 0.0 < case.score <= 1.0
 
 
+@pytest.mark.skipif(
+    not neighbours.default_corpus().is_file(), reason="needs ../shared/corpus/dev.jsonl"
+)
 def test_a_reference_case_never_matches_itself(shipped_index) -> None:
     rows = neighbours.read_cases(neighbours.default_corpus())
     case = next(r for r in rows if r["id"] == shipped_index.cases[0].id)
@@ -233,15 +236,55 @@ def _write_cases(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def test_index_knows_when_it_is_stale_and_rebuilds(tmp_path: Path, embedding_model) -> None:
-    rows = neighbours.read_cases(neighbours.default_corpus())[:6]
+# A few labeled cases of our own, so the index tests need no corpus checkout.
+SMALL_CASES = [
+    ("t-oom", OOM, "S14", "R16", "F5", "ST4"),
+    ("t-reset", RESET, "S12", "R07", "F4", "ST4"),
+    ("t-import", "ModuleNotFoundError: No module named 'deepspeed'", "S02", "R02", "F1", "ST1"),
+    (
+        "t-shm",
+        "NCCL WARN Error while creating shared memory segment nccl-shm (size 9637888)",
+        "S12",
+        "R05",
+        "F5",
+        "ST3",
+    ),
+    (
+        "t-timeout",
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+        "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        "S17",
+        "R11",
+        "F4",
+        "ST4",
+    ),
+]
+
+
+def _case_row(case: tuple[str, ...]) -> dict:
+    cid, evidence, s, r, f, stage = case
+    return {
+        "id": cid,
+        "url": f"https://example.org/{cid}",
+        "evidence": evidence,
+        "symptom": s,
+        "root_cause": r,
+        "fix": f,
+        "stage": stage,
+    }
+
+
+def test_index_knows_when_it_is_stale_and_rebuilds(
+    tmp_path: Path, embedding_model, monkeypatch
+) -> None:
+    rows = [_case_row(c) for c in SMALL_CASES]
     cases = tmp_path / "cases.jsonl"
     _write_cases(cases, rows)
     no_bundles = tmp_path / "no_bundles"
     out = neighbours.build_index(out_dir=tmp_path / "idx", cases_path=cases, samples_dir=no_bundles)
     assert neighbours.stale_reasons(out, cases, no_bundles) == []
     index = neighbours.load_index(out)
-    assert index is not None and len(index) == 6
+    assert index is not None and len(index) == len(rows)
     assert index.embeddings.dtype == np.float32
 
     rows[2] = {**rows[2], "evidence": rows[2]["evidence"] + "\nRuntimeError: something else"}
@@ -251,10 +294,15 @@ def test_index_knows_when_it_is_stale_and_rebuilds(tmp_path: Path, embedding_mod
     neighbours.build_index(out_dir=out, cases_path=cases, samples_dir=no_bundles)
     assert neighbours.stale_reasons(out, cases, no_bundles) == []
     # a pasted reference case finds the others, never itself ...
-    votes = neighbours.load_index(out).query(
-        [index.cases[1].signature], "embed", query_hashes=[{index.cases[1].evidence_sha}]
-    )[0]
-    assert index.cases[1].id not in [v.case_id for v in votes]
+    index = neighbours.load_index(out)
+    parsed, analysis = pasted(OOM)
+    query = ([signature(parsed, analysis)], "embed")
+    hashes = [neighbours.query_hashes(parsed)]
+    assert "t-oom" not in [v.case_id for v in index.query(*query, query_hashes=hashes)[0]]
+    # ... unless asked to (then it is its own nearest neighbour)
+    monkeypatch.setenv(neighbours.SELF_MATCH_ENV, "1")
+    nearest = index.query(*query, query_hashes=hashes)[0][0]
+    assert nearest.case_id == "t-oom" and nearest.similarity > 0.99
 
 
 def test_the_shipped_index_is_fresh_and_loads_without_torch(shipped_index) -> None:
