@@ -10,6 +10,7 @@ import io
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -959,3 +960,22 @@ def test_two_rank_job_the_rank_that_only_got_sigterm_is_the_one_the_other_waited
     assert a.culprit_ranks == (0,)
     assert a.hang is not None and a.hang.detected
     assert a.facts["torchrun_root_cause_rank"] == 1
+
+
+# ------------------------------------------------------------------ through the real log parser
+
+# written for this test in the torch 2.6+ / torchrun formats of research/formats.md
+NCCL_CONSOLE = Path(__file__).parent / "fixtures" / "analysis" / "nccl_oom_rank3_console.log"
+
+
+def test_nccl_console_oom_on_rank_3_is_blamed_over_torchruns_root_cause_of_rank_0() -> None:
+    from triage.parsers import parse_text
+
+    a = correlate([parse_text(NCCL_CONSOLE.read_text(), "console.log")])
+    assert a.culprit_ranks == (3,)
+    assert a.facts["torchrun_root_cause_rank"] == 0
+    assert a.hang is not None and a.hang.detected  # the others sat 10 minutes in allreduce #42
+    assert a.hang.collective and a.hang.collective["seq"] == 42
+    story = [t for t in a.timeline if t.role != "context"]
+    assert story[0].rank == 3 and "out of memory" in story[0].text
+    assert all(t.role == "cascade" for t in story[1:])

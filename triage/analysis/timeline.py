@@ -87,6 +87,19 @@ def build(
     seen: set[tuple[int | None, str]] = set()
     order = 0
     placed = list(placed)
+    # an unstamped cause whose only time bound falls after its consequences began says
+    # nothing about when it happened: drop the bound, it sorts before the consequences
+    c0 = min(
+        (p.time for p in placed if p.role == "cascade" and not p.approx and p.time is not None),
+        default=None,
+    )
+    if c0 is not None:
+        placed = [
+            replace(p, time=None)
+            if p.approx and p.role == "initiating" and p.time is not None and p.time > c0
+            else p
+            for p in placed
+        ]
     t0 = min(
         (p.time for p in placed if p.role == "initiating" and p.time is not None), default=None
     )
