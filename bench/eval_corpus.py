@@ -203,12 +203,18 @@ def vote_answer(votes: Sequence[NeighbourVote]) -> dict[str, list[str]]:
     return out
 
 
-def rules_answer(prep: Prepared) -> dict[str, list[str]]:
+def rules_answer(
+    prep: Prepared, votes: Mapping[str, Sequence[NeighbourVote]] | None = None
+) -> dict[str, list[str]]:
+    """Rules ranked by their own weights (uncalibrated); with `votes`, the hand-weighted
+    fusion `fusion.uncalibrated` (what classify() does when calibration.json is missing)."""
+    votes = votes or {}
     out = {}
     for field in ("symptom", "root_cause"):
-        cands = fusion.candidates(field, prep.hits, {})
+        cands = fusion.candidates(field, prep.hits, votes)
         out[field] = [s.label for s in fusion.score(field, cands, None, "rules") if s.score > 0]
-    fix_cands = fusion.candidates("fix", prep.hits, {}, {r: 1.0 for r in out["root_cause"][:1]})
+    top_rc = {r: 1.0 for r in out["root_cause"][:1]}
+    fix_cands = fusion.candidates("fix", prep.hits, votes, top_rc)
     out["fix"] = [s.label for s in fusion.score("fix", fix_cands, None, "rules") if s.score > 0]
     return out
 
@@ -401,6 +407,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             accuracy(cases, [vote_answer(v) for v in votes["embed"]]),
         ),
         ("baseline: rules alone", accuracy(cases, [rules_answer(c.prep) for c in cases])),
+        (
+            "ours without calibration (hand-weighted fusion)",
+            accuracy(
+                cases,
+                [
+                    rules_answer(c.prep, {m: votes[m][i] for m in METHODS})
+                    for i, c in enumerate(cases)
+                ],
+            ),
+        ),
     ]
     print(
         f"\n## Cross-validated accuracy on {args.cases.name} (n={len(cases)}, leave-one-out "
