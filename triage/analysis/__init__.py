@@ -7,9 +7,15 @@ the rank(s) with the strongest case as culprits:
 * cascade messages that name a rank (`remote error detected from rank: N`, desync reports);
 * flight-recorder position: missing, behind, never started, or odd one out in a mismatch;
 * py-spy: the rank outside any collective while the others wait in one;
-* progress: the rank whose last logged step is behind (or ahead of) the rest;
+* progress: the rank whose last logged step is behind (or ahead of) the rest, or whose own
+  metric went NaN/inf while the others' stayed finite;
 * exits: SIGKILL / SIGSEGV / SIGBUS are self-inflicted, SIGTERM marks a survivor;
-* silence: a rank of a known world size that printed nothing while the others complained.
+* silence: a rank of a known world size that printed nothing while the others complained;
+* launcher topology: ranks of a node that never joined a rendezvous that timed out.
+
+Ranks whose score is within 70% of the best are all named (several ranks can fail the same
+way). A hang is reported as detected when the survivors waited until a timeout fired or were
+still waiting when py-spy looked; if they got an error at once it was a crash.
 
 This beats torchrun's "Root Cause (first observed failure)", which is only the first exit
 the agent noticed (usually a survivor that timed out first).
