@@ -168,10 +168,11 @@ def main(argv: list[str]) -> int:
     for b in bundles:
         exp = json.loads((b / "expected.json").read_text())
         want = sorted(exp["culprit_ranks"])
-        tr = torchrun_root_cause(b)
+        evidence = b / "bundle" if (b / "bundle").is_dir() else b  # never the truth files
+        tr = torchrun_root_cause(evidence)
         skipped = ("skipped", "skipped", "skipped")
-        raw, named, fixed = fr_trace(b, exp.get("world_size")) if run_fr else skipped
-        got, hang, secs = triage_culprits(b)
+        raw, named, fixed = fr_trace(evidence, exp.get("world_size")) if run_fr else skipped
+        got, hang, secs = triage_culprits(evidence)
 
         def mark(ok: bool) -> str:
             return "✓" if ok else "✗"

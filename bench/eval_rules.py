@@ -51,7 +51,7 @@ def bundle_cases(root: Path) -> list[tuple[dict, list[RuleHit]]]:
         case["id"] = expected.parent.name
         for field in FIELDS:
             case.setdefault(f"{field}_alt", [])
-        parsed = [parse(src) for src in discover([str(expected.parent)])]
+        parsed = [parse(src) for src in discover([str(expected.parent / "bundle")])]
         analysis = correlate(parsed)
         events = [ev for ps in parsed for ev in ps.events]
         kinds = {ps.source.path: ps.source.kind for ps in parsed}

@@ -48,6 +48,16 @@ SHIP_BASE_PYTHON = "/usr/local"
 SHIP_HOME = "/home/mluser"
 
 
+# A scenario folder holds the truth (expected.json, README.md) beside the evidence folder
+# `bundle/`, so that running triage on the evidence never reads the answer.
+EVIDENCE = "bundle"
+
+
+def evidence_dir(scenario_dir: Path) -> Path:
+    """The folder a user would have after the crash: what triage is run on."""
+    return scenario_dir / EVIDENCE
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -334,7 +344,8 @@ def _write_bundle(
 ) -> None:
     if bundle.exists():
         shutil.rmtree(bundle)
-    bundle.mkdir(parents=True)
+    evidence = evidence_dir(bundle)
+    evidence.mkdir(parents=True)
     first_host = sc.nodes[0].host
     moved = {f"logs/{n.host}": f"{SHIP_WORKSPACE}/{n.logs}" for n in sc.nodes}
     moved["fr"] = sc.fr_ship_dir or f"{SHIP_WORKSPACE}/{sc.fr_dir}"
@@ -342,26 +353,26 @@ def _write_bundle(
     moved.update({f"workspace/sites/{n.site}": site_packages for n in sc.nodes if n.site})
     for node, _, console in agents:
         scrub = _scrubber(run_root, node.host, moved)
-        _copy_text(console, bundle / node.console, scrub)
+        _copy_text(console, evidence / node.console, scrub)
         logs = run_root / "logs" / node.host
         for f in sorted(p for p in logs.rglob("*") if p.is_file()):
-            _copy_text(f, bundle / node.logs / f.relative_to(logs), scrub)
+            _copy_text(f, evidence / node.logs / f.relative_to(logs), scrub)
     scrub = _scrubber(run_root, first_host, moved)
     fr = run_root / "fr"
     if fr.exists():
         for f in sorted(fr.iterdir()):
-            _copy_fr(f, bundle / sc.fr_dir / f.name, scrub)
+            _copy_fr(f, evidence / sc.fr_dir / f.name, scrub)
     spy = run_root / "pyspy"
     if spy.exists():
         for f in sorted(p for p in spy.rglob("*") if p.is_file()):
-            _copy_text(f, bundle / f.relative_to(spy), scrub)
+            _copy_text(f, evidence / f.relative_to(spy), scrub)
     report = subprocess.run(
         [sys.executable, "-m", "torch.utils.collect_env"],
         capture_output=True,
         text=True,
         timeout=120,
     ).stdout
-    (bundle / sc.env_report).write_text(scrub(report), encoding="utf-8")
+    (evidence / sc.env_report).write_text(scrub(report), encoding="utf-8")
     expected = {
         "scenario": sc.name,
         **sc.expected,
@@ -401,7 +412,7 @@ def bundle_files(bundle: Path) -> set[str]:
 def fr_last_entries(bundle: Path, fr_dir: str) -> dict[str, tuple[Any, ...]]:
     """Per FR dump: what its rank was doing last (process group, op, sizes, dtypes, seq)."""
     out: dict[str, tuple[Any, ...]] = {}
-    folder = bundle / fr_dir
+    folder = evidence_dir(bundle) / fr_dir
     if not folder.is_dir():
         return out
     for f in sorted(folder.iterdir()):
@@ -424,7 +435,7 @@ def pyspy_dumps(bundle: Path) -> list[Path]:
     """py-spy text dumps in a bundle, found by their first line, whatever they are called."""
     rx = re.compile(r"Process \d+: ")
     found = []
-    for f in sorted(p for p in bundle.rglob("*") if p.is_file()):
+    for f in sorted(p for p in evidence_dir(bundle).rglob("*") if p.is_file()):
         with f.open("rb") as fh:
             if rx.match(fh.read(64).decode("utf-8", "replace")):
                 found.append(f)
@@ -438,7 +449,7 @@ def rank_logs(bundle: Path, rank: int, sc: Scenario) -> str:
     for node in sc.nodes:
         local = rank - offset
         if 0 <= local < node.nproc:
-            for f in sorted((bundle / node.logs).rglob(f"attempt_*/{local}/*.log")):
+            for f in sorted((evidence_dir(bundle) / node.logs).rglob(f"attempt_*/{local}/*.log")):
                 text.append(f.read_text(encoding="utf-8", errors="replace"))
         offset += node.nproc
     return "\n".join(text)
@@ -456,13 +467,14 @@ def check_bundle(bundle: Path, sc: Scenario) -> list[str]:
     started = sum(n.nproc for n in sc.nodes)
     logged = [r for r in culprits if r < started]
     consoles = "\n".join(
-        (bundle / n.console).read_text(encoding="utf-8", errors="replace") for n in sc.nodes
+        (evidence_dir(bundle) / n.console).read_text(encoding="utf-8", errors="replace")
+        for n in sc.nodes
     )
     # The culprit's own words, or (when it died silently or never started) the launcher's.
     evidence = [rank_logs(bundle, r, sc) for r in logged] + [consoles]
     if not any(rx.search(text) for text in evidence):
         problems.append(f"neither culprit logs nor console match {sc.culprit_pattern!r}")
-    fr_folder = bundle / sc.fr_dir
+    fr_folder = evidence_dir(bundle) / sc.fr_dir
     dumped = sorted(
         {int(re.findall(r"\d+", f.name.removesuffix(".json"))[-1]) for f in fr_folder.glob("*")}
         if fr_folder.is_dir()

@@ -73,19 +73,20 @@ def test_expected_json_uses_taxonomy_ids_and_names_a_real_culprit(bundle: Path) 
 def test_bundle_holds_what_the_user_had_after_the_crash(bundle: Path) -> None:
     sc = make.SCENARIOS[bundle.name]
     exp = _expected(bundle)
-    assert (bundle / sc.env_report).read_text().startswith("Collecting environment information")
+    evidence = make.evidence_dir(bundle)
+    assert (evidence / sc.env_report).read_text().startswith("Collecting environment information")
     assert (bundle / "README.md").is_file()
     for node in sc.nodes:
-        console = (bundle / node.console).read_text(encoding="utf-8")
+        console = (evidence / node.console).read_text(encoding="utf-8")
         assert "torch/distributed/run.py" in console  # the launcher's own lines are there
-    started_workers = "[default0]:" in (bundle / sc.nodes[0].console).read_text(encoding="utf-8")
+    started_workers = "[default0]:" in (evidence / sc.nodes[0].console).read_text(encoding="utf-8")
     if started_workers:
         for node in sc.nodes:
             for local in range(node.nproc):
-                logs = list((bundle / node.logs).glob(f"*/attempt_0/{local}/stderr.log"))
+                logs = list((evidence / node.logs).glob(f"*/attempt_0/{local}/stderr.log"))
                 assert logs, f"{node.host} local rank {local} has no --log-dir stderr.log"
     assert problems_of(bundle) == []
-    fr_ranks = sorted({_rank_of(f) for f in (bundle / sc.fr_dir).glob("*")})
+    fr_ranks = sorted({_rank_of(f) for f in (evidence / sc.fr_dir).glob("*")})
     assert fr_ranks == sorted(sc.fr_ranks)
     if exp["hang"]:
         assert make.pyspy_dumps(bundle), "a hang without py-spy dumps of the stuck processes"
@@ -96,9 +97,19 @@ def problems_of(bundle: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=BUNDLE_IDS)
+def test_the_answer_is_kept_outside_the_evidence(bundle: Path) -> None:
+    """triage runs on bundle/; the truth and the story must not be in there to be read."""
+    evidence = make.evidence_dir(bundle)
+    assert evidence.is_dir()
+    names = {p.name for p in evidence.rglob("*")}
+    assert not names & {"expected.json", "README.md"}
+    assert {p.name for p in bundle.iterdir()} == {"bundle", "expected.json", "README.md"}
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=BUNDLE_IDS)
 def test_flight_recorder_dumps_load_as_plain_data(bundle: Path) -> None:
     sc = make.SCENARIOS[bundle.name]
-    for f in sorted((bundle / sc.fr_dir).glob("*")):
+    for f in sorted((make.evidence_dir(bundle) / sc.fr_dir).glob("*")):
         raw = f.read_bytes()
         assert raw[:2] == b"\x80\x02" or raw[:1] == b"{", f"{f.name} is neither pickle nor JSON"
         dump = make.load_fr(f)
@@ -182,7 +193,9 @@ def test_raise_mid_step_reproduces_its_shipped_facts(tmp_path: Path) -> None:
 
     assert stable(make.bundle_files(fresh)) == stable(make.bundle_files(shipped))
     assert make.check_bundle(fresh, sc) == []
-    assert list(fresh.glob("logs/*/attempt_0/2/error.json"))  # the culprit's @record error file
+    assert list(
+        make.evidence_dir(fresh).glob("logs/*/attempt_0/2/error.json")
+    )  # the culprit's @record error file
     assert make.fr_last_entries(fresh, sc.fr_dir) == make.fr_last_entries(shipped, sc.fr_dir)
     facts = {"symptom", "root_cause", "fix", "stage", "culprit_ranks", "hang", "world_size"}
     assert {k: _expected(fresh)[k] for k in facts} == {k: _expected(shipped)[k] for k in facts}
