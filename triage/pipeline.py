@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -108,9 +109,9 @@ def _pool_size(pooled_bytes: int) -> int:
 
     if multiprocessing.parent_process() is not None:
         return 1  # already a worker (the batch runner): its siblings use the other cores
-    if threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
-        # Forking a threaded process can deadlock, and the other start methods re-import
-        # the caller's main module: read here instead.
+    if threading.active_count() > 1 or not sys.platform.startswith("linux"):
+        # Forking a threaded process can deadlock, macOS system libraries do not survive a
+        # fork, and the other start methods re-import the caller's main module: read here.
         return 1
     return min(os.cpu_count() or 1, 8)
 
