@@ -43,8 +43,8 @@ def read_inputs(
     """Ingest and parse every input under `paths`, in a stable order.
 
     A big bundle's files on disk are parsed in a pool of worker processes, one per core,
-    while this process parses archive members and small files; the result is in discovery
-    order either way. Small inputs (and `triage explain`) never pay for starting a pool.
+    while this process parses archive members; the result is in discovery order either way.
+    Small inputs (and `triage explain`) never pay for starting a pool.
     """
     from triage import ingest
 
@@ -113,7 +113,7 @@ def _pool_size(pooled_bytes: int) -> int:
         # Forking a threaded process can deadlock, macOS system libraries do not survive a
         # fork, and the other start methods re-import the caller's main module: read here.
         return 1
-    return min(os.cpu_count() or 1, 8)
+    return min(len(os.sched_getaffinity(0)), 8)  # the cores this process may use
 
 
 def _chunks(sources: Sequence[Source], pooled: list[int], workers: int) -> list[list[int]]:
