@@ -372,10 +372,8 @@ def test_job_that_hung_because_one_node_failed_an_import_is_an_import_case(shipp
     bundle = SAMPLES / "import_error_on_one_node"
     parsed = neighbours.bundle_evidence(bundle)
     # the bundle's truth and story are never read as evidence
-    assert not {p.source.path for p in parsed} & {
-        str(bundle / "expected.json"),
-        str(bundle / "README.md"),
-    }
+    assert parsed
+    assert not any(Path(p.source.path).name in ("expected.json", "README.md") for p in parsed)
     analysis = correlate(parsed)
     assert analysis.hang is not None and analysis.hang.detected
     result = classify(parsed, analysis)

@@ -418,10 +418,13 @@ def bundle_case_id(bundle: Path) -> str:
 
 
 def bundle_evidence(bundle: Path) -> list[ParsedSource]:
-    """A corpus_samples bundle read as a user's folder would be, minus its truth files."""
+    """A corpus_samples scenario's evidence as a user's folder: its `bundle/` folder, or (older
+    layout) the scenario folder minus its truth files."""
     from triage.ingest import discover
     from triage.parsers import parse
 
+    if (bundle / "bundle").is_dir():
+        return [parse(src) for src in discover([str(bundle / "bundle")])]
     skip = {str(bundle / name) for name in BUNDLE_TRUTH_FILES}
     return [parse(src) for src in discover([str(bundle)]) if src.path not in skip]
 
