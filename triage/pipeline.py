@@ -320,7 +320,7 @@ def _diagnosis(
         hang=found.hang,
         evidence=labels.evidence,
         similar_cases=labels.similar_cases,
-        inputs=tuple(_input_summary(p) for p in parsed),
+        inputs=tuple(_input_summary(p, found) for p in parsed),
         findings=found.findings,
         timeline=found.timeline,
     )
@@ -378,13 +378,13 @@ def _who(found: Analysis) -> str:
     return ""
 
 
-def _input_summary(parsed: ParsedSource) -> InputSummary:
+def _input_summary(parsed: ParsedSource, found: Analysis) -> InputSummary:
+    """Kind, rank and host of one input: from its path, else what correlate learned."""
     source = parsed.source
-    rank, host = source.rank, source.host
+    rank = source.rank
     if rank is None:
-        ranks = Counter(e.rank for e in parsed.events if e.rank is not None)
-        if len(ranks) == 1:
-            rank = next(iter(ranks))
+        rank = found.facts.get("source_ranks", {}).get(source.path)
+    host = source.host or found.facts.get("source_hosts", {}).get(source.path)
     if host is None:
         hosts = Counter(e.host for e in parsed.events if e.host)
         if len(hosts) == 1:

@@ -330,6 +330,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     facts = _facts(
         world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
     )
+    facts["source_ranks"], facts["source_hosts"] = _source_identity(parsed, index)
     return Analysis(
         findings=tuple(findings),
         first_failure=first,
@@ -809,6 +810,35 @@ def _timeline_extras(
             )
         )
     return out
+
+
+def _source_identity(
+    parsed: Sequence[ParsedSource], index: RankIndex
+) -> tuple[dict[str, int], dict[str, str]]:
+    """The rank and host each input belongs to, as far as all inputs together tell.
+
+    A torchrun `--log-dir` file knows only its local rank; the launcher's summary, NCCL's rank
+    map or the `[rankN]:` prefixes inside it give the global rank (one rank per file only).
+    """
+    ranks: dict[str, int] = {}
+    hosts: dict[str, str] = {}
+    for ps in parsed:
+        path = ps.source.path
+        seen = {r for ev in ps.events if (r := event_rank(ev, index, ps.source.rank)) is not None}
+        if ps.source.rank is not None:
+            ranks[path] = ps.source.rank
+        elif len(seen) == 1:
+            ranks[path] = next(iter(seen))
+        elif not seen and ps.source.local_rank is not None:
+            got = index.rank_for_local(ps.source.local_rank, ps.source.host)
+            if got is not None:
+                ranks[path] = got
+        host = ps.source.host or index.host_of_source.get(path)
+        if host is None and path in ranks:
+            host = index.host_of_rank.get(ranks[path])
+        if host:
+            hosts[path] = host
+    return ranks, hosts
 
 
 def _facts(

@@ -66,7 +66,9 @@ class RankIndex:
 
     def finish(self) -> None:
         """After all joins are known: is this a single-node job where local rank = rank?"""
-        hosts = {h for h, _ in self.by_host_local}
+        # an agent line without a host (`failed (exitcode: -9) local_rank: 1`) is the one
+        # named host's own agent when there is only one
+        hosts = {h for h, _ in self.by_host_local if h is not None}
         self.local_is_global = (
             bool(self.by_host_local)
             and len(hosts) <= 1
