@@ -21,6 +21,32 @@ FORMATS = ("text", "json", "md", "html")
 _SUFFIX_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
 
 
+# Options several commands share, declared once.
+_rules_option = click.option(
+    "--rules",
+    "rules",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Add a folder of your own rules (repeatable).",
+)
+_no_embed_option = click.option(
+    "--no-embed", is_flag=True, help="Rules only: skip the embedding nearest-neighbour classifier."
+)
+_output_option = click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Write the report here; the suffix picks the format (.html, .json, .md).",
+)
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="Report format (default: from -o's suffix, else text).",
+)
+
+
 class _DefaultToAnalyze(click.Group):
     """`triage PATH...` runs `analyze`; named subcommands run as usual."""
 
@@ -88,29 +114,10 @@ def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool) -> None:
 
 @main.command("analyze", hidden=True)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    type=click.Path(dir_okay=False),
-    help="Write the report here; the suffix picks the format (.html, .json, .md).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    help="Report format (default: from -o's suffix, else text).",
-)
-@click.option(
-    "--no-embed", is_flag=True, help="Rules only: skip the embedding nearest-neighbour classifier."
-)
-@click.option(
-    "--rules",
-    "rules",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="Add a folder of your own rules (repeatable).",
-)
+@_output_option
+@_format_option
+@_no_embed_option
+@_rules_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no messages on stderr.")
 def analyze(
     paths: tuple[str, ...],
@@ -140,18 +147,10 @@ def analyze(
     is_flag=True,
     help='Batch: stdin lines {"id":..,"text":..} -> stdout lines {"id":..,"diagnosis":{..}}.',
 )
-@click.option(
-    "-o", "--output", "out", type=click.Path(dir_okay=False), help="Write the report here."
-)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Report format.")
-@click.option("--no-embed", is_flag=True, help="Rules only.")
-@click.option(
-    "--rules",
-    "rules",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="Add a folder of your own rules.",
-)
+@_output_option
+@_format_option
+@_no_embed_option
+@_rules_option
 @click.option("-q", "--quiet", is_flag=True, help="No messages on stderr.")
 def explain(
     text: tuple[str, ...],
@@ -205,37 +204,25 @@ def rules() -> None:
 
 
 @rules.command("list")
-@click.option(
-    "--rules",
-    "extra",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="Add a folder of your own rules.",
-)
-def rules_list(extra: tuple[str, ...]) -> None:
+@_rules_option
+def rules_list(rules: tuple[str, ...]) -> None:
     """List every rule: id, title, what it concludes."""
     from triage.classify import rules as engine
 
-    _check_rules(extra)
-    for rule in engine.list_rules(extra):
+    _check_rules(rules)
+    for rule in engine.list_rules(rules):
         click.echo(engine.describe(rule))
 
 
 @rules.command("check")
 @click.argument("file_or_text")
-@click.option(
-    "--rules",
-    "extra",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="Add a folder of your own rules.",
-)
-def rules_check(file_or_text: str, extra: tuple[str, ...]) -> None:
+@_rules_option
+def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
     """Show which rules match FILE_OR_TEXT, and the lines they quote."""
     from triage.classify import rules as engine
 
-    _check_rules(extra)
-    hits = engine.check(file_or_text, extra)
+    _check_rules(rules)
+    hits = engine.check(file_or_text, rules)
     if not hits:
         click.echo("no rule matched")
     for hit in hits:
@@ -281,14 +268,8 @@ def index_build(out_dir: str | None) -> None:
     default=None,
     help="Parallel processes (default: all cores).",
 )
-@click.option("--no-embed", is_flag=True, help="Rules only.")
-@click.option(
-    "--rules",
-    "rules",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="Add a folder of your own rules.",
-)
+@_no_embed_option
+@_rules_option
 def batch(
     jobs_dir: str, out: str, workers: int | None, no_embed: bool, rules: tuple[str, ...]
 ) -> None:
