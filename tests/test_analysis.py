@@ -844,7 +844,7 @@ def test_hang_report_names_the_line_of_user_code_that_issued_the_collective() ->
     dumps = []
     for r in range(2):
         es = [entry(s) for s in range(1, 5 if r == 0 else 4)]
-        es[-1] = replace(es[-1], frames=frames)
+        es[-1] = es[-1]._replace(frames=frames)
         dumps.append(fr_source(r, es, pg_config={"0": (0, 1)}))
     a = correlate(dumps)
     assert a.hang is not None and a.hang.collective

@@ -32,7 +32,9 @@ def _fingerprint(parsed: list[ParsedSource]) -> list[object]:
         for e in p.events:
             payload = e.payload
             if isinstance(payload, FlightRecorderDump):
-                payload = (payload.pg_config, payload.pg_status, payload.entries)
+                # Entries and frames are NamedTuples, equal to plain tuples: check the types too.
+                types = {type(x) for en in payload.entries for x in (en, *en.frames)}
+                payload = (payload.pg_config, payload.pg_status, payload.entries, types)
             events.append((e, dict(e.attrs), payload))
         out.append((p.source.path, p.source.kind, p.source.rank, p.warnings, p.lines, events))
     return out

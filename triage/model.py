@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 SCHEMA = "triage.diagnosis/1"
 
@@ -83,16 +83,26 @@ class Source:
 # --------------------------------------------------------------------------- payloads
 
 
-@dataclass(frozen=True, slots=True)  # millions of these in a 1,024-rank FR set
-class StackFrame:
+class StackFrame(NamedTuple):
+    """One Python frame of a py-spy or flight-recorder stack.
+
+    A NamedTuple rather than a frozen dataclass like the other records: millions of these
+    can exist for a 1,024-rank FR set, and tuples are built, pickled and stored for less.
+    Immutable all the same; copy with `_replace`, not `dataclasses.replace`.
+    """
+
     function: str
     filename: str
     line: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class FlightRecorderEntry:
-    """One collective / p2p record of a flight-recorder ring buffer (any schema version)."""
+class FlightRecorderEntry(NamedTuple):
+    """One collective / p2p record of a flight-recorder ring buffer (any schema version).
+
+    A NamedTuple for the same reason as StackFrame: 1,024 ranks x 2,000 entries is two
+    million of these, and a tuple is built ~5x faster than a frozen dataclass and pickles
+    between processes as a plain row. Copy with `_replace`, not `dataclasses.replace`.
+    """
 
     record_id: int
     pg_name: str

@@ -175,7 +175,7 @@ def _read_in_pool(
                 finally:
                     del future
                 for n, i in enumerate(chunk):
-                    item, packed[n] = packed[n], None  # the rows go once the entries exist
+                    item, packed[n] = packed[n], None  # the columns go once the entries exist
                     if item is not None:
                         results[i] = _unpack(sources[i], item)
                         progress.done(sources[i].size)
@@ -241,16 +241,16 @@ def _parse_chunk(chunk: list[_SourceFields]) -> list[tuple[Any, ...] | None]:
 
 
 def _pack(parsed: ParsedSource) -> tuple[Any, ...]:
-    """ParsedSource minus its Source; flight-recorder entries as plain rows, which pickle
-    ~5x faster than 2,000 frozen dataclasses each."""
+    """ParsedSource minus its Source; flight-recorder entries as plain field columns, which
+    unpickle faster than NamedTuples and let the main process share their numbers."""
     from triage.parsers import flight_recorder
 
     events = []
     for event in parsed.events:
         payload = event.payload
         if isinstance(payload, FlightRecorderDump):
-            rows = flight_recorder.entry_rows(payload.entries)
-            event = replace(event, payload=(replace(payload, entries=()), rows))
+            columns = flight_recorder.entry_columns(payload.entries)
+            event = replace(event, payload=(replace(payload, entries=()), columns))
         events.append(event)
     return (tuple(events), parsed.warnings, parsed.lines, parsed.bytes_read)
 
@@ -263,8 +263,8 @@ def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
     for event in events:
         payload = event.payload
         if type(payload) is tuple:
-            dump, rows = payload
-            entries = flight_recorder.entries_from_rows(rows)
+            dump, columns = payload
+            entries = flight_recorder.entries_from_columns(columns)
             event = replace(event, payload=replace(dump, entries=entries))
         out.append(event)
     return ParsedSource(

@@ -18,13 +18,12 @@ INPUT_WARNING event. The parser never raises.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import gc
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from operator import attrgetter
+from functools import partial
 from typing import Any
 
 from triage.model import (
@@ -39,7 +38,7 @@ from triage.model import (
 )
 from triage.parsers import safe_pickle
 
-__all__ = ["MAX_ENTRIES", "entries_from_rows", "entry_rows", "load_dump", "parse"]
+__all__ = ["MAX_ENTRIES", "entries_from_columns", "entry_columns", "load_dump", "parse"]
 
 # Default TORCH_FR_BUFFER_SIZE is 2,000; users raise it to tens of thousands at most.
 MAX_ENTRIES = 1_000_000
@@ -53,14 +52,17 @@ _STATES = {s: s for s in ("scheduled", "started", "completed")}  # also interns 
 _SHARED_INTS: dict[int | None, int | None] = {}
 _SHARED_FLOATS: dict[float | None, float | None] = {}
 _SHARED_MAX = 1 << 20
-_ENTRY_FIELDS = tuple(f.name for f in dataclasses.fields(FlightRecorderEntry))
+_ENTRY_FIELDS = FlightRecorderEntry._fields
 _INT_FIELDS = tuple(
     i
     for i, name in enumerate(_ENTRY_FIELDS)
     if name in ("record_id", "collective_seq_id", "p2p_seq_id", "op_id", "timeout_ms")
 )
 _FLOAT_FIELDS = (_ENTRY_FIELDS.index("duration_ms"),)
-_entry_row = attrgetter(*_ENTRY_FIELDS)
+# Entries and frames are NamedTuples: `tuple.__new__` fills one from a row at C speed,
+# skipping the generated keyword-argument `__new__` (rows here always have every field).
+_new_entry = partial(tuple.__new__, FlightRecorderEntry)
+_new_frame = partial(tuple.__new__, StackFrame)
 
 
 class _BadEntry(Exception):
@@ -438,27 +440,30 @@ def _entries_by_column(raw: list[Any], cache: dict[Any, Any]) -> list[FlightReco
 
     return list(
         map(
-            FlightRecorderEntry,
-            records,
-            pg_names,
-            pg_descs,
-            seqs,
-            p2p_seqs,
-            op_ids,
-            p2p,
-            names,
-            in_sizes,
-            out_sizes,
-            in_types,
-            out_types,
-            states,
-            created,
-            started,
-            completed,
-            durations,
-            timeouts,
-            retired,
-            frames,
+            _new_entry,
+            zip(
+                records,
+                pg_names,
+                pg_descs,
+                seqs,
+                p2p_seqs,
+                op_ids,
+                p2p,
+                names,
+                in_sizes,
+                out_sizes,
+                in_types,
+                out_types,
+                states,
+                created,
+                started,
+                completed,
+                durations,
+                timeouts,
+                retired,
+                frames,
+                strict=True,
+            ),
         )
     )
 
@@ -471,22 +476,23 @@ def _shared(table: dict[Any, Any], values: list[Any]) -> list[Any]:
     return [keep(v, v) for v in values]
 
 
-def entry_rows(entries: Sequence[FlightRecorderEntry]) -> list[tuple[Any, ...]]:
-    """Entries as plain tuples of their fields: ~5x faster to pickle than the dataclasses,
-    for handing a parsed dump from a worker process to the main one."""
-    return list(map(_entry_row, entries))
+def entry_columns(entries: Sequence[FlightRecorderEntry]) -> list[tuple[Any, ...]]:
+    """Entries as one plain tuple per field, for handing a parsed dump from a worker process
+    to the main one: plain tuples pickle and unpickle at C speed (a NamedTuple unpickles
+    through its Python `__new__`), and `entries_from_columns` shares numbers again."""
+    return list(zip(*entries, strict=True))
 
 
-def entries_from_rows(rows: Sequence[tuple[Any, ...]]) -> tuple[FlightRecorderEntry, ...]:
-    """The inverse of `entry_rows`, numbers shared as the parser shares them."""
-    if not rows:
+def entries_from_columns(columns: Sequence[tuple[Any, ...]]) -> tuple[FlightRecorderEntry, ...]:
+    """The inverse of `entry_columns`, numbers shared as the parser shares them."""
+    if not columns:
         return ()
-    columns: list[Any] = list(zip(*rows, strict=True))
+    fields: list[Any] = list(columns)
     for i in _INT_FIELDS:
-        columns[i] = _shared(_SHARED_INTS, columns[i])
+        fields[i] = _shared(_SHARED_INTS, fields[i])
     for i in _FLOAT_FIELDS:
-        columns[i] = _shared(_SHARED_FLOATS, columns[i])
-    return tuple(map(FlightRecorderEntry, *columns))
+        fields[i] = _shared(_SHARED_FLOATS, fields[i])
+    return tuple(map(_new_entry, zip(*fields, strict=True)))
 
 
 def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
@@ -688,7 +694,7 @@ def _frames(value: Any, cache: dict[Any, Any]) -> tuple[StackFrame, ...]:
     content_key = ("stack-content", *content)
     stack = cache.get(content_key)
     if stack is None:
-        stack = tuple(StackFrame(function=f, filename=n, line=ln) for f, n, ln in content)
+        stack = tuple(map(_new_frame, content))
         cache[content_key] = stack
     cache[key] = stack
     if item_key is not None:
