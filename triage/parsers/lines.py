@@ -17,10 +17,25 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, NamedTuple
 
-try:  # numpy makes the marker scan ~3x faster; the plain-bytes fallback gives the same result
-    import numpy as _np
-except ImportError:  # pragma: no cover - numpy ships with scikit-learn, a dependency
-    _np = None
+_np: Any = None  # numpy, imported on the first big scan (pasted text never needs it)
+_NUMPY_TRIED = False
+
+
+def _numpy() -> Any:
+    """numpy makes the marker scan ~3x faster; the plain-bytes fallback gives the same result.
+
+    Imported on first use: it costs ~0.2 s, a large share of `triage explain`'s start-up.
+    """
+    global _np, _NUMPY_TRIED
+    if not _NUMPY_TRIED:
+        _NUMPY_TRIED = True
+        try:
+            import numpy
+        except ImportError:  # pragma: no cover - numpy is a dependency
+            numpy = None
+        _np = numpy
+    return _np
+
 
 CHUNK_SIZE = 4 << 20
 MAX_LINE = 1 << 20
@@ -238,14 +253,18 @@ class MarkerSet:
             off = bar if bar >= 0 else _anchor(raw)
             self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
         self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
-        self._table = self._codes = None
+        self._table = self._codes = None  # built on the first `find` (see _numpy)
         self._local = threading.local()  # per-thread scratch buffers
-        if _np is not None:
-            table = _np.zeros(1 << self._BITS, dtype=bool)
-            for code in self._by_code:
-                table[self._hash_int(code)] = True
-            self._table = table
-            self._codes = _np.array(sorted(self._by_code), dtype=_np.uint32)
+
+    def _build_table(self) -> None:
+        np = _numpy()
+        if np is None or self._table is not None:
+            return
+        table = np.zeros(1 << self._BITS, dtype=bool)
+        for code in self._by_code:
+            table[self._hash_int(code)] = True
+        self._codes = np.array(sorted(self._by_code), dtype=np.uint32)
+        self._table = table
 
     def _buffers(self, size: int) -> tuple[Any, Any, Any]:
         got = getattr(self._local, "buffers", None)
@@ -271,6 +290,7 @@ class MarkerSet:
         """Sorted start offsets of marker hits in `data`."""
         if len(data) < 4:
             return []
+        self._build_table()
         if self._table is None or self._codes is None:
             return self._find_plain(data)
         np = _np
