@@ -7,8 +7,9 @@ recommend -> FixRecommendation; everything ends in one Diagnosis, which renders 
 JSON schema `triage.diagnosis/1` (see DESIGN.md) through `Diagnosis.to_dict()`.
 
 All records are frozen dataclasses, except flight-recorder entries and stack frames: those are
-NamedTuples, millions of which a 1,024-rank job loads and tuples build fastest. Stages never hand each other raw dicts; the only
-dicts are `attrs` (named regex captures and small facts), which are data, not structure.
+NamedTuples (a 1,024-rank job loads millions, and tuples build fastest). Stages never hand each
+other raw dicts; the only dicts are `attrs` (named regex captures and small facts), which are
+data, not structure.
 """
 
 from __future__ import annotations
