@@ -385,14 +385,11 @@ def _bundles() -> list[Path]:
     return sorted(p.parent for p in SAMPLES.glob("*/expected.json"))
 
 
-# Known gaps, for the rules (reported; remove an entry once its bundle passes):
+# Known gap, for the rules (reported; remove the entry once its bundle passes):
 _KNOWN_GAPS = {
     # a SIGSEGV whose innermost frame is the user's own script reads as a framework or
     # version problem (R01/R25), not as the user's code (R26/R23)
     "segfault_native_augment": "rules lack user-code segfaults",
-    # `FloatingPointError: loss became nan` matches no rule and no reference case is close:
-    # the progress-divergence finding (S24) wins
-    "nan_from_one_rank_shard": "no rule for a NaN loss raised by the training script",
 }
 
 
