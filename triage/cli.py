@@ -30,7 +30,9 @@ _rules_option = click.option(
     help="Add a folder of your own rules (repeatable).",
 )
 _no_embed_option = click.option(
-    "--no-embed", is_flag=True, help="Rules only: skip the embedding nearest-neighbour classifier."
+    "--no-embed",
+    is_flag=True,
+    help="Never load the embedding model: rules, cross-rank analysis and TF-IDF neighbours only.",
 )
 _output_option = click.option(
     "-o",
