@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 
 from triage import taxonomy
+from triage.classify import rule_actions as classify_actions
 from triage.classify import rules
 from triage.model import (
     Analysis,
@@ -157,14 +158,11 @@ def test_the_rule_that_backs_a_fix_most_speaks_first() -> None:
         )
     )
     hits = rules.match_events([], analysis)
-    merged: dict[str, list[str]] = {}
-    for hit in hits:  # in hit order, as the classifier merges them
-        for fix, acts in hit.actions.items():
-            merged.setdefault(fix, []).extend(acts)
+    # the classifier orders each fix's actions by how strongly their rule backs it
     classification = Classification(
         root_causes=(_label("root_causes", "R11", 0.9),),
         fix_scores={"F4": 0.8},
-        actions={k: tuple(v) for k, v in merged.items()},
+        actions=classify_actions(hits),
         evidence=tuple(Evidence("analysis", None, 0, h.evidence_text, h.rule_id) for h in hits),
     )
     f4 = recommend(classification, analysis)[0]

@@ -16,9 +16,7 @@ analysis facts (culprit ranks, the collective, the timeout, versions from env re
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from triage import taxonomy
@@ -567,9 +565,8 @@ def _actions(
     facts: Mapping[str, Any],
 ) -> tuple[str, ...]:
     """Rule actions (most specific) first, then the playbook's, without near-repeats."""
-    from_rules = _by_rule_strength(
-        fix, list(dict.fromkeys((classification.actions or {}).get(fix, ())))
-    )
+    # classify orders them: the rules that back this fix most strongly first
+    from_rules = list(dict.fromkeys((classification.actions or {}).get(fix, ())))
     # Playbook advice only from causes that are still plausible next to the best one.
     floor = max(MIN_CAUSE_SCORE, CAUSE_RATIO * (causes[0].score if causes else 0.0))
     from_playbook = [
@@ -594,37 +591,6 @@ def _shipped_rules() -> dict[str, rule_engine.Rule]:
         return {r.id: r for r in rule_engine.load()}
     except Exception:  # noqa: BLE001 - a broken rule file must not stop the recommendations
         return {}
-
-
-def _by_rule_strength(fix: str, actions: list[str]) -> list[str]:
-    """Actions of the rules that back this fix most strongly first (stable otherwise).
-
-    Classification.actions does not say which rule wrote an action; each rule template, with
-    its `{fields}` as wildcards, recognizes the actions rendered from it.
-    """
-    shapes = _template_shapes(fix)
-
-    def weight(action: str) -> float:
-        return max((w for shape, w in shapes if shape.fullmatch(action)), default=0.0)
-
-    return sorted(actions, key=lambda a: -weight(a))
-
-
-@lru_cache(maxsize=16)
-def _template_shapes(fix: str) -> tuple[tuple[re.Pattern[str], float], ...]:
-    out = []
-    for rule in _shipped_rules().values():
-        for template in rule.actions.get(fix, ()):
-            try:
-                parts = list(string.Formatter().parse(template))
-            except ValueError:
-                continue
-            body = "".join(
-                re.escape(lit.replace("{{", "{").replace("}}", "}")) + ("(?s:.*?)" if f else "")
-                for lit, f, _, _ in parts
-            )
-            out.append((re.compile(body, re.S), rule.fix.get(fix, 0.0)))
-    return tuple(out)
 
 
 def _words(text: str) -> set[str]:

@@ -262,20 +262,24 @@ def assemble(
         fix_scores={
             s.label: round(s.score, 4) for s in result["fix"] if s.label in tax.fix_patterns
         },
-        actions=_actions(prep.hits),
+        actions=rule_actions(prep.hits),
         evidence=_evidence(prep, result, votes),
         similar_cases=similar,
     )
 
 
-def _actions(hits: Sequence[RuleHit]) -> dict[str, tuple[str, ...]]:
-    # Initiating hits first: their actions name the failing rank's facts.
-    merged: dict[str, list[str]] = {}
-    for hit in sorted(hits, key=lambda h: h.from_cascade):
+def rule_actions(hits: Sequence[RuleHit]) -> dict[str, tuple[str, ...]]:
+    """Per fix: the actions of the rules that back it most strongly first; among equals,
+    initiating hits before cascade ones (their actions name the failing rank's facts)."""
+    ranked: dict[str, list[tuple[float, bool, int, str]]] = {}
+    for order, hit in enumerate(hits):
         for fix, acts in hit.actions.items():
-            bucket = merged.setdefault(fix, [])
-            bucket.extend(a for a in acts if a not in bucket)
-    return {k: tuple(v) for k, v in merged.items()}
+            weight = hit.fix.get(fix, 0.0)
+            ranked.setdefault(fix, []).extend((-weight, hit.from_cascade, order, a) for a in acts)
+    return {
+        fix: tuple(dict.fromkeys(a for *_, a in sorted(rows, key=lambda r: r[:3])))
+        for fix, rows in ranked.items()
+    }
 
 
 def _evidence(
