@@ -385,12 +385,8 @@ def _bundles() -> list[Path]:
     return sorted(p.parent for p in SAMPLES.glob("*/expected.json"))
 
 
-# Known gap, for the rules (reported; remove the entry once its bundle passes):
-_KNOWN_GAPS = {
-    # a SIGSEGV whose innermost frame is the user's own script reads as a framework or
-    # version problem (R01/R25), not as the user's code (R26/R23)
-    "segfault_native_augment": "rules lack user-code segfaults",
-}
+# Known gaps, for the rules (remove an entry once its bundle passes).
+_KNOWN_GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.name)

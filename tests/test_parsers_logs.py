@@ -571,14 +571,15 @@ def test_older_torch_elastic_restart_and_rendezvous_lines() -> None:
 
 def test_cuda_error_hints_stay_in_the_exception_and_faulthandler_stacks_are_kept() -> None:
     parsed = parse_fixture("cuda_error_faulthandler.log")
-    tb, stack = of_kind(parsed, EventKind.TRACEBACK)
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
     assert tb.rank == 2 and tb.end_line == 7
     assert tb.attrs["exc_message"].startswith("CUDA error: an illegal memory access")
     assert "CUDA_LAUNCH_BLOCKING=1" in tb.attrs["exc_message"]
     assert not of_kind(parsed, EventKind.ERROR_LINE)  # the hint lines are not separate errors
     (segv,) = of_kind(parsed, EventKind.SIGNAL)
     assert segv.attrs["signal"] == "SIGSEGV"
-    assert stack.attrs["frames"] == [("/w/aug.py", 12, "augment"), ("/w/train.py", 30, "main")]
+    # the faulthandler stack is kept with the signal it explains
+    assert segv.attrs["frames"] == [("/w/aug.py", 12, "augment"), ("/w/train.py", 30, "main")]
 
 
 _ALL_FIXTURE_LINES = sorted(
@@ -708,3 +709,29 @@ def test_c10_warnings_need_a_telling_word_to_be_kept() -> None:
         parsed = rank_log.parse(source_of(data), scan_all=scan_all)
         (warning,) = of_kind(parsed, EventKind.WARNING_LINE)
         assert warning.line == 1 and warning.rank == 1
+
+
+def test_faulthandler_stack_stays_with_the_segfault_it_explains() -> None:
+    """A worker's SIGSEGV and the Python stack faulthandler printed are one event, so a reader
+    sees where it crashed (here in the user's own script, innermost frame first)."""
+    log = (
+        b"[default1]:rank 1 step 8 loss 2.3071\n"
+        b"[default1]:Fatal Python error: Segmentation fault\n"
+        b"[default1]:\n"
+        b"[default1]:Current thread 0x00007f7cfc401b80 (most recent call first):\n"
+        b'[default1]:  File "/workspace/train_native_aug.py", line 42 in augment\n'
+        b'[default1]:  File "/workspace/train_native_aug.py", line 61 in main\n'
+        b"[default1]:\n"
+        b"[default1]:Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)\n"
+        b"[default0]:rank 0 step 9 loss 2.3065\n"
+    )
+    parsed = rank_log.parse(source_of(log))
+    (fault,) = [e for e in parsed.events if "Fatal Python error" in e.text]
+    assert fault.kind is EventKind.SIGNAL
+    assert fault.attrs["signal"] == "SIGSEGV"
+    assert fault.local_rank == 1
+    assert (fault.line, fault.end_line) == (2, 8)
+    assert fault.attrs["frames"][0] == ("/workspace/train_native_aug.py", 42, "augment")
+    assert fault.attrs["innermost_is_user_code"] is True
+    assert "line 42 in augment" in fault.text
+    assert not [e for e in parsed.events if e.kind is EventKind.TRACEBACK]

@@ -204,6 +204,12 @@ _SHELL_SIGNAL = re.compile(
     r"|Illegal instruction)"
     r"(?: \(core dumped\))?(?:\s+\S.*)?$"
 )
+# faulthandler (on by default for torchrun workers): the fatal signal, then each thread's
+# Python stack, innermost frame first
+_FATAL_PYTHON = re.compile(r"Fatal Python error: (?P<what>[A-Z][\w ]+?)\s*$")
+_FAULT_THREAD = re.compile(
+    r"(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*\(most recent call first\):"
+)
 _SIGNAL_RECEIVED = re.compile(
     r"Signal (?P<num>\d+) \((?P<sig>SIG\w+)\) received by PID (?P<pid>\d+)"
 )
@@ -455,6 +461,32 @@ class _CppException(_Record):
             self.cont += 1
             self.what = f"{self.what}\n{stripped}"
             self.add(number, text)
+            return CONSUMED
+        return CLOSE
+
+
+@dataclass
+class _FaultHandler(_Record):
+    """`Fatal Python error: Segmentation fault` and the thread stacks faulthandler prints."""
+
+    what: str = ""
+    frames: list[tuple[str, int, str]] = field(default_factory=list)
+    blanks: int = 0
+
+    def feed(self, number: int, text: str) -> int:
+        stripped = text.strip()
+        if not stripped:
+            self.blanks += 1
+            return CONSUMED if self.blanks <= 2 else CLOSE
+        self.blanks = 0
+        m = _TB_FILE.match(text)
+        if m is not None:
+            if len(self.frames) < MAX_FRAMES:
+                self.frames.append((m["file"], int(m["line"]), (m["func"] or "").strip()))
+            self.add(number, text)
+            return CONSUMED
+        if _FAULT_THREAD.match(stripped) or stripped.startswith("Extension modules:"):
+            self.add(number, text[:300])
             return CONSUMED
         return CLOSE
 
@@ -843,6 +875,8 @@ class _LogParser:
             self._emit_traceback(rec)
         elif isinstance(rec, _CppException):
             self._emit_cpp(rec)
+        elif isinstance(rec, _FaultHandler):
+            self._emit_fault(rec)
         elif isinstance(rec, _CppTail):
             self._extend_error(rec)
         elif isinstance(rec, _Summary):
@@ -876,6 +910,25 @@ class _LogParser:
             level=Level.ERROR,
             msg_rank=attrs.get("rank"),
             attrs=attrs,
+        )
+
+    def _emit_fault(self, fault: _FaultHandler) -> None:
+        user = [f for f in fault.frames if not any(s in f[0] for s in _USER_FRAME_SKIP)]
+        signal = _SHELL_SIGNALS.get(fault.what)
+        self._emit(
+            EventKind.SIGNAL,
+            fault.text(),
+            fault.start,
+            fault.last_line,
+            fault.pre,
+            level=Level.FATAL,
+            attrs={
+                "signal": signal,
+                "fatal_error": fault.what,
+                "frames": fault.frames,  # innermost first, as faulthandler prints them
+                "user_frames": user,
+                "innermost_is_user_code": bool(fault.frames) and fault.frames[0] in user,
+            },
         )
 
     def _emit_cpp(self, cpp: _CppException) -> None:
@@ -1092,6 +1145,12 @@ class _LogParser:
             )
             tb.feed(number, msg)
             self._open(tb)
+            return
+        m = _FATAL_PYTHON.match(stripped)
+        if m is not None:
+            fault = _FaultHandler(key, pre, number, number, what=m["what"])
+            fault.add(number, stripped)
+            self._open(fault)
             return
         m = _TERMINATE.search(msg)
         if m is not None:
