@@ -21,6 +21,7 @@ from typing import Any
 import regex
 
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source
+from triage.parsers.common import input_warning
 
 __all__ = ["MAX_BYTES", "exception_of", "parse"]
 
@@ -220,14 +221,5 @@ def _epoch(value: Any) -> float | None:
 
 
 def _failed(source: Source, why: str, lines: int) -> ParsedSource:
-    event = Event(
-        source=source.path,
-        kind=EventKind.INPUT_WARNING,
-        text=why,
-        rank=source.rank,
-        local_rank=source.local_rank,
-        host=source.host,
-        level=Level.WARNING,
-        attrs={"input": "elastic_error"},
-    )
+    event = input_warning(source, why, "elastic_error")
     return ParsedSource(source=source, events=(event,), warnings=(why,), lines=lines)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.model import EnvReport, Event, EventKind, Level, ParsedSource, Source
+from triage.parsers.common import input_warning
 
 __all__ = ["MAX_BYTES", "parse", "parse_lines"]
 
@@ -460,16 +461,7 @@ def _only_warning(
     size: int = 0,
     warnings: list[str] | None = None,
 ) -> ParsedSource:
-    event = Event(
-        source=source.path,
-        kind=EventKind.INPUT_WARNING,
-        text=why,
-        rank=source.rank,
-        local_rank=source.local_rank,
-        host=source.host,
-        level=Level.WARNING,
-        attrs={"input": "env_report"},
-    )
+    event = input_warning(source, why, "env_report")
     return ParsedSource(
         source=source,
         events=(event,),

@@ -37,6 +37,7 @@ from triage.model import (
     StackFrame,
 )
 from triage.parsers import safe_pickle
+from triage.parsers.common import input_warning
 
 __all__ = ["MAX_ENTRIES", "entries_from_columns", "entry_columns", "load_dump", "parse"]
 
@@ -754,14 +755,5 @@ def _last_time(dump: FlightRecorderDump) -> float | None:
 
 def _failed(source: Source, why: str, warnings: list[str], size: int) -> ParsedSource:
     warnings.append(why)
-    event = Event(
-        source=source.path,
-        kind=EventKind.INPUT_WARNING,
-        text=why,
-        rank=source.rank,
-        local_rank=source.local_rank,
-        host=source.host,
-        level=Level.WARNING,
-        attrs={"input": "flight_recorder"},
-    )
+    event = input_warning(source, why, "flight_recorder")
     return ParsedSource(source=source, events=(event,), warnings=tuple(warnings), bytes_read=size)

@@ -31,6 +31,7 @@ from triage.model import (
     Source,
     StackFrame,
 )
+from triage.parsers.common import input_warning
 
 __all__ = ["MAX_BYTES", "parse"]
 
@@ -374,21 +375,8 @@ def _process_event(source: Source, proc: _Process, index: int) -> Event:
 def _warning_event(
     source: Source, text: str, line: int | None = None, raw: str = "", code: str = "unreadable"
 ) -> Event:
-    attrs: dict[str, Any] = {"input": "pyspy", "failure": code}
-    if raw:
-        attrs["raw"] = raw
-    return Event(
-        source=source.path,
-        kind=EventKind.INPUT_WARNING,
-        text=text,
-        line=line,
-        end_line=line,
-        rank=source.rank,
-        local_rank=source.local_rank,
-        host=source.host,
-        level=Level.WARNING,
-        attrs=attrs,
-    )
+    extra = {"raw": raw} if raw else {}
+    return input_warning(source, text, "pyspy", line=line, failure=code, **extra)
 
 
 def _result(
