@@ -25,7 +25,7 @@ _MODULES: dict[SourceKind, str] = {
 
 def parse(source: Source) -> ParsedSource:
     """Parse one source with the parser of its kind; a parser bug becomes a warning."""
-    if source.size == 0 or _is_unreadable(source):
+    if source.size == 0:
         return ParsedSource(source=source, events=(), warnings=())
     module = importlib.import_module(f"triage.parsers.{_MODULES[source.kind]}")
     try:
@@ -46,8 +46,3 @@ def parse_text(text: str, name: str = "<pasted>") -> ParsedSource:
     source = Source(path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data))
     return parse(source)
 
-
-def _is_unreadable(source: Source) -> bool:
-    # ingest marks inputs it could not read (binary junk, loops, bombs) with warnings and
-    # kind TEXT; those carry "not read" in a warning and must not be parsed as text.
-    return source.kind is SourceKind.TEXT and any("not read" in w for w in source.warnings)
