@@ -45,4 +45,3 @@ def parse_text(text: str, name: str = "<pasted>") -> ParsedSource:
     data = text.encode("utf-8", errors="replace")
     source = Source(path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data))
     return parse(source)
-
