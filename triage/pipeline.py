@@ -362,7 +362,8 @@ def summarize(labels: Classification, found: Analysis) -> str:
 
 def _label_phrase(label: ScoredLabel, lower: bool = False) -> str:
     name = label.name[0].lower() + label.name[1:] if lower else label.name
-    return f"{name} ({label.id}, {label.score:.0%})"
+    # a calibrated score is never certainty: shown as 99% at most
+    return f"{name} ({label.id}, {min(label.score, 0.99):.0%})"
 
 
 def _who(found: Analysis) -> str:

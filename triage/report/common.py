@@ -64,9 +64,10 @@ def cut_lines(text: str | None, max_lines: int, max_chars: int = 400) -> tuple[s
 
 
 def pct(score: float | None) -> str:
+    """A calibrated score as a percentage; never "100%": the model is never certain."""
     if score is None:
         return "-"
-    return f"{round(max(0.0, min(1.0, score)) * 100):d}%"
+    return f"{round(max(0.0, min(0.99, score)) * 100):d}%"
 
 
 def is_abstention(d: Diagnosis) -> bool:
