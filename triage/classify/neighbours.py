@@ -31,7 +31,8 @@ import regex
 
 from triage.classify.signature import SIGNATURE_VERSION, signature
 from triage.classify.types import NeighbourVote
-from triage.model import Analysis, Event, EventKind, Level, ParsedSource, SourceKind
+from triage.model import Analysis, ParsedSource, SourceKind
+from triage.parsers.common import whole_text_event
 
 MODELS_ENV = "TRIAGE_MODELS_DIR"
 CORPUS_ENV = "TRIAGE_CORPUS"
@@ -300,13 +301,9 @@ def _case_from_row(row: dict[str, Any]) -> ReferenceCase:
 
 def text_parsed(text: str, name: str = "<pasted>") -> ParsedSource:
     """Parse pasted text the way `triage explain` does (see `with_text_fallback`)."""
-    try:
-        from triage.parsers import parse_text
+    from triage.parsers import parse_text
 
-        parsed = parse_text(text, name=name)
-    except Exception:  # noqa: BLE001 - a missing or broken parser must not stop indexing
-        parsed = ParsedSource(source=_text_source(name, text.encode("utf-8", "replace")), events=())
-    return with_text_fallback([parsed])[0]
+    return with_text_fallback([parse_text(text, name=name)])[0]
 
 
 def with_text_fallback(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
@@ -320,42 +317,18 @@ def with_text_fallback(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
         try:
             with ps.source.open() as fh:
                 text = fh.read().decode("utf-8", errors="replace")
-        except Exception:  # noqa: BLE001 - unreadable: nothing to add
-            out.append(ps)
-            continue
-        if not text.strip():
-            out.append(ps)
-            continue
-        kind = (
-            EventKind.TRACEBACK if "Traceback (most recent call" in text else EventKind.ERROR_LINE
-        )
-        event = Event(
-            source=ps.source.path,
-            kind=kind,
-            text=text,
-            line=1,
-            end_line=text.count("\n") + 1,
-            level=Level.ERROR,
-        )
-        out.append(replace(ps, events=(event,)))
+        except OSError:  # vanished since it was parsed: nothing to add
+            text = ""
+        if text.strip():
+            ps = replace(ps, events=(whole_text_event(text, ps.source.path),))
+        out.append(ps)
     return out
 
 
-def _text_source(name: str, data: bytes) -> Any:
-    import io
-
-    from triage.model import Source
-
-    return Source(path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data))
-
-
 def text_analysis(parsed: Sequence[ParsedSource]) -> Analysis:
-    try:
-        from triage.analysis import correlate
+    from triage.analysis import correlate
 
-        return correlate(parsed)
-    except Exception:  # noqa: BLE001 - no correlate stage yet: read the text on its own
-        return Analysis()
+    return correlate(parsed)
 
 
 def case_signature(text: str) -> str:
@@ -430,12 +403,9 @@ def bundle_evidence(bundle: Path) -> list[ParsedSource]:
 
 
 def bundle_cases(root: Path) -> list[ReferenceCase]:
-    """Reference cases from the corpus_samples bundles (real jobs, labeled by expected.json).
-    Empty when the pipeline's reading stages are not there."""
-    try:
-        from triage.analysis import correlate
-    except ImportError:
-        return []
+    """Reference cases from the corpus_samples bundles (real jobs, labeled by expected.json)."""
+    from triage.analysis import correlate
+
     cases = []
     for exp_path in sorted(root.glob("*/expected.json")):
         try:

@@ -64,6 +64,7 @@ import triage
 from triage import taxonomy
 from triage.classify.types import RuleHit
 from triage.model import Analysis, Event, EventKind, Finding, Level, SourceKind
+from triage.parsers.common import whole_text_event
 
 RULES_ENV = "TRIAGE_RULES_DIR"
 MAX_HITS_PER_RULE = 16  # a wall of identical cascade lines adds nothing after the first few
@@ -798,30 +799,10 @@ def describe(rule: Rule) -> str:
 
 
 def text_events(text: str, name: str = "<pasted>") -> tuple[Event, ...]:
-    """Events of pasted text: the log parser when it is there, else the text as one event."""
-    try:
-        from triage.parsers import parse_text
+    """Events of pasted text as the log parser reads it; the whole text when it finds none."""
+    from triage.parsers import parse_text
 
-        events = parse_text(text, name=name).events
-    except Exception:  # noqa: BLE001 - no parser yet, or a parser bug: still check the text
-        events = ()
-    if events:
-        return tuple(events)
-    return (whole_text_event(text, name),)
-
-
-def whole_text_event(text: str, name: str = "<pasted>") -> Event:
-    kind = (
-        EventKind.TRACEBACK if "Traceback (most recent call last)" in text else EventKind.ERROR_LINE
-    )
-    return Event(
-        source=name,
-        kind=kind,
-        text=text,
-        line=1,
-        end_line=text.count("\n") + 1,
-        level=Level.ERROR,
-    )
+    return parse_text(text, name=name).events or (whole_text_event(text, name),)
 
 
 def match_text(
@@ -863,26 +844,11 @@ def check(text_or_path: str, extra_dirs: Sequence[str | os.PathLike[str]] = ()) 
 
 
 def _file_events(path: Path) -> tuple[Event, ...]:
-    try:
-        from triage.ingest import discover
-        from triage.parsers import parse
+    """A file or folder read like a bundle (ingest and parse turn bad input into warnings)."""
+    from triage.ingest import discover
+    from triage.parsers import parse
 
-        events: list[Event] = []
-        source_kinds: dict[str, SourceKind] = {}
-        for source in discover([str(path)]):
-            source_kinds[source.path] = source.kind
-            events.extend(parse(source).events)
-        if events:
-            return tuple(events)
-    except Exception:  # noqa: BLE001 - fall back to reading the file as plain text
-        pass
-    if path.is_dir():
-        return ()
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return (whole_text_event(f"could not read {path}: {exc}", str(path)),)
-    return text_events(text, name=str(path))
+    return tuple(ev for source in discover([str(path)]) for ev in parse(source).events)
 
 
 def iter_examples(rule: Rule) -> Iterable[tuple[bool, Any]]:

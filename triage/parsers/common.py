@@ -7,6 +7,22 @@ from typing import Any
 from triage.model import Event, EventKind, Level, Source
 
 
+def whole_text_event(text: str, name: str = "<pasted>") -> Event:
+    """All of a text as one error event: for pastes in which the log parser found nothing
+    notable (a bare assertion line, a P2P matrix) but which are still the user's evidence."""
+    kind = (
+        EventKind.TRACEBACK if "Traceback (most recent call last)" in text else EventKind.ERROR_LINE
+    )
+    return Event(
+        source=name,
+        kind=kind,
+        text=text,
+        line=1,
+        end_line=text.count("\n") + 1,
+        level=Level.ERROR,
+    )
+
+
 def input_warning(
     source: Source, text: str, parser: str, *, line: int | None = None, **attrs: Any
 ) -> Event:
