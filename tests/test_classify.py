@@ -385,18 +385,12 @@ def _bundles() -> list[Path]:
     return sorted(p.parent for p in SAMPLES.glob("*/expected.json"))
 
 
-# Known gaps, for the rules (remove an entry once its bundle passes).
-_KNOWN_GAPS: dict[str, str] = {}
-
-
 @pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.name)
 def test_every_real_bundle_gets_its_symptom_and_root_cause(
-    bundle: Path, shipped_index, monkeypatch, request
+    bundle: Path, shipped_index, monkeypatch
 ) -> None:
     from triage.analysis import correlate
 
-    if bundle.name in _KNOWN_GAPS:
-        request.applymarker(pytest.mark.xfail(reason=_KNOWN_GAPS[bundle.name], strict=False))
     expected = json.loads((bundle / "expected.json").read_text(encoding="utf-8"))
     # the bundle is in the shipped index: score it against the others only
     monkeypatch.setenv(neighbours.EXCLUDE_ENV, neighbours.bundle_case_id(bundle))
