@@ -10,6 +10,7 @@ time, CPU time and peak RSS:
   a worker pool when the folder is big);
 * `triage load serial`: the same in one process;
 * `triage analyze`: `analysis.correlate` on dumps already loaded (load time not counted);
+* `triage load+analyze`: both, as a user waits for them (the issue's "analyzed in <= 5 s");
 * `pickle.load baseline`: plain, unsafe `pickle.load` of every dump, nothing built;
 * `torch fr_trace`: torch's own analyzer (`torchfrtrace DIR -p nccl_trace_rank_`), when it
   runs here.
@@ -54,8 +55,8 @@ def child(mode: str, folder: Path) -> dict[str, object]:
     """One measurement, run in its own process; returns what it found."""
     started, cpu = time.perf_counter(), time.process_time()
     files = sorted(p for p in folder.iterdir() if p.name.startswith(PREFIX))
-    found: dict[str, object] = {}
-    if mode in ("load", "load-serial", "analyze"):
+    found: dict[str, object] = {"mode": mode}
+    if mode in ("load", "load-serial", "analyze", "load-analyze"):
         from triage import pipeline
 
         if mode == "load-serial":
@@ -64,10 +65,11 @@ def child(mode: str, folder: Path) -> dict[str, object]:
         found["entries"] = sum(
             len(e.payload.entries) for p in parsed for e in p.events if e.payload is not None
         )
-        if mode == "analyze":
+        if mode in ("analyze", "load-analyze"):
             from triage import analysis
 
-            started, cpu = time.perf_counter(), time.process_time()
+            if mode == "analyze":
+                started, cpu = time.perf_counter(), time.process_time()
             result = analysis.correlate(parsed)
             found["culprit_ranks"] = list(result.culprit_ranks)
     elif mode == "pickle":
@@ -137,8 +139,8 @@ def main() -> None:
     parser.add_argument("--no-fr-trace", action="store_true")
     parser.add_argument(
         "--steps",
-        default="load,load-serial,analyze,pickle",
-        help="comma-separated: load, load-serial, analyze, pickle",
+        default="load-analyze,load,load-serial,analyze,pickle",
+        help="comma-separated: load-analyze, load, load-serial, analyze, pickle",
     )
     parser.add_argument("--fr-trace-timeout", type=float, default=600)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -155,6 +157,7 @@ def main() -> None:
     )
     print(f"{'step':22s} {'wall s':>7s} {'cpu s':>7s} {'RSS MiB':>8s} {'tree MiB':>9s}  notes")
     runs = [
+        ("triage load+analyze", "load-analyze"),
         ("triage load", "load"),
         ("triage load serial", "load-serial"),
         ("triage analyze", "analyze"),
@@ -175,7 +178,7 @@ def show(name: str, got: dict[str, object]) -> None:
         print(f"{name:22s} {'-':>7s} {'-':>7s} {'-':>8s} {'-':>9s}  {'; '.join(got['error'])}")  # type: ignore[arg-type]
         return
     cpu = float(got["cpu"])  # type: ignore[arg-type]
-    if "culprit_ranks" not in got:  # the analyze step times correlate alone, not the load
+    if got.get("mode") != "analyze":  # the analyze step times correlate alone, not the load
         cpu += float(got.get("workers_cpu", 0.0))  # type: ignore[arg-type]
     rss = int(got["rss_mib"])  # type: ignore[call-overload]
     workers = int(got.get("worker_rss_mib", 0))  # type: ignore[call-overload]

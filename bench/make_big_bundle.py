@@ -161,7 +161,9 @@ def write_fr_dump(path: Path, rank: int, world: int, entries: int, behind: bool)
             {
                 "record_id": seq - 1,
                 "pg_id": 0,
-                "process_group": ("0", "default_pg"),
+                # a fresh tuple per entry: torch's pickler never shares a container between
+                # entries (a shared constant tuple would be one memo reference)
+                "process_group": tuple(["0", "default_pg"]),
                 "thread_id": "140001",
                 "thread_name": "pt_main_thread",
                 "collective_seq_id": seq,

@@ -49,9 +49,9 @@ def test_a_bundle_read_by_workers_matches_a_serial_read(
     here: list[str] = []
     parse_here = pipeline._parse_here
 
-    def spy(source: pipeline.Source) -> ParsedSource:
+    def spy(source: pipeline.Source, fr_tail: int | None = None) -> ParsedSource:
         here.append(source.path)
-        return parse_here(source)
+        return parse_here(source, fr_tail)
 
     monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pipeline, "_parse_here", spy)

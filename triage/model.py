@@ -148,6 +148,8 @@ class FlightRecorderDump:
     pg_status: Mapping[str, Mapping[str, int]]  # pg id -> last_enqueued/started/completed
     comm_lib_version: str | None
     entries: tuple[FlightRecorderEntry, ...]
+    # entries the ring buffer held, when only the last `len(entries)` were read (big jobs)
+    entries_total: int | None = None
 
 
 @dataclass(frozen=True)

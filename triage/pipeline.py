@@ -44,24 +44,39 @@ def read_inputs(
 
     A big bundle's files on disk are parsed in a pool of worker processes, one per core,
     while this process parses archive members; the result is in discovery order either way.
-    Small inputs (and `triage explain`) never pay for starting a pool.
+    Small inputs (and `triage explain`) never pay for starting a pool. Flight-recorder dumps
+    of a big job are read in part (`fr_tail_for`).
     """
     from triage import ingest
 
     sources = list(ingest.discover(paths))
     pooled = [i for i, source in enumerate(sources) if _poolable(source)]
     workers = _pool_size(sum(sources[i].size for i in pooled))
+    fr_tail = fr_tail_for(sources)
     results: list[ParsedSource | None] = [None] * len(sources)
     progress = _Progress(on_progress)
     if workers > 1:
-        _read_in_pool(sources, pooled, workers, results, progress)
+        _read_in_pool(sources, pooled, workers, results, progress, fr_tail)
     for i, source in enumerate(sources):
         if results[i] is None:
             progress.start(source.path)
-            results[i] = _parse_here(source)
+            results[i] = _parse_here(source, fr_tail)
             progress.done(source.size)
     progress.start("")
     return [parsed for parsed in results if parsed is not None]
+
+
+# Above this many bytes of flight-recorder dumps, each dump gives its header and only its
+# last FR_TAIL_ENTRIES entries: decoding all of a 2,000-entry dump costs ~30 ms, so 1,024
+# ranks would take most of a minute; the tail costs ~4 ms and holds where the job stopped.
+FR_WHOLE_BELOW = 16 * 1024 * 1024
+FR_TAIL_ENTRIES = 128
+
+
+def fr_tail_for(sources: Sequence[Source]) -> int | None:
+    """How many entries to read of each flight-recorder dump: None means all of them."""
+    total = sum(s.size for s in sources if s.kind is SourceKind.FLIGHT_RECORDER)
+    return FR_TAIL_ENTRIES if total > FR_WHOLE_BELOW else None
 
 
 # Below this much data on disk, parsing here beats starting workers (~0.2 s per pool).
@@ -136,6 +151,7 @@ def _read_in_pool(
     workers: int,
     results: list[ParsedSource | None],
     progress: _Progress,
+    fr_tail: int | None,
 ) -> None:
     """Parse the `pooled` sources in worker processes, filling `results` in place.
 
@@ -154,14 +170,15 @@ def _read_in_pool(
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures: list[Future[list[tuple[Any, ...] | None]] | None] = [
-                pool.submit(_parse_chunk, [_fields(sources[i]) for i in chunk]) for chunk in chunks
+                pool.submit(_parse_chunk, [_fields(sources[i]) for i in chunk], fr_tail)
+                for chunk in chunks
             ]
             # Meanwhile, this process parses what cannot be shipped (archive members).
             shipped = set(pooled)
             for i, source in enumerate(sources):
                 if i not in shipped:
                     progress.start(source.path)
-                    results[i] = _parse_here(source)
+                    results[i] = _parse_here(source, fr_tail)
                     progress.done(source.size)
             for k, chunk in enumerate(chunks):
                 progress.start(sources[chunk[0]].path)
@@ -187,10 +204,10 @@ def _read_in_pool(
             gc.enable()
 
 
-def _parse_here(source: Source) -> ParsedSource:
+def _parse_here(source: Source, fr_tail: int | None = None) -> ParsedSource:
     from triage import parsers
 
-    return parsers.parse(source)
+    return parsers.parse(source, fr_tail=fr_tail)
 
 
 def _fields(source: Source) -> _SourceFields:
@@ -206,7 +223,7 @@ def _fields(source: Source) -> _SourceFields:
     )
 
 
-def _parse_chunk(chunk: list[_SourceFields]) -> list[tuple[Any, ...] | None]:
+def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[Any, ...] | None]:
     """In a worker: re-open each file, parse it, pack the result for the trip back."""
     from triage import ingest, parsers
 
@@ -236,7 +253,7 @@ def _parse_chunk(chunk: list[_SourceFields]) -> list[tuple[Any, ...] | None]:
         )
         # A result that cannot be pickled fails this chunk's future; the main process then
         # parses the chunk itself.
-        out.append(_pack(parsers.parse(source)))
+        out.append(_pack(parsers.parse(source, fr_tail=fr_tail)))
     return out
 
 

@@ -23,12 +23,18 @@ _MODULES: dict[SourceKind, str] = {
 }
 
 
-def parse(source: Source) -> ParsedSource:
-    """Parse one source with the parser of its kind; a parser bug becomes a warning."""
+def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
+    """Parse one source with the parser of its kind; a parser bug becomes a warning.
+
+    `fr_tail`: of a flight-recorder dump, read only the header and the last `fr_tail`
+    entries (what a big job can afford; see `flight_recorder`).
+    """
     if source.size == 0:
         return ParsedSource(source=source, events=(), warnings=())
     module = importlib.import_module(f"triage.parsers.{_MODULES[source.kind]}")
     try:
+        if fr_tail is not None and source.kind is SourceKind.FLIGHT_RECORDER:
+            return module.parse(source, tail=fr_tail)
         return module.parse(source)
     except Exception as exc:  # noqa: BLE001 - a broken input must never stop the run
         return ParsedSource(

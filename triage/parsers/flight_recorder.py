@@ -13,17 +13,23 @@ Every schema era is read by looking at which fields are present, never at the ve
 Pickles are untrusted and go through `safe_pickle`. Entries with a field of the wrong type are
 skipped and counted in one warning; a dump that cannot be read at all becomes an
 INPUT_WARNING event. The parser never raises.
+
+Big jobs: with `tail=N` only the dump's header (version, pg_config, pg_status) and its last
+N entries are decoded. Even the C unpickler needs ~15 ms for a 2,000-entry dump, so 1,024
+of them cannot be read whole in seconds; a hang is decided at the end of the ring buffers,
+which is what the last entries hold. The cut works on the protocol-2 layout torch writes
+(`_read_tail`); any other layout is read whole.
 """
 
 from __future__ import annotations
 
-import ast
 import gc
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
+from dataclasses import replace
+from functools import lru_cache, partial
 from typing import Any
 
 from triage.model import (
@@ -70,8 +76,11 @@ class _BadEntry(Exception):
     """An entry field has the wrong type; the entry is skipped."""
 
 
-def parse(source: Source) -> ParsedSource:
-    """Parse one flight-recorder dump into a FLIGHT_RECORDER event (or a warning event)."""
+def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
+    """Parse one flight-recorder dump into a FLIGHT_RECORDER event (or a warning event).
+
+    `tail`: read only the last `tail` entries of a bigger dump (see the module docstring).
+    """
     warnings: list[str] = []
     data = b""
     try:
@@ -84,7 +93,7 @@ def parse(source: Source) -> ParsedSource:
         return _failed(
             source, f"flight-recorder dump is over the {limit}-byte limit; not read", warnings, 0
         )
-    dump, problem = load_dump(data, rank=source.rank, warnings=warnings)
+    dump, problem = load_dump(data, rank=source.rank, warnings=warnings, tail=tail)
     if dump is None:
         return _failed(source, problem or "flight-recorder dump is empty", warnings, len(data))
     event = Event(
@@ -105,17 +114,33 @@ def parse(source: Source) -> ParsedSource:
 
 
 def load_dump(
-    data: bytes, *, rank: int | None = None, warnings: list[str] | None = None
+    data: bytes,
+    *,
+    rank: int | None = None,
+    warnings: list[str] | None = None,
+    tail: int | None = None,
 ) -> tuple[FlightRecorderDump | None, str | None]:
     """Decode pickle or JSON bytes into a FlightRecorderDump.
 
-    Returns (dump, None) or (None, why-not). Non-fatal problems are appended to `warnings`.
+    With `tail`, a pickle holding more entries than that gives only its last `tail` entries
+    (`entries_total` says how many it holds). Returns (dump, None) or (None, why-not).
+    Non-fatal problems are appended to `warnings`.
     """
     if warnings is None:
         warnings = []
     if not data.strip():
         return None, "flight-recorder dump is empty (0 bytes of data)"
     with _gc_paused():
+        if tail is not None and _format_of(data) == "pickle":
+            cut = _read_tail(data, max(tail, 1))
+            if cut is not None:
+                raw, total = cut
+                try:
+                    dump = _build(raw, rank, warnings)
+                except Exception:  # noqa: BLE001 - read whole below, which says what is wrong
+                    dump = None
+                if dump is not None:
+                    return replace(dump, entries_total=total), None
         return _decode(data, rank, warnings)
 
 
@@ -153,6 +178,95 @@ def _decode(
         return _build(raw, rank, warnings), None
     except Exception as exc:  # a shape no era had; say so rather than crash the run
         return None, f"flight-recorder dump has an unknown layout: {type(exc).__name__}: {exc}"
+
+
+# --------------------------------------------------------------------------- tail read
+
+# The top-level `'entries'` key as torch's pickler (and Python's, at protocol 2) writes it:
+# BINUNICODE, its memo PUT, then the list: EMPTY_LIST, PUT, MARK. The first entry follows.
+_PUT = rb"(?:q.|r.{4})"
+_ENTRIES_KEY = re.compile(rb"X\x07\x00\x00\x00entries" + _PUT + rb"\]" + _PUT + rb"\(", re.DOTALL)
+# An entry opens as EMPTY_DICT, PUT, MARK and its first key; in the first entry that key is
+# spelled out (BINUNICODE + PUT), later entries name it by memo slot.
+_FIRST_ENTRY = re.compile(rb"\}" + _PUT + rb"\(X(.{4})", re.DOTALL)
+_OPEN_DICT = rb"\}" + _PUT + rb"\("
+# What replaces the cut-off head: a dict with one key whose list the kept entries fill; the
+# pickle's own closing opcodes (APPENDS, SETITEMS, STOP) then end both.
+_PIECE_HEAD = b"}(X\x01\x00\x00\x00_]("
+
+
+def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
+    """(the top-level dict with only the last `keep` entries, entries the dump holds), or
+    None when the dump holds no more than `keep` entries or is not laid out as torch writes
+    it: the caller then reads it whole, so a wrong guess here costs time, never an answer.
+
+    The header (everything before the `'entries'` key) and the piece from the first kept
+    entry to the end are each loaded as a pickle of their own, through the same safety scan;
+    the piece's references to strings defined earlier come from `safe_pickle.memo_strings`.
+    """
+    key = _ENTRIES_KEY.search(data)
+    if key is None:
+        return None
+    first = _FIRST_ENTRY.match(data, key.end())
+    if first is None:
+        return None
+    key_end = first.end() + int.from_bytes(first[1], "little")
+    slot = _put_slot(data, key_end)
+    if slot is None:
+        return None
+    get = b"h" + bytes((slot,)) if slot < 256 else b"j" + slot.to_bytes(4, "little")
+    later = re.compile(_OPEN_DICT + re.escape(get), re.DOTALL)
+    # Counted by the bytes every later entry opens with: a payload byte run that mimics them
+    # (MARK, BINGET of an unprintable slot) would only miscount entries_total.
+    total = 1 + data.count(b"(" + get, key_end)
+    if total <= keep:
+        return None
+    cut = _kth_start_from_end(data, later, b"(" + get, keep, key_end)
+    first_new = None if cut is None else _put_slot(data, cut + 1)  # the entry's own PUT
+    if cut is None or first_new is None:
+        return None
+    try:
+        header = safe_pickle.loads(data[: key.start()] + b"u.", check_depth=False)
+        piece = data[cut:]
+        wanted = {s for s in safe_pickle.memo_gets(piece) if s < first_new}
+        memo = safe_pickle.memo_strings(data, wanted, cut)
+        rest = safe_pickle.loads_piece(_PIECE_HEAD + piece, memo, memo_bound=len(data))
+    except safe_pickle.PickleError:
+        return None
+    if type(header) is not dict or type(rest) is not dict or type(rest.get("_")) is not list:
+        return None
+    entries = rest.pop("_")
+    if len(entries) != keep or "entries" in rest:
+        return None
+    return {**header, **rest, "entries": entries}, total
+
+
+def _kth_start_from_end(
+    data: bytes, opening: re.Pattern[bytes], tail: bytes, k: int, lowest: int
+) -> int | None:
+    """Start of the k-th entry from the end: found backwards (the kept entries are a small
+    part of the dump) by the bytes every entry opening ends with, each hit checked whole."""
+    at = len(data)
+    while k > 0:
+        at = data.rfind(tail, lowest, at)
+        if at < 0:
+            return None
+        for width in (2, 5):  # EMPTY_DICT + BINPUT or LONG_BINPUT before the MARK
+            if opening.match(data, at - width - 1) is not None:
+                at -= width + 1
+                k -= 1
+                break
+    return at
+
+
+def _put_slot(data: bytes, at: int) -> int | None:
+    """The memo slot of the BINPUT / LONG_BINPUT at `at`, or None if there is none."""
+    code = data[at : at + 1]
+    if code == b"q":
+        return data[at + 1] if at + 1 < len(data) else None
+    if code == b"r" and at + 5 <= len(data):
+        return int.from_bytes(data[at + 1 : at + 5], "little")
+    return None
 
 
 # --------------------------------------------------------------------------- structure
@@ -245,17 +359,23 @@ def _pg_config(raw: Any, warnings: list[str]) -> tuple[dict[str, tuple[int, ...]
 def _ranks(value: Any) -> tuple[int, ...] | None:
     """`'[0, 1]'` (the usual string form) or a real list -> tuple of ranks."""
     if isinstance(value, str):
-        # literal_eval only after the shape check: a crafted string cannot make it build
-        # anything but a flat list of integers.
-        if len(value) > 10_000_000 or not _RANKS_TEXT.fullmatch(value):
-            return None
-        try:
-            value = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
+        return _ranks_text(value) if len(value) <= 10_000_000 else None
     if isinstance(value, (list, tuple)) and all(type(r) is int for r in value):
         return tuple(value)
     return None
+
+
+@lru_cache(maxsize=256)
+def _ranks_text(value: str) -> tuple[int, ...] | None:
+    # Every rank's dump repeats the same groups: each text is read once per process. The
+    # shape check comes first, so only a flat list of integers reaches the (C) JSON reader.
+    if not _RANKS_TEXT.fullmatch(value):
+        return None
+    inner = value.strip()[1:-1].rstrip().rstrip(",")  # JSON has no trailing comma
+    try:
+        return tuple(json.loads(f"[{inner}]"))
+    except (ValueError, RecursionError):
+        return None
 
 
 def _repair_gloo_pg_config(
@@ -710,7 +830,10 @@ def _summary(dump: FlightRecorderDump) -> str:
     """One line a person (and a regex rule) can read, e.g.
     `FR dump v2.10, 12 entries, pgs 0:default_pg, last seq 12 all_reduce (completed)`."""
     version = f"v{dump.version}" if dump.version else "(pre-2.3 list)"
-    parts = [f"FR dump {version}", f"{len(dump.entries)} entries"]
+    held = f"{len(dump.entries)} entries"
+    if dump.entries_total is not None:
+        held = f"{dump.entries_total} entries (last {len(dump.entries)} read)"
+    parts = [f"FR dump {version}", held]
     names = list(dict.fromkeys([*dump.pg_config, *(e.pg_name for e in dump.entries[-256:])]))
     names = [n for n in names if n]
     if names:
@@ -732,6 +855,7 @@ def _attrs(dump: FlightRecorderDump, data: bytes) -> dict[str, Any]:
         "format": _format_of(data),
         "version": dump.version,
         "entries": len(dump.entries),
+        "entries_total": dump.entries_total or len(dump.entries),
         "comm_lib_version": dump.comm_lib_version,
     }
     if dump.entries:

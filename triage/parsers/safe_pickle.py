@@ -43,6 +43,9 @@ __all__ = [
     "PickleRefused",
     "load",
     "loads",
+    "loads_piece",
+    "memo_gets",
+    "memo_strings",
     "scan",
 ]
 
@@ -188,13 +191,15 @@ def _name(code: int) -> str:
     return _NAMES.get(code, f"unknown opcode 0x{code:02x}")
 
 
-def scan(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
+def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, *, memo_bound: int | None = None) -> int:
     """Check that `data` is a data-only pickle within `limits`; return its length up to STOP.
 
-    Raises PickleRefused for a forbidden opcode or a bound exceeded, PickleCorrupt for
-    truncation or an unknown opcode.
+    Memo slots may be numbered up to `memo_bound` (default: the input length); a piece cut
+    from a bigger pickle passes the whole pickle's length. Raises PickleRefused for a
+    forbidden opcode or a bound exceeded, PickleCorrupt for truncation or an unknown opcode.
     """
     n = len(data)
+    bound = n if memo_bound is None else min(memo_bound, limits.max_bytes)
     if n > limits.max_bytes:
         raise PickleRefused(f"pickle is {n} bytes, over the {limits.max_bytes}-byte limit")
     if n > limits.max_items:
@@ -203,7 +208,7 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     pos = 0
     # LONG_BINPUT indices below the largest power of two <= n pass inside the regex; the
     # loop checks the rest exactly (index <= n).
-    run = _fast_run(max(n.bit_length() - 1, 0), min(_LONG1_MAX, limits.max_int_bytes)).match
+    run = _fast_run(max(bound.bit_length() - 1, 0), min(_LONG1_MAX, limits.max_int_bytes)).match
     while True:
         pos = run(data, pos).end()
         if pos >= n:
@@ -218,10 +223,10 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
             index = int.from_bytes(data[pos : pos + 4], "little")
             # A legitimate writer numbers memo slots from 0, one per object; an index beyond
             # the input length only serves to make the unpickler allocate a huge memo table.
-            if index > n:
+            if index > bound:
                 raise PickleRefused(
                     f"pickle asks for memo slot {index} at byte {pos - 1}, "
-                    f"more than a {n}-byte pickle can fill"
+                    f"more than a {bound}-byte pickle can fill"
                 )
             pos += 4
             continue
@@ -247,7 +252,7 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
                 raise PickleCorrupt(f"pickle is truncated inside {_name(code)} at byte {pos - 1}")
             arg = data[pos:end]
             if code == _PUT:
-                if not arg.isdigit() or len(arg) > 12 or int(arg) > n:
+                if not arg.isdigit() or len(arg) > 12 or int(arg) > bound:
                     raise PickleRefused(f"pickle asks for memo slot {arg[:20]!r} at byte {pos - 1}")
             elif code in _LONG_OPS and len(arg) > 2 * limits.max_int_bytes + 2:
                 raise PickleRefused(f"integer of {len(arg)} digits at byte {pos - 1}")
@@ -318,13 +323,39 @@ def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = T
     `check_depth=False` skips the nesting walk (about half the load time of a big dump); only
     for callers that read known fields at known depths and never recurse into the data.
     """
-    end = scan(data, limits)
+    obj = _unpickle(data, scan(data, limits))
+    if check_depth and type(obj) in (dict, list, tuple):
+        _check_depth(obj, limits)
+    return obj
+
+
+def loads_piece(
+    piece: bytes, memo: dict[int, str], memo_bound: int, limits: Limits = DEFAULT_LIMITS
+) -> Any:
+    """Load opcodes cut from a bigger protocol-2 pickle as plain data (no depth walk).
+
+    The piece's references to strings the bigger pickle defined before the cut come from
+    `memo` (as found by `memo_strings`): they are written as opcodes ahead of the piece, so
+    the result goes through the same scan as any pickle. Memo slots may be numbered up to
+    `memo_bound`, the bigger pickle's length. A reference `memo` lacks is a PickleCorrupt.
+    """
+    defined = b"".join(
+        b"X%sr%s0" % (len(raw).to_bytes(4, "little") + raw, slot.to_bytes(4, "little"))
+        for slot, raw in (
+            (slot, text.encode("utf-8", "surrogatepass")) for slot, text in memo.items()
+        )
+    )
+    data = b"\x80\x02" + defined + piece
+    return _unpickle(data, scan(data, limits, memo_bound=memo_bound))
+
+
+def _unpickle(data: bytes, end: int) -> Any:
     try:
         # errors="replace": protocol-0/1 byte strings from Python 2 become str, never fail.
         # The buffered reader gives the C unpickler `peek`, so it reads ahead in big blocks
         # instead of calling BytesIO.read once per opcode (2.5x faster on a 450 KB dump).
         stream = io.BufferedReader(io.BytesIO(data[:end]), buffer_size=1 << 20)
-        obj = _DataOnlyUnpickler(stream, encoding="utf-8", errors="replace").load()
+        return _DataOnlyUnpickler(stream, encoding="utf-8", errors="replace").load()
     except PickleError:
         raise
     except (EOFError, pickle.UnpicklingError) as exc:
@@ -333,9 +364,75 @@ def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = T
         raise PickleRefused("pickle needs more memory than is available") from None
     except Exception as exc:  # anything else the C unpickler throws on malformed input
         raise PickleCorrupt(f"pickle is malformed: {type(exc).__name__}: {exc}") from None
-    if check_depth and type(obj) in (dict, list, tuple):
-        _check_depth(obj, limits)
-    return obj
+
+
+# --------------------------------------------------------------------------- pieces
+
+# Where a piece may read the memo: BINGET (`h`, 1-byte slot) and LONG_BINGET (`j`, 4-byte
+# slot). Found by byte pattern, so payload bytes that look like a get count too: a superset.
+# The `j` regex matches the opcode byte alone (the slot in a lookahead) so that a slot's
+# bytes can start another match.
+_LONG_BINGETS = re.compile(rb"j(?=(.{4}))", re.DOTALL)
+_MAX_STRING = 1 << 16  # longest memo string looked for; longer ones are not harvested
+_MAX_PUT_TRIES = 16  # payload bytes that look like the PUT, skipped before giving up
+
+
+def memo_gets(piece: bytes) -> set[int]:
+    """Every memo slot `piece` may read (with false positives from payload bytes)."""
+    import numpy as np  # here: only big flight-recorder jobs cut pickles into pieces
+
+    raw = np.frombuffer(piece, dtype=np.uint8)
+    after_h = raw[np.flatnonzero(raw[:-1] == ord("h")) + 1]  # `h` is in text too: vectorised
+    slots = set(np.unique(after_h).tolist())
+    slots.update(int.from_bytes(four, "little") for four in _LONG_BINGETS.findall(piece))
+    return slots
+
+
+def memo_strings(data: bytes, slots: set[int], end: int) -> dict[int, str]:
+    """The strings that protocol-2 pickle `data[:end]` puts into memo `slots`.
+
+    A writer puts each slot once, right after the object: for a string, BINUNICODE (`X`,
+    4-byte length, UTF-8) followed by BINPUT (`q`, 1-byte slot) or LONG_BINPUT (`r`, 4-byte
+    slot). Each slot's PUT is found by its bytes and checked by the string that must end right
+    before it; slots holding anything else, or not found, are left out (a piece that needs one
+    then fails to load, and the caller reads the whole pickle).
+    """
+    found: dict[int, str] = {}
+    # Writers number slots in the order they write them: slot n is PUT after slot n-1, and
+    # slots below 256 (BINPUT) before slot 256's LONG_BINPUT. Bounding the searches so keeps
+    # a slot whose PUT is not found (a payload byte pair posing as a get) from costing a
+    # search of the whole pickle.
+    long_from = data.find(b"r\x00\x01\x00\x00", 0, end)
+    short_end = end if long_from < 0 else long_from
+    after = 0
+    for slot in sorted(slots):
+        put = b"q" + bytes((slot,)) if slot < 256 else b"r" + slot.to_bytes(4, "little")
+        limit = short_end if slot < 256 else end
+        at = data.find(put, after, limit)
+        tries = 0
+        while at > 0 and tries < _MAX_PUT_TRIES:
+            text = _string_ending_at(data, at)
+            if text is not None:
+                found[slot] = text
+                after = at
+                break
+            at = data.find(put, at + 1, limit)
+            tries += 1
+    return found
+
+
+def _string_ending_at(data: bytes, end: int) -> str | None:
+    """The BINUNICODE string whose payload ends at `end`, or None."""
+    lowest = max(end - 5 - _MAX_STRING, 0)
+    start = data.rfind(b"X", lowest, end - 4)
+    while start >= 0:
+        if int.from_bytes(data[start + 1 : start + 5], "little") == end - start - 5:
+            try:
+                return data[start + 5 : end].decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                return None
+        start = data.rfind(b"X", lowest, start)
+    return None
 
 
 def load(stream: IO[bytes], limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = True) -> Any:

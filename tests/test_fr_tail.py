@@ -1,0 +1,196 @@
+"""Reading only the last entries of a flight-recorder dump (what a 1,024-rank job can afford)
+gives exactly the entries and header a whole read gives, or falls back to the whole read."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from triage import pipeline
+from triage.model import EventKind, Source, SourceKind
+from triage.parsers import flight_recorder, safe_pickle
+
+SAMPLES = Path(__file__).resolve().parent.parent / "corpus_samples"
+# Dumps written by torch's own pickler (real torchrun gloo jobs), not by Python's.
+REAL_DUMPS = sorted(
+    p
+    for p in SAMPLES.glob("*/bundle/**/*")
+    if p.is_file() and p.read_bytes()[:2] == b"\x80\x02" and b"entries" in p.read_bytes()[:4096]
+)
+
+_FILES = ["torch/distributed/distributed_c10d.py", "/work/train.py", "/work/model/ünï.py"]
+
+
+def _entry(seq: int, pg: str, rng: random.Random) -> dict[str, Any]:
+    """An entry built the way torch builds one: fresh containers, repeated strings."""
+    size = rng.choice([[4096], [1024, 4096], [7]])
+    return {
+        "frames": [
+            {"name": rng.choice(["all_reduce", "step", "forward"]), "filename": f, "line": i}
+            for i, f in enumerate(rng.sample(_FILES, rng.randint(0, 3)))
+        ],
+        "record_id": seq,
+        "pg_id": int(pg),
+        "process_group": tuple([pg, "default_pg" if pg == "0" else f"group_{pg}"]),
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "op_id": seq,
+        "profiling_name": rng.choice(["nccl:all_reduce", "nccl:broadcast", "nccl:_allgather_base"]),
+        "time_created_ns": 1796000000000000000 + seq * 10**6,
+        "input_sizes": [list(size)],
+        "input_dtypes": [rng.choice(["Float", "BFloat16"])],
+        "output_sizes": [list(size)],
+        "output_dtypes": ["Float"],
+        "state": rng.choice(["completed", "started", "scheduled"]),
+        "time_discovered_started_ns": None,
+        "time_discovered_completed_ns": None,
+        "retired": rng.random() < 0.5,
+        "timeout_ms": 600000,
+        "is_p2p": False,
+    }
+
+
+def _dump(entries: int, pgs: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    return {
+        "version": "2.10",
+        "pg_config": {str(p): {"name": str(p), "desc": "x", "ranks": "[0, 1]"} for p in range(pgs)},
+        "comm_lib_version": "2.21.5",
+        "pg_status": {
+            "0": {
+                "last_enqueued_collective": entries,
+                "last_started_collective": -1,
+                "last_completed_collective": entries - 1,
+            }
+        },
+        "entries": [_entry(i + 1, str(rng.randrange(pgs)), rng) for i in range(entries)],
+    }
+
+
+def _read(data: bytes, tail: int | None) -> Any:
+    dump, why = flight_recorder.load_dump(data, tail=tail)
+    assert dump is not None, why
+    return dump
+
+
+@pytest.mark.parametrize("path", REAL_DUMPS, ids=lambda p: f"{p.parent.parent.parent.name}")
+@pytest.mark.parametrize("keep", [1, 3, 10])
+def test_the_tail_of_a_real_torch_dump_is_the_end_of_its_whole_read(path: Path, keep: int) -> None:
+    data = path.read_bytes()
+    whole = _read(data, None)
+    part = _read(data, keep)
+    if len(whole.entries) <= keep:
+        assert part == whole
+        return
+    assert part.entries == whole.entries[-keep:]
+    assert part.entries_total == len(whole.entries)
+    assert (part.version, part.pg_status, part.comm_lib_version) == (
+        whole.version,
+        whole.pg_status,
+        whole.comm_lib_version,
+    )
+    # groups only older entries name (gloo's pg_config lacks them) are not known to the tail
+    assert part.pg_desc.items() <= whole.pg_desc.items()
+    assert part.pg_config.items() <= whole.pg_config.items()
+
+
+def test_real_dumps_are_there_to_check() -> None:
+    assert len(REAL_DUMPS) >= 10
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    entries=st.integers(min_value=2, max_value=700),
+    pgs=st.integers(min_value=1, max_value=3),
+    keep=st.integers(min_value=1, max_value=400),
+    seed=st.integers(min_value=0, max_value=10**6),
+)
+def test_the_tail_is_the_end_of_the_whole_read_across_memo_widths(
+    entries: int, pgs: int, keep: int, seed: int
+) -> None:
+    # Past ~250 memo slots the writer switches from BINPUT to LONG_BINPUT: both are cut.
+    data = pickle.dumps(_dump(entries, pgs, seed), protocol=2)
+    whole = _read(data, None)
+    part = _read(data, keep)
+    if entries <= keep:
+        assert part == whole
+    else:
+        assert part.entries == whole.entries[-keep:]
+        assert part.entries_total == entries
+        assert part.pg_status == whole.pg_status and part.pg_config == whole.pg_config
+
+
+def test_a_dump_of_another_layout_is_read_whole() -> None:
+    dump = _dump(50, 1, 3)
+    shared = ("0", "default_pg")  # one tuple in every entry: later entries point back at it
+    for entry in dump["entries"]:
+        entry["process_group"] = shared
+    for data in (
+        pickle.dumps(dump, protocol=4),  # implicit memo numbering: not cut
+        pickle.dumps(dump, protocol=2),  # a container shared by memo: not cut
+    ):
+        part = _read(data, 5)
+        assert part.entries_total is None
+        assert part.entries == _read(data, None).entries
+
+
+def test_a_forbidden_opcode_in_the_kept_tail_is_still_refused() -> None:
+    data = pickle.dumps(_dump(40, 1, 5), protocol=2)
+    assert data.endswith(b"eu.")  # APPENDS (entries), SETITEMS (top dict), STOP
+    # os.system('id') spliced in after the last entry, inside the part a tail read loads
+    spliced = data[:-3] + b"cos\nsystem\n(X\x02\x00\x00\x00idtR0" + data[-3:]
+    dump, why = flight_recorder.load_dump(spliced, tail=5)
+    assert dump is None
+    assert why is not None and "refused" in why
+
+
+def test_a_memo_bomb_in_the_kept_tail_is_refused() -> None:
+    data = pickle.dumps(_dump(40, 1, 7), protocol=2)
+    assert data.endswith(b"eu.")
+    bomb = data[:-3] + b"Nr\x00\x00\x00\x400" + data[-3:]  # LONG_BINPUT slot 2**30
+    dump, why = flight_recorder.load_dump(bomb, tail=5)
+    assert dump is None
+    assert why is not None and "memo slot" in why
+
+
+def test_memo_strings_finds_only_strings_and_survives_lookalike_payload() -> None:
+    # payload bytes that look like the PUT of slot 1 come before the real one
+    data = pickle.dumps(["xq\x01y", "name", ["list"], "name"], protocol=2)
+    found = safe_pickle.memo_strings(data, {0, 1, 2, 3, 4, 200}, len(data))
+    assert found == {1: "xq\x01y", 2: "name", 4: "list"}  # slots 0 and 3 hold lists
+
+
+def _source(path: Path) -> Source:
+    data = path.read_bytes()
+    return Source(
+        path=str(path),
+        kind=SourceKind.FLIGHT_RECORDER,
+        size=len(data),
+        open=lambda: io.BytesIO(data),
+        rank=0,
+    )
+
+
+def test_a_big_job_reads_the_tail_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for rank in range(3):
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(
+            pickle.dumps(_dump(300, 1, rank), protocol=2)
+        )
+    assert pipeline.fr_tail_for([_source(p) for p in tmp_path.iterdir()]) is None
+    monkeypatch.setattr(pipeline, "FR_WHOLE_BELOW", 1000)
+    parsed = pipeline.read_inputs([str(tmp_path)])
+    events = [e for p in parsed for e in p.events if e.kind is EventKind.FLIGHT_RECORDER]
+    assert len(events) == 3
+    for event in events:
+        assert len(event.payload.entries) == pipeline.FR_TAIL_ENTRIES
+        assert event.payload.entries_total == 300
+        assert f"300 entries (last {pipeline.FR_TAIL_ENTRIES} read)" in event.text
