@@ -292,53 +292,107 @@ def rule_keywords(rule: Rule) -> tuple[str, ...] | None:
 # Events are joined by this separator into one text per batch; no keyword contains it, so a
 # keyword found in the joined text lies inside one event.
 _SEP = "\0"
+# Every digit reads as 0 in the texts that are scanned: the many ranks of a job print the same
+# lines with other numbers, and those lines become one text to scan.
+_DIGITS = str.maketrans("123456789", "000000000")
+_HAS_DIGIT = frozenset("0123456789")
 
 
 class _Prefilter:
     """The rules worth running on each of many events, found with one `str.find` pass per
-    keyword over all the events' text joined together: the work is a few C scans instead of a
-    Python loop over every (event, rule) pair, and it stays linear in the size of the logs."""
+    keyword over the events' distinct texts joined together: a few C scans instead of a Python
+    loop over every (event, rule) pair, linear in the size of the logs.
+
+    A keyword without digits is in a text exactly when it is in the text with its digits
+    masked (it cannot overlap a masked digit), so one scan of the masked text answers for every
+    event that masks to it. A keyword with digits is looked for, with its digits masked too, in
+    the masked texts first, then in each original text where that finds it.
+    """
 
     def __init__(self, rules: Sequence[Rule]) -> None:
         self.always: list[int] = []  # rules without keywords run on every event
-        self.exact: dict[str, list[int]] = {}
-        self.lower: dict[str, list[int]] = {}  # tested against the lowercased text
+        # (lowercased?, keyword) -> rules; a lowercased keyword is tested on lowercased text
+        self.keywords: dict[tuple[bool, str], list[int]] = {}
         for i, rule in enumerate(rules):
             # a case-insensitive keyword is "\0" + its lowercased text (see required_literals)
             split = [(k[0] == "\0", k[1:] if k[0] == "\0" else k) for k in rule.keywords or ()]
             if not split or any(not word or _SEP in word for _, word in split):
                 self.always.append(i)
                 continue
-            for lowered, word in split:
-                (self.lower if lowered else self.exact).setdefault(word, []).append(i)
+            for key in split:
+                self.keywords.setdefault(key, []).append(i)
+        # per case: (keyword with its digits masked, (keyword, rules))
+        self.masked = {
+            lower: [
+                (word.translate(_DIGITS), (word, rules))
+                for (is_lower, word), rules in self.keywords.items()
+                if is_lower == lower
+            ]
+            for lower in (False, True)
+        }
 
     def candidates(self, texts: Sequence[str]) -> list[list[int]]:
         """Per text, the indices (ascending) of the rules whose keywords it contains."""
-        found: list[set[int]] = [set(self.always) for _ in texts]
-        _scan(self.exact, texts, found)
-        if self.lower:
-            _scan(self.lower, [t.lower() for t in texts], found)
-        return [sorted(f) for f in found]
+        groups: dict[str, list[int]] = {}  # masked text -> the texts that mask to it
+        for n, text in enumerate(texts):
+            groups.setdefault(text.translate(_DIGITS), []).append(n)
+        masked = list(groups)
+        members = list(groups.values())
+        group_rules: list[set[int]] = [set(self.always) for _ in masked]
+        found: list[set[int]] = [set() for _ in texts]  # from keywords with digits
+        lowered: dict[int, str] = {}
+        for lower, hits in (
+            (False, _find_all(self.masked[False], masked)),
+            (True, _find_all(self.masked[True], [m.lower() for m in masked])),
+        ):
+            for (word, rules), where in hits:
+                if not _HAS_DIGIT.intersection(word):
+                    for g in where:
+                        group_rules[g].update(rules)
+                    continue
+                for g in where:
+                    for n in members[g]:
+                        text = texts[n]
+                        if lower:
+                            if n not in lowered:
+                                lowered[n] = text.lower()
+                            text = lowered[n]
+                        if word in text:
+                            found[n].update(rules)
+        out: list[list[int]] = [[] for _ in texts]
+        for g, rules in enumerate(group_rules):
+            shared = sorted(rules)  # read-only: the texts of a group share it
+            for n in members[g]:
+                out[n] = sorted(rules | found[n]) if found[n] else shared
+        return out
 
 
-def _scan(keywords: Mapping[str, list[int]], texts: Sequence[str], found: list[set[int]]) -> None:
+def _find_all(
+    keywords: Sequence[tuple[str, Any]], texts: Sequence[str]
+) -> list[tuple[Any, list[int]]]:
+    """For each (needle, tag): the tag and the indices of the texts that contain the needle."""
     if not keywords or not texts:
-        return
+        return []
     joined = _SEP.join(texts)
     starts = [0] * len(texts)  # where each text begins in `joined`
     pos = 0
     for n, text in enumerate(texts):
         starts[n] = pos
         pos += len(text) + 1
-    for keyword, rules in keywords.items():
-        at = joined.find(keyword)
+    out = []
+    for needle, tag in keywords:
+        where: list[int] = []
+        at = joined.find(needle)
         while at != -1:
             n = bisect_right(starts, at) - 1
-            found[n].update(rules)
+            where.append(n)
             # one occurrence per text is enough: go on from the next text
             if n + 1 >= len(starts):
                 break
-            at = joined.find(keyword, starts[n + 1])
+            at = joined.find(needle, starts[n + 1])
+        if where:
+            out.append((tag, where))
+    return out
 
 
 @lru_cache(maxsize=256)
