@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triage.ingest import Limits, attribute, detect_kind, discover, stream_problem
+from triage.ingest import Limits, attribute, detect_kind, discover, reopen_plain, stream_problem
 from triage.ingest.attribution import strip_extensions
 from triage.model import Source, SourceKind
 
@@ -1000,3 +1000,21 @@ def test_an_absurdly_deep_folder_tree_is_cut_with_a_warning(tmp_path, monkeypatc
     sources = list(discover(["d"]))
     assert [s.path for s in sources][-1] == "d/rank_1.log"
     assert "nested more than 64 deep" in sources[0].warnings[0]
+
+
+def test_a_worker_reopens_a_plain_file_as_discovered_and_leaves_the_rest_to_discover(
+    tmp_path: Path,
+) -> None:
+    plain = tmp_path / "rank_0.log"
+    plain.write_bytes(b"[rank0]: RuntimeError: boom\n")
+    (source,) = discover([str(plain)])
+    opener = reopen_plain(str(plain), source.size)
+    assert opener is not None
+    with opener() as again, source.open() as first:
+        assert again.read() == first.read()
+
+    packed = tmp_path / "rank_1.log.gz"
+    packed.write_bytes(gzip.compress(b"[rank1]: RuntimeError: boom\n"))
+    assert reopen_plain(str(packed), packed.stat().st_size) is None  # decompressed by discover
+    assert reopen_plain(str(plain), source.size + 1) is None  # changed since discovery
+    assert reopen_plain(str(tmp_path / "gone.log"), 10) is None

@@ -229,22 +229,25 @@ def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[
 
     out: list[tuple[Any, ...] | None] = []
     for path, kind, size, rank, local_rank, host, attempt, warnings in chunk:
-        # Discovering the file again gives the very opener ingest chose for it (plain,
-        # decompressing, or empty for unreadable content); a file that changed since is
-        # left to the main process, which reports it as ingest saw it.
-        found = list(ingest.discover([path]))
-        if len(found) != 1 or (found[0].path, found[0].kind.value, found[0].size) != (
-            path,
-            kind,
-            size,
-        ):
-            out.append(None)
-            continue
+        # A plain file is simply opened again; anything else (a compressed file) is
+        # discovered again, which gives the very opener ingest chose for it. A file that
+        # changed since is left to the main process, which reports it as ingest saw it.
+        opener = ingest.reopen_plain(path, size)
+        if opener is None:
+            found = list(ingest.discover([path]))
+            if len(found) != 1 or (found[0].path, found[0].kind.value, found[0].size) != (
+                path,
+                kind,
+                size,
+            ):
+                out.append(None)
+                continue
+            opener = found[0].open
         source = Source(
             path=path,
             kind=SourceKind(kind),
             size=size,
-            open=found[0].open,
+            open=opener,
             rank=rank,
             local_rank=local_rank,
             host=host,

@@ -12,7 +12,7 @@ from triage.ingest.archives import Limits
 from triage.ingest.attribution import PathFacts, attribute
 from triage.ingest.sniff import HEAD_BYTES, detect_kind, sniff
 from triage.ingest.streams import stream_problem
-from triage.ingest.walk import discover
+from triage.ingest.walk import discover, reopen_plain
 
 __all__ = [
     "HEAD_BYTES",
@@ -21,6 +21,7 @@ __all__ = [
     "attribute",
     "detect_kind",
     "discover",
+    "reopen_plain",
     "sniff",
     "stream_problem",
 ]
