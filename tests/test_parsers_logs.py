@@ -6,8 +6,12 @@ shared/research/formats.md; hosts, pids and numbers are made up.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import io
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,6 +36,37 @@ def parse_fixture(name: str, *, scan_all: bool | None = None, **kw: object) -> P
 
 def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
     return [e for e in parsed.events if e.kind is kind]
+
+
+# The marker scans run on hyperscan where its wheel installs, else on numpy: the fast-path
+# tests run on both, so the fallback stays right on the platforms that need it.
+ENGINES = [
+    "numpy",
+    pytest.param(
+        "hyperscan",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("hyperscan") is None, reason="hyperscan not installed"
+        ),
+    ),
+]
+_MARKER_SETS: dict[str, tuple[lines.MarkerSet, ...]] = {}
+
+
+@contextlib.contextmanager
+def markers_on(engine: str) -> Iterator[None]:
+    """Every marker scan of the log parsers runs on `engine` inside the block."""
+    if engine not in _MARKER_SETS:
+        _MARKER_SETS[engine] = tuple(
+            m.using(engine) for m in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS, nccl.NOTABLE)
+        )
+    found, progress, notable = _MARKER_SETS[engine]
+    assert found.engine == progress.engine == notable.engine == engine
+    with (
+        mock.patch.object(rank_log, "MARKERS", found),
+        mock.patch.object(rank_log, "PROGRESS_MARKERS", progress),
+        mock.patch.object(nccl, "NOTABLE", notable),
+    ):
+        yield
 
 
 # --------------------------------------------------------------------------- torchrun + watchdog
@@ -355,9 +390,11 @@ def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
         "cuda_error_faulthandler.log",
     ],
 )
-def test_fast_path_finds_what_a_full_read_finds(name: str) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fast_path_finds_what_a_full_read_finds(name: str, engine: str) -> None:
     full = parse_fixture(name, scan_all=True)
-    fast = parse_fixture(name, scan_all=False)
+    with markers_on(engine):
+        fast = parse_fixture(name, scan_all=False)
     assert [(e.kind, e.line, e.rank, e.text) for e in fast.events] == [
         (e.kind, e.line, e.rank, e.text) for e in full.events
     ]
@@ -401,13 +438,17 @@ def test_unreadable_stream_becomes_a_warning() -> None:
     assert any("member is corrupt" in w for w in parsed.warnings)
 
 
-def test_marker_scan_agrees_with_plain_search() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_marker_scan_agrees_with_plain_search(engine: str) -> None:
     data = b"".join(p.read_bytes() for p in sorted(FIXTURES.iterdir()))
-    fast = rank_log.MARKERS.find(data)
-    plain = rank_log.MARKERS._find_plain(data)
-    # the plain search reports every needle start; the fast one reports the same lines
-    line_of = lambda offs: sorted({data.rfind(b"\n", 0, o) for o in offs})  # noqa: E731
-    assert line_of(fast) == line_of(plain)
+    for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS, nccl.NOTABLE):
+        fast = markers.using(engine).find(data)
+        plain = markers._find_plain(data)
+        # the plain search reports every needle start; the fast one reports the same lines
+        line_of = lambda offs: sorted({data.rfind(b"\n", 0, o) for o in offs})  # noqa: E731
+        assert line_of(fast) == line_of(plain)
+        ends = sorted({e if e >= 0 else len(data) for e in (data.find(b"\n", o) for o in plain)})
+        assert markers.using(engine).line_ends(data) == ends
 
 
 def test_clean_collapses_bars_and_strips_colour() -> None:
@@ -526,7 +567,10 @@ def test_year_rolls_over_new_year() -> None:
     assert from_mtime.year_for(12) == 2025 and from_mtime.year_for(1) == 2026
 
 
-def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_errors() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_errors(
+    engine: str,
+) -> None:
     # ~9 MB: four torchrun ranks print progress; rank 2 hangs at step 40 while the others go on,
     # then rank 0's watchdog fires. Read through the fast path (bigger than SCAN_ALL_BELOW).
     out = []
@@ -544,7 +588,8 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
     )
     data = b"\n".join(out) + b"\n"
     assert len(data) > 2 * lines.CHUNK_SIZE
-    parsed = rank_log.parse(source_of(data))
+    with markers_on(engine):
+        parsed = rank_log.parse(source_of(data))
     steps = {e.local_rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
     assert steps == {0: 49_999, 1: 49_999, 2: 40, 3: 49_999}
     (watchdog,) = of_kind(parsed, EventKind.ERROR_LINE)
@@ -587,12 +632,16 @@ _ALL_FIXTURE_LINES = sorted(
 )
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_ALL_FIXTURE_LINES), min_size=1, max_size=80))
-def test_fast_path_matches_a_full_read_on_shuffled_log_lines(picked: list[bytes]) -> None:
+def test_fast_path_matches_a_full_read_on_shuffled_log_lines(
+    engine: str, picked: list[bytes]
+) -> None:
     data = b"\n".join(picked) + b"\n"
     full = rank_log.parse(source_of(data), scan_all=True)
-    fast = rank_log.parse(source_of(data), scan_all=False)
+    with markers_on(engine):
+        fast = rank_log.parse(source_of(data), scan_all=False)
 
     def notable(parsed: ParsedSource) -> list:
         return [
@@ -694,7 +743,8 @@ def test_ordinary_training_output_marks_no_line_for_parsing() -> None:
         % (i % 8, i, i, i, i)
         for i in range(2000)
     )
-    assert rank_log.MARKERS.find(noise) == []
+    for engine in ("numpy", "auto"):
+        assert rank_log.MARKERS.using(engine).find(noise) == []
 
 
 def test_c10_warnings_need_a_telling_word_to_be_kept() -> None:

@@ -30,7 +30,14 @@ from typing import Any
 
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import timestamps as ts
-from triage.parsers.lines import ChunkReader, MarkerSet, clean, line_text, select_lines
+from triage.parsers.lines import (
+    ChunkReader,
+    LineCounter,
+    MarkerSet,
+    clean,
+    line_text,
+    select_lines,
+)
 from triage.parsers.nccl import NcclTracker, fill_ranks, parse_nccl_line
 from triage.parsers.prefixes import Prefixes, peel
 
@@ -714,7 +721,6 @@ class _LogParser:
             mtime = None
         self.hint = ts.YearHint.from_mtime(mtime)
         self.reader: ChunkReader | None = None
-        self._chunk_lines = 0
 
     # ------------------------------------------------------------------ driving
 
@@ -728,11 +734,12 @@ class _LogParser:
             for data, first in reader:
                 self.chunk += 1
                 offsets = [] if self.scan_all else MARKERS.find(data)
-                for number, raw in select_lines(data, first, offsets, self.dense):
+                counter = LineCounter(data, first, reader.chunk_newlines)
+                for number, raw in select_lines(data, first, offsets, self.dense, counter):
                     for text in line_text(reader, raw, number):
                         self.handle(number, text)
                 if not self.scan_all:
-                    self.scan_progress(data, first)
+                    self.scan_progress(data, counter)
         finally:
             with contextlib.suppress(Exception):
                 stream.close()
@@ -1490,7 +1497,7 @@ class _LogParser:
                 return
         if not _WORDS.search(msg):
             return  # a banner or an empty log call: `W... run.py:792] ****`
-        if meta.src is not None and not MARKERS.find_plain(pre.rest.encode("utf-8", "replace")):
+        if meta.src is not None and not MARKERS.contains(pre.rest.encode("utf-8", "replace")):
             # A W/E level alone does not make a line notable (`W... run.py:792] Setting
             # OMP_NUM_THREADS ...`); it must carry a marker, as the fast path requires.
             return
@@ -1576,7 +1583,7 @@ class _LogParser:
         state.chunk = self.chunk
         return True
 
-    def scan_progress(self, data: bytes, first: int) -> None:
+    def scan_progress(self, data: bytes, counter: LineCounter) -> None:
         """Last progress line per stream in this chunk, read from its tail backwards.
 
         Streams that progressed in the previous chunk may have their last line anywhere in
@@ -1584,20 +1591,17 @@ class _LogParser:
         over the chunk find streams that stopped early (a hung rank) before the tail is read.
         """
         wanted = {k for k, p in self.progress.items() if p.chunk == self.chunk - 1}
-        self._chunk_lines = (
-            self.reader.chunk_newlines if self.reader is not None else data.count(b"\n")
-        )
         if self.chunk == 1 and len(data) > 4 * PROGRESS_WINDOW:
             step = len(data) // 16
             for at in range(0, len(data) - PROGRESS_WINDOW, step):
-                wanted |= self._progress_in(data, first, at, at + PROGRESS_WINDOW, set(), set())
+                wanted |= self._progress_in(data, counter, at, at + PROGRESS_WINDOW, set(), set())
         end = len(data)
         window = PROGRESS_WINDOW
         seen: set[tuple[str, int | None]] = set()
         seen_raw: set[tuple[bytes, bytes | None]] = set()
         while end > 0:
             start = max(0, end - window)
-            self._progress_in(data, first, start, end, seen, seen_raw)
+            self._progress_in(data, counter, start, end, seen, seen_raw)
             if wanted <= seen or start == 0:
                 return
             end = start
@@ -1606,7 +1610,7 @@ class _LogParser:
     def _progress_in(
         self,
         data: bytes,
-        first: int,
+        counter: LineCounter,
         start: int,
         end: int,
         seen: set[tuple[str, int | None]],
@@ -1615,35 +1619,25 @@ class _LogParser:
         """Observe the last progress line of each stream in data[start:end] not yet `seen`."""
         if start > 0:
             start = data.find(b"\n", start, end) + 1 or end
-        window_data = data[start:end]
-        starts = sorted(
-            {window_data.rfind(b"\n", 0, hit) + 1 for hit in PROGRESS_MARKERS.find(window_data)}
-        )
+        window = data[start:end]
         found: set[tuple[str, int | None]] = set()
-        if not starts:
-            return found
-        # line numbers, counted once over the window
-        numbers = []
-        # count the newlines on the shorter side of `start`
-        if start < len(data) // 2:
-            number = first + data.count(b"\n", 0, start)
-        else:
-            number = first + self._chunk_lines - data.count(b"\n", start)
-        at = 0
-        for pos in starts:
-            number += window_data.count(b"\n", at, pos)
-            at = pos
-            numbers.append(number)
-        for pos, number in zip(reversed(starts), reversed(numbers), strict=True):
-            stop = window_data.find(b"\n", pos)
-            raw = window_data[pos : stop if stop >= 0 else len(window_data)]
-            raw_prefix = _RAW_PREFIXES.match(raw)
-            raw_rank = _RAW_RANK.search(raw, 0, 200)
-            raw_key = (raw_prefix[0] if raw_prefix else b"", raw_rank[1] if raw_rank else None)
+        prefix_of = _RAW_PREFIXES.match
+        rank_of = _RAW_RANK.search
+        line_start_of = window.rfind
+        # Newest line first; a stream's older lines are skipped on their raw prefix, undecoded.
+        # This loop visits every progress line of the window: kept to plain calls.
+        for line_end in reversed(PROGRESS_MARKERS.line_ends(window)):
+            line_start = line_start_of(b"\n", 0, line_end) + 1
+            head_end = line_start + 200
+            raw_rank = rank_of(window, line_start, head_end if head_end < line_end else line_end)
+            # the prefix pattern matches, maybe empty, at every line start
+            raw_key = (
+                prefix_of(window, line_start, line_end)[0],  # type: ignore[index]
+                raw_rank[1] if raw_rank is not None else None,
+            )
             if raw_key in seen_raw:
                 continue
-            if len(raw) > 4096:
-                raw = raw[-4096:]
+            raw = window[max(line_start, line_end - 4096) : line_end]
             pre = peel(clean(raw)[-1])
             got = _read_progress(pre.rest)
             if got is None:
@@ -1654,7 +1648,7 @@ class _LogParser:
             if key in seen:
                 continue
             seen.add(key)
-            self.observe_progress(number, pre.rest, pre)
+            self.observe_progress(counter.number_at(start + line_start), pre.rest, pre)
         return found
 
     def _emit_progress(self) -> None:

@@ -1,0 +1,93 @@
+"""The chunk helpers behind the fast log path: newline counts, line numbers, marker scans."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from triage.parsers import lines, rank_log
+
+ENGINES = [
+    "numpy",
+    pytest.param(
+        "hyperscan",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("hyperscan") is None, reason="hyperscan not installed"
+        ),
+    ),
+]
+
+# Text long enough that both counting branches (bytes.count, numpy) run.
+_texts = st.lists(st.sampled_from([b"a", b"\n", b"xyz ", b"\n\n", b"q" * 5000]), max_size=60).map(
+    b"".join
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_texts, st.integers(-10, 400_000), st.integers(-10, 400_000))
+def test_count_newlines_is_bytes_count(data: bytes, a: int, b: int) -> None:
+    start, end = sorted((max(a, 0), max(b, 0)))
+    assert lines.count_newlines(data, start, end) == data.count(b"\n", start, end)
+    assert lines.count_newlines(data) == data.count(b"\n")
+
+
+@settings(max_examples=60, deadline=None)
+@given(_texts, st.lists(st.integers(0, 400_000), max_size=20), st.integers(1, 1000))
+def test_line_counter_numbers_offsets_asked_in_any_order(
+    data: bytes, asks: list[int], first: int
+) -> None:
+    counter = lines.LineCounter(data, first)
+    for pos in asks:
+        pos = min(pos, len(data))
+        assert counter.number_at(pos) == first + data.count(b"\n", 0, pos)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_texts, st.lists(st.integers(0, 400_000), max_size=30))
+def test_select_lines_numbers_lines_the_same_with_a_counter(data: bytes, offs: list[int]) -> None:
+    offsets = sorted(min(o, max(len(data) - 1, 0)) for o in offs)
+    plain = list(lines.select_lines(data, 7, offsets, lambda: False))
+    counted = list(lines.select_lines(data, 7, offsets, lambda: False, lines.LineCounter(data, 7)))
+    assert counted == plain
+    for number, raw in plain:
+        assert data.split(b"\n")[number - 7] == raw
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"Step 3", b"EPOCH", b"it/s", b"iteration", b"\n", b"x", b" ", b"Traceback", b"\xff"]
+        ),
+        max_size=40,
+    ).map(b"".join)
+)
+def test_every_engine_finds_the_lines_a_plain_search_finds(engine: str, data: bytes) -> None:
+    for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS):
+        scan = markers.using(engine)
+        plain = markers._find_plain(data)
+        line_of = lambda offs: sorted({data.rfind(b"\n", 0, o) for o in offs})  # noqa: E731
+        assert line_of(scan.find(data)) == line_of(plain)
+        ends = {data.find(b"\n", o) for o in plain}
+        assert scan.line_ends(data) == sorted(e if e >= 0 else len(data) for e in ends)
+        assert scan.contains(data) == bool(plain)
+
+
+def test_an_unknown_engine_is_refused() -> None:
+    with pytest.raises(ValueError):
+        lines.MarkerSet(["step"], engine="grep")
+
+
+def test_without_hyperscan_the_numpy_scan_stands_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lines, "_HS_TRIED", True)
+    monkeypatch.setattr(lines, "_hs", None)  # as where no wheel installs
+    markers = lines.MarkerSet(["step", "epoch"])
+    assert markers.engine == "numpy"
+    assert markers.find(b"x\nStep 3\nno\nepoch=2\n") == [2, 12]
+    assert markers.line_ends(b"x\nStep 3\nno\nepoch=2") == [8, 19]
+    with pytest.raises(ImportError):
+        lines.MarkerSet(["step"], engine="hyperscan").find(b"step step")
