@@ -74,6 +74,6 @@ def test_a_small_bundle_is_read_without_starting_workers(
     def no_pool(*args: object, **kwargs: object) -> None:
         raise AssertionError("a worker pool was started for a small bundle")
 
-    monkeypatch.setattr(pipeline, "_read_in_pool", no_pool)
+    monkeypatch.setattr(pipeline._Pool, "_start", no_pool)
     parsed = pipeline.read_inputs([str(_bundle(tmp_path))])
     assert len(parsed) > 20

@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.model import (
     Analysis,
@@ -26,6 +26,9 @@ from triage.model import (
     Source,
     SourceKind,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 # (sources done, bytes done, path now being read)
 ProgressCallback = Callable[[int, int, str], None]
@@ -43,21 +46,43 @@ def read_inputs(
     """Ingest and parse every input under `paths`, in a stable order.
 
     A big bundle's files on disk are parsed in a pool of worker processes, one per core,
-    while this process parses archive members; the result is in discovery order either way.
-    Small inputs (and `triage explain`) never pay for starting a pool. Flight-recorder dumps
-    of a big job are read in part (`fr_tail_for`).
+    handed over while discovery goes on (sniffing 2,000 files is itself ~1.5 s of work), and
+    this process parses archive members meanwhile; the result is in discovery order either
+    way. Small inputs (and `triage explain`) never pay for starting a pool. Flight-recorder
+    dumps of a big job are read in part (`fr_tail_for`); they go to the pool last, once
+    discovery has told how big the job is.
     """
     from triage import ingest
 
-    sources = list(ingest.discover(paths))
-    pooled = [i for i, source in enumerate(sources) if _poolable(source)]
-    workers = _pool_size(sum(sources[i].size for i in pooled))
-    fr_tail = fr_tail_for(sources)
-    results: list[ParsedSource | None] = [None] * len(sources)
     progress = _Progress(on_progress)
-    if workers > 1:
-        _read_in_pool(sources, pooled, workers, results, progress, fr_tail)
-    for i, source in enumerate(sources):
+    pool = _Pool()
+    sources: list[Source] = []
+    results: list[ParsedSource | None] = []
+    held_back: list[int] = []  # flight-recorder dumps, sent once fr_tail is known
+    try:
+        for source in ingest.discover(paths):
+            sources.append(source)
+            if not _poolable(source):
+                continue
+            if source.kind is SourceKind.FLIGHT_RECORDER:
+                held_back.append(len(sources) - 1)
+            else:
+                pool.offer(len(sources) - 1, source, None)
+        fr_tail = fr_tail_for(sources)
+        for i in held_back:
+            pool.offer(i, sources[i], fr_tail)
+        pool.flush()
+        results = [None] * len(sources)
+        # Meanwhile, this process parses what cannot be shipped (archive members).
+        for i, source in enumerate(sources):
+            if not pool.took(i):
+                progress.start(source.path)
+                results[i] = _parse_here(source, fr_tail)
+                progress.done(source.size)
+        pool.collect(sources, results, progress)
+    finally:
+        pool.close()
+    for i, source in enumerate(sources):  # what a worker could not do
         if results[i] is None:
             progress.start(source.path)
             results[i] = _parse_here(source, fr_tail)
@@ -117,9 +142,7 @@ def _poolable(source: Source) -> bool:
     return source.size > 0 and source.open is not empty_stream and os.path.isfile(source.path)
 
 
-def _pool_size(pooled_bytes: int) -> int:
-    if pooled_bytes < _POOL_MIN_BYTES:
-        return 1
+def _pool_size() -> int:
     import multiprocessing  # here, not at the top: `triage explain` never needs it
 
     if multiprocessing.parent_process() is not None:
@@ -131,76 +154,125 @@ def _pool_size(pooled_bytes: int) -> int:
     return min(len(os.sched_getaffinity(0)), 8)  # the cores this process may use
 
 
-def _chunks(sources: Sequence[Source], pooled: list[int], workers: int) -> list[list[int]]:
-    total = sum(sources[i].size for i in pooled)
-    limit = max(1, min(_CHUNK_BYTES, total // (workers * 4)))
-    chunks: list[list[int]] = [[]]
-    size = 0
-    for i in pooled:
-        if chunks[-1] and (size >= limit or len(chunks[-1]) >= _CHUNK_FILES):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(i)
-        size += sources[i].size
-    return [c for c in chunks if c]
+# the indices of the sources a worker parses, and its result to come (None: not shipped)
+_Chunk = tuple[list[int], "Future[list[tuple[Any, ...] | None]] | None"]
 
 
-def _read_in_pool(
-    sources: Sequence[Source],
-    pooled: list[int],
-    workers: int,
-    results: list[ParsedSource | None],
-    progress: _Progress,
-    fr_tail: int | None,
-) -> None:
-    """Parse the `pooled` sources in worker processes, filling `results` in place.
+class _Pool:
+    """Worker processes that parse files by path, started once enough bytes are offered.
 
+    Sources are offered in discovery order and shipped in chunks of about _CHUNK_BYTES; until
+    _POOL_MIN_BYTES have been offered nothing starts (and a small input never starts it).
     Anything a worker could not do (a file that changed, a result that cannot travel, a
-    worker killed by the OS) is left as None for the caller to parse here.
+    worker killed by the OS) is left as None in `collect`, for the caller to parse here.
     """
-    import multiprocessing
-    from concurrent.futures import Future, ProcessPoolExecutor
 
-    chunks = _chunks(sources, pooled, workers)
-    context = multiprocessing.get_context("fork")
-    # Results arrive as millions of fresh, acyclic objects (FR entries); the cyclic GC would
-    # re-scan all of them again and again meanwhile.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures: list[Future[list[tuple[Any, ...] | None]] | None] = [
-                pool.submit(_parse_chunk, [_fields(sources[i]) for i in chunk], fr_tail)
-                for chunk in chunks
-            ]
-            # Meanwhile, this process parses what cannot be shipped (archive members).
-            shipped = set(pooled)
-            for i, source in enumerate(sources):
-                if i not in shipped:
-                    progress.start(source.path)
-                    results[i] = _parse_here(source, fr_tail)
-                    progress.done(source.size)
-            for k, chunk in enumerate(chunks):
-                progress.start(sources[chunk[0]].path)
-                future, futures[k] = futures[k], None  # a done future keeps its result alive
-                if future is None:
-                    continue
-                try:
-                    packed = future.result()
-                except Exception:  # noqa: BLE001 - a lost worker: parse its share here
-                    continue
-                finally:
-                    del future
-                for n, i in enumerate(chunk):
-                    item, packed[n] = packed[n], None  # the columns go once the entries exist
-                    if item is not None:
-                        results[i] = _unpack(sources[i], item)
-                        progress.done(sources[i].size)
-                    del item
-    except (OSError, RuntimeError):  # no processes to be had: the caller reads serially
-        return
-    finally:
-        if was_enabled:
+    def __init__(self) -> None:
+        self.executor: Any = None
+        self.broken = False
+        self.waiting: list[tuple[int, Source, int | None]] = []
+        self.waiting_bytes = 0
+        self.offered_bytes = 0
+        self.chunk: list[tuple[int, Source]] = []
+        self.chunk_bytes = 0
+        self.chunk_tail: int | None = None
+        self.chunks: list[_Chunk] = []
+        self.shipped: set[int] = set()
+        self.gc_was_enabled = gc.isenabled()
+
+    def offer(self, index: int, source: Source, fr_tail: int | None) -> None:
+        self.offered_bytes += source.size
+        if self.executor is None:
+            self.waiting.append((index, source, fr_tail))
+            if self.offered_bytes >= _POOL_MIN_BYTES and not self.broken:
+                self._start()
+            return
+        self._add(index, source, fr_tail)
+
+    def flush(self) -> None:
+        if self.executor is not None:
+            self._ship()
+
+    def took(self, index: int) -> bool:
+        return index in self.shipped
+
+    def _start(self) -> None:
+        workers = _pool_size()
+        if workers < 2:
+            self.broken = True  # parse here; do not ask again for every later source
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # Results arrive as many fresh, acyclic objects (FR entries); the cyclic GC would
+        # re-scan all of them again and again meanwhile.
+        gc.disable()
+        try:
+            self.executor = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("fork")
+            )
+        except (OSError, RuntimeError):  # no processes to be had: read here
+            self.broken = True
+            self._restore_gc()
+            return
+        waiting, self.waiting = self.waiting, []
+        for index, source, fr_tail in waiting:
+            self._add(index, source, fr_tail)
+
+    def _add(self, index: int, source: Source, fr_tail: int | None) -> None:
+        if self.chunk and (
+            self.chunk_bytes >= _CHUNK_BYTES
+            or len(self.chunk) >= _CHUNK_FILES
+            or fr_tail != self.chunk_tail
+        ):
+            self._ship()
+        self.chunk.append((index, source))
+        self.chunk_bytes += source.size
+        self.chunk_tail = fr_tail
+
+    def _ship(self) -> None:
+        if not self.chunk:
+            return
+        indices = [i for i, _ in self.chunk]
+        fields = [_fields(source) for _, source in self.chunk]
+        try:
+            future = self.executor.submit(_parse_chunk, fields, self.chunk_tail)
+        except Exception:  # noqa: BLE001 - a broken pool: these are parsed here
+            future = None
+        self.chunks.append((indices, future))
+        if future is not None:
+            self.shipped.update(indices)
+        self.chunk, self.chunk_bytes = [], 0
+
+    def collect(
+        self, sources: Sequence[Source], results: list[ParsedSource | None], progress: _Progress
+    ) -> None:
+        for k, (indices, future) in enumerate(self.chunks):
+            if future is None:
+                continue
+            progress.start(sources[indices[0]].path)
+            self.chunks[k] = (indices, None)  # a done future keeps its result alive
+            try:
+                packed = future.result()
+            except Exception:  # noqa: BLE001 - a lost worker: its share is parsed here
+                continue
+            finally:
+                del future
+            for n, i in enumerate(indices):
+                item, packed[n] = packed[n], None  # the columns go once the entries exist
+                if item is not None:
+                    results[i] = _unpack(sources[i], item)
+                    progress.done(sources[i].size)
+                del item
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor = None
+            self._restore_gc()
+
+    def _restore_gc(self) -> None:
+        if self.gc_was_enabled:
             gc.enable()
 
 
