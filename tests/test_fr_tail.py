@@ -194,3 +194,64 @@ def test_a_big_job_reads_the_tail_and_says_so(
         assert len(event.payload.entries) == pipeline.FR_TAIL_ENTRIES
         assert event.payload.entries_total == 300
         assert f"300 entries (last {pipeline.FR_TAIL_ENTRIES} read)" in event.text
+
+
+def _job_dump(rank: int, behind: bool) -> bytes:
+    """A rank of a 4-rank job: group 1 ran 5 collectives, then group 0 ran 50 (49 on the rank
+    that is behind). The pickle is laid out as torch writes it."""
+    del rank  # every rank runs the same program: the same collectives
+    pg1 = [_entry(seq, "1", random.Random(seq)) for seq in range(1, 6)]
+    pg0 = [_entry(seq, "0", random.Random(-seq)) for seq in range(1, 50 if behind else 51)]
+    records = [*pg0[:-4], *pg1, *pg0[-4:]] if behind else [*pg0[:-5], *pg1, *pg0[-5:]]
+    for i, record in enumerate(records):
+        record["record_id"] = i
+        record["state"] = "completed"
+    records[-1]["state"] = "scheduled"
+    last0 = len(pg0)
+    return pickle.dumps(
+        {
+            "version": "2.10",
+            "pg_config": {
+                "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
+                "1": {"name": "1", "desc": "group_1", "ranks": "[0, 1, 2, 3]"},
+            },
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": last0,
+                    "last_started_collective": last0 - 1,
+                    "last_completed_collective": last0 - 1,
+                },
+                "1": {
+                    "last_enqueued_collective": 5,
+                    "last_started_collective": 5,
+                    "last_completed_collective": 5,
+                },
+            },
+            "entries": records,
+        },
+        protocol=2,
+    )
+
+
+def test_groups_outside_the_kept_entries_are_judged_by_pg_status_not_as_never_entered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With 5 entries kept, the rank that is behind still holds group 1's last collective and
+    # the others do not: read as "never entered group 1", the healthy ranks would be blamed.
+    for rank in range(4):
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(_job_dump(rank, behind=rank == 2))
+    monkeypatch.setattr(pipeline, "FR_WHOLE_BELOW", 0)
+    monkeypatch.setattr(pipeline, "FR_TAIL_ENTRIES", 5)
+    parsed = pipeline.read_inputs([str(tmp_path)])
+    dumps = [e.payload for p in parsed for e in p.events if e.kind is EventKind.FLIGHT_RECORDER]
+    assert {d.entries_total for d in dumps} == {54, 55}
+    assert {len(d.entries) for d in dumps} == {5}
+
+    from triage.analysis import correlate
+
+    analysis = correlate(parsed)
+    assert analysis.culprit_ranks == (2,)
+    kinds = {(f.kind, f.ranks) for f in analysis.findings}
+    assert ("lagging_rank", (2,)) in kinds
+    assert not [f.summary for f in analysis.findings if "group_1" in f.summary]
+    assert not [f.summary for f in analysis.findings if f.kind == "missing_rank"]

@@ -195,10 +195,15 @@ def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysi
     per_pg: dict[str, dict[int, RankPGState]] = {}
     pg_desc: dict[str, str] = {}
     timeouts: Counter[int] = Counter()
+    partial: set[int] = set()  # ranks whose dump was read in part: silence proves nothing
     for d in dumps:
         if d.dump.comm_lib_version:
             out.comm_lib_versions[d.rank] = d.dump.comm_lib_version
-        for pg, st in _index(d, pg_desc).items():
+        mine = _index(d, pg_desc)
+        if d.dump.entries_total is not None:
+            partial.add(d.rank)
+            _fill_from_status(mine, d)
+        for pg, st in mine.items():
             per_pg.setdefault(pg, {})[d.rank] = st
         if d.dump.entries and d.dump.entries[-1].timeout_ms:
             timeouts[d.dump.entries[-1].timeout_ms] += 1
@@ -211,7 +216,7 @@ def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysi
     for pg, ranks in per_pg.items():
         desc = pg_desc.get(pg, "")
         members = _members(pg, desc, dumps, ranks, world_size)
-        report = _pg_report(pg, desc, members, ranks, dumped)
+        report = _pg_report(pg, desc, members, ranks, dumped, partial)
         report.sources = {d.rank: d.event.source for d in dumps}
         out.reports.append(report)
         _anchor(out, pg, ranks)
@@ -258,17 +263,41 @@ def _members(
     return tuple(sorted(ranks))
 
 
+def _fill_from_status(mine: dict[str, RankPGState], d: FRDump) -> None:
+    """A dump read in part (a big job: only its last entries) still states, in pg_status,
+    the last collective each group enqueued, started and completed: that fills in groups
+    the kept entries do not show, and ends the kept records cannot reach."""
+    for pg, status in d.dump.pg_status.items():
+        ends = {
+            name: value if value >= 0 else None
+            for name, value in (
+                ("last_enqueued", status.get("last_enqueued_collective", -1)),
+                ("last_started", status.get("last_started_collective", -1)),
+                ("last_completed", status.get("last_completed_collective", -1)),
+            )
+        }
+        st = mine.get(pg)
+        if st is None:
+            if ends["last_enqueued"] is not None:
+                mine[pg] = RankPGState(d.rank, {}, **ends)
+            continue
+        for name, value in ends.items():
+            if getattr(st, name) is None and value is not None:
+                setattr(st, name, value)
+
+
 def _pg_report(
     pg: str,
     desc: str,
     members: tuple[int, ...],
     ranks: dict[int, RankPGState],
     dumped: set[int],
+    partial: set[int],
 ) -> PGReport:
     states = dict(ranks)
-    # a member that dumped but holds no record of this group never entered it
+    # a member whose whole dump holds no record of this group never entered it
     for r in members:
-        if r in dumped and r not in states:
+        if r in dumped and r not in partial and r not in states:
             states[r] = RankPGState(r, {})
     missing = tuple(r for r in members if r not in dumped)
     has_states = any(s.last_started is not None for s in states.values())
