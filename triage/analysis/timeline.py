@@ -11,6 +11,7 @@ it and the others is then only a tie-breaker, never the main argument for blame.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,9 +25,13 @@ from triage.model import Event, TimelineEntry
 # (anchor id) -> {clock domain: epoch seconds}
 Anchors = Mapping[object, Mapping[str, float]]
 
-_NOISE = regex.compile(
+_NOISE_PATTERN = (
     r"0x[0-9a-fA-F]+|\d+(?:\.\d+)*|\[rank\d+\]:?|(?<=\[)[\w.-]+(?=\]:\d)|\b[\w-]+(?=:\d+:\d+)"
 )
+_NOISE = regex.compile(_NOISE_PATTERN)
+# The stdlib engine runs this pattern ~3x faster; on ASCII text both read \w, \d and \b alike
+# (on other text `regex` follows Unicode more closely, so it keeps that text).
+_NOISE_ASCII = re.compile(_NOISE_PATTERN)
 
 
 def estimate_offsets(anchors: Anchors) -> dict[str, float]:
@@ -73,7 +78,8 @@ def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | No
 
 def signature(text: str) -> str:
     """A message with its numbers, addresses, ranks and hosts blanked: equal for all victims."""
-    return _NOISE.sub("#", first_line(text, 400))
+    line = first_line(text, 400)
+    return (_NOISE_ASCII if line.isascii() else _NOISE).sub("#", line)
 
 
 def build(

@@ -42,7 +42,6 @@ world_size, collective, timeout_ms, ...) and, for finding rules, the finding's f
 from __future__ import annotations
 
 import os
-import re
 import string
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,15 +53,9 @@ from typing import Any
 import regex
 import yaml
 
-try:  # the stdlib regex parser, only to find literals every match must contain
-    from re import _constants as _sre_constants
-    from re import _parser as _sre_parse
-except ImportError:  # Python 3.10
-    import sre_constants as _sre_constants  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
-
 import triage
 from triage import taxonomy
+from triage.analysis.literals import required_literals
 from triage.classify.types import RuleHit
 from triage.model import Analysis, Event, EventKind, Finding, Level, SourceKind
 from triage.parsers.common import whole_text_event
@@ -215,61 +208,8 @@ def _load_cached(key: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]) -> 
 # --------------------------------------------------------------------------- keyword prefilter
 # Running ~150 rules' regexes over every event is slow on big logs. Each pattern usually has a
 # literal that every match must contain (`Watchdog caught collective operation timeout`); a
-# rule runs only when the event text contains one of its literals (a plain substring test).
-MIN_KEYWORD = 4
-
-
-def required_literals(pattern: str) -> tuple[str, ...] | None:
-    """Literals one of which every match of `pattern` contains, or None when none is known.
-
-    Parsed with the stdlib regex parser; only literal runs that every match goes through count
-    (nothing inside optional parts or classes). A top-level alternation yields one literal per
-    branch, or None if a branch has none. Case-insensitive literals come back lowercased with a
-    leading NUL (`"\0address already in use"`) and are tested against the lowercased text.
-    """
-    try:
-        tree = _sre_parse.parse(pattern)
-    except Exception:  # noqa: BLE001 - a `regex`-only construct: no prefilter for this pattern
-        return None
-    items, ci = list(tree), bool(tree.state.flags & re.IGNORECASE)
-    # unwrap `(?i:...)` / `(?m:...)` / `(...)` around the whole pattern
-    while len(items) == 1 and items[0][0] is _sre_constants.SUBPATTERN:
-        _group, add, dele, sub = items[0][1]
-        if dele:
-            break
-        ci = ci or bool(add & re.IGNORECASE)
-        items = list(sub)
-    if len(items) == 1 and items[0][0] is _sre_constants.BRANCH:
-        out = []
-        for branch in items[0][1][1]:
-            lit = _longest_run(list(branch), ci)
-            if lit is None:
-                return None
-            out.append(lit)
-        return tuple(out)
-    lit = _longest_run(items, ci)
-    return (lit,) if lit is not None else None
-
-
-def _longest_run(items: list[Any], ci: bool) -> str | None:
-    best, run = "", []
-    for op, arg in items:
-        if op is _sre_constants.LITERAL:
-            run.append(chr(arg))
-            continue
-        if op is _sre_constants.SUBPATTERN and not arg[2]:
-            # a group that must match (named, plain or with flags): its own literal counts
-            inner = _longest_run(list(arg[3]), ci or bool(arg[1] & re.IGNORECASE))
-            if inner and len(inner.lstrip("\0")) > len(best.lstrip("\0")):
-                best = inner
-        if len(run) > len(best.lstrip("\0")):
-            best = "".join(run)
-            best = "\0" + best.lower() if ci else best
-        run = []
-    if len(run) > len(best.lstrip("\0")):
-        best = "".join(run)
-        best = "\0" + best.lower() if ci else best
-    return best if len(best.lstrip("\0")) >= MIN_KEYWORD else None
+# rule runs only when the event text contains one of its literals (a plain substring test,
+# see triage.analysis.literals).
 
 
 def rule_keywords(rule: Rule) -> tuple[str, ...] | None:

@@ -1,0 +1,78 @@
+"""Literals that every match of a regex must contain: a cheap substring test that tells which
+texts a pattern cannot match, before running it.
+
+The rule engine (triage.classify.rules) and the cascade classifier (cascade.py) run many
+patterns over every event of every rank; most events contain none of a pattern's literals.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+try:  # the stdlib regex parser, only to find literals every match must contain
+    from re import _constants as _sre_constants
+    from re import _parser as _sre_parse
+except ImportError:  # Python 3.10
+    import sre_constants as _sre_constants  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+MIN_KEYWORD = 4
+_REGEX_META = frozenset(".^$*+?{}[]\\|()")  # a pattern without these is plain text
+
+
+def required_literals(pattern: str, min_len: int = MIN_KEYWORD) -> tuple[str, ...] | None:
+    """Literals one of which every match of `pattern` contains, or None when none is known.
+
+    Parsed with the stdlib regex parser; only literal runs that every match goes through count
+    (nothing inside optional parts or classes). A top-level alternation yields one literal per
+    branch, or None if a branch has none. Case-insensitive literals come back lowercased with a
+    leading NUL (`"\0address already in use"`) and are tested against the lowercased text.
+    Literals shorter than `min_len` do not count.
+    """
+    if not _REGEX_META.intersection(pattern):
+        # plain text (a third of the shipped patterns): the whole pattern, without parsing it
+        return (pattern,) if len(pattern) >= min_len else None
+    try:
+        tree = _sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - a `regex`-only construct: no prefilter for this pattern
+        return None
+    items, ci = list(tree), bool(tree.state.flags & re.IGNORECASE)
+    # unwrap `(?i:...)` / `(?m:...)` / `(...)` around the whole pattern
+    while len(items) == 1 and items[0][0] is _sre_constants.SUBPATTERN:
+        _group, add, dele, sub = items[0][1]
+        if dele:
+            break
+        ci = ci or bool(add & re.IGNORECASE)
+        items = list(sub)
+    if len(items) == 1 and items[0][0] is _sre_constants.BRANCH:
+        out = []
+        for branch in items[0][1][1]:
+            lit = _longest_run(list(branch), ci, min_len)
+            if lit is None:
+                return None
+            out.append(lit)
+        return tuple(out)
+    lit = _longest_run(items, ci, min_len)
+    return (lit,) if lit is not None else None
+
+
+def _longest_run(items: list[Any], ci: bool, min_len: int) -> str | None:
+    best, run = "", []
+    for op, arg in items:
+        if op is _sre_constants.LITERAL:
+            run.append(chr(arg))
+            continue
+        if op is _sre_constants.SUBPATTERN and not arg[2]:
+            # a group that must match (named, plain or with flags): its own literal counts
+            inner = _longest_run(list(arg[3]), ci or bool(arg[1] & re.IGNORECASE), min_len)
+            if inner and len(inner.lstrip("\0")) > len(best.lstrip("\0")):
+                best = inner
+        if len(run) > len(best.lstrip("\0")):
+            best = "".join(run)
+            best = "\0" + best.lower() if ci else best
+        run = []
+    if len(run) > len(best.lstrip("\0")):
+        best = "".join(run)
+        best = "\0" + best.lower() if ci else best
+    return best if len(best.lstrip("\0")) >= min_len else None
