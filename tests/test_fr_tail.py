@@ -255,3 +255,24 @@ def test_groups_outside_the_kept_entries_are_judged_by_pg_status_not_as_never_en
     assert ("lagging_rank", (2,)) in kinds
     assert not [f.summary for f in analysis.findings if "group_1" in f.summary]
     assert not [f.summary for f in analysis.findings if f.kind == "missing_rank"]
+
+
+def test_the_user_can_ask_for_every_entry_or_for_a_window_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(_dump(300, 1, 0), protocol=2))
+
+    def held(**kwargs: Any) -> set[tuple[int, int | None]]:
+        parsed = pipeline.read_inputs([str(tmp_path)], **kwargs)
+        return {
+            (len(e.payload.entries), e.payload.entries_total)
+            for p in parsed
+            for e in p.events
+            if e.kind is EventKind.FLIGHT_RECORDER
+        }
+
+    assert held() == {(300, None)}  # a small job: read whole
+    assert held(fr_entries=7) == {(7, 300)}
+    monkeypatch.setattr(pipeline, "FR_WHOLE_BELOW", 0)  # now a "big" job
+    assert held() == {(pipeline.FR_TAIL_ENTRIES, 300)}
+    assert held(fr_entries=0) == {(300, None)}

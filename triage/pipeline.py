@@ -38,10 +38,16 @@ ProgressCallback = Callable[[int, int, str], None]
 class Options:
     use_embeddings: bool = True
     extra_rules_dirs: tuple[str, ...] = ()
+    # entries read of each flight-recorder dump: None decides by the job's size
+    # (`fr_tail_for`), 0 reads them all, N the last N
+    fr_entries: int | None = None
 
 
 def read_inputs(
-    paths: Sequence[str], on_progress: ProgressCallback | None = None
+    paths: Sequence[str],
+    on_progress: ProgressCallback | None = None,
+    *,
+    fr_entries: int | None = None,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -49,8 +55,8 @@ def read_inputs(
     handed over while discovery goes on (sniffing 2,000 files is itself ~1.5 s of work), and
     this process parses archive members meanwhile; the result is in discovery order either
     way. Small inputs (and `triage explain`) never pay for starting a pool. Flight-recorder
-    dumps of a big job are read in part (`fr_tail_for`); they go to the pool last, once
-    discovery has told how big the job is.
+    dumps of a big job are read in part (`fr_tail_for`; `fr_entries` as in Options); they go
+    to the pool last, once discovery has told how big the job is.
     """
     from triage import ingest
 
@@ -68,7 +74,7 @@ def read_inputs(
                 held_back.append(len(sources) - 1)
             else:
                 pool.offer(len(sources) - 1, source, None)
-        fr_tail = fr_tail_for(sources)
+        fr_tail = fr_tail_for(sources) if fr_entries is None else (fr_entries or None)
         for i in held_back:
             pool.offer(i, sources[i], fr_tail)
         pool.flush()
@@ -370,7 +376,8 @@ def diagnose(
     on_progress: ProgressCallback | None = None,
 ) -> Diagnosis:
     """The main job: a folder / archive / files of one failed job -> one Diagnosis."""
-    return diagnose_parsed(read_inputs(paths, on_progress), options)
+    parsed = read_inputs(paths, on_progress, fr_entries=options.fr_entries)
+    return diagnose_parsed(parsed, options)
 
 
 def diagnose_parsed(parsed: Sequence[ParsedSource], options: Options = Options()) -> Diagnosis:
