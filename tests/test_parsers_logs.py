@@ -53,8 +53,9 @@ _MARKER_SETS: dict[str, tuple[lines.MarkerSet, ...]] = {}
 
 
 @contextlib.contextmanager
-def markers_on(engine: str) -> Iterator[None]:
-    """Every marker scan of the log parsers runs on `engine` inside the block."""
+def markers_on(engine: str, by_shape: bool = True) -> Iterator[None]:
+    """Every marker scan of the log parsers runs on `engine` inside the block; progress
+    windows are read line by line with the shape cache, or else from a marker scan."""
     if engine not in _MARKER_SETS:
         _MARKER_SETS[engine] = tuple(
             m.using(engine) for m in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS, nccl.NOTABLE)
@@ -65,6 +66,7 @@ def markers_on(engine: str) -> Iterator[None]:
         mock.patch.object(rank_log, "MARKERS", found),
         mock.patch.object(rank_log, "PROGRESS_MARKERS", progress),
         mock.patch.object(nccl, "NOTABLE", notable),
+        mock.patch.object(rank_log._LogParser, "by_shape", by_shape),
     ):
         yield
 
@@ -391,9 +393,10 @@ def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
     ],
 )
 @pytest.mark.parametrize("engine", ENGINES)
-def test_fast_path_finds_what_a_full_read_finds(name: str, engine: str) -> None:
+@pytest.mark.parametrize("by_shape", [True, False])
+def test_fast_path_finds_what_a_full_read_finds(name: str, engine: str, by_shape: bool) -> None:
     full = parse_fixture(name, scan_all=True)
-    with markers_on(engine):
+    with markers_on(engine, by_shape):
         fast = parse_fixture(name, scan_all=False)
     assert [(e.kind, e.line, e.rank, e.text) for e in fast.events] == [
         (e.kind, e.line, e.rank, e.text) for e in full.events
@@ -568,8 +571,9 @@ def test_year_rolls_over_new_year() -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("by_shape", [True, False])
 def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_errors(
-    engine: str,
+    engine: str, by_shape: bool
 ) -> None:
     # ~9 MB: four torchrun ranks print progress; rank 2 hangs at step 40 while the others go on,
     # then rank 0's watchdog fires. Read through the fast path (bigger than SCAN_ALL_BELOW).
@@ -588,13 +592,65 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
     )
     data = b"\n".join(out) + b"\n"
     assert len(data) > 2 * lines.CHUNK_SIZE
-    with markers_on(engine):
+    with markers_on(engine, by_shape):
         parsed = rank_log.parse(source_of(data))
     steps = {e.local_rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
     assert steps == {0: 49_999, 1: 49_999, 2: 40, 3: 49_999}
     (watchdog,) = of_kind(parsed, EventKind.ERROR_LINE)
     assert watchdog.rank == 0 and watchdog.line == parsed.lines
     assert watchdog.attrs["seq"] == 9
+
+
+def _mixed_progress_log() -> bytes:
+    """~1 MB: torchrun-prefixed tqdm bars, unprefixed DeepSpeed ranks, `srun -l` epochs and
+    unique noise lines; DeepSpeed rank 2 and srun task 5 stop early, one stream only prints
+    in the middle."""
+    out = []
+    for step in range(2500):
+        out.append(b"[default0]:%d/9000 [01:23<10:00, 1.23it/s, loss=2.3456]" % step)
+        for r in range(4):
+            if r == 2 and step > 700:
+                continue
+            out.append(
+                b"[2026-01-05 10:%02d:00,123] [INFO] [logging.py:96:log_dist] [Rank %d] step=%d, "
+                b"skipped=0, lr=[0.0001]" % (step % 60, r, step)
+            )
+        if step % 3 == 0 and (step < 900 or step % 2):
+            out.append(b"%d: epoch %d.%d done" % (5 + step % 2, step // 100, step % 10))
+        if 1200 < step < 1210:
+            out.append(b"[eval7]: iteration %d/50 | eval loss 1.0" % (step - 1200))
+        for n in range(1 if step % 500 > 20 else 40):  # now and then a window of unique lines
+            out.append(
+                b"noise %x %s" % (step * 7919, bytes(97 + (step * k + n) % 26 for k in range(9)))
+            )
+    return b"\n".join(out) + b"\n"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_progress_read_by_shape_or_by_marker_scan_is_the_same(engine: str) -> None:
+    data = _mixed_progress_log()
+    parsed = {}
+    for by_shape in (True, False):
+        with markers_on(engine, by_shape):
+            parsed[by_shape] = rank_log.parse(source_of(data))
+    fields = lambda p: [(e.kind, e.line, e.rank, e.text, e.attrs) for e in p.events]  # noqa: E731
+    assert fields(parsed[True]) == fields(parsed[False])
+    steps = {
+        (e.rank, e.local_rank): (e.attrs["last_step"], e.attrs["last_epoch"])
+        for e in of_kind(parsed[True], EventKind.PROGRESS)
+    }
+    assert steps == {
+        (0, None): (2499, None),  # DeepSpeed `[Rank 0] step=`
+        (1, None): (2499, None),
+        (2, None): (700, None),  # stopped early: found from the samples of the chunk
+        (3, None): (2499, None),
+        (None, 0): (2499, None),  # `[default0]:` tqdm
+        (None, 7): (9, None),  # `[eval7]:` printed only for a while
+        (5, None): (None, 8.4),  # `srun -l` task 5 stopped early
+        (6, None): (None, 24.9),
+    }
+    full = rank_log.parse(source_of(data), scan_all=True)
+    assert fields(full) == fields(parsed[True])
 
 
 def test_older_torch_elastic_restart_and_rendezvous_lines() -> None:
@@ -633,14 +689,15 @@ _ALL_FIXTURE_LINES = sorted(
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("by_shape", [True, False])
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_ALL_FIXTURE_LINES), min_size=1, max_size=80))
 def test_fast_path_matches_a_full_read_on_shuffled_log_lines(
-    engine: str, picked: list[bytes]
+    engine: str, by_shape: bool, picked: list[bytes]
 ) -> None:
     data = b"\n".join(picked) + b"\n"
     full = rank_log.parse(source_of(data), scan_all=True)
-    with markers_on(engine):
+    with markers_on(engine, by_shape):
         fast = rank_log.parse(source_of(data), scan_all=False)
 
     def notable(parsed: ParsedSource) -> list:

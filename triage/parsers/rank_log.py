@@ -237,6 +237,20 @@ _RAW_PREFIXES = re.compile(
     rb"(?:\d{1,6}: |\[[A-Za-z_]+\d+\]: ?|\[\d+,\d+\]<\w+>: ?|[\w.-]{1,64}: |\(\S+ pid=\d+[^)]*\) )*"
 )
 _RAW_RANK = re.compile(rb"\[Rank (-?\d+)\]")
+_DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _raw_spans(data: bytes, start: int, end: int) -> tuple[int, int, int]:
+    """(end of the raw prefixes, start and end of the `[Rank N]` number or 0, 0) of the line
+    data[start:end], relative to its start; the rank counts within the line's first 200 bytes."""
+    prefix = _RAW_PREFIXES.match(data, start, end)
+    prefix_end = prefix.end() - start if prefix is not None else 0
+    rank = _RAW_RANK.search(data, start, min(start + 200, end))
+    if rank is None:
+        return prefix_end, 0, 0
+    return prefix_end, rank.start(1) - start, rank.end(1) - start
+
+
 _P_MEGATRON = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|")
 _P_DEEPSPEED = re.compile(r"\[Rank (?P<rank>-?\d+)\] step=(?P<step>\d+)")
 _P_HF = re.compile(r"\{'loss': [^}]*?'epoch': (?P<epoch>[\d.]+)")
@@ -693,6 +707,8 @@ def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int
 
 
 class _LogParser:
+    by_shape = True  # progress windows read line by line with a shape cache (tests turn it off)
+
     def __init__(self, source: Source, scan_all: bool) -> None:
         self.source = source
         self.scan_all = scan_all
@@ -721,6 +737,8 @@ class _LogParser:
             mtime = None
         self.hint = ts.YearHint.from_mtime(mtime)
         self.reader: ChunkReader | None = None
+        # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end)
+        self._line_shapes: dict[bytes, tuple[bool, int, int, int]] = {}
 
     # ------------------------------------------------------------------ driving
 
@@ -1616,40 +1634,108 @@ class _LogParser:
         seen: set[tuple[str, int | None]],
         seen_raw: set[tuple[bytes, bytes | None]],
     ) -> set[tuple[str, int | None]]:
-        """Observe the last progress line of each stream in data[start:end] not yet `seen`."""
+        """Observe the last progress line of each stream in data[start:end] not yet `seen`.
+
+        Lines are read newest first; a stream's older lines are skipped on their raw key (raw
+        prefixes and `[Rank N]`), undecoded. Both ways below give the same answer.
+        """
         if start > 0:
             start = data.find(b"\n", start, end) + 1 or end
         window = data[start:end]
         found: set[tuple[str, int | None]] = set()
-        prefix_of = _RAW_PREFIXES.match
-        rank_of = _RAW_RANK.search
+        if not (
+            self.by_shape and self._progress_by_shape(window, start, counter, seen, seen_raw, found)
+        ):
+            self._progress_by_marker(window, start, counter, seen, seen_raw, found)
+        return found
+
+    def _progress_by_shape(
+        self,
+        window: bytes,
+        start: int,
+        counter: LineCounter,
+        seen: set[tuple[str, int | None]],
+        seen_raw: set[tuple[bytes, bytes | None]],
+        found: set[tuple[str, int | None]],
+    ) -> bool:
+        """Every line of the window, what matters about it cached per digit-masked line.
+
+        Whether a line holds a progress marker, and where its raw prefixes and `[Rank N]` sit,
+        does not depend on its digits (the patterns see digits only as digits), and a stream's
+        progress lines differ mostly in their digits: most lines cost a dict lookup. Gives up
+        (False) on a window of mostly unseen shapes, before it costs more than a marker scan.
+        """
+        lines = window.split(b"\n")
+        shapes = window.translate(_DIGITS_TO_0).split(b"\n")
+        known = self._line_shapes
+        misses = 0
+        first: int | None = None  # the window's first line number, counted when needed
+        for i in range(len(lines) - 1, -1, -1):
+            shape = shapes[i]
+            facts = known.get(shape)
+            if facts is None:
+                misses += 1
+                if misses > 32 and misses * 4 > len(lines) - i:
+                    return False
+                line = lines[i]
+                facts = (PROGRESS_MARKERS.contains(shape), *_raw_spans(line, 0, len(line)))
+                if len(known) >= 4096:
+                    known.clear()
+                known[shape] = facts
+            marked, prefix_end, rank_start, rank_end = facts
+            if not marked:
+                continue
+            line = lines[i]
+            raw_key = (line[:prefix_end], line[rank_start:rank_end] if rank_end else None)
+            if raw_key not in seen_raw:
+                pre = self._newest_of_stream(line, raw_key, seen, seen_raw, found)
+                if pre is not None:
+                    first = counter.number_at(start) if first is None else first
+                    self.observe_progress(first + i, pre.rest, pre)
+        return True
+
+    def _progress_by_marker(
+        self,
+        window: bytes,
+        start: int,
+        counter: LineCounter,
+        seen: set[tuple[str, int | None]],
+        seen_raw: set[tuple[bytes, bytes | None]],
+        found: set[tuple[str, int | None]],
+    ) -> None:
+        """The lines holding a progress marker, found by a scan of the window."""
         line_start_of = window.rfind
-        # Newest line first; a stream's older lines are skipped on their raw prefix, undecoded.
-        # This loop visits every progress line of the window: kept to plain calls.
         for line_end in reversed(PROGRESS_MARKERS.line_ends(window)):
             line_start = line_start_of(b"\n", 0, line_end) + 1
-            head_end = line_start + 200
-            raw_rank = rank_of(window, line_start, head_end if head_end < line_end else line_end)
-            # the prefix pattern matches, maybe empty, at every line start
-            raw_key = (
-                prefix_of(window, line_start, line_end)[0],  # type: ignore[index]
-                raw_rank[1] if raw_rank is not None else None,
-            )
-            if raw_key in seen_raw:
-                continue
-            raw = window[max(line_start, line_end - 4096) : line_end]
-            pre = peel(clean(raw)[-1])
-            got = _read_progress(pre.rest)
-            if got is None:
-                continue
-            key = (pre.key, got[3])
-            seen_raw.add(raw_key)
-            found.add(key)
-            if key in seen:
-                continue
-            seen.add(key)
-            self.observe_progress(counter.number_at(start + line_start), pre.rest, pre)
-        return found
+            prefix_end, rank_start, rank_end = _raw_spans(window, line_start, line_end)
+            line = window[line_start:line_end]
+            raw_key = (line[:prefix_end], line[rank_start:rank_end] if rank_end else None)
+            if raw_key not in seen_raw:
+                pre = self._newest_of_stream(line, raw_key, seen, seen_raw, found)
+                if pre is not None:
+                    self.observe_progress(counter.number_at(start + line_start), pre.rest, pre)
+
+    def _newest_of_stream(
+        self,
+        line: bytes,
+        raw_key: tuple[bytes, bytes | None],
+        seen: set[tuple[str, int | None]],
+        seen_raw: set[tuple[bytes, bytes | None]],
+        found: set[tuple[str, int | None]],
+    ) -> Prefixes | None:
+        """Decode the newest marked line of a raw key: its prefixes if it is a progress line
+        of a stream not `seen` yet (to observe), else None."""
+        pre = peel(clean(line[-4096:])[-1])
+        got = _read_progress(pre.rest)
+        if got is None:
+            return None
+        key = (pre.key, got[3])
+        seen_raw.add(raw_key)
+        found.add(key)
+        if key in seen:
+            return None
+        seen.add(key)
+        return pre
 
     def _emit_progress(self) -> None:
         best: dict[Any, _Progress] = {}
