@@ -60,50 +60,77 @@ _NUMPY_COUNT_MIN = 32 << 10
 _COUNT_LOCAL = threading.local()
 
 
-def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
-    """`data.count(b"\n", start, end)`; numpy counts big spans ~5x faster."""
-    n = len(data)
-    end = n if end is None else min(max(end, 0), n)
-    start = min(max(start, 0), end)
-    if end - start < _NUMPY_COUNT_MIN:
-        return data.count(b"\n", start, end)
-    np = _numpy()
-    if np is None:  # pragma: no cover - numpy is a dependency
-        return data.count(b"\n", start, end)
-    # compare into a buffer kept between calls: a fresh temporary's page faults cost more
-    # than the count
+def _newline_mask(data: bytes, start: int, end: int) -> Any:
+    """A bool array, True at each `\\n` of data[start:end], in a buffer kept between calls: a
+    fresh temporary's page faults cost more than the compare."""
+    np = _np
     size = end - start
     buf = getattr(_COUNT_LOCAL, "buf", None)
     if buf is None or len(buf) < size:
         buf = _COUNT_LOCAL.buf = np.empty(max(size, CHUNK_SIZE + (64 << 10)), bool)
     out = buf[:size]
     np.equal(np.frombuffer(data, np.uint8, size, start), 10, out=out)
-    return int(np.count_nonzero(out))
+    return out
+
+
+def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
+    """`data.count(b"\\n", start, end)`; numpy counts big spans ~5x faster."""
+    n = len(data)
+    end = n if end is None else min(max(end, 0), n)
+    start = min(max(start, 0), end)
+    if end - start < _NUMPY_COUNT_MIN or _numpy() is None:
+        return data.count(b"\n", start, end)
+    return int(_np.count_nonzero(_newline_mask(data, start, end)))
 
 
 class LineCounter:
     """Line numbers of offsets in one chunk, counted from the nearest offset already known.
 
-    Asked in ascending or descending order (samples, a tail read backwards), it counts each
-    stretch of the chunk about once instead of from the chunk's start every time.
+    Built without `newlines`, it counts the chunk's newlines once per 8 KiB block, so any
+    offset is a few KiB of counting away; offsets asked in order (samples, candidate lines)
+    also count from the offset asked last.
     """
+
+    _BLOCK = 8 << 10
 
     def __init__(self, data: bytes, first_line: int, newlines: int | None = None) -> None:
         self._data = data
-        total = count_newlines(data) if newlines is None else newlines
-        self._known = [(0, first_line), (len(data), first_line + total)]
+        self._first = first_line
+        self._blocks: list[int] | None = None  # newlines before each block boundary
+        if newlines is None:
+            newlines = self._index() if len(data) >= 4 * self._BLOCK else data.count(b"\n")
+        self.newlines = newlines
+        self._end = (len(data), first_line + newlines)
+        self._last = (0, first_line)
+
+    def _index(self) -> int:
+        np = _numpy()
+        data = self._data
+        if np is None:  # pragma: no cover - numpy is a dependency
+            return data.count(b"\n")
+        n, size = len(data), self._BLOCK
+        whole = n // size * size
+        mask = _newline_mask(data, 0, n)
+        sums = mask[:whole].view(np.uint8).reshape(-1, size).sum(axis=1, dtype=np.int64)
+        self._blocks = [0, *np.cumsum(sums).tolist()]
+        return self._blocks[-1] + int(np.count_nonzero(mask[whole:]))
 
     def number_at(self, pos: int) -> int:
-        """The 1-based number of the line holding byte `pos`."""
-        at, number = min(self._known, key=lambda k: abs(k[0] - pos))
+        """The 1-based number of the line holding byte `pos` (0 <= pos <= len(data))."""
+        at, number = self._last
+        if self._blocks is not None:
+            k = min((pos + self._BLOCK // 2) // self._BLOCK, len(self._blocks) - 1)
+            if abs(k * self._BLOCK - pos) < abs(at - pos):
+                at, number = k * self._BLOCK, self._first + self._blocks[k]
+        elif pos < abs(at - pos):
+            at, number = 0, self._first
+        if abs(self._end[0] - pos) < abs(at - pos):
+            at, number = self._end
         if pos >= at:
             number += count_newlines(self._data, at, pos)
         else:
             number -= count_newlines(self._data, pos, at)
-        if len(self._known) > 2:
-            self._known[2] = (pos, number)
-        else:
-            self._known.append((pos, number))
+        self._last = (pos, number)
         return number
 
 
@@ -159,6 +186,7 @@ class ChunkReader:
         self.bytes_read = 0
         self.lines = 0  # physical lines handed out so far
         self.chunk_newlines = 0  # newlines in the chunk handed out last
+        self.counter: LineCounter | None = None  # line numbers of offsets in that chunk
         self._cuts = 0
 
     def _read(self) -> bytes:
@@ -193,6 +221,7 @@ class ChunkReader:
             if not block:
                 if carry:
                     self.chunk_newlines = 0
+                    self.counter = LineCounter(carry, self.lines + 1, 0)
                     yield carry, self.lines + 1
                     self.lines += 1
                 return
@@ -204,7 +233,8 @@ class ChunkReader:
                 )
                 carry = block[last + 1 :]
                 first = self.lines + 1
-                self.chunk_newlines = count_newlines(data)
+                self.counter = LineCounter(data, first)
+                self.chunk_newlines = self.counter.newlines
                 self.lines += self.chunk_newlines
                 yield data, first
             else:
@@ -230,13 +260,16 @@ class ChunkReader:
                 line = head + self.cut_marker(number, total) + tail
                 self.lines += 1
                 self.chunk_newlines = 1
-                yield line + b"\n", number
+                line += b"\n"
+                self.counter = LineCounter(line, number, 1)
+                yield line, number
                 carry = rest
                 last = carry.rfind(b"\n")
                 if last >= 0:  # the rest of that block may hold whole lines
                     data, carry = carry[: last + 1], carry[last + 1 :]
                     first = self.lines + 1
-                    self.chunk_newlines = count_newlines(data)
+                    self.counter = LineCounter(data, first)
+                    self.chunk_newlines = self.counter.newlines
                     self.lines += self.chunk_newlines
                     yield data, first
 

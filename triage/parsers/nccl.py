@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from triage.model import Event, EventKind, Level, ParsedSource, Source
-from triage.parsers.lines import ChunkReader, LineCounter, MarkerSet, line_text, select_lines
+from triage.parsers.lines import ChunkReader, MarkerSet, line_text, select_lines
 from triage.parsers.prefixes import peel
 from triage.parsers.timestamps import parse_dated
 
@@ -288,7 +288,7 @@ class _Continuation:
 
 def _notable_lines(reader: ChunkReader, dense: Callable[[], bool]) -> Iterator[tuple[int, str]]:
     for data, first in reader:
-        counter = LineCounter(data, first, reader.chunk_newlines)
+        counter = reader.counter
         for number, raw in select_lines(data, first, NOTABLE.find(data), dense, counter):
             for text in line_text(reader, raw, number):
                 yield number, text

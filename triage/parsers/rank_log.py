@@ -752,7 +752,7 @@ class _LogParser:
             for data, first in reader:
                 self.chunk += 1
                 offsets = [] if self.scan_all else MARKERS.find(data)
-                counter = LineCounter(data, first, reader.chunk_newlines)
+                counter = reader.counter or LineCounter(data, first)
                 for number, raw in select_lines(data, first, offsets, self.dense, counter):
                     for text in line_text(reader, raw, number):
                         self.handle(number, text)
