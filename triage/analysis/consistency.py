@@ -54,6 +54,7 @@ _TRANSPORT = regex.compile(
 )
 _NRANKS = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
 _COMMID = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
+_NCCL_KINDS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)
 
 
 @dataclass
@@ -92,6 +93,13 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
     comm_sizes: dict[str, Counter[int]] = defaultdict(Counter)
     for ps in parsed:
         for ev in ps.events:
+            payload = ev.payload
+            if not (
+                isinstance(payload, EnvReport)
+                or (isinstance(payload, FlightRecorderDump) and payload.comm_lib_version)
+                or ev.kind in _NCCL_KINDS
+            ):
+                continue  # nothing below reads it: skip the per-event bookkeeping
             rank = event_rank(ev, index, ps.source.rank)
             host = (
                 ev.host
@@ -104,7 +112,6 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
             eref = EvidenceRef(
                 ev.source, ev.line, rank, ev.text.splitlines()[0][:200] if ev.text else ""
             )
-            payload = ev.payload
             if isinstance(payload, EnvReport):
                 for key in _VERSION_FACTS:
                     v = payload.facts.get(key) or payload.packages.get(key)
@@ -119,7 +126,7 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
             if isinstance(payload, FlightRecorderDump) and payload.comm_lib_version:
                 versions.add("nccl", payload.comm_lib_version, where, rank, eref)
                 continue
-            if ev.kind in (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN):
+            if ev.kind in _NCCL_KINDS:
                 m = _NCCL_VERSION.search(ev.text)
                 if m:
                     # NCCL prints the version once per process: key it by the process
