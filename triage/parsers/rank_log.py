@@ -238,6 +238,7 @@ _RAW_PREFIXES = re.compile(
 )
 _RAW_RANK = re.compile(rb"\[Rank (-?\d+)\]")
 _DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+_SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
 
 
 def _raw_spans(data: bytes, start: int, end: int) -> tuple[int, int, int]:
@@ -1679,9 +1680,10 @@ class _LogParser:
                     return False
                 line = lines[i]
                 facts = (PROGRESS_MARKERS.contains(shape), *_raw_spans(line, 0, len(line)))
-                if len(known) >= 4096:
-                    known.clear()
-                known[shape] = facts
+                if len(shape) <= _SHAPE_MAX:  # the cache stays small: long lines are rare
+                    if len(known) >= 4096:
+                        known.clear()
+                    known[shape] = facts
             marked, prefix_end, rank_start, rank_end = facts
             if not marked:
                 continue
