@@ -385,6 +385,7 @@ class MarkerSet:
         return "numpy" if _numpy() is not None else "plain"
 
     def _hyperscan_ready(self) -> bool:
+        """Whether `find` runs on hyperscan; compiles its database on the first call."""
         if self._hs_find is not None:
             return True
         if self._engine == "numpy":
@@ -394,8 +395,7 @@ class MarkerSet:
             if self._engine == "hyperscan":
                 raise ImportError("hyperscan is not installed")
             return False
-        # One database reports each needle's end (a literal's start is end - length); the other
-        # reports the end of each line holding any needle, once per line.
+        # reports each needle's end: a literal's start is its end minus its length
         found = hs.Database(mode=hs.HS_MODE_BLOCK)
         found.compile(
             expressions=self._needles,
@@ -403,29 +403,37 @@ class MarkerSet:
             flags=hs.HS_FLAG_CASELESS,
             literal=True,
         )
-        either = b"|".join(
-            b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
-            for needle in self._needles
-        )
-        lines = hs.Database(mode=hs.HS_MODE_BLOCK)
-        lines.compile(
-            expressions=[b"(?:" + either + b")[^\\n]*$"],
-            ids=[0],
-            flags=hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE,
-        )
         self._hs_lens = [len(n) for n in self._needles]
-        self._hs_lines = lines
         self._hs_find = found
         return True
 
-    def _scratch(self) -> tuple[Any, Any]:
-        """Per-thread hyperscan scratch for each database: one scratch serves one scan."""
+    def _line_database(self) -> Any:
+        """A database reporting the end of each line holding any needle, once per line
+        (compiled apart: it costs ~10x the literal one and most sets never need it)."""
+        if self._hs_lines is None:
+            hs = _hs
+            either = b"|".join(
+                b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
+                for needle in self._needles
+            )
+            lines = hs.Database(mode=hs.HS_MODE_BLOCK)
+            lines.compile(
+                expressions=[b"(?:" + either + b")[^\\n]*$"],
+                ids=[0],
+                flags=hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE,
+            )
+            self._hs_lines = lines
+        return self._hs_lines
+
+    def _scratch(self, database: Any) -> Any:
+        """Per-thread hyperscan scratch for a database: one scratch serves one scan at a time."""
         got = getattr(self._local, "scratch", None)
         if got is None:
-            hs = _hs
-            got = (hs.Scratch(self._hs_find), hs.Scratch(self._hs_lines))
-            self._local.scratch = got
-        return got
+            got = self._local.scratch = {}
+        scratch = got.get(id(database))
+        if scratch is None:
+            scratch = got[id(database)] = _hs.Scratch(database)
+        return scratch
 
     def _build_table(self) -> None:
         np = _numpy()
@@ -470,7 +478,8 @@ class MarkerSet:
             def on_match(i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
                 add(end - lens[i])
 
-            self._hs_find.scan(data, match_event_handler=on_match, scratch=self._scratch()[0])
+            found = self._hs_find
+            found.scan(data, match_event_handler=on_match, scratch=self._scratch(found))
             out.sort()
             return out
         return self._find_numpy(data)
@@ -486,7 +495,8 @@ class MarkerSet:
             def on_line(_i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
                 add(end)
 
-            self._hs_lines.scan(data, match_event_handler=on_line, scratch=self._scratch()[1])
+            lines = self._line_database()
+            lines.scan(data, match_event_handler=on_line, scratch=self._scratch(lines))
             return out  # one pattern: hyperscan reports in order of end offset
         n = len(data)
         ends = {data.find(b"\n", hit) for hit in self._find_numpy(data)}
