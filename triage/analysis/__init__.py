@@ -235,6 +235,8 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
         key=lambda p: (p.rank not in culprits, -roles[id(p.event)].strength, _t(p)),
     )
     cascade_events = [p for p in placed if p.role == "cascade"]
+    # the cascade messages that say their rank waited until a timeout fired (read twice below)
+    waited = [p for p in cascade_events if waited_until_timeout(p.event.text)]
     launch_findings: list[Finding] = []
     if never_joined and topo.rendezvous_timeout is not None:
         joined = (
@@ -275,13 +277,12 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     structural = [*launch_findings, *fr.findings, *spy.findings, *silent_findings]
     early = [(r, prog.events[r]) for r in prog.non_finite if r in culprits]
     first = _first_failure(culprits, initiating, exit_records, structural, placed, early)
-    hang = _hang(placed, culprits, fr, spy, initiating, exit_records)
+    hang = _hang(placed, culprits, fr, spy, initiating, exit_records, {id(p) for p in waited})
 
     findings: list[Finding] = []
     findings.extend(_culprit_findings(culprits, lead, scores, reasons, first, exit_records))
     if hang is not None:
-        waits = [p for p in cascade_events if waited_until_timeout(p.event.text)]
-        evidence = [ref(p.event, p.rank) for p in sorted(waits, key=_t)[:2]]
+        evidence = [ref(p.event, p.rank) for p in sorted(waited, key=_t)[:2]]
         evidence += [e for f in structural[:2] for e in f.evidence[:1]]
         findings.append(
             Finding(
@@ -592,7 +593,10 @@ def _hang(
     spy: pyspy.PySpyAnalysis,
     initiating: Sequence[timeline.Placed],
     exit_records: Sequence[exits.ExitRecord],
+    waited: set[int],
 ) -> HangReport | None:
+    """`waited`: ids of the cascade entries of `placed` whose text says they waited until a
+    timeout fired (`waited_until_timeout`)."""
     # A hang is the survivors *waiting*: until a timeout fired, or still waiting when py-spy
     # looked. Survivors that got an immediate error (peer closed, reset) saw a crash, even if
     # the flight recorder shows them inside a collective. So do the real bundles and the
@@ -600,8 +604,7 @@ def _hang(
     timeouts = [
         p
         for p in placed
-        if p.family == "collective_timeout"
-        or (p.role == "cascade" and waited_until_timeout(p.event.text))
+        if p.family == "collective_timeout" or (p.role == "cascade" and id(p) in waited)
     ]
     stall = bool(timeouts) or bool(spy.waiting_ranks and spy.suspects)
     if not stall and fr.hang_pg is None:
