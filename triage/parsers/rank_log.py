@@ -10,7 +10,9 @@ Speed: a big log is read in chunks; `MARKERS` finds the few lines with a word th
 and only those (plus every line while a multi-line record is open) are decoded and parsed.
 Progress is read backwards from the tail of each chunk, far enough to find every stream that
 progressed in the previous chunk (samples of the first chunk find streams that stopped early);
-on this path a stream's last step and last epoch come from its last progress line only.
+on this path a stream's last step and last epoch come from its last progress line only. A line
+of those windows mostly costs one dict lookup: what matters about it is cached per digit-masked
+line (a stream's progress lines differ in their numbers).
 Small inputs (pasted text, files under `SCAN_ALL_BELOW`) are read line by line in full.
 Memory is bounded: a chunk, capped records, capped event and warning counts.
 
