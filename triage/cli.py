@@ -9,6 +9,7 @@ triage batch DIR_OF_JOBS -o results.jsonl
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -137,9 +138,13 @@ def analyze(
         raise click.BadParameter(
             f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
         )
+    options = _options(no_embed, rules)
     with _Progress(enabled=not quiet) as progress:
-        diagnosis = pipeline.diagnose(paths, _options(no_embed, rules), on_progress=progress.update)
-    _emit(diagnosis, _pick_format(fmt, out), out, quiet)
+        parsed = pipeline.read_inputs(paths, on_progress=progress.update)
+    # What was read lives until this process ends: the cyclic GC need not walk those objects
+    # again while the later stages allocate, nor at exit (~0.1-0.4 s on a 1,024-rank bundle).
+    gc.freeze()
+    _emit(pipeline.diagnose_parsed(parsed, options), _pick_format(fmt, out), out, quiet)
 
 
 @main.command()
