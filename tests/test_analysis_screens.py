@@ -6,11 +6,17 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triage.analysis import cascade, timeline
-from triage.analysis.literals import required_literals
+from triage.analysis import cascade, exits, launcher, timeline
+from triage.analysis.literals import Screened, lowered_ascii, required_literals
 from triage.analysis.ranks import first_line
 
-_SCREENED = [*cascade._FAMILIES.values(), cascade._INITIATING, cascade._CONTEXT_SCREENED]
+_SCREENED = [
+    *cascade._FAMILIES.values(),
+    cascade._INITIATING,
+    cascade._CONTEXT_SCREENED,
+    launcher._WAITING_SCREENED,
+    exits._RESTART_SCREENED,
+]
 
 # Pieces of the patterns' own words in mixed case, numbers, and characters that fold to ASCII
 # letters under IGNORECASE (long s, Kelvin sign) or are not ASCII at all.
@@ -30,6 +36,10 @@ _PIECES = st.sampled_from(
         "TCPStore",
         "rendezvous is closed",
         "ChildFailedError",
+        "1/2 clients joined",
+        "RendezvousTimeoutError",
+        "Restarting worker group",
+        "Worker group FAILED. 2/3 attempts left",
         "out of memory",
         "ſigterm",
         "\u212aILLED",
@@ -54,7 +64,7 @@ def test_every_analysis_pattern_is_screened() -> None:
 @settings(max_examples=400, deadline=None)
 @given(text=_TEXT)
 def test_screened_search_agrees_with_the_regex(text: str) -> None:
-    lowered = cascade._lowered(text)
+    lowered = lowered_ascii(text)
     for screened in _SCREENED:
         got = screened.search(text, lowered)
         want = screened.pattern.search(text)
@@ -72,5 +82,5 @@ def test_the_timeline_signature_is_the_regex_one(text: str) -> None:
 def test_the_screen_keeps_case_insensitive_literals_of_every_branch() -> None:
     pattern = regex.compile(r"Xid\b|\bNaN\b|oom[-_ ]kill", regex.I)
     assert required_literals(f"(?i:{pattern.pattern})", min_len=1) == ("\0xid", "\0nan", "\0kill")
-    assert cascade._Screened(pattern).search("ECC: xid 79", "ecc: xid 79") is not None
-    assert cascade._Screened(pattern).search("all fine", "all fine") is None
+    assert Screened(pattern).search("ECC: xid 79", "ecc: xid 79") is not None
+    assert Screened(pattern).search("all fine", "all fine") is None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import regex
 
-from triage.analysis.literals import required_literals
+from triage.analysis.literals import Screened, lowered_ascii
 from triage.analysis.ranks import EXCEPTION_LINE, final_exception_line
 from triage.model import Event, EventKind, Level
 
@@ -132,53 +132,18 @@ def exception_lines(text: str) -> list[str]:
     return [s for line in text.splitlines() if EXCEPTION_LINE.match(s := line.strip())]
 
 
-class _Screened:
-    """A case-insensitive pattern behind a substring test: every match contains one of its
-    literals, so an ASCII text whose lowercase form contains none of them cannot match. Big
-    jobs put thousands of error lines through these alternations; most contain no literal."""
-
-    __slots__ = ("literals", "pattern")
-
-    def __init__(self, pattern: regex.Pattern[str]) -> None:
-        self.pattern = pattern
-        found = required_literals(f"(?i:{pattern.pattern})", min_len=1)
-        # case-insensitive literals come back as "\0" + lowercase; ASCII ones compare exactly
-        # with the lowercased ASCII text (no other character folds to an ASCII letter there)
-        usable = (
-            found is not None
-            and bool(pattern.flags & regex.IGNORECASE)
-            and all(lit.startswith("\0") and lit.isascii() for lit in found)
-        )
-        self.literals = tuple(lit[1:] for lit in found) if usable and found else None
-
-    def search(self, text: str, lowered: str | None) -> regex.Match[str] | None:
-        """`lowered` is `_lowered(text)`."""
-        if (
-            lowered is not None
-            and self.literals is not None
-            and not any(lit in lowered for lit in self.literals)
-        ):
-            return None
-        return self.pattern.search(text)
-
-
-def _lowered(text: str) -> str | None:
-    """The text to screen with: lowercase when ASCII, else None (the regex decides alone)."""
-    return text.lower() if text.isascii() else None
-
-
-_FAMILIES = {name: _Screened(pattern) for name, pattern in CASCADE_FAMILIES.items()}
-_INITIATING = _Screened(INITIATING_MARKERS)
-_CONTEXT_SCREENED = _Screened(_CONTEXT)
+_FAMILIES = {name: Screened(pattern) for name, pattern in CASCADE_FAMILIES.items()}
+_INITIATING = Screened(INITIATING_MARKERS)
+_CONTEXT_SCREENED = Screened(_CONTEXT)
 
 
 def waited_until_timeout(text: str) -> bool:
     """Does this message say its rank sat waiting until a timeout fired (a hang)?"""
-    return bool(_FAMILIES["collective_timeout"].search(text, _lowered(text)))
+    return bool(_FAMILIES["collective_timeout"].search(text, lowered_ascii(text)))
 
 
 def cascade_family(text: str) -> str | None:
-    return _family(text, _lowered(text))
+    return _family(text, lowered_ascii(text))
 
 
 def _family(text: str, lowered: str | None) -> str | None:
@@ -201,7 +166,7 @@ def classify_event(ev: Event) -> Role:
     if ev.kind is EventKind.RANK_EXIT:
         return Role("context", None, 0.0)  # exits are weighed separately (exits.py)
     head = headline(ev)
-    lowered = _lowered(head)
+    lowered = lowered_ascii(head)
     if _CONTEXT_SCREENED.search(head, lowered):
         return Role("context", None, 0.0)
     marker = _INITIATING.search(head, lowered)
@@ -212,7 +177,7 @@ def classify_event(ev: Event) -> Role:
         # a chained traceback may end generic while an earlier exception of the chain is a
         # cascade error; only the exception lines count, never the frames (`TCPStore(`)
         chain = "\n".join(exception_lines(ev.text))
-        chain_lowered = _lowered(chain)
+        chain_lowered = lowered_ascii(chain)
         family = _family(chain, chain_lowered)
         if family and not _INITIATING.search(chain, chain_lowered):
             return Role("cascade", family, 0.0)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 import regex
 
+from triage.analysis.literals import Screened, lowered_ascii
 from triage.analysis.ranks import RankIndex, format_ranks, ref
 from triage.model import Event, EventKind, EvidenceRef, Finding, ParsedSource, RankExit
 
@@ -38,6 +39,7 @@ _RESTART = regex.compile(
     r"|will restart worker group|Restarting worker group|restart_count=(?P<count>\d+))",
     regex.I,
 )
+_RESTART_SCREENED = Screened(_RESTART)  # runs on every error line of every rank
 
 
 def meaning(exitcode: int | None) -> str:
@@ -192,7 +194,7 @@ def restart_findings(parsed: Sequence[ParsedSource]) -> list[Finding]:
         for ev in ps.events:
             if ev.kind not in (EventKind.AGENT, EventKind.ERROR_LINE, EventKind.WARNING_LINE):
                 continue
-            m = _RESTART.search(ev.text)
+            m = _RESTART_SCREENED.search(ev.text, lowered_ascii(ev.text))
             if m:
                 lines.append(ref(ev))
                 if m["max"]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from triage.analysis.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, PySpyDump
 
 _NNODES = regex.compile(r"--nnodes[= ](?:(?P<lo>\d+):)?(?P<n>\d+)\b")
@@ -25,6 +26,7 @@ _WAITING_FOR_NODES = regex.compile(
     r"|Timed out waiting for .*(?:nodes|workers|participants)",
     regex.I,
 )
+_WAITING_SCREENED = Screened(_WAITING_FOR_NODES)  # runs on every error line of every rank
 
 
 @dataclass
@@ -83,7 +85,7 @@ def topology(events: Iterable[Event]) -> Topology:
         if "--n" in ev.text:
             _argv(ev.text, topo)
         if ev.kind in (EventKind.TRACEBACK, EventKind.ERROR_LINE, EventKind.AGENT) and (
-            _WAITING_FOR_NODES.search(ev.text)
+            _WAITING_SCREENED.search(ev.text, lowered_ascii(ev.text))
         ):
             topo.rendezvous_timeout = topo.rendezvous_timeout or ev
             m = _CLIENTS.search(ev.text)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import regex
+
 try:  # the stdlib regex parser, only to find literals every match must contain
     from re import _constants as _sre_constants
     from re import _parser as _sre_parse
@@ -76,3 +78,38 @@ def _longest_run(items: list[Any], ci: bool, min_len: int) -> str | None:
         best = "".join(run)
         best = "\0" + best.lower() if ci else best
     return best if len(best.lstrip("\0")) >= min_len else None
+
+
+class Screened:
+    """A case-insensitive pattern behind a substring test: every match contains one of its
+    literals, so an ASCII text whose lowercase form contains none of them cannot match. Big
+    jobs put thousands of lines through such alternations; most contain no literal."""
+
+    __slots__ = ("literals", "pattern")
+
+    def __init__(self, pattern: regex.Pattern[str]) -> None:
+        self.pattern = pattern
+        found = required_literals(f"(?i:{pattern.pattern})", min_len=1)
+        # case-insensitive literals come back as "\0" + lowercase; ASCII ones compare exactly
+        # with the lowercased ASCII text (no other character folds to an ASCII letter there)
+        usable = (
+            found is not None
+            and bool(pattern.flags & regex.IGNORECASE)
+            and all(lit.startswith("\0") and lit.isascii() for lit in found)
+        )
+        self.literals = tuple(lit[1:] for lit in found) if usable and found else None
+
+    def search(self, text: str, lowered: str | None) -> regex.Match[str] | None:
+        """`lowered` is `lowered_ascii(text)`."""
+        if (
+            lowered is not None
+            and self.literals is not None
+            and not any(lit in lowered for lit in self.literals)
+        ):
+            return None
+        return self.pattern.search(text)
+
+
+def lowered_ascii(text: str) -> str | None:
+    """The text to screen with: lowercase when ASCII, else None (the regex decides alone)."""
+    return text.lower() if text.isascii() else None
