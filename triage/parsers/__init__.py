@@ -46,6 +46,16 @@ def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
         )
 
 
+def preload() -> None:
+    """Load what parsing big files needs (the log and flight-recorder parsers, numpy, the
+    compiled marker scans) in this process: worker processes forked afterwards inherit it
+    instead of each loading it again."""
+    from triage.parsers import flight_recorder, rank_log  # noqa: F401 - loaded for the fork
+
+    for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS):
+        _ = markers.engine  # imports numpy or hyperscan and compiles the scan
+
+
 def parse_text(text: str, name: str = "<pasted>") -> ParsedSource:
     """Parse pasted text (an issue body, a traceback) as a log."""
     data = text.encode("utf-8", errors="replace")
