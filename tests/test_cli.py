@@ -157,3 +157,26 @@ def test_rules_check_quotes_the_matching_line() -> None:
     assert result.exit_code == 0, result.output
     assert "shm" in result.output.splitlines()[0]
     assert "nccl-shm-recv-b79-0-3-0" in result.output
+
+
+def test_fr_entries_chooses_how_much_of_each_dump_the_report_reads(tmp_path: Path) -> None:
+    entries = [
+        {
+            "record_id": i,
+            "collective_seq_id": i + 1,
+            "profiling_name": "nccl:all_reduce",
+            "process_group": tuple(["0", "default_pg"]),  # one per entry, as torch writes
+            "state": "completed",
+        }
+        for i in range(300)
+    ]
+    dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(dump, protocol=2))
+    part = CliRunner().invoke(main, [str(tmp_path), "--fr-entries", "5", "--format", "md"])
+    assert part.exit_code == 0, part.output
+    assert "the last 5 of up to 300 entries each" in part.output
+    whole = CliRunner().invoke(main, [str(tmp_path), "--fr-entries", "0", "--format", "md"])
+    assert whole.exit_code == 0, whole.output
+    assert "read in part" not in whole.output
+    bad = CliRunner().invoke(main, [str(tmp_path), "--fr-entries", "-1"])
+    assert bad.exit_code == 2 and "--fr-entries" in bad.output

@@ -842,3 +842,15 @@ def test_faulthandler_stack_stays_with_the_segfault_it_explains() -> None:
     assert fault.attrs["innermost_is_user_code"] is True
     assert "line 42 in augment" in fault.text
     assert not [e for e in parsed.events if e.kind is EventKind.TRACEBACK]
+
+
+def test_a_warning_repeated_every_step_is_kept_once_and_is_no_input_warning() -> None:
+    log = [
+        f"[2026-11-30 10:{i // 60:02d}:{i % 60:02d},000] [WARNING] [stage3.py:1991:step] "
+        f"{i % 5 + 1} pytorch allocator cache flushes since last step."
+        for i in range(300)
+    ]
+    parsed = rank_log.parse(source_of(("\n".join(log) + "\n").encode()))
+    kept = [e for e in parsed.events if e.kind is EventKind.WARNING_LINE]
+    assert len(kept) == 1
+    assert parsed.warnings == ()  # nothing was lost: the report must not say otherwise

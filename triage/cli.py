@@ -35,6 +35,14 @@ _no_embed_option = click.option(
     is_flag=True,
     help="Never load the embedding model: rules, cross-rank analysis and TF-IDF neighbours only.",
 )
+_fr_entries_option = click.option(
+    "--fr-entries",
+    "fr_entries",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Flight-recorder entries to read per dump: 0 reads all (default: all, or the last "
+    "128 of each when a big job's dumps add up to over 16 MiB).",
+)
 _output_option = click.option(
     "-o",
     "--output",
@@ -72,11 +80,13 @@ def main() -> None:
     """
 
 
-def _options(no_embed: bool, rules: tuple[str, ...]) -> Any:
+def _options(no_embed: bool, rules: tuple[str, ...], fr_entries: int | None = None) -> Any:
     from triage.pipeline import Options
 
     _check_rules(rules)
-    return Options(use_embeddings=not no_embed, extra_rules_dirs=tuple(rules))
+    return Options(
+        use_embeddings=not no_embed, extra_rules_dirs=tuple(rules), fr_entries=fr_entries
+    )
 
 
 def _check_rules(extra: tuple[str, ...]) -> None:
@@ -121,6 +131,7 @@ def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool) -> None:
 @_format_option
 @_no_embed_option
 @_rules_option
+@_fr_entries_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no messages on stderr.")
 def analyze(
     paths: tuple[str, ...],
@@ -128,6 +139,7 @@ def analyze(
     fmt: str | None,
     no_embed: bool,
     rules: tuple[str, ...],
+    fr_entries: int | None,
     quiet: bool,
 ) -> None:
     """Diagnose the failure bundle(s) at PATHS (files, folders, .tar.gz, .zip)."""
@@ -138,7 +150,7 @@ def analyze(
         raise click.BadParameter(
             f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
         )
-    options = _options(no_embed, rules)
+    options = _options(no_embed, rules, fr_entries)
     # pipeline.diagnose in two steps: what was read lives until this process ends, so the
     # cyclic GC is told to leave it alone rather than walk it again and again while the later
     # stages allocate, and once more at exit (~0.1-0.4 s on a 1,024-rank bundle)
@@ -278,15 +290,22 @@ def index_build(out_dir: str | None) -> None:
 )
 @_no_embed_option
 @_rules_option
+@_fr_entries_option
 def batch(
-    jobs_dir: str, out: str, workers: int | None, no_embed: bool, rules: tuple[str, ...]
+    jobs_dir: str,
+    out: str,
+    workers: int | None,
+    no_embed: bool,
+    rules: tuple[str, ...],
+    fr_entries: int | None,
 ) -> None:
     """Diagnose every job (sub-folder or archive) in JOBS_DIR; one JSON line per job."""
     from triage import batch as batch_runner
 
     jobs = batch_runner.job_paths(jobs_dir)
     with open(out, "w", encoding="utf-8") as fh:
-        count = batch_runner.run_batch(jobs, fh, _options(no_embed, rules), workers)
+        options = _options(no_embed, rules, fr_entries)
+        count = batch_runner.run_batch(jobs, fh, options, workers)
     click.echo(f"{count} jobs diagnosed, results in {out}", err=True)
 
 

@@ -223,6 +223,8 @@ def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysi
 
     for report in out.reports:
         out.findings.extend(_findings(report, out.suspects))
+    if partial:
+        out.findings.append(_window_note([d.dump for d in dumps if d.rank in partial]))
 
     candidates = [r for r in out.reports if r.lagging or r.missing or r.not_started or r.mismatch]
     if candidates:
@@ -261,6 +263,21 @@ def _members(
             return tuple(sorted(votes.most_common(1)[0][0]))
     # fall back to the ranks whose dumps hold this group (fr_trace's KeyError case)
     return tuple(sorted(ranks))
+
+
+def _window_note(dumps: Sequence[FlightRecorderDump]) -> Finding:
+    """Says that a big job's dumps were read in part, and how to read them whole."""
+    kept = max(len(d.entries) for d in dumps)
+    held = max(d.entries_total or 0 for d in dumps)
+    return Finding(
+        kind="fr_window",
+        summary=(
+            f"flight recorder: {len(dumps)} dumps read in part (a big job): the last {kept} "
+            f"of up to {held:,} entries each, and every group's last enqueued, started and "
+            "completed collective from pg_status; `--fr-entries 0` reads them whole"
+        ),
+        facts={"dumps": len(dumps), "entries_kept": kept, "entries_held": held},
+    )
 
 
 def _fill_from_status(mine: dict[str, RankPGState], d: FRDump) -> None:

@@ -725,7 +725,6 @@ class _LogParser:
         self.last_error_of: dict[str, int] = {}  # stream -> index of its last c10 error event
         self.warning_count = 0
         self.warnings_dropped = 0
-        self.warnings_repeated = 0
         self.same_error: dict[str, int] = {}
         self.errors_dropped = 0
         self.events_dropped = 0
@@ -815,8 +814,6 @@ class _LogParser:
                 f"{self.warnings_dropped} more warning lines not kept (at most {MAX_WARNINGS} "
                 "per source)"
             )
-        if self.warnings_repeated:
-            self.warnings.append(f"{self.warnings_repeated} repeated warning lines not kept")
         if self.errors_dropped:
             self.warnings.append(
                 f"{self.errors_dropped} repeated error lines not kept "
@@ -1539,7 +1536,8 @@ class _LogParser:
                 return
             norm = _DIGITS.sub("#", msg)[:300]
             if norm in self.same_error:
-                self.warnings_repeated += 1
+                # the same warning again (digits aside): the first one is the evidence, and a
+                # repeat is no reason to tell the user an input was not read completely
                 return
             if len(self.same_error) < 8192:
                 self.same_error[norm] = 1
