@@ -854,3 +854,22 @@ def test_a_warning_repeated_every_step_is_kept_once_and_is_no_input_warning() ->
     kept = [e for e in parsed.events if e.kind is EventKind.WARNING_LINE]
     assert len(kept) == 1
     assert parsed.warnings == ()  # nothing was lost: the report must not say otherwise
+
+
+def test_one_process_log_gives_the_progress_a_full_read_gives() -> None:
+    # One stream from the first line to the last: the samples between start and end are
+    # skipped, and the answer must not change.
+    out = [
+        b"[2026-01-05 10:%02d:00,123] [INFO] [logging.py:96:log_dist] [Rank 3] step=%d, "
+        b"skipped=0, lr=[0.0001] loss=%d.25" % (step % 60, step, step % 7)
+        for step in range(9000)
+    ]
+    out.insert(4000, b"[2026-01-05 10:11:00,000] [WARNING] [stage3.py:1991:step] cache flush")
+    data = b"\n".join(out) + b"\n"
+    assert len(data) > 16 * rank_log.PROGRESS_WINDOW
+    fast = rank_log.parse(source_of(data))
+    full = rank_log.parse(source_of(data), scan_all=True)
+    fields = lambda p: [(e.kind, e.line, e.rank, e.text, e.attrs) for e in p.events]  # noqa: E731
+    assert fields(fast) == fields(full)
+    (progress,) = of_kind(fast, EventKind.PROGRESS)
+    assert progress.attrs["last_step"] == 8999 and progress.rank == 3
