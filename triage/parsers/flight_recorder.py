@@ -189,7 +189,7 @@ _ENTRIES_KEY = re.compile(rb"X\x07\x00\x00\x00entries" + _PUT + rb"\]" + _PUT + 
 # An entry opens as EMPTY_DICT, PUT, MARK and its first key; in the first entry that key is
 # spelled out (BINUNICODE + PUT), later entries name it by memo slot.
 _FIRST_ENTRY = re.compile(rb"\}" + _PUT + rb"\(X(.{4})", re.DOTALL)
-_OPEN_DICT = rb"\}" + _PUT + rb"\("
+_EMPTY_DICT, _BINPUT, _LONG_BINPUT = ord("}"), ord("q"), ord("r")
 # What replaces the cut-off head: a dict with one key whose list the kept entries fill; the
 # pickle's own closing opcodes (APPENDS, SETITEMS, STOP) then end both.
 _PIECE_HEAD = b"}(X\x01\x00\x00\x00_]("
@@ -215,13 +215,12 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     if slot is None:
         return None
     get = b"h" + bytes((slot,)) if slot < 256 else b"j" + slot.to_bytes(4, "little")
-    later = re.compile(_OPEN_DICT + re.escape(get), re.DOTALL)
     # Counted by the bytes every later entry opens with: a payload byte run that mimics them
     # (MARK, BINGET of an unprintable slot) would only miscount entries_total.
     total = 1 + data.count(b"(" + get, key_end)
     if total <= keep:
         return None
-    cut = _kth_start_from_end(data, later, b"(" + get, keep, key_end)
+    cut = _kth_start_from_end(data, b"(" + get, keep, key_end)
     first_new = None if cut is None else _put_slot(data, cut + 1)  # the entry's own PUT
     if cut is None or first_new is None:
         return None
@@ -241,21 +240,21 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     return {**header, **rest, "entries": entries}, total
 
 
-def _kth_start_from_end(
-    data: bytes, opening: re.Pattern[bytes], tail: bytes, k: int, lowest: int
-) -> int | None:
+def _kth_start_from_end(data: bytes, tail: bytes, k: int, lowest: int) -> int | None:
     """Start of the k-th entry from the end: found backwards (the kept entries are a small
-    part of the dump) by the bytes every entry opening ends with, each hit checked whole."""
+    part of the dump) by the bytes every entry opening ends with (MARK, the first key's GET),
+    each hit checked for the EMPTY_DICT and BINPUT / LONG_BINPUT before them."""
     at = len(data)
     while k > 0:
         at = data.rfind(tail, lowest, at)
         if at < 0:
             return None
-        for width in (2, 5):  # EMPTY_DICT + BINPUT or LONG_BINPUT before the MARK
-            if opening.match(data, at - width - 1) is not None:
-                at -= width + 1
-                k -= 1
-                break
+        if at >= 3 and data[at - 2] == _BINPUT and data[at - 3] == _EMPTY_DICT:
+            at -= 3
+            k -= 1
+        elif at >= 6 and data[at - 5] == _LONG_BINPUT and data[at - 6] == _EMPTY_DICT:
+            at -= 6
+            k -= 1
     return at
 
 

@@ -373,7 +373,8 @@ def _unpickle(data: bytes, end: int) -> Any:
 # The `j` regex matches the opcode byte alone (the slot in a lookahead) so that a slot's
 # bytes can start another match.
 _LONG_BINGETS = re.compile(rb"j(?=(.{4}))", re.DOTALL)
-_MAX_STRING = 1 << 16  # longest memo string looked for; longer ones are not harvested
+_MAX_STRING = 4096  # longest memo string looked for (names, paths); longer: not harvested
+_MAX_STRING_STARTS = 32  # `X` bytes tried as the string's opcode before giving up
 _MAX_PUT_TRIES = 16  # payload bytes that look like the PUT, skipped before giving up
 
 
@@ -425,7 +426,9 @@ def _string_ending_at(data: bytes, end: int) -> str | None:
     """The BINUNICODE string whose payload ends at `end`, or None."""
     lowest = max(end - 5 - _MAX_STRING, 0)
     start = data.rfind(b"X", lowest, end - 4)
-    while start >= 0:
+    for _ in range(_MAX_STRING_STARTS):
+        if start < 0:
+            return None
         if int.from_bytes(data[start + 1 : start + 5], "little") == end - start - 5:
             try:
                 return data[start + 5 : end].decode("utf-8", "surrogatepass")
