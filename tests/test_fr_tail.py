@@ -276,3 +276,26 @@ def test_the_user_can_ask_for_every_entry_or_for_a_window_of_their_own(
     monkeypatch.setattr(pipeline, "FR_WHOLE_BELOW", 0)  # now a "big" job
     assert held() == {(pipeline.FR_TAIL_ENTRIES, 300)}
     assert held(fr_entries=0) == {(300, None)}
+
+
+_CLEAN = pickle.dumps(_dump(60, 2, 11), protocol=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=len(_CLEAN) - 1), st.integers(0, 255)),
+        min_size=1,
+        max_size=6,
+    ),
+    cut=st.integers(min_value=1, max_value=len(_CLEAN)),
+)
+def test_a_damaged_dump_read_in_part_never_raises(edits: list[tuple[int, int]], cut: int) -> None:
+    data = bytearray(_CLEAN[:cut])
+    for at, value in edits:
+        if at < len(data):
+            data[at] = value
+    dump, why = flight_recorder.load_dump(bytes(data), tail=5)
+    assert (dump is None) != (why is None)
+    if dump is not None and dump.entries_total is not None:
+        assert len(dump.entries) <= 5

@@ -177,7 +177,6 @@ class _Pool:
         self.executor: Any = None
         self.broken = False
         self.waiting: list[tuple[int, Source, int | None]] = []
-        self.waiting_bytes = 0
         self.offered_bytes = 0
         self.chunk: list[tuple[int, Source]] = []
         self.chunk_bytes = 0

@@ -132,7 +132,10 @@ def load_dump(
         return None, "flight-recorder dump is empty (0 bytes of data)"
     with _gc_paused():
         if tail is not None and _format_of(data) == "pickle":
-            cut = _read_tail(data, max(tail, 1))
+            try:
+                cut = _read_tail(data, max(tail, 1))
+            except Exception:  # noqa: BLE001 - a layout no guard foresaw: read whole below
+                cut = None
             if cut is not None:
                 raw, total = cut
                 try:
