@@ -155,7 +155,12 @@ def analyze(
     # cyclic GC is told to leave it alone rather than walk it again and again while the later
     # stages allocate, and once more at exit (~0.1-0.4 s on a 1,024-rank bundle)
     with _Progress(enabled=not quiet) as progress:
-        parsed = pipeline.read_inputs(paths, progress.update, fr_entries=options.fr_entries)
+        parsed = pipeline.read_inputs(
+            paths,
+            progress.update,
+            fr_entries=options.fr_entries,
+            while_workers_parse=lambda: pipeline.warm_later_stages(options),
+        )
     gc.freeze()
     _emit(pipeline.diagnose_parsed(parsed, options), _pick_format(fmt, out), out, quiet)
 

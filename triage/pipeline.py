@@ -5,6 +5,7 @@ The CLI, the batch runner and the tests call these functions; no stage calls ano
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -48,6 +49,7 @@ def read_inputs(
     on_progress: ProgressCallback | None = None,
     *,
     fr_entries: int | None = None,
+    while_workers_parse: Callable[[], None] | None = None,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -56,7 +58,8 @@ def read_inputs(
     this process parses archive members meanwhile; the result is in discovery order either
     way. Small inputs (and `triage explain`) never pay for starting a pool. Flight-recorder
     dumps of a big job are read in part (`fr_tail_for`; `fr_entries` as in Options); they go
-    to the pool last, once discovery has told how big the job is.
+    to the pool last, once discovery has told how big the job is. `while_workers_parse` runs
+    here once everything is handed out (see `warm_later_stages`).
     """
     from triage import ingest
 
@@ -78,6 +81,8 @@ def read_inputs(
         for i in held_back:
             pool.offer(i, sources[i], fr_tail)
         pool.flush()
+        if pool.executor is not None and while_workers_parse is not None:
+            while_workers_parse()
         results = [None] * len(sources)
         # Meanwhile, this process parses what cannot be shipped (archive members).
         for i, source in enumerate(sources):
@@ -378,7 +383,12 @@ def diagnose(
     on_progress: ProgressCallback | None = None,
 ) -> Diagnosis:
     """The main job: a folder / archive / files of one failed job -> one Diagnosis."""
-    parsed = read_inputs(paths, on_progress, fr_entries=options.fr_entries)
+    parsed = read_inputs(
+        paths,
+        on_progress,
+        fr_entries=options.fr_entries,
+        while_workers_parse=lambda: warm_later_stages(options),
+    )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s
     # on a 1,024-rank bundle), and given it back after, for a batch process's next job.
@@ -387,6 +397,18 @@ def diagnose(
         return diagnose_parsed(parsed, options)
     finally:
         gc.unfreeze()
+
+
+def warm_later_stages(options: Options = Options()) -> None:
+    """Load what correlate, classify and recommend need first (their modules, the taxonomy,
+    the rules): ~0.5 s that would otherwise wait until every file is read, done while the
+    workers still parse."""
+    from triage import analysis, recommend, taxonomy  # noqa: F401 - loaded ahead of use
+    from triage.classify import rules
+
+    taxonomy.load()
+    with contextlib.suppress(rules.RuleError):  # classify reports it in its turn
+        rules.load(options.extra_rules_dirs)
 
 
 def diagnose_parsed(parsed: Sequence[ParsedSource], options: Options = Options()) -> Diagnosis:
