@@ -77,3 +77,17 @@ def test_a_small_bundle_is_read_without_starting_workers(
     monkeypatch.setattr(pipeline._Pool, "_start", no_pool)
     parsed = pipeline.read_inputs([str(_bundle(tmp_path))])
     assert len(parsed) > 20
+
+
+def test_the_main_process_gets_on_with_later_work_only_while_workers_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _bundle(tmp_path)
+    calls: list[int] = []
+    pipeline.read_inputs([str(root)], while_workers_parse=lambda: calls.append(1))
+    assert calls == []  # a small bundle: no workers, nothing to overlap
+    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
+    serial = pipeline.read_inputs([str(root)])
+    pooled = pipeline.read_inputs([str(root)], while_workers_parse=lambda: calls.append(1))
+    assert calls == [1]
+    assert _fingerprint(pooled) == _fingerprint(serial)
