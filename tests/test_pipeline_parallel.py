@@ -84,10 +84,9 @@ def test_the_main_process_gets_on_with_later_work_only_while_workers_parse(
 ) -> None:
     root = _bundle(tmp_path)
     calls: list[int] = []
-    pipeline.read_inputs([str(root)], while_workers_parse=lambda: calls.append(1))
+    serial = pipeline.read_inputs([str(root)], while_workers_parse=lambda: calls.append(1))
     assert calls == []  # a small bundle: no workers, nothing to overlap
     monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
-    serial = pipeline.read_inputs([str(root)])
     pooled = pipeline.read_inputs([str(root)], while_workers_parse=lambda: calls.append(1))
     assert calls == [1]
     assert _fingerprint(pooled) == _fingerprint(serial)
