@@ -11,6 +11,8 @@ time, CPU time and peak RSS:
 * `triage load serial`: the same in one process;
 * `triage analyze`: `analysis.correlate` on dumps already loaded (load time not counted);
 * `triage load+analyze`: both, as a user waits for them (the issue's "analyzed in <= 5 s");
+  a big job's dumps are read in part (header, pg_status and the last 128 entries of each);
+* `triage load whole`: every entry of every dump (`--fr-entries 0`), for comparison;
 * `pickle.load baseline`: plain, unsafe `pickle.load` of every dump, nothing built;
 * `torch fr_trace`: torch's own analyzer (`torchfrtrace DIR -p nccl_trace_rank_`), when it
   runs here.
@@ -57,12 +59,12 @@ def child(mode: str, folder: Path) -> dict[str, object]:
     started, cpu = time.perf_counter(), time.process_time()
     files = sorted(p for p in folder.iterdir() if p.name.startswith(PREFIX))
     found: dict[str, object] = {"mode": mode}
-    if mode in ("load", "load-serial", "analyze", "load-analyze"):
+    if mode in ("load", "load-serial", "analyze", "load-analyze", "load-whole"):
         from triage import pipeline
 
         if mode == "load-serial":
             pipeline._POOL_MIN_BYTES = 1 << 62
-        parsed = pipeline.read_inputs([str(folder)])
+        parsed = pipeline.read_inputs([str(folder)], fr_entries=0 if mode == "load-whole" else None)
         found["entries"] = sum(
             len(e.payload.entries) for p in parsed for e in p.events if e.payload is not None
         )
@@ -140,8 +142,8 @@ def main() -> None:
     parser.add_argument("--no-fr-trace", action="store_true")
     parser.add_argument(
         "--steps",
-        default="load-analyze,load,load-serial,analyze,pickle",
-        help="comma-separated: load-analyze, load, load-serial, analyze, pickle",
+        default="load-analyze,load,load-serial,analyze,load-whole,pickle",
+        help="comma-separated: load-analyze, load, load-serial, analyze, load-whole, pickle",
     )
     parser.add_argument("--fr-trace-timeout", type=float, default=600)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -164,6 +166,7 @@ def main() -> None:
         ("triage load", "load"),
         ("triage load serial", "load-serial"),
         ("triage analyze", "analyze"),
+        ("triage load whole", "load-whole"),
         ("pickle.load baseline", "pickle"),
     ]
     for name, mode in runs:
