@@ -8,6 +8,7 @@ tmp_path inside each test.
 from __future__ import annotations
 
 import gzip
+import importlib
 import io
 import json
 import os
@@ -1018,3 +1019,34 @@ def test_a_worker_reopens_a_plain_file_as_discovered_and_leaves_the_rest_to_disc
     assert reopen_plain(str(packed), packed.stat().st_size) is None  # decompressed by discover
     assert reopen_plain(str(plain), source.size + 1) is None  # changed since discovery
     assert reopen_plain(str(tmp_path / "gone.log"), 10) is None
+
+
+_LOG_BITS = st.sampled_from(
+    [
+        "[rank3]: boom",
+        "[default0]:x",
+        "I1130 10:00:00.123456  77 c.cpp:1] hi",
+        "[E1130 10:00:00.1 x",
+        "[W socket.cpp:9] y",
+        "E9 ",
+        "Traceback (most recent call last):",
+        "torch.distributed.elastic",
+        "ProcessGroupNCCL",
+        "[2026-01-01 10:00:00,000] [INFO] step=1",
+        "NCCL INFO Using network IB",
+        "plain words",
+        "",
+        "[",
+        "I",
+        "  ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LOG_BITS, max_size=8), st.sampled_from(["\n", " ", ""]))
+def test_the_strong_log_prefilter_says_what_the_regex_says(bits: list[str], sep: str) -> None:
+    # the module, not the `sniff` function the package exports under the same name
+    module = importlib.import_module("triage.ingest.sniff")
+    text = sep.join(bits)
+    assert module._strong_log(text) == (module._STRONG_LOG.search(text) is not None)

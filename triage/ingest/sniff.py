@@ -65,7 +65,7 @@ _STRONG_LOG = regex.compile(
 )
 
 # Literals one of which every match of _STRONG_LOG holds (the glog forms as a line's first two
-# characters: a level letter then the month's first digit, or `[` then the level letter).
+# characters: a level letter then a digit, or `[` then the level letter).
 _STRONG_LOG_LITERALS = (
     "[rank",
     "[default",
@@ -77,8 +77,8 @@ _STRONG_LOG_LITERALS = (
 )
 # A stdlib `re` with a literal newline first scans at memchr speed (a `^` in MULTILINE mode
 # tries every position); the text's first line is checked on its own.
-_GLOG_LINE_START = re.compile(r"\n(?:[IWEF][01]|\[[IWEF])")
-_GLOG_FIRST = re.compile(r"[IWEF][01]|\[[IWEF]")
+_GLOG_LINE_START = re.compile(r"\n(?:[IWEF]\d|\[[IWEF])")
+_GLOG_FIRST = re.compile(r"[IWEF]\d|\[[IWEF]")
 
 
 def _strong_log(text: str) -> bool:
