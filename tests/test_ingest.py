@@ -1029,6 +1029,7 @@ _LOG_BITS = st.sampled_from(
         "[E1130 10:00:00.1 x",
         "[W socket.cpp:9] y",
         "E9 ",
+        "W2345 10:00:00.123 77 odd month",
         "Traceback (most recent call last):",
         "torch.distributed.elastic",
         "ProcessGroupNCCL",
