@@ -1021,33 +1021,42 @@ def test_a_worker_reopens_a_plain_file_as_discovered_and_leaves_the_rest_to_disc
     assert reopen_plain(str(tmp_path / "gone.log"), 10) is None
 
 
-_LOG_BITS = st.sampled_from(
-    [
-        "[rank3]: boom",
-        "[default0]:x",
-        "I1130 10:00:00.123456  77 c.cpp:1] hi",
-        "[E1130 10:00:00.1 x",
-        "[W socket.cpp:9] y",
-        "E9 ",
-        "W2345 10:00:00.123 77 odd month",
-        "Traceback (most recent call last):",
-        "torch.distributed.elastic",
-        "ProcessGroupNCCL",
-        "[2026-01-01 10:00:00,000] [INFO] step=1",
-        "NCCL INFO Using network IB",
-        "plain words",
-        "",
-        "[",
-        "I",
-        "  ",
-    ]
-)
+_STRONG_BITS = [
+    "[rank3]: boom",
+    "[default0]:x",
+    "I1130 10:00:00.123456  77 c.cpp:1] hi",
+    "W2345 10:00:00.123 77 odd month",
+    "[E1130 10:00:00.1 x",
+    "[W socket.cpp:9] y",
+    "Traceback (most recent call last):",
+    "torch.distributed.elastic",
+    "ProcessGroupNCCL",
+]
+_WEAK_BITS = [
+    "E9 ",
+    "[2026-01-01 10:00:00,000] [INFO] step=1",
+    "NCCL INFO x",
+    "words",
+    "",
+    "[",
+    "I",
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_LOG_BITS, max_size=8), st.sampled_from(["\n", " ", ""]))
-def test_the_strong_log_prefilter_says_what_the_regex_says(bits: list[str], sep: str) -> None:
+@given(
+    weak=st.lists(st.sampled_from(_WEAK_BITS), max_size=6),
+    strong=st.none() | st.sampled_from(_STRONG_BITS),
+    at=st.integers(min_value=0, max_value=6),
+    sep=st.sampled_from(["\n", " ", ""]),
+)
+def test_the_strong_log_prefilter_says_what_the_regex_says(
+    weak: list[str], strong: str | None, at: int, sep: str
+) -> None:
     # the module, not the `sniff` function the package exports under the same name
     module = importlib.import_module("triage.ingest.sniff")
+    bits = list(weak)
+    if strong is not None:
+        bits.insert(min(at, len(bits)), strong)
     text = sep.join(bits)
     assert module._strong_log(text) == (module._STRONG_LOG.search(text) is not None)
