@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triage.analysis import cascade, exits, launcher, timeline
-from triage.analysis.literals import Screened, lowered_ascii, required_literals
 from triage.analysis.ranks import first_line
+from triage.literals import Screened, lowered_ascii, required_literals
 
 _SCREENED = [
     *cascade._FAMILIES.values(),

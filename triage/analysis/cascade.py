@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import regex
 
-from triage.analysis.literals import Screened, lowered_ascii
 from triage.analysis.ranks import EXCEPTION_LINE, final_exception_line
+from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, Level
 
 # family -> pattern; order matters only for the label we report.

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 
 import regex
 
-from triage.analysis.literals import Screened, lowered_ascii
 from triage.analysis.ranks import RankIndex, format_ranks, ref
+from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, EvidenceRef, Finding, ParsedSource, RankExit
 
 # What a person should read into a worker's exit status (negative = killed by that signal).

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from triage.analysis.literals import Screened, lowered_ascii
+from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, PySpyDump
 
 _NNODES = regex.compile(r"--nnodes[= ](?:(?P<lo>\d+):)?(?P<n>\d+)\b")

@@ -55,8 +55,8 @@ import yaml
 
 import triage
 from triage import taxonomy
-from triage.analysis.literals import required_literals
 from triage.classify.types import RuleHit
+from triage.literals import required_literals
 from triage.model import Analysis, Event, EventKind, Finding, Level, SourceKind
 from triage.parsers.common import whole_text_event
 
@@ -209,7 +209,7 @@ def _load_cached(key: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]) -> 
 # Running ~150 rules' regexes over every event is slow on big logs. Each pattern usually has a
 # literal that every match must contain (`Watchdog caught collective operation timeout`); a
 # rule runs only when the event text contains one of its literals (a plain substring test,
-# see triage.analysis.literals).
+# see triage.literals).
 
 
 def rule_keywords(rule: Rule) -> tuple[str, ...] | None:

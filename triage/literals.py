@@ -1,8 +1,9 @@
 """Literals that every match of a regex must contain: a cheap substring test that tells which
 texts a pattern cannot match, before running it.
 
-The rule engine (triage.classify.rules) and the cascade classifier (cascade.py) run many
-patterns over every event of every rank; most events contain none of a pattern's literals.
+The rule engine (triage.classify.rules) and the correlate stage's cascade, launcher and exit
+patterns (triage.analysis) run many patterns over every event of every rank; most events
+contain none of a pattern's literals. A helper of both stages, so it belongs to neither.
 """
 
 from __future__ import annotations
