@@ -1693,16 +1693,12 @@ class _LogParser:
                     if len(known) >= 4096:
                         known.clear()
                     known[shape] = facts
-            marked, prefix_end, rank_start, rank_end = facts
-            if not marked:
+            if not facts[0]:  # no progress marker
                 continue
-            line = lines[i]
-            raw_key = (line[:prefix_end], line[rank_start:rank_end] if rank_end else None)
-            if raw_key not in seen_raw:
-                pre = self._newest_of_stream(line, raw_key, seen, seen_raw, found)
-                if pre is not None:
-                    first = counter.number_at(start) if first is None else first
-                    self.observe_progress(first + i, pre.rest, pre)
+            pre = self._newest_of_stream(lines[i], facts[1:], seen, seen_raw, found)
+            if pre is not None:
+                first = counter.number_at(start) if first is None else first
+                self.observe_progress(first + i, pre.rest, pre)
         return True
 
     def _progress_by_marker(
@@ -1718,24 +1714,27 @@ class _LogParser:
         line_start_of = window.rfind
         for line_end in reversed(PROGRESS_MARKERS.line_ends(window)):
             line_start = line_start_of(b"\n", 0, line_end) + 1
-            prefix_end, rank_start, rank_end = _raw_spans(window, line_start, line_end)
+            spans = _raw_spans(window, line_start, line_end)
             line = window[line_start:line_end]
-            raw_key = (line[:prefix_end], line[rank_start:rank_end] if rank_end else None)
-            if raw_key not in seen_raw:
-                pre = self._newest_of_stream(line, raw_key, seen, seen_raw, found)
-                if pre is not None:
-                    self.observe_progress(counter.number_at(start + line_start), pre.rest, pre)
+            pre = self._newest_of_stream(line, spans, seen, seen_raw, found)
+            if pre is not None:
+                self.observe_progress(counter.number_at(start + line_start), pre.rest, pre)
 
     def _newest_of_stream(
         self,
         line: bytes,
-        raw_key: tuple[bytes, bytes | None],
+        spans: tuple[int, int, int],
         seen: set[tuple[str, int | None]],
         seen_raw: set[tuple[bytes, bytes | None]],
         found: set[tuple[str, int | None]],
     ) -> Prefixes | None:
-        """Decode the newest marked line of a raw key: its prefixes if it is a progress line
-        of a stream not `seen` yet (to observe), else None."""
+        """A marked line, read newest first: its prefixes if it is the newest progress line of
+        a stream not `seen` yet (to observe), else None. `spans` (`_raw_spans`) place its raw
+        prefixes and `[Rank N]`; an older line of a raw key already met is skipped undecoded."""
+        prefix_end, rank_start, rank_end = spans
+        raw_key = (line[:prefix_end], line[rank_start:rank_end] if rank_end else None)
+        if raw_key in seen_raw:
+            return None
         pre = peel(clean(line[-4096:])[-1])
         got = _read_progress(pre.rest)
         if got is None:
