@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fr_samples import fr_entry
 
 from triage.cli import main
 
@@ -160,16 +161,7 @@ def test_rules_check_quotes_the_matching_line() -> None:
 
 
 def test_fr_entries_chooses_how_much_of_each_dump_the_report_reads(tmp_path: Path) -> None:
-    entries = [
-        {
-            "record_id": i,
-            "collective_seq_id": i + 1,
-            "profiling_name": "nccl:all_reduce",
-            "process_group": tuple(["0", "default_pg"]),  # one per entry, as torch writes
-            "state": "completed",
-        }
-        for i in range(300)
-    ]
+    entries = [fr_entry(seq) for seq in range(1, 301)]
     dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
     (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(dump, protocol=2))
     part = CliRunner().invoke(main, [str(tmp_path), "--fr-entries", "5", "--format", "md"])

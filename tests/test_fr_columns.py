@@ -8,6 +8,7 @@ import pickle
 from typing import Any
 
 import pytest
+from fr_samples import fr_entry
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,27 +16,12 @@ from triage.parsers import flight_recorder
 
 
 def _entry(seq: int) -> dict[str, Any]:
-    return {
-        "record_id": seq - 1,
-        "process_group": ("0", "default_pg"),
-        "collective_seq_id": seq,
-        "p2p_seq_id": 0,
-        "op_id": seq,
-        "profiling_name": "nccl:all_reduce",
-        "time_created_ns": 1767607928000000000 + seq,
-        "input_sizes": [[1024, 4096]],
-        "input_dtypes": ["BFloat16"],
-        "output_sizes": [[1024, 4096]],
-        "output_dtypes": ["BFloat16"],
-        "state": "completed",
-        "time_discovered_started_ns": 1767607928000000100 + seq,
-        "time_discovered_completed_ns": 0,
-        "retired": True,
-        "timeout_ms": 600000,
-        "duration_ms": 1,
-        "is_p2p": False,
-        "frames": [{"name": "all_reduce", "filename": "c10d.py", "line": 9}],
-    }
+    return fr_entry(
+        seq,
+        time_discovered_completed_ns=0,
+        duration_ms=1,
+        frames=[{"name": "all_reduce", "filename": "c10d.py", "line": 9}],
+    )
 
 
 _FIELDS = sorted(_entry(1))

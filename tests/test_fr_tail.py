@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fr_samples import fr_entry
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,32 +30,28 @@ _FILES = ["torch/distributed/distributed_c10d.py", "/work/train.py", "/work/mode
 
 
 def _entry(seq: int, pg: str, rng: random.Random) -> dict[str, Any]:
-    """An entry built the way torch builds one: fresh containers, repeated strings."""
+    """An entry of group `pg` with a random op, shape, state and stack (repeated strings)."""
     size = rng.choice([[4096], [1024, 4096], [7]])
-    return {
-        "frames": [
+    return fr_entry(
+        seq,
+        frames=[
             {"name": rng.choice(["all_reduce", "step", "forward"]), "filename": f, "line": i}
             for i, f in enumerate(rng.sample(_FILES, rng.randint(0, 3)))
         ],
-        "record_id": seq,
-        "pg_id": int(pg),
-        "process_group": tuple([pg, "default_pg" if pg == "0" else f"group_{pg}"]),
-        "collective_seq_id": seq,
-        "p2p_seq_id": 0,
-        "op_id": seq,
-        "profiling_name": rng.choice(["nccl:all_reduce", "nccl:broadcast", "nccl:_allgather_base"]),
-        "time_created_ns": 1796000000000000000 + seq * 10**6,
-        "input_sizes": [list(size)],
-        "input_dtypes": [rng.choice(["Float", "BFloat16"])],
-        "output_sizes": [list(size)],
-        "output_dtypes": ["Float"],
-        "state": rng.choice(["completed", "started", "scheduled"]),
-        "time_discovered_started_ns": None,
-        "time_discovered_completed_ns": None,
-        "retired": rng.random() < 0.5,
-        "timeout_ms": 600000,
-        "is_p2p": False,
-    }
+        record_id=seq,
+        pg_id=int(pg),
+        process_group=tuple([pg, "default_pg" if pg == "0" else f"group_{pg}"]),
+        profiling_name=rng.choice(["nccl:all_reduce", "nccl:broadcast", "nccl:_allgather_base"]),
+        time_created_ns=1796000000000000000 + seq * 10**6,
+        input_sizes=[list(size)],
+        input_dtypes=[rng.choice(["Float", "BFloat16"])],
+        output_sizes=[list(size)],
+        output_dtypes=["Float"],
+        state=rng.choice(["completed", "started", "scheduled"]),
+        time_discovered_started_ns=None,
+        time_discovered_completed_ns=None,
+        retired=rng.random() < 0.5,
+    )
 
 
 def _dump(entries: int, pgs: int, seed: int) -> dict[str, Any]:

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scan_engines import ENGINES
 
 from triage.parsers import lines, rank_log
-
-ENGINES = [
-    "numpy",
-    pytest.param(
-        "hyperscan",
-        marks=pytest.mark.skipif(
-            importlib.util.find_spec("hyperscan") is None, reason="hyperscan not installed"
-        ),
-    ),
-]
 
 # Text long enough that both counting branches (bytes.count, numpy) run.
 _texts = st.lists(st.sampled_from([b"a", b"\n", b"xyz ", b"\n\n", b"q" * 5000]), max_size=60).map(

@@ -7,7 +7,6 @@ shared/research/formats.md; hosts, pids and numbers are made up.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scan_engines import ENGINES
 
 from triage.model import EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import lines, nccl, prefixes, rank_log, timestamps
@@ -38,17 +38,6 @@ def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
     return [e for e in parsed.events if e.kind is kind]
 
 
-# The marker scans run on hyperscan where its wheel installs, else on numpy: the fast-path
-# tests run on both, so the fallback stays right on the platforms that need it.
-ENGINES = [
-    "numpy",
-    pytest.param(
-        "hyperscan",
-        marks=pytest.mark.skipif(
-            importlib.util.find_spec("hyperscan") is None, reason="hyperscan not installed"
-        ),
-    ),
-]
 _MARKER_SETS: dict[str, tuple[lines.MarkerSet, ...]] = {}
 
 

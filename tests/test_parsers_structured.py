@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fr_samples import fr_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -328,31 +329,6 @@ def test_a_dump_without_a_rank_in_its_name_keeps_rank_unknown() -> None:
     assert fr_dump(parsed).rank is None and parsed.events[0].rank is None
 
 
-def _entry_v2(seq: int, **over: Any) -> dict[str, Any]:
-    entry = {
-        "record_id": seq - 1,
-        "pg_id": 0,
-        "process_group": ("0", "default_pg"),
-        "collective_seq_id": seq,
-        "p2p_seq_id": 0,
-        "op_id": seq,
-        "profiling_name": "nccl:all_reduce",
-        "time_created_ns": 1767607928000000000 + seq,
-        "input_sizes": [[1024, 4096]],
-        "input_dtypes": ["BFloat16"],
-        "output_sizes": [[1024, 4096]],
-        "output_dtypes": ["BFloat16"],
-        "state": "completed",
-        "time_discovered_started_ns": 1767607928000000100 + seq,
-        "time_discovered_completed_ns": 1767607928000000900 + seq,
-        "retired": True,
-        "timeout_ms": 600000,
-        "is_p2p": False,
-    }
-    entry.update(over)
-    return entry
-
-
 def test_the_pre_2_3_bare_list_era_is_read_by_its_seq_id() -> None:
     entries = [
         {
@@ -416,8 +392,8 @@ def test_the_2_6_era_names_the_library_nccl_version_and_reports_timings() -> Non
         },
         "pg_status": {"0": {"last_enqueued_collective": 12, "last_completed_collective": 11}},
         "entries": [
-            _entry_v2(11, duration_ms=1.5),
-            _entry_v2(
+            fr_entry(11, duration_ms=1.5),
+            fr_entry(
                 12,
                 state="started",
                 time_discovered_completed_ns=None,
@@ -443,7 +419,7 @@ def test_a_2_10_json_dump_reads_zero_times_as_not_discovered_and_string_status()
         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
         "pg_status": {"0": {"last_enqueued_collective": "5", "last_started_collective": "-1"}},
         "entries": [
-            _entry_v2(
+            fr_entry(
                 5,
                 process_group=["0", "default_pg"],
                 state="scheduled",
@@ -468,8 +444,8 @@ def test_gloo_pg_config_with_several_groups_is_not_guessed() -> None:
         "version": "2.10",
         "pg_config": {"": {"name": "", "desc": "", "ranks": "[]"}},
         "entries": [
-            _entry_v2(1, process_group=("0", "default_pg")),
-            _entry_v2(1, process_group=("1", "tp")),
+            fr_entry(1, process_group=("0", "default_pg")),
+            fr_entry(1, process_group=("1", "tp")),
         ],
     }
     dump = fr_dump(flight_recorder.parse(source(pickle.dumps(raw, protocol=2))))
@@ -481,13 +457,13 @@ def test_entries_with_wrong_field_types_are_skipped_and_counted() -> None:
     raw = {
         "version": "2.10",
         "entries": [
-            _entry_v2(1),
-            _entry_v2(2, profiling_name=5),
-            _entry_v2(3, input_sizes="big"),
-            _entry_v2(4, state="exploded"),
+            fr_entry(1),
+            fr_entry(2, profiling_name=5),
+            fr_entry(3, input_sizes="big"),
+            fr_entry(4, state="exploded"),
             "not an entry",
-            _entry_v2(6, collective_seq_id=None),
-            _entry_v2(7, frames=[{"name": 1}]),  # a bad stack only loses the stack
+            fr_entry(6, collective_seq_id=None),
+            fr_entry(7, frames=[{"name": 1}]),  # a bad stack only loses the stack
         ],
         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "__import__('os')"}},
     }
@@ -561,7 +537,7 @@ def test_a_2000_entry_dump_loads_in_milliseconds() -> None:
 
 def test_deeply_nested_junk_inside_an_entry_does_not_crash_the_loader() -> None:
     # 100,000 nested lists: deeper than any recursion limit, built opcode by opcode.
-    raw = {"version": "2.10", "entries": [_entry_v2(1, input_sizes="DEEP"), _entry_v2(2)]}
+    raw = {"version": "2.10", "entries": [fr_entry(1, input_sizes="DEEP"), fr_entry(2)]}
     marker = b"X\x04\x00\x00\x00DEEP"
     nested = b"]" * 100_000 + b"a" * 99_999
     data = pickle.dumps(raw, protocol=2).replace(marker, nested)
