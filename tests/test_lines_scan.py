@@ -58,7 +58,7 @@ def test_select_lines_numbers_lines_the_same_with_a_counter(data: bytes, offs: l
 def test_every_engine_finds_the_lines_a_plain_search_finds(engine: str, data: bytes) -> None:
     for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS):
         scan = markers.using(engine)
-        plain = markers._find_plain(data)
+        plain = markers.find_plain(data)
         line_of = lambda offs: sorted({data.rfind(b"\n", 0, o) for o in offs})  # noqa: E731
         assert line_of(scan.find(data)) == line_of(plain)
         ends = {data.find(b"\n", o) for o in plain}

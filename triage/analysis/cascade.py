@@ -142,10 +142,6 @@ def waited_until_timeout(text: str) -> bool:
     return bool(_FAMILIES["collective_timeout"].search(text, lowered_ascii(text)))
 
 
-def cascade_family(text: str) -> str | None:
-    return _family(text, lowered_ascii(text))
-
-
 def _family(text: str, lowered: str | None) -> str | None:
     for name, screened in _FAMILIES.items():
         if screened.search(text, lowered):

@@ -508,7 +508,7 @@ class MarkerSet:
     def _find_numpy(self, data: bytes) -> list[int]:
         self._build_table()
         if self._table is None or self._codes is None:
-            return self._find_plain(data)
+            return self.find_plain(data)
         np = _np
         fold = np.uint32(0x20202020)
         mult = np.uint32(2654435761)
@@ -544,10 +544,6 @@ class MarkerSet:
         out = [check(data, p) for p in np.concatenate(found).tolist()] if found else []
         return sorted(p for p in out if p >= 0)
 
-    def find_plain(self, data: bytes) -> list[int]:
-        """Same answer as `find` by plain substring search: cheaper for a single line."""
-        return self._find_plain(data)
-
     def contains(self, data: bytes) -> bool:
         """Whether `data` (a line) holds a marker."""
         if len(data) <= 512 and len(self._needles) <= 8:
@@ -555,9 +551,10 @@ class MarkerSet:
             return any(needle in low for needle in self._needles)
         if self._engine != "numpy" and self._hyperscan_ready():
             return bool(self.find(data))
-        return bool(self._find_plain(data))
+        return bool(self.find_plain(data))
 
-    def _find_plain(self, data: bytes) -> list[int]:
+    def find_plain(self, data: bytes) -> list[int]:
+        """Same answer as `find` by plain substring search: cheaper for a single line."""
         low = data.lower()
         out: list[int] = []
         for needle in self._needles:
