@@ -42,3 +42,11 @@ def test_root_causes_point_at_real_fix_patterns() -> None:
 @pytest.mark.skipif(not SHARED.exists(), reason="no shared/ checkout beside this one")
 def test_packaged_copy_is_the_shared_contract() -> None:
     assert PACKAGED.read_bytes() == SHARED.read_bytes()
+
+
+def test_disambiguation_notes_cover_the_pairs_people_confuse() -> None:
+    """Labellers and rule authors read these; each pair the issue names has both sides."""
+    pairs = {(note.id, other) for note in taxonomy.notes() for other in note.versus}
+    for a, b in (("S29", "S30"), ("S09", "S18"), ("S12", "S17"), ("R01", "R02"), ("R08", "R11")):
+        assert (a, b) in pairs and (b, a) in pairs, (a, b)
+    assert all(note.use and note.avoid for note in taxonomy.notes())

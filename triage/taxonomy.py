@@ -78,3 +78,46 @@ def load() -> Taxonomy:
         root_causes=_categories(data["root_causes"]),
         fix_patterns=_categories(data["fix_patterns"]),
     )
+
+
+@dataclass(frozen=True)
+class LabelNote:
+    """When to use one label of a pair people confuse, and when not."""
+
+    id: str
+    use: str
+    avoid: str  # the note's `not`: when another label of the pair fits instead
+    versus: tuple[str, ...]  # the other ids of the pair
+
+
+class NotesError(ValueError):
+    """taxonomy_notes.yaml names an id the taxonomy lacks, or misses a field."""
+
+
+@lru_cache(maxsize=1)
+def notes() -> tuple[LabelNote, ...]:
+    """The disambiguation notes (`taxonomy_notes.yaml`), checked against the taxonomy."""
+    text = resources.files("triage").joinpath("taxonomy_notes.yaml").read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    tax = load()
+    problems: list[str] = []
+    out: list[LabelNote] = []
+    for n, group in enumerate(data or []):
+        ids = tuple(group.get("ids") or ())
+        if len(ids) < 2:
+            problems.append(f"note {n + 1}: needs two or more ids")
+        for label_id in ids:
+            try:
+                tax.get(label_id)
+            except KeyError:
+                problems.append(f"note {n + 1}: unknown id {label_id}")
+                continue
+            entry = group.get(label_id) or {}
+            if not entry.get("use") or not entry.get("not"):
+                problems.append(f"note {n + 1}: {label_id} needs both `use` and `not`")
+                continue
+            others = tuple(i for i in ids if i != label_id)
+            out.append(LabelNote(label_id, entry["use"], entry["not"], others))
+    if problems:
+        raise NotesError("taxonomy_notes.yaml: " + "; ".join(problems))
+    return tuple(out)
