@@ -47,8 +47,11 @@ __all__ = [
 
 # The rules decide (no embedding model needed) when the top symptom is rule-backed at least
 # this strongly and its calibrated score reaches DECIDED_SCORE. Chosen by measurement on the
-# corpus (bench/eval_corpus.py reports accuracy of both paths on these cases).
+# corpus (bench/eval_corpus.py reports accuracy of both paths on these cases). A generic-layer
+# prior (an exception class, an OOM, a signal) settles it at DECIDED_GENERIC: its weights are
+# lower by design, and the calibrated score still has to reach DECIDED_SCORE.
 DECIDED_RULE = 0.7
+DECIDED_GENERIC = 0.5
 DECIDED_SCORE = 0.8
 MAX_SIMILAR = 5
 MIN_SIMILARITY = {"embed": 0.35, "tfidf": 0.15}  # below: not shown as a similar case
@@ -77,9 +80,15 @@ class Prepared:
 
 
 def rule_hits(
-    parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    extra_rules_dirs: Sequence[str] = (),
+    *,
+    layered: bool = True,
 ) -> list[RuleHit]:
-    """Rule hits over all events and correlate's findings (rules match findings too)."""
+    """Rule hits over all events and correlate's findings (rules match findings too).
+    `layered=False` keeps the generic hits that a specific rule would override (to measure
+    the generic layer on its own)."""
     events = [ev for ps in parsed for ev in ps.events]
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
     try:
@@ -91,7 +100,8 @@ def rule_hits(
     except Exception as exc:  # noqa: BLE001 - a broken rule file must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
-    return demote_consequences(hits, events, analysis)
+    hits = demote_consequences(hits, events, analysis)
+    return fusion.yield_generic(hits) if layered else hits
 
 
 def demote_consequences(
@@ -189,10 +199,11 @@ def classify_many(
 def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:
     """True when the rules alone settle the symptom: the model need not load."""
     top = result["symptom"][0] if result["symptom"] else None
+    if top is None or top.score < DECIDED_SCORE:
+        return False
     return (
-        top is not None
-        and top.features.get("rule", 0.0) >= DECIDED_RULE
-        and top.score >= DECIDED_SCORE
+        top.features.get("rule", 0.0) >= DECIDED_RULE
+        or top.features.get("rule_generic", 0.0) >= DECIDED_GENERIC
     )
 
 
@@ -224,7 +235,10 @@ def should_abstain(
     if not tops or max(t.score for t in tops) < abstain_below:
         return True
     rule_support = max(
-        t.features.get("rule", 0.0) + t.features.get("rule_cascade", 0.0) for t in tops
+        t.features.get("rule", 0.0)
+        + t.features.get("rule_cascade", 0.0)
+        + t.features.get("rule_generic", 0.0)
+        for t in tops
     )
     nearest = max(t.features.get(f"{mode}_nearest", 0.0) for t in tops)
     return rule_support < MIN_RULE_SUPPORT and nearest < NEAREST_FLOOR[mode]
