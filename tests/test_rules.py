@@ -316,3 +316,12 @@ def test_a_generic_hit_on_another_event_stays_next_to_a_specific_one() -> None:
     )
     kept = {h.rule_id for h in fusion.yield_generic(engine.match_text(paste))}
     assert "generic-exception-user-code" in kept
+
+
+def test_rules_mined_from_library_source_say_where_the_message_comes_from() -> None:
+    # The generic layer and the lib_* files were written from the libraries' own messages:
+    # each rule names the package module (or CPython/NCCL source) that prints its message.
+    mined = [r for r in RULES if Path(r.file).name.startswith(("lib_", "generic"))]
+    assert len(mined) >= 60
+    assert [r.id for r in mined if not r.sources] == []
+    assert {r.layer for r in mined if Path(r.file).name.startswith("generic")} == {"generic"}
