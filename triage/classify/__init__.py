@@ -47,11 +47,11 @@ __all__ = [
 
 # The rules decide (no embedding model needed) when the top symptom is rule-backed at least
 # this strongly and its calibrated score reaches DECIDED_SCORE. Chosen by measurement on the
-# corpus (bench/eval_corpus.py reports accuracy of both paths on these cases). A generic-layer
-# prior (an exception class, an OOM, a signal) settles it at DECIDED_GENERIC: its weights are
-# lower by design, and the calibrated score still has to reach DECIDED_SCORE.
+# corpus (bench/eval_corpus.py reports accuracy of both paths on these cases). The generic
+# layer settles a paste when no specific rule names a symptom and one generic label leads
+# (fusion.generic_settles): neighbours then add no symptom labels, so MiniLM cannot change
+# the answer's symptom and is not loaded for it.
 DECIDED_RULE = 0.7
-DECIDED_GENERIC = 0.5
 DECIDED_SCORE = 0.8
 MAX_SIMILAR = 5
 MIN_SIMILARITY = {"embed": 0.35, "tfidf": 0.15}  # below: not shown as a similar case
@@ -198,12 +198,19 @@ def classify_many(
 
 def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:
     """True when the rules alone settle the symptom: the model need not load."""
-    top = result["symptom"][0] if result["symptom"] else None
-    if top is None or top.score < DECIDED_SCORE:
+    symptoms = result["symptom"]
+    if not symptoms:
         return False
+    top = symptoms[0]
+    if top.features.get("rule", 0.0) >= DECIDED_RULE and top.score >= DECIDED_SCORE:
+        return True
+    # the generic layer settles it: no specific rule names a symptom, one generic label leads
+    generic = {s.label: s.features.get("rule_generic", 0.0) for s in symptoms}
+    runner_up = max((w for label, w in generic.items() if label != top.label), default=0.0)
     return (
-        top.features.get("rule", 0.0) >= DECIDED_RULE
-        or top.features.get("rule_generic", 0.0) >= DECIDED_GENERIC
+        fusion.generic_settles({s.label for s in symptoms if s.features.get("rule", 0.0)}, generic)
+        and generic[top.label] >= fusion.GENERIC_SETTLE
+        and generic[top.label] > runner_up
     )
 
 

@@ -20,7 +20,7 @@ weighs apart from the mechanisms.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from triage import taxonomy
@@ -34,6 +34,10 @@ GENERIC_FACTOR = 0.8  # weight of a generic-layer hit next to a specific one (un
 # A specific rule at least this sure of a symptom explains the failure it matched: a generic
 # hit on the same lines yields to it.
 YIELD_WEIGHT = 0.5
+# A generic-layer label this strong, with no specific rule naming any symptom, settles the
+# symptom: neighbour votes may reorder the labels the rules name but add none of their own (a
+# ZeroDivisionError is never called an import error because a similar case was one).
+GENERIC_SETTLE = 0.5
 PRIOR_WEIGHTS = (1.0, 0.5, 0.25)  # taxonomy fixes of a root cause, best first
 RULE_FEATURES = (
     "rule",  # noisy-OR of the weights of initiating (or unattributed) rule hits
@@ -119,8 +123,9 @@ def candidates(
 
     vote_feats = {src: _vote_features(fieldname, v) for src, v in votes.items()}
     labels = {*effective}
-    for feats in vote_feats.values():
-        labels.update(feats)
+    if not (fieldname == "symptom" and generic_settles(rule, rule_gen)):
+        for feats in vote_feats.values():
+            labels.update(feats)
 
     prior: dict[str, float] = {}
     if fieldname == "fix" and rc_probs:
@@ -146,6 +151,11 @@ def candidates(
                 feats[f"{src}_{name}"] = value
         out.append(Candidate(label, feats))
     return out
+
+
+def generic_settles(specific: Collection[str], generic: Mapping[str, float]) -> bool:
+    """No specific rule names a symptom and the generic layer names one at GENERIC_SETTLE."""
+    return not specific and max(generic.values(), default=0.0) >= GENERIC_SETTLE
 
 
 def yield_generic(hits: Sequence[RuleHit]) -> list[RuleHit]:
