@@ -71,3 +71,46 @@ def test_most_of_the_table_is_settled_without_the_model(no_model: list) -> None:
         pipeline.explain(case["text"])
     # a few pastes stay open (a bare RuntimeError, a refused connection): MiniLM may help there
     assert len(no_model) <= len(TABLE) // 10
+
+
+class _FakeModel:
+    def encode(self, texts: list[str], **_: Any) -> Any:
+        import numpy as np
+
+        return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
+
+
+def _model_not_yet_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(neighbours, "model_loaded", lambda: False)
+    monkeypatch.setattr(neighbours, "_model", lambda: _FakeModel())
+
+
+def test_explain_on_a_terminal_says_when_the_similarity_model_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from click.testing import CliRunner
+
+    from triage import cli
+
+    _model_not_yet_loaded(monkeypatch)
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    try:
+        vague = CliRunner().invoke(cli.main, ["explain", "training stopped making progress"])
+        settled = CliRunner().invoke(cli.main, ["explain", "ZeroDivisionError: division by zero"])
+        quiet = CliRunner().invoke(cli.main, ["explain", "-q", "training stopped"])
+    finally:
+        neighbours.on_model_load(None)
+    assert vague.exit_code == 0, vague.output
+    assert "loading the similarity model" in vague.stderr
+    assert "loading the similarity model" not in settled.stderr
+    assert "loading the similarity model" not in quiet.stderr
+
+
+def test_no_model_message_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from triage import cli
+
+    _model_not_yet_loaded(monkeypatch)
+    result = CliRunner().invoke(cli.main, ["explain", "training stopped making progress"])
+    assert result.exit_code == 0 and "loading the similarity model" not in result.stderr
