@@ -6,6 +6,7 @@ triage rules list | check X
 triage index build
 triage batch DIR_OF_JOBS -o results.jsonl
 triage snapshot [--pid PID | --all] -o DIR [--analyze]
+triage doctor [--distributed] [--format text|json]
 """
 
 from __future__ import annotations
@@ -374,6 +375,37 @@ def snapshot(
         _emit(result.diagnosis, "text", None, quiet=True)
     if not result.found:
         sys.exit(snap.EXIT_NOTHING_FOUND)
+
+
+@main.command()
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Run under the job's launcher (`torchrun ... --no-python triage doctor "
+    "--distributed`): rank 0 compares every rank's facts.",
+)
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the job's store and for every rank's facts.",
+)
+def doctor(distributed: bool, fmt: str, timeout: float) -> None:
+    """Check versions, devices, memory, network and NCCL settings before the job starts.
+
+    Exit code 3 when any finding is an error.
+    """
+    from triage import doctor as doc
+
+    try:
+        report = doc.run(doc.DoctorOptions(distributed=distributed, timeout=timeout))
+    except doc.DoctorError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if report.reporter:
+        click.echo(doc.render(report, fmt))
+    sys.exit(report.exit_code)
 
 
 class _Progress:
