@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from torchjobs import JOBS, free_port, job_env, torchrun_argv, wait_for
+from torchjobs import JOBS, free_port, job_env, stop, torchrun_argv, wait_for
 
 from triage import pipeline
 from triage.ingest import discover, sniff
@@ -59,15 +58,13 @@ def hung_job(tmp_path_factory: pytest.TempPathFactory):
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,  # one signal ends the launcher and every rank
     )
     try:
         wait_for(ready, 3, timeout=90, proc=proc)
         time.sleep(1.0)  # ranks 0 and 1 enter the all_reduce, rank 2 its sleep
         yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        stop(proc)
 
 
 def test_snapshot_of_a_hung_3_rank_job_names_every_rank_and_analysis_finds_the_stuck_one(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +41,18 @@ def job_env(extra: Mapping[str, str] = ()) -> dict[str, str]:  # type: ignore[as
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     env.update(extra)
     return env
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a torchrun job and its ranks: torchrun starts each rank in a session of its own, so
+    a signal to the launcher's process group does not reach them."""
+    from triage.snapshot.procs import all_processes, descendants
+
+    ranks = descendants(all_processes(), proc.pid)
+    for pid in [proc.pid, *ranks]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
 
 
 def wait_for(path: Path, count: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:

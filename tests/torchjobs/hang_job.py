@@ -38,12 +38,14 @@ def serve_dump_pipe(rank: int) -> None:
 
 
 def load_next_shard() -> None:
-    time.sleep(3600)  # stands for a read from a stuck network file system
+    # stands for a read from a stuck network file system; bounded, so that a job a test
+    # failed to stop still ends by itself
+    time.sleep(150)
 
 
 def main() -> None:
     rank = int(os.environ["RANK"])
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     serve_dump_pipe(rank)
     grads = torch.ones(64)
     for _ in range(3):

@@ -22,6 +22,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +95,7 @@ class SnapshotResult:
             lines.append(f"  node: {', '.join(self.node.files) or 'nothing'}")
         lines += [f"  note: {n}" for n in self.node.notes]
         problems = self.problems + self.node.problems + [p for r in self.ranks for p in r.problems]
-        lines += [f"  problem: {p}" for p in problems]
+        lines += [f"  problem: {p}" for p in dict.fromkeys(problems)]  # "py-spy not found" once
         return lines
 
 
@@ -129,9 +130,12 @@ def take(options: SnapshotOptions) -> SnapshotResult:
     except OSError as exc:
         raise SnapshotError(f"cannot create {host_dir}: {exc.strerror}") from exc
 
-    ranks = [RankCapture(t, _rank_folder(t)) for t in discovery.targets]
+    ranks = [
+        RankCapture(t, folder)
+        for t, folder in zip(discovery.targets, rank_folders(discovery.targets), strict=True)
+    ]
     for r in ranks:
-        (host_dir / r.folder).mkdir()
+        (host_dir / r.folder).mkdir(parents=True)
     _capture_ranks(ranks, host_dir, options)
     node_dir = host_dir / "node"
     node_dir.mkdir()
@@ -148,10 +152,22 @@ def take(options: SnapshotOptions) -> SnapshotResult:
     return result
 
 
-def _rank_folder(target: Target) -> str:
-    if target.rank is not None:
-        return f"rank_{target.rank}"
-    return f"process-pid{target.pid}"  # no rank known: a name ingest reads no rank from
+def rank_folders(targets: Sequence[Target]) -> list[str]:
+    """`rank_<N>` for each target; with several jobs on the node (`--all`), one `job-<pid>`
+    folder per launcher first, so that two jobs' rank 0 never share a folder."""
+    several = len({t.launcher_pid for t in targets}) > 1
+    used: set[str] = set()
+    out = []
+    for t in targets:
+        # no rank known: a name ingest reads no rank from
+        name = f"rank_{t.rank}" if t.rank is not None else f"process-pid{t.pid}"
+        if several:
+            name = f"job-{t.launcher_pid or 'none'}/{name}"
+        if name in used:
+            name = f"{name}/pid{t.pid}"  # the same rank twice under one launcher
+        used.add(name)
+        out.append(name)
+    return out
 
 
 def _discovery_problems(discovery: Discovery, pid: int | None) -> list[str]:
