@@ -275,3 +275,31 @@ def test_snapshot_files_are_sniffed_as_the_kinds_they_are(tmp_path: Path) -> Non
 @pytest.mark.skipif(shutil.which("py-spy") is None and capture.find_pyspy() is None, reason="")
 def test_find_pyspy_finds_the_one_beside_python() -> None:
     assert capture.find_pyspy() is not None
+
+
+def _target(pid: int, rank: int | None, launcher: int | None, **env: str):
+    from triage.snapshot.procs import Target
+
+    return Target(pid, rank, rank, 2, ("python",), {"RANK": str(rank), **env}, launcher)
+
+
+def test_two_jobs_on_one_node_get_a_folder_each() -> None:
+    from triage.snapshot import rank_folders
+
+    one_job = [_target(11, 0, 10), _target(12, 1, 10)]
+    assert rank_folders(one_job) == ["rank_0", "rank_1"]
+    two_jobs = [_target(11, 0, 10), _target(21, 0, 20), _target(22, None, 20)]
+    assert rank_folders(two_jobs) == ["job-10/rank_0", "job-20/rank_0", "job-20/process-pid22"]
+
+
+def test_a_dump_pipe_without_reader_or_missing_is_reported_not_waited_on(tmp_path: Path) -> None:
+    stem = str(tmp_path / "fr_pipe_")
+    os.mkfifo(f"{stem}0.pipe")  # the job made it, but nothing reads it any more
+    target = _target(os.getpid(), 0, None, TORCH_NCCL_DEBUG_INFO_PIPE_FILE=stem)
+    started = time.monotonic()
+    when, problem = capture.trigger_fr_pipe(target, timeout=0.5)
+    assert time.monotonic() - started < 5
+    assert when is None and problem is not None and "has no reader" in problem
+    other = _target(os.getpid(), 1, None, TORCH_NCCL_DEBUG_INFO_PIPE_FILE=stem)
+    when, problem = capture.trigger_fr_pipe(other, timeout=0.5)
+    assert problem is not None and "only for NCCL process groups" in problem

@@ -247,11 +247,12 @@ def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
     env = facts.get("env", {})
     gpus = facts.get("gpus") or []
     visible_env = env.get("CUDA_VISIBLE_DEVICES")
-    if visible_env is None and not gpus:
+    count = len(gpus) or int(facts.get("device_count") or 0)
+    if visible_env is None and not count:
         return out  # a CPU job
     visible = [v.strip() for v in (visible_env or "").split(",") if v.strip()]
     if visible_env is None:
-        visible = [g["index"] for g in gpus]
+        visible = [g["index"] for g in gpus] or [str(i) for i in range(count)]
     dupes = sorted({v for v in visible if visible.count(v) > 1})
     if dupes:
         out.append(

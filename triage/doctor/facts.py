@@ -7,7 +7,6 @@ deadline for DNS) and a probe that fails leaves its fact out and says why in `pr
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import importlib.metadata as md
 import os
@@ -17,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +114,11 @@ def _torch_facts(facts: dict[str, Any]) -> None:
         if facts["cuda_available"] and torch.cuda.is_initialized():
             index = torch.cuda.current_device()
             props = torch.cuda.get_device_properties(index)
-            facts["device"] = str(getattr(props, "uuid", "") or f"cuda:{index}")
+            uuid = str(getattr(props, "uuid", "") or "")
+            # nvidia-smi's form (`GPU-<uuid>`), so ranks that learnt it either way compare
+            facts["device"] = (
+                (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}") if uuid else (f"cuda:{index}")
+            )
             facts["device_from"] = "torch.cuda.current_device()"
     except Exception as exc:  # noqa: BLE001 - a driver problem is a fact to report
         facts["probe_problems"].append(f"CUDA query failed: {type(exc).__name__}: {exc}"[:300])
@@ -217,19 +221,25 @@ def interfaces() -> list[str]:
 
 
 def resolve(host: str, timeout: float = 5.0) -> tuple[list[str], str | None]:
-    """Addresses of `host`, or why not; getaddrinfo cannot be interrupted, so it runs in a
-    thread that is abandoned at the deadline."""
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    job = pool.submit(socket.getaddrinfo, host, None)
-    try:
-        infos = job.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
+    """Addresses of `host`, or why not. getaddrinfo cannot be interrupted: it runs in a daemon
+    thread that is abandoned at the deadline (a pool's thread would hold up the exit)."""
+    found: list[Any] = []
+
+    def ask() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, None))
+        except (OSError, UnicodeError) as exc:
+            found.append(exc)
+
+    worker = threading.Thread(target=ask, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not found:
         return [], f"no answer from the resolver within {timeout:g} s"
-    except OSError as exc:
-        return [], exc.strerror or str(exc)
-    finally:
-        pool.shutdown(wait=False)
-    return sorted({str(info[4][0]) for info in infos}), None
+    answer = found[0]
+    if isinstance(answer, Exception):
+        return [], getattr(answer, "strerror", None) or str(answer)
+    return sorted({str(info[4][0]) for info in answer}), None
 
 
 def _int(value: str | None) -> int | None:
@@ -292,7 +302,10 @@ def _assigned_device(facts: dict[str, Any]) -> None:
     if visible_env is not None:
         visible = [v.strip() for v in visible_env.split(",") if v.strip()]
     else:
-        visible = [g["index"] for g in gpus]
+        # no nvidia-smi (some containers): torch's device count still says how many
+        visible = [g["index"] for g in gpus] or [
+            str(i) for i in range(facts.get("device_count", 0))
+        ]
     facts["visible_devices"] = visible
     local = facts["local_rank"]
     if local >= len(visible):

@@ -296,7 +296,7 @@ def _devices(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
             Finding(
                 check="duplicate-gpu",
                 severity="error",
-                title=f"{_who(ranks, facts)} would all use GPU {device}",
+                title=f"{_who(ranks, facts)} would share GPU {device}",
                 action="Give each rank its own GPU: `torch.cuda.set_device(LOCAL_RANK)` with "
                 "one CUDA_VISIBLE_DEVICES for the whole node, or one distinct device per rank.",
                 root_cause="R10",
