@@ -92,8 +92,13 @@ def test_the_validator_reports_every_problem_with_file_and_item(tmp_path: Path) 
     )
     assert "torch 2.13 is listed twice" in problems
     assert "known_bad[0] (nccl-2.29.2-hang): root_cause 'R99' is not a taxonomy id" in problems
-    assert "known_bad[1] (nccl-2.27.7-h100): when.nccl: `about 2.27` is not a version" in problems
-    assert "known_bad[1] (nccl-2.27.7-h100): when: unknown condition 'colour'" in problems
+    assert (
+        "known_bad[1] (nccl-before-2.26.2-abort-hang): when.nccl: `about 2.27` is not a version"
+        in problems
+    )
+    assert (
+        "known_bad[1] (nccl-before-2.26.2-abort-hang): when: unknown condition 'colour'" in problems
+    )
     assert "known_bad[2]" in problems and "severity must be one of" in problems
     assert "env_vars.yaml: checked.NCCL_DEBUG: kind must be one of" in problems
     assert "deprecated.NCCL_OLD_THING: replacement 'NCCL_NOT_A_VARIABLE'" in problems

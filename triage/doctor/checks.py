@@ -94,9 +94,10 @@ def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
             Finding(
                 check="compat-table",
                 severity="info",
-                title=f"torch {torch} for CUDA {cuda} is not a build PyTorch publishes "
-                f"(they build {', '.join(sorted(release.nccl_by_cuda))})",
-                action="A custom build: make sure every node runs the same one.",
+                title=f"the compatibility table has no NCCL pin for torch {release.torch} with "
+                f"CUDA {cuda_minor} (it knows CUDA {', '.join(sorted(release.nccl_by_cuda))})",
+                action="Nothing to do here; the cross-rank check still compares NCCL on every "
+                "rank.",
                 source=source,
             )
         )
