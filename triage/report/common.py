@@ -250,7 +250,8 @@ def collect_next(d: Diagnosis) -> list[str]:
         )
     if SourceKind.PYSPY not in kinds:
         todo.append(
-            "Stacks of every rank while it is stuck: `triage snapshot --all -o snap/` "
+            "Stacks of every rank while it is stuck: `triage snapshot --all -o snap/` on "
+            "every node (py-spy stacks, flight-recorder dumps, environment, node facts), "
             "or `py-spy dump --pid PID` on each rank."
         )
     if SourceKind.FLIGHT_RECORDER not in kinds:

@@ -1,0 +1,671 @@
+"""Checks of one process's facts (see facts.py): pure functions of the facts and the knowledge.
+
+Each check returns findings; `CHECKS` lists them (the runner knows no check by name). Rank 0
+runs them on every rank's facts in a distributed run, so they must not look at this machine.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from triage.doctor.knowledge import EnvSpec, Knowledge, KnownBad, matches, version_tuple
+from triage.doctor.report import Finding
+
+Facts = Mapping[str, Any]
+Check = Callable[[Facts, Knowledge], list[Finding]]
+
+GIB = 2**30
+MIB = 2**20
+_WHEEL_INDEX = "https://download.pytorch.org/whl/cu{tag}"
+
+
+def _mib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / MIB:.0f} MiB"
+
+
+def _cuda_tag(cuda: str) -> str:
+    return cuda.replace(".", "")
+
+
+# --------------------------------------------------------------------------- versions
+
+
+def check_torch_import(facts: Facts, k: Knowledge) -> list[Finding]:
+    error = facts.get("torch_import_error")
+    if not error:
+        return []
+    return [
+        Finding(
+            check="torch-import",
+            severity="error",
+            title="torch does not import",
+            action="Reinstall torch in this environment (`pip install --force-reinstall torch`) "
+            "and check that LD_LIBRARY_PATH does not point at other CUDA/NCCL libraries.",
+            root_cause="R02",
+            fix_pattern="F1",
+            evidence=(error,),
+        )
+    ]
+
+
+def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
+    versions = facts.get("versions", {})
+    torch, cuda, nccl = versions.get("torch"), versions.get("cuda"), versions.get("nccl")
+    if not torch:
+        return []
+    out: list[Finding] = []
+    gpus = facts.get("gpus") or []
+    if not cuda and gpus:
+        out.append(
+            Finding(
+                check="torch-cpu-build",
+                severity="error",
+                title=f"torch {torch} is a CPU build, but this node has {len(gpus)} GPU(s)",
+                action="Install a CUDA build of torch, e.g. `pip install torch=="
+                f"{torch.split('+')[0]} --index-url {_WHEEL_INDEX.format(tag='126')}` "
+                "(pick the CUDA your driver supports).",
+                root_cause="R01",
+                fix_pattern="F1",
+                evidence=(f"torch {torch}", f"GPUs: {', '.join(g['name'] for g in gpus)}"),
+            )
+        )
+        return out
+    if not cuda:
+        return out
+    release = k.release(torch)
+    if release is None:
+        newest = max(k.releases, key=lambda r: version_tuple(r.torch)).torch
+        out.append(
+            Finding(
+                check="compat-table",
+                severity="info",
+                title=f"torch {torch} is not in the compatibility table (rows up to {newest})",
+                action="Nothing to do; NCCL and CUDA were checked against the driver only.",
+            )
+        )
+        return out
+    cuda_minor = ".".join(cuda.split(".")[:2])
+    expected = release.nccl_by_cuda.get(cuda_minor)
+    source = release.sources[0]
+    if expected is None:
+        out.append(
+            Finding(
+                check="compat-table",
+                severity="info",
+                title=f"the compatibility table has no NCCL pin for torch {release.torch} with "
+                f"CUDA {cuda_minor} (it knows CUDA {', '.join(sorted(release.nccl_by_cuda))})",
+                action="Nothing to do here; the cross-rank check still compares NCCL on every "
+                "rank.",
+                source=source,
+            )
+        )
+    elif nccl and version_tuple(nccl) != version_tuple(expected):
+        major = cuda.split(".")[0]
+        out.append(
+            Finding(
+                check="nccl-not-bundled",
+                severity="warning",
+                title=f"NCCL {nccl} is loaded, but torch {torch} for CUDA {cuda_minor} ships "
+                f"NCCL {expected}",
+                action=f"Use the NCCL torch was tested with: `pip install "
+                f"nvidia-nccl-cu{major}=={expected}` (and drop any libnccl in LD_LIBRARY_PATH "
+                "or LD_PRELOAD), unless you moved to another NCCL on purpose.",
+                root_cause="R01",
+                fix_pattern="F1",
+                evidence=(
+                    f"torch {torch}, CUDA {cuda}",
+                    f"NCCL {nccl} (from {facts.get('nccl_from', 'torch')})",
+                    f"compatibility table: {release.checked}",
+                ),
+                source=source,
+            )
+        )
+    packages = facts.get("packages", {})
+    major = cuda.split(".")[0]
+    for name in packages:
+        if name.startswith("nvidia-nccl-cu") and name != f"nvidia-nccl-cu{major}":
+            out.append(
+                Finding(
+                    check="nccl-cuda-major",
+                    severity="error",
+                    title=f"{name} {packages[name]} is installed for another CUDA major than "
+                    f"torch's CUDA {cuda}",
+                    action=f"`pip uninstall {name}` and keep nvidia-nccl-cu{major}, the one "
+                    "torch's wheel requires.",
+                    root_cause="R01",
+                    fix_pattern="F1",
+                    evidence=(f"torch {torch} (CUDA {cuda})", f"{name}=={packages[name]}"),
+                )
+            )
+    return out
+
+
+def check_driver(facts: Facts, k: Knowledge) -> list[Finding]:
+    versions = facts.get("versions", {})
+    cuda, driver = versions.get("cuda"), versions.get("driver")
+    if not cuda or not driver:
+        return []
+    major = cuda.split(".")[0]
+    need = next((d for d in k.driver_minimum if d.cuda_major == major), None)
+    if need is None or version_tuple(driver) >= version_tuple(need.driver):
+        return []
+    return [
+        Finding(
+            check="driver-too-old",
+            severity="error",
+            title=f"driver {driver} is too old for CUDA {cuda} (CUDA {major}.x needs "
+            f">= {need.driver})",
+            action=f"Upgrade the NVIDIA driver to {need.driver} or newer, or install the torch "
+            "build for the CUDA your driver supports (`nvidia-smi` shows it).",
+            root_cause="R01",
+            fix_pattern="F1",
+            evidence=(f"torch {versions.get('torch')} built with CUDA {cuda}", f"driver {driver}"),
+            source=need.source,
+        )
+    ]
+
+
+def _when_holds(row: KnownBad, facts: Facts) -> tuple[bool, list[str]]:
+    versions = facts.get("versions", {})
+    env = facts.get("env", {})
+    evidence: list[str] = []
+    for key, cond in row.when.items():
+        if key in ("torch", "cuda", "nccl", "driver", "nvcc"):
+            have = versions.get(key)
+            if not have or not matches(cond, have):
+                return False, []
+            evidence.append(f"{key} {have}")
+        elif key == "gpu":
+            names = [g["name"] for g in facts.get("gpus") or [] if cond in g["name"]]
+            if not names:
+                return False, []
+            evidence.append(f"GPU {names[0]}")
+        elif key == "installed":
+            present = [p for p in cond if p in facts.get("packages", {})]
+            if not present:
+                return False, []
+            evidence.append(f"installed: {', '.join(present)}")
+        elif key == "env":
+            for name, value in cond.items():
+                if env.get(name) != value:
+                    return False, []
+                evidence.append(f"{name}={value}" if value is not None else f"{name} not set")
+        elif key == "nvcc_major_differs":
+            nvcc, cuda = versions.get("nvcc"), versions.get("cuda")
+            if not nvcc or not cuda or nvcc.split(".")[0] == cuda.split(".")[0]:
+                return False, []
+            evidence.append(f"nvcc {nvcc} vs torch's CUDA {cuda}")
+    return True, evidence
+
+
+def check_known_bad(facts: Facts, k: Knowledge) -> list[Finding]:
+    out: list[Finding] = []
+    for row in k.known_bad:
+        holds, evidence = _when_holds(row, facts)
+        if holds:
+            out.append(
+                Finding(
+                    check=f"known-bad:{row.id}",
+                    severity=row.severity,
+                    title=row.title,
+                    action=row.action,
+                    root_cause=row.root_cause,
+                    fix_pattern=row.fix,
+                    evidence=tuple(evidence),
+                    source=row.source,
+                )
+            )
+    return out
+
+
+def check_requirements(facts: Facts, k: Knowledge) -> list[Finding]:
+    out: list[Finding] = []
+    for broken in facts.get("broken_requirements") or []:
+        pkg, req, have = broken["package"], broken["requires"], broken["installed"]
+        core = pkg == "torch" or req.startswith(("torch", "nvidia-nccl"))
+        out.append(
+            Finding(
+                check="requirements",
+                severity="error" if core else "warning",
+                title=f"{pkg} requires {req}, but {have} is installed",
+                action=f"`pip install '{req}'`, or install the {pkg} release made for the "
+                f"installed version.",
+                root_cause="R01",
+                fix_pattern="F1",
+                evidence=(f"{pkg} {facts.get('packages', {}).get(pkg, '?')} requires {req}",),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- devices, memory
+
+
+def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
+    out: list[Finding] = []
+    env = facts.get("env", {})
+    gpus = facts.get("gpus") or []
+    visible_env = env.get("CUDA_VISIBLE_DEVICES")
+    count = len(gpus) or int(facts.get("device_count") or 0)
+    if visible_env is None and not count:
+        return out  # a CPU job
+    visible = [v.strip() for v in (visible_env or "").split(",") if v.strip()]
+    if visible_env is None:
+        visible = [g["index"] for g in gpus] or [str(i) for i in range(count)]
+    dupes = sorted({v for v in visible if visible.count(v) > 1})
+    if dupes:
+        out.append(
+            Finding(
+                check="cuda-visible-devices",
+                severity="error",
+                title=f"CUDA_VISIBLE_DEVICES lists GPU {', '.join(dupes)} more than once",
+                action="List each GPU once, e.g. `CUDA_VISIBLE_DEVICES=0,1,2,3`.",
+                root_cause="R10",
+                fix_pattern="F3",
+                evidence=(f"CUDA_VISIBLE_DEVICES={visible_env}",),
+            )
+        )
+    if gpus and visible_env is not None:
+        known = {g["index"] for g in gpus} | {g["uuid"] for g in gpus}
+        missing = [v for v in visible if v not in known and not any(u.startswith(v) for u in known)]
+        if missing:
+            out.append(
+                Finding(
+                    check="cuda-visible-devices",
+                    severity="error",
+                    title=f"CUDA_VISIBLE_DEVICES names GPU {', '.join(missing)}, which this node "
+                    f"does not have ({len(gpus)} GPU(s))",
+                    action="Use indexes or UUIDs that `nvidia-smi -L` lists.",
+                    root_cause="R10",
+                    fix_pattern="F3",
+                    evidence=(f"CUDA_VISIBLE_DEVICES={visible_env}",),
+                )
+            )
+    local_ws = facts.get("local_world_size")
+    if local_ws is not None and local_ws > len(visible):
+        where = f"CUDA_VISIBLE_DEVICES={visible_env}" if visible_env is not None else "GPUs"
+        out.append(
+            Finding(
+                check="gpus-per-node",
+                severity="error",
+                title=f"{local_ws} ranks per node but only {len(visible)} visible GPU(s): "
+                "ranks will share a GPU or fail to find one",
+                action=f"Launch with `--nproc-per-node {len(visible)}`, or make {local_ws} GPUs "
+                "visible.",
+                root_cause="R10",
+                fix_pattern="F3",
+                evidence=(f"LOCAL_WORLD_SIZE={local_ws}", f"{where}: {len(visible)} device(s)"),
+            )
+        )
+    for g in gpus:
+        total, free = g.get("memory_total_mib"), g.get("memory_free_mib")
+        if total and free is not None and free < 0.1 * total:
+            out.append(
+                Finding(
+                    check="gpu-memory-free",
+                    severity="warning",
+                    title=f"GPU {g['index']} has only {free} MiB of {total} MiB free before the "
+                    "job starts",
+                    action="Find what holds it (`nvidia-smi`), e.g. a process of an earlier run, "
+                    "and stop it.",
+                    root_cause="R16",
+                    fix_pattern="F5",
+                    evidence=(f"GPU {g['index']} {g['name']}: {free}/{total} MiB free",),
+                )
+            )
+    return out
+
+
+def check_shm(facts: Facts, k: Knowledge) -> list[Finding]:
+    if "shm_size" not in facts:
+        return []
+    size = facts["shm_size"]
+    action = (
+        "Give the container more shared memory: `docker run --shm-size=16g` or `--ipc=host`; "
+        "in Kubernetes mount an emptyDir with `medium: Memory` at /dev/shm."
+    )
+    if size is None:
+        return [
+            Finding(
+                check="shm-size",
+                severity="error",
+                title="/dev/shm is not mounted: NCCL's shared-memory transport and DataLoader "
+                "workers need it",
+                action=action,
+                root_cause="R05",
+                fix_pattern="F5",
+            )
+        ]
+    if size >= GIB:
+        return []
+    return [
+        Finding(
+            check="shm-size",
+            severity="error" if size < 256 * MIB else "warning",
+            title=f"/dev/shm is only {_mib(size)} (Docker's default is 64 MiB): NCCL and "
+            "DataLoader workers fail with SIGBUS or `No space left on device`",
+            action=action,
+            root_cause="R05",
+            fix_pattern="F5",
+            evidence=(f"/dev/shm size {_mib(size)}, free {_mib(facts.get('shm_free') or 0)}",),
+        )
+    ]
+
+
+def check_memlock(facts: Facts, k: Knowledge) -> list[Finding]:
+    limit = facts.get("memlock")
+    if limit is None or limit == "unlimited" or limit >= 64 * GIB:
+        return []
+    if facts.get("infiniband"):
+        return [
+            Finding(
+                check="memlock",
+                severity="error",
+                title=f"`ulimit -l` (locked memory) is {_mib(limit)} on a node with InfiniBand: "
+                "NCCL cannot register its buffers (ibv_reg_mr fails)",
+                action="Raise it: `ulimit -l unlimited` in the job script, `--ulimit memlock=-1` "
+                "for Docker, or `* - memlock unlimited` in /etc/security/limits.conf.",
+                root_cause="R05",
+                fix_pattern="F5",
+                evidence=(f"RLIMIT_MEMLOCK {limit} bytes", "/sys/class/infiniband has devices"),
+            )
+        ]
+    return [
+        Finding(
+            check="memlock",
+            severity="info",
+            title=f"`ulimit -l` is {_mib(limit)}; fine without InfiniBand (none found), too low "
+            "with it",
+            action="If jobs move to InfiniBand nodes, set `ulimit -l unlimited` there.",
+            root_cause="R05",
+            fix_pattern="F5",
+        )
+    ]
+
+
+def check_host_memory(facts: Facts, k: Knowledge) -> list[Finding]:
+    total, avail = facts.get("mem_total"), facts.get("mem_available")
+    if not total or avail is None or avail >= 0.1 * total:
+        return []
+    return [
+        Finding(
+            check="host-memory",
+            severity="warning",
+            title=f"only {_mib(avail)} of {_mib(total)} host memory is available before the "
+            "job starts",
+            action="Stop what holds it (leftover processes of an earlier run?) or lower "
+            "DataLoader workers / pinned-memory use.",
+            root_cause="R17",
+            fix_pattern="F5",
+            evidence=(f"MemAvailable {_mib(avail)}, MemTotal {_mib(total)}",),
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- environment
+
+_CHECKED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_", "TORCH_DISTRIBUTED_")
+
+
+def _fix_for(name: str) -> str:
+    return "F4" if name.startswith("NCCL_") else "F3"
+
+
+def check_env_vars(facts: Facts, k: Knowledge) -> list[Finding]:
+    env = facts.get("env", {})
+    out: list[Finding] = []
+    names = sorted(n for n in env if n.startswith(_CHECKED_PREFIXES))
+    known = sorted(k.known_vars | set(k.checked))
+    for name in names:
+        value = env[name]
+        if name in k.deprecated:
+            use, source = k.deprecated[name]
+            if use and use in env and env[use] != value:
+                out.append(
+                    Finding(
+                        check="env-contradiction",
+                        severity="error",
+                        title=f"{name}={value} and {use}={env[use]} disagree ({name} is the old "
+                        "name of the same setting)",
+                        action=f"Keep only {use}.",
+                        root_cause="R13",
+                        fix_pattern=_fix_for(name),
+                        evidence=(f"{name}={value}", f"{use}={env[use]}"),
+                        source=source if source.startswith("http") else None,
+                    )
+                )
+                continue
+            out.append(
+                Finding(
+                    check="env-deprecated",
+                    severity="warning",
+                    title=f"{name} is an old name"
+                    + (f"; use {use}" if use else " that has no effect any more"),
+                    action=(f"Rename it to {use}={value}." if use else f"Remove {name}."),
+                    root_cause="R13",
+                    fix_pattern=_fix_for(name),
+                    evidence=(f"{name}={value}", source),
+                )
+            )
+            continue
+        if name not in k.known_vars and name not in k.checked:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            if close:
+                out.append(
+                    Finding(
+                        check="env-misspelled",
+                        severity="warning",
+                        title=f"{name} is not a variable NCCL or torch reads; did you mean "
+                        f"{close[0]}?",
+                        action=f"Rename it to {close[0]}={value} (unknown names are ignored "
+                        "without a word).",
+                        root_cause="R13",
+                        fix_pattern=_fix_for(name),
+                        evidence=(f"{name}={value}",),
+                    )
+                )
+            else:
+                out.append(
+                    Finding(
+                        check="env-unknown",
+                        severity="info",
+                        title=f"{name} is not a variable NCCL 2.30 or torch 2.14 reads",
+                        action=f"Remove {name} unless your NCCL plugin or build reads it.",
+                        evidence=(f"{name}={value}",),
+                    )
+                )
+            continue
+        spec = k.checked.get(name)
+        if spec is not None and spec.kind != "interfaces":
+            problem = value_problem(spec, value)
+            if problem:
+                out.append(
+                    Finding(
+                        check="env-value",
+                        severity="warning",
+                        title=f"{name}={value}: {problem}",
+                        action=f"Set {name} to an accepted value ({_accepted(spec)}).",
+                        root_cause="R13",
+                        fix_pattern=_fix_for(name),
+                        evidence=(f"{name}={value}",),
+                        source=k.sources.get("nccl" if name.startswith("NCCL_") else "torch"),
+                    )
+                )
+    for rule in k.contradictions:
+        holds = all(
+            name in env and (want == "set" or env[name] == want) for name, want in rule.when.items()
+        )
+        if holds:
+            out.append(
+                Finding(
+                    check=f"env-contradiction:{rule.id}",
+                    severity="warning",
+                    title=rule.title,
+                    action=rule.action,
+                    root_cause="R13",
+                    fix_pattern=_fix_for(next(iter(rule.when))),
+                    evidence=tuple(f"{n}={env[n]}" for n in rule.when),
+                    source=rule.source if rule.source.startswith("http") else None,
+                )
+            )
+    return out
+
+
+def _accepted(spec: EnvSpec) -> str:
+    if spec.kind == "bool":
+        return "0 or 1"
+    if spec.kind == "int":
+        lo = "" if spec.min is None else f">= {spec.min}"
+        hi = "" if spec.max is None else f"<= {spec.max}"
+        return "a whole number " + " and ".join(x for x in (lo, hi) if x)
+    joined = ", ".join(spec.values)
+    return f"one of {joined}" if spec.kind == "choice" else f"a comma list of {joined}"
+
+
+def value_problem(spec: EnvSpec, value: str) -> str | None:
+    """Why a value is not one the variable accepts, or None."""
+    v = value.strip()
+    if spec.kind == "bool":
+        return None if v in ("0", "1") else "expected 0 or 1"
+    if spec.kind == "int":
+        try:
+            n = int(v)
+        except ValueError:
+            return "expected a whole number"
+        if spec.min is not None and n < spec.min:
+            return f"below the minimum {spec.min}"
+        if spec.max is not None and n > spec.max:
+            return f"above the maximum {spec.max}"
+        return None
+    if spec.kind == "choice":
+        if v.upper() in (x.upper() for x in spec.values):
+            return None
+        return f"not one of {', '.join(spec.values)}"
+    if spec.kind == "list":
+        body = v[1:] if v.startswith("^") else v
+        # NCCL_ALGO/NCCL_PROTO also take per-collective forms (`allreduce:tree,ring;...`)
+        items = [i.split(":")[-1] for part in body.split(";") for i in part.split(",")]
+        wanted = {x.upper() for x in spec.values}
+        bad = [i for i in (i.strip() for i in items) if i and i.upper() not in wanted]
+        return f"unknown item(s) {', '.join(bad)}" if bad else None
+    return None
+
+
+def interface_problem(spec: EnvSpec, value: str, present: Sequence[str]) -> str | None:
+    """Why an interface list matches nothing here (NCCL: prefixes, `=` exact, `^` exclude)."""
+    if not value.strip():
+        return None
+    if spec.exact:  # gloo: exact names, each must exist
+        missing = [n.strip() for n in value.split(",") if n.strip() and n.strip() not in present]
+        return f"no interface named {', '.join(missing)}" if missing else None
+    if value.startswith("^"):
+        return None  # an exclusion list leaves the rest: nothing to check
+    items = [i.strip() for i in value.split(",") if i.strip()]
+    for item in items:
+        if item.startswith("="):
+            if item[1:] in present:
+                return None
+        elif any(name.startswith(item) for name in present):
+            return None
+    return "matches no interface"
+
+
+def check_interfaces(facts: Facts, k: Knowledge) -> list[Finding]:
+    env = facts.get("env", {})
+    present = facts.get("interfaces") or []
+    out: list[Finding] = []
+    for name, spec in k.checked.items():
+        if spec.kind != "interfaces" or name not in env:
+            continue
+        problem = interface_problem(spec, env[name], present)
+        if problem:
+            out.append(
+                Finding(
+                    check="socket-ifname",
+                    severity="error",
+                    title=f"{name}={env[name]} {problem} on {facts.get('hostname', 'this host')}",
+                    action=f"Set {name} to an interface this host has ({', '.join(present)}), "
+                    "the one on the network the other nodes reach (`ip -br addr`).",
+                    root_cause="R07",
+                    fix_pattern="F4",
+                    evidence=(f"{name}={env[name]}", f"interfaces: {', '.join(present)}"),
+                    source=k.sources.get("nccl"),
+                )
+            )
+    return out
+
+
+def check_master(facts: Facts, k: Knowledge) -> list[Finding]:
+    out: list[Finding] = []
+    addr = facts.get("master_addr")
+    if addr and addr.get("error"):
+        out.append(
+            Finding(
+                check="master-addr",
+                severity="error",
+                title=f"MASTER_ADDR={addr['addr']} does not resolve on "
+                f"{facts.get('hostname', 'this host')} ({addr['error']})",
+                action="Use an address or a name every node resolves (rank 0's host; "
+                "`hostname -I` there), or fix /etc/hosts / DNS.",
+                root_cause="R07",
+                fix_pattern="F4",
+                evidence=(f"MASTER_ADDR={addr['addr']}: {addr['error']}",),
+            )
+        )
+    port = facts.get("master_port")
+    if port and port.get("state") == "invalid":
+        out.append(
+            Finding(
+                check="master-port",
+                severity="error",
+                title=f"MASTER_PORT={port['port']} is not a port number",
+                action="Set MASTER_PORT to a free port between 1024 and 65535.",
+                root_cause="R06",
+                fix_pattern="F4",
+                evidence=(f"MASTER_PORT={port['port']}",),
+            )
+        )
+    elif port and port.get("state") == "in_use":
+        holder = port.get("holder")
+        out.append(
+            Finding(
+                check="master-port",
+                severity="error",
+                title=f"MASTER_PORT {port['port']} is already in use"
+                + (f" by {holder}" if holder else "")
+                + ": the rendezvous store cannot listen (EADDRINUSE)",
+                action="Pick a free port (`--master-port` / MASTER_PORT), or stop the leftover "
+                "process of an earlier run" + (f" ({holder})" if holder else "") + ".",
+                root_cause="R06",
+                fix_pattern="F4",
+                evidence=(
+                    f"bind({port.get('addr') or '*'}:{port['port']}) failed: address in use",
+                ),
+            )
+        )
+    return out
+
+
+CHECKS: tuple[Check, ...] = (
+    check_torch_import,
+    check_release_table,
+    check_driver,
+    check_known_bad,
+    check_requirements,
+    check_devices,
+    check_shm,
+    check_memlock,
+    check_host_memory,
+    check_env_vars,
+    check_interfaces,
+    check_master,
+)
+
+
+def run_checks(facts: Facts, k: Knowledge) -> list[Finding]:
+    out: list[Finding] = []
+    for check in CHECKS:
+        out += check(facts, k)
+    return out
