@@ -194,27 +194,87 @@ def explain(
 
 
 def _explain_jsonl(options: Any) -> None:
-    """One output line per input line, in input order; a bad line gets an `error`."""
+    """One output line per input line, in input order, blank lines included; a line that is
+    not `{"id": .., "text": ..}` gets an `error` (with its id when it had one). Lines are
+    explained a block at a time, so output streams and memory stays bounded."""
+    stdin = getattr(sys.stdin, "buffer", None)  # bytes: a line that is not UTF-8 is one row
+    lines = stdin if stdin is not None else (line.encode() for line in sys.stdin)
+    block: list[tuple[int, bytes]] = []
+    for number, raw in enumerate(lines, start=1):
+        block.append((number, raw))
+        if len(block) >= _JSONL_BLOCK:
+            _explain_block(block, options)
+            block = []
+    if block:
+        _explain_block(block, options)
+
+
+_JSONL_BLOCK = 256  # lines explained together (one embedding call), then written
+
+
+def _explain_block(block: list[tuple[int, bytes]], options: Any) -> None:
     from triage import pipeline
 
-    rows: list[tuple[Any, str | None, str | None]] = []  # (id, text, error)
-    for number, line in enumerate(sys.stdin, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                raise ValueError('expected an object with a string "text"')
-            rows.append((item.get("id"), item["text"], None))
-        except ValueError as exc:
-            rows.append((None, None, f"line {number}: {exc}"))
-    texts = [t for _, t, _ in rows if t is not None]
-    diagnoses = iter(pipeline.explain_many(texts, options))
+    rows = [_jsonl_request(number, raw) for number, raw in block]
+    texts = [text for _, text, _ in rows if text is not None]
+    try:
+        diagnoses: list[Any] = list(pipeline.explain_many(texts, options))
+    except Exception:  # noqa: BLE001 - one text broke the batch: explain each on its own
+        diagnoses = [_explain_one(text, options) for text in texts]
+    answers = iter(diagnoses)
     for case_id, text, error in rows:
         if text is None:
-            click.echo(json.dumps({"id": case_id, "error": error}))
+            click.echo(_jsonl_row(case_id, "error", error))
+            continue
+        answer = next(answers)
+        if isinstance(answer, str):
+            click.echo(_jsonl_row(case_id, "error", answer))
         else:
-            click.echo(json.dumps({"id": case_id, "diagnosis": next(diagnoses).to_dict()}))
+            click.echo(_jsonl_row(case_id, "diagnosis", answer))
+
+
+def _jsonl_request(number: int, raw: bytes) -> tuple[Any, str | None, str | None]:
+    """(id, text, None) for a good line, (id or None, None, why) for a bad one."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, None, f"line {number}: not UTF-8 text"
+    if not line.strip():
+        return None, None, f"line {number}: blank line, nothing to explain"
+    try:
+        item = json.loads(line)
+    except RecursionError:
+        return None, None, f"line {number}: JSON nested too deep to read"
+    except ValueError as exc:
+        return None, None, f"line {number}: not JSON ({exc})"
+    if not isinstance(item, dict):
+        return None, None, f'line {number}: expected an object with a string "text"'
+    case_id = item.get("id")
+    if not isinstance(item.get("text"), str):
+        return case_id, None, f'line {number}: expected an object with a string "text"'
+    return case_id, item["text"], None
+
+
+def _explain_one(text: str, options: Any) -> Any:
+    """A Diagnosis, or the reason (a str) this one text could not be explained."""
+    from triage import pipeline
+
+    try:
+        return pipeline.explain(text, options)
+    except Exception as exc:  # noqa: BLE001 - contained to this line's row
+        return f"internal error while explaining this line: {type(exc).__name__}"
+
+
+def _jsonl_row(case_id: Any, key: str, value: Any) -> str:
+    body = value.to_dict() if key == "diagnosis" else value
+    try:
+        return json.dumps({"id": case_id, key: body})
+    except (RecursionError, ValueError, TypeError):
+        try:
+            return json.dumps({"id": None, key: body})
+        except (RecursionError, ValueError, TypeError) as exc:
+            why = f"the diagnosis could not be written as JSON ({type(exc).__name__})"
+            return json.dumps({"id": None, "error": why})
 
 
 @main.group()
