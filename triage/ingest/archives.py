@@ -160,9 +160,13 @@ def iter_zip(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
         infos = infos[: limits.max_members]
     total = 0
     for info in infos:
-        if info.is_dir() or _ignored(info.filename) or _zip_is_symlink(info):
+        if info.is_dir() or _ignored(info.filename):
             continue
         name = printable_name(info.filename)
+        if _zip_is_symlink(info):
+            why = f"symbolic link member (to {_zip_link_target(opener, info)}), not followed"
+            yield Member(name, _no_content, 0, True, (why,), False)
+            continue
         if info.flag_bits & 0x1:
             yield Member(
                 name, _no_content, info.file_size, True, ("encrypted member, not read",), False
@@ -210,6 +214,18 @@ def _overlapping_entry(infos: list[zipfile.ZipInfo]) -> str | None:
 
 def _zip_is_symlink(info: zipfile.ZipInfo) -> bool:
     return (info.external_attr >> 16) & 0o170000 == 0o120000
+
+
+def _zip_link_target(opener: Opener, info: zipfile.ZipInfo) -> str:
+    """A zip symlink's target path (its content), shown to the user, never followed."""
+    if info.file_size > 4096:
+        return "a target path too long to show"
+    try:
+        with _zip_member_opener(opener, info)() as f:
+            raw = f.read(4096)
+    except Exception:  # noqa: BLE001 - only a label
+        return "an unreadable target"
+    return printable_name(raw.decode("utf-8", "replace")) or "an empty target"
 
 
 def _zip_member_opener(opener: Opener, info: zipfile.ZipInfo) -> Opener:
@@ -266,9 +282,13 @@ def iter_tar(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
             if count > limits.max_members:
                 report.warnings.append(_too_many(limits))
                 return
-            if not info.isreg() or _ignored(info.name):
+            if info.isdir() or _ignored(info.name):
                 continue
             name = printable_name(info.name)
+            special = _special_member(info)
+            if special is not None:
+                yield Member(name, _no_content, 0, True, (special,), False)
+                continue
             if info.issparse():
                 yield Member(
                     name, _no_content, info.size, True, ("sparse tar member, not read",), False
@@ -279,6 +299,23 @@ def iter_tar(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
                 return
             total += info.size
             yield Member(name, _window_opener(opener, info.offset_data, info.size), info.size, True)
+
+
+def _special_member(info: tarfile.TarInfo) -> str | None:
+    """Why a tar member that is not a regular file is listed but not read; None for a file.
+    Links are never followed: a link's target is only shown (it may point anywhere)."""
+    if info.isreg():
+        return None
+    target = printable_name(info.linkname)
+    if info.issym():
+        return f"symbolic link member (to {target}), not followed"
+    if info.islnk():
+        return f"hard link member (to {target}), not followed"
+    if info.ischr() or info.isblk():
+        return "device member, not read"
+    if info.isfifo():
+        return "named pipe (FIFO) member, not read"
+    return f"tar member of type {info.type!r}, not a regular file; not read"
 
 
 def _window_opener(opener: Opener, offset: int, size: int) -> Opener:
@@ -317,9 +354,13 @@ def iter_tar_stream(
             if count > limits.max_members:
                 report.warnings.append(_too_many(limits))
                 return
-            if not info.isreg() or _ignored(info.name):
+            if info.isdir() or _ignored(info.name):
                 continue
             name = printable_name(info.name)
+            special = _special_member(info)
+            if special is not None:
+                yield Member(name, _no_content, 0, True, (special,), False)
+                continue
             if info.issparse():  # holes expand to any size: a cheap bomb
                 yield Member(
                     name, _no_content, info.size, True, ("sparse tar member, not read",), False
