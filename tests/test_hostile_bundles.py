@@ -126,3 +126,53 @@ def test_zip_symlink_members_are_listed_not_dropped(tmp_path: Path) -> None:
     warnings = _warnings(_report(str(archive)))
     listed = warnings[f"{archive}!rank_1.log"]
     assert any("symbolic link" in w and "/etc/shadow" in w for w in listed), listed
+
+
+# ------------------------------------------------------------------ 1: links out of the bundle
+
+
+def _bundle_with_links_out(tmp_path: Path) -> Path:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "other_job.log").write_text(
+        "RuntimeError: NCCL error in other-team-secret-project\n", encoding="utf-8"
+    )
+    home = tmp_path / "home" / "alice"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("[default]\naws_access_key_id = x\n")
+    (home / ".bash_history").write_text("ls\n")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "rank_0.log").write_text(OOM, encoding="utf-8")
+    (bundle / "rank_1.log").symlink_to(outside / "other_job.log")
+    (bundle / "home").symlink_to(home)
+    (bundle / "same.log").symlink_to(bundle / "rank_0.log")  # inside: fine to follow
+    (bundle / "gone.log").symlink_to(tmp_path / "no-such-file")
+    return bundle
+
+
+def test_links_out_of_the_bundle_are_listed_not_followed(tmp_path: Path) -> None:
+    bundle = _bundle_with_links_out(tmp_path)
+    text = _render("json", str(bundle))
+    assert "other-team-secret-project" not in text
+    assert ".bash_history" not in text and "credentials" not in text
+    report = json.loads(text)
+    warnings = _warnings(report)
+    link = " ".join(warnings[f"{bundle}/rank_1.log"])
+    assert "symbolic link" in link and "not followed" in link
+    assert str(tmp_path / "elsewhere" / "other_job.log") in link  # the target's path, only
+    assert "not followed" in " ".join(warnings[f"{bundle}/home"])
+    assert "broken symbolic link" in " ".join(warnings[f"{bundle}/gone.log"])
+    assert report["symptoms"][0]["id"] == "S14"  # the bundle itself is still diagnosed
+
+
+def test_follow_links_reads_what_the_links_point_to(tmp_path: Path) -> None:
+    bundle = _bundle_with_links_out(tmp_path)
+    text = _render("json", str(bundle), "--follow-links")
+    assert "other-team-secret-project" in text
+
+
+def test_a_path_the_user_names_is_read_even_when_it_is_a_link(tmp_path: Path) -> None:
+    bundle = _bundle_with_links_out(tmp_path)
+    report = _report(str(bundle / "rank_1.log"))  # named on purpose: the user's choice
+    assert not _warnings(report)[f"{bundle}/rank_1.log"]

@@ -764,7 +764,7 @@ def test_symlink_loops_are_reported_and_the_walk_goes_on(tmp_path, monkeypatch):
     write(tmp_path / "logs" / "sub" / "rank_1.log", RANK_TRACEBACK)
     os.symlink("..", tmp_path / "logs" / "sub" / "up")  # a folder inside itself
     sources = by_path(list(discover(["logs"])))
-    assert sources["logs/loop_a"].warnings == ("symbolic link loop, not followed",)
+    assert sources["logs/loop_a"].warnings == ("symbolic link loop (to loop_b), not followed",)
     assert "links back" in sources["logs/sub/up"].warnings[0]
     assert sources["logs/rank_0.log"].kind is K.RANK_LOG
     assert sources["logs/sub/rank_1.log"].rank == 1

@@ -43,6 +43,13 @@ _fr_entries_option = click.option(
     help="Flight-recorder entries to read per dump: 0 reads all (default: all, or the last "
     "128 of each when a big job's dumps add up to over 16 MiB).",
 )
+_follow_links_option = click.option(
+    "--follow-links",
+    "follow_links",
+    is_flag=True,
+    help="Also read what symbolic links point to outside the paths given (default: such "
+    "links are listed, not followed).",
+)
 _output_option = click.option(
     "-o",
     "--output",
@@ -80,12 +87,21 @@ def main() -> None:
     """
 
 
-def _options(no_embed: bool, rules: tuple[str, ...], fr_entries: int | None = None) -> Any:
+def _options(
+    no_embed: bool,
+    rules: tuple[str, ...],
+    fr_entries: int | None = None,
+    *,
+    follow_links: bool = False,
+) -> Any:
     from triage.pipeline import Options
 
     _check_rules(rules)
     return Options(
-        use_embeddings=not no_embed, extra_rules_dirs=tuple(rules), fr_entries=fr_entries
+        use_embeddings=not no_embed,
+        extra_rules_dirs=tuple(rules),
+        fr_entries=fr_entries,
+        follow_links=follow_links,
     )
 
 
@@ -132,6 +148,7 @@ def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool) -> None:
 @_no_embed_option
 @_rules_option
 @_fr_entries_option
+@_follow_links_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no messages on stderr.")
 def analyze(
     paths: tuple[str, ...],
@@ -140,6 +157,7 @@ def analyze(
     no_embed: bool,
     rules: tuple[str, ...],
     fr_entries: int | None,
+    follow_links: bool,
     quiet: bool,
 ) -> None:
     """Diagnose the failure bundle(s) at PATHS (files, folders, .tar.gz, .zip)."""
@@ -150,7 +168,7 @@ def analyze(
         raise click.BadParameter(
             f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
         )
-    options = _options(no_embed, rules, fr_entries)
+    options = _options(no_embed, rules, fr_entries, follow_links=follow_links)
     with _Progress(enabled=not quiet) as progress:
         diagnosis = pipeline.diagnose(paths, options, progress.update)
     # This process ends right after: the GC need not walk what was read once more at exit

@@ -42,6 +42,8 @@ class Options:
     # entries read of each flight-recorder dump: None decides by the job's size
     # (`fr_tail_for`), 0 reads them all, N the last N
     fr_entries: int | None = None
+    # follow symbolic links that lead out of the paths given (`--follow-links`)
+    follow_links: bool = False
 
 
 def read_inputs(
@@ -50,6 +52,7 @@ def read_inputs(
     *,
     fr_entries: int | None = None,
     while_workers_parse: Callable[[], None] | None = None,
+    follow_links: bool = False,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -69,7 +72,7 @@ def read_inputs(
     results: list[ParsedSource | None] = []
     held_back: list[int] = []  # flight-recorder dumps, sent once fr_tail is known
     try:
-        for source in ingest.discover(paths):
+        for source in ingest.discover(paths, follow_links=follow_links):
             sources.append(source)
             if not _poolable(source):
                 continue
@@ -388,6 +391,7 @@ def diagnose(
         on_progress,
         fr_entries=options.fr_entries,
         while_workers_parse=lambda: warm_later_stages(options),
+        follow_links=options.follow_links,
     )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s

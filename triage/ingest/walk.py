@@ -50,17 +50,34 @@ _CONTAINER_HEAD = 1024  # enough for every magic `container_format` checks (tar'
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
 
 
-def discover(paths: Sequence[str], *, limits: Limits | None = None) -> Iterator[Source]:
+def discover(
+    paths: Sequence[str], *, limits: Limits | None = None, follow_links: bool = False
+) -> Iterator[Source]:
     """Yield one Source per input file or archive member under `paths`, kind sniffed.
 
     Also yields warning-only Sources (kind TEXT, empty content) for inputs that could not be
     read, empty folders, and archives with problems (bombs, truncation, limits).
+
+    A symbolic link met while walking a folder is followed only when its real path lies under
+    one of `paths` (a bundle's own `latest -> attempt_2`); a link out of them (to another job's
+    logs, a home folder) is listed with its target and not read, unless `follow_links`. A
+    path given in `paths` is always read: naming it is the user's choice.
     """
-    walker = _Walker(limits or Limits())
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]  # one path given bare: not a sequence of one-letter paths
-    for path in paths:
-        yield from walker.top(os.fsdecode(path))
+    names = [os.fsdecode(path) for path in paths]
+    walker = _Walker(limits or Limits(), None if follow_links else _roots(names))
+    for path in names:
+        yield from walker.top(path)
+
+
+def _roots(paths: Sequence[str]) -> tuple[str, ...]:
+    """The real paths of what the user named: the only places a link may lead."""
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
+
+
+def _under(real: str, roots: Sequence[str]) -> bool:
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def reopen_plain(path: str, size: int) -> Opener | None:
@@ -109,8 +126,9 @@ def _file_type(mode: int) -> str:
 
 
 class _Walker:
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, roots: tuple[str, ...] | None) -> None:
         self.limits = limits
+        self.roots = roots  # None: follow every link (--follow-links)
         self._seen_files: set[tuple[int, int]] = set()
         self._seen_dirs: set[tuple[int, int]] = set()
         self._spool: Spool | None = None
@@ -153,6 +171,11 @@ class _Walker:
         empty_children: list[str] = []
         for name in names:
             child = os.path.join(path, name)
+            why = self._link_out(child)
+            if why is not None:
+                yield _problem(child, _parts(child), (why,))
+                found = True
+                continue
             try:
                 st = os.stat(child)
             except OSError as exc:
@@ -197,6 +220,28 @@ class _Walker:
             for child in empty_children:
                 yield _problem(child, _parts(child), ("empty directory: nothing to read",))
         return found
+
+    def _link_out(self, path: str) -> str | None:
+        """Why the symbolic link `path` is not followed (it leads out of the named paths, or
+        nowhere); None when `path` is no link or leads somewhere inside them."""
+        if not os.path.islink(path):
+            return None
+        try:
+            real = os.path.realpath(path, strict=True)
+        except OSError as exc:
+            try:
+                target = printable_name(os.readlink(path))
+            except OSError:
+                target = "an unreadable target"
+            if exc.errno == errno.ELOOP:
+                return f"symbolic link loop (to {target}), not followed"
+            return f"broken symbolic link (to {target}), not read"
+        if self.roots is None or _under(real, self.roots):
+            return None
+        return (
+            f"symbolic link to {printable_name(real)}, outside the paths given: not followed "
+            "(--follow-links reads it)"
+        )
 
     def _file(self, path: str, st: os.stat_result) -> Iterator[Source]:
         key = (st.st_dev, st.st_ino)
