@@ -50,6 +50,13 @@ _follow_links_option = click.option(
     help="Also read what symbolic links point to outside the paths given (default: such "
     "links are listed, not followed).",
 )
+_redact_hosts_option = click.option(
+    "--redact-hosts",
+    "redact_hosts",
+    is_flag=True,
+    help="Also replace e-mail addresses, IP addresses, host names and home-folder user names "
+    "with stand-ins (<host-1>, <ip-1>...). Secrets are always masked.",
+)
 _output_option = click.option(
     "-o",
     "--output",
@@ -93,6 +100,7 @@ def _options(
     fr_entries: int | None = None,
     *,
     follow_links: bool = False,
+    redact_hosts: bool = False,
 ) -> Any:
     from triage.pipeline import Options
 
@@ -102,6 +110,7 @@ def _options(
         extra_rules_dirs=tuple(rules),
         fr_entries=fr_entries,
         follow_links=follow_links,
+        redact_hosts=redact_hosts,
     )
 
 
@@ -149,6 +158,7 @@ def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool) -> None:
 @_rules_option
 @_fr_entries_option
 @_follow_links_option
+@_redact_hosts_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no messages on stderr.")
 def analyze(
     paths: tuple[str, ...],
@@ -158,6 +168,7 @@ def analyze(
     rules: tuple[str, ...],
     fr_entries: int | None,
     follow_links: bool,
+    redact_hosts: bool,
     quiet: bool,
 ) -> None:
     """Diagnose the failure bundle(s) at PATHS (files, folders, .tar.gz, .zip)."""
@@ -168,7 +179,9 @@ def analyze(
         raise click.BadParameter(
             f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
         )
-    options = _options(no_embed, rules, fr_entries, follow_links=follow_links)
+    options = _options(
+        no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
+    )
     with _Progress(enabled=not quiet) as progress:
         diagnosis = pipeline.diagnose(paths, options, progress.update)
     # This process ends right after: the GC need not walk what was read once more at exit
@@ -188,6 +201,7 @@ def analyze(
 @_format_option
 @_no_embed_option
 @_rules_option
+@_redact_hosts_option
 @click.option("-q", "--quiet", is_flag=True, help="No messages on stderr.")
 def explain(
     text: tuple[str, ...],
@@ -196,12 +210,13 @@ def explain(
     fmt: str | None,
     no_embed: bool,
     rules: tuple[str, ...],
+    redact_hosts: bool,
     quiet: bool,
 ) -> None:
     """Diagnose a pasted error (TEXT, or stdin when no TEXT is given)."""
     from triage import pipeline
 
-    options = _options(no_embed, rules)
+    options = _options(no_embed, rules, redact_hosts=redact_hosts)
     if jsonl:
         _explain_jsonl(options)
         return
@@ -317,6 +332,7 @@ def rules_list(rules: tuple[str, ...]) -> None:
 def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
     """Show which rules match FILE_OR_TEXT, and the lines they quote."""
     from triage.classify import rules as engine
+    from triage.redact import redact_text
 
     _check_rules(rules)
     hits = engine.check(file_or_text, rules)
@@ -324,7 +340,8 @@ def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
         click.echo("no rule matched")
     for hit in hits:
         where = f" (line {hit.evidence_line})" if hit.evidence_line else ""
-        click.echo(f"{hit.rule_id}: {hit.title}{where}\n    {hit.evidence_text.strip()}")
+        quoted = redact_text(hit.evidence_text.strip())
+        click.echo(f"{hit.rule_id}: {hit.title}{where}\n    {quoted}")
 
 
 @main.group()

@@ -44,6 +44,9 @@ class Options:
     fr_entries: int | None = None
     # follow symbolic links that lead out of the paths given (`--follow-links`)
     follow_links: bool = False
+    # also mask e-mails, IPs, host names and home-folder user names (`--redact-hosts`);
+    # secrets are always masked
+    redact_hosts: bool = False
 
 
 def read_inputs(
@@ -424,7 +427,12 @@ def diagnose_many(
 ) -> list[Diagnosis]:
     """Correlate, classify and recommend for several jobs (classified in one batch)."""
     from triage import analysis, classify, recommend
+    from triage.redact import redact_diagnosis, redact_events
 
+    # What a report can quote is masked in two steps of one module (triage/redact.py): the
+    # secrets in the parsed text before the later stages cut quotes out of it, then every
+    # string of the finished Diagnosis (paths, warnings, actions; hosts on request).
+    jobs = [redact_events(parsed) for parsed in jobs]
     found = [analysis.correlate(parsed) for parsed in jobs]
     labels = classify.classify_many(
         list(zip(jobs, found, strict=True)),
@@ -432,7 +440,10 @@ def diagnose_many(
         extra_rules_dirs=options.extra_rules_dirs,
     )
     return [
-        _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found))
+        redact_diagnosis(
+            _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found)),
+            hosts=options.redact_hosts,
+        )
         for parsed, job_found, job_labels in zip(jobs, found, labels, strict=True)
     ]
 
