@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from triage import budget, pipeline
 from triage.cli import main
 
 OOM = (
@@ -176,3 +179,137 @@ def test_a_path_the_user_names_is_read_even_when_it_is_a_link(tmp_path: Path) ->
     bundle = _bundle_with_links_out(tmp_path)
     report = _report(str(bundle / "rank_1.log"))  # named on purpose: the user's choice
     assert not _warnings(report)[f"{bundle}/rank_1.log"]
+
+
+# ------------------------------------------------------------------ 3: compressed logs, to the end
+
+# One progress line repeated: compresses far past 200:1 (gzip ~1000:1, the others more), as
+# real logs of one repeated line do. The OOM that ended the job is at the very end, past 16 MiB.
+_LINES = b"[rank0]: step 5 loss 1.0 lr 0.0001\n" * 30_000  # 1 MiB
+_REPEATED = _LINES * 17
+
+
+def _compress(data: bytes, codec: str) -> bytes:
+    import bz2
+    import gzip
+    import lzma
+
+    if codec == "gz":
+        return gzip.compress(data, compresslevel=9)
+    if codec == "gz-multi":  # `gzip >> log.gz`: the trailer speaks for the last stream only
+        return gzip.compress(data[:-200], compresslevel=9) + gzip.compress(data[-200:])
+    if codec == "bz2":  # pbzip2-style: one stream per block (bzip2 is slow to compress)
+        assert data.startswith(_REPEATED)
+        tail = data[len(_REPEATED) :]
+        return bz2.compress(_LINES) * 17 + bz2.compress(tail)
+    if codec == "xz":
+        return lzma.compress(data, preset=0)
+    zstandard = pytest.importorskip("zstandard")
+    return zstandard.ZstdCompressor(level=1).compress(data)
+
+
+@pytest.mark.parametrize("codec", ["gz", "gz-multi", "bz2", "xz", "zst"])
+def test_a_highly_compressed_log_is_read_to_its_end(tmp_path: Path, codec: str) -> None:
+    log = _REPEATED + OOM.encode()
+    assert len(log) > 16 << 20
+    (tmp_path / f"rank_0.log.{codec}").write_bytes(_compress(log, codec))
+    report = _report(str(tmp_path))
+    assert report["symptoms"][0]["id"] == "S14", report["summary"]  # the OOM at the end
+    assert _warnings(report) == {f"{tmp_path}/rank_0.log.{codec}": []}
+
+
+def _diagnose(tmp_path: Path, **limits: float) -> dict:
+    options = pipeline.Options(use_embeddings=False, limits=budget.JobLimits(**limits))
+    return pipeline.diagnose([str(tmp_path)], options).to_dict()
+
+
+def test_a_bomb_stops_at_the_jobs_decompression_budget_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "rank_0.log.xz").write_bytes(_compress(_REPEATED * 2 + OOM.encode(), "xz"))
+    (tmp_path / "rank_1.log.xz").write_bytes(_compress(_REPEATED, "xz"))
+    report = _diagnose(tmp_path, decompressed_bytes=24 << 20)
+    warned = " ".join(w for ws in _warnings(report).values() for w in ws)
+    assert "budget of 24 MiB of decompressed data" in warned
+    assert "stopped after" in warned
+
+
+def test_a_slow_bomb_stops_at_the_jobs_decompression_time_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "rank_0.log.bz2").write_bytes(_compress(_REPEATED + OOM.encode(), "bz2"))
+    report = _diagnose(tmp_path, decompress_seconds=0.001)
+    (warnings,) = _warnings(report).values()
+    assert any("s of decompression" in w and "used up" in w for w in warnings), warnings
+
+
+# ------------------------------------------------------------------ 7: memory per job
+
+
+def _fr_pickle(entries: bytes) -> bytes:
+    """A pickle `{"version": "2.10", "pg_config": {}, "entries": [...]}` whose list holds the
+    given opcodes' objects."""
+    head = b"X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\t\x00\x00\x00pg_config}"
+    return b"\x80\x02}(" + head + b"X\x07\x00\x00\x00entries](" + entries + b"eu."
+
+
+def test_a_dump_too_big_to_decode_is_refused_with_a_warning_not_loaded(tmp_path: Path) -> None:
+    fr = tmp_path / "fr"
+    fr.mkdir()
+    # 12 MB of empty JSON entries: ~4 million dicts, about 300 MB once decoded
+    (fr / "nccl_trace_rank_0.json").write_text(
+        '{"version": "2.10", "pg_config": {}, "entries": [' + "{}," * 4_000_000 + "{}]}"
+    )
+    # 8 MB of list openings in a pickle: 8 million lists, over 500 MB once decoded
+    (fr / "nccl_trace_rank_1").write_bytes(_fr_pickle(b"]" * 8_000_000))
+    (tmp_path / "rank_0.log").write_text(OOM, encoding="utf-8")
+    report = _diagnose(tmp_path, fr_decode_bytes=128 << 20)
+    warnings = _warnings(report)
+    for name in ("nccl_trace_rank_0.json", "nccl_trace_rank_1"):
+        said = " ".join(warnings[f"{fr}/{name}"])
+        assert "of memory, over this job's budget of 128 MiB" in said, said
+    assert report["symptoms"][0]["id"] == "S14"  # the rest of the job is still diagnosed
+
+
+def test_flight_recorder_entries_past_the_jobs_budget_are_cut_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    from fr_samples import fr_entry
+
+    for rank in range(2):
+        dump = {"version": "2.10", "entries": [fr_entry(i + 1) for i in range(100)]}
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+    report = _diagnose(tmp_path, fr_entries=150)
+    said = [w for ws in _warnings(report).values() for w in ws]
+    assert any("budget of 150 flight-recorder entries" in w and "last 50" in w for w in said)
+
+
+# ------------------------------------------------------------------ 8: temp space
+
+
+def test_compressed_tars_share_one_temp_budget_given_back_member_by_member(
+    tmp_path: Path,
+) -> None:
+    log = (b"[rank%d]: step 5 loss 1.0\n" * 600_000) + OOM.encode()  # ~15 MB each
+    for n in range(3):
+        with tarfile.open(tmp_path / f"part{n}.tar.gz", "w:gz", compresslevel=1) as tf:
+            info = tarfile.TarInfo(f"rank_{n}.log")
+            info.size = len(log)
+            tf.addfile(info, io.BytesIO(log))
+            junk = tarfile.TarInfo("core.bin")  # binary: judged by its first bytes, not copied
+            junk.size = 40 << 20
+            tf.addfile(junk, io.BytesIO(bytes(range(256)) * (junk.size // 256)))
+    # 45 MB of logs and 120 MB of cores through 20 MiB of temp space
+    report = _diagnose(tmp_path, spool_bytes=20 << 20)
+    warnings = _warnings(report)
+    for n in range(3):
+        assert warnings[f"{tmp_path}/part{n}.tar.gz!rank_{n}.log"] == []
+        assert "binary" in " ".join(warnings[f"{tmp_path}/part{n}.tar.gz!core.bin"])
+    assert report["symptoms"][0]["id"] == "S14"
+
+
+def test_a_member_bigger_than_the_temp_budget_is_listed_with_why(tmp_path: Path) -> None:
+    log = b"[rank0]: step 5 loss 1.0\n" * 600_000
+    with tarfile.open(tmp_path / "big.tar.gz", "w:gz", compresslevel=1) as tf:
+        info = tarfile.TarInfo("rank_0.log")
+        info.size = len(log)
+        tf.addfile(info, io.BytesIO(log))
+    report = _diagnose(tmp_path, spool_bytes=4 << 20)
+    (warnings,) = _warnings(report).values()
+    assert any("temp space this job may use" in w for w in warnings), warnings

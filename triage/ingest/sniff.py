@@ -182,6 +182,8 @@ def _detect(head: bytes) -> Sniffed:
         return _not_read("UTF-16 encoded text, not read (convert it to UTF-8)")
     notes: tuple[str, ...] = ()
     if b"\x00" in head:
+        if not head.strip(b"\x00"):
+            return _not_read("holds only NUL bytes (a preallocated or zeroed file), not read")
         nul_free = _text_around_nuls(head)
         if nul_free is None:
             return _not_read("binary file, not read")

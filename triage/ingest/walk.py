@@ -7,8 +7,10 @@ Order is deterministic: the paths in the order given, folder entries in natural 
 becomes a Source whose `warnings` say so, so the report lists it; nothing here raises.
 
 Only the first HEAD_BYTES of a file are read to sniff its kind. Compressed tars are the one
-exception: they can only be read front to back, so walking one decompresses it once into a
-spool (an anonymous temp file) from which its members are then read.
+exception: they can only be read front to back, so walking one decompresses it once; the
+members worth reading (judged by their first bytes) are copied into a spool (an anonymous
+temp file, one per job, within the job's temp-space budget) from which they are then read,
+and whose space each gives back once parsed (`Source.release`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 
 import regex
 
+from triage import budget
 from triage.ingest.archives import (
     ArchiveReport,
     Limits,
@@ -29,7 +32,6 @@ from triage.ingest.archives import (
     container_format,
     decompressed_opener,
     gzip_size_hint,
-    is_bomb,
     iter_tar,
     iter_tar_stream,
     iter_zip,
@@ -38,13 +40,20 @@ from triage.ingest.archives import (
 )
 from triage.ingest.attribution import attribute
 from triage.ingest.sniff import HEAD_BYTES, Sniffed, nccl_only, sniff
-from triage.ingest.streams import CHUNK, Spool, empty_stream, safe_opener, stream_problem
+from triage.ingest.streams import (
+    CHUNK,
+    Spool,
+    empty_stream,
+    safe_opener,
+    stream_problem,
+    zstd_available,
+)
 from triage.model import Source, SourceKind
 
 _DIGITS = regex.compile(r"(\d+)")
 TAIL_BYTES = 16 * 1024
 _MAX_DIR_DEPTH = 64  # far deeper than any job bundle; keeps recursion bounded
-_CODECS = ("gzip", "bz2", "xz")
+_CODECS = ("gzip", "bz2", "xz", "zstd")
 _CONTAINER_HEAD = 1024  # enough for every magic `container_format` checks (tar's at 257)
 # Tool folders inside a bundle that never hold job output (version control, bytecode).
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
@@ -135,7 +144,7 @@ class _Walker:
 
     def spool(self) -> Spool:
         if self._spool is None:
-            self._spool = Spool()
+            self._spool = Spool(budget.current().limits.spool_bytes)
         return self._spool
 
     # -------------------------------------------------------------- disk
@@ -263,6 +272,7 @@ class _Walker:
         depth: int,
         warnings: tuple[str, ...] = (),
         head: bytes | None = None,
+        release: Callable[[], None] | None = None,
     ) -> Iterator[Source]:
         if head is None:
             try:
@@ -282,6 +292,10 @@ class _Walker:
                 warnings = (*warnings, problem)
 
         fmt = container_format(head)
+        if fmt == "zstd" and not zstd_available():
+            why = "zstd-compressed; not read (install the `zstd` extra: pip install triage[zstd])"
+            yield _problem(display, parts, (*warnings, why), size)
+            return
         if fmt is not None and depth >= self.limits.max_depth:
             why = f"archive nested more than {self.limits.max_depth} deep, not opened"
             yield _problem(display, parts, (*warnings, why), size)
@@ -297,6 +311,9 @@ class _Walker:
         if found.kind is SourceKind.NCCL and len(head) >= HEAD_BYTES:
             found = self._confirm_nccl(found, opener, size, random_access)
         facts = attribute(parts)
+        if not found.readable and release is not None:
+            release()  # nothing will read it: its temp space goes back now
+            release = None
         yield Source(
             path=printable_name(display),
             kind=found.kind,
@@ -307,6 +324,7 @@ class _Walker:
             host=facts.host,
             attempt=facts.attempt,
             warnings=(*warnings, *found.warnings),
+            release=release,
         )
 
     def _confirm_nccl(
@@ -369,7 +387,8 @@ class _Walker:
             return
         if looks_like_tar(head):
             report = ArchiveReport()
-            for member in iter_tar_stream(opener, codec, self.limits, report, self.spool):
+            members = iter_tar_stream(opener, codec, self.limits, report, self.spool, _judge)
+            for member in members:
                 yield from self._member(display, parts, member, depth)
             if report.warnings:
                 yield _problem(display, parts, tuple(report.warnings), size)
@@ -377,19 +396,16 @@ class _Walker:
         if problem and not head:
             yield _problem(display, parts, (problem,), size)
             return
-        inner_size = size
-        if codec == "gzip" and random_access:
-            # The trailer states the size: a cheap first hint of a bomb, confirmed by
-            # inflating at most a little past the ratio floor (a truncated file's last
-            # bytes are garbage, so the hint alone would cry wolf).
+        # The size inside is known only when the head holds all of it. Otherwise it is at
+        # least a head more (parsers read small inputs line by line: a 2 KB .xz of 17 MB must
+        # not pass for small), and gzip's trailer may say more: it states the size modulo
+        # 4 GiB, and of the last stream only (`cat a.gz b.gz`), so it is never trusted to be
+        # smaller. Nothing is decided by it: what decompressing costs is counted as it goes.
+        inner_size = len(head) if len(head) < HEAD_BYTES else max(size, HEAD_BYTES + 1)
+        if codec == "gzip" and random_access and len(head) >= HEAD_BYTES:
             hint = gzip_size_hint(opener)
-            if hint is not None and is_bomb(hint, size, self.limits):
-                why = _confirm_bomb(inner, self.limits)
-                if why:
-                    yield _problem(display, parts, (f"{why}; not read",), size)
-                    return
-            elif hint is not None and hint >= len(head):
-                inner_size = hint
+            if hint is not None:
+                inner_size = max(hint, inner_size)
         warnings = (problem,) if problem else ()
         yield from self._blob(display, parts, inner, inner_size, False, depth + 1, warnings, head)
 
@@ -409,6 +425,7 @@ class _Walker:
             member.random_access,
             depth + 1,
             member.warnings,
+            release=member.release,
         )
 
     def _spool_copy(self, opener: Opener, size: int, report: ArchiveReport) -> Opener | None:
@@ -416,6 +433,12 @@ class _Walker:
             report.warnings.append("nested archive too large to open")
             return None
         spool = self.spool()
+        # held until the job ends: its members are read out of it, in any order
+        if not spool.reserve(size):
+            report.warnings.append(
+                "nested archive not opened: it would not fit in the temp space this job may use"
+            )
+            return None
         start = spool.end
         copied = 0
         try:
@@ -432,17 +455,13 @@ class _Walker:
         return lambda: spool.reader(start, copied)
 
 
-def _confirm_bomb(opener: Opener, limits: Limits) -> str | None:
-    """Inflate up to a little past the ratio floor; the reason if the ratio trips."""
-    try:
-        with opener() as f:
-            budget = limits.ratio_floor_bytes + 4 * CHUNK
-            while budget > 0 and (chunk := f.read(min(budget, 4 * CHUNK))):
-                budget -= len(chunk)
-            problem = stream_problem(f)
-    except Exception:
+def _judge(head: bytes) -> tuple[str, ...] | None:
+    """Whether a compressed tar's member is worth copying out, from its first bytes: None
+    for text, dumps and nested archives; the reasons it is not read otherwise."""
+    if container_format(head) is not None:
         return None
-    return problem if problem and "archive bomb" in problem else None
+    found = sniff(head)
+    return None if found.readable else found.warnings
 
 
 def _problem(display: str, parts: list[str], warnings: tuple[str, ...], size: int = 0) -> Source:
