@@ -291,9 +291,13 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     if cut is None or first_new is None:
         return None
     try:
+        # Both parts pass the safety scan before anything is searched or built: a forbidden
+        # opcode or a memo bomb in them is refused before it costs a thing.
         header = safe_pickle.loads(data[: key.start()] + b"u.", check_depth=False)
         piece = data[cut:]
+        safe_pickle.scan(b"\x80\x02" + _PIECE_HEAD + piece, memo_bound=len(data))
         wanted = {s for s in safe_pickle.memo_gets(piece) if s < first_new}
+        # bounded (a budget of bytes searched); past it the whole read is cheaper
         memo = safe_pickle.memo_strings(data, wanted, cut)
         rest = safe_pickle.loads_piece(_PIECE_HEAD + piece, memo, memo_bound=len(data))
     except safe_pickle.PickleError:
