@@ -4,7 +4,7 @@ triage PATH... [-o OUT] [--format text|json|md|html] [--no-embed] [-q]
 triage explain [TEXT...] | --jsonl
 triage rules list | check X
 triage index build
-triage batch DIR_OF_JOBS -o results.jsonl
+triage batch DIR_OF_JOBS -o results.jsonl [-j N] [--dask ADDRESS | --ray ADDRESS]
 """
 
 from __future__ import annotations
@@ -378,29 +378,57 @@ def index_build(out_dir: str | None) -> None:
     "-j",
     "--jobs",
     "workers",
-    type=int,
+    type=click.IntRange(min=1),
     default=None,
     help="Parallel processes (default: all cores).",
+)
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Dask scheduler (tcp://host:8786; needs triage[dask]); every "
+    "worker must see JOBS_DIR at the same path.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Ray cluster (ray://host:10001 or auto; needs triage[ray]).",
 )
 @_no_embed_option
 @_rules_option
 @_fr_entries_option
+@_follow_links_option
+@_redact_hosts_option
 def batch(
     jobs_dir: str,
     out: str,
     workers: int | None,
+    dask_address: str | None,
+    ray_address: str | None,
     no_embed: bool,
     rules: tuple[str, ...],
     fr_entries: int | None,
+    follow_links: bool,
+    redact_hosts: bool,
 ) -> None:
     """Diagnose every job (sub-folder or archive) in JOBS_DIR; one JSON line per job."""
+    import os
+
     from triage import batch as batch_runner
 
-    jobs = batch_runner.job_paths(jobs_dir)
+    if dask_address and ray_address:
+        raise click.UsageError("--dask and --ray: choose one cluster")
+    # Absolute paths: a cluster's workers read the jobs where they are (a shared filesystem).
+    entries = batch_runner.job_entries(os.path.abspath(jobs_dir), follow_links=follow_links)
+    options = _options(
+        no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
+    )
     with open(out, "w", encoding="utf-8") as fh:
-        options = _options(no_embed, rules, fr_entries)
-        count = batch_runner.run_batch(jobs, fh, options, workers)
-    click.echo(f"{count} jobs diagnosed, results in {out}", err=True)
+        count = batch_runner.run_batch(
+            entries, fh, options, workers, dask=dask_address, ray=ray_address
+        )
+    click.echo(f"{count} rows written to {out}", err=True)
 
 
 class _Progress:
