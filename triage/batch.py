@@ -189,6 +189,7 @@ def _local_rows(
     if not jobs:
         return
     size = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    _warm(options)  # the forked workers inherit what is loaded here, instead of each loading it
     pending = deque(range(len(jobs)))
     deaths = [0] * len(jobs)
     done: dict[int, Row] = {}
@@ -233,6 +234,14 @@ def _local_rows(
                 shown += 1
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _warm(options: Options) -> None:
+    from triage import parsers
+    from triage.pipeline import warm_later_stages
+
+    parsers.preload()
+    warm_later_stages(options)
 
 
 def _new_pool(size: int) -> ProcessPoolExecutor:
