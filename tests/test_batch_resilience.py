@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from triage.batch import diagnose_job, job_entries, run_batch
+from triage.batch import diagnose_job, run_batch
 from triage.cli import main
 from triage.pipeline import Options
 
@@ -77,6 +77,8 @@ def test_odd_entries_of_the_jobs_folder_get_a_row_saying_why(tmp_path: Path) -> 
     assert "broken symbolic link" in rows["c_gone"]["error"]
     assert "plain file" in rows["d_notes.txt"]["error"]
     assert "outside the jobs folder" in rows["e_link_out"]["error"]
+    from triage.batch import job_entries
+
     entries = job_entries(str(jobs), follow_links=True)
     assert [e.skipped is None for e in entries] == [True, False, False, False, True]
 
