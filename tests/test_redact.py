@@ -164,3 +164,22 @@ def test_every_pattern_has_examples_both_ways() -> None:
 
     for p in [*patterns()[0], *patterns()[1]]:
         assert p.match and p.no_match, p.id
+
+
+# Runs of the characters the patterns work on: a hostile log chooses its lines, and a pattern
+# that backtracks on one (nested repeats over dotted labels did) takes minutes per line.
+_RUNS = [
+    "a.", "1.", "a:", "a@", "a@b.", "x.y.local ", "::", "ab", "a-", "a_", "=", "'", "_key ",
+    "ab://a:", "/home/", "C:\\Users\\", "host=", "a:1:1 [", "bearer ", "?token=", "hf_", "sk-",
+    "xoxb-", "eyJa.", "AKIA", "aws secret ", "--password ", "Authorization: ",
+]  # fmt: skip
+
+
+@pytest.mark.timeout(60)
+def test_no_pattern_backtracks_on_long_runs_of_its_own_characters() -> None:
+    from triage.redact import Redactor
+
+    redactor = Redactor(hosts=True)
+    for run in _RUNS:
+        text = run * (20_000 // len(run))
+        redactor.text(text + ".local " + text + "@")  # every pattern's literal present
