@@ -38,6 +38,7 @@ def test_batch_writes_one_row_per_job_in_order_with_each_jobs_culprit(tmp_path: 
         "b_port",
         "c_ddp.tar.gz",
         "d_broken.tgz",
+        "notes.txt",
     ]
     by_name = {Path(r["job"]).name: r for r in rows}
     assert by_name["a_raise"]["diagnosis"]["culprit_ranks"] == [2]
@@ -46,3 +47,5 @@ def test_batch_writes_one_row_per_job_in_order_with_each_jobs_culprit(tmp_path: 
     # a broken archive is a diagnosed job whose input says what was wrong, not a crash
     broken = by_name["d_broken.tgz"]["diagnosis"]["inputs"]
     assert broken and broken[0]["warnings"]
+    # a loose file is no job: its row says so
+    assert by_name["notes.txt"]["error"].startswith("not a job, skipped: a plain file")

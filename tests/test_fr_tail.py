@@ -296,3 +296,57 @@ def test_a_damaged_dump_read_in_part_never_raises(edits: list[tuple[int, int]], 
     assert (dump is None) != (why is None)
     if dump is not None and dump.entries_total is not None:
         assert len(dump.entries) <= 5
+
+
+def _u(text: bytes) -> bytes:
+    return b"X" + len(text).to_bytes(4, "little") + text
+
+
+def _put(slot: int) -> bytes:
+    return b"r" + slot.to_bytes(4, "little")
+
+
+def _get(slot: int) -> bytes:
+    return b"j" + slot.to_bytes(4, "little")
+
+
+def _stalling_dump(pad: int, refs: int, entries: int = 300) -> bytes:
+    """A dump laid out for the tail read whose kept entries each name `refs` memo slots
+    holding lists, defined at its start behind `pad` bytes: each such slot used to cost a
+    search of the whole dump."""
+    lists, keys, first_entry = 1_000, 2_000_000, 3_000_000
+    head = b"\x80\x02}(" + _u(b"version") + _u(b"2.10") + _u(b"pg_config") + b"}"
+    head += _u(b"junk") + b"](" + b"".join(b"]" + _put(lists + i) for i in range(refs)) + b"e"
+    head += _u(b"pad") + _u(b"a" * pad)
+    body = [_u(b"entries") + _put(10) + b"]" + _put(11) + b"("]
+    for i in range(entries):
+        body.append(b"}" + _put(first_entry + i) + b"(")
+        if i == 0:
+            body.append(_u(b"profiling_name") + _put(keys) + _u(b"nccl:all_reduce"))
+            body.append(_put(keys + 1) + _u(b"collective_seq_id") + _put(keys + 2))
+        else:
+            body.append(_get(keys) + _get(keys + 1) + _get(keys + 2))
+        body.append(b"J" + (i + 1).to_bytes(4, "little"))
+        if i >= entries - 128:
+            body.append(b"".join(_get(lists + j) + b"0" for j in range(refs)))
+        body.append(b"u")
+    return head + b"".join(body) + b"eu."
+
+
+@pytest.mark.timeout(10)
+def test_a_dump_crafted_to_stall_the_tail_read_is_read_whole_instead() -> None:
+    # 8 MB, 128 kept entries naming 4,000 list slots each: ~20 s of searching before the
+    # searches were bounded; the whole read takes a tenth of a second.
+    data = _stalling_dump(8_000_000, 4_000)
+    whole = _read(data, None)
+    part = _read(data, 128)
+    assert part.entries == whole.entries and len(whole.entries) == 300
+
+
+def test_memo_string_searches_stop_at_their_budget() -> None:
+    data = _stalling_dump(100_000, 50)
+    wanted = set(range(1_000, 1_050))
+    with pytest.raises(safe_pickle.SearchBudgetSpent):
+        safe_pickle.memo_strings(data, wanted, len(data) - 10, budget=len(data))
+    with pytest.raises(safe_pickle.SearchBudgetSpent):
+        safe_pickle.memo_strings(data, set(range(10_000)), len(data))

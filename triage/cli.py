@@ -4,7 +4,7 @@ triage PATH... [-o OUT] [--format text|json|md|html] [--no-embed] [-q]
 triage explain [TEXT...] | --jsonl
 triage rules list | check X
 triage index build
-triage batch DIR_OF_JOBS -o results.jsonl
+triage batch DIR_OF_JOBS -o results.jsonl [-j N] [--dask ADDRESS | --ray ADDRESS]
 triage snapshot [--pid PID | --all] -o DIR [--analyze]
 triage doctor [--distributed] [--format text|json]
 """
@@ -45,6 +45,20 @@ _fr_entries_option = click.option(
     help="Flight-recorder entries to read per dump: 0 reads all (default: all, or the last "
     "128 of each when a big job's dumps add up to over 16 MiB).",
 )
+_follow_links_option = click.option(
+    "--follow-links",
+    "follow_links",
+    is_flag=True,
+    help="Also read what symbolic links point to outside the paths given (default: such "
+    "links are listed, not followed).",
+)
+_redact_hosts_option = click.option(
+    "--redact-hosts",
+    "redact_hosts",
+    is_flag=True,
+    help="Also replace e-mail addresses, IP addresses, host names and home-folder user names "
+    "with stand-ins (<host-1>, <ip-1>...). Secrets are always masked.",
+)
 _output_option = click.option(
     "-o",
     "--output",
@@ -82,12 +96,23 @@ def main() -> None:
     """
 
 
-def _options(no_embed: bool, rules: tuple[str, ...], fr_entries: int | None = None) -> Any:
+def _options(
+    no_embed: bool,
+    rules: tuple[str, ...],
+    fr_entries: int | None = None,
+    *,
+    follow_links: bool = False,
+    redact_hosts: bool = False,
+) -> Any:
     from triage.pipeline import Options
 
     _check_rules(rules)
     return Options(
-        use_embeddings=not no_embed, extra_rules_dirs=tuple(rules), fr_entries=fr_entries
+        use_embeddings=not no_embed,
+        extra_rules_dirs=tuple(rules),
+        fr_entries=fr_entries,
+        follow_links=follow_links,
+        redact_hosts=redact_hosts,
     )
 
 
@@ -134,6 +159,8 @@ def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool) -> None:
 @_no_embed_option
 @_rules_option
 @_fr_entries_option
+@_follow_links_option
+@_redact_hosts_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no messages on stderr.")
 def analyze(
     paths: tuple[str, ...],
@@ -142,6 +169,8 @@ def analyze(
     no_embed: bool,
     rules: tuple[str, ...],
     fr_entries: int | None,
+    follow_links: bool,
+    redact_hosts: bool,
     quiet: bool,
 ) -> None:
     """Diagnose the failure bundle(s) at PATHS (files, folders, .tar.gz, .zip)."""
@@ -152,7 +181,9 @@ def analyze(
         raise click.BadParameter(
             f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
         )
-    options = _options(no_embed, rules, fr_entries)
+    options = _options(
+        no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
+    )
     _announce_model_load(quiet)
     with _Progress(enabled=not quiet) as progress:
         diagnosis = pipeline.diagnose(paths, options, progress.update)
@@ -173,6 +204,7 @@ def analyze(
 @_format_option
 @_no_embed_option
 @_rules_option
+@_redact_hosts_option
 @click.option("-q", "--quiet", is_flag=True, help="No messages on stderr.")
 def explain(
     text: tuple[str, ...],
@@ -181,12 +213,13 @@ def explain(
     fmt: str | None,
     no_embed: bool,
     rules: tuple[str, ...],
+    redact_hosts: bool,
     quiet: bool,
 ) -> None:
     """Diagnose a pasted error (TEXT, or stdin when no TEXT is given)."""
     from triage import pipeline
 
-    options = _options(no_embed, rules)
+    options = _options(no_embed, rules, redact_hosts=redact_hosts)
     _announce_model_load(quiet)
     if jsonl:
         _explain_jsonl(options)
@@ -213,27 +246,87 @@ def _announce_model_load(quiet: bool) -> None:
 
 
 def _explain_jsonl(options: Any) -> None:
-    """One output line per input line, in input order; a bad line gets an `error`."""
+    """One output line per input line, in input order, blank lines included; a line that is
+    not `{"id": .., "text": ..}` gets an `error` (with its id when it had one). Lines are
+    explained a block at a time, so output streams and memory stays bounded."""
+    stdin = getattr(sys.stdin, "buffer", None)  # bytes: a line that is not UTF-8 is one row
+    lines = stdin if stdin is not None else (line.encode() for line in sys.stdin)
+    block: list[tuple[int, bytes]] = []
+    for number, raw in enumerate(lines, start=1):
+        block.append((number, raw))
+        if len(block) >= _JSONL_BLOCK:
+            _explain_block(block, options)
+            block = []
+    if block:
+        _explain_block(block, options)
+
+
+_JSONL_BLOCK = 256  # lines explained together (one embedding call), then written
+
+
+def _explain_block(block: list[tuple[int, bytes]], options: Any) -> None:
     from triage import pipeline
 
-    rows: list[tuple[Any, str | None, str | None]] = []  # (id, text, error)
-    for number, line in enumerate(sys.stdin, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                raise ValueError('expected an object with a string "text"')
-            rows.append((item.get("id"), item["text"], None))
-        except ValueError as exc:
-            rows.append((None, None, f"line {number}: {exc}"))
-    texts = [t for _, t, _ in rows if t is not None]
-    diagnoses = iter(pipeline.explain_many(texts, options))
+    rows = [_jsonl_request(number, raw) for number, raw in block]
+    texts = [text for _, text, _ in rows if text is not None]
+    try:
+        diagnoses: list[Any] = list(pipeline.explain_many(texts, options))
+    except Exception:  # noqa: BLE001 - one text broke the batch: explain each on its own
+        diagnoses = [_explain_one(text, options) for text in texts]
+    answers = iter(diagnoses)
     for case_id, text, error in rows:
         if text is None:
-            click.echo(json.dumps({"id": case_id, "error": error}))
+            click.echo(_jsonl_row(case_id, "error", error))
+            continue
+        answer = next(answers)
+        if isinstance(answer, str):
+            click.echo(_jsonl_row(case_id, "error", answer))
         else:
-            click.echo(json.dumps({"id": case_id, "diagnosis": next(diagnoses).to_dict()}))
+            click.echo(_jsonl_row(case_id, "diagnosis", answer))
+
+
+def _jsonl_request(number: int, raw: bytes) -> tuple[Any, str | None, str | None]:
+    """(id, text, None) for a good line, (id or None, None, why) for a bad one."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, None, f"line {number}: not UTF-8 text"
+    if not line.strip():
+        return None, None, f"line {number}: blank line, nothing to explain"
+    try:
+        item = json.loads(line)
+    except RecursionError:
+        return None, None, f"line {number}: JSON nested too deep to read"
+    except ValueError as exc:
+        return None, None, f"line {number}: not JSON ({exc})"
+    if not isinstance(item, dict):
+        return None, None, f'line {number}: expected an object with a string "text"'
+    case_id = item.get("id")
+    if not isinstance(item.get("text"), str):
+        return case_id, None, f'line {number}: expected an object with a string "text"'
+    return case_id, item["text"], None
+
+
+def _explain_one(text: str, options: Any) -> Any:
+    """A Diagnosis, or the reason (a str) this one text could not be explained."""
+    from triage import pipeline
+
+    try:
+        return pipeline.explain(text, options)
+    except Exception as exc:  # noqa: BLE001 - contained to this line's row
+        return f"internal error while explaining this line: {type(exc).__name__}"
+
+
+def _jsonl_row(case_id: Any, key: str, value: Any) -> str:
+    body = value.to_dict() if key == "diagnosis" else value
+    try:
+        return json.dumps({"id": case_id, key: body})
+    except (RecursionError, ValueError, TypeError):
+        try:
+            return json.dumps({"id": None, key: body})
+        except (RecursionError, ValueError, TypeError) as exc:
+            why = f"the diagnosis could not be written as JSON ({type(exc).__name__})"
+            return json.dumps({"id": None, "error": why})
 
 
 @main.group()
@@ -258,6 +351,7 @@ def rules_list(rules: tuple[str, ...]) -> None:
 def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
     """Show which rules match FILE_OR_TEXT, and the lines they quote."""
     from triage.classify import rules as engine
+    from triage.redact import redact_text
 
     _check_rules(rules)
     hits = engine.check(file_or_text, rules)
@@ -265,7 +359,8 @@ def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
         click.echo("no rule matched")
     for hit in hits:
         where = f" (line {hit.evidence_line})" if hit.evidence_line else ""
-        click.echo(f"{hit.rule_id}: {hit.title}{where}\n    {hit.evidence_text.strip()}")
+        quoted = redact_text(hit.evidence_text.strip())
+        click.echo(f"{hit.rule_id}: {hit.title}{where}\n    {quoted}")
 
 
 @main.group()
@@ -302,29 +397,57 @@ def index_build(out_dir: str | None) -> None:
     "-j",
     "--jobs",
     "workers",
-    type=int,
+    type=click.IntRange(min=1),
     default=None,
     help="Parallel processes (default: all cores).",
+)
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Dask scheduler (tcp://host:8786; needs triage[dask]); every "
+    "worker must see JOBS_DIR at the same path.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Ray cluster (ray://host:10001 or auto; needs triage[ray]).",
 )
 @_no_embed_option
 @_rules_option
 @_fr_entries_option
+@_follow_links_option
+@_redact_hosts_option
 def batch(
     jobs_dir: str,
     out: str,
     workers: int | None,
+    dask_address: str | None,
+    ray_address: str | None,
     no_embed: bool,
     rules: tuple[str, ...],
     fr_entries: int | None,
+    follow_links: bool,
+    redact_hosts: bool,
 ) -> None:
     """Diagnose every job (sub-folder or archive) in JOBS_DIR; one JSON line per job."""
+    import os
+
     from triage import batch as batch_runner
 
-    jobs = batch_runner.job_paths(jobs_dir)
+    if dask_address and ray_address:
+        raise click.UsageError("--dask and --ray: choose one cluster")
+    # Absolute paths: a cluster's workers read the jobs where they are (a shared filesystem).
+    entries = batch_runner.job_entries(os.path.abspath(jobs_dir), follow_links=follow_links)
+    options = _options(
+        no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
+    )
     with open(out, "w", encoding="utf-8") as fh:
-        options = _options(no_embed, rules, fr_entries)
-        count = batch_runner.run_batch(jobs, fh, options, workers)
-    click.echo(f"{count} jobs diagnosed, results in {out}", err=True)
+        count = batch_runner.run_batch(
+            entries, fh, options, workers, dask=dask_address, ray=ray_address
+        )
+    click.echo(f"{count} rows written to {out}", err=True)
 
 
 @main.command()

@@ -80,6 +80,9 @@ class Source:
     host: str | None = None
     attempt: int | None = None
     warnings: tuple[str, ...] = ()
+    # frees the temp space the content takes (a member copied out of a compressed tar); the
+    # pipeline calls it once the source is parsed; None when there is nothing to free
+    release: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
 
 # --------------------------------------------------------------------------- payloads

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from triage.budget import JobBudget, JobLimits
 from triage.model import (
     Analysis,
     Classification,
@@ -42,6 +43,14 @@ class Options:
     # entries read of each flight-recorder dump: None decides by the job's size
     # (`fr_tail_for`), 0 reads them all, N the last N
     fr_entries: int | None = None
+    # follow symbolic links that lead out of the paths given (`--follow-links`)
+    follow_links: bool = False
+    # also mask e-mails, IPs, host names and home-folder user names (`--redact-hosts`);
+    # secrets are always masked
+    redact_hosts: bool = False
+    # what one job may cost: decompressed bytes and seconds, temp space, flight-recorder
+    # entries and decode memory (`triage.budget`)
+    limits: JobLimits = JobLimits()
 
 
 def read_inputs(
@@ -50,54 +59,77 @@ def read_inputs(
     *,
     fr_entries: int | None = None,
     while_workers_parse: Callable[[], None] | None = None,
+    follow_links: bool = False,
+    limits: JobLimits | None = None,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
     A big bundle's files on disk are parsed in a pool of worker processes, one per core,
     handed over while discovery goes on (sniffing 2,000 files is itself ~1.5 s of work), and
-    this process parses archive members meanwhile; the result is in discovery order either
-    way. Small inputs (and `triage explain`) never pay for starting a pool. Flight-recorder
-    dumps of a big job are read in part (`fr_tail_for`; `fr_entries` as in Options); they go
-    to the pool last, once discovery has told how big the job is. `while_workers_parse` runs
-    here once everything is handed out (see `warm_later_stages`).
+    this process parses archive members meanwhile, each as soon as it is found, so the temp
+    space a member of a compressed tar takes is given back before the next one is copied; the
+    result is in discovery order either way. Small inputs (and `triage explain`) never pay for
+    starting a pool. Flight-recorder dumps of a big job are read in part (`fr_tail_for`;
+    `fr_entries` as in Options); they go to the pool last, once discovery has told how big the
+    job is. `while_workers_parse` runs here once everything is handed out (see
+    `warm_later_stages`). What the job may cost (`limits`, see `triage.budget`) is counted
+    across this process and its workers.
     """
+    from triage import budget
+
+    with budget.job(limits or JobLimits(), shared=True) as job_budget:
+        return _read_inputs(
+            paths, on_progress, fr_entries, while_workers_parse, follow_links, job_budget
+        )
+
+
+def _read_inputs(
+    paths: Sequence[str],
+    on_progress: ProgressCallback | None,
+    fr_entries: int | None,
+    while_workers_parse: Callable[[], None] | None,
+    follow_links: bool,
+    job_budget: JobBudget,
+) -> list[ParsedSource]:
     from triage import ingest
 
     progress = _Progress(on_progress)
-    pool = _Pool()
+    pool = _Pool(job_budget)
     sources: list[Source] = []
     results: list[ParsedSource | None] = []
     held_back: list[int] = []  # flight-recorder dumps, sent once fr_tail is known
+    fr_tail: int | None = None
     try:
-        for source in ingest.discover(paths):
+        for source in ingest.discover(paths, follow_links=follow_links):
             sources.append(source)
-            if not _poolable(source):
-                continue
+            results.append(None)
+            i = len(sources) - 1
             if source.kind is SourceKind.FLIGHT_RECORDER:
-                held_back.append(len(sources) - 1)
-            else:
-                pool.offer(len(sources) - 1, source, None)
+                held_back.append(i)  # parsed once fr_tail is known, here or in the pool
+            elif _poolable(source):
+                pool.offer(i, source, None)
+            else:  # an archive member: parsed now, and its temp space given back
+                results[i] = _parse_counted(source, None, progress)
         fr_tail = fr_tail_for(sources) if fr_entries is None else (fr_entries or None)
         for i in held_back:
-            pool.offer(i, sources[i], fr_tail)
+            if _poolable(sources[i]):
+                pool.offer(i, sources[i], fr_tail)
         pool.flush()
         if pool.executor is not None and while_workers_parse is not None:
             while_workers_parse()
-        results = [None] * len(sources)
-        # Meanwhile, this process parses what cannot be shipped (archive members).
+        # Meanwhile, this process parses what cannot be shipped (archive members' dumps).
         for i, source in enumerate(sources):
-            if not pool.took(i):
-                progress.start(source.path)
-                results[i] = _parse_here(source, fr_tail)
-                progress.done(source.size)
+            if results[i] is None and not pool.took(i):
+                results[i] = _parse_counted(source, fr_tail, progress)
         pool.collect(sources, results, progress)
     finally:
         pool.close()
+        for i, source in enumerate(sources):
+            if results[i] is not None and source.release is not None:
+                source.release()
     for i, source in enumerate(sources):  # what a worker could not do
         if results[i] is None:
-            progress.start(source.path)
-            results[i] = _parse_here(source, fr_tail)
-            progress.done(source.size)
+            results[i] = _parse_counted(source, fr_tail, progress)
     progress.start("")
     return [parsed for parsed in results if parsed is not None]
 
@@ -178,7 +210,8 @@ class _Pool:
     worker killed by the OS) is left as None in `collect`, for the caller to parse here.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, job_budget: JobBudget) -> None:
+        self.job_budget = job_budget
         self.executor: Any = None
         self.broken = False
         self.waiting: list[tuple[int, Source, int | None]] = []
@@ -214,15 +247,19 @@ class _Pool:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        from triage import parsers
+        from triage import budget, parsers
 
         parsers.preload()
         # Results arrive as many fresh, acyclic objects (FR entries); the cyclic GC would
         # re-scan all of them again and again meanwhile.
         gc.disable()
         try:
+            # The workers count against this job's budget: forked, they share its counters.
             self.executor = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("fork")
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=budget.install,
+                initargs=(self.job_budget,),
             )
         except (OSError, RuntimeError):  # no processes to be had: read here
             self.broken = True
@@ -289,10 +326,21 @@ class _Pool:
             gc.enable()
 
 
+def _parse_counted(source: Source, fr_tail: int | None, progress: _Progress) -> ParsedSource:
+    progress.start(source.path)
+    parsed = _parse_here(source, fr_tail)
+    progress.done(source.size)
+    return parsed
+
+
 def _parse_here(source: Source, fr_tail: int | None = None) -> ParsedSource:
     from triage import parsers
 
-    return parsers.parse(source, fr_tail=fr_tail)
+    try:
+        return parsers.parse(source, fr_tail=fr_tail)
+    finally:
+        if source.release is not None:
+            source.release()  # read: its temp space (a spooled archive member) goes back
 
 
 def _fields(source: Source) -> _SourceFields:
@@ -388,6 +436,8 @@ def diagnose(
         on_progress,
         fr_entries=options.fr_entries,
         while_workers_parse=lambda: warm_later_stages(options),
+        follow_links=options.follow_links,
+        limits=options.limits,
     )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s
@@ -420,7 +470,12 @@ def diagnose_many(
 ) -> list[Diagnosis]:
     """Correlate, classify and recommend for several jobs (classified in one batch)."""
     from triage import analysis, classify, recommend
+    from triage.redact import redact_diagnosis, redact_events
 
+    # What a report can quote is masked in two steps of one module (triage/redact.py): the
+    # secrets in the parsed text before the later stages cut quotes out of it, then every
+    # string of the finished Diagnosis (paths, warnings, actions; hosts on request).
+    jobs = [redact_events(parsed) for parsed in jobs]
     found = [analysis.correlate(parsed) for parsed in jobs]
     labels = classify.classify_many(
         list(zip(jobs, found, strict=True)),
@@ -428,7 +483,10 @@ def diagnose_many(
         extra_rules_dirs=options.extra_rules_dirs,
     )
     return [
-        _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found))
+        redact_diagnosis(
+            _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found)),
+            hosts=options.redact_hosts,
+        )
         for parsed, job_found, job_labels in zip(jobs, found, labels, strict=True)
     ]
 

@@ -1,11 +1,12 @@
-"""Read tar, tar.gz/.bz2/.xz, zip and single-file gzip/bzip2/xz in place.
+"""Read tar, tar.gz/.bz2/.xz/.zst, zip and single-file gzip/bzip2/xz/zstd in place.
 
 Nothing is ever extracted to a path taken from an archive: member names are only shown to
 the user. Members are read through windows into the archive (plain tar), by re-reading one
 local header (zip), or from a spool (compressed tar, which can only be read front to back).
 
-Limits guard against archive bombs and absurd archives; tripping one skips what is over the
-limit and leaves a warning, the rest of the archive is still read.
+Limits guard against absurd archives; a bomb is stopped by what it costs the job (bytes
+decompressed, seconds, temp space: `triage.budget`), never guessed from its compression
+ratio. Tripping a limit skips what is over it and leaves a warning; the rest is still read.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ GIB = 1024 * MIB
 
 @dataclass(frozen=True)
 class Limits:
-    """How much of an archive is read. The defaults fit real job bundles with room to spare."""
+    """How much of an archive is listed. The defaults fit real job bundles with room to spare.
+
+    What decompressing costs (bytes, seconds) and the temp space members take are limited per
+    job, across every archive and compressed file of it: see `triage.budget`."""
 
     max_members: int = 100_000  # entries per archive (all kinds); the rest are not listed
     max_total_bytes: int = 8 * GIB  # uncompressed bytes per archive, or per compressed file
-    max_ratio: float = 200.0  # uncompressed / compressed; real logs compress 5-30x
-    ratio_floor_bytes: int = 16 * MIB  # the ratio only counts past this much output
-    bomb_skip_bytes: int = 1 * GIB  # output thrown away to get past a bomb in a stream
     max_depth: int = 3  # archives inside archives
 
 
@@ -57,6 +58,12 @@ class Member:
     random_access: bool  # `opener()` streams can seek cheaply (needed for a nested zip)
     warnings: tuple[str, ...] = ()
     readable: bool = True  # False: listed for the user, content not read (warnings say why)
+    release: Callable[[], None] | None = None  # frees the temp space the content takes
+
+
+# What a compressed tar's member is worth copying out: given the member's first bytes,
+# None to copy it, or the warnings of a member that is not read (binary, empty...).
+Judge = Callable[[bytes], "tuple[str, ...] | None"]
 
 
 @dataclass
@@ -68,6 +75,7 @@ class ArchiveReport:
 
 # ------------------------------------------------------------------ format sniffing
 
+_ZSTD = b"\x28\xb5\x2f\xfd"
 _GZIP = b"\x1f\x8b"
 _BZ2 = b"BZh"
 _XZ = b"\xfd7zXZ\x00"
@@ -75,9 +83,11 @@ _ZIP = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")
 
 
 def container_format(head: bytes) -> str | None:
-    """`zip`, `tar`, or a compression codec (`gzip`, `bz2`, `xz`) from magic bytes."""
+    """`zip`, `tar`, or a compression codec (`gzip`, `bz2`, `xz`, `zstd`) from magic bytes."""
     if head.startswith(_ZIP):
         return "zip"
+    if head.startswith(_ZSTD):
+        return "zstd"
     if head.startswith(_GZIP):
         return "gzip"
     if head.startswith(_BZ2) and len(head) > 3 and head[3:4] in b"123456789":
@@ -160,19 +170,16 @@ def iter_zip(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
         infos = infos[: limits.max_members]
     total = 0
     for info in infos:
-        if info.is_dir() or _ignored(info.filename) or _zip_is_symlink(info):
+        if info.is_dir() or _ignored(info.filename):
             continue
         name = printable_name(info.filename)
+        if _zip_is_symlink(info):
+            why = f"symbolic link member (to {_zip_link_target(opener, info)}), not followed"
+            yield Member(name, _no_content, 0, True, (why,), False)
+            continue
         if info.flag_bits & 0x1:
             yield Member(
                 name, _no_content, info.file_size, True, ("encrypted member, not read",), False
-            )
-            continue
-        if _is_bomb(info.file_size, info.compress_size, limits):
-            ratio = info.file_size // max(info.compress_size, 1)
-            report.warnings.append(
-                f"{name}: skipped, it would expand to {_size(info.file_size)} "
-                f"({ratio}:1, possible archive bomb)"
             )
             continue
         if total + info.file_size > limits.max_total_bytes:
@@ -212,6 +219,18 @@ def _zip_is_symlink(info: zipfile.ZipInfo) -> bool:
     return (info.external_attr >> 16) & 0o170000 == 0o120000
 
 
+def _zip_link_target(opener: Opener, info: zipfile.ZipInfo) -> str:
+    """A zip symlink's target path (its content), shown to the user, never followed."""
+    if info.file_size > 4096:
+        return "a target path too long to show"
+    try:
+        with _zip_member_opener(opener, info)() as f:
+            raw = f.read(4096)
+    except Exception:  # noqa: BLE001 - only a label
+        return "an unreadable target"
+    return printable_name(raw.decode("utf-8", "replace")) or "an empty target"
+
+
 def _zip_member_opener(opener: Opener, info: zipfile.ZipInfo) -> Opener:
     def open_member() -> IO[bytes]:
         f = opener()
@@ -228,7 +247,9 @@ def _zip_member_opener(opener: Opener, info: zipfile.ZipInfo) -> Opener:
             reader = GuardedReader(_no_content(), "zip member")
             reader.problem = f"zip member could not be read ({_why(exc)})"
             return buffered(reader)
-        return buffered(GuardedReader(inner, "zip member is corrupt"))
+        # A deflated member costs what it expands to: counted against the job's budget.
+        budgeted = info.compress_type != zipfile.ZIP_STORED
+        return buffered(GuardedReader(inner, "zip member is corrupt", budgeted=budgeted))
 
     return open_member
 
@@ -266,9 +287,13 @@ def iter_tar(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
             if count > limits.max_members:
                 report.warnings.append(_too_many(limits))
                 return
-            if not info.isreg() or _ignored(info.name):
+            if info.isdir() or _ignored(info.name):
                 continue
             name = printable_name(info.name)
+            special = _special_member(info)
+            if special is not None:
+                yield Member(name, _no_content, 0, True, (special,), False)
+                continue
             if info.issparse():
                 yield Member(
                     name, _no_content, info.size, True, ("sparse tar member, not read",), False
@@ -281,25 +306,51 @@ def iter_tar(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
             yield Member(name, _window_opener(opener, info.offset_data, info.size), info.size, True)
 
 
+def _special_member(info: tarfile.TarInfo) -> str | None:
+    """Why a tar member that is not a regular file is listed but not read; None for a file.
+    Links are never followed: a link's target is only shown (it may point anywhere)."""
+    if info.isreg():
+        return None
+    target = printable_name(info.linkname)
+    if info.issym():
+        return f"symbolic link member (to {target}), not followed"
+    if info.islnk():
+        return f"hard link member (to {target}), not followed"
+    if info.ischr() or info.isblk():
+        return "device member, not read"
+    if info.isfifo():
+        return "named pipe (FIFO) member, not read"
+    return f"tar member of type {info.type!r}, not a regular file; not read"
+
+
 def _window_opener(opener: Opener, offset: int, size: int) -> Opener:
     return lambda: buffered(WindowReader(opener(), offset, size))
 
 
 def iter_tar_stream(
-    opener: Opener, codec: str, limits: Limits, report: ArchiveReport, spool: Callable[[], Spool]
+    opener: Opener,
+    codec: str,
+    limits: Limits,
+    report: ArchiveReport,
+    spool: Callable[[], Spool],
+    judge: Judge,
 ) -> Iterator[Member]:
-    """Members of a compressed tar, decompressed once, front to back, into the spool."""
+    """Members of a compressed tar, decompressed once, front to back. Each member's first
+    bytes are judged before anything is copied: only members worth reading go to the spool
+    (within the job's temp-space budget); the rest are listed with the reason."""
     try:
         raw = opener()
     except Exception as exc:
         report.warnings.append(f"archive could not be opened ({_why(exc)})")
         return
-    dec = DecompressReader(raw, codec, max_out=limits.max_total_bytes + limits.bomb_skip_bytes)
+    dec = DecompressReader(raw, codec, max_out=limits.max_total_bytes)
     with buffered(dec, 1 << 20) as stream:
         try:
             tf = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 (closed with stream)
         except Exception as exc:
-            report.warnings.append(f"not a readable tar archive ({_why(exc)}); nothing read")
+            report.warnings.append(
+                f"not a readable tar archive ({dec.problem or _why(exc)}); nothing read"
+            )
             return
         count = 0
         kept = 0
@@ -317,9 +368,13 @@ def iter_tar_stream(
             if count > limits.max_members:
                 report.warnings.append(_too_many(limits))
                 return
-            if not info.isreg() or _ignored(info.name):
+            if info.isdir() or _ignored(info.name):
                 continue
             name = printable_name(info.name)
+            special = _special_member(info)
+            if special is not None:
+                yield Member(name, _no_content, 0, True, (special,), False)
+                continue
             if info.issparse():  # holes expand to any size: a cheap bomb
                 yield Member(
                     name, _no_content, info.size, True, ("sparse tar member, not read",), False
@@ -328,26 +383,22 @@ def iter_tar_stream(
             if kept + info.size > limits.max_total_bytes:
                 report.warnings.append(_too_big(name, limits))
                 return
-            copied = _copy_member(tf, info, dec, spool, limits)
-            if copied.bomb:
-                report.warnings.append(f"{name}: skipped, {copied.bomb}")
-                if copied.stop:
-                    report.warnings.append(
-                        f"stopped inside {name}: the rest of the archive was not read"
-                    )
-                    return
-                continue
-            kept += copied.size
-            warnings: tuple[str, ...] = ()
-            if copied.error:
-                warnings = (f"the archive ends inside this member ({copied.error})",)
-            yield Member(
-                name,
-                _spool_opener(copied.spool, copied.offset, copied.size),
-                copied.size,
-                True,
-                warnings,
-            )
+            copied = _copy_member(tf, info, dec, spool, judge)
+            if copied.skipped is not None:
+                yield Member(name, _no_content, info.size, True, copied.skipped, False)
+            else:
+                kept += copied.size
+                warnings: tuple[str, ...] = ()
+                if copied.error:
+                    warnings = (f"the archive ends inside this member ({copied.error})",)
+                yield Member(
+                    name,
+                    _spool_opener(copied.spool, copied.offset, copied.size),
+                    copied.size,
+                    True,
+                    warnings,
+                    release=copied.release,
+                )
             if copied.error:
                 report.warnings.append(_broken(count, copied.error))
                 return
@@ -358,9 +409,9 @@ class _Copied:
     spool: Spool | None = None
     offset: int = 0
     size: int = 0
-    bomb: str | None = None  # why the member was skipped
-    stop: bool = False  # the bomb could not be read past: stop the archive
+    skipped: tuple[str, ...] | None = None  # not copied: why (the member is still listed)
     error: str | None = None  # the stream broke inside the member
+    release: Callable[[], None] | None = None
 
 
 def _copy_member(
@@ -368,44 +419,54 @@ def _copy_member(
     info: tarfile.TarInfo,
     dec: DecompressReader,
     spool_factory: Callable[[], Spool],
-    limits: Limits,
+    judge: Judge,
 ) -> _Copied:
-    spool = spool_factory()
-    out = _Copied(spool=spool, offset=spool.end)
-    compressed_start = dec.in_bytes
-    skipped = 0
-    try:
-        src = tf.extractfile(info)
-        if src is None:
-            return out
-        while True:
-            chunk = src.read(CHUNK * 4)
-            if not chunk:
-                break
-            if out.bomb is None:
-                spool.write(chunk)
-                out.size += len(chunk)
-                compressed = max(dec.in_bytes - compressed_start, 1)
-                if _is_bomb(out.size, compressed, limits):
-                    out.bomb = (
-                        f"it expands more than {limits.max_ratio:g}:1 "
-                        f"(past {_size(out.size)} from {_size(compressed)}; possible archive bomb)"
-                    )
-            else:
-                # Read past the rest of the bomb (to reach the next members), within a budget.
-                skipped += len(chunk)
-                if skipped > limits.bomb_skip_bytes:
-                    out.stop = True
-                    return out
-    except Exception as exc:
-        if out.bomb is not None:
-            out.stop = True
-            return out
-        out.error = dec.problem or _why(exc)
+    out = _Copied()
+    src = tf.extractfile(info)
+    if src is None:
         return out
-    if out.bomb is None and out.size < info.size:
+    head: list[bytes] = []
+    try:
+        left = _JUDGE_BYTES
+        while left > 0 and (chunk := src.read(left)):
+            head.append(chunk)
+            left -= len(chunk)
+    except Exception as exc:  # the stream broke inside the first bytes: keep what came
+        out.error = dec.problem or _why(exc)
+    first = b"".join(head)
+    verdict = judge(first) if first else None
+    spool = spool_factory()
+    if verdict is None and not spool.reserve(info.size):
+        verdict = (
+            f"not read: {_size(info.size)} would not fit in the temp space this job may use "
+            f"({_size(spool.limit)}, see SECURITY.md)",
+        )
+    if verdict is not None:
+        out.skipped = verdict
+        try:
+            while out.error is None and src.read(CHUNK * 4):
+                pass  # decompressed to reach the next member, not kept
+        except Exception as exc:
+            out.error = dec.problem or _why(exc)
+        if out.error is None and dec.problem:
+            out.error = dec.problem
+        return out
+    out.spool, out.offset = spool, spool.end
+    try:
+        chunk = first
+        while chunk:
+            spool.write(chunk)
+            out.size += len(chunk)
+            chunk = src.read(CHUNK * 4) if out.error is None else b""
+    except Exception as exc:
+        out.error = dec.problem or _why(exc)
+    out.release = spool.releaser(out.offset, out.size, info.size)
+    if out.error is None and out.size < info.size:
         out.error = dec.problem or "the compressed data ends early"
     return out
+
+
+_JUDGE_BYTES = 64 * 1024  # what the sniffer looks at (ingest.sniff.HEAD_BYTES)
 
 
 def _spool_opener(spool: Spool | None, offset: int, size: int) -> Opener:
@@ -420,15 +481,7 @@ def decompressed_opener(opener: Opener, codec: str, limits: Limits) -> Opener:
     """A gzip/bzip2/xz file read as the file inside, ratio and size capped."""
 
     def open_decompressed() -> IO[bytes]:
-        return buffered(
-            DecompressReader(
-                opener(),
-                codec,
-                max_out=limits.max_total_bytes,
-                max_ratio=limits.max_ratio,
-                ratio_floor=limits.ratio_floor_bytes,
-            )
-        )
+        return buffered(DecompressReader(opener(), codec, max_out=limits.max_total_bytes))
 
     return open_decompressed
 
@@ -444,16 +497,6 @@ def gzip_size_hint(opener: Opener) -> int | None:
     except Exception:
         return None
     return int.from_bytes(tail, "little") if len(tail) == 4 else None
-
-
-def is_bomb(uncompressed: int, compressed: int, limits: Limits) -> bool:
-    return _is_bomb(uncompressed, compressed, limits)
-
-
-def _is_bomb(uncompressed: int, compressed: int, limits: Limits) -> bool:
-    return uncompressed > limits.ratio_floor_bytes and uncompressed > limits.max_ratio * max(
-        compressed, 1
-    )
 
 
 # ------------------------------------------------------------------ helpers

@@ -180,9 +180,25 @@ def _detect(head: bytes) -> Sniffed:
         return _not_read("Python pickle that is not a flight-recorder dump, not read")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return _not_read("UTF-16 encoded text, not read (convert it to UTF-8)")
+    notes: tuple[str, ...] = ()
+    if b"\x00" in head:
+        if not head.strip(b"\x00"):
+            return _not_read("holds only NUL bytes (a preallocated or zeroed file), not read")
+        nul_free = _text_around_nuls(head)
+        if nul_free is None:
+            return _not_read("binary file, not read")
+        notes = (
+            f"holds {len(head) - len(nul_free)} NUL bytes near its start (a crashed writer or "
+            "a preallocated file?); the text around them is read",
+        )
+        head = nul_free
     if _is_binary(head):
         return _not_read("binary file, not read")
+    found = _detect_text(head)
+    return Sniffed(found.kind, (*notes, *found.warnings), found.readable) if notes else found
 
+
+def _detect_text(head: bytes) -> Sniffed:
     text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
@@ -222,6 +238,23 @@ def _looks_like_flight_recorder(head: bytes) -> bool:
     # a bare-list dump (torch 2.2) only has entry keys.
     top = any(key in head for key in _FR_TOP_KEYS if key != b"entries")
     return top or (b"entries" in head and entry_keys >= 1) or entry_keys >= 2
+
+
+_NUL_RUN = re.compile(rb"\x00+")
+
+
+def _text_around_nuls(head: bytes) -> bytes | None:
+    """`head` without its NUL bytes when they come in runs (a block a crashed writer left, a
+    preallocated file) and the rest is text; None when they look like a binary format's (NULs
+    scattered between other bytes, or UTF-16 without its byte-order mark: every other byte)."""
+    runs = _NUL_RUN.findall(head)
+    nuls = sum(map(len, runs))
+    if len(runs) > 4 and nuls < 8 * len(runs):  # short runs everywhere: binary or UTF-16
+        return None
+    rest = head.replace(b"\x00", b"")
+    if len(rest.strip()) < 16:  # nothing but NULs (and a few bytes): nothing to read
+        return None
+    return rest
 
 
 def _is_binary(head: bytes) -> bool:
@@ -279,8 +312,8 @@ def _is_elastic_error(head: bytes) -> bool:
 
 def _lines(text: str, *, complete: bool) -> list[str]:
     raw = text.splitlines()
-    if not complete and raw:
-        raw = raw[:-1]  # the head cut the last line short
+    if not complete and len(raw) > 1:
+        raw = raw[:-1]  # the head cut the last line short (a head of one huge line keeps it)
     out: list[str] = []
     for line in raw:
         if line.strip():

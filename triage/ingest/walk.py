@@ -7,8 +7,10 @@ Order is deterministic: the paths in the order given, folder entries in natural 
 becomes a Source whose `warnings` say so, so the report lists it; nothing here raises.
 
 Only the first HEAD_BYTES of a file are read to sniff its kind. Compressed tars are the one
-exception: they can only be read front to back, so walking one decompresses it once into a
-spool (an anonymous temp file) from which its members are then read.
+exception: they can only be read front to back, so walking one decompresses it once; the
+members worth reading (judged by their first bytes) are copied into a spool (an anonymous
+temp file, one per job, within the job's temp-space budget) from which they are then read,
+and whose space each gives back once parsed (`Source.release`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 
 import regex
 
+from triage import budget
 from triage.ingest.archives import (
     ArchiveReport,
     Limits,
@@ -29,7 +32,6 @@ from triage.ingest.archives import (
     container_format,
     decompressed_opener,
     gzip_size_hint,
-    is_bomb,
     iter_tar,
     iter_tar_stream,
     iter_zip,
@@ -38,29 +40,53 @@ from triage.ingest.archives import (
 )
 from triage.ingest.attribution import attribute
 from triage.ingest.sniff import HEAD_BYTES, Sniffed, nccl_only, sniff
-from triage.ingest.streams import CHUNK, Spool, empty_stream, safe_opener, stream_problem
+from triage.ingest.streams import (
+    CHUNK,
+    Spool,
+    empty_stream,
+    safe_opener,
+    stream_problem,
+    zstd_available,
+)
 from triage.model import Source, SourceKind
 
 _DIGITS = regex.compile(r"(\d+)")
 TAIL_BYTES = 16 * 1024
 _MAX_DIR_DEPTH = 64  # far deeper than any job bundle; keeps recursion bounded
-_CODECS = ("gzip", "bz2", "xz")
+_CODECS = ("gzip", "bz2", "xz", "zstd")
 _CONTAINER_HEAD = 1024  # enough for every magic `container_format` checks (tar's at 257)
 # Tool folders inside a bundle that never hold job output (version control, bytecode).
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
 
 
-def discover(paths: Sequence[str], *, limits: Limits | None = None) -> Iterator[Source]:
+def discover(
+    paths: Sequence[str], *, limits: Limits | None = None, follow_links: bool = False
+) -> Iterator[Source]:
     """Yield one Source per input file or archive member under `paths`, kind sniffed.
 
     Also yields warning-only Sources (kind TEXT, empty content) for inputs that could not be
     read, empty folders, and archives with problems (bombs, truncation, limits).
+
+    A symbolic link met while walking a folder is followed only when its real path lies under
+    one of `paths` (a bundle's own `latest -> attempt_2`); a link out of them (to another job's
+    logs, a home folder) is listed with its target and not read, unless `follow_links`. A
+    path given in `paths` is always read: naming it is the user's choice.
     """
-    walker = _Walker(limits or Limits())
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]  # one path given bare: not a sequence of one-letter paths
-    for path in paths:
-        yield from walker.top(os.fsdecode(path))
+    names = [os.fsdecode(path) for path in paths]
+    walker = _Walker(limits or Limits(), None if follow_links else _roots(names))
+    for path in names:
+        yield from walker.top(path)
+
+
+def _roots(paths: Sequence[str]) -> tuple[str, ...]:
+    """The real paths of what the user named: the only places a link may lead."""
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
+
+
+def _under(real: str, roots: Sequence[str]) -> bool:
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def reopen_plain(path: str, size: int) -> Opener | None:
@@ -109,15 +135,16 @@ def _file_type(mode: int) -> str:
 
 
 class _Walker:
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, roots: tuple[str, ...] | None) -> None:
         self.limits = limits
+        self.roots = roots  # None: follow every link (--follow-links)
         self._seen_files: set[tuple[int, int]] = set()
         self._seen_dirs: set[tuple[int, int]] = set()
         self._spool: Spool | None = None
 
     def spool(self) -> Spool:
         if self._spool is None:
-            self._spool = Spool()
+            self._spool = Spool(budget.current().limits.spool_bytes)
         return self._spool
 
     # -------------------------------------------------------------- disk
@@ -153,6 +180,11 @@ class _Walker:
         empty_children: list[str] = []
         for name in names:
             child = os.path.join(path, name)
+            why = self._link_out(child)
+            if why is not None:
+                yield _problem(child, _parts(child), (why,))
+                found = True
+                continue
             try:
                 st = os.stat(child)
             except OSError as exc:
@@ -198,6 +230,28 @@ class _Walker:
                 yield _problem(child, _parts(child), ("empty directory: nothing to read",))
         return found
 
+    def _link_out(self, path: str) -> str | None:
+        """Why the symbolic link `path` is not followed (it leads out of the named paths, or
+        nowhere); None when `path` is no link or leads somewhere inside them."""
+        if not os.path.islink(path):
+            return None
+        try:
+            real = os.path.realpath(path, strict=True)
+        except OSError as exc:
+            try:
+                target = printable_name(os.readlink(path))
+            except OSError:
+                target = "an unreadable target"
+            if exc.errno == errno.ELOOP:
+                return f"symbolic link loop (to {target}), not followed"
+            return f"broken symbolic link (to {target}), not read"
+        if self.roots is None or _under(real, self.roots):
+            return None
+        return (
+            f"symbolic link to {printable_name(real)}, outside the paths given: not followed "
+            "(--follow-links reads it)"
+        )
+
     def _file(self, path: str, st: os.stat_result) -> Iterator[Source]:
         key = (st.st_dev, st.st_ino)
         if key in self._seen_files:
@@ -218,6 +272,7 @@ class _Walker:
         depth: int,
         warnings: tuple[str, ...] = (),
         head: bytes | None = None,
+        release: Callable[[], None] | None = None,
     ) -> Iterator[Source]:
         if head is None:
             try:
@@ -237,6 +292,10 @@ class _Walker:
                 warnings = (*warnings, problem)
 
         fmt = container_format(head)
+        if fmt == "zstd" and not zstd_available():
+            why = "zstd-compressed; not read (install the `zstd` extra: pip install triage[zstd])"
+            yield _problem(display, parts, (*warnings, why), size)
+            return
         if fmt is not None and depth >= self.limits.max_depth:
             why = f"archive nested more than {self.limits.max_depth} deep, not opened"
             yield _problem(display, parts, (*warnings, why), size)
@@ -245,13 +304,18 @@ class _Walker:
             yield from self._archive(display, parts, opener, size, random_access, depth, fmt)
             return
         if fmt in _CODECS:
-            yield from self._compressed(display, parts, opener, size, random_access, depth, fmt)
+            yield from self._compressed(
+                display, parts, opener, size, random_access, depth, fmt, release
+            )
             return
 
         found = sniff(head)
         if found.kind is SourceKind.NCCL and len(head) >= HEAD_BYTES:
             found = self._confirm_nccl(found, opener, size, random_access)
         facts = attribute(parts)
+        if not found.readable and release is not None:
+            release()  # nothing will read it: its temp space goes back now
+            release = None
         yield Source(
             path=printable_name(display),
             kind=found.kind,
@@ -262,6 +326,7 @@ class _Walker:
             host=facts.host,
             attempt=facts.attempt,
             warnings=(*warnings, *found.warnings),
+            release=release,
         )
 
     def _confirm_nccl(
@@ -313,6 +378,7 @@ class _Walker:
         random_access: bool,
         depth: int,
         codec: str,
+        release: Callable[[], None] | None = None,
     ) -> Iterator[Source]:
         inner = decompressed_opener(opener, codec, self.limits)
         try:
@@ -324,7 +390,8 @@ class _Walker:
             return
         if looks_like_tar(head):
             report = ArchiveReport()
-            for member in iter_tar_stream(opener, codec, self.limits, report, self.spool):
+            members = iter_tar_stream(opener, codec, self.limits, report, self.spool, _judge)
+            for member in members:
                 yield from self._member(display, parts, member, depth)
             if report.warnings:
                 yield _problem(display, parts, tuple(report.warnings), size)
@@ -332,21 +399,20 @@ class _Walker:
         if problem and not head:
             yield _problem(display, parts, (problem,), size)
             return
-        inner_size = size
-        if codec == "gzip" and random_access:
-            # The trailer states the size: a cheap first hint of a bomb, confirmed by
-            # inflating at most a little past the ratio floor (a truncated file's last
-            # bytes are garbage, so the hint alone would cry wolf).
+        # The size inside is known only when the head holds all of it. Otherwise it is at
+        # least a head more (parsers read small inputs line by line: a 2 KB .xz of 17 MB must
+        # not pass for small), and gzip's trailer may say more: it states the size modulo
+        # 4 GiB, and of the last stream only (`cat a.gz b.gz`), so it is never trusted to be
+        # smaller. Nothing is decided by it: what decompressing costs is counted as it goes.
+        inner_size = len(head) if len(head) < HEAD_BYTES else max(size, HEAD_BYTES + 1)
+        if codec == "gzip" and random_access and len(head) >= HEAD_BYTES:
             hint = gzip_size_hint(opener)
-            if hint is not None and is_bomb(hint, size, self.limits):
-                why = _confirm_bomb(inner, self.limits)
-                if why:
-                    yield _problem(display, parts, (f"{why}; not read",), size)
-                    return
-            elif hint is not None and hint >= len(head):
-                inner_size = hint
+            if hint is not None:
+                inner_size = max(hint, inner_size)
         warnings = (problem,) if problem else ()
-        yield from self._blob(display, parts, inner, inner_size, False, depth + 1, warnings, head)
+        yield from self._blob(
+            display, parts, inner, inner_size, False, depth + 1, warnings, head, release
+        )
 
     def _member(
         self, archive_display: str, archive_parts: list[str], member: Member, depth: int
@@ -364,6 +430,7 @@ class _Walker:
             member.random_access,
             depth + 1,
             member.warnings,
+            release=member.release,
         )
 
     def _spool_copy(self, opener: Opener, size: int, report: ArchiveReport) -> Opener | None:
@@ -371,6 +438,12 @@ class _Walker:
             report.warnings.append("nested archive too large to open")
             return None
         spool = self.spool()
+        # held until the job ends: its members are read out of it, in any order
+        if not spool.reserve(size):
+            report.warnings.append(
+                "nested archive not opened: it would not fit in the temp space this job may use"
+            )
+            return None
         start = spool.end
         copied = 0
         try:
@@ -387,17 +460,13 @@ class _Walker:
         return lambda: spool.reader(start, copied)
 
 
-def _confirm_bomb(opener: Opener, limits: Limits) -> str | None:
-    """Inflate up to a little past the ratio floor; the reason if the ratio trips."""
-    try:
-        with opener() as f:
-            budget = limits.ratio_floor_bytes + 4 * CHUNK
-            while budget > 0 and (chunk := f.read(min(budget, 4 * CHUNK))):
-                budget -= len(chunk)
-            problem = stream_problem(f)
-    except Exception:
+def _judge(head: bytes) -> tuple[str, ...] | None:
+    """Whether a compressed tar's member is worth copying out, from its first bytes: None
+    for text, dumps and nested archives; the reasons it is not read otherwise."""
+    if container_format(head) is not None:
         return None
-    return problem if problem and "archive bomb" in problem else None
+    found = sniff(head)
+    return None if found.readable else found.warnings
 
 
 def _problem(display: str, parts: list[str], warnings: tuple[str, ...], size: int = 0) -> Source:

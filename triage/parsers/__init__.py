@@ -6,9 +6,12 @@ imported on first use so that `triage explain` pays only for the log parser.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import io
+from typing import IO
 
+from triage.ingest.streams import stream_problem
 from triage.model import ParsedSource, Source, SourceKind
 
 # kind -> module under triage.parsers that reads it
@@ -27,23 +30,37 @@ def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
     """Parse one source with the parser of its kind; a parser bug becomes a warning.
 
     `fr_tail`: of a flight-recorder dump, read only the header and the last `fr_tail`
-    entries (what a big job can afford; see `flight_recorder`).
+    entries (what a big job can afford; see `flight_recorder`). A stream that ended early
+    (corrupt or truncated data, a budget of the job used up) says so in the warnings: the
+    parser read everything there was, but not everything the input holds.
     """
     if source.size == 0:
         return ParsedSource(source=source, events=(), warnings=())
     module = importlib.import_module(f"triage.parsers.{_MODULES[source.kind]}")
+    opened: list[IO[bytes]] = []
+
+    def open_tracked() -> IO[bytes]:
+        stream = source.open()
+        opened.append(stream)
+        return stream
+
+    tracked = dataclasses.replace(source, open=open_tracked)
     try:
         if fr_tail is not None and source.kind is SourceKind.FLIGHT_RECORDER:
-            return module.parse(source, tail=fr_tail)
-        return module.parse(source)
+            parsed = module.parse(tracked, tail=fr_tail)
+        else:
+            parsed = module.parse(tracked)
     except Exception as exc:  # noqa: BLE001 - a broken input must never stop the run
-        return ParsedSource(
+        parsed = ParsedSource(
             source=source,
             events=(),
             warnings=(
                 f"could not parse this {source.kind.value} input: {type(exc).__name__}: {exc}",
             ),
         )
+    known = {*source.warnings, *parsed.warnings}
+    ended = [p for p in dict.fromkeys(map(stream_problem, opened)) if p and p not in known]
+    return dataclasses.replace(parsed, source=source, warnings=(*parsed.warnings, *ended))
 
 
 def preload() -> None:

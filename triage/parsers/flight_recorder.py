@@ -32,6 +32,7 @@ from dataclasses import replace
 from functools import lru_cache, partial
 from typing import Any
 
+from triage import budget
 from triage.model import (
     Event,
     EventKind,
@@ -82,20 +83,42 @@ def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
     `tail`: read only the last `tail` entries of a bigger dump (see the module docstring).
     """
     warnings: list[str] = []
+    job = budget.current()
+    limit = min(safe_pickle.DEFAULT_LIMITS.max_bytes, job.limits.fr_decode_bytes)
+    if source.size > limit:
+        return _failed(
+            source, f"flight-recorder dump is over the {_mib(limit)} limit; not read", warnings, 0
+        )
     data = b""
     try:
         with source.open() as stream:
-            data = stream.read(safe_pickle.DEFAULT_LIMITS.max_bytes + 1)
+            data = stream.read(limit + 1)
     except Exception as exc:  # unreadable archive member, permission, vanished file
         return _failed(source, f"cannot read flight-recorder dump: {exc}", warnings, 0)
-    if len(data) > safe_pickle.DEFAULT_LIMITS.max_bytes:
-        limit = safe_pickle.DEFAULT_LIMITS.max_bytes
+    if len(data) > limit:
         return _failed(
-            source, f"flight-recorder dump is over the {limit}-byte limit; not read", warnings, 0
+            source, f"flight-recorder dump is over the {_mib(limit)} limit; not read", warnings, 0
         )
-    dump, problem = load_dump(data, rank=source.rank, warnings=warnings, tail=tail)
+    # What decoding it whole may take, held against the job's budget while it decodes: a
+    # 256 MB dump of `{}` entries would take ~7 GB, and several workers decode at once.
+    estimate = decode_estimate(data)
+    with job.decoding(estimate) as fits:
+        if fits:
+            dump, problem = load_dump(data, rank=source.rank, warnings=warnings, tail=tail)
+        else:
+            why = (
+                f"decoding this dump whole would take about {_mib(estimate)} of memory, over "
+                f"this job's budget of {_mib(job.limits.fr_decode_bytes)}"
+            )
+            dump, problem = load_dump(
+                data, rank=source.rank, warnings=warnings, tail=tail or _TAIL_WHEN_BIG, whole=False
+            )
+            if dump is None:
+                return _failed(source, f"{why}; not read", warnings, len(data))
+            warnings.append(f"{why}: only its last entries were read")
     if dump is None:
         return _failed(source, problem or "flight-recorder dump is empty", warnings, len(data))
+    dump = _within_entry_budget(dump, job, warnings)
     event = Event(
         source=source.path,
         kind=EventKind.FLIGHT_RECORDER,
@@ -113,18 +136,56 @@ def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
     )
 
 
+_TAIL_WHEN_BIG = 128  # entries read of a dump too big to decode whole (pipeline.FR_TAIL_ENTRIES)
+
+
+def decode_estimate(data: bytes) -> int:
+    """About how many bytes of memory decoding `data` whole takes, from its bytes alone (an
+    upper estimate: every byte that can open a container or a string is counted as one)."""
+    if _format_of(data) == "json":
+        containers = data.count(b"{") + data.count(b"[")
+        strings = data.count(b'"') // 2
+    else:
+        containers = sum(data.count(op) for op in (b"]", b"}", b"(", b"\x85", b"\x86", b"\x87"))
+        strings = data.count(b"X") + data.count(b"\x8c")
+    # an empty dict or list is 56-64 bytes and a slot in its parent; a short str ~50 bytes
+    return len(data) * 8 + containers * 80 + strings * 60
+
+
+def _within_entry_budget(
+    dump: FlightRecorderDump, job: budget.JobBudget, warnings: list[str]
+) -> FlightRecorderDump:
+    """The dump with only as many of its last entries as the job's budget still allows."""
+    held = len(dump.entries)
+    granted = job.take_fr_entries(held)
+    if granted >= held:
+        return dump
+    warnings.append(
+        f"this job's budget of {job.limits.fr_entries:,} flight-recorder entries is used up: "
+        f"only the last {granted} of this dump's {held} entries were kept"
+    )
+    kept = dump.entries[held - granted :] if granted else ()
+    return replace(dump, entries=kept, entries_total=dump.entries_total or held)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+
+
 def load_dump(
     data: bytes,
     *,
     rank: int | None = None,
     warnings: list[str] | None = None,
     tail: int | None = None,
+    whole: bool = True,
 ) -> tuple[FlightRecorderDump | None, str | None]:
     """Decode pickle or JSON bytes into a FlightRecorderDump.
 
     With `tail`, a pickle holding more entries than that gives only its last `tail` entries
     (`entries_total` says how many it holds). Returns (dump, None) or (None, why-not).
-    Non-fatal problems are appended to `warnings`.
+    Non-fatal problems are appended to `warnings`. `whole=False`: never decode the whole
+    dump (it would not fit in memory); a dump the tail read cannot cut is not read.
     """
     if warnings is None:
         warnings = []
@@ -144,6 +205,8 @@ def load_dump(
                     dump = None
                 if dump is not None:
                     return replace(dump, entries_total=total), None
+        if not whole:
+            return None, "its last entries could not be cut out of it"
         return _decode(data, rank, warnings)
 
 
@@ -228,9 +291,13 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     if cut is None or first_new is None:
         return None
     try:
+        # Both parts pass the safety scan before anything is searched or built: a forbidden
+        # opcode or a memo bomb in them is refused before it costs a thing.
         header = safe_pickle.loads(data[: key.start()] + b"u.", check_depth=False)
         piece = data[cut:]
+        safe_pickle.scan(b"\x80\x02" + _PIECE_HEAD + piece, memo_bound=len(data))
         wanted = {s for s in safe_pickle.memo_gets(piece) if s < first_new}
+        # bounded (a budget of bytes searched); past it the whole read is cheaper
         memo = safe_pickle.memo_strings(data, wanted, cut)
         rest = safe_pickle.loads_piece(_PIECE_HEAD + piece, memo, memo_bound=len(data))
     except safe_pickle.PickleError:

@@ -41,6 +41,7 @@ __all__ = [
     "PickleCorrupt",
     "PickleError",
     "PickleRefused",
+    "SearchBudgetSpent",
     "load",
     "loads",
     "loads_piece",
@@ -389,7 +390,16 @@ def memo_gets(piece: bytes) -> set[int]:
     return slots
 
 
-def memo_strings(data: bytes, slots: set[int], end: int) -> dict[int, str]:
+class SearchBudgetSpent(PickleError):
+    """Finding the memo strings a piece needs would cost more than reading the whole pickle."""
+
+
+_MAX_WANTED = 4096  # memo slots a piece may need (a real dump's last entries need ~40)
+
+
+def memo_strings(
+    data: bytes, slots: set[int], end: int, *, budget: int | None = None
+) -> dict[int, str]:
     """The strings that protocol-2 pickle `data[:end]` puts into memo `slots`.
 
     A writer puts each slot once, right after the object: for a string, BINUNICODE (`X`,
@@ -397,45 +407,63 @@ def memo_strings(data: bytes, slots: set[int], end: int) -> dict[int, str]:
     slot). Each slot's PUT is found by its bytes and checked by the string that must end right
     before it; slots holding anything else, or not found, are left out (a piece that needs one
     then fails to load, and the caller reads the whole pickle).
+
+    The searches are bounded: `budget` bytes searched in all (default: four times the
+    pickle, which a real dump's few dozen slots never come near). A slot holding a container
+    costs a search to the end, so a crafted piece naming thousands of them could take minutes
+    where the whole read takes a second: past the budget, or past `_MAX_WANTED` slots, this
+    raises SearchBudgetSpent and the caller reads the whole pickle instead.
     """
+    if len(slots) > _MAX_WANTED:
+        raise SearchBudgetSpent(f"a piece naming {len(slots)} memo slots is read whole")
+    left = 4 * len(data) + (1 << 20) if budget is None else budget
     found: dict[int, str] = {}
     # Writers number slots in the order they write them: slot n is PUT after slot n-1, and
-    # slots below 256 (BINPUT) before slot 256's LONG_BINPUT. Bounding the searches so keeps
-    # a slot whose PUT is not found (a payload byte pair posing as a get) from costing a
-    # search of the whole pickle.
+    # slots below 256 (BINPUT) before slot 256's LONG_BINPUT. Searching from the last slot
+    # found keeps a slot whose PUT is not found from costing a search of the whole pickle.
     long_from = data.find(b"r\x00\x01\x00\x00", 0, end)
     short_end = end if long_from < 0 else long_from
+    left -= end if long_from < 0 else long_from
     after = 0
     for slot in sorted(slots):
         put = b"q" + bytes((slot,)) if slot < 256 else b"r" + slot.to_bytes(4, "little")
         limit = short_end if slot < 256 else end
         at = data.find(put, after, limit)
+        left -= (at if at >= 0 else limit) - after
         tries = 0
         while at > 0 and tries < _MAX_PUT_TRIES:
-            text = _string_ending_at(data, at)
+            text, cost = _string_ending_at(data, at)
+            left -= cost
             if text is not None:
                 found[slot] = text
                 after = at
                 break
-            at = data.find(put, at + 1, limit)
+            start = at + 1
+            at = data.find(put, start, limit)
+            left -= (at if at >= 0 else limit) - start
             tries += 1
+        if left < 0:
+            raise SearchBudgetSpent("finding the piece's memo strings would cost too much")
     return found
 
 
-def _string_ending_at(data: bytes, end: int) -> str | None:
-    """The BINUNICODE string whose payload ends at `end`, or None."""
+def _string_ending_at(data: bytes, end: int) -> tuple[str | None, int]:
+    """The BINUNICODE string whose payload ends at `end` (or None), and the bytes searched."""
     lowest = max(end - 5 - _MAX_STRING, 0)
     start = data.rfind(b"X", lowest, end - 4)
+    cost = end - 4 - max(start, lowest)
     for _ in range(_MAX_STRING_STARTS):
         if start < 0:
-            return None
+            return None, cost
         if int.from_bytes(data[start + 1 : start + 5], "little") == end - start - 5:
             try:
-                return data[start + 5 : end].decode("utf-8", "surrogatepass")
+                return data[start + 5 : end].decode("utf-8", "surrogatepass"), cost
             except UnicodeDecodeError:
-                return None
+                return None, cost
+        previous = start
         start = data.rfind(b"X", lowest, start)
-    return None
+        cost += previous - max(start, lowest)
+    return None, cost
 
 
 def load(stream: IO[bytes], limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = True) -> Any:

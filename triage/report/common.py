@@ -27,6 +27,11 @@ _ANSI = regex.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
 _CONTROL = regex.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Invisible format characters change what a reader sees without showing: bidi overrides and
+# isolates (U+202A-U+202E, U+2066-U+2069: "Trojan Source") reorder a line, zero-width ones
+# (U+200B-U+200D, U+2060, U+FEFF) and tag characters (U+E0000 block) hide text. They are shown
+# as visible escapes, so a reader sees that something was there.
+_INVISIBLE = regex.compile(r"[\p{Cf}\u2028\u2029]")
 _BACKTICKED = regex.compile(r"(`+)(.+?)(?<!`)\1(?!`)", regex.DOTALL)
 
 ABSTAIN_TITLE = "Not enough evidence for a diagnosis"
@@ -37,7 +42,13 @@ def clean(text: str | None) -> str:
     if not text:
         return ""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
-    return _CONTROL.sub("", _ANSI.sub("", text))
+    text = _CONTROL.sub("", _ANSI.sub("", text))
+    return _INVISIBLE.sub(_escape, text) if _INVISIBLE.search(text) else text
+
+
+def _escape(m: regex.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def short(text: str | None, limit: int = 2000) -> str:
