@@ -19,8 +19,19 @@ from scan_engines import ENGINES
 
 from triage.model import EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import lines, nccl, prefixes, rank_log, timestamps
+from triage.parsers.common import PARSER_STOPPED
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+
+
+def assert_no_parser_bug(parsed: ParsedSource) -> None:
+    """The parser read bad input without an exception: "never raises" must not mean that an
+    exception was swallowed into a warning."""
+    texts = [
+        *parsed.warnings,
+        *(e.text for e in parsed.events if e.kind is EventKind.INPUT_WARNING),
+    ]
+    assert not [t for t in texts if PARSER_STOPPED in t]
 
 
 def source_of(
@@ -420,6 +431,13 @@ def test_event_cap_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     assert any("6 more events dropped" in w for w in parsed.warnings)
 
 
+def test_a_bug_in_the_parser_is_a_warning_that_the_never_raise_tests_catch() -> None:
+    with mock.patch.object(rank_log._LogParser, "handle", side_effect=KeyError("oops")):
+        parsed = rank_log.parse(source_of(b"RuntimeError: x\n"))
+    with pytest.raises(AssertionError):
+        assert_no_parser_bug(parsed)
+
+
 def test_unreadable_stream_becomes_a_warning() -> None:
     class Broken(io.RawIOBase):
         def read(self, n: int = -1) -> bytes:
@@ -456,6 +474,7 @@ def test_clean_collapses_bars_and_strips_colour() -> None:
 def test_random_bytes_never_raise(data: bytes) -> None:
     for mod in (rank_log, nccl):
         parsed = mod.parse(source_of(data))
+        assert_no_parser_bug(parsed)
         for e in parsed.events:
             assert e.line is None or 1 <= e.line <= max(parsed.lines, 1)
 
@@ -476,6 +495,7 @@ def test_truncated_and_reencoded_logs_never_raise(
     for parser in (lambda s: rank_log.parse(s, scan_all=scan_all), nccl.parse):
         parsed = parser(source_of(data))
         assert isinstance(parsed, ParsedSource)
+        assert_no_parser_bug(parsed)
 
 
 # --------------------------------------------------------------------------- prefixes

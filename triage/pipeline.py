@@ -42,6 +42,8 @@ class Options:
     # entries read of each flight-recorder dump: None decides by the job's size
     # (`fr_tail_for`), 0 reads them all, N the last N
     fr_entries: int | None = None
+    # worker processes that parse a big bundle: None asks `default_workers()`, 1 reads here
+    workers: int | None = None
 
 
 def read_inputs(
@@ -50,6 +52,7 @@ def read_inputs(
     *,
     fr_entries: int | None = None,
     while_workers_parse: Callable[[], None] | None = None,
+    workers: int | None = None,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -59,12 +62,13 @@ def read_inputs(
     way. Small inputs (and `triage explain`) never pay for starting a pool. Flight-recorder
     dumps of a big job are read in part (`fr_tail_for`; `fr_entries` as in Options); they go
     to the pool last, once discovery has told how big the job is. `while_workers_parse` runs
-    here once everything is handed out (see `warm_later_stages`).
+    here once everything is handed out (see `warm_later_stages`). `workers` is the pool's size
+    (None: `default_workers()`, which looks at this process; 1: no pool).
     """
     from triage import ingest
 
     progress = _Progress(on_progress)
-    pool = _Pool()
+    pool = _Pool(workers)
     sources: list[Source] = []
     results: list[ParsedSource | None] = []
     held_back: list[int] = []  # flight-recorder dumps, sent once fr_tail is known
@@ -153,7 +157,8 @@ def _poolable(source: Source) -> bool:
     return source.size > 0 and source.open is not empty_stream and os.path.isfile(source.path)
 
 
-def _pool_size() -> int:
+def default_workers() -> int:
+    """How many worker processes this process may fork to parse a big bundle (1: none)."""
     import multiprocessing  # here, not at the top: `triage explain` never needs it
 
     if multiprocessing.parent_process() is not None:
@@ -178,7 +183,8 @@ class _Pool:
     worker killed by the OS) is left as None in `collect`, for the caller to parse here.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int | None) -> None:
+        self.workers = workers  # None: `default_workers()` when the pool would start
         self.executor: Any = None
         self.broken = False
         self.waiting: list[tuple[int, Source, int | None]] = []
@@ -207,7 +213,7 @@ class _Pool:
         return index in self.shipped
 
     def _start(self) -> None:
-        workers = _pool_size()
+        workers = default_workers() if self.workers is None else self.workers
         if workers < 2:
             self.broken = True  # parse here; do not ask again for every later source
             return
@@ -388,6 +394,7 @@ def diagnose(
         on_progress,
         fr_entries=options.fr_entries,
         while_workers_parse=lambda: warm_later_stages(options),
+        workers=options.workers,
     )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s

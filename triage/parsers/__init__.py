@@ -10,6 +10,7 @@ import importlib
 import io
 
 from triage.model import ParsedSource, Source, SourceKind
+from triage.parsers.common import parser_stopped
 
 # kind -> module under triage.parsers that reads it
 _MODULES: dict[SourceKind, str] = {
@@ -40,9 +41,7 @@ def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
         return ParsedSource(
             source=source,
             events=(),
-            warnings=(
-                f"could not parse this {source.kind.value} input: {type(exc).__name__}: {exc}",
-            ),
+            warnings=(parser_stopped(source.kind.value, exc),),
         )
 
 

@@ -6,6 +6,16 @@ from typing import Any
 
 from triage.model import Event, EventKind, Level, Source
 
+# Every warning for an exception a parser caught in its own code (a bug, never bad input:
+# bad input is reported by what it is) starts with a parser's name and this, so that tests
+# can tell a swallowed bug from a warning about the input.
+PARSER_STOPPED = "parser stopped early"
+
+
+def parser_stopped(parser: str, exc: BaseException, when: str = "") -> str:
+    """The warning for an exception caught around a parser's own code."""
+    return f"{parser} {PARSER_STOPPED}{when}: {type(exc).__name__}: {exc}"
+
 
 def whole_text_event(text: str, name: str = "<pasted>") -> Event:
     """All of a text as one error event: for pastes in which the log parser found nothing

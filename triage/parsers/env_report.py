@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.model import EnvReport, Event, EventKind, Level, ParsedSource, Source
-from triage.parsers.common import input_warning
+from triage.parsers.common import input_warning, parser_stopped
 
 __all__ = ["MAX_BYTES", "parse", "parse_lines"]
 
@@ -183,7 +183,7 @@ def parse(source: Source) -> ParsedSource:
     try:
         events = [_event(source, report) for report in _read(lines)]
     except Exception as exc:  # the promise is "never raises"
-        why = f"environment report unreadable: {type(exc).__name__}: {exc}"
+        why = parser_stopped("environment report", exc)
         return _only_warning(source, why, len(lines), len(data))
     if not events:
         warnings.append("no versions or settings recognised in this environment report")

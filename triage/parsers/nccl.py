@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from triage.model import Event, EventKind, Level, ParsedSource, Source
+from triage.parsers.common import parser_stopped
 from triage.parsers.lines import ChunkReader, MarkerSet, line_text, select_lines
 from triage.parsers.prefixes import peel
 from triage.parsers.timestamps import parse_dated
@@ -353,7 +354,7 @@ def parse(source: Source) -> ParsedSource:
             if found.kind is EventKind.NCCL_WARN:
                 cont.index = len(events) - 1
     except Exception as exc:  # never let one bad file stop a diagnosis
-        warnings.append(f"NCCL parser stopped early: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("NCCL", exc))
     finally:
         with contextlib.suppress(Exception):
             stream.close()

@@ -31,7 +31,7 @@ from triage.model import (
     Source,
     StackFrame,
 )
-from triage.parsers.common import input_warning
+from triage.parsers.common import input_warning, parser_stopped
 
 __all__ = ["MAX_BYTES", "parse"]
 
@@ -125,7 +125,7 @@ def parse(source: Source) -> ParsedSource:
             events, lines = _parse_text(source, text.splitlines(), warnings)
     except Exception as exc:  # the promise is "never raises"; say what broke
         events, lines = [], 0
-        warnings.append(f"py-spy dump unreadable: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("py-spy", exc))
     if not events:
         why = "no py-spy stack found in this file"
         if not warnings:

@@ -32,6 +32,7 @@ from typing import Any
 
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import timestamps as ts
+from triage.parsers.common import parser_stopped
 from triage.parsers.lines import (
     ChunkReader,
     LineCounter,
@@ -1873,11 +1874,11 @@ def parse(source: Source, *, scan_all: bool | None = None) -> ParsedSource:
     try:
         parser.run()
     except Exception as exc:  # never let one bad file stop a diagnosis
-        warnings.append(f"log parser stopped early: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("log", exc))
     try:
         parser.finish()
     except Exception as exc:
-        warnings.append(f"log parser could not finish: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("log", exc, " while finishing"))
     reader = parser.reader
     if reader is not None:
         warnings[:0] = reader.warnings
