@@ -16,6 +16,7 @@ from triage.model import (
     HangReport,
     ScoredLabel,
 )
+from triage.parsers import parse_text
 from triage.recommend import PLAYBOOK, recommend
 
 
@@ -26,7 +27,7 @@ def _label(table: str, label_id: str, score: float) -> ScoredLabel:
 
 def _classified(text: str, root_causes: dict[str, float], fix_scores: dict[str, float]):
     """A classification the way classify builds one: rule actions merged per fix."""
-    hits = rules.match_text(text)
+    hits = rules.match_text(text, parse_text(text).events)
     actions: dict[str, list[str]] = {}
     for hit in hits:
         for fix, acts in hit.actions.items():

@@ -10,6 +10,8 @@ import pytest
 
 from triage.classify import rules as engine
 from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level, SourceKind
+from triage.parsers import parse_text
+from triage.pipeline import check_rules
 
 RULES = engine.list_rules()
 
@@ -113,7 +115,7 @@ def test_a_missing_fact_renders_readably_never_raises() -> None:
 
 
 def test_check_accepts_pasted_text_and_names_the_rule() -> None:
-    hits = engine.check(
+    hits = check_rules(
         "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"
     )
     assert any(h.rule_id == "nccl-shm-exhausted" for h in hits)
@@ -127,7 +129,7 @@ def test_check_reads_a_file(tmp_path: Path) -> None:
         "segment nccl-shm-recv-b79-0-3-0 (size 4460544)\n",
         encoding="utf-8",
     )
-    hits = [h for h in engine.check(str(log)) if h.rule_id == "nccl-shm-exhausted"]
+    hits = [h for h in check_rules(str(log)) if h.rule_id == "nccl-shm-exhausted"]
     assert hits and hits[0].captures.get("size") == "4460544"
     assert hits[0].evidence_line == 2
 
@@ -237,7 +239,7 @@ def test_a_detail_the_parser_drops_is_still_found_in_a_paste() -> None:
         "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither "
         "AF_INET(2) nor AF_INET6(10)\n"
     )
-    hits = {h.rule_id: h for h in engine.match_text(paste)}
+    hits = {h.rule_id: h for h in engine.match_text(paste, parse_text(paste).events)}
     assert "nccl-socket-interface" in hits and "nccl-internal-error" in hits
     assert hits["nccl-socket-interface"].evidence_line == 3
 
@@ -248,7 +250,7 @@ def test_check_reads_a_folder_of_logs(tmp_path: Path) -> None:
         "starting a new one.\n",
         encoding="utf-8",
     )
-    assert any(h.rule_id == "ddp-unused-parameters" for h in engine.check(str(tmp_path)))
+    assert any(h.rule_id == "ddp-unused-parameters" for h in check_rules(str(tmp_path)))
 
 
 def test_a_missing_team_rules_folder_is_an_error_not_silence(tmp_path: Path) -> None:

@@ -232,6 +232,12 @@ class ParsedSource:
     warnings: tuple[str, ...] = ()
     lines: int = 0
     bytes_read: int = 0
+    # Pasted text (a TEXT input of at most MAX_PASTE bytes), read once by the parser so that no
+    # later stage reopens the source: the digest of its content (whitespace runs as one space;
+    # how a reference case is recognised), and the whole text when the parser found no event
+    # in it (a bare assertion line, a P2P matrix: still the user's evidence).
+    text_digest: str | None = None
+    whole_text: str | None = None
 
 
 # --------------------------------------------------------------------------- correlate

@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.model import (
@@ -30,6 +31,8 @@ from triage.model import (
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+
+    from triage.classify.types import RuleHit
 
 # (sources done, bytes done, path now being read)
 ProgressCallback = Callable[[int, int, str], None]
@@ -363,13 +366,20 @@ def _pack(parsed: ParsedSource) -> tuple[Any, ...]:
             columns = flight_recorder.entry_columns(payload.entries)
             event = replace(event, payload=(replace(payload, entries=()), columns))
         events.append(event)
-    return (tuple(events), parsed.warnings, parsed.lines, parsed.bytes_read)
+    return (
+        tuple(events),
+        parsed.warnings,
+        parsed.lines,
+        parsed.bytes_read,
+        parsed.text_digest,
+        parsed.whole_text,
+    )
 
 
 def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
     from triage.parsers import flight_recorder
 
-    events, warnings, lines, bytes_read = item
+    events, warnings, lines, bytes_read, digest, whole_text = item
     out = []
     for event in events:
         payload = event.payload
@@ -379,7 +389,13 @@ def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
             event = replace(event, payload=replace(dump, entries=entries))
         out.append(event)
     return ParsedSource(
-        source=source, events=tuple(out), warnings=warnings, lines=lines, bytes_read=bytes_read
+        source=source,
+        events=tuple(out),
+        warnings=warnings,
+        lines=lines,
+        bytes_read=bytes_read,
+        text_digest=digest,
+        whole_text=whole_text,
     )
 
 
@@ -477,6 +493,26 @@ def explain_many(texts: Iterable[str], options: Options = Options()) -> list[Dia
         for i, text in enumerate(texts)
     ]
     return diagnose_many(jobs, options)
+
+
+def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list[RuleHit]:
+    """`triage rules check`: the rules that match a file or folder (read like a bundle: ingest
+    and parse turn bad input into warnings) or a text (read like a paste)."""
+    from triage import parsers
+    from triage.classify import rules
+
+    path = Path(text_or_path)
+    try:
+        is_path = len(text_or_path) < 4096 and "\n" not in text_or_path and path.exists()
+    except (OSError, ValueError):
+        is_path = False
+    if is_path:
+        parsed = read_inputs([str(path)])
+        events = [ev for ps in parsed for ev in ps.events]
+        kinds = {ps.source.path: ps.source.kind for ps in parsed}
+        return rules.match_events(events, None, extra_rules_dirs, source_kinds=kinds)
+    pasted = parsers.parse_text(text_or_path)
+    return rules.match_text(text_or_path, pasted.events, None, extra_rules_dirs)
 
 
 def summarize(labels: Classification, found: Analysis) -> str:

@@ -37,6 +37,7 @@ from triage.model import (
 
 __all__ = [
     "Prepared",
+    "case_signature",
     "classify",
     "classify_many",
     "load_calibration",
@@ -122,10 +123,17 @@ def demote_consequences(
     ]
 
 
+def case_signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
+    """The failure signature of a job or a paste, as its neighbours are looked up by (and as
+    a reference case is indexed)."""
+    return signature(neighbours.with_whole_text(parsed), analysis)
+
+
 def prepare(
     parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
 ) -> Prepared:
-    parsed = neighbours.with_text_fallback(parsed)
+    """What classification needs from what the parsers read (nothing is read again here)."""
+    parsed = neighbours.with_whole_text(parsed)
     lead = initiating_events(parsed, analysis)
     return Prepared(
         hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs)),

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import regex
 
-from triage.model import Analysis, Event, EventKind, ParsedSource, SourceKind
+from triage.model import Analysis, Event, EventKind, ParsedSource
 
 # Bumped whenever masking or line selection changes: the index manifest records it, so an
 # index built with another version is stale.
@@ -223,7 +223,7 @@ def signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
     """The failure signature of a job (or a pasted text) for the neighbour indexes.
 
     When no event reads as an error (a loss log, memory readings, a P2P matrix) the signature
-    falls back to every event, then to the raw pasted text: what the user gave is the evidence.
+    falls back to every event, then to the pasted text: what the user gave is the evidence.
     """
     sig = signature_of_events(initiating_events(parsed, analysis))
     if sig:
@@ -234,14 +234,10 @@ def signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
     if sig:
         return sig
     for ps in parsed:
-        if ps.source.kind is SourceKind.TEXT and ps.source.size <= 1_000_000:
-            try:
-                with ps.source.open() as fh:
-                    text = fh.read().decode("utf-8", errors="replace")
-            except Exception:  # noqa: BLE001 - unreadable: no signature from it
-                continue
+        # a paste whose events say nothing: the text itself (kept by the parser)
+        if ps.whole_text:
             sig = signature_of_events(
-                [Event(source=ps.source.path, kind=EventKind.ERROR_LINE, text=text)]
+                [Event(source=ps.source.path, kind=EventKind.ERROR_LINE, text=ps.whole_text)]
             )
             if sig:
                 return sig

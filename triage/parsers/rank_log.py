@@ -23,16 +23,18 @@ C++ blocks) get `attrs["time_before"]`, the latest time seen earlier in the file
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import signal as _signal
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import IO, Any
 
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import timestamps as ts
-from triage.parsers.common import parser_stopped
+from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
 from triage.parsers.lines import (
     ChunkReader,
     LineCounter,
@@ -713,8 +715,11 @@ def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int
 class _LogParser:
     by_shape = True  # progress windows read line by line with a shape cache (tests turn it off)
 
-    def __init__(self, source: Source, scan_all: bool) -> None:
+    def __init__(
+        self, source: Source, scan_all: bool, opener: Callable[[], IO[bytes]] | None = None
+    ) -> None:
         self.source = source
+        self.opener = opener or source.open  # a paste already read: its bytes
         self.scan_all = scan_all
         self.pasted = source.kind is SourceKind.TEXT
         self.events: list[Event] = []
@@ -749,7 +754,7 @@ class _LogParser:
         return self.scan_all or bool(self.records)
 
     def run(self) -> None:
-        stream = self.source.open()
+        stream = self.opener()
         try:
             self.reader = reader = ChunkReader(stream)
             for data, first in reader:
@@ -1869,7 +1874,9 @@ def parse(source: Source, *, scan_all: bool | None = None) -> ParsedSource:
     """
     if scan_all is None:
         scan_all = 0 < source.size <= SCAN_ALL_BELOW  # size 0: unknown, maybe big
-    parser = _LogParser(source, scan_all)
+    paste = _read_paste(source)
+    opener = (lambda: io.BytesIO(paste)) if paste is not None else None
+    parser = _LogParser(source, scan_all, opener)
     warnings: list[str] = []
     try:
         parser.run()
@@ -1884,10 +1891,32 @@ def parse(source: Source, *, scan_all: bool | None = None) -> ParsedSource:
         warnings[:0] = reader.warnings
     warnings.extend(parser.warnings)
     events = sorted(parser.events, key=lambda e: (e.line or 0, e.kind is EventKind.PROGRESS))
+    digest = whole = None
+    if paste is not None:
+        text = paste.decode("utf-8", errors="replace")
+        digest = text_digest(text)
+        if text.strip() and all(e.kind is EventKind.INPUT_WARNING for e in events):
+            whole = text
     return ParsedSource(
         source=source,
         events=tuple(events),
         warnings=tuple(warnings),
         lines=reader.lines if reader else 0,
         bytes_read=reader.bytes_read if reader else 0,
+        text_digest=digest,
+        whole_text=whole,
     )
+
+
+def _read_paste(source: Source) -> bytes | None:
+    """All of a pasted text (a TEXT input up to MAX_PASTE bytes), read once: its digest and,
+    when no event is found in it, its whole text go with the result. None otherwise, or when
+    it cannot be read (the parser then reports why)."""
+    if source.kind is not SourceKind.TEXT or not 0 < source.size <= MAX_PASTE:
+        return None
+    try:
+        with source.open() as stream:
+            data = stream.read(MAX_PASTE + 1)
+    except Exception:  # noqa: BLE001 - reported when the parser opens it again
+        return None
+    return data if isinstance(data, bytes) else None

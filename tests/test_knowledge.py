@@ -1,0 +1,126 @@
+"""The knowledge base as its authors meet it: one loader, one validator that names every
+problem with its file and item, the shipped folders found through the package, and a corpus
+whose held-out files never reach an index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from triage import knowledge
+from triage.knowledge import build, corpus
+
+BROKEN_RULES = """
+- id: team-one
+  title: One
+  match: {any: ['(?P<x']}
+  concludes: {symptom: {S99: 0.5}}
+  examples: {match: [a], no_match: [b]}
+- id: team-two
+  title: Two
+  match: {any: ['fine']}
+  concludes: {symptom: {S14: 1.5}}
+  actions: {F9: "nope"}
+  exampels: {}
+- title: no id
+  match: {}
+"""
+
+
+def test_the_shipped_knowledge_and_corpus_have_no_problems() -> None:
+    assert knowledge.problems() == []  # rules, every other kind, the corpus
+
+
+def test_every_problem_of_every_rule_is_reported_with_file_and_item(tmp_path: Path) -> None:
+    (tmp_path / "team.yaml").write_text(BROKEN_RULES, encoding="utf-8")
+    with pytest.raises(knowledge.RuleError) as err:
+        knowledge.load([tmp_path])
+    found = [(Path(p.file).name, p.item, p.message) for p in err.value.problems]
+    assert all(file == "team.yaml" for file, _, _ in found)
+    by_item: dict[str, list[str]] = {}
+    for _, item, message in found:
+        by_item.setdefault(item, []).append(message)
+    # pySigma style: one run shows all that is wrong, not the first problem only
+    assert any("bad regex" in m for m in by_item["rule 'team-one'"])
+    assert any("unknown taxonomy id 'S99'" in m for m in by_item["rule 'team-one'"])
+    two = " | ".join(by_item["rule 'team-two'"])
+    assert "unknown key(s) ['exampels']" in two and "[0, 1]" in two and "not a fix pattern" in two
+    assert any("needs an `id`" in m for m in by_item["entry #3"])
+    assert len(found) >= 6
+
+
+def test_zero_shipped_rules_is_an_error_not_an_empty_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(knowledge.RULES_ENV, str(tmp_path))
+    with pytest.raises(knowledge.KnowledgeError, match="holds no rules"):
+        knowledge.load()
+
+
+def test_the_shipped_folders_come_from_the_package_not_from_a_path_guess() -> None:
+    rules = knowledge.package_dir("triage.rules")
+    models = knowledge.package_dir("triage.models")
+    assert any(p.suffix == ".yaml" for p in rules.iterdir())
+    assert (models / "manifest.json").is_file() and (models / "corpus" / "manifest.yaml").is_file()
+    assert knowledge.rules_dir() == rules and knowledge.models_dir() == models
+
+
+def _corpus(folder: Path, manifest: str, files: dict[str, list[dict]]) -> Path:
+    folder.mkdir()
+    (folder / "manifest.yaml").write_text(manifest, encoding="utf-8")
+    for name, rows in files.items():
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _case(case_id: str, **extra: object) -> dict:
+    row = {
+        "id": case_id,
+        "url": f"https://github.com/o/r/issues/{case_id}",
+        "evidence": "torch.OutOfMemoryError: CUDA out of memory.",
+        "symptom": "S14",
+        "root_cause": "R16",
+        "fix": "F5",
+        "stage": "ST4",
+    }
+    return {**row, **extra}
+
+
+def test_held_out_cases_are_never_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    _corpus(
+        models / "corpus",
+        "kind: corpus\nfiles:\n  - {file: ref.jsonl, use: reference}\n"
+        "  - {file: test.jsonl, use: held_out}\n",
+        {"ref.jsonl": [_case("a")], "test.jsonl": [_case("b")], "unlisted.jsonl": [_case("c")]},
+    )
+    monkeypatch.setenv(knowledge.MODELS_ENV, str(models))
+    monkeypatch.delenv(corpus.CORPUS_ENV, raising=False)
+    assert corpus.reference_files() == [models / "corpus" / "ref.jsonl"]
+    assert corpus.held_out_files() == [models / "corpus" / "test.jsonl"]
+    with pytest.raises(ValueError, match="held-out"):
+        build.build_index(tmp_path / "idx", [models / "corpus" / "test.jsonl"], tmp_path / "none")
+
+
+def test_the_corpus_validator_names_each_bad_case(tmp_path: Path) -> None:
+    folder = _corpus(
+        tmp_path / "corpus",
+        "kind: corpus\nfiles:\n  - {file: ref.jsonl, use: reference}\n"
+        "  - {file: test.jsonl, use: held_out}\n  - {file: gone.jsonl, use: reference}\n"
+        "  - {file: ref.jsonl, use: training}\n",
+        {
+            "ref.jsonl": [_case("a"), _case("b", url=""), _case("c", symptom="S99")],
+            "test.jsonl": [_case("a")],
+        },
+    )
+    found = {(Path(p.file).name, p.item, p.message) for p in corpus.problems(folder)}
+    assert ("manifest.yaml", "file 'gone.jsonl'", "no such file in the corpus folder") in found
+    assert any(item == "file 'ref.jsonl'" and "`use`" in msg for _, item, msg in found)
+    assert ("ref.jsonl", "case 'b'", "missing url") in found
+    assert ("ref.jsonl", "case 'c'", "`symptom`: unknown taxonomy id 'S99'") in found
+    # the same case held out and indexed would leak into the index
+    assert any(f == "test.jsonl" and "also used in ref.jsonl" in m for f, _, m in found)

@@ -1,0 +1,163 @@
+"""The knowledge base: everything triage knows about failures, kept as data.
+
+Two folders at the top of the repository ship inside the package (setup.py maps them to the
+data packages `triage.rules` and `triage.models`) and are read only through this package:
+
+- `rules/`, written by hand: the rules (`*.yaml` lists of rules) and one file of each other
+  kind, named by its `kind:` key (see `KINDS`).
+- `models/`, fitted or gathered: the reference corpus (`models/corpus/`), the neighbour index
+  and the calibration (read by `triage.classify`; see `locate.models_dir`).
+
+`load()` reads every file of `rules/` (or `$TRIAGE_RULES_DIR`) and of each team folder
+(`--rules DIR`), checks it against the schema of its kind and reports every problem at once,
+each with its file and item (`KnowledgeError.problems`). A team folder may add rules,
+playbook entries and collect-next advice; what the parsers and correlate read (line
+templates, formats, masks, cascade families) comes from the shipped folder only, which must
+hold each kind once and at least one rule.
+
+Engines read the knowledge, they never hold it: a new mechanism is a YAML entry with its
+examples, not an edit in three modules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from triage.knowledge import documents
+from triage.knowledge.locate import (
+    MODELS_ENV,
+    RULES_ENV,
+    MissingKnowledge,
+    models_dir,
+    package_dir,
+    rules_dir,
+)
+from triage.knowledge.problems import KnowledgeError, Problem, Problems
+from triage.knowledge.rules import Rule, RuleError, build_rules
+
+__all__ = [
+    "MODELS_ENV",
+    "RULES_ENV",
+    "Knowledge",
+    "KnowledgeError",
+    "MissingKnowledge",
+    "Problem",
+    "Rule",
+    "RuleError",
+    "load",
+    "models_dir",
+    "package_dir",
+    "problems",
+    "rules_dir",
+    "shipped",
+]
+
+# The kinds of knowledge file besides rules; `team` kinds may also come from a team folder.
+KINDS: dict[str, bool] = {}
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per load
+class Knowledge:
+    """Everything loaded from the shipped folder and the team folders, validated."""
+
+    folders: tuple[Path, ...]
+    rules: tuple[Rule, ...]
+
+
+def shipped() -> Knowledge:
+    """The shipped knowledge alone (what parsers and correlate read)."""
+    return load()
+
+
+def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> Knowledge:
+    """The shipped knowledge plus every team folder, validated (cached until a file changes).
+
+    Raises KnowledgeError (RuleError when only rules are at fault) listing every problem.
+    Regexes of the shipped rules compile on first use (start-up time); `problems()` compiles
+    them all.
+    """
+    extra = tuple(Path(d) for d in extra_dirs)
+    missing = [d for d in extra if not d.is_dir()]
+    if missing:
+        # a typo in --rules must not silently drop the team's rules
+        raise RuleError(Problem(str(d), "", "rules folder not found") for d in missing)
+    key = tuple(_folder_signature(d) for d in (rules_dir(), *extra))
+    return _load_cached(key, not os.environ.get(RULES_ENV))
+
+
+def problems(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Problem]:
+    """Every problem of the shipped knowledge, the team folders and the reference corpus,
+    every regex compiled: the one validator (`triage rules list` and the tests run it)."""
+    from triage.knowledge import corpus
+
+    found: list[Problem] = []
+    try:
+        key = tuple(_folder_signature(Path(d)) for d in (rules_dir(), *extra_dirs))
+        _build(key, lazy=False)
+    except KnowledgeError as exc:
+        found.extend(exc.problems)
+    found.extend(corpus.problems())
+    return found
+
+
+_Signature = tuple[str, tuple[tuple[str, float], ...]]
+
+
+def _folder_signature(folder: Path) -> _Signature:
+    files = documents.knowledge_files(folder)
+    return (str(folder), tuple((str(f), f.stat().st_mtime) for f in files))
+
+
+@lru_cache(maxsize=8)
+def _load_cached(key: tuple[_Signature, ...], lazy_shipped: bool) -> Knowledge:
+    return _build(key, lazy=lazy_shipped)
+
+
+def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
+    found = Problems()
+    rules: list[Rule] = []
+    defined: dict[str, str] = {}
+    folders = tuple(Path(folder) for folder, _ in key)
+    kinds = frozenset({documents.RULES, *KINDS})
+    for position, (folder, files) in enumerate(key):
+        team = position > 0
+        for file, _mtime in files:
+            path = Path(file)
+            doc = documents.read(path, kinds, found)
+            if doc is None:
+                continue
+            if doc.kind != documents.RULES:
+                continue
+            report = _reporter(found, path)
+            # The shipped rules compile their regexes on first use: ~450 patterns cost
+            # ~0.3 s of `triage explain`'s start-up, and the keyword prefilter skips most.
+            # A team's folder is checked eagerly: its author wants every problem now.
+            for rule in build_rules(doc.body, path, lazy and not team, report):
+                if rule.id in defined:
+                    found.add(
+                        path, f"rule {rule.id!r}", f"is already defined in {defined[rule.id]}"
+                    )
+                    continue
+                defined[rule.id] = file
+                rules.append(rule)
+        if not team and not defined:
+            found.add(folder, "", "holds no rules: the install is broken (reinstall triage)")
+    # A team folder's problems are its author's to fix (the CLI says so and exits 2); the
+    # shipped folder's mean a broken install.
+    team_folders = {str(f) for f in folders[1:]}
+    theirs = any(
+        str(Path(p.file).parent) in team_folders or p.file in team_folders for p in found.found
+    )
+    found.raise_if_any(RuleError if theirs else KnowledgeError)
+    return Knowledge(folders=folders, rules=tuple(rules))
+
+
+def _reporter(found: Problems, path: Path) -> Callable[[str, str], None]:
+    def report(item: str, message: str) -> None:
+        found.add(path, item, message)
+
+    return report
