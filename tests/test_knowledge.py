@@ -124,3 +124,23 @@ def test_the_corpus_validator_names_each_bad_case(tmp_path: Path) -> None:
     assert ("ref.jsonl", "case 'c'", "`symptom`: unknown taxonomy id 'S99'") in found
     # the same case held out and indexed would leak into the index
     assert any(f == "test.jsonl" and "also used in ref.jsonl" in m for f, _, m in found)
+
+
+def test_a_team_playbook_is_checked_like_a_rule(tmp_path: Path) -> None:
+    (tmp_path / "book.yaml").write_text(
+        "kind: playbook\n"
+        "causes:\n"
+        "  R99: {F1: 'x'}\n"
+        "  R16:\n"
+        "    F9: 'y'\n"
+        "    F5: ['Lower the batch on rank {rank}', 'Lower it on {host}']\n"
+        "fallback: {F5: 'Free {what}'}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(knowledge.RuleError) as err:
+        knowledge.load([tmp_path])
+    found = {(p.item, p.message.split(";")[0]) for p in err.value.problems}
+    assert ("cause R99", "unknown root cause id") in found
+    assert ("cause R16 / F9", "unknown fix pattern id") in found
+    assert ("cause R16 / F5", "the last alternative must name no {fact}") in found
+    assert ("fallback F5", "must be one template that names no {fact}") in found

@@ -426,11 +426,11 @@ def warm_later_stages(options: Options = Options()) -> None:
     """Load what correlate, classify and recommend need first (their modules, the taxonomy,
     the rules): ~0.5 s that would otherwise wait until every file is read, done while the
     workers still parse."""
-    from triage import analysis, recommend, taxonomy  # noqa: F401 - loaded ahead of use
+    from triage import analysis, knowledge, recommend, taxonomy  # noqa: F401 - loaded ahead
     from triage.classify import rules
 
     taxonomy.load()
-    with contextlib.suppress(rules.RuleError):  # classify reports it in its turn
+    with contextlib.suppress(knowledge.KnowledgeError):  # reported in its turn, loudly
         rules.load(options.extra_rules_dirs)
 
 
@@ -442,16 +442,20 @@ def diagnose_many(
     jobs: Sequence[Sequence[ParsedSource]], options: Options = Options()
 ) -> list[Diagnosis]:
     """Correlate, classify and recommend for several jobs (classified in one batch)."""
-    from triage import analysis, classify, recommend
+    from triage import analysis, classify, knowledge, recommend
+    from triage.classify import rules
 
+    # One load of the knowledge for classify and recommend alike: a team folder's rules and
+    # playbook reach the fix advice too. A broken knowledge base stops here, loudly.
+    kb = knowledge.load(options.extra_rules_dirs)
     found = [analysis.correlate(parsed) for parsed in jobs]
     labels = classify.classify_many(
         list(zip(jobs, found, strict=True)),
         use_embeddings=options.use_embeddings,
-        extra_rules_dirs=options.extra_rules_dirs,
+        ruleset=rules.ruleset(kb),
     )
     return [
-        _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found))
+        _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found, kb))
         for parsed, job_found, job_labels in zip(jobs, found, labels, strict=True)
     ]
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from triage import taxonomy
 from triage.classify import calibration as calibration_mod
-from triage.classify import fusion, neighbours
+from triage.classify import fusion, neighbours, rules
 from triage.classify.calibration import Calibration
 from triage.classify.neighbours import NeighbourIndex
+from triage.classify.rules import RuleSet
 from triage.classify.signature import initiating_events, signature
 from triage.classify.types import NeighbourVote, RuleHit
 from triage.model import (
@@ -78,18 +79,23 @@ class Prepared:
 
 
 def rule_hits(
-    parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    extra_rules_dirs: Sequence[str] = (),
+    ruleset: RuleSet | None = None,
 ) -> list[RuleHit]:
-    """Rule hits over all events and correlate's findings (rules match findings too)."""
+    """Rule hits over all events and correlate's findings (rules match findings too).
+
+    `ruleset` is the rules to run (the pipeline loads them once, for classify and recommend
+    alike); without it, the shipped rules plus `extra_rules_dirs`. A rule set that cannot be
+    loaded is an error (KnowledgeError), never an empty answer.
+    """
     events = [ev for ps in parsed for ev in ps.events]
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
+    ruleset = ruleset if ruleset is not None else rules.load(extra_rules_dirs)
     try:
-        from triage.classify import rules
-    except ImportError:  # the rule engine is optional for the neighbour path
-        return []
-    try:
-        hits = list(rules.match_events(events, analysis, extra_rules_dirs, source_kinds=kinds))
-    except Exception as exc:  # noqa: BLE001 - a broken rule file must not stop the run
+        hits = list(rules.match_events(events, analysis, rules=ruleset, source_kinds=kinds))
+    except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
     return demote_consequences(hits, events, analysis)
@@ -130,13 +136,16 @@ def case_signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
 
 
 def prepare(
-    parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    extra_rules_dirs: Sequence[str] = (),
+    ruleset: RuleSet | None = None,
 ) -> Prepared:
     """What classification needs from what the parsers read (nothing is read again here)."""
     parsed = neighbours.with_whole_text(parsed)
     lead = initiating_events(parsed, analysis)
     return Prepared(
-        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs)),
+        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs, ruleset)),
         signature=signature(parsed, analysis),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
@@ -165,9 +174,11 @@ def classify_many(
     extra_rules_dirs: Sequence[str] = (),
     index: NeighbourIndex | None = None,
     calibration: Calibration | None = None,
+    ruleset: RuleSet | None = None,
 ) -> list[Classification]:
     """Labels for many jobs; every signature that needs the model is embedded in one call."""
-    prepared = [prepare(p, a, extra_rules_dirs) for p, a in jobs]
+    ruleset = ruleset if ruleset is not None else rules.load(extra_rules_dirs)
+    prepared = [prepare(p, a, ruleset=ruleset) for p, a in jobs]
     idx = index if index is not None else neighbours.load_index()
     cal = calibration if calibration is not None else load_calibration()
     sigs = [p.signature for p in prepared]

@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from triage.knowledge import documents
+from triage.knowledge import documents, playbook
 from triage.knowledge.locate import (
     MODELS_ENV,
     RULES_ENV,
@@ -36,6 +37,7 @@ from triage.knowledge.locate import (
     package_dir,
     rules_dir,
 )
+from triage.knowledge.playbook import Playbook
 from triage.knowledge.problems import KnowledgeError, Problem, Problems
 from triage.knowledge.rules import Rule, RuleError, build_rules
 
@@ -56,8 +58,21 @@ __all__ = [
     "shipped",
 ]
 
-# The kinds of knowledge file besides rules; `team` kinds may also come from a team folder.
-KINDS: dict[str, bool] = {}
+Report = Callable[[str, str], None]  # (item, message) of one file
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of knowledge file besides rules: its schema and how files of it combine."""
+
+    build: Callable[[Any, Report, bool], Any]  # (body, report, from a team folder) -> value
+    merge: Callable[[Sequence[Any]], Any]  # the shipped file's value first, then the teams'
+    team: bool  # a team folder may hold one
+
+
+KINDS: dict[str, Kind] = {
+    playbook.KIND: Kind(playbook.build, playbook.merge, team=True),
+}
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per load
@@ -66,6 +81,7 @@ class Knowledge:
 
     folders: tuple[Path, ...]
     rules: tuple[Rule, ...]
+    playbook: Playbook
 
 
 def shipped() -> Knowledge:
@@ -121,18 +137,29 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
     found = Problems()
     rules: list[Rule] = []
     defined: dict[str, str] = {}
+    parts: dict[str, list[Any]] = {kind: [] for kind in KINDS}
     folders = tuple(Path(folder) for folder, _ in key)
     kinds = frozenset({documents.RULES, *KINDS})
     for position, (folder, files) in enumerate(key):
         team = position > 0
+        shipped_kinds: dict[str, Path] = {}
         for file, _mtime in files:
             path = Path(file)
             doc = documents.read(path, kinds, found)
             if doc is None:
                 continue
-            if doc.kind != documents.RULES:
-                continue
             report = _reporter(found, path)
+            if doc.kind != documents.RULES:
+                spec = KINDS[doc.kind]
+                if team and not spec.team:
+                    report("", f"a team folder cannot hold `kind: {doc.kind}` (shipped only)")
+                    continue
+                if not team and doc.kind in shipped_kinds:
+                    report("", f"`kind: {doc.kind}` is already in {shipped_kinds[doc.kind].name}")
+                    continue
+                shipped_kinds[doc.kind] = path
+                parts[doc.kind].append(spec.build(doc.body, report, team))
+                continue
             # The shipped rules compile their regexes on first use: ~450 patterns cost
             # ~0.3 s of `triage explain`'s start-up, and the keyword prefilter skips most.
             # A team's folder is checked eagerly: its author wants every problem now.
@@ -144,8 +171,12 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
                     continue
                 defined[rule.id] = file
                 rules.append(rule)
-        if not team and not defined:
-            found.add(folder, "", "holds no rules: the install is broken (reinstall triage)")
+        if not team:
+            if not defined:
+                found.add(folder, "", "holds no rules: the install is broken (reinstall triage)")
+            for kind in KINDS:
+                if kind not in shipped_kinds:
+                    found.add(folder, "", f"holds no `kind: {kind}` file")
     # A team folder's problems are its author's to fix (the CLI says so and exits 2); the
     # shipped folder's mean a broken install.
     team_folders = {str(f) for f in folders[1:]}
@@ -153,7 +184,8 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         str(Path(p.file).parent) in team_folders or p.file in team_folders for p in found.found
     )
     found.raise_if_any(RuleError if theirs else KnowledgeError)
-    return Knowledge(folders=folders, rules=tuple(rules))
+    merged = {kind: KINDS[kind].merge(values) for kind, values in parts.items()}
+    return Knowledge(folders=folders, rules=tuple(rules), playbook=merged[playbook.KIND])
 
 
 def _reporter(found: Problems, path: Path) -> Callable[[str, str], None]:
