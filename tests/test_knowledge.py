@@ -144,3 +144,35 @@ def test_a_team_playbook_is_checked_like_a_rule(tmp_path: Path) -> None:
     assert ("cause R16 / F9", "unknown fix pattern id") in found
     assert ("cause R16 / F5", "the last alternative must name no {fact}") in found
     assert ("fallback F5", "must be one template that names no {fact}") in found
+
+
+def test_each_cascade_family_example_reads_as_that_family() -> None:
+    from triage.analysis import cascade
+    from triage.model import Event, EventKind, Level
+
+    families = knowledge.load().cascade.families
+    assert families and all(f.examples for f in families)
+    for family in families:
+        for text in family.examples:
+            event = Event(source="x", kind=EventKind.ERROR_LINE, text=text, level=Level.ERROR)
+            role = cascade.classify_event(event)
+            assert (role.role, role.family) == ("cascade", family.name), text
+
+
+def test_cascade_rules_are_named_in_the_cascade_file_not_in_the_rule(tmp_path: Path) -> None:
+    kb = knowledge.load()
+    listed = {rule_id for family in kb.cascade.families for rule_id in family.rules}
+    assert listed and {r.id for r in kb.rules if r.cascade} == listed
+    (tmp_path / "team.yaml").write_text(
+        "- id: team-x\n  title: X\n  cascade: true\n  match: {any: ['xyzzy']}\n"
+        "  concludes: {symptom: {S17: 0.5}}\n  examples: {match: [xyzzy], no_match: [b]}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(knowledge.RuleError, match="list the rule in a family's `rules`"):
+        knowledge.load([tmp_path])
+
+
+def test_a_team_folder_cannot_redefine_what_correlate_reads(tmp_path: Path) -> None:
+    (tmp_path / "cascade.yaml").write_text("kind: cascade\nfamilies: {}\n", encoding="utf-8")
+    with pytest.raises(knowledge.RuleError, match="cannot hold `kind: cascade`"):
+        knowledge.load([tmp_path])

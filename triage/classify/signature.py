@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import regex
 
+from triage.analysis.cascade import reads_as_cascade
 from triage.model import Analysis, Event, EventKind, ParsedSource
 
 # Bumped whenever masking or line selection changes: the index manifest records it, so an
@@ -33,20 +34,6 @@ _ERROR_KINDS = frozenset(
         EventKind.ELASTIC_ERROR,
         EventKind.AGENT,
     }
-)
-
-# Errors that are usually the consequence of another rank's failure, not its cause. Used only
-# when correlate gave no initiating events (a pasted text): the first other error wins.
-_CASCADE = regex.compile(
-    r"watchdog caught collective operation timeout|Watchdog caught|"
-    r"Connection reset by peer|Connection closed by|Broken pipe|"
-    r"communicator was aborted|NCCL communicator.*aborted|ncclRemoteError|"
-    r"remote process exited|DistNetworkError|Socket Timeout|"
-    r"ChildFailedError|Sending process \d+ closing signal|SignalException|"
-    r"failed \(exitcode: -?\d+\)|terminate called after throwing.*DistBackendError|"
-    r"Some NCCL operations have failed or timed out|"
-    r"To avoid data inconsistency, we are taking the entire process down",
-    regex.IGNORECASE,
 )
 
 # A line worth embedding: an exception line, an NCCL WARN, a C++ `what():`, an error verb.
@@ -132,8 +119,9 @@ def mask(text: str) -> str:
 
 
 def is_cascade_text(text: str) -> bool:
-    """True when the text reads like a consequence of another rank's failure."""
-    return bool(_CASCADE.search(text))
+    """True when the text reads like a consequence of another rank's failure (the cascade
+    families of `rules/cascade.yaml`, as correlate reads them)."""
+    return reads_as_cascade(text)
 
 
 def salient_lines(text: str) -> list[str]:

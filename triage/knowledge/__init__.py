@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from triage.knowledge import documents, playbook
+from triage.knowledge import cascade, documents, playbook
+from triage.knowledge.cascade import Cascade
 from triage.knowledge.locate import (
     MODELS_ENV,
     RULES_ENV,
@@ -72,6 +73,7 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     playbook.KIND: Kind(playbook.build, playbook.merge, team=True),
+    cascade.KIND: Kind(cascade.build, cascade.merge, team=False),
 }
 
 
@@ -82,6 +84,7 @@ class Knowledge:
     folders: tuple[Path, ...]
     rules: tuple[Rule, ...]
     playbook: Playbook
+    cascade: Cascade
 
 
 def shipped() -> Knowledge:
@@ -183,9 +186,25 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
     theirs = any(
         str(Path(p.file).parent) in team_folders or p.file in team_folders for p in found.found
     )
-    found.raise_if_any(RuleError if theirs else KnowledgeError)
     merged = {kind: KINDS[kind].merge(values) for kind, values in parts.items()}
-    return Knowledge(folders=folders, rules=tuple(rules), playbook=merged[playbook.KIND])
+    rules = _mark_cascade(rules, merged[cascade.KIND], found)
+    found.raise_if_any(RuleError if theirs else KnowledgeError)
+    return Knowledge(
+        folders=folders,
+        rules=tuple(rules),
+        playbook=merged[playbook.KIND],
+        cascade=merged[cascade.KIND],
+    )
+
+
+def _mark_cascade(rules: list[Rule], facts: Cascade, found: Problems) -> list[Rule]:
+    """A rule is a cascade rule when the cascade file lists it in a family."""
+    known = {rule.id for rule in rules}
+    for family in facts.families:
+        for rule_id in family.rules:
+            if rule_id not in known:
+                found.add(rules_dir(), f"family {family.name}", f"lists unknown rule {rule_id!r}")
+    return [replace(r, cascade=True) if r.id in facts.rules else r for r in rules]
 
 
 def _reporter(found: Problems, path: Path) -> Callable[[str, str], None]:

@@ -55,9 +55,7 @@ from triage.model import EventKind, SourceKind
 EVENT_KINDS = frozenset(k.value for k in EventKind)
 SOURCE_KINDS = frozenset(k.value for k in SourceKind)
 REQUIRED_KEYS = frozenset({"id", "title", "match", "concludes", "examples"})
-OPTIONAL_KEYS = frozenset(
-    {"description", "references", "actions", "falsepositives", "tags", "cascade"}
-)
+OPTIONAL_KEYS = frozenset({"description", "references", "actions", "falsepositives", "tags"})
 MATCH_KEYS = frozenset({"kind", "any", "all", "not", "finding"})
 CONCLUDE_KEYS = frozenset({"symptom", "root_cause", "fix", "stage"})
 EXAMPLE_KEYS = frozenset({"text", "finding", "summary", "facts", "kind"})
@@ -137,6 +135,11 @@ def build_rule(
             raise _Invalid("needs an `id` of lowercase letters, digits, '-', '_' or '.'")
         allowed = REQUIRED_KEYS | OPTIONAL_KEYS
         unknown = set(item) - allowed
+        if "cascade" in unknown:
+            raise _Invalid(
+                "`cascade` is said in the cascade file: list the rule in a family's `rules` "
+                "(rules/cascade.yaml)"
+            )
         if unknown:
             raise _Invalid(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
         title = item.get("title")
@@ -151,7 +154,6 @@ def build_rule(
     examples = section(lambda: _examples_of(item.get("examples")), ((), ()))
     references = section(lambda: tuple(_str_list(item.get("references"), "references")), ())
     description = section(lambda: _text(item.get("description"), "description"), "")
-    cascade = section(lambda: _flag(item.get("cascade", False), "cascade"), False)
     for message in found:
         report(name, message)
     if found:
@@ -174,7 +176,6 @@ def build_rule(
         root_cause=weights["root_cause"],
         fix=weights["fix"],
         stage=weights["stage"],
-        cascade=cascade,
         actions=actions,
         examples_match=examples[0],
         examples_no_match=examples[1],
@@ -283,12 +284,6 @@ def _example_list(value: Any, what: str) -> list[Any]:
             continue
         raise _Invalid(f"`{what}` entries are text or {{text, finding, summary, facts, kind}} maps")
     return list(value)
-
-
-def _flag(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"`{what}` must be true or false")
-    return value
 
 
 def _text(value: Any, what: str) -> str:
