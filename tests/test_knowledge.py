@@ -176,3 +176,23 @@ def test_a_team_folder_cannot_redefine_what_correlate_reads(tmp_path: Path) -> N
     (tmp_path / "cascade.yaml").write_text("kind: cascade\nfamilies: {}\n", encoding="utf-8")
     with pytest.raises(knowledge.RuleError, match="cannot hold `kind: cascade`"):
         knowledge.load([tmp_path])
+
+
+def test_a_teams_collect_next_advice_reaches_the_summary_and_the_report(tmp_path: Path) -> None:
+    from triage.pipeline import Options, explain
+    from triage.report import render
+
+    (tmp_path / "advice.yaml").write_text(
+        "kind: collect_next\nadvice:\n"
+        "  - situation: no GPU telemetry\n    when: {missing: env_report}\n"
+        "    ask: the job's Grafana GPU panel export\n"
+        "    how: 'Export the Grafana GPU panel of the job (team runbook 3).'\n",
+        encoding="utf-8",
+    )
+    vague = "it doesn't work, training stopped"
+    mine = explain(vague, Options(use_embeddings=False, extra_rules_dirs=(str(tmp_path),)))
+    assert not mine.symptoms and "the job's Grafana GPU panel export" in mine.summary
+    assert "NCCL_DEBUG=INFO" in mine.summary  # the shipped advice is still there, first
+    assert "team runbook 3" in render(mine, "text")
+    shipped = explain(vague, Options(use_embeddings=False))
+    assert "Grafana" not in shipped.summary and "team runbook" not in render(shipped, "text")

@@ -341,6 +341,7 @@ class Classification:
     evidence: tuple[Evidence, ...] = ()
     similar_cases: tuple[SimilarCase, ...] = ()
     abstain_reason: str | None = None
+    collect_next: tuple[str, ...] = ()  # on an abstention: the steps the reports list
 
 
 # --------------------------------------------------------------------------- recommend
@@ -384,6 +385,9 @@ class Diagnosis:
     inputs: tuple[InputSummary, ...] = ()
     findings: tuple[Finding, ...] = ()  # extra: shown in reports, not in the ★ schema keys
     timeline: tuple[TimelineEntry, ...] = ()
+    # on an abstention, what to collect next, step by step (the reports show it; the JSON
+    # carries the short form in `summary`)
+    collect_next: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ★ JSON diagnosis (schema triage.diagnosis/1), plus `findings`/`timeline`."""

@@ -443,16 +443,13 @@ def diagnose_many(
 ) -> list[Diagnosis]:
     """Correlate, classify and recommend for several jobs (classified in one batch)."""
     from triage import analysis, classify, knowledge, recommend
-    from triage.classify import rules
 
     # One load of the knowledge for classify and recommend alike: a team folder's rules and
     # playbook reach the fix advice too. A broken knowledge base stops here, loudly.
     kb = knowledge.load(options.extra_rules_dirs)
     found = [analysis.correlate(parsed) for parsed in jobs]
     labels = classify.classify_many(
-        list(zip(jobs, found, strict=True)),
-        use_embeddings=options.use_embeddings,
-        ruleset=rules.ruleset(kb),
+        list(zip(jobs, found, strict=True)), use_embeddings=options.use_embeddings, kb=kb
     )
     return [
         _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found, kb))
@@ -480,6 +477,7 @@ def _diagnosis(
         inputs=tuple(_input_summary(p, found) for p in parsed),
         findings=found.findings,
         timeline=found.timeline,
+        collect_next=labels.collect_next,
     )
 
 
@@ -522,11 +520,13 @@ def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list
 def summarize(labels: Classification, found: Analysis) -> str:
     """One sentence: what happened, why, and who started it."""
     if not labels.symptoms and not labels.root_causes:
-        return labels.abstain_reason or (
-            "Not enough evidence to name a cause: collect every rank's log with "
-            "NCCL_DEBUG=INFO, flight-recorder dumps (TORCH_FR_BUFFER_SIZE=2000, "
-            "TORCH_NCCL_DUMP_ON_TIMEOUT=1) and py-spy dumps of every rank while it hangs."
-        )
+        if labels.abstain_reason:
+            return labels.abstain_reason
+        from triage import knowledge
+        from triage.classify import not_enough
+
+        # nothing known about the evidence: every ask of the collect-next advice
+        return not_enough(knowledge.load().collect_next.asks(knowledge.Situation()))
     parts: list[str] = []
     if labels.symptoms:
         parts.append(_label_phrase(labels.symptoms[0]))

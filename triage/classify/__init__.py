@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from triage import taxonomy
+from triage import knowledge, taxonomy
 from triage.classify import calibration as calibration_mod
 from triage.classify import fusion, neighbours, rules
 from triage.classify.calibration import Calibration
@@ -174,10 +174,13 @@ def classify_many(
     extra_rules_dirs: Sequence[str] = (),
     index: NeighbourIndex | None = None,
     calibration: Calibration | None = None,
-    ruleset: RuleSet | None = None,
+    kb: knowledge.Knowledge | None = None,
 ) -> list[Classification]:
-    """Labels for many jobs; every signature that needs the model is embedded in one call."""
-    ruleset = ruleset if ruleset is not None else rules.load(extra_rules_dirs)
+    """Labels for many jobs; every signature that needs the model is embedded in one call.
+    `kb` is the knowledge to use (the pipeline loads it once for classify and recommend);
+    without it, the shipped knowledge plus `extra_rules_dirs`."""
+    kb = kb if kb is not None else knowledge.load(extra_rules_dirs)
+    ruleset = rules.ruleset(kb)
     prepared = [prepare(p, a, ruleset=ruleset) for p, a in jobs]
     idx = index if index is not None else neighbours.load_index()
     cal = calibration if calibration is not None else load_calibration()
@@ -200,7 +203,7 @@ def classify_many(
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
     return [
-        assemble(p, r, v[m], m, abstain_below)
+        assemble(p, r, v[m], m, abstain_below, kb.collect_next)
         for p, r, v, m in zip(prepared, results, votes, modes, strict=True)
     ]
 
@@ -255,7 +258,9 @@ def assemble(
     votes: Sequence[NeighbourVote],
     method: str,
     abstain_below: float,
+    advice: knowledge.CollectNext | None = None,
 ) -> Classification:
+    advice = advice if advice is not None else knowledge.load().collect_next
     tax = taxonomy.load()
     # Bundles from corpus_samples vote but are not shown: a similar case is a public issue
     # the user can read.
@@ -266,7 +271,9 @@ def assemble(
     )[:MAX_SIMILAR]
     if should_abstain(result, abstain_below, method):
         return Classification(
-            similar_cases=similar, abstain_reason=abstain_reason(prep, result, abstain_below)
+            similar_cases=similar,
+            abstain_reason=abstain_reason(prep, result, abstain_below, advice),
+            collect_next=tuple(advice.steps(situation(prep))),
         )
     symptoms = _labels(result["symptom"], tax.symptoms)
     stages = fusion.stage_scores(result["symptom"], prep.hits, votes)
@@ -349,34 +356,41 @@ def _first_line_containing(text: str, masked: str) -> str | None:
 # --------------------------------------------------------------------------- abstention
 
 
+def situation(prep: Prepared) -> knowledge.Situation:
+    """What this job's evidence holds, for the collect-next advice (`rules/collect_next.yaml`)."""
+    kinds = {ps.source.kind.value for ps in prep.parsed}
+    nccl_events = {EventKind.NCCL_INFO, EventKind.NCCL_WARN}
+    if any(ev.kind in nccl_events for ps in prep.parsed for ev in ps.events):
+        kinds.add(SourceKind.NCCL.value)  # NCCL lines inside the logs are NCCL's account too
+    analysis = prep.analysis
+    source_ranks = (analysis.facts or {}).get("source_ranks", {})
+    ranks = {
+        ps.source.rank if ps.source.rank is not None else source_ranks.get(ps.source.path)
+        for ps in prep.parsed
+    }
+    hang = analysis.hang is not None and analysis.hang.detected
+    stuck = None
+    if analysis.hang is not None and analysis.hang.lagging_ranks:
+        stuck = analysis.hang.lagging_ranks[0]
+    elif analysis.culprit_ranks:
+        stuck = analysis.culprit_ranks[0]
+    return knowledge.Situation(
+        kinds=frozenset(kinds),
+        inputs=len(prep.parsed),
+        ranks=len(ranks - {None}),
+        hang=hang,
+        facts={"stuck_rank": stuck} if stuck is not None else {},
+    )
+
+
 def abstain_reason(
-    prep: Prepared, result: dict[str, list[fusion.Scored]], abstain_below: float
+    prep: Prepared,
+    result: dict[str, list[fusion.Scored]],
+    abstain_below: float,
+    advice: knowledge.CollectNext | None = None,
 ) -> str:
     """What to collect next, given what this job's evidence already has."""
-    kinds = {ps.source.kind for ps in prep.parsed}
-    event_kinds = {ev.kind for ps in prep.parsed for ev in ps.events}
-    analysis = prep.analysis
-    asks: list[str] = []
-    has_nccl = SourceKind.NCCL in kinds or event_kinds & {EventKind.NCCL_INFO, EventKind.NCCL_WARN}
-    if not has_nccl:
-        asks.append("every rank's log with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET for setup)")
-    if SourceKind.FLIGHT_RECORDER not in kinds:
-        asks.append(
-            "flight-recorder dumps (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1, "
-            "TORCH_FR_DUMP_TEMP_FILE=/tmp/fr_rank_)"
-        )
-    if SourceKind.PYSPY not in kinds:
-        rank = None
-        if analysis.hang is not None and analysis.hang.lagging_ranks:
-            rank = analysis.hang.lagging_ranks[0]
-        elif analysis.culprit_ranks:
-            rank = analysis.culprit_ranks[0]
-        who = f"rank {rank}" if rank is not None else "every rank, first the one that logged last"
-        asks.append(f"`py-spy dump --pid <PID>` of {who} while it is stuck")
-    if SourceKind.ELASTIC_ERROR not in kinds:
-        asks.append("torchrun's error files (TORCHELASTIC_ERROR_FILE) and the full launcher output")
-    if SourceKind.ENV_REPORT not in kinds:
-        asks.append("`python -m torch.utils.collect_env` from every node")
+    advice = advice if advice is not None else knowledge.load().collect_next
     best = [r[0] for r in (result["symptom"], result["root_cause"]) if r]
     guess = ""
     if best:
@@ -385,4 +399,9 @@ def abstain_reason(
         guess = (
             f" (best guess {b.label} {tax.get(b.label).name}: {b.score:.0%} < {abstain_below:.0%})"
         )
+    return not_enough(advice.asks(situation(prep)), guess)
+
+
+def not_enough(asks: Sequence[str], guess: str = "") -> str:
+    """The abstention sentence: no cause named, and what to collect next."""
     return f"Not enough evidence to name a cause{guess}. Collect next: " + "; ".join(asks) + "."

@@ -28,7 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from triage.knowledge import cascade, documents, playbook
+from triage.knowledge import advice, cascade, documents, playbook
+from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.locate import (
     MODELS_ENV,
@@ -51,6 +52,7 @@ __all__ = [
     "Problem",
     "Rule",
     "RuleError",
+    "Situation",
     "load",
     "models_dir",
     "package_dir",
@@ -74,6 +76,7 @@ class Kind:
 KINDS: dict[str, Kind] = {
     playbook.KIND: Kind(playbook.build, playbook.merge, team=True),
     cascade.KIND: Kind(cascade.build, cascade.merge, team=False),
+    advice.KIND: Kind(advice.build, advice.merge, team=True),
 }
 
 
@@ -85,6 +88,7 @@ class Knowledge:
     rules: tuple[Rule, ...]
     playbook: Playbook
     cascade: Cascade
+    collect_next: CollectNext
 
 
 def shipped() -> Knowledge:
@@ -194,6 +198,7 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         rules=tuple(rules),
         playbook=merged[playbook.KIND],
         cascade=merged[cascade.KIND],
+        collect_next=merged[advice.KIND],
     )
 
 
