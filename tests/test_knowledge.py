@@ -196,3 +196,22 @@ def test_a_teams_collect_next_advice_reaches_the_summary_and_the_report(tmp_path
     assert "team runbook 3" in render(mine, "text")
     shipped = explain(vague, Options(use_embeddings=False))
     assert "Grafana" not in shipped.summary and "team runbook" not in render(shipped, "text")
+
+
+def test_every_masking_example_masks_to_what_the_file_says() -> None:
+    from triage.classify.signature import mask
+
+    examples = knowledge.load().masks.examples
+    assert examples
+    for text, masked in examples:
+        assert mask(text) == masked
+
+
+def test_a_kept_exit_code_survives_the_number_masks() -> None:
+    from triage.classify.signature import mask
+
+    # the signal number and exit code mean something; the pid and the local rank do not
+    assert mask("exitcode: -9 signal 15 return code 255 pid 4321") == (
+        "exitcode: -9 signal 15 return code 255 pid <n>"
+    )
+    assert mask("exit code 9-5, exit status 1.5") == "exit code 9-<n>, exit status 1.<n>"

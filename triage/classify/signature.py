@@ -2,6 +2,7 @@
 
 Two failures are the same kind when their initiating errors read alike once the parts that
 change from job to job (numbers, hex ids, paths, hosts, IPs, ranks, timestamps) are masked.
+The masking instructions and the salient-line test are knowledge (`rules/masks.yaml`).
 The signature feeds both neighbour indexes (MiniLM embeddings and TF-IDF); MiniLM reads at
 most 256 word pieces, so it is capped at a few salient lines.
 """
@@ -9,9 +10,11 @@ most 256 word pieces, so it is capped at a few salient lines.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cache
 
 import regex
 
+from triage import knowledge
 from triage.analysis.cascade import reads_as_cascade
 from triage.model import Analysis, Event, EventKind, ParsedSource
 
@@ -36,86 +39,95 @@ _ERROR_KINDS = frozenset(
     }
 )
 
-# A line worth embedding: an exception line, an NCCL WARN, a C++ `what():`, an error verb.
-_SALIENT = regex.compile(
-    r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Failure|Fault)\b\s*:?|"
-    r"NCCL WARN|what\(\):|\berror\b|\bfailed\b|\bfailure\b|\bfatal\b|\bkilled\b|"
-    r"\bunable to\b|\bcannot\b|\bcan't\b|\bnot (?:found|supported|defined)\b|"
-    r"\bmismatch|\btimed? ?out\b|\bhang|\bstuck\b|\bsegmentation\b|\bSIG[A-Z]+\b|"
-    r"\bout of memory\b|\billegal\b|\bnan\b|\boverflow\b|\bundefined symbol\b|\bassert",
-    regex.IGNORECASE,
-)
-_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
 
-_IP = regex.compile(
-    r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+|<\d+>)?\b|\b(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}\b"
-)
-_HEX = regex.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")
-# NCCL's `host:pid:tid [dev]` line prefix and Ray's `(Actor pid=1, ip=...)` prefix.
-_NCCL_PREFIX = regex.compile(r"^\s*\S+:\d+:\d+ \[\d+\]\s*", regex.MULTILINE)
-_RAY_PREFIX = regex.compile(r"^\s*\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*", regex.MULTILINE)
-_RANK_PREFIX = regex.compile(r"^\s*\[(?:rank|default)\s*:?\s*\d+\]\s*:?\s*", regex.MULTILINE)
-_LOG_PREFIX = regex.compile(
-    r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?|[IWEF]\d{4} [\d:.]+ \d+ \S+\]|"
-    r"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d [\d:]+ \S+:\d+\])\s*"
-    r"(?:-\s*)?(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s*(?:-\s*)?)?",
-    regex.MULTILINE,
-)
-_PATH = regex.compile(
-    r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[\w.@+~-]+){2,}/?|(?:[\w.@+-]+/){2,}[\w.@+-]+"
-)
-_HOST = regex.compile(
-    r"\b(?:[a-z][a-z0-9]*-)+\d+(?:-\d+)*\b|\b(?:node|host|gpu|worker|compute)[-_]?\d+\b",
-    regex.IGNORECASE,
-)
-_RANKWORD = regex.compile(
-    r"\b(rank|local_rank|global_rank|world_size|device|GPU|cuda:?)\s*[:=]?\s*\d+", regex.IGNORECASE
-)
-# Exit codes and signal numbers mean something (-9 is SIGKILL); keep them.
-_KEEP_CODE = regex.compile(
-    r"\b((?:exit ?code|exitcode|exit status|signal|signum|return code)\s*[:=]?\s*)"
-    r"(-?\d{1,3})(?!\d)",
-    regex.IGNORECASE,
-)
-_NUMBER = regex.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?(?![\w>])")
-_BRACKETED_NUMBER = regex.compile(r"<\d+>")
-_KEPT = regex.compile(r"KEEPCODE_(m?\d+)")
-_NUM_RUN = regex.compile(r"<n>(?:\s*[-:./,x]\s*<n>)+")
-_SPACES = regex.compile(r"[ \t]+")
+class _Masker:
+    """The masking instructions of `rules/masks.yaml`, applied in order (read once per
+    process: every salient line of every signature goes through them)."""
+
+    def __init__(self, masks: knowledge.Masks) -> None:
+        assert masks.salient is not None and masks.frame is not None  # the schema says so
+        self.prefixes = masks.prefixes
+        self.masks = masks.masks
+        self.salient = masks.salient
+        self.frame = masks.frame
+        self.path = masks.named("path")
+
+    def strip_prefixes(self, text: str) -> str:
+        for pattern in self.prefixes:
+            text = pattern.sub("", text)
+        return text
+
+    def mask(self, text: str) -> str:
+        out = self.strip_prefixes(text)
+        kept: list[str] = []
+        for mask in self.masks:
+            out = self._apply(mask, out, kept)
+        if kept:
+            out = _KEPT.sub(lambda m: _restore(m, kept), out)
+        return "\n".join(line.strip() for line in out.splitlines() if line.strip())
+
+    def _apply(self, mask: knowledge.Mask, text: str, kept: list[str]) -> str:
+        if mask.keep is not None:
+            group = mask.keep
+
+            def keep(m: regex.Match[str]) -> str:
+                kept.append(m.group(group))
+                # a placeholder of letters only, as the kept text's neighbours see a word:
+                # no later mask (numbers, spaces) touches it or what is next to it
+                start, end = m.span(group)
+                at = m.start()
+                return m.string[at:start] + _placeholder(len(kept) - 1) + m.string[end : m.end()]
+
+            return mask.pattern.sub(keep, text)
+        template = mask.mask_with or ""
+        if "{basename}" in template:
+            return mask.pattern.sub(lambda m: _path(m.group(0), template, mask.keep_after), text)
+        return mask.pattern.sub(template, text)
+
+    def mask_path(self, text: str) -> str:
+        return self._apply(self.path, text, [])
 
 
-def _shorten_path(match: regex.Match[str]) -> str:
-    """Keep the package-relative tail of a path (informative), drop the machine's prefix."""
-    path = match.group(0)
-    for marker in ("site-packages/", "dist-packages/"):
+def _path(path: str, template: str, keep_after: tuple[str, ...]) -> str:
+    """A path masked: its tail after a `keep_after` marker (site-packages/), else the template
+    with its last part."""
+    for marker in keep_after:
         if marker in path:
             return path.split(marker, 1)[1]
     parts = [p for p in path.split("/") if p]
-    return "<path>/" + parts[-1] if parts else "<path>"
+    return template.replace("{basename}", parts[-1]) if parts else template.split("/", 1)[0]
+
+
+_KEPT = regex.compile("zzkept([a-y]+)zz")
+
+
+def _placeholder(n: int) -> str:
+    letters = ""
+    while True:
+        n, r = divmod(n, 25)
+        letters += chr(ord("a") + r)
+        if not n:
+            return f"zzkept{letters}zz"
+
+
+def _restore(m: regex.Match[str], kept: list[str]) -> str:
+    n = sum((ord(c) - ord("a")) * 25**i for i, c in enumerate(m.group(1)))
+    return kept[n] if n < len(kept) else m.group(0)
+
+
+@cache
+def _masker() -> _Masker:
+    return _Masker(knowledge.shipped().masks)
 
 
 def strip_prefixes(text: str) -> str:
     """Remove per-line prefixes (NCCL host:pid:tid, Ray actor, [rankN]:, log timestamps)."""
-    out = _NCCL_PREFIX.sub("", text)
-    out = _RAY_PREFIX.sub("", out)
-    out = _RANK_PREFIX.sub("", out)
-    return _LOG_PREFIX.sub("", out)
+    return _masker().strip_prefixes(text)
 
 
 def mask(text: str) -> str:
     """Mask what differs between two runs of the same failure; keep what identifies it."""
-    out = strip_prefixes(text)
-    out = _IP.sub("<ip>", out)
-    out = _PATH.sub(_shorten_path, out)
-    out = _HEX.sub("<hex>", out)
-    out = _HOST.sub("<host>", out)
-    out = _RANKWORD.sub(lambda m: m.group(1) + " <n>", out)
-    out = _KEEP_CODE.sub(lambda m: m.group(1) + "KEEPCODE_" + m.group(2).replace("-", "m"), out)
-    out = _NUMBER.sub("<n>", _BRACKETED_NUMBER.sub("<n>", out))
-    out = _KEPT.sub(lambda m: m.group(1).replace("m", "-"), out)
-    out = _NUM_RUN.sub("<n>", out)
-    out = _SPACES.sub(" ", out)
-    return "\n".join(line.strip() for line in out.splitlines() if line.strip())
+    return _masker().mask(text)
 
 
 def is_cascade_text(text: str) -> bool:
@@ -130,17 +142,16 @@ def salient_lines(text: str) -> list[str]:
     For a traceback: the exception line(s) and the innermost frame; for other text: the lines
     that carry an error word. Falls back to the last lines when nothing looks like an error.
     """
-    lines = [ln for ln in strip_prefixes(text).splitlines() if ln.strip()]
+    masker = _masker()
+    lines = [ln for ln in masker.strip_prefixes(text).splitlines() if ln.strip()]
     picked: list[str] = []
     last_frame: str | None = None
     for ln in lines:
-        frame = _FRAME.match(ln)
+        frame = masker.frame.match(ln)
         if frame:
-            last_frame = (
-                f"in {frame.group('func')} ({_PATH.sub(_shorten_path, frame.group('file'))})"
-            )
+            last_frame = f"in {frame.group('func')} ({masker.mask_path(frame.group('file'))})"
             continue
-        if _SALIENT.search(ln):
+        if masker.salient.search(ln):
             if last_frame is not None:
                 picked.append(last_frame)
                 last_frame = None

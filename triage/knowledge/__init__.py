@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from triage.knowledge import advice, cascade, documents, playbook
+from triage.knowledge import advice, cascade, documents, masks, playbook
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.locate import (
@@ -39,6 +39,7 @@ from triage.knowledge.locate import (
     package_dir,
     rules_dir,
 )
+from triage.knowledge.masks import Masks
 from triage.knowledge.playbook import Playbook
 from triage.knowledge.problems import KnowledgeError, Problem, Problems
 from triage.knowledge.rules import Rule, RuleError, build_rules
@@ -77,6 +78,7 @@ KINDS: dict[str, Kind] = {
     playbook.KIND: Kind(playbook.build, playbook.merge, team=True),
     cascade.KIND: Kind(cascade.build, cascade.merge, team=False),
     advice.KIND: Kind(advice.build, advice.merge, team=True),
+    masks.KIND: Kind(masks.build, masks.merge, team=False),
 }
 
 
@@ -89,6 +91,7 @@ class Knowledge:
     playbook: Playbook
     cascade: Cascade
     collect_next: CollectNext
+    masks: Masks
 
 
 def shipped() -> Knowledge:
@@ -199,6 +202,7 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         playbook=merged[playbook.KIND],
         cascade=merged[cascade.KIND],
         collect_next=merged[advice.KIND],
+        masks=merged[masks.KIND],
     )
 
 
