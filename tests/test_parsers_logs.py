@@ -818,13 +818,17 @@ def test_c10_warnings_need_a_telling_word_to_be_kept() -> None:
         b"[W1202 08:37:55.611729767 ProcessGroupNCCL.cpp:4715] [PG ID 0 PG GUID 0 Rank 1]  "
         b"Guessing device ID based on global rank. This can cause a hang if rank to GPU mapping "
         b"is heterogeneous. You can specify device_id in init_process_group()\n"
+        b"[W1202 08:37:55.700000000 Utils.hpp:110] Environment variable NCCL_BLOCKING_WAIT is "
+        b"deprecated; use TORCH_NCCL_BLOCKING_WAIT instead (function operator())\n"
         b"[W1202 08:37:55.700000000 ProcessGroupNCCL.cpp:1001] [PG ID 0 PG GUID 0 Rank 1]  "
         b"using GPU 1 to perform barrier as devices used by this process are currently unknown.\n"
     )
     for scan_all in (True, False):
         parsed = rank_log.parse(source_of(data), scan_all=scan_all)
-        (warning,) = of_kind(parsed, EventKind.WARNING_LINE)
-        assert warning.line == 1 and warning.rank == 1
+        # the deprecation notice says nothing; a rule looks for the barrier line's words
+        guess, barrier = of_kind(parsed, EventKind.WARNING_LINE)
+        assert guess.line == 1 and guess.rank == 1
+        assert barrier.line == 3 and "perform barrier" in barrier.text
 
 
 def test_faulthandler_stack_stays_with_the_segfault_it_explains() -> None:

@@ -299,12 +299,12 @@ def query_hashes(parsed: Sequence[ParsedSource]) -> set[str]:
 
 
 def with_whole_text(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
-    """A pasted text in which the log parser found no event (a bare assertion line, a P2P
-    matrix) is still evidence: it becomes one event holding the whole text (kept by the
-    parser: nothing is read again here)."""
+    """A pasted text in which the log parser found no event of its own (a bare assertion
+    line, a P2P matrix, a py-spy dump) is still evidence: its whole text becomes one more
+    event (the parser kept it when it found nothing else: nothing is read again here)."""
     return [
-        replace(ps, events=(whole_text_event(ps.whole_text, ps.source.path),))
-        if not ps.events and ps.whole_text
+        replace(ps, events=(*ps.events, whole_text_event(ps.whole_text, ps.source.path)))
+        if ps.whole_text
         else ps
         for ps in parsed
     ]

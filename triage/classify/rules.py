@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
@@ -34,7 +34,6 @@ __all__ = [
     "RuleError",
     "RuleSet",
     "describe",
-    "example_matches",
     "list_rules",
     "load",
     "match_events",
@@ -507,36 +506,3 @@ def match_text(
     if rest.rules:
         hits += match_events([whole_text_event(text, parsed[0].source)], analysis, rules=rest)
     return hits
-
-
-def iter_examples(rule: Rule) -> Iterable[tuple[bool, Any]]:
-    """(must_match, example) pairs of one rule, for the tests."""
-    for ex in rule.examples_match:
-        yield True, ex
-    for ex in rule.examples_no_match:
-        yield False, ex
-
-
-def example_matches(rule: Rule, example: Any) -> bool:
-    """Does this rule fire on one of its examples (text, or a finding with optional text)?"""
-    ruleset = RuleSet(rules=(rule,))
-    if isinstance(example, str):
-        text, finding = example, None
-    else:
-        text = example.get("text", "")
-        finding = (
-            Finding(
-                kind=example["finding"],
-                summary=example.get("summary", example["finding"]),
-                ranks=tuple((example.get("facts") or {}).get("ranks", ())),
-                facts=example.get("facts") or {},
-            )
-            if example.get("finding")
-            else None
-        )
-    analysis = Analysis(findings=(finding,) if finding else ())
-    events = (whole_text_event(text, "<example>"),) if text else ()
-    if isinstance(example, dict) and example.get("kind") and events:
-        events = (Event(**{**events[0].__dict__, "kind": EventKind(example["kind"])}),)
-    hits = match_events(events, analysis, rules=ruleset)
-    return any(h.rule_id == rule.id for h in hits)

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from triage.knowledge import advice, cascade, documents, masks, playbook
+from triage.knowledge import advice, cascade, documents, masks, playbook, templates
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.locate import (
@@ -43,6 +43,7 @@ from triage.knowledge.masks import Masks
 from triage.knowledge.playbook import Playbook
 from triage.knowledge.problems import KnowledgeError, Problem, Problems
 from triage.knowledge.rules import Rule, RuleError, build_rules
+from triage.knowledge.templates import Templates
 
 __all__ = [
     "MODELS_ENV",
@@ -79,6 +80,7 @@ KINDS: dict[str, Kind] = {
     cascade.KIND: Kind(cascade.build, cascade.merge, team=False),
     advice.KIND: Kind(advice.build, advice.merge, team=True),
     masks.KIND: Kind(masks.build, masks.merge, team=False),
+    templates.KIND: Kind(templates.build, templates.merge, team=False),
 }
 
 
@@ -92,6 +94,7 @@ class Knowledge:
     cascade: Cascade
     collect_next: CollectNext
     masks: Masks
+    templates: Templates
 
 
 def shipped() -> Knowledge:
@@ -203,6 +206,7 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         cascade=merged[cascade.KIND],
         collect_next=merged[advice.KIND],
         masks=merged[masks.KIND],
+        templates=merged[templates.KIND],
     )
 
 

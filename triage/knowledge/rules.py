@@ -26,7 +26,7 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
       actions:                              # per fix: template(s) with {named_group} / {fact}
         F5: "Give the container more shared memory (segment {segment})"
       examples:
-        match: ["...a line the rule must match..."]      # or {text:, finding:, facts:, kind:}
+        match: ["...a line the rule must match..."]      # or {text:, paste:, finding:, facts:}
         no_match: ["...a line it must not match..."]
 
 Whether a rule's message is the cascade of another rank's failure is not said here: the
@@ -58,7 +58,9 @@ REQUIRED_KEYS = frozenset({"id", "title", "match", "concludes", "examples"})
 OPTIONAL_KEYS = frozenset({"description", "references", "actions", "falsepositives", "tags"})
 MATCH_KEYS = frozenset({"kind", "any", "all", "not", "finding"})
 CONCLUDE_KEYS = frozenset({"symptom", "root_cause", "fix", "stage"})
-EXAMPLE_KEYS = frozenset({"text", "finding", "summary", "facts", "kind"})
+# `paste: true`: a paste, not lines a log holds (a fragment a person trimmed, or lines that
+# only mean something together); the tests read it only as `triage explain` reads a paste
+EXAMPLE_KEYS = frozenset({"text", "finding", "summary", "facts", "kind", "paste"})
 _ID_PATTERN = regex.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 FLAGS = regex.VERSION0 | regex.MULTILINE
 
@@ -282,7 +284,7 @@ def _example_list(value: Any, what: str) -> list[Any]:
             continue
         if isinstance(ex, dict) and set(ex) <= EXAMPLE_KEYS:
             continue
-        raise _Invalid(f"`{what}` entries are text or {{text, finding, summary, facts, kind}} maps")
+        raise _Invalid(f"`{what}` entries are text or maps of {sorted(EXAMPLE_KEYS)}")
     return list(value)
 
 

@@ -107,6 +107,12 @@ _SMI_HEAD = regex.compile(
 _SMI_GPU = regex.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off|N/A)\s*\|")
 _SMI_MEM = regex.compile(r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|")
 _SMI_CSV_HEAD = regex.compile(r"^name\s*,", regex.IGNORECASE)
+# A row of nvidia-smi's process table (GI/CI columns on MIG-era drivers): which processes hold
+# which GPU, kept as printed so that rules read it (two ranks' processes on one GPU).
+_SMI_PROCESS = regex.compile(
+    r"^\|\s+\d+\s+(?:\S+\s+\S+\s+)?\d+\s+(?:C|G|C\+G)\s+\S.*?\s+(?:\d+MiB|N/A)\s*\|$"
+)
+_MAX_PROCESSES = 64
 
 # environment variables
 _ENV = regex.compile(
@@ -157,6 +163,7 @@ class _Report:
     gpu_memory: list[str] = field(default_factory=list)
     ds_installed: list[str] = field(default_factory=list)
     ds_incompatible: list[str] = field(default_factory=list)
+    processes: list[str] = field(default_factory=list)  # nvidia-smi's process table rows
 
     def touch(self, number: int) -> None:
         self.last_line = max(self.last_line, number)
@@ -263,7 +270,11 @@ def _read(lines: Iterable[str]) -> list[_Report]:
             continue
         smi = reports.get("nvidia_smi")
         if smi is not None and line.startswith("|"):
-            if m := _SMI_GPU.match(line):
+            if _SMI_PROCESS.match(line):
+                if len(smi.processes) < _MAX_PROCESSES:
+                    smi.processes.append(line.strip())
+                smi.touch(number)
+            elif m := _SMI_GPU.match(line):
                 smi.gpus.append(m["name"])
                 smi.touch(number)
             elif (m := _SMI_MEM.search(line)) and len(smi.gpu_memory) < len(smi.gpus):
@@ -439,10 +450,13 @@ def _event(source: Source, found: _Report) -> Event:
     parts += [f"{name}={value}" for name, value in report.env_vars.items()]
     if report.packages and not report.facts:
         parts.append(f"{len(report.packages)} packages")
+    text = f"{report.report_kind}: " + " ".join(parts)
+    if found.processes:
+        text += "\n" + "\n".join(found.processes)
     return Event(
         source=source.path,
         kind=EventKind.ENV_REPORT,
-        text=f"{report.report_kind}: " + " ".join(parts),
+        text=text,
         line=found.first_line,
         end_line=max(found.first_line, found.last_line),
         rank=source.rank,

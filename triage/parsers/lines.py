@@ -357,6 +357,7 @@ class MarkerSet:
         self._engine = engine
         self._hs_find: Any = None  # hyperscan databases, compiled on the first scan
         self._hs_lines: Any = None
+        self._hs_line_groups = 0
         self._hs_lens: list[int] = []
         # 4-byte code -> (needle, offset of the code inside it)
         self._by_code: dict[int, list[tuple[bytes, int]]] = {}
@@ -412,17 +413,20 @@ class MarkerSet:
         (compiled apart: it costs ~10x the literal one and most sets never need it)."""
         if self._hs_lines is None:
             hs = _hs
-            either = b"|".join(
+            escaped = [
                 b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
                 for needle in self._needles
-            )
+            ]
+            # hyperscan limits one expression's length: the needles go in groups of a few
+            groups = [escaped[i : i + 64] for i in range(0, len(escaped), 64)]
             lines = hs.Database(mode=hs.HS_MODE_BLOCK)
             lines.compile(
-                expressions=[b"(?:" + either + b")[^\\n]*$"],
-                ids=[0],
+                expressions=[b"(?:" + b"|".join(g) + b")[^\\n]*$" for g in groups],
+                ids=list(range(len(groups))),
                 flags=hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE,
             )
             self._hs_lines = lines
+            self._hs_line_groups = len(groups)
         return self._hs_lines
 
     def _scratch(self, database: Any) -> Any:
@@ -497,7 +501,9 @@ class MarkerSet:
 
             lines = self._line_database()
             lines.scan(data, match_event_handler=on_line, scratch=self._scratch(lines))
-            return out  # one pattern: hyperscan reports in order of end offset
+            if self._hs_line_groups == 1:
+                return out  # one pattern: hyperscan reports in order of end offset
+            return sorted(set(out))  # a line with needles of several groups: once
         n = len(data)
         ends = {data.find(b"\n", hit) for hit in self._find_numpy(data)}
         if -1 in ends:
