@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from triage.formats import DS_REPORT_START
 from triage.model import EnvReport, Event, EventKind, Level, ParsedSource, Source
 from triage.parsers.common import input_warning, parser_stopped
 
@@ -78,7 +79,7 @@ _CE_OTHER_KEYS = frozenset(
 )
 
 # ds_report
-_DS_START = regex.compile(r"DeepSpeed (?:C\+\+/CUDA extension op report|general environment info)")
+_DS_START = DS_REPORT_START
 _DS_INFO = regex.compile(r"^(?P<key>[a-z][\w ()/.]+?) \.{3,} (?P<value>.*)$")
 _DS_OP = regex.compile(
     r"^(?P<op>\w+) \.+ \[(?P<installed>YES|NO)\] \.+ \[(?P<compatible>OKAY|NO|YES|FAIL)\]\s*$"

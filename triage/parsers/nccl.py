@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from triage.formats import NCCL_BARE_VERSION, NCCL_LINE
 from triage.literals import group_literals
 from triage.model import Event, EventKind, Level, ParsedSource, Source
 from triage.parsers.common import parser_stopped
@@ -26,15 +27,8 @@ from triage.parsers.timestamps import parse_dated
 
 MAX_EVENTS = 20_000
 
-_LINE = re.compile(
-    r"(?:\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)\] )?"
-    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?"
-    r"(?:\[(?P<dev>\d+)\] )?"
-    r"(?:(?P<ms>\d+\.\d+) )?"
-    r"(?:(?P<src>[\w./<>-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?"
-    r"NCCL (?P<level>INFO|WARN|TRACE|CALL) ?(?P<msg>.*)"
-)
-_BARE_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+[\w.+-]*)")
+_LINE = NCCL_LINE
+_BARE_VERSION = NCCL_BARE_VERSION
 
 _VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+[\w.+-]*)")
 _DRIVER = re.compile(r"cudaDriverVersion (?P<ver>\d+)")
