@@ -17,7 +17,7 @@ import os
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import Any
 
 import regex
@@ -46,22 +46,6 @@ __all__ = [
 
 MAX_HITS_PER_RULE = 16  # a wall of identical cascade lines adds nothing after the first few
 MAX_EVIDENCE_CHARS = 600
-
-# Readable stand-ins when a template names a fact this job did not reveal.
-_FALLBACKS = {
-    "rank": "the failing rank",
-    "ranks": "the failing ranks",
-    "host": "the failing node",
-    "collective": "the collective",
-    "op": "the collective",
-    "timeout_ms": "the current timeout",
-    "timeout": "the current timeout",
-    "torch": "your torch version",
-    "nccl": "your NCCL version",
-    "cuda": "your CUDA version",
-    "world_size": "the world size",
-}
-
 
 @dataclass(frozen=True)
 class RuleSet:
@@ -222,7 +206,13 @@ class _Facts(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         value = self.facts.get(key)
         text = _plain(value) if value is not None else ""
-        return text if text != "" else _FALLBACKS.get(key, f"<{key}>")
+        return text if text != "" else _stand_ins().get(key, f"<{key}>")
+
+
+@cache
+def _stand_ins() -> Mapping[str, str]:
+    """How a fact this job did not reveal reads in an action (`rules/playbook.yaml`)."""
+    return knowledge.shipped().playbook.stand_ins
 
 
 def render(template: str, facts: Mapping[str, Any]) -> str:

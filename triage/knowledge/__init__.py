@@ -119,8 +119,8 @@ def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> Knowledge:
 
 
 def problems(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Problem]:
-    """Every problem of the shipped knowledge, the team folders and the reference corpus,
-    every regex compiled: the one validator (`triage rules list` and the tests run it)."""
+    """Every problem of the shipped knowledge, the team folders, the reference corpus and the
+    taxonomy notes, every regex compiled: the one validator (the tests run it)."""
     from triage.knowledge import corpus
 
     found: list[Problem] = []
@@ -130,6 +130,12 @@ def problems(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Problem]
     except KnowledgeError as exc:
         found.extend(exc.problems)
     found.extend(corpus.problems())
+    from triage import taxonomy
+
+    try:  # the label-disambiguation notes are knowledge about the taxonomy's ids too
+        taxonomy.notes()
+    except taxonomy.NotesError as exc:
+        found.append(Problem("triage/taxonomy_notes.yaml", "", str(exc)))
     return found
 
 

@@ -9,6 +9,8 @@
         F6: "Or adapt the code ..."         # one template
     fallback:                               # what a fix pattern means, when no cause says more
       F1: "Align versions: ..."
+    stand_ins:                              # how a fact the job did not reveal reads
+      rank: the failing rank
 
 The first alternative whose `{facts}` are all known is the one given. The shipped playbook
 needs a fallback for every fix pattern; a team's playbook adds alternatives that come first.
@@ -33,6 +35,7 @@ class Playbook:
         default_factory=dict
     )
     fallback: Mapping[str, str] = field(default_factory=dict)
+    stand_ins: Mapping[str, str] = field(default_factory=dict)  # fact -> readable stand-in
 
     def advice(self, cause: str, fix: str, facts: Mapping[str, Any]) -> str | None:
         """The first alternative for (cause, fix) whose facts are all known, or None."""
@@ -49,9 +52,9 @@ class Playbook:
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Playbook:
     """One playbook file; every problem goes to `report(item, message)`."""
     tax = taxonomy.load()
-    unknown = set(body) - {"kind", "causes", "fallback"}
+    unknown = set(body) - {"kind", "causes", "fallback", "stand_ins"}
     if unknown:
-        report("", f"unknown key(s) {sorted(unknown)}; allowed: causes, fallback")
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: causes, fallback, stand_ins")
     causes: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {}
     raw_causes = body.get("causes") or {}
     if not isinstance(raw_causes, dict):
@@ -87,13 +90,19 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             report(f"fallback {fix}", "must be one template that names no {fact}")
         else:
             fallback[fix] = template
+    stand_ins = body.get("stand_ins") or {}
+    if not isinstance(stand_ins, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in stand_ins.items()
+    ):
+        report("stand_ins", "must map fact names to the words that stand in for them")
+        stand_ins = {}
     if not team:
         missing = [f for f in tax.fix_patterns if f not in fallback]
         if missing:
             report(
                 "fallback", f"needs an entry for every fix pattern; missing {', '.join(missing)}"
             )
-    return Playbook(causes=causes, fallback=fallback)
+    return Playbook(causes=causes, fallback=fallback, stand_ins=dict(stand_ins))
 
 
 def _options(
@@ -130,10 +139,12 @@ def merge(playbooks: Sequence[Playbook]) -> Playbook:
     its fallback text replaces the shipped one."""
     causes: dict[str, dict[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {}
     fallback: dict[str, str] = {}
+    stand_ins: dict[str, str] = {}
     for book in playbooks:
         for cause, per_fix in book.causes.items():
             for fix, options in per_fix.items():
                 mine = causes.setdefault(cause, {})
                 mine[fix] = tuple(options) + mine.get(fix, ())
         fallback.update(book.fallback)
-    return Playbook(causes=causes, fallback=fallback)
+        stand_ins.update(book.stand_ins)
+    return Playbook(causes=causes, fallback=fallback, stand_ins=stand_ins)
