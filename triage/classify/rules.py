@@ -47,6 +47,7 @@ __all__ = [
 MAX_HITS_PER_RULE = 16  # a wall of identical cascade lines adds nothing after the first few
 MAX_EVIDENCE_CHARS = 600
 
+
 @dataclass(frozen=True)
 class RuleSet:
     rules: tuple[Rule, ...]
