@@ -51,7 +51,7 @@ def preload() -> None:
     instead of each loading it again."""
     from triage.parsers import flight_recorder, rank_log  # noqa: F401 - loaded for the fork
 
-    for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS):
+    for markers in (rank_log.MARKERS, rank_log.RULE_MARKERS, rank_log.PROGRESS_MARKERS):
         _ = markers.engine  # imports numpy or hyperscan and compiles the scan
 
 
