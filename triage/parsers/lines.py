@@ -324,11 +324,12 @@ _BUSY_WINDOWS = frozenset(
 )
 
 
-def _anchor(needle: bytes) -> int:
-    """Offset of the needle's rarest 4-byte window: hits on common windows cost time."""
+def _anchor(needle: bytes, busy: frozenset[bytes] = frozenset()) -> int:
+    """Offset of the needle's rarest 4-byte window: hits on common windows cost time. `busy`
+    windows (those of a caller's ordinary lines) count as the commonest."""
 
     def rarity(window: bytes) -> int:
-        if window in _BUSY_WINDOWS:
+        if window in _BUSY_WINDOWS or window in busy:
             return -1
         return sum(_COMMONNESS.find(c) if c in _COMMONNESS else 20 for c in window)
 
@@ -350,11 +351,22 @@ class MarkerSet:
     _BITS = 17  # measured: fewer collisions pay for a table that no longer fits L1
     ENGINES = ("auto", "hyperscan", "numpy")
 
-    def __init__(self, needles: Iterable[str], *, engine: str = "auto") -> None:
+    def __init__(
+        self, needles: Iterable[str], *, engine: str = "auto", ordinary: Iterable[str] = ()
+    ) -> None:
         if engine not in self.ENGINES:
             raise ValueError(f"unknown marker engine {engine!r}")
         self._spec = list(needles)
         self._engine = engine
+        # Lines the scan mostly sees (healthy progress output): no anchor window is taken from
+        # them when a needle has another, or the numpy engine would check every such line.
+        self._ordinary = list(ordinary)
+        busy = frozenset(
+            low[i : i + 4]
+            for line in self._ordinary
+            for low in (line.lower().encode("utf-8", "replace"),)
+            for i in range(len(low) - 3)
+        )
         self._hs_find: Any = None  # hyperscan databases, compiled on the first scan
         self._hs_lines: Any = None
         self._hs_line_groups = 0
@@ -368,7 +380,7 @@ class MarkerSet:
             raw = raw.replace(b"|", b"")
             if len(raw) < 4 or bar > len(raw) - 4:
                 raise ValueError(f"marker {needle!r} is shorter than 4 bytes after its anchor")
-            off = bar if bar >= 0 else _anchor(raw)
+            off = bar if bar >= 0 else _anchor(raw, busy)
             self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
         self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
         self._table = self._codes = None  # built on the first `find` (see _numpy)
@@ -376,7 +388,7 @@ class MarkerSet:
 
     def using(self, engine: str) -> MarkerSet:
         """The same markers scanned by another engine (tests compare them)."""
-        return MarkerSet(self._spec, engine=engine)
+        return MarkerSet(self._spec, engine=engine, ordinary=self._ordinary)
 
     @property
     def engine(self) -> str:

@@ -279,11 +279,11 @@ def _needles() -> list[str]:
     return list(dict.fromkeys(found))
 
 
-MARKERS = MarkerSet(_needles())
+MARKERS = MarkerSet(_needles(), ordinary=_TEMPLATES.healthy)
 # A line that holds a rule's keyword is an event even without an error word or a log level
 # (`Using ... as PyTorch extensions root`, `NVIDIA H100 ... is not compatible`): a rule is
 # looking for it.
-RULE_MARKERS = MarkerSet(rule_needles(_KNOWN.rules))
+RULE_MARKERS = MarkerSet(rule_needles(_KNOWN.rules), ordinary=_TEMPLATES.healthy)
 
 # --------------------------------------------------------------------------- progress
 
