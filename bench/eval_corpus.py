@@ -1,12 +1,12 @@
 """Cross-validated accuracy of the classifier on the labeled corpus, next to baselines.
 
-    python bench/eval_corpus.py [--cases ../shared/corpus/dev.jsonl] [--folds 5]
+    python bench/eval_corpus.py [--cases models/corpus/dev.jsonl] [--folds 5] [--held-out]
                                 [--write-calibration] [--details OUT.jsonl]
 
 No case is ever scored against a neighbour set that contains it: neighbours are
 leave-one-out (the case's own row, and any row with the same evidence, is masked), and the
 calibrators are fitted on the other folds only (5-fold), so their scores and the abstention
-are out-of-fold too. Scoring follows ../shared/corpus/score.py: the top answer counts when it
+are out-of-fold too. Scoring follows shared/corpus/score.py: the top answer counts when it
 is the label or one of its *_alt; an abstention counts as wrong.
 
 Systems: ours (rules + neighbours, fused and calibrated; `shipped` = what `classify()` does:
@@ -14,7 +14,9 @@ TF-IDF neighbours when the rules decide, MiniLM otherwise), and baselines: a nai
 table, TF-IDF nearest neighbours alone, MiniLM embeddings alone, rules alone.
 
 `--write-calibration` fits the shipped calibrators on all out-of-fold rows and writes
-models/calibration.json.
+models/calibration.json. The cases are the `use: reference` files of
+models/corpus/manifest.yaml; a `use: held_out` file is never fitted on: `--held-out` scores
+those files with the shipped index and calibration only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Speed of `triage explain`: one pasted error from a cold start, and batch throughput.
 
-    python bench/explain_speed.py [--cases ../shared/corpus/dev.jsonl] [--repeat 5]
+    python bench/explain_speed.py [--cases models/corpus/dev.jsonl] [--repeat 5]
 
 Cold start (fresh interpreter each time, median of --repeat):
   - import time of the classify stage (`import triage.classify`) next to a bare interpreter;

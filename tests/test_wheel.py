@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -58,10 +59,19 @@ def _answers(cwd: Path, env: dict[str, str]) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_a_wheel_installed_outside_the_repo_answers_as_the_editable_install(tmp_path: Path) -> None:
+    # built from a copy of the sources: a `build/` left in the checkout could add stale files
+    source = tmp_path / "source"
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".*", "build", "dist", "*.egg-info", "__pycache__", "corpus_samples", "tests", "bench"
+        ),
+    )
     dist = tmp_path / "dist"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-        + ["-w", str(dist), str(REPO)],
+        + ["-w", str(dist), str(source)],
         check=True,
         capture_output=True,
     )
