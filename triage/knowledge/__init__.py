@@ -105,7 +105,8 @@ def shipped() -> Knowledge:
 def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> Knowledge:
     """The shipped knowledge plus every team folder, validated (cached until a file changes).
 
-    Raises KnowledgeError (RuleError when only rules are at fault) listing every problem.
+    Raises KnowledgeError listing every problem (RuleError when a team folder is at fault: the
+    CLI tells its author, exit code 2).
     Regexes of the shipped rules compile on first use (start-up time); `problems()` compiles
     them all.
     """
