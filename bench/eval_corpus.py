@@ -1,12 +1,12 @@
 """Cross-validated accuracy of the classifier on the labeled corpus, next to baselines.
 
-    python bench/eval_corpus.py [--cases ../shared/corpus/dev.jsonl] [--folds 5]
+    python bench/eval_corpus.py [--cases models/corpus/dev.jsonl] [--folds 5] [--held-out]
                                 [--write-calibration] [--details OUT.jsonl]
 
 No case is ever scored against a neighbour set that contains it: neighbours are
 leave-one-out (the case's own row, and any row with the same evidence, is masked), and the
 calibrators are fitted on the other folds only (5-fold), so their scores and the abstention
-are out-of-fold too. Scoring follows ../shared/corpus/score.py: the top answer counts when it
+are out-of-fold too. Scoring follows shared/corpus/score.py: the top answer counts when it
 is the label or one of its *_alt; an abstention counts as wrong.
 
 Systems: ours (rules + neighbours, fused and calibrated; `shipped` = what `classify()` does:
@@ -14,7 +14,9 @@ TF-IDF neighbours when the rules decide, MiniLM otherwise), and baselines: a nai
 table, TF-IDF nearest neighbours alone, MiniLM embeddings alone, rules alone.
 
 `--write-calibration` fits the shipped calibrators on all out-of-fold rows and writes
-models/calibration.json.
+models/calibration.json. The cases are the `use: reference` files of
+models/corpus/manifest.yaml; a `use: held_out` file is never fitted on: `--held-out` scores
+those files with the shipped index and calibration only.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from triage.classify.calibration import (  # noqa: E402
     reliability,
 )
 from triage.classify.types import NeighbourVote  # noqa: E402
+from triage.knowledge import build, corpus  # noqa: E402
 
 FIELDS = ("symptom", "root_cause", "fix")
 METHODS = ("embed", "tfidf")
@@ -82,11 +85,14 @@ class Case:
     accepted: dict[str, set[str]]
 
 
-def load_cases(path: Path) -> list[Case]:
+def load_cases(paths: Sequence[Path]) -> list[Case]:
+    """The cases of the files, each read as `triage explain` reads a paste."""
+    from triage.analysis import correlate
+
     cases = []
-    for row in neighbours.read_cases(path):
-        parsed = [neighbours.text_parsed(row["evidence"])]
-        prep = prepare(parsed, neighbours.text_analysis(parsed))
+    for row in (row for path in paths for row in corpus.read_cases(path)):
+        parsed = build.paste_evidence(row["evidence"])
+        prep = prepare(parsed, correlate(parsed))
         accepted = {f: {row[f], *row.get(f"{f}_alt", [])} for f in FIELDS}
         cases.append(Case(row, prep, accepted))
     return cases
@@ -324,8 +330,8 @@ def bundle_table(root: Path) -> str:
     n = ok_s = ok_r = 0
     for exp_path in sorted(root.glob("*/expected.json")):
         exp = json.loads(exp_path.read_text(encoding="utf-8"))
-        parsed = neighbours.bundle_evidence(exp_path.parent)  # without its truth files
-        os.environ[neighbours.EXCLUDE_ENV] = neighbours.bundle_case_id(exp_path.parent)
+        parsed = build.bundle_evidence(exp_path.parent)  # without its truth files
+        os.environ[neighbours.EXCLUDE_ENV] = build.bundle_case_id(exp_path.parent)
         try:
             result = classify(parsed, correlate(parsed))
         finally:
@@ -344,11 +350,40 @@ def bundle_table(root: Path) -> str:
     return "\n".join(lines)
 
 
+def held_out_table(path: Path) -> str:
+    """What `triage explain` ships, on cases it was never built or fitted from."""
+    from triage.classify import classify_many
+
+    held = load_cases([path])
+    results = classify_many([(list(c.prep.parsed), c.prep.analysis) for c in held])
+    answers = [
+        {
+            "symptom": [x.id for x in r.symptoms],
+            "root_cause": [x.id for x in r.root_causes],
+            "fix": sorted(r.fix_scores, key=lambda f: -r.fix_scores[f]),
+        }
+        for r in results
+    ]
+    return table([(f"ours (shipped) on {path.name}, n={len(held)}", accuracy(held, answers))])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--cases", type=Path, default=neighbours.default_corpus())
+    ap.add_argument(
+        "--cases",
+        type=Path,
+        action="append",
+        help="cases file (repeatable; default: the `use: reference` files of "
+        "models/corpus/manifest.yaml)",
+    )
+    ap.add_argument(
+        "--held-out",
+        action="store_true",
+        help="also score the manifest's `use: held_out` files with the shipped index and "
+        "calibration (never fitted on them)",
+    )
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--write-calibration", action="store_true")
     ap.add_argument("--details", type=Path)
@@ -358,13 +393,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    cases = load_cases(args.cases)
+    paths = args.cases or corpus.reference_files()
+    held_out = {p.resolve() for p in corpus.held_out_files()}
+    if any(p.resolve() in held_out for p in paths):
+        ap.error("held-out cases are scored with --held-out, never fitted or indexed")
+    cases = load_cases(paths)
+    if build.stale_reasons(cases_paths=paths):
+        build.build_index(cases_paths=paths)
     index = neighbours.load_index()
-    if index is None or neighbours.stale_reasons(cases_path=args.cases):
-        index = neighbours.load_index(neighbours.build_index(cases_path=args.cases))
-    assert index is not None
+    names = "+".join(p.name for p in paths)
     print(
-        f"{len(cases)} cases from {args.cases}; index of {len(index)} cases; "
+        f"{len(cases)} cases from {names}; index of {len(index)} cases; "
         f"prepared in {time.perf_counter() - t0:.1f}s",
         file=sys.stderr,
     )
@@ -439,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     ]
     print(
-        f"\n## Cross-validated accuracy on {args.cases.name} (n={len(cases)}, leave-one-out "
+        f"\n## Cross-validated accuracy on {names} (n={len(cases)}, leave-one-out "
         f"neighbours, {args.folds}-fold calibration, abstain below {abstain_below:.2f})\n"
     )
     print(table(rows))
@@ -542,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             abstain_below,
             {
                 "cases": len(cases),
-                "source": args.cases.name,
+                "source": names,
                 "index_inputs": index.manifest.get("inputs", {}),
                 "folds": args.folds,
                 "fitted_by": "bench/eval_corpus.py --write-calibration",
@@ -555,6 +594,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.bundles.is_dir():
         print(f"\n## corpus_samples bundles ({args.bundles})\n")
         print(bundle_table(args.bundles))
+    if args.held_out:
+        for path in corpus.held_out_files():
+            print(f"\n## {path.name} (held out: shipped index and calibration)\n")
+            print(held_out_table(path))
     print(f"total {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 

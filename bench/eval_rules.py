@@ -20,8 +20,15 @@ from pathlib import Path
 
 from triage.classify import rules as engine
 from triage.classify.types import RuleHit
+from triage.parsers import parse_text
 
-DEFAULT_CASES = Path("/work/shared/corpus/dev.jsonl")
+
+def default_cases() -> Path:
+    from triage.knowledge import corpus
+
+    return corpus.reference_files()[0]
+
+
 FIELDS = ("symptom", "root_cause", "fix", "stage")
 
 
@@ -42,8 +49,7 @@ def ranked(hits: list[RuleHit], field: str) -> list[tuple[str, float]]:
 def bundle_cases(root: Path) -> list[tuple[dict, list[RuleHit]]]:
     """Each corpus_samples bundle (a folder with expected.json) through ingest/parse/correlate."""
     from triage.analysis import correlate
-    from triage.ingest import discover
-    from triage.parsers import parse
+    from triage.knowledge.build import bundle_evidence
 
     out = []
     for expected in sorted(root.glob("*/expected.json")):
@@ -51,7 +57,7 @@ def bundle_cases(root: Path) -> list[tuple[dict, list[RuleHit]]]:
         case["id"] = expected.parent.name
         for field in FIELDS:
             case.setdefault(f"{field}_alt", [])
-        parsed = [parse(src) for src in discover([str(expected.parent / "bundle")])]
+        parsed = bundle_evidence(expected.parent)
         analysis = correlate(parsed)
         events = [ev for ps in parsed for ev in ps.events]
         kinds = {ps.source.path: ps.source.kind for ps in parsed}
@@ -66,7 +72,7 @@ def main(argv: list[str]) -> int:
     whole, verbose = "--whole" in argv, "-v" in argv
     cases = [
         json.loads(x)
-        for x in Path(args[0] if args else DEFAULT_CASES).read_text().splitlines()
+        for x in Path(args[0] if args else default_cases()).read_text().splitlines()
         if x.strip()
     ]
     ruleset = engine.load()
@@ -79,7 +85,7 @@ def main(argv: list[str]) -> int:
         if whole:
             hits = engine.match_events([engine.whole_text_event(text)], rules=ruleset)
         else:
-            hits = engine.match_text(text)
+            hits = engine.match_text(text, parse_text(text).events)
         if hits:
             covered += 1
         row = {}

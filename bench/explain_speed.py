@@ -1,6 +1,6 @@
 """Speed of `triage explain`: one pasted error from a cold start, and batch throughput.
 
-    python bench/explain_speed.py [--cases ../shared/corpus/dev.jsonl] [--repeat 5]
+    python bench/explain_speed.py [--cases models/corpus/dev.jsonl] [--repeat 5]
 
 Cold start (fresh interpreter each time, median of --repeat):
   - import time of the classify stage (`import triage.classify`) next to a bare interpreter;
@@ -115,13 +115,15 @@ def cold_cli(repeat: int) -> None:
 
 
 def batch(cases_path: Path) -> None:
+    from triage.analysis import correlate
     from triage.classify import classify, classify_many, neighbours
+    from triage.knowledge import build, corpus
 
-    rows = neighbours.read_cases(cases_path)
+    rows = corpus.read_cases(cases_path)
     jobs = []
     for row in rows:
-        parsed = [neighbours.text_parsed(row["evidence"])]
-        jobs.append((parsed, neighbours.text_analysis(parsed)))
+        parsed = build.paste_evidence(row["evidence"])
+        jobs.append((parsed, correlate(parsed)))
     t0 = time.perf_counter()
     neighbours.embed(["load the model"])
     print(f"MiniLM load (in process)              {(time.perf_counter() - t0) * 1000:7.0f} ms")
@@ -136,8 +138,7 @@ def batch(cases_path: Path) -> None:
     print(f"classify one by one, {len(jobs)} cases        {len(jobs) / wall:7.1f} cases/s")
     t0 = time.perf_counter()
     for row in rows:
-        parsed = [neighbours.text_parsed(row["evidence"])]
-        neighbours.text_analysis(parsed)
+        correlate(build.paste_evidence(row["evidence"]))
     wall = time.perf_counter() - t0
     print(f"(parse + correlate alone)             {len(rows) / wall:7.1f} cases/s")
 
@@ -169,9 +170,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from triage.classify.neighbours import default_corpus
+    from triage.knowledge import corpus
 
-    ap.add_argument("--cases", type=Path, default=default_corpus())
+    ap.add_argument("--cases", type=Path, default=corpus.reference_files()[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -11,9 +11,9 @@ from triage.analysis.ranks import first_line
 from triage.literals import Screened, lowered_ascii, required_literals
 
 _SCREENED = [
-    *cascade._FAMILIES.values(),
-    cascade._INITIATING,
-    cascade._CONTEXT_SCREENED,
+    *cascade._facts().families.values(),
+    cascade._facts().initiating,
+    cascade._facts().context,
     launcher._WAITING_SCREENED,
     exits._RESTART_SCREENED,
 ]

@@ -13,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from triage.analysis import correlate
 from triage.classify import classify, classify_many, neighbours
 from triage.classify.calibration import LogisticCalibrator, reliability
 from triage.classify.signature import mask, signature
+from triage.knowledge import build, corpus
 from triage.model import (
     Analysis,
     Event,
@@ -43,8 +45,8 @@ RESET = (
 
 def pasted(text: str) -> tuple[list[ParsedSource], Analysis]:
     """What `triage explain` does with a pasted text before classify."""
-    parsed = [neighbours.text_parsed(text)]
-    return parsed, neighbours.text_analysis(parsed)
+    parsed = build.paste_evidence(text)
+    return parsed, correlate(parsed)
 
 
 def ids(labels: Sequence) -> list[str]:
@@ -59,13 +61,9 @@ def embedding_model() -> None:
 
 @pytest.fixture(scope="session")
 def shipped_index(embedding_model: None) -> neighbours.NeighbourIndex:
-    """The index in models/, rebuilt first when its inputs or the signature code changed."""
-    corpus = neighbours.default_corpus()
-    if corpus.is_file() and neighbours.stale_reasons(cases_path=corpus):
-        neighbours.build_index(cases_path=corpus)
-    index = neighbours.load_index()
-    assert index is not None, "models/ holds no index: run `triage index build`"
-    return index
+    """The index in models/ (the tests never rewrite it: `test_the_shipped_index_is_fresh`
+    fails when it no longer matches its inputs)."""
+    return neighbours.load_index()
 
 
 # --------------------------------------------------------------------------- signature
@@ -182,12 +180,11 @@ def test_nothing_to_read_abstains_without_error() -> None:
     assert result.symptoms == () and result.abstain_reason
 
 
-def test_without_models_dir_the_rules_still_answer(tmp_path: Path, monkeypatch) -> None:
+def test_a_missing_index_is_an_error_that_says_how_to_build_it(tmp_path: Path, monkeypatch) -> None:
+    # a tool without its index would abstain on everything: it must say so instead
     monkeypatch.setenv(neighbours.MODELS_ENV, str(tmp_path / "no_models"))
-    with pytest.warns(UserWarning, match="no usable neighbour index"):
-        result = classify(*pasted(OOM))
-    assert ids(result.symptoms)[0] == "S14"
-    assert result.similar_cases == ()
+    with pytest.raises(neighbours.IndexMissing, match="triage index build"):
+        classify(*pasted(OOM))
 
 
 def test_abstention_names_the_rank_to_py_spy_when_correlate_found_it() -> None:
@@ -212,11 +209,8 @@ def test_similar_cases_link_to_the_public_issues(shipped_index) -> None:
         assert 0.0 < case.score <= 1.0
 
 
-@pytest.mark.skipif(
-    not neighbours.default_corpus().is_file(), reason="needs ../shared/corpus/dev.jsonl"
-)
 def test_a_reference_case_never_matches_itself(shipped_index) -> None:
-    rows = neighbours.read_cases(neighbours.default_corpus())
+    rows = corpus.read_cases(corpus.reference_files()[0])
     case = next(r for r in rows if r["id"] == shipped_index.cases[0].id)
     result = classify(*pasted(case["evidence"]))
     assert case["id"] not in [c.id for c in result.similar_cases]
@@ -281,18 +275,18 @@ def test_index_knows_when_it_is_stale_and_rebuilds(
     cases = tmp_path / "cases.jsonl"
     _write_cases(cases, rows)
     no_bundles = tmp_path / "no_bundles"
-    out = neighbours.build_index(out_dir=tmp_path / "idx", cases_path=cases, samples_dir=no_bundles)
-    assert neighbours.stale_reasons(out, cases, no_bundles) == []
+    out = build.build_index(tmp_path / "idx", [cases], no_bundles)
+    assert build.stale_reasons(out, [cases], no_bundles) == []
     index = neighbours.load_index(out)
     assert index is not None and len(index) == len(rows)
     assert index.embeddings.dtype == np.float32
 
     rows[2] = {**rows[2], "evidence": rows[2]["evidence"] + "\nRuntimeError: something else"}
     _write_cases(cases, rows)
-    assert neighbours.stale_reasons(out, cases, no_bundles) == [f"{cases.name} changed"]
+    assert build.stale_reasons(out, [cases], no_bundles) == [f"{cases.name} changed"]
 
-    neighbours.build_index(out_dir=out, cases_path=cases, samples_dir=no_bundles)
-    assert neighbours.stale_reasons(out, cases, no_bundles) == []
+    build.build_index(out, [cases], no_bundles)
+    assert build.stale_reasons(out, [cases], no_bundles) == []
     # a pasted reference case finds the others, never itself ...
     index = neighbours.load_index(out)
     parsed, analysis = pasted(OOM)
@@ -306,14 +300,15 @@ def test_index_knows_when_it_is_stale_and_rebuilds(
 
 
 def test_the_shipped_index_is_fresh_and_loads_without_torch(shipped_index) -> None:
-    corpus = neighbours.default_corpus()
-    if corpus.is_file():
-        assert neighbours.stale_reasons(cases_path=corpus) == []
+    # stale: the corpus, a bundle, the parsers, correlate or the masks changed since it was
+    # built; `triage index build` rebuilds it (the tests never do)
+    assert build.stale_reasons() == []
     assert len(shipped_index) >= 100
     norms = np.linalg.norm(shipped_index.embeddings, axis=1)
     assert np.allclose(norms, 1.0, atol=1e-2)
     # the public issues carry their URL; corpus_samples bundles are indexed too
-    assert all(c.url for c in shipped_index.cases if c.origin == corpus.name)
+    origins = {p.name for p in corpus.reference_files()}
+    assert all(c.url for c in shipped_index.cases if c.origin in origins)
     assert any(c.id.startswith("sample:") for c in shipped_index.cases)
 
 
@@ -359,7 +354,7 @@ def test_reliability_table_bins_scores_against_outcomes() -> None:
 
 # --------------------------------------------------------------------------- real bundles
 
-SAMPLES = neighbours.default_samples()
+SAMPLES = build.default_samples()
 
 
 @pytest.mark.skipif(
@@ -370,7 +365,7 @@ def test_job_that_hung_because_one_node_failed_an_import_is_an_import_case(shipp
     from triage.analysis import correlate
 
     bundle = SAMPLES / "import_error_on_one_node"
-    parsed = neighbours.bundle_evidence(bundle)
+    parsed = build.bundle_evidence(bundle)
     # the bundle's truth and story are never read as evidence
     assert parsed
     assert not any(Path(p.source.path).name in ("expected.json", "README.md") for p in parsed)
@@ -393,8 +388,8 @@ def test_every_real_bundle_gets_its_symptom_and_root_cause(
 
     expected = json.loads((bundle / "expected.json").read_text(encoding="utf-8"))
     # the bundle is in the shipped index: score it against the others only
-    monkeypatch.setenv(neighbours.EXCLUDE_ENV, neighbours.bundle_case_id(bundle))
-    parsed = neighbours.bundle_evidence(bundle)
+    monkeypatch.setenv(neighbours.EXCLUDE_ENV, build.bundle_case_id(bundle))
+    parsed = build.bundle_evidence(bundle)
     result = classify(parsed, correlate(parsed))
     symptoms = {expected["symptom"], *expected.get("symptom_alt", [])}
     causes = {expected["root_cause"], *expected.get("root_cause_alt", [])}

@@ -19,8 +19,19 @@ from scan_engines import ENGINES
 
 from triage.model import EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import lines, nccl, prefixes, rank_log, timestamps
+from triage.parsers.common import PARSER_STOPPED
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+
+
+def assert_no_parser_bug(parsed: ParsedSource) -> None:
+    """The parser read bad input without an exception: "never raises" must not mean that an
+    exception was swallowed into a warning."""
+    texts = [
+        *parsed.warnings,
+        *(e.text for e in parsed.events if e.kind is EventKind.INPUT_WARNING),
+    ]
+    assert not [t for t in texts if PARSER_STOPPED in t]
 
 
 def source_of(
@@ -420,6 +431,13 @@ def test_event_cap_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     assert any("6 more events dropped" in w for w in parsed.warnings)
 
 
+def test_a_bug_in_the_parser_is_a_warning_that_the_never_raise_tests_catch() -> None:
+    with mock.patch.object(rank_log._LogParser, "handle", side_effect=KeyError("oops")):
+        parsed = rank_log.parse(source_of(b"RuntimeError: x\n"))
+    with pytest.raises(AssertionError):
+        assert_no_parser_bug(parsed)
+
+
 def test_unreadable_stream_becomes_a_warning() -> None:
     class Broken(io.RawIOBase):
         def read(self, n: int = -1) -> bytes:
@@ -456,6 +474,7 @@ def test_clean_collapses_bars_and_strips_colour() -> None:
 def test_random_bytes_never_raise(data: bytes) -> None:
     for mod in (rank_log, nccl):
         parsed = mod.parse(source_of(data))
+        assert_no_parser_bug(parsed)
         for e in parsed.events:
             assert e.line is None or 1 <= e.line <= max(parsed.lines, 1)
 
@@ -476,6 +495,7 @@ def test_truncated_and_reencoded_logs_never_raise(
     for parser in (lambda s: rank_log.parse(s, scan_all=scan_all), nccl.parse):
         parsed = parser(source_of(data))
         assert isinstance(parsed, ParsedSource)
+        assert_no_parser_bug(parsed)
 
 
 # --------------------------------------------------------------------------- prefixes
@@ -798,13 +818,17 @@ def test_c10_warnings_need_a_telling_word_to_be_kept() -> None:
         b"[W1202 08:37:55.611729767 ProcessGroupNCCL.cpp:4715] [PG ID 0 PG GUID 0 Rank 1]  "
         b"Guessing device ID based on global rank. This can cause a hang if rank to GPU mapping "
         b"is heterogeneous. You can specify device_id in init_process_group()\n"
+        b"[W1202 08:37:55.700000000 Utils.hpp:110] Environment variable NCCL_BLOCKING_WAIT is "
+        b"deprecated; use TORCH_NCCL_BLOCKING_WAIT instead (function operator())\n"
         b"[W1202 08:37:55.700000000 ProcessGroupNCCL.cpp:1001] [PG ID 0 PG GUID 0 Rank 1]  "
         b"using GPU 1 to perform barrier as devices used by this process are currently unknown.\n"
     )
     for scan_all in (True, False):
         parsed = rank_log.parse(source_of(data), scan_all=scan_all)
-        (warning,) = of_kind(parsed, EventKind.WARNING_LINE)
-        assert warning.line == 1 and warning.rank == 1
+        # the deprecation notice says nothing; a rule looks for the barrier line's words
+        guess, barrier = of_kind(parsed, EventKind.WARNING_LINE)
+        assert guess.line == 1 and guess.rank == 1
+        assert barrier.line == 3 and "perform barrier" in barrier.text
 
 
 def test_faulthandler_stack_stays_with_the_segfault_it_explains() -> None:

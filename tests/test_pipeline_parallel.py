@@ -56,7 +56,9 @@ def test_a_bundle_read_by_workers_matches_a_serial_read(
     monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pipeline, "_parse_here", spy)
     progress: list[tuple[int, int, str]] = []
-    pooled = pipeline.read_inputs([str(root)], lambda *a: progress.append(a))
+    # two workers whatever threads earlier tests left in this process (default_workers()
+    # would read here then)
+    pooled = pipeline.read_inputs([str(root)], lambda *a: progress.append(a), workers=2)
 
     assert _fingerprint(pooled) == _fingerprint(serial)
     assert gc.isenabled()  # paused while results arrive, and given back
@@ -75,7 +77,7 @@ def test_a_small_bundle_is_read_without_starting_workers(
         raise AssertionError("a worker pool was started for a small bundle")
 
     monkeypatch.setattr(pipeline._Pool, "_start", no_pool)
-    parsed = pipeline.read_inputs([str(_bundle(tmp_path))])
+    parsed = pipeline.read_inputs([str(_bundle(tmp_path))], workers=2)
     assert len(parsed) > 20
 
 
@@ -84,9 +86,32 @@ def test_the_main_process_gets_on_with_later_work_only_while_workers_parse(
 ) -> None:
     root = _bundle(tmp_path)
     calls: list[int] = []
-    serial = pipeline.read_inputs([str(root)], while_workers_parse=lambda: calls.append(1))
+    serial = pipeline.read_inputs(
+        [str(root)], while_workers_parse=lambda: calls.append(1), workers=2
+    )
     assert calls == []  # a small bundle: no workers, nothing to overlap
     monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
-    pooled = pipeline.read_inputs([str(root)], while_workers_parse=lambda: calls.append(1))
+    pooled = pipeline.read_inputs(
+        [str(root)], while_workers_parse=lambda: calls.append(1), workers=2
+    )
     assert calls == [1]
     assert _fingerprint(pooled) == _fingerprint(serial)
+
+
+def test_one_worker_means_every_input_is_read_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _bundle(tmp_path)
+    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
+    pooled = pipeline.read_inputs([str(root)], workers=2)
+    here: list[str] = []
+    parse_here = pipeline._parse_here
+
+    def spy(source: pipeline.Source, fr_tail: int | None = None) -> ParsedSource:
+        here.append(source.path)
+        return parse_here(source, fr_tail)
+
+    monkeypatch.setattr(pipeline, "_parse_here", spy)
+    alone = pipeline.read_inputs([str(root)], workers=1)
+    assert len(here) == len(alone)
+    assert _fingerprint(alone) == _fingerprint(pooled)

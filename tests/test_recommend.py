@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import string
+from pathlib import Path
 
-from triage import taxonomy
+from triage import knowledge, taxonomy
 from triage.classify import rule_actions as classify_actions
 from triage.classify import rules
 from triage.model import (
@@ -16,7 +16,9 @@ from triage.model import (
     HangReport,
     ScoredLabel,
 )
-from triage.recommend import PLAYBOOK, recommend
+from triage.parsers import parse_text
+from triage.pipeline import Options, explain
+from triage.recommend import recommend
 
 
 def _label(table: str, label_id: str, score: float) -> ScoredLabel:
@@ -26,7 +28,7 @@ def _label(table: str, label_id: str, score: float) -> ScoredLabel:
 
 def _classified(text: str, root_causes: dict[str, float], fix_scores: dict[str, float]):
     """A classification the way classify builds one: rule actions merged per fix."""
-    hits = rules.match_text(text)
+    hits = rules.match_text(text, parse_text(text).events)
     actions: dict[str, list[str]] = {}
     for hit in hits:
         for fix, acts in hit.actions.items():
@@ -130,17 +132,60 @@ def test_every_root_cause_yields_a_concrete_first_action() -> None:
         assert not any("{" in a for f in fixes for a in f.actions), rc
 
 
-def test_playbook_templates_only_use_the_facts_they_require() -> None:
-    # An option is chosen only when its facts are known, so a template that names another fact
-    # would print a placeholder to the user.
-    for rc, per_fix in PLAYBOOK.items():
-        assert rc in taxonomy.load().root_causes
-        for fix, options in per_fix.items():
-            assert fix in taxonomy.load().fix_patterns
-            assert options[-1][0] == (), f"{rc}/{fix} needs a fact-free last option"
-            for needs, template in options:
-                used = {f for _, f, _, _ in string.Formatter().parse(template) if f}
-                assert used <= set(needs), (rc, fix, used - set(needs))
+def test_the_playbook_is_knowledge_with_advice_for_every_root_cause() -> None:
+    book = knowledge.load().playbook
+    assert set(book.causes) == set(taxonomy.load().root_causes)
+    assert set(book.fallback) == set(taxonomy.load().fix_patterns)
+    # with no fact known, every (cause, fix) still gives advice, and names no placeholder
+    for rc, per_fix in book.causes.items():
+        for fix in per_fix:
+            advice = book.advice(rc, fix, {})
+            assert advice and "{" not in advice, (rc, fix)
+
+
+TEAM_RULE = """
+- id: team-scratch-quota
+  title: Scratch quota exceeded on the shared file system
+  match:
+    any: ['Disk quota exceeded: .(?P<path>/scratch/\\S+?).$']
+  concludes:
+    symptom: {S28: 0.9}
+    root_cause: {R05: 0.9}
+    fix: {F5: 1.0}
+  actions:
+    F5: "Ask #hpc-support to raise the scratch quota for {path} (team runbook 7)"
+  examples:
+    match: ["OSError: [Errno 122] Disk quota exceeded: '/scratch/ckpt/step_9.pt'"]
+    no_match: ["saved /scratch/ckpt/step_9.pt"]
+"""
+TEAM_PLAYBOOK = """
+kind: playbook
+causes:
+  R05:
+    F5: "Team runbook: move checkpoints to /lustre/ckpt (quota 50 TB)."
+"""
+
+
+def test_a_team_rules_action_and_playbook_reach_the_fix_advice(tmp_path: Path) -> None:
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "quota.yaml").write_text(TEAM_RULE, encoding="utf-8")
+    (team / "playbook.yaml").write_text(TEAM_PLAYBOOK, encoding="utf-8")
+    text = (
+        'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+        "OSError: [Errno 122] Disk quota exceeded: '/scratch/ckpt/step_9.pt'"
+    )
+    options = Options(use_embeddings=False, extra_rules_dirs=(str(team),))
+    diagnosis = explain(text, options)
+    f5 = next(f for f in diagnosis.fix_patterns if f.id == "F5")
+    assert f5.actions[0] == (
+        "Ask #hpc-support to raise the scratch quota for /scratch/ckpt/step_9.pt (team runbook 7)"
+    )
+    assert "Team runbook: move checkpoints to /lustre/ckpt (quota 50 TB)." in f5.actions
+    assert f5.why.startswith("scratch quota exceeded on the shared file system")
+    # without the team folder neither is there
+    shipped = explain(text, Options(use_embeddings=False))
+    assert not any("hpc-support" in a for f in shipped.fix_patterns for a in f.actions)
 
 
 def test_the_rule_that_backs_a_fix_most_speaks_first() -> None:

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from triage import knowledge
+from triage.analysis import correlate
+from triage.classify import prepare
 from triage.classify import rules as engine
+from triage.knowledge.build import paste_evidence
 from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level, SourceKind
+from triage.parsers import parse_text, rank_log
+from triage.pipeline import check_rules, read_inputs
 
 RULES = engine.list_rules()
 
@@ -19,13 +25,62 @@ def test_the_shipped_rules_load_and_cover_many_mechanisms() -> None:
     assert len({r.id for r in RULES}) == len(RULES)
 
 
+# Semgrep style: every example goes through the real engine, never as a bare text event.
+# A text example is read three ways, as triage reads a user's evidence: as a file of its own
+# (ingest sniffs it, its parser reads it: a py-spy dump is read as one), buried in a big log of
+# healthy progress output (the marker scan must find its lines: the needles), and as a paste
+# (`triage explain`). A finding example is correlate's conclusion, matched as one.
+_FILLER = "\n".join(knowledge.load().templates.healthy) + "\n"
+_BIG = _FILLER * (rank_log.SCAN_ALL_BELOW // len(_FILLER) + 1)
+
+
+def _examples(rule: engine.Rule, match: bool) -> list:
+    return list(rule.examples_match if match else rule.examples_no_match)
+
+
+def _hit(rule: engine.Rule, parsed: list, analysis: Analysis | None = None) -> bool:
+    ruleset = engine.RuleSet(rules=(rule,))
+    prep = prepare(parsed, analysis or correlate(parsed), ruleset=ruleset)
+    return any(h.rule_id == rule.id for h in prep.hits)
+
+
+def _readings(rule: engine.Rule, example: object, tmp_path: Path) -> dict[str, bool]:
+    """Whether the rule hits its example, per way of reading it."""
+    if isinstance(example, dict) and example.get("finding"):
+        facts = example.get("facts") or {}
+        finding = Finding(
+            kind=example["finding"],
+            summary=example.get("summary", example["finding"]),
+            ranks=tuple(facts.get("ranks", ())),
+            facts=facts,
+        )
+        return {"finding": _hit(rule, [], Analysis(findings=(finding,)))}
+    text = example if isinstance(example, str) else example["text"]
+    if isinstance(example, dict) and example.get("paste"):
+        # a trimmed fragment, or lines that mean something only together: a paste only
+        return {"as a paste": _hit(rule, paste_evidence(text))}
+    out: dict[str, bool] = {}
+    alone = tmp_path / "alone.log"
+    alone.write_text(text + "\n", encoding="utf-8")
+    parsed = read_inputs([str(alone)], workers=1)
+    out["as a file"] = _hit(rule, parsed)
+    if parsed and parsed[0].source.kind in (SourceKind.RANK_LOG, SourceKind.TEXT):
+        big = tmp_path / "big.log"
+        big.write_text(_BIG + text + "\n" + _BIG, encoding="utf-8")
+        out["in a big log"] = _hit(rule, read_inputs([str(big)], workers=1))
+    out["as a paste"] = _hit(rule, paste_evidence(text))
+    return out
+
+
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
-def test_rule_examples(rule: engine.Rule) -> None:
+def test_rule_examples_through_the_parser(rule: engine.Rule, tmp_path: Path) -> None:
     assert rule.examples_match and rule.examples_no_match
-    for ex in rule.examples_match:
-        assert engine.example_matches(rule, ex), f"{rule.id} should match: {ex!r}"
-    for ex in rule.examples_no_match:
-        assert not engine.example_matches(rule, ex), f"{rule.id} must not match: {ex!r}"
+    for example in _examples(rule, match=True):
+        missed = [way for way, hit in _readings(rule, example, tmp_path).items() if not hit]
+        assert not missed, f"{rule.id} should match {example!r} read {', '.join(missed)}"
+    for example in _examples(rule, match=False):
+        wrong = [way for way, hit in _readings(rule, example, tmp_path).items() if hit]
+        assert not wrong, f"{rule.id} must not match {example!r} read {', '.join(wrong)}"
 
 
 def _write(tmp_path: Path, body: str) -> Path:
@@ -113,7 +168,7 @@ def test_a_missing_fact_renders_readably_never_raises() -> None:
 
 
 def test_check_accepts_pasted_text_and_names_the_rule() -> None:
-    hits = engine.check(
+    hits = check_rules(
         "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"
     )
     assert any(h.rule_id == "nccl-shm-exhausted" for h in hits)
@@ -127,7 +182,7 @@ def test_check_reads_a_file(tmp_path: Path) -> None:
         "segment nccl-shm-recv-b79-0-3-0 (size 4460544)\n",
         encoding="utf-8",
     )
-    hits = [h for h in engine.check(str(log)) if h.rule_id == "nccl-shm-exhausted"]
+    hits = [h for h in check_rules(str(log)) if h.rule_id == "nccl-shm-exhausted"]
     assert hits and hits[0].captures.get("size") == "4460544"
     assert hits[0].evidence_line == 2
 
@@ -239,7 +294,7 @@ def test_a_detail_the_parser_drops_is_still_found_in_a_paste() -> None:
         "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither "
         "AF_INET(2) nor AF_INET6(10)\n"
     )
-    hits = {h.rule_id: h for h in engine.match_text(paste)}
+    hits = {h.rule_id: h for h in engine.match_text(paste, parse_text(paste).events)}
     assert "nccl-socket-interface" in hits and "nccl-internal-error" in hits
     assert hits["nccl-socket-interface"].evidence_line == 3
 
@@ -250,7 +305,7 @@ def test_check_reads_a_folder_of_logs(tmp_path: Path) -> None:
         "starting a new one.\n",
         encoding="utf-8",
     )
-    assert any(h.rule_id == "ddp-unused-parameters" for h in engine.check(str(tmp_path)))
+    assert any(h.rule_id == "ddp-unused-parameters" for h in check_rules(str(tmp_path)))
 
 
 def test_a_missing_team_rules_folder_is_an_error_not_silence(tmp_path: Path) -> None:
@@ -296,7 +351,7 @@ def test_a_generic_exception_hit_yields_to_the_specific_rule_on_the_same_traceba
         "RuntimeError: Error(s) in loading state_dict for GPT:\n"
         '\tMissing key(s) in state_dict: "lm_head.weight".'
     )
-    hits = engine.match_text(paste)
+    hits = check_rules(paste)
     assert {"ckpt-missing-unexpected-keys", "generic-runtime-error"} <= {h.rule_id for h in hits}
     kept = {h.rule_id for h in fusion.yield_generic(hits)}
     assert "ckpt-missing-unexpected-keys" in kept and "generic-runtime-error" not in kept
@@ -314,7 +369,7 @@ def test_a_generic_hit_on_another_event_stays_next_to_a_specific_one() -> None:
         "    avg = total / n\n"
         "ZeroDivisionError: division by zero"
     )
-    kept = {h.rule_id for h in fusion.yield_generic(engine.match_text(paste))}
+    kept = {h.rule_id for h in fusion.yield_generic(check_rules(paste))}
     assert "generic-exception-user-code" in kept
 
 

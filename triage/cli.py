@@ -350,11 +350,11 @@ def rules_list(rules: tuple[str, ...]) -> None:
 @_rules_option
 def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
     """Show which rules match FILE_OR_TEXT, and the lines they quote."""
-    from triage.classify import rules as engine
+    from triage import pipeline
     from triage.redact import redact_text
 
     _check_rules(rules)
-    hits = engine.check(file_or_text, rules)
+    hits = pipeline.check_rules(file_or_text, rules)
     if not hits:
         click.echo("no rule matched")
     for hit in hits:
@@ -377,9 +377,9 @@ def index() -> None:
 )
 def index_build(out_dir: str | None) -> None:
     """Rebuild the nearest-neighbour index from the reference cases."""
-    from triage.classify import neighbours
+    from triage.knowledge import build
 
-    path = neighbours.build_index(out_dir=out_dir) if out_dir else neighbours.build_index()
+    path = build.build_index(out_dir=out_dir)
     click.echo(f"index written to {path}")
 
 
@@ -610,5 +610,11 @@ def run() -> None:
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # noqa: BLE001 - the contract: internal failure -> exit 1
-        click.echo(f"triage: internal error: {type(exc).__name__}: {exc}", err=True)
+        from triage.knowledge.problems import KnowledgeError
+
+        if isinstance(exc, KnowledgeError):
+            # a broken or missing rules/ or models/: every problem, so one fix does it
+            click.echo(f"triage: the knowledge base cannot be used:\n{exc}", err=True)
+        else:
+            click.echo(f"triage: internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)

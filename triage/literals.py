@@ -60,6 +60,31 @@ def required_literals(pattern: str, min_len: int = MIN_KEYWORD) -> tuple[str, ..
     return (lit,) if lit is not None else None
 
 
+def group_literals(pattern: str, min_len: int = MIN_KEYWORD) -> tuple[str, ...] | None:
+    """Like `required_literals`, but also looks into a group every match goes through whose
+    content is an alternation (`^.*?(?P<what>Killed|Aborted|Bus error)`): one literal per
+    alternative of the first such group whose every alternative has one; else None."""
+    found = required_literals(pattern, min_len)
+    if found is not None:
+        return found
+    try:
+        tree = _sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - a `regex`-only construct: no literals known
+        return None
+    ci = bool(tree.state.flags & re.IGNORECASE)
+    for op, arg in tree:
+        if op is not _sre_constants.SUBPATTERN or arg[2]:
+            continue
+        inner = list(arg[3])
+        if len(inner) != 1 or inner[0][0] is not _sre_constants.BRANCH:
+            continue
+        group_ci = ci or bool(arg[1] & re.IGNORECASE)
+        runs = [_longest_run(list(branch), group_ci, min_len) for branch in inner[0][1][1]]
+        if all(runs):
+            return tuple(r for r in runs if r)
+    return None
+
+
 def _longest_run(items: list[Any], ci: bool, min_len: int) -> str | None:
     best, run = "", []
     for op, arg in items:

@@ -235,6 +235,12 @@ class ParsedSource:
     warnings: tuple[str, ...] = ()
     lines: int = 0
     bytes_read: int = 0
+    # Pasted text (a TEXT input of at most MAX_PASTE bytes), read once by the parser so that no
+    # later stage reopens the source: the digest of its content (whitespace runs as one space;
+    # how a reference case is recognised), and the whole text when the parser found no event
+    # in it (a bare assertion line, a P2P matrix: still the user's evidence).
+    text_digest: str | None = None
+    whole_text: str | None = None
 
 
 # --------------------------------------------------------------------------- correlate
@@ -338,6 +344,7 @@ class Classification:
     evidence: tuple[Evidence, ...] = ()
     similar_cases: tuple[SimilarCase, ...] = ()
     abstain_reason: str | None = None
+    collect_next: tuple[str, ...] = ()  # on an abstention: the steps the reports list
 
 
 # --------------------------------------------------------------------------- recommend
@@ -381,6 +388,9 @@ class Diagnosis:
     inputs: tuple[InputSummary, ...] = ()
     findings: tuple[Finding, ...] = ()  # extra: shown in reports, not in the ★ schema keys
     timeline: tuple[TimelineEntry, ...] = ()
+    # on an abstention, what to collect next, step by step (the reports show it; the JSON
+    # carries the short form in `summary`)
+    collect_next: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ★ JSON diagnosis (schema triage.diagnosis/1), plus `findings`/`timeline`."""

@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.budget import JobBudget, JobLimits
@@ -31,6 +32,8 @@ from triage.model import (
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+
+    from triage.classify.types import RuleHit
 
 # (sources done, bytes done, path now being read)
 ProgressCallback = Callable[[int, int, str], None]
@@ -51,6 +54,8 @@ class Options:
     # what one job may cost: decompressed bytes and seconds, temp space, flight-recorder
     # entries and decode memory (`triage.budget`)
     limits: JobLimits = JobLimits()
+    # worker processes that parse a big bundle: None asks `default_workers()`, 1 reads here
+    workers: int | None = None
 
 
 def read_inputs(
@@ -61,6 +66,7 @@ def read_inputs(
     while_workers_parse: Callable[[], None] | None = None,
     follow_links: bool = False,
     limits: JobLimits | None = None,
+    workers: int | None = None,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -73,13 +79,14 @@ def read_inputs(
     `fr_entries` as in Options); they go to the pool last, once discovery has told how big the
     job is. `while_workers_parse` runs here once everything is handed out (see
     `warm_later_stages`). What the job may cost (`limits`, see `triage.budget`) is counted
-    across this process and its workers.
+    across this process and its workers. `workers` is the pool's size (None:
+    `default_workers()`, which looks at this process; 1: no pool).
     """
     from triage import budget
 
     with budget.job(limits or JobLimits(), shared=True) as job_budget:
         return _read_inputs(
-            paths, on_progress, fr_entries, while_workers_parse, follow_links, job_budget
+            paths, on_progress, fr_entries, while_workers_parse, follow_links, job_budget, workers
         )
 
 
@@ -90,11 +97,12 @@ def _read_inputs(
     while_workers_parse: Callable[[], None] | None,
     follow_links: bool,
     job_budget: JobBudget,
+    workers: int | None,
 ) -> list[ParsedSource]:
     from triage import ingest
 
     progress = _Progress(on_progress)
-    pool = _Pool(job_budget)
+    pool = _Pool(job_budget, workers)
     sources: list[Source] = []
     results: list[ParsedSource | None] = []
     held_back: list[int] = []  # flight-recorder dumps, sent once fr_tail is known
@@ -185,7 +193,8 @@ def _poolable(source: Source) -> bool:
     return source.size > 0 and source.open is not empty_stream and os.path.isfile(source.path)
 
 
-def _pool_size() -> int:
+def default_workers() -> int:
+    """How many worker processes this process may fork to parse a big bundle (1: none)."""
     import multiprocessing  # here, not at the top: `triage explain` never needs it
 
     if multiprocessing.parent_process() is not None:
@@ -210,8 +219,9 @@ class _Pool:
     worker killed by the OS) is left as None in `collect`, for the caller to parse here.
     """
 
-    def __init__(self, job_budget: JobBudget) -> None:
+    def __init__(self, job_budget: JobBudget, workers: int | None) -> None:
         self.job_budget = job_budget
+        self.workers = workers  # None: `default_workers()` when the pool would start
         self.executor: Any = None
         self.broken = False
         self.waiting: list[tuple[int, Source, int | None]] = []
@@ -240,7 +250,7 @@ class _Pool:
         return index in self.shipped
 
     def _start(self) -> None:
-        workers = _pool_size()
+        workers = default_workers() if self.workers is None else self.workers
         if workers < 2:
             self.broken = True  # parse here; do not ask again for every later source
             return
@@ -405,13 +415,20 @@ def _pack(parsed: ParsedSource) -> tuple[Any, ...]:
             columns = flight_recorder.entry_columns(payload.entries)
             event = replace(event, payload=(replace(payload, entries=()), columns))
         events.append(event)
-    return (tuple(events), parsed.warnings, parsed.lines, parsed.bytes_read)
+    return (
+        tuple(events),
+        parsed.warnings,
+        parsed.lines,
+        parsed.bytes_read,
+        parsed.text_digest,
+        parsed.whole_text,
+    )
 
 
 def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
     from triage.parsers import flight_recorder
 
-    events, warnings, lines, bytes_read = item
+    events, warnings, lines, bytes_read, digest, whole_text = item
     out = []
     for event in events:
         payload = event.payload
@@ -421,7 +438,13 @@ def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
             event = replace(event, payload=replace(dump, entries=entries))
         out.append(event)
     return ParsedSource(
-        source=source, events=tuple(out), warnings=warnings, lines=lines, bytes_read=bytes_read
+        source=source,
+        events=tuple(out),
+        warnings=warnings,
+        lines=lines,
+        bytes_read=bytes_read,
+        text_digest=digest,
+        whole_text=whole_text,
     )
 
 
@@ -438,6 +461,7 @@ def diagnose(
         while_workers_parse=lambda: warm_later_stages(options),
         follow_links=options.follow_links,
         limits=options.limits,
+        workers=options.workers,
     )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s
@@ -453,11 +477,11 @@ def warm_later_stages(options: Options = Options()) -> None:
     """Load what correlate, classify and recommend need first (their modules, the taxonomy,
     the rules): ~0.5 s that would otherwise wait until every file is read, done while the
     workers still parse."""
-    from triage import analysis, recommend, taxonomy  # noqa: F401 - loaded ahead of use
+    from triage import analysis, knowledge, recommend, taxonomy  # noqa: F401 - loaded ahead
     from triage.classify import rules
 
     taxonomy.load()
-    with contextlib.suppress(rules.RuleError):  # classify reports it in its turn
+    with contextlib.suppress(knowledge.KnowledgeError):  # reported in its turn, loudly
         rules.load(options.extra_rules_dirs)
 
 
@@ -469,22 +493,25 @@ def diagnose_many(
     jobs: Sequence[Sequence[ParsedSource]], options: Options = Options()
 ) -> list[Diagnosis]:
     """Correlate, classify and recommend for several jobs (classified in one batch)."""
-    from triage import analysis, classify, recommend
+    from triage import analysis, classify, knowledge, recommend
     from triage.redact import redact_diagnosis, redact_events
 
+    # One load of the knowledge for classify and recommend alike: a team folder's rules and
+    # playbook reach the fix advice too. A broken knowledge base stops here, loudly.
+    kb = knowledge.load(options.extra_rules_dirs)
     # What a report can quote is masked in two steps of one module (triage/redact.py): the
     # secrets in the parsed text before the later stages cut quotes out of it, then every
     # string of the finished Diagnosis (paths, warnings, actions; hosts on request).
     jobs = [redact_events(parsed) for parsed in jobs]
     found = [analysis.correlate(parsed) for parsed in jobs]
     labels = classify.classify_many(
-        list(zip(jobs, found, strict=True)),
-        use_embeddings=options.use_embeddings,
-        extra_rules_dirs=options.extra_rules_dirs,
+        list(zip(jobs, found, strict=True)), use_embeddings=options.use_embeddings, kb=kb
     )
     return [
         redact_diagnosis(
-            _diagnosis(parsed, job_found, job_labels, recommend.recommend(job_labels, job_found)),
+            _diagnosis(
+                parsed, job_found, job_labels, recommend.recommend(job_labels, job_found, kb)
+            ),
             hosts=options.redact_hosts,
         )
         for parsed, job_found, job_labels in zip(jobs, found, labels, strict=True)
@@ -511,6 +538,7 @@ def _diagnosis(
         inputs=tuple(_input_summary(p, found) for p in parsed),
         findings=found.findings,
         timeline=found.timeline,
+        collect_next=labels.collect_next,
     )
 
 
@@ -530,14 +558,39 @@ def explain_many(texts: Iterable[str], options: Options = Options()) -> list[Dia
     return diagnose_many(jobs, options)
 
 
+def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list[RuleHit]:
+    """`triage rules check`: the rules that match a file or folder (read like a bundle: ingest
+    and parse turn bad input into warnings) or a text (read like a paste); the specific rules
+    first, then the generic layer's family priors."""
+    from triage import parsers
+    from triage.classify import rules
+
+    path = Path(text_or_path)
+    try:
+        is_path = len(text_or_path) < 4096 and "\n" not in text_or_path and path.exists()
+    except (OSError, ValueError):
+        is_path = False
+    if is_path:
+        parsed = read_inputs([str(path)])
+        events = [ev for ps in parsed for ev in ps.events]
+        kinds = {ps.source.path: ps.source.kind for ps in parsed}
+        hits = rules.match_events(events, None, extra_rules_dirs, source_kinds=kinds)
+    else:
+        pasted = parsers.parse_text(text_or_path)
+        hits = rules.match_text(text_or_path, pasted.events, None, extra_rules_dirs)
+    return sorted(hits, key=lambda h: h.generic)
+
+
 def summarize(labels: Classification, found: Analysis) -> str:
     """One sentence: what happened, why, and who started it."""
     if not labels.symptoms and not labels.root_causes:
-        return labels.abstain_reason or (
-            "Not enough evidence to name a cause: collect every rank's log with "
-            "NCCL_DEBUG=INFO, flight-recorder dumps (TORCH_FR_BUFFER_SIZE=2000, "
-            "TORCH_NCCL_DUMP_ON_TIMEOUT=1) and py-spy dumps of every rank while it hangs."
-        )
+        if labels.abstain_reason:
+            return labels.abstain_reason
+        from triage import knowledge
+        from triage.classify import not_enough
+
+        # nothing known about the evidence: every ask of the collect-next advice
+        return not_enough(knowledge.load().collect_next.asks(knowledge.Situation()))
     parts: list[str] = []
     if labels.symptoms:
         parts.append(_label_phrase(labels.symptoms[0]))

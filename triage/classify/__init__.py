@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from triage import taxonomy
+from triage import knowledge, taxonomy
 from triage.classify import calibration as calibration_mod
-from triage.classify import fusion, neighbours
+from triage.classify import fusion, neighbours, rules
 from triage.classify.calibration import Calibration
 from triage.classify.neighbours import NeighbourIndex
+from triage.classify.rules import RuleSet
 from triage.classify.signature import initiating_events, signature
 from triage.classify.types import NeighbourVote, RuleHit
 from triage.model import (
@@ -37,6 +38,7 @@ from triage.model import (
 
 __all__ = [
     "Prepared",
+    "case_signature",
     "classify",
     "classify_many",
     "load_calibration",
@@ -83,21 +85,23 @@ def rule_hits(
     parsed: Sequence[ParsedSource],
     analysis: Analysis,
     extra_rules_dirs: Sequence[str] = (),
+    ruleset: RuleSet | None = None,
     *,
     layered: bool = True,
 ) -> list[RuleHit]:
     """Rule hits over all events and correlate's findings (rules match findings too).
-    `layered=False` keeps the generic hits that a specific rule would override (to measure
-    the generic layer on its own)."""
+
+    `ruleset` is the rules to run (the pipeline loads them once, for classify and recommend
+    alike); without it, the shipped rules plus `extra_rules_dirs`. A rule set that cannot be
+    loaded is an error (KnowledgeError), never an empty answer. `layered=False` keeps the
+    generic hits that a specific rule would override (to measure the generic layer alone).
+    """
     events = [ev for ps in parsed for ev in ps.events]
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
+    ruleset = ruleset if ruleset is not None else rules.load(extra_rules_dirs)
     try:
-        from triage.classify import rules
-    except ImportError:  # the rule engine is optional for the neighbour path
-        return []
-    try:
-        hits = list(rules.match_events(events, analysis, extra_rules_dirs, source_kinds=kinds))
-    except Exception as exc:  # noqa: BLE001 - a broken rule file must not stop the run
+        hits = list(rules.match_events(events, analysis, rules=ruleset, source_kinds=kinds))
+    except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
     hits = demote_consequences(hits, events, analysis)
@@ -132,13 +136,23 @@ def demote_consequences(
     ]
 
 
+def case_signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
+    """The failure signature of a job or a paste, as its neighbours are looked up by (and as
+    a reference case is indexed)."""
+    return signature(neighbours.with_whole_text(parsed), analysis)
+
+
 def prepare(
-    parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    extra_rules_dirs: Sequence[str] = (),
+    ruleset: RuleSet | None = None,
 ) -> Prepared:
-    parsed = neighbours.with_text_fallback(parsed)
+    """What classification needs from what the parsers read (nothing is read again here)."""
+    parsed = neighbours.with_whole_text(parsed)
     lead = initiating_events(parsed, analysis)
     return Prepared(
-        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs)),
+        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs, ruleset)),
         signature=signature(parsed, analysis),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
@@ -167,9 +181,14 @@ def classify_many(
     extra_rules_dirs: Sequence[str] = (),
     index: NeighbourIndex | None = None,
     calibration: Calibration | None = None,
+    kb: knowledge.Knowledge | None = None,
 ) -> list[Classification]:
-    """Labels for many jobs; every signature that needs the model is embedded in one call."""
-    prepared = [prepare(p, a, extra_rules_dirs) for p, a in jobs]
+    """Labels for many jobs; every signature that needs the model is embedded in one call.
+    `kb` is the knowledge to use (the pipeline loads it once for classify and recommend);
+    without it, the shipped knowledge plus `extra_rules_dirs`."""
+    kb = kb if kb is not None else knowledge.load(extra_rules_dirs)
+    ruleset = rules.ruleset(kb)
+    prepared = [prepare(p, a, ruleset=ruleset) for p, a in jobs]
     idx = index if index is not None else neighbours.load_index()
     cal = calibration if calibration is not None else load_calibration()
     sigs = [p.signature for p in prepared]
@@ -191,7 +210,7 @@ def classify_many(
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
     return [
-        assemble(p, r, v[m], m, abstain_below)
+        assemble(p, r, v[m], m, abstain_below, kb.collect_next)
         for p, r, v, m in zip(prepared, results, votes, modes, strict=True)
     ]
 
@@ -257,7 +276,9 @@ def assemble(
     votes: Sequence[NeighbourVote],
     method: str,
     abstain_below: float,
+    advice: knowledge.CollectNext | None = None,
 ) -> Classification:
+    advice = advice if advice is not None else knowledge.load().collect_next
     tax = taxonomy.load()
     # Bundles from corpus_samples vote but are not shown: a similar case is a public issue
     # the user can read.
@@ -268,7 +289,9 @@ def assemble(
     )[:MAX_SIMILAR]
     if should_abstain(result, abstain_below, method):
         return Classification(
-            similar_cases=similar, abstain_reason=abstain_reason(prep, result, abstain_below)
+            similar_cases=similar,
+            abstain_reason=abstain_reason(prep, result, abstain_below, advice),
+            collect_next=tuple(advice.steps(situation(prep))),
         )
     symptoms = _labels(result["symptom"], tax.symptoms)
     stages = fusion.stage_scores(result["symptom"], prep.hits, votes)
@@ -351,34 +374,41 @@ def _first_line_containing(text: str, masked: str) -> str | None:
 # --------------------------------------------------------------------------- abstention
 
 
+def situation(prep: Prepared) -> knowledge.Situation:
+    """What this job's evidence holds, for the collect-next advice (`rules/collect_next.yaml`)."""
+    kinds = {ps.source.kind.value for ps in prep.parsed}
+    nccl_events = {EventKind.NCCL_INFO, EventKind.NCCL_WARN}
+    if any(ev.kind in nccl_events for ps in prep.parsed for ev in ps.events):
+        kinds.add(SourceKind.NCCL.value)  # NCCL lines inside the logs are NCCL's account too
+    analysis = prep.analysis
+    source_ranks = (analysis.facts or {}).get("source_ranks", {})
+    ranks = {
+        ps.source.rank if ps.source.rank is not None else source_ranks.get(ps.source.path)
+        for ps in prep.parsed
+    }
+    hang = analysis.hang is not None and analysis.hang.detected
+    stuck = None
+    if analysis.hang is not None and analysis.hang.lagging_ranks:
+        stuck = analysis.hang.lagging_ranks[0]
+    elif analysis.culprit_ranks:
+        stuck = analysis.culprit_ranks[0]
+    return knowledge.Situation(
+        kinds=frozenset(kinds),
+        inputs=len(prep.parsed),
+        ranks=len(ranks - {None}),
+        hang=hang,
+        facts={"stuck_rank": stuck} if stuck is not None else {},
+    )
+
+
 def abstain_reason(
-    prep: Prepared, result: dict[str, list[fusion.Scored]], abstain_below: float
+    prep: Prepared,
+    result: dict[str, list[fusion.Scored]],
+    abstain_below: float,
+    advice: knowledge.CollectNext | None = None,
 ) -> str:
     """What to collect next, given what this job's evidence already has."""
-    kinds = {ps.source.kind for ps in prep.parsed}
-    event_kinds = {ev.kind for ps in prep.parsed for ev in ps.events}
-    analysis = prep.analysis
-    asks: list[str] = []
-    has_nccl = SourceKind.NCCL in kinds or event_kinds & {EventKind.NCCL_INFO, EventKind.NCCL_WARN}
-    if not has_nccl:
-        asks.append("every rank's log with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET for setup)")
-    if SourceKind.FLIGHT_RECORDER not in kinds:
-        asks.append(
-            "flight-recorder dumps (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1, "
-            "TORCH_FR_DUMP_TEMP_FILE=/tmp/fr_rank_)"
-        )
-    if SourceKind.PYSPY not in kinds:
-        rank = None
-        if analysis.hang is not None and analysis.hang.lagging_ranks:
-            rank = analysis.hang.lagging_ranks[0]
-        elif analysis.culprit_ranks:
-            rank = analysis.culprit_ranks[0]
-        who = f"rank {rank}" if rank is not None else "every rank, first the one that logged last"
-        asks.append(f"`py-spy dump --pid <PID>` of {who} while it is stuck")
-    if SourceKind.ELASTIC_ERROR not in kinds:
-        asks.append("torchrun's error files (TORCHELASTIC_ERROR_FILE) and the full launcher output")
-    if SourceKind.ENV_REPORT not in kinds:
-        asks.append("`python -m torch.utils.collect_env` from every node")
+    advice = advice if advice is not None else knowledge.load().collect_next
     best = [r[0] for r in (result["symptom"], result["root_cause"]) if r]
     guess = ""
     if best:
@@ -387,4 +417,9 @@ def abstain_reason(
         guess = (
             f" (best guess {b.label} {tax.get(b.label).name}: {b.score:.0%} < {abstain_below:.0%})"
         )
+    return not_enough(advice.asks(situation(prep)), guess)
+
+
+def not_enough(asks: Sequence[str], guess: str = "") -> str:
+    """The abstention sentence: no cause named, and what to collect next."""
     return f"Not enough evidence to name a cause{guess}. Collect next: " + "; ".join(asks) + "."

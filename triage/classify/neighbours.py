@@ -19,8 +19,7 @@ import hashlib
 import json
 import math
 import os
-import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -29,13 +28,14 @@ from typing import Any
 import numpy as np
 import regex
 
-from triage.classify.signature import SIGNATURE_VERSION, signature
+from triage.classify.signature import SIGNATURE_VERSION
 from triage.classify.types import NeighbourVote
-from triage.model import Analysis, ParsedSource, SourceKind
-from triage.parsers.common import whole_text_event
+from triage.knowledge import MODELS_ENV, KnowledgeError, Problem, models_dir
+from triage.model import ParsedSource
+from triage.parsers.common import text_digest, whole_text_event
 
-MODELS_ENV = "TRIAGE_MODELS_DIR"
-CORPUS_ENV = "TRIAGE_CORPUS"
+__all__ = ["MODELS_ENV", "models_dir"]  # the rest by name; these two come from triage.knowledge
+
 EXCLUDE_ENV = "TRIAGE_EXCLUDE_CASES"  # comma-separated case ids never returned as neighbours
 SAMPLES_ENV = "TRIAGE_SAMPLES"
 SELF_MATCH_ENV = "TRIAGE_ALLOW_SELF_MATCH"  # "1": a pasted case may match its own reference
@@ -47,23 +47,13 @@ INDEX_SCHEMA = "triage.index/1"
 BATCH = 8
 # Neighbours per query: 7 beat 3, 5 and 10 (by a few cases) in bench/eval_corpus.py.
 K_NEIGHBOURS = 7
-MAX_PASTE = 1_000_000  # bytes: larger TEXT inputs are files, not pastes
-_REPO = Path(__file__).resolve().parents[2]
 _TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
-_WS = regex.compile(r"\s+")
+# How a pasted reference case is recognised: the digest the parser records of a paste.
+evidence_hash = text_digest
 
 
-def models_dir() -> Path:
-    return Path(os.environ.get(MODELS_ENV) or _REPO / "models")
-
-
-def default_corpus() -> Path:
-    return Path(os.environ.get(CORPUS_ENV) or _REPO.parent / "shared" / "corpus" / "dev.jsonl")
-
-
-def evidence_hash(text: str) -> str:
-    """Hash of a text with whitespace normalized: how a pasted reference case is recognised."""
-    return hashlib.sha256(_WS.sub(" ", text).strip().encode("utf-8")).hexdigest()[:16]
+class IndexMissing(KnowledgeError):
+    """models/ holds no usable neighbour index: an error, never a silent abstention."""
 
 
 @dataclass(frozen=True)
@@ -263,13 +253,14 @@ class NeighbourIndex:
         return out
 
 
-def load_index(directory: Path | None = None) -> NeighbourIndex | None:
-    """Load an index (numpy + json only: no torch). None, with a warning, when absent/broken."""
+def load_index(directory: Path | None = None) -> NeighbourIndex:
+    """Load an index (numpy + json only: no torch). IndexMissing when absent or broken: a
+    tool without its index would abstain on everything, so it says so instead."""
     return _load_cached(str(directory or models_dir()))
 
 
 @lru_cache(maxsize=4)
-def _load_cached(directory: str) -> NeighbourIndex | None:
+def _load_cached(directory: str) -> NeighbourIndex:
     root = Path(directory)
     try:
         manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
@@ -291,12 +282,14 @@ def _load_cached(directory: str) -> NeighbourIndex | None:
             lo, hi = indptr[i], indptr[i + 1]
             dense[i, indices[lo:hi]] = data[lo:hi]
         embeddings = arrays["embeddings"].astype(np.float32)
-    except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
-        warnings.warn(f"no usable neighbour index in {root}: {exc}", stacklevel=2)
-        return None
-    if embeddings.shape[0] != len(cases):
-        warnings.warn(f"neighbour index in {root} is inconsistent; rebuild it", stacklevel=2)
-        return None
+    except (OSError, KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
+        raise IndexMissing(
+            [Problem(str(root), "", f"no usable neighbour index ({exc}); run `triage index build`")]
+        ) from exc
+    if embeddings.shape[0] != len(cases) or not cases:
+        raise IndexMissing(
+            [Problem(str(root), "", "the neighbour index is empty or inconsistent; rebuild it")]
+        )
     return NeighbourIndex(cases, embeddings, tfidf, dense, manifest)
 
 
@@ -311,175 +304,62 @@ def _case_from_row(row: dict[str, Any]) -> ReferenceCase:
     )
 
 
-# --------------------------------------------------------------------------- building
+# --------------------------------------------------------------------------- what a query brings
 
 
-def text_parsed(text: str, name: str = "<pasted>") -> ParsedSource:
-    """Parse pasted text the way `triage explain` does (see `with_text_fallback`)."""
-    from triage.parsers import parse_text
-
-    return with_text_fallback([parse_text(text, name=name)])[0]
-
-
-def with_text_fallback(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
-    """A pasted text in which the log parser found no event (a bare assertion line, a P2P
-    matrix) is still evidence: it becomes one event holding the whole text."""
-    out = []
-    for ps in parsed:
-        if ps.events or ps.source.kind is not SourceKind.TEXT or ps.source.size > MAX_PASTE:
-            out.append(ps)
-            continue
-        try:
-            with ps.source.open() as fh:
-                text = fh.read().decode("utf-8", errors="replace")
-        except OSError:  # vanished since it was parsed: nothing to add
-            text = ""
-        if text.strip():
-            ps = replace(ps, events=(whole_text_event(text, ps.source.path),))
-        out.append(ps)
-    return out
+def query_hashes(parsed: Sequence[ParsedSource]) -> set[str]:
+    """Digests of the pasted inputs (recorded by the parser), so that a reference case never
+    matches itself."""
+    return {ps.text_digest for ps in parsed if ps.text_digest}
 
 
-def text_analysis(parsed: Sequence[ParsedSource]) -> Analysis:
-    from triage.analysis import correlate
-
-    return correlate(parsed)
-
-
-def case_signature(text: str) -> str:
-    """Signature of a reference case's evidence, read exactly as a pasted query is read."""
-    parsed = [text_parsed(text)]
-    return signature(parsed, text_analysis(parsed))
-
-
-def read_cases(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            warnings.warn(f"{path}:{n}: not JSON, skipped", stacklevel=2)
-            continue
-        if all(k in row for k in ("id", "evidence", "symptom", "root_cause", "fix", "stage")):
-            rows.append(row)
-        else:
-            warnings.warn(f"{path}:{n}: case without labels, skipped", stacklevel=2)
-    return rows
+def with_whole_text(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
+    """A pasted text in which the log parser found no event of its own (a bare assertion
+    line, a P2P matrix, a py-spy dump) is still evidence: its whole text becomes one more
+    event (the parser kept it when it found nothing else: nothing is read again here)."""
+    return [
+        replace(ps, events=(*ps.events, whole_text_event(ps.whole_text, ps.source.path)))
+        if ps.whole_text
+        else ps
+        for ps in parsed
+    ]
 
 
-def reference_cases(rows: Sequence[dict[str, Any]], origin: str) -> list[ReferenceCase]:
-    cases = []
-    for row in rows:
-        sig = case_signature(row["evidence"])
-        cases.append(
-            ReferenceCase(
-                id=row["id"],
-                url=row.get("url"),
-                symptom=row["symptom"],
-                root_cause=row["root_cause"],
-                fix=row["fix"],
-                stage=row["stage"],
-                symptom_alt=tuple(row.get("symptom_alt") or ()),
-                root_cause_alt=tuple(row.get("root_cause_alt") or ()),
-                fix_alt=tuple(row.get("fix_alt") or ()),
-                signature=sig,
-                signature_sha=hashlib.sha256(sig.encode("utf-8")).hexdigest()[:16],
-                evidence_sha=evidence_hash(row["evidence"]),
-                origin=origin,
-            )
-        )
-    return cases
+# --------------------------------------------------------------------------- writing
 
 
-# A bundle's truth and its story: never read them as evidence.
-BUNDLE_TRUTH_FILES = ("expected.json", "README.md")
+def reference_case(row: Mapping[str, Any], signature: str, origin: str) -> ReferenceCase:
+    """One reference case: the labels of a labeled row (a corpus case, a bundle's
+    expected.json) and the signature of its evidence as the pipeline read it."""
+    return ReferenceCase(
+        id=row["id"],
+        url=row.get("url"),
+        symptom=row["symptom"],
+        root_cause=row["root_cause"],
+        fix=row["fix"],
+        stage=row["stage"],
+        symptom_alt=tuple(row.get("symptom_alt") or ()),
+        root_cause_alt=tuple(row.get("root_cause_alt") or ()),
+        fix_alt=tuple(row.get("fix_alt") or ()),
+        signature=signature,
+        signature_sha=signature_sha(signature),
+        evidence_sha=evidence_hash(row["evidence"]) if row.get("evidence") else "",
+        origin=origin,
+    )
 
 
-def default_samples() -> Path:
-    return Path(os.environ.get(SAMPLES_ENV) or _REPO / "corpus_samples")
+def signature_sha(signature: str) -> str:
+    return hashlib.sha256(signature.encode("utf-8")).hexdigest()[:16]
 
 
-def bundle_case_id(bundle: Path) -> str:
-    return f"sample:{bundle.name}"
-
-
-def bundle_evidence(bundle: Path) -> list[ParsedSource]:
-    """A corpus_samples scenario's evidence as a user's folder: its `bundle/` folder, or (older
-    layout) the scenario folder minus its truth files."""
-    from triage.ingest import discover
-    from triage.parsers import parse
-
-    if (bundle / "bundle").is_dir():
-        return [parse(src) for src in discover([str(bundle / "bundle")])]
-    skip = {str(bundle / name) for name in BUNDLE_TRUTH_FILES}
-    return [parse(src) for src in discover([str(bundle)]) if src.path not in skip]
-
-
-def bundle_cases(root: Path) -> list[ReferenceCase]:
-    """Reference cases from the corpus_samples bundles (real jobs, labeled by expected.json)."""
-    from triage.analysis import correlate
-
-    cases = []
-    for exp_path in sorted(root.glob("*/expected.json")):
-        try:
-            exp = json.loads(exp_path.read_text(encoding="utf-8"))
-            parsed = bundle_evidence(exp_path.parent)
-            sig = signature(parsed, correlate(parsed))
-        except Exception as exc:  # noqa: BLE001 - one bad bundle must not stop the build
-            warnings.warn(f"{exp_path.parent}: not indexed ({exc})", stacklevel=2)
-            continue
-        if not sig or not all(k in exp for k in ("symptom", "root_cause", "fix", "stage")):
-            continue
-        cases.append(
-            ReferenceCase(
-                id=bundle_case_id(exp_path.parent),
-                url=None,
-                symptom=exp["symptom"],
-                root_cause=exp["root_cause"],
-                fix=exp["fix"],
-                stage=exp["stage"],
-                symptom_alt=tuple(exp.get("symptom_alt") or ()),
-                root_cause_alt=tuple(exp.get("root_cause_alt") or ()),
-                fix_alt=tuple(exp.get("fix_alt") or ()),
-                signature=sig,
-                signature_sha=hashlib.sha256(sig.encode("utf-8")).hexdigest()[:16],
-                evidence_sha="",
-                origin=f"corpus_samples/{exp_path.parent.name}",
-            )
-        )
-    return cases
-
-
-def samples_hash(root: Path) -> str:
-    """Hash of every bundle's truth file: a new, removed or relabeled bundle changes it."""
-    digest = hashlib.sha256()
-    for exp_path in sorted(root.glob("*/expected.json")):
-        digest.update(exp_path.parent.name.encode() + b"\0" + exp_path.read_bytes())
-    return digest.hexdigest()
-
-
-def inputs_hash(cases_path: Path) -> str:
-    return hashlib.sha256(cases_path.read_bytes()).hexdigest()
-
-
-def build_index(
-    out_dir: str | os.PathLike[str] | None = None,
-    cases_path: str | os.PathLike[str] | None = None,
-    samples_dir: str | os.PathLike[str] | None = None,
+def write_index(
+    cases: Sequence[ReferenceCase],
+    out: Path,
+    inputs: Mapping[str, str],
     limit: int | None = None,
 ) -> Path:
-    """Build the index into out_dir (default models/) from labeled cases (default
-    ../shared/corpus/dev.jsonl) and the corpus_samples bundles (default corpus_samples/; pass
-    a missing path to leave them out). Returns the directory. `limit` keeps the first N cases."""
-    out = Path(out_dir) if out_dir is not None else models_dir()
-    src = Path(cases_path) if cases_path is not None else default_corpus()
-    samples = Path(samples_dir) if samples_dir is not None else default_samples()
-    rows = read_cases(src)[:limit] if limit else read_cases(src)
-    cases = reference_cases(rows, origin=src.name)
-    if samples.is_dir():
-        cases += bundle_cases(samples)
+    """Embed and write the reference cases as an index in `out`; `inputs` (name -> sha256 of
+    what the cases came from) goes to the manifest, to tell later when the index is stale."""
     signatures = [c.signature for c in cases]
     embeddings = embed(signatures)
     tfidf = fit_tfidf(signatures)
@@ -505,71 +385,11 @@ def build_index(
         "schema": INDEX_SCHEMA,
         "model": MODEL_NAME,
         "signature_version": SIGNATURE_VERSION,
-        "inputs": {
-            src.name: inputs_hash(src),
-            **({"corpus_samples": samples_hash(samples)} if samples.is_dir() else {}),
-        },
+        "inputs": dict(inputs),
         "limit": limit,
         "cases": len(cases),
         "tfidf_vocabulary": vocabulary,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     _load_cached.cache_clear()
-    return out
-
-
-def stale_reasons(
-    directory: str | os.PathLike[str] | None = None,
-    cases_path: str | os.PathLike[str] | None = None,
-    samples_dir: str | os.PathLike[str] | None = None,
-) -> list[str]:
-    """Why the index no longer matches its inputs (empty when fresh): the cases file changed,
-    the signature code changed, or a case's signature now reads differently."""
-    root = Path(directory) if directory is not None else models_dir()
-    src = Path(cases_path) if cases_path is not None else default_corpus()
-    samples = Path(samples_dir) if samples_dir is not None else default_samples()
-    try:
-        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-        stored = [
-            json.loads(line)
-            for line in (root / "index.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
-    except (OSError, json.JSONDecodeError) as exc:
-        return [f"no index: {exc}"]
-    reasons = []
-    if manifest.get("signature_version") != SIGNATURE_VERSION:
-        reasons.append("signature version changed")
-    if not src.is_file():
-        return reasons
-    inputs = manifest.get("inputs", {})
-    if inputs.get(src.name) != inputs_hash(src):
-        reasons.append(f"{src.name} changed")
-    if inputs.get("corpus_samples") != (samples_hash(samples) if samples.is_dir() else None):
-        reasons.append("corpus_samples bundles changed")
-    if reasons:
-        return reasons
-    rows = read_cases(src)
-    if manifest.get("limit"):
-        rows = rows[: manifest["limit"]]
-    current = reference_cases(rows, origin=src.name)
-    if samples.is_dir():
-        current += bundle_cases(samples)
-    fresh = {c.id: c.signature_sha for c in current}
-    changed = [r["id"] for r in stored if fresh.get(r["id"]) != r.get("signature_sha")]
-    if changed:
-        reasons.append(f"{len(changed)} signatures read differently now (e.g. {changed[0]})")
-    return reasons
-
-
-def query_hashes(parsed: Sequence[ParsedSource]) -> set[str]:
-    """Evidence hashes of pasted inputs, so that a reference case never matches itself."""
-    out = set()
-    for ps in parsed:
-        if ps.source.kind is SourceKind.TEXT and ps.source.size <= MAX_PASTE:
-            try:
-                with ps.source.open() as fh:
-                    out.add(evidence_hash(fh.read().decode("utf-8", errors="replace")))
-            except Exception:  # noqa: BLE001 - an unreadable source just has no hash
-                continue
     return out

@@ -2,6 +2,7 @@
 
 Two failures are the same kind when their initiating errors read alike once the parts that
 change from job to job (numbers, hex ids, paths, hosts, IPs, ranks, timestamps) are masked.
+The masking instructions and the salient-line test are knowledge (`rules/masks.yaml`).
 The signature feeds both neighbour indexes (MiniLM embeddings and TF-IDF); MiniLM reads at
 most 256 word pieces, so it is capped at a few salient lines.
 """
@@ -9,10 +10,13 @@ most 256 word pieces, so it is capped at a few salient lines.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cache
 
 import regex
 
-from triage.model import Analysis, Event, EventKind, ParsedSource, SourceKind
+from triage import knowledge
+from triage.analysis.cascade import reads_as_cascade
+from triage.model import Analysis, Event, EventKind, ParsedSource
 
 # Bumped whenever masking or line selection changes: the index manifest records it, so an
 # index built with another version is stale.
@@ -35,105 +39,101 @@ _ERROR_KINDS = frozenset(
     }
 )
 
-# Errors that are usually the consequence of another rank's failure, not its cause. Used only
-# when correlate gave no initiating events (a pasted text): the first other error wins.
-_CASCADE = regex.compile(
-    r"watchdog caught collective operation timeout|Watchdog caught|"
-    r"Connection reset by peer|Connection closed by|Broken pipe|"
-    r"communicator was aborted|NCCL communicator.*aborted|ncclRemoteError|"
-    r"remote process exited|DistNetworkError|Socket Timeout|"
-    r"ChildFailedError|Sending process \d+ closing signal|SignalException|"
-    r"failed \(exitcode: -?\d+\)|terminate called after throwing.*DistBackendError|"
-    r"Some NCCL operations have failed or timed out|"
-    r"To avoid data inconsistency, we are taking the entire process down",
-    regex.IGNORECASE,
-)
 
-# A line worth embedding: an exception line, an NCCL WARN, a C++ `what():`, an error verb.
-_SALIENT = regex.compile(
-    r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Failure|Fault)\b\s*:?|"
-    r"NCCL WARN|what\(\):|\berror\b|\bfailed\b|\bfailure\b|\bfatal\b|\bkilled\b|"
-    r"\bunable to\b|\bcannot\b|\bcan't\b|\bnot (?:found|supported|defined)\b|"
-    r"\bmismatch|\btimed? ?out\b|\bhang|\bstuck\b|\bsegmentation\b|\bSIG[A-Z]+\b|"
-    r"\bout of memory\b|\billegal\b|\bnan\b|\boverflow\b|\bundefined symbol\b|\bassert",
-    regex.IGNORECASE,
-)
-_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
+class _Masker:
+    """The masking instructions of `rules/masks.yaml`, applied in order (read once per
+    process: every salient line of every signature goes through them)."""
 
-_IP = regex.compile(
-    r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+|<\d+>)?\b|\b(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}\b"
-)
-_HEX = regex.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")
-# NCCL's `host:pid:tid [dev]` line prefix and Ray's `(Actor pid=1, ip=...)` prefix.
-_NCCL_PREFIX = regex.compile(r"^\s*\S+:\d+:\d+ \[\d+\]\s*", regex.MULTILINE)
-_RAY_PREFIX = regex.compile(r"^\s*\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*", regex.MULTILINE)
-_RANK_PREFIX = regex.compile(r"^\s*\[(?:rank|default)\s*:?\s*\d+\]\s*:?\s*", regex.MULTILINE)
-_LOG_PREFIX = regex.compile(
-    r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?|[IWEF]\d{4} [\d:.]+ \d+ \S+\]|"
-    r"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d [\d:]+ \S+:\d+\])\s*"
-    r"(?:-\s*)?(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s*(?:-\s*)?)?",
-    regex.MULTILINE,
-)
-_PATH = regex.compile(
-    r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[\w.@+~-]+){2,}/?|(?:[\w.@+-]+/){2,}[\w.@+-]+"
-)
-_HOST = regex.compile(
-    r"\b(?:[a-z][a-z0-9]*-)+\d+(?:-\d+)*\b|\b(?:node|host|gpu|worker|compute)[-_]?\d+\b",
-    regex.IGNORECASE,
-)
-_RANKWORD = regex.compile(
-    r"\b(rank|local_rank|global_rank|world_size|device|GPU|cuda:?)\s*[:=]?\s*\d+", regex.IGNORECASE
-)
-# Exit codes and signal numbers mean something (-9 is SIGKILL); keep them.
-_KEEP_CODE = regex.compile(
-    r"\b((?:exit ?code|exitcode|exit status|signal|signum|return code)\s*[:=]?\s*)"
-    r"(-?\d{1,3})(?!\d)",
-    regex.IGNORECASE,
-)
-_NUMBER = regex.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?(?![\w>])")
-_BRACKETED_NUMBER = regex.compile(r"<\d+>")
-_KEPT = regex.compile(r"KEEPCODE_(m?\d+)")
-_NUM_RUN = regex.compile(r"<n>(?:\s*[-:./,x]\s*<n>)+")
-_SPACES = regex.compile(r"[ \t]+")
+    def __init__(self, masks: knowledge.Masks) -> None:
+        assert masks.salient is not None and masks.frame is not None  # the schema says so
+        self.prefixes = masks.prefixes
+        self.masks = masks.masks
+        self.salient = masks.salient
+        self.frame = masks.frame
+        self.path = masks.named("path")
+
+    def strip_prefixes(self, text: str) -> str:
+        for pattern in self.prefixes:
+            text = pattern.sub("", text)
+        return text
+
+    def mask(self, text: str) -> str:
+        out = self.strip_prefixes(text)
+        kept: list[str] = []
+        for mask in self.masks:
+            out = self._apply(mask, out, kept)
+        if kept:
+            out = _KEPT.sub(lambda m: _restore(m, kept), out)
+        return "\n".join(line.strip() for line in out.splitlines() if line.strip())
+
+    def _apply(self, mask: knowledge.Mask, text: str, kept: list[str]) -> str:
+        if mask.keep is not None:
+            group = mask.keep
+
+            def keep(m: regex.Match[str]) -> str:
+                kept.append(m.group(group))
+                # a placeholder of letters only, as the kept text's neighbours see a word:
+                # no later mask (numbers, spaces) touches it or what is next to it
+                start, end = m.span(group)
+                at = m.start()
+                return m.string[at:start] + _placeholder(len(kept) - 1) + m.string[end : m.end()]
+
+            return mask.pattern.sub(keep, text)
+        template = mask.mask_with or ""
+        if "{basename}" in template:
+            return mask.pattern.sub(lambda m: _path(m.group(0), template, mask.keep_after), text)
+        return mask.pattern.sub(template, text)
+
+    def mask_path(self, text: str) -> str:
+        return self._apply(self.path, text, [])
 
 
-def _shorten_path(match: regex.Match[str]) -> str:
-    """Keep the package-relative tail of a path (informative), drop the machine's prefix."""
-    path = match.group(0)
-    for marker in ("site-packages/", "dist-packages/"):
+def _path(path: str, template: str, keep_after: tuple[str, ...]) -> str:
+    """A path masked: its tail after a `keep_after` marker (site-packages/), else the template
+    with its last part."""
+    for marker in keep_after:
         if marker in path:
             return path.split(marker, 1)[1]
     parts = [p for p in path.split("/") if p]
-    return "<path>/" + parts[-1] if parts else "<path>"
+    return template.replace("{basename}", parts[-1]) if parts else template.split("/", 1)[0]
+
+
+_KEPT = regex.compile("zzkept([a-y]+)zz")
+
+
+def _placeholder(n: int) -> str:
+    letters = ""
+    while True:
+        n, r = divmod(n, 25)
+        letters += chr(ord("a") + r)
+        if not n:
+            return f"zzkept{letters}zz"
+
+
+def _restore(m: regex.Match[str], kept: list[str]) -> str:
+    n = sum((ord(c) - ord("a")) * 25**i for i, c in enumerate(m.group(1)))
+    return kept[n] if n < len(kept) else m.group(0)
+
+
+@cache
+def _masker() -> _Masker:
+    return _Masker(knowledge.shipped().masks)
 
 
 def strip_prefixes(text: str) -> str:
     """Remove per-line prefixes (NCCL host:pid:tid, Ray actor, [rankN]:, log timestamps)."""
-    out = _NCCL_PREFIX.sub("", text)
-    out = _RAY_PREFIX.sub("", out)
-    out = _RANK_PREFIX.sub("", out)
-    return _LOG_PREFIX.sub("", out)
+    return _masker().strip_prefixes(text)
 
 
 def mask(text: str) -> str:
     """Mask what differs between two runs of the same failure; keep what identifies it."""
-    out = strip_prefixes(text)
-    out = _IP.sub("<ip>", out)
-    out = _PATH.sub(_shorten_path, out)
-    out = _HEX.sub("<hex>", out)
-    out = _HOST.sub("<host>", out)
-    out = _RANKWORD.sub(lambda m: m.group(1) + " <n>", out)
-    out = _KEEP_CODE.sub(lambda m: m.group(1) + "KEEPCODE_" + m.group(2).replace("-", "m"), out)
-    out = _NUMBER.sub("<n>", _BRACKETED_NUMBER.sub("<n>", out))
-    out = _KEPT.sub(lambda m: m.group(1).replace("m", "-"), out)
-    out = _NUM_RUN.sub("<n>", out)
-    out = _SPACES.sub(" ", out)
-    return "\n".join(line.strip() for line in out.splitlines() if line.strip())
+    return _masker().mask(text)
 
 
 def is_cascade_text(text: str) -> bool:
-    """True when the text reads like a consequence of another rank's failure."""
-    return bool(_CASCADE.search(text))
+    """True when the text reads like a consequence of another rank's failure (the cascade
+    families of `rules/cascade.yaml`, as correlate reads them)."""
+    return reads_as_cascade(text)
 
 
 def salient_lines(text: str) -> list[str]:
@@ -142,17 +142,16 @@ def salient_lines(text: str) -> list[str]:
     For a traceback: the exception line(s) and the innermost frame; for other text: the lines
     that carry an error word. Falls back to the last lines when nothing looks like an error.
     """
-    lines = [ln for ln in strip_prefixes(text).splitlines() if ln.strip()]
+    masker = _masker()
+    lines = [ln for ln in masker.strip_prefixes(text).splitlines() if ln.strip()]
     picked: list[str] = []
     last_frame: str | None = None
     for ln in lines:
-        frame = _FRAME.match(ln)
+        frame = masker.frame.match(ln)
         if frame:
-            last_frame = (
-                f"in {frame.group('func')} ({_PATH.sub(_shorten_path, frame.group('file'))})"
-            )
+            last_frame = f"in {frame.group('func')} ({masker.mask_path(frame.group('file'))})"
             continue
-        if _SALIENT.search(ln):
+        if masker.salient.search(ln):
             if last_frame is not None:
                 picked.append(last_frame)
                 last_frame = None
@@ -223,7 +222,7 @@ def signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
     """The failure signature of a job (or a pasted text) for the neighbour indexes.
 
     When no event reads as an error (a loss log, memory readings, a P2P matrix) the signature
-    falls back to every event, then to the raw pasted text: what the user gave is the evidence.
+    falls back to every event, then to the pasted text: what the user gave is the evidence.
     """
     sig = signature_of_events(initiating_events(parsed, analysis))
     if sig:
@@ -234,14 +233,10 @@ def signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
     if sig:
         return sig
     for ps in parsed:
-        if ps.source.kind is SourceKind.TEXT and ps.source.size <= 1_000_000:
-            try:
-                with ps.source.open() as fh:
-                    text = fh.read().decode("utf-8", errors="replace")
-            except Exception:  # noqa: BLE001 - unreadable: no signature from it
-                continue
+        # a paste whose events say nothing: the text itself (kept by the parser)
+        if ps.whole_text:
             sig = signature_of_events(
-                [Event(source=ps.source.path, kind=EventKind.ERROR_LINE, text=text)]
+                [Event(source=ps.source.path, kind=EventKind.ERROR_LINE, text=ps.whole_text)]
             )
             if sig:
                 return sig

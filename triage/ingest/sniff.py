@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import regex
 
+from triage import formats
 from triage.model import SourceKind
 
 HEAD_BYTES = 64 * 1024
@@ -38,19 +39,6 @@ _CONTROL_TABLE = bytes.maketrans(_CONTROL, b"\x00" * len(_CONTROL))
 
 # ------------------------------------------------------------------ text formats
 
-_NCCL_LINE = regex.compile(
-    r"^(?:\[\d{4}-\d{2}-\d{2}[ T][\d:.,]+\] )?[^\s:]+:\d+:\d+ (?:\[\d+\] )?"
-    r"(?:\d+\.\d+ )?(?:[\w./<>-]+:\d+ (?:\([^)]*\) )?)?NCCL (?:INFO|WARN|TRACE|CALL|ABORT)\b"
-)
-_NCCL_VERSION_ONLY = regex.compile(r"^NCCL version \d+\.\d+")
-
-_PYSPY_PROCESS = regex.compile(r"^Process \d+: \S")
-_PYSPY_PYTHON = regex.compile(r"^Python v\d+\.\d+")
-_PYSPY_THREAD = regex.compile(
-    r"^Thread (?:\d+|0x[0-9A-Fa-f]+) \((?:idle|active|active\+gil|gil|unknown)\)(?:: \".*\")?$"
-)
-_PYSPY_FRAME = regex.compile(r"^ {4}\S.*\((?:[^()]+:\d+|[^():]+)\)$")
-_PYSPY_LOCALS = regex.compile(r"^ {8,}\S")
 # py-spy's own failure output (no ptrace rights, process gone): the pyspy parser reports it.
 _PYSPY_FAILURE_FIRST = regex.compile(r"^(?:Error: |Permission Denied)")
 _PYSPY_FAILURE_SIGN = regex.compile(r"py_spy::|SYS_PTRACE|ptrace|py-spy")
@@ -118,7 +106,6 @@ _COLLECT_ENV = (
     "Is CUDA available:",
     "Versions of relevant libraries:",
 )
-_DS_REPORT = ("DeepSpeed C++/CUDA extension op report", "DeepSpeed general environment info")
 _NVIDIA_SMI = regex.compile(
     r"NVIDIA-SMI \d+\.\d+.*Driver Version:|^=+NVSMI LOG=+$|^Driver Version\s+: \d"
     r"|^\s*GPU0\s.*\bCPU Affinity\b",  # `nvidia-smi topo -m`
@@ -325,27 +312,32 @@ def _lines(text: str, *, complete: bool) -> list[str]:
 
 def _is_pyspy(lines: list[str], strong_log: bool) -> bool:
     first = lines[0]
-    if _PYSPY_PROCESS.match(first) and len(lines) > 1 and _PYSPY_PYTHON.match(lines[1]):
+    if (
+        formats.PYSPY_PROCESS.match(first)
+        and len(lines) > 1
+        and formats.PYSPY_PYTHON.match(lines[1])
+    ):
         return True
-    if _PYSPY_THREAD.match(first):
+    if formats.pyspy_thread(first):
         return True
     if _PYSPY_FAILURE_FIRST.match(first) and any(
         _PYSPY_FAILURE_SIGN.search(line) for line in lines[:40]
     ):
         return True
     if strong_log or not any(
-        _PYSPY_THREAD.match(line) for line in lines if line.startswith("Thread ")
+        formats.pyspy_thread(line) for line in lines if line.startswith("Thread ")
     ):
         return False  # a dump has at least one thread line
     return _mostly(
         lines,
         0.6,
         lambda line: bool(
-            _PYSPY_THREAD.match(line)
-            or _PYSPY_FRAME.match(line)
-            or _PYSPY_LOCALS.match(line)
-            or _PYSPY_PROCESS.match(line)
-            or _PYSPY_PYTHON.match(line)
+            formats.pyspy_thread(line)
+            or formats.PYSPY_PY_FRAME.match(line)
+            or formats.PYSPY_NATIVE_FRAME.match(line)
+            or formats.PYSPY_LOCALS.match(line)
+            or formats.PYSPY_PROCESS.match(line)
+            or formats.PYSPY_PYTHON.match(line)
         ),
     )
 
@@ -366,7 +358,7 @@ def _mostly(lines: list[str], share: float, test: Callable[[str], bool]) -> bool
 def _is_env_report(text: str, lines: list[str]) -> bool:
     if sum(marker in text for marker in _COLLECT_ENV) >= 2:
         return True
-    if any(marker in text for marker in _DS_REPORT):
+    if "DeepSpeed" in text and formats.DS_REPORT_START.search(text):
         return True
     # each regex runs only when a literal it needs is there: most heads have none
     if any(word in text for word in _NVIDIA_SMI_WORDS) and _NVIDIA_SMI.search(text):
@@ -397,11 +389,20 @@ def nccl_only(sample: bytes) -> bool:
     return _is_nccl_debug_file([line for line in lines if line.strip()][-_MAX_LINES:])
 
 
+def _nccl_file_line(line: str) -> bool:
+    """A line of NCCL_DEBUG_FILE output: an NCCL debug line with its `host:pid:tid`, or the
+    bare `NCCL version` banner."""
+    m = formats.NCCL_LINE.match(line)
+    return (m is not None and m["host"] is not None) or bool(formats.NCCL_BARE_VERSION.match(line))
+
+
 def _is_nccl_debug_file(lines: list[str]) -> bool:
     # NCCL_DEBUG_FILE output holds NCCL lines only (plus the odd continuation line of a
     # multi-line WARN); a process's stdout with NCCL lines mixed in is a rank log.
     if not lines:
         return False
     return _mostly(
-        lines, 0.9, lambda line: bool(_NCCL_LINE.match(line) or _NCCL_VERSION_ONLY.match(line))
+        lines,
+        0.9,
+        lambda line: _nccl_file_line(line) or bool(formats.NCCL_BARE_VERSION.match(line)),
     )

@@ -13,6 +13,7 @@ from typing import IO
 
 from triage.ingest.streams import stream_problem
 from triage.model import ParsedSource, Source, SourceKind
+from triage.parsers.common import parser_stopped
 
 # kind -> module under triage.parsers that reads it
 _MODULES: dict[SourceKind, str] = {
@@ -54,9 +55,7 @@ def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
         parsed = ParsedSource(
             source=source,
             events=(),
-            warnings=(
-                f"could not parse this {source.kind.value} input: {type(exc).__name__}: {exc}",
-            ),
+            warnings=(parser_stopped(source.kind.value, exc),),
         )
     known = {*source.warnings, *parsed.warnings}
     ended = [p for p in dict.fromkeys(map(stream_problem, opened)) if p and p not in known]
@@ -69,7 +68,7 @@ def preload() -> None:
     instead of each loading it again."""
     from triage.parsers import flight_recorder, rank_log  # noqa: F401 - loaded for the fork
 
-    for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS):
+    for markers in (rank_log.MARKERS, rank_log.RULE_MARKERS, rank_log.PROGRESS_MARKERS):
         _ = markers.engine  # imports numpy or hyperscan and compiles the scan
 
 

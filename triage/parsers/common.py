@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import regex
+
 from triage.model import Event, EventKind, Level, Source
+
+# A TEXT input up to this size is a paste (an issue body, a snippet) and is kept whole; bigger
+# ones are files that merely are not logs.
+MAX_PASTE = 1_000_000
+_WS = regex.compile(r"\s+")  # `regex`'s \s, as the index's evidence hashes were made with
+
+
+def text_digest(text: str) -> str:
+    """The fingerprint of a pasted text: its content with every whitespace run as one space
+    (two pastes of the same evidence, reflowed or re-indented, have the same digest)."""
+    return hashlib.sha256(_WS.sub(" ", text).strip().encode("utf-8")).hexdigest()[:16]
+
+
+# Every warning for an exception a parser caught in its own code (a bug, never bad input:
+# bad input is reported by what it is) starts with a parser's name and this, so that tests
+# can tell a swallowed bug from a warning about the input.
+PARSER_STOPPED = "parser stopped early"
+
+
+def parser_stopped(parser: str, exc: BaseException, when: str = "") -> str:
+    """The warning for an exception caught around a parser's own code."""
+    return f"{parser} {PARSER_STOPPED}{when}: {type(exc).__name__}: {exc}"
 
 
 def whole_text_event(text: str, name: str = "<pasted>") -> Event:

@@ -21,7 +21,7 @@ from typing import Any
 import regex
 
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source
-from triage.parsers.common import input_warning
+from triage.parsers.common import input_warning, parser_stopped
 
 __all__ = ["MAX_BYTES", "exception_of", "parse"]
 
@@ -56,7 +56,7 @@ def parse(source: Source) -> ParsedSource:
     try:
         events = _events(source, raw, warnings)
     except Exception as exc:  # a shape torch never wrote; report, do not crash
-        return _failed(source, f"elastic error file has an unknown layout: {exc}", lines)
+        return _failed(source, parser_stopped("elastic error", exc), lines)
     if not events:
         return _failed(source, warnings[-1] if warnings else "no error in this file", lines)
     return ParsedSource(

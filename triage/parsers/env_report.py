@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 import regex
 
+from triage.formats import DS_REPORT_START
 from triage.model import EnvReport, Event, EventKind, Level, ParsedSource, Source
-from triage.parsers.common import input_warning
+from triage.parsers.common import input_warning, parser_stopped
 
 __all__ = ["MAX_BYTES", "parse", "parse_lines"]
 
@@ -78,7 +79,7 @@ _CE_OTHER_KEYS = frozenset(
 )
 
 # ds_report
-_DS_START = regex.compile(r"DeepSpeed (?:C\+\+/CUDA extension op report|general environment info)")
+_DS_START = DS_REPORT_START
 _DS_INFO = regex.compile(r"^(?P<key>[a-z][\w ()/.]+?) \.{3,} (?P<value>.*)$")
 _DS_OP = regex.compile(
     r"^(?P<op>\w+) \.+ \[(?P<installed>YES|NO)\] \.+ \[(?P<compatible>OKAY|NO|YES|FAIL)\]\s*$"
@@ -107,6 +108,12 @@ _SMI_HEAD = regex.compile(
 _SMI_GPU = regex.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off|N/A)\s*\|")
 _SMI_MEM = regex.compile(r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|")
 _SMI_CSV_HEAD = regex.compile(r"^name\s*,", regex.IGNORECASE)
+# A row of nvidia-smi's process table (GI/CI columns on MIG-era drivers): which processes hold
+# which GPU, kept as printed so that rules read it (two ranks' processes on one GPU).
+_SMI_PROCESS = regex.compile(
+    r"^\|\s+\d+\s+(?:\S+\s+\S+\s+)?\d+\s+(?:C|G|C\+G)\s+\S.*?\s+(?:\d+MiB|N/A)\s*\|$"
+)
+_MAX_PROCESSES = 64
 
 # environment variables
 _ENV = regex.compile(
@@ -157,6 +164,7 @@ class _Report:
     gpu_memory: list[str] = field(default_factory=list)
     ds_installed: list[str] = field(default_factory=list)
     ds_incompatible: list[str] = field(default_factory=list)
+    processes: list[str] = field(default_factory=list)  # nvidia-smi's process table rows
 
     def touch(self, number: int) -> None:
         self.last_line = max(self.last_line, number)
@@ -183,7 +191,7 @@ def parse(source: Source) -> ParsedSource:
     try:
         events = [_event(source, report) for report in _read(lines)]
     except Exception as exc:  # the promise is "never raises"
-        why = f"environment report unreadable: {type(exc).__name__}: {exc}"
+        why = parser_stopped("environment report", exc)
         return _only_warning(source, why, len(lines), len(data))
     if not events:
         warnings.append("no versions or settings recognised in this environment report")
@@ -263,7 +271,11 @@ def _read(lines: Iterable[str]) -> list[_Report]:
             continue
         smi = reports.get("nvidia_smi")
         if smi is not None and line.startswith("|"):
-            if m := _SMI_GPU.match(line):
+            if _SMI_PROCESS.match(line):
+                if len(smi.processes) < _MAX_PROCESSES:
+                    smi.processes.append(line.strip())
+                smi.touch(number)
+            elif m := _SMI_GPU.match(line):
                 smi.gpus.append(m["name"])
                 smi.touch(number)
             elif (m := _SMI_MEM.search(line)) and len(smi.gpu_memory) < len(smi.gpus):
@@ -439,10 +451,13 @@ def _event(source: Source, found: _Report) -> Event:
     parts += [f"{name}={value}" for name, value in report.env_vars.items()]
     if report.packages and not report.facts:
         parts.append(f"{len(report.packages)} packages")
+    text = f"{report.report_kind}: " + " ".join(parts)
+    if found.processes:
+        text += "\n" + "\n".join(found.processes)
     return Event(
         source=source.path,
         kind=EventKind.ENV_REPORT,
-        text=f"{report.report_kind}: " + " ".join(parts),
+        text=text,
         line=found.first_line,
         end_line=max(found.first_line, found.last_line),
         rank=source.rank,

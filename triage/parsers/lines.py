@@ -324,11 +324,12 @@ _BUSY_WINDOWS = frozenset(
 )
 
 
-def _anchor(needle: bytes) -> int:
-    """Offset of the needle's rarest 4-byte window: hits on common windows cost time."""
+def _anchor(needle: bytes, busy: frozenset[bytes] = frozenset()) -> int:
+    """Offset of the needle's rarest 4-byte window: hits on common windows cost time. `busy`
+    windows (those of a caller's ordinary lines) count as the commonest."""
 
     def rarity(window: bytes) -> int:
-        if window in _BUSY_WINDOWS:
+        if window in _BUSY_WINDOWS or window in busy:
             return -1
         return sum(_COMMONNESS.find(c) if c in _COMMONNESS else 20 for c in window)
 
@@ -350,13 +351,25 @@ class MarkerSet:
     _BITS = 17  # measured: fewer collisions pay for a table that no longer fits L1
     ENGINES = ("auto", "hyperscan", "numpy")
 
-    def __init__(self, needles: Iterable[str], *, engine: str = "auto") -> None:
+    def __init__(
+        self, needles: Iterable[str], *, engine: str = "auto", ordinary: Iterable[str] = ()
+    ) -> None:
         if engine not in self.ENGINES:
             raise ValueError(f"unknown marker engine {engine!r}")
         self._spec = list(needles)
         self._engine = engine
+        # Lines the scan mostly sees (healthy progress output): no anchor window is taken from
+        # them when a needle has another, or the numpy engine would check every such line.
+        self._ordinary = list(ordinary)
+        busy = frozenset(
+            low[i : i + 4]
+            for line in self._ordinary
+            for low in (line.lower().encode("utf-8", "replace"),)
+            for i in range(len(low) - 3)
+        )
         self._hs_find: Any = None  # hyperscan databases, compiled on the first scan
         self._hs_lines: Any = None
+        self._hs_line_groups = 0
         self._hs_lens: list[int] = []
         # 4-byte code -> (needle, offset of the code inside it)
         self._by_code: dict[int, list[tuple[bytes, int]]] = {}
@@ -367,7 +380,7 @@ class MarkerSet:
             raw = raw.replace(b"|", b"")
             if len(raw) < 4 or bar > len(raw) - 4:
                 raise ValueError(f"marker {needle!r} is shorter than 4 bytes after its anchor")
-            off = bar if bar >= 0 else _anchor(raw)
+            off = bar if bar >= 0 else _anchor(raw, busy)
             self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
         self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
         self._table = self._codes = None  # built on the first `find` (see _numpy)
@@ -375,7 +388,7 @@ class MarkerSet:
 
     def using(self, engine: str) -> MarkerSet:
         """The same markers scanned by another engine (tests compare them)."""
-        return MarkerSet(self._spec, engine=engine)
+        return MarkerSet(self._spec, engine=engine, ordinary=self._ordinary)
 
     @property
     def engine(self) -> str:
@@ -412,17 +425,20 @@ class MarkerSet:
         (compiled apart: it costs ~10x the literal one and most sets never need it)."""
         if self._hs_lines is None:
             hs = _hs
-            either = b"|".join(
+            escaped = [
                 b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
                 for needle in self._needles
-            )
+            ]
+            # hyperscan limits one expression's length: the needles go in groups of a few
+            groups = [escaped[i : i + 64] for i in range(0, len(escaped), 64)]
             lines = hs.Database(mode=hs.HS_MODE_BLOCK)
             lines.compile(
-                expressions=[b"(?:" + either + b")[^\\n]*$"],
-                ids=[0],
+                expressions=[b"(?:" + b"|".join(g) + b")[^\\n]*$" for g in groups],
+                ids=list(range(len(groups))),
                 flags=hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE,
             )
             self._hs_lines = lines
+            self._hs_line_groups = len(groups)
         return self._hs_lines
 
     def _scratch(self, database: Any) -> Any:
@@ -497,7 +513,9 @@ class MarkerSet:
 
             lines = self._line_database()
             lines.scan(data, match_event_handler=on_line, scratch=self._scratch(lines))
-            return out  # one pattern: hyperscan reports in order of end offset
+            if self._hs_line_groups == 1:
+                return out  # one pattern: hyperscan reports in order of end offset
+            return sorted(set(out))  # a line with needles of several groups: once
         n = len(data)
         ends = {data.find(b"\n", hit) for hit in self._find_numpy(data)}
         if -1 in ends:

@@ -17,22 +17,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from triage.formats import NCCL_BARE_VERSION, NCCL_LINE
+from triage.literals import group_literals
 from triage.model import Event, EventKind, Level, ParsedSource, Source
+from triage.parsers.common import parser_stopped
 from triage.parsers.lines import ChunkReader, MarkerSet, line_text, select_lines
 from triage.parsers.prefixes import peel
 from triage.parsers.timestamps import parse_dated
 
 MAX_EVENTS = 20_000
 
-_LINE = re.compile(
-    r"(?:\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)\] )?"
-    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) )?"
-    r"(?:\[(?P<dev>\d+)\] )?"
-    r"(?:(?P<ms>\d+\.\d+) )?"
-    r"(?:(?P<src>[\w./<>-]+):(?P<srcline>\d+) (?:\((?P<func>[^)]*)\) )?)?"
-    r"NCCL (?P<level>INFO|WARN|TRACE|CALL) ?(?P<msg>.*)"
-)
-_BARE_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+[\w.+-]*)")
+_LINE = NCCL_LINE
+_BARE_VERSION = NCCL_BARE_VERSION
 
 _VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+[\w.+-]*)")
 _DRIVER = re.compile(r"cudaDriverVersion (?P<ver>\d+)")
@@ -267,13 +263,30 @@ def fill_ranks(events: list[Event], tracker: NcclTracker) -> None:
                 events[i] = replace(ev, rank=rank)
 
 
-# Words of the NCCL lines `NcclTracker.assess` keeps (WARN, version, network, transports, comm
-# setup, `file.cc:N -> code` chains, env settings, trouble); the rest of INFO is skipped unread.
-_NOTABLE_WORDS = (
-    "warn version init_complete using_network net/ bootstrap nranks set_by_environment via_ "
-    ".cc: _->_ error fail closed abort timeout timed_out refused unreachable mismatch exceeded"
-)
-NOTABLE = MarkerSet(word.replace("_", " ") for word in _NOTABLE_WORDS.split())
+# The patterns of the NCCL lines `NcclTracker.assess` keeps (besides WARN lines): the marker
+# scan's needles are their literals, so a new pattern is never missed by the scan.
+_KEPT = (_VERSION, _DRIVER, _BOOTSTRAP, _NET_USING, _NETWORK, _CHANNEL, _COMM, _INIT, _ENV_SET)
+_KEPT += (_CHAIN, _INFO_TROUBLE)
+
+
+def notable_needles() -> list[str]:
+    """Lowercased literals one of which every line `assess` keeps holds (WARN lines: "warn")."""
+    out = ["warn"]
+    for pattern in _KEPT:
+        text = f"(?i:{pattern.pattern})" if pattern.flags & re.IGNORECASE else pattern.pattern
+        for literal in group_literals(text) or ():
+            out.append(literal.lstrip("\0").lower())
+    return list(dict.fromkeys(out))
+
+
+NOTABLE = MarkerSet(notable_needles())
+
+
+def line_needles() -> list[str]:
+    """Lowercased literals of an NCCL debug line (`NCCL INFO`, `NCCL WARN`, `NCCL version`):
+    in a process's log, every NCCL line is read (the tracker learns ranks from them)."""
+    found = [*(group_literals(_LINE.pattern) or ()), *(group_literals(_BARE_VERSION.pattern) or ())]
+    return list(dict.fromkeys(lit.lstrip("\0").lower() for lit in found))
 
 
 class _Continuation:
@@ -353,7 +366,7 @@ def parse(source: Source) -> ParsedSource:
             if found.kind is EventKind.NCCL_WARN:
                 cont.index = len(events) - 1
     except Exception as exc:  # never let one bad file stop a diagnosis
-        warnings.append(f"NCCL parser stopped early: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("NCCL", exc))
     finally:
         with contextlib.suppress(Exception):
             stream.close()

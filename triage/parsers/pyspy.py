@@ -21,6 +21,13 @@ from typing import Any
 
 import regex
 
+from triage.formats import (
+    PYSPY_NATIVE_FRAME,
+    PYSPY_PROCESS,
+    PYSPY_PY_FRAME,
+    PYSPY_PYTHON,
+    PYSPY_THREAD,
+)
 from triage.model import (
     Event,
     EventKind,
@@ -31,7 +38,7 @@ from triage.model import (
     Source,
     StackFrame,
 )
-from triage.parsers.common import input_warning
+from triage.parsers.common import input_warning, parser_stopped
 
 __all__ = ["MAX_BYTES", "parse"]
 
@@ -39,16 +46,12 @@ MAX_BYTES = 64 * 1024 * 1024  # a dump of 4,096 threads x 4,096 frames is far be
 _MAX_FRAMES = 4096  # py-spy's own cap per thread
 
 _ANSI = regex.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_PROCESS = regex.compile(r"^Process (?P<pid>\d+): ?(?P<cmd>.*)$")
-_PYTHON = regex.compile(r"^Python v(?P<ver>\S+)(?: \((?P<exe>.*)\))?$")
+_PROCESS = PYSPY_PROCESS
+_PYTHON = PYSPY_PYTHON
 _PARENT = regex.compile(r"^Parent Process (?P<pid>\d+): ?(?P<cmd>.*)$")
-_THREAD = regex.compile(
-    r'^Thread (?P<tid>\d+|0[xX][0-9A-Fa-f]+) \((?P<status>[^)]*)\)(?:: "(?P<name>.*)")?\s*$'
-)
-# A Python frame ends in `(file:line)`; a native frame or a line-less one in `(lib)`. The
-# function part may itself hold parentheses (demangled C++), hence the greedy `.+`.
-_PY_FRAME = regex.compile(r"^ {4}(?P<func>\S.*) \((?P<file>[^()]*?):(?P<line>\d+)\)$")
-_NATIVE_FRAME = regex.compile(r"^ {4}(?P<func>\S.*) \((?P<file>[^()]*)\)$")
+_THREAD = PYSPY_THREAD
+_PY_FRAME = PYSPY_PY_FRAME
+_NATIVE_FRAME = PYSPY_NATIVE_FRAME
 _RULE = regex.compile(r"^-{10,}$")
 
 # What py-spy prints when it cannot attach (strings from the py-spy 0.4.3 binary and
@@ -125,7 +128,7 @@ def parse(source: Source) -> ParsedSource:
             events, lines = _parse_text(source, text.splitlines(), warnings)
     except Exception as exc:  # the promise is "never raises"; say what broke
         events, lines = [], 0
-        warnings.append(f"py-spy dump unreadable: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("py-spy", exc))
     if not events:
         why = "no py-spy stack found in this file"
         if not warnings:

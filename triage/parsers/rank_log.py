@@ -23,15 +23,21 @@ C++ blocks) get `attrs["time_before"]`, the latest time seen earlier in the file
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import signal as _signal
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import IO, Any
 
+from triage import knowledge
+from triage.knowledge.templates import Template, Value, literals_of, signal_of_exit_code
+from triage.literals import group_literals
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import timestamps as ts
+from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
 from triage.parsers.lines import (
     ChunkReader,
     LineCounter,
@@ -41,6 +47,7 @@ from triage.parsers.lines import (
     select_lines,
 )
 from triage.parsers.nccl import NcclTracker, fill_ranks, parse_nccl_line
+from triage.parsers.nccl import line_needles as nccl_line_needles
 from triage.parsers.prefixes import Prefixes, peel
 
 MAX_EVENTS = 20_000
@@ -53,23 +60,31 @@ STALE_LINES = 400  # a record whose stream has been silent this long is closed
 SCAN_ALL_BELOW = 64 << 10  # pasted text; bigger files take the marker-driven path
 PROGRESS_WINDOW = 16 << 10
 
-# Words (case-insensitive) that mark a line worth parsing: every pattern below that makes an
-# event carries one of them, and a line whose log level says W or E must carry one too (a
-# property test checks that the fast path finds what a full read finds). `_` stands for a
-# space; `|` marks the 4-byte window to hash where the rarest one would be a common word.
-# Progress lines are read separately, from chunk tails.
-_NEEDLES = (
-    "error exception warn fail tra|ceback kill signal terminate what(): segmentation dumped "
-    "aborted timeout watchdog nvrm: ca|ncelled rendezvous fatal illegal devic|e-side "
-    "found|_nan |on_memory |of_memory t|imed_out no_m|odule_named key(s) e|xited_with xid_ "
-    'loss_scale retu|rn_code ",_line_ |critical en|tire_process guessing_device '
-    # NCCL INFO lines worth an event (the rest of NCCL_DEBUG=INFO is skipped unread)
-    "nccl_version usin|g_network net/ bootstrap set_by_environment |nranks via_ "
-    ".cc: _->_ connectio|n_closed driverversion closed refused unreachable mismatch exceeded"
+# The line templates, the error and warning words and the shell's signal words are knowledge
+# (`rules/templates.yaml`); the marker needles are derived below from it, the rules and the
+# cascade families, never listed by hand.
+_KNOWN = knowledge.shipped()
+_TEMPLATES = _KNOWN.templates
+_ERROR_WORDS = _TEMPLATES.error_words
+_WARNING_WORDS = _TEMPLATES.warning_words
+_FATAL_IN_INFO = _TEMPLATES.fatal_in_info
+_SHELL_SIGNALS = _TEMPLATES.signal_words
+assert _ERROR_WORDS is not None and _WARNING_WORDS is not None and _FATAL_IN_INFO is not None
+# Lower-case pieces, one of which every `_ERROR_WORDS` match holds: a cheap `in` test spares
+# most lines the big regex.
+_ERROR_KEYS = tuple(
+    dict.fromkeys(lit.lstrip("\0").lower() for lit in literals_of(_ERROR_WORDS.pattern))
 )
-MARKERS = MarkerSet(
-    [word.replace("_", " ") for word in _NEEDLES.split()] + ["global_rank_|mapping"]
-)
+
+
+def _has_error_words(text: str) -> bool:
+    low = text.lower()
+    return any(key in low for key in _ERROR_KEYS) and _ERROR_WORDS.search(text) is not None
+
+
+def _has_warning_words(text: str) -> bool:
+    return "warn" in text.lower() and _WARNING_WORDS.search(text) is not None
+
 
 # --------------------------------------------------------------------------- line formats
 
@@ -183,53 +198,92 @@ _NCCL_ERROR_IN = re.compile(
     re.MULTILINE,
 )
 
-_TORCHRUN_FAILED = re.compile(
-    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
-    r"(?: of binary: (?P<bin>.*))?"
-)
-_CLOSING_SIGNAL = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
-_DS_EXIT = re.compile(r"exits with return code = (?P<code>-?\d+)")
-_DS_LOCAL_RANK = re.compile(r"--local_rank=(?P<lr>\d+)")
 _DS_HOST_RANKS = re.compile(r"'(?P<host>[^']+)': \[(?P<ranks>[\d, ]+)\]")
-_DS_KILLING = re.compile(r"Killing subprocess (?P<pid>\d+)")
-_WORKER_GROUP = re.compile(
-    r"Worker group (?P<state>[A-Z]+)\.(?: (?P<left>\d+)/(?P<max>\d+) attempts left)?"
-)
-_RENDEZVOUS = re.compile(r"Rendezvous\w*", re.I)
-_SLURM_CANCEL = re.compile(
-    r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.]+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
-    r"(?: DUE TO (?P<reason>[A-Z ]+?))? \*\*\*"
-)
-_SRUN_ERROR = re.compile(
-    r"srun: error: (?P<node>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\] ]+): (?P<what>.+?)\s*$"
-)
-_OOM_KILL = re.compile(r"Detected (?P<n>\d+) oom[-_]kill event")
-_KERNEL_KILL = re.compile(
-    r"(?P<oom>Out of memory: |Memory cgroup out of memory: )?"
-    r"Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
-)
-_SHELL_SIGNAL = re.compile(
-    r"(?P<what>Segmentation fault|Bus error|Aborted|Killed|Floating point exception"
-    r"|Illegal instruction)"
-    r"(?: \(core dumped\))?(?:\s+\S.*)?$"
-)
 # faulthandler (on by default for torchrun workers): the fatal signal, then each thread's
 # Python stack, innermost frame first
 _FATAL_PYTHON = re.compile(r"Fatal Python error: (?P<what>[A-Z][\w ]+?)\s*$")
 _FAULT_THREAD = re.compile(
     r"(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*\(most recent call first\):"
 )
-_SIGNAL_RECEIVED = re.compile(
-    r"Signal (?P<num>\d+) \((?P<sig>SIG\w+)\) received by PID (?P<pid>\d+)"
-)
-_SHELL_SIGNALS = {
-    "Segmentation fault": "SIGSEGV",
-    "Bus error": "SIGBUS",
-    "Aborted": "SIGABRT",
-    "Killed": "SIGKILL",
-    "Floating point exception": "SIGFPE",
-    "Illegal instruction": "SIGILL",
+
+# --------------------------------------------------------------------------- marker needles
+# A big log is read only at the lines that hold one of these (case-insensitive) needles, plus
+# every line while a multi-line record is open. Each is a literal every match of something
+# that makes an event must contain: a line template or an error / warning word (templates
+# file), a record opener or an error log level of this parser, a cascade family (correlate
+# must see those messages), an NCCL debug line (the tracker learns ranks from them), and the
+# rules' keywords (a rule can only match an event). A literal that healthy progress output
+# holds (the templates file's `healthy` lines) is never a needle: it would make the scan decode
+# every iteration.
+_OPENERS = (_TB_HEADER, _TB_FILE, _TERMINATE, _WHAT, _FATAL_PYTHON, _RAISED_FROM, _SUMMARY_TITLE)
+_DS_RANK_MAPPING = "global_rank_mapping="  # DeepSpeed's launcher: local -> global ranks
+_OTHER_PARSERS_KINDS = {
+    EventKind.PYSPY,
+    EventKind.FLIGHT_RECORDER,
+    EventKind.ENV_REPORT,
+    EventKind.ELASTIC_ERROR,
 }
+# Log kinds the rank_log parser makes events of: a rule filtered to other kinds only (py-spy,
+# flight recorder, env reports) gives no needle.
+_LOG_KINDS = {
+    SourceKind.RANK_LOG.value,
+    SourceKind.TEXT.value,
+    *(k.value for k in EventKind if k not in _OTHER_PARSERS_KINDS),
+}
+
+
+# A rule's or a cascade family's literal is a needle only when it is this long: a short one
+# (`python`, `tensor`, `peer `) would pick ordinary lines (the templates' literals are written
+# for the scan; the rules' are picked for matching events).
+SPECIFIC_NEEDLE = 12
+
+
+def _lowered(literals: tuple[str, ...] | None, min_len: int = 4) -> list[str]:
+    return [lit.lstrip("\0").lower() for lit in literals or () if len(lit.lstrip("\0")) >= min_len]
+
+
+def _healthy(needle: str) -> bool:
+    return any(needle in line.lower() for line in _TEMPLATES.healthy)
+
+
+def rule_needles(rules: Iterable[knowledge.Rule]) -> list[str]:
+    """The rules' keywords that can be needles: of rules that can match this parser's events,
+    SPECIFIC_NEEDLE characters or more, and not in healthy progress output."""
+    out: list[str] = []
+    for rule in rules:
+        kinds = rule.event_kinds | rule.source_kinds
+        if kinds and not kinds & _LOG_KINDS:
+            continue
+        out.extend(n for n in _lowered(rule.keywords, SPECIFIC_NEEDLE) if not _healthy(n))
+    return list(dict.fromkeys(out))
+
+
+def _needles() -> list[str]:
+    structural = [n for p in _OPENERS for n in _lowered(group_literals(p.pattern))]
+    levels = [name.lower() for name, lvl in _LEVELS.items() if lvl is Level.FATAL and len(name) > 3]
+    cascade = [
+        n
+        for family in _KNOWN.cascade.families
+        for n in _lowered(group_literals(f"(?i:{family.pattern.pattern})"), SPECIFIC_NEEDLE)
+        if not _healthy(n)
+    ]
+    found = [
+        *_TEMPLATES.needles(),
+        *structural,
+        *levels,
+        _DS_RANK_MAPPING,
+        *cascade,
+        *nccl_line_needles(),
+        *rule_needles(_KNOWN.rules),
+    ]
+    return list(dict.fromkeys(found))
+
+
+MARKERS = MarkerSet(_needles(), ordinary=_TEMPLATES.healthy)
+# A line that holds a rule's keyword is an event even without an error word or a log level
+# (`Using ... as PyTorch extensions root`, `NVIDIA H100 ... is not compatible`): a rule is
+# looking for it.
+RULE_MARKERS = MarkerSet(rule_needles(_KNOWN.rules), ordinary=_TEMPLATES.healthy)
 
 # --------------------------------------------------------------------------- progress
 
@@ -712,8 +766,11 @@ def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int
 class _LogParser:
     by_shape = True  # progress windows read line by line with a shape cache (tests turn it off)
 
-    def __init__(self, source: Source, scan_all: bool) -> None:
+    def __init__(
+        self, source: Source, scan_all: bool, opener: Callable[[], IO[bytes]] | None = None
+    ) -> None:
         self.source = source
+        self.opener = opener or source.open  # a paste already read: its bytes
         self.scan_all = scan_all
         self.pasted = source.kind is SourceKind.TEXT
         self.events: list[Event] = []
@@ -748,7 +805,7 @@ class _LogParser:
         return self.scan_all or bool(self.records)
 
     def run(self) -> None:
-        stream = self.source.open()
+        stream = self.opener()
         try:
             self.reader = reader = ChunkReader(stream)
             for data, first in reader:
@@ -1221,296 +1278,89 @@ class _LogParser:
                     self.local_to_rank.setdefault((pre.host or self.source.host, local), rank)
 
     def _agent_line(self, number: int, pre: Prefixes, meta: _Meta) -> bool:
+        """An event from the first line template (`rules/templates.yaml`) the line matches."""
         msg = meta.msg
-        text = pre.rest.strip()
-        if "global_rank_mapping=" in msg:
+        if _DS_RANK_MAPPING in msg:
             self._learn_deepspeed_ranks(pre, msg)
             return True
-        common = {
-            "time": meta.time,
-            "pid": meta.pid,
-            "yearless": meta.yearless,
-            "agent_pid": meta.agent_pid,
-        }
-        m = _TORCHRUN_FAILED.search(msg)
-        if m is not None:
-            code = int(m["code"])
-            sig = _signal_name(code)
-            lr = int(m["lr"])
-            exit_ = RankExit(
-                rank=None,
-                local_rank=lr,
-                host=pre.host or self.source.host,
-                pid=int(m["pid"]),
-                exitcode=code,
-                signal=sig,
-                time=meta.time,
-                error_file=None,
-                message=None,
-            )
-            attrs = {
-                "exitcode": code,
-                "signal": sig,
-                "agent_pid": meta.agent_pid,
-                "binary": m["bin"],
-                "launcher": "torchrun",
-            }
-            # the event's pid is the worker that exited, not the agent that logged it
-            at = self._emit(
-                EventKind.RANK_EXIT,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.ERROR,
-                attrs=attrs,
-                payload=exit_,
-                time=meta.time,
-                pid=int(m["pid"]),
-                yearless=meta.yearless,
-            )
-            if at is not None:
-                ev = self.events[at]
-                self.events[at] = replace(
-                    ev, local_rank=lr, rank=self.local_to_rank.get((pre.host, lr))
-                )
-            return True
-        m = _CLOSING_SIGNAL.search(msg)
-        if m is not None:
-            attrs = {"target_pid": int(m["pid"]), "signal": m["sig"], "role": "victim"}
-            self._emit(
-                EventKind.AGENT,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.WARNING,
-                attrs=attrs,
-                **common,
-            )
-            return True
-        m = _DS_EXIT.search(msg)
-        if m is not None:
-            code = int(m["code"])
-            lr_m = _DS_LOCAL_RANK.search(msg)
-            lr = int(lr_m["lr"]) if lr_m else None
-            sig = _signal_name(code)
-            exit_ = RankExit(
-                rank=None,
-                local_rank=lr,
-                host=pre.host or self.source.host,
-                pid=None,
-                exitcode=code,
-                signal=sig,
-                time=meta.time,
-                error_file=None,
-                message=None,
-            )
-            at = self._emit(
-                EventKind.RANK_EXIT,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.ERROR if code else Level.INFO,
-                attrs={"exitcode": code, "signal": sig, "launcher": "deepspeed"},
-                payload=exit_,
-                **common,
-            )
-            if at is not None and lr is not None:
-                self.events[at] = replace(self.events[at], local_rank=lr)
-            return True
-        m = _DS_KILLING.search(msg)
-        if m is not None:
-            self._emit(
-                EventKind.AGENT,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.WARNING,
-                attrs={"target_pid": int(m["pid"]), "action": "kill", "role": "victim"},
-                **common,
-            )
-            return True
-        m = _WORKER_GROUP.search(msg)
-        if m is not None:
-            attrs = {
-                "worker_group": m["state"],
-                "attempts_left": _int(m["left"]),
-                "max_attempts": _int(m["max"]),
-            }
-            level = Level.ERROR if m["state"] == "FAILED" else Level.WARNING
-            self._emit(
-                EventKind.AGENT, text, number, number, pre, level=level, attrs=attrs, **common
-            )
-            return True
-        if _RENDEZVOUS.search(msg) and (
-            meta.level in (Level.ERROR, Level.FATAL, Level.WARNING)
-            or re.search(r"(?i)error|timeout|timed out|closed|fail", msg)
-        ):
-            self._emit(
-                EventKind.AGENT,
-                text,
-                number,
-                number,
-                pre,
-                level=meta.level or Level.ERROR,
-                attrs={"rendezvous": True},
-                **common,
-            )
-            return True
-        m = _SLURM_CANCEL.search(msg)
-        if m is not None:
-            when = ts.parse_dated(m["at"])
-            attrs = {
-                "slurm": m["what"].lower(),
-                "job": m["id"],
-                "node": m["node"],
-                "reason": (m["reason"] or "").strip() or None,
-                "signal": "SIGTERM",
-            }
-            self._emit(
-                EventKind.SIGNAL,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.ERROR,
-                host=m["node"],
-                time=when or meta.time,
-                attrs=attrs,
-            )
-            return True
-        m = _SRUN_ERROR.search(msg)
-        if m is not None:
-            what = m["what"]
-            tasks = m["tasks"].strip()
-            code_m = re.match(r"Exited with exit code (-?\d+)", what)
-            attrs: dict[str, Any] = {"slurm_tasks": tasks, "node": m["node"]}
-            if code_m is not None:
-                code = int(code_m[1])
-                task = _int(tasks)
-                exit_ = RankExit(
-                    rank=None,
-                    local_rank=None,
-                    host=m["node"],
-                    pid=None,
-                    exitcode=code,
-                    signal=None,
-                    time=meta.time,
-                    error_file=None,
-                    message=None,
-                )
-                attrs.update(exitcode=code, launcher="srun")
-                if task is not None:
-                    attrs["task"] = task
-                self._emit(
-                    EventKind.RANK_EXIT,
-                    text,
-                    number,
-                    number,
-                    pre,
-                    level=Level.ERROR,
-                    host=m["node"],
-                    attrs=attrs,
-                    payload=exit_,
-                    time=meta.time,
-                )
+        for template in _TEMPLATES.templates:
+            groups = _template_match(template, msg, meta)
+            if groups is not None:
+                self._emit_template(template, groups, number, pre, meta)
                 return True
-            if "Out Of Memory" in what:
-                attrs.update(signal="SIGKILL", reason="oom")
-            elif "Killed" in what:
-                attrs.update(signal="SIGKILL")
-            else:
-                for word, sig in _SHELL_SIGNALS.items():
-                    if word in what:
-                        attrs["signal"] = sig
-            self._emit(
-                EventKind.SIGNAL,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.ERROR,
-                host=m["node"],
-                attrs=attrs,
-                time=meta.time,
-            )
-            return True
-        m = _OOM_KILL.search(msg)
-        if m is not None:
-            self._emit(
-                EventKind.SIGNAL,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.ERROR,
-                attrs={"oom_kills": int(m["n"]), "reason": "oom", "signal": "SIGKILL"},
-                **common,
-            )
-            return True
-        m = _KERNEL_KILL.search(msg) if "Killed process" in msg else None
-        if m is not None:
-            attrs = {"target_pid": int(m["pid"]), "process": m["name"], "signal": "SIGKILL"}
-            if m["oom"]:
-                attrs["reason"] = "oom"
-            self._emit(
-                EventKind.SIGNAL,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.ERROR,
-                attrs=attrs,
-                **common,
-            )
-            return True
-        m = _SIGNAL_RECEIVED.search(msg)
-        if m is not None:
-            self._emit(
-                EventKind.SIGNAL,
-                text,
-                number,
-                number,
-                pre,
-                level=Level.ERROR,
-                attrs={"signal": m["sig"], "target_pid": int(m["pid"])},
-                **common,
-            )
-            return True
-        if meta.level is None and not meta.c10:
-            m = _SHELL_SIGNAL.search(msg)
-            if m is not None and (m.start() == 0 or msg[m.start() - 1] in " :\t"):
-                before = msg[: m.start()]
-                # `bash: line 1: 1234 Killed  python train.py`, `Segmentation fault (core dumped)`
-                if not before.strip() or re.search(r"(?:^|\s)\d+\s*$|:\s*$", before):
-                    sig = _SHELL_SIGNALS[m["what"]]
-                    self._emit(
-                        EventKind.SIGNAL,
-                        text,
-                        number,
-                        number,
-                        pre,
-                        level=Level.ERROR,
-                        attrs={"signal": sig, "core_dumped": "core dumped" in msg},
-                        **common,
-                    )
-                    return True
         return False
+
+    def _emit_template(
+        self,
+        template: Template,
+        groups: dict[str, str | None],
+        number: int,
+        pre: Prefixes,
+        meta: _Meta,
+    ) -> None:
+        attrs = {name: _value(value, groups) for name, value in template.attrs.items()}
+        level = template.level or meta.level or Level.ERROR
+        if template.level_if is not None:
+            group, equals, other = template.level_if
+            if groups.get(group) == equals:
+                level = other
+        pid = _value(template.pid, groups) if template.pid is not None else meta.pid
+        host = _value(template.host, groups) if template.host is not None else None
+        time = _value(template.time, groups) if template.time is not None else None
+        # a time of the template's own (Slurm's `CANCELLED AT`) is dated; the line's may not be
+        yearless = meta.yearless if time is None else None
+        time = time if time is not None else meta.time
+        local_rank = None
+        if template.local_rank is not None:
+            local_rank = _value(template.local_rank, groups)
+        payload = None
+        if template.exit:
+            exitcode = attrs.get("exitcode")
+            signal = attrs.get("signal") or signal_of_exit_code(exitcode)
+            payload = RankExit(
+                rank=None,
+                local_rank=local_rank,
+                host=host or pre.host or self.source.host,
+                pid=_value(template.pid, groups) if template.pid is not None else None,
+                exitcode=exitcode,
+                signal=signal,
+                time=time,
+                error_file=None,
+                message=None,
+            )
+        at = self._emit(
+            template.event,
+            pre.rest.strip(),
+            number,
+            number,
+            pre,
+            level=level,
+            host=host,
+            pid=pid,
+            time=time,
+            attrs=attrs,
+            payload=payload,
+            yearless=yearless,
+            agent_pid=meta.agent_pid,
+        )
+        if at is not None and local_rank is not None:
+            # the launcher's line about one of its workers: the file's rank is not that
+            # worker's; its rank comes from the local -> global map when parsing ends
+            self.events[at] = replace(self.events[at], local_rank=local_rank, rank=None)
 
     def _error_or_warning(self, number: int, pre: Prefixes, meta: _Meta) -> None:
         msg = meta.msg
         level = meta.level
+        notable = False
         if level is None or level in (Level.INFO, Level.DEBUG):
-            if _has_error_words(msg):
-                if level is None or _fatal_in_info(msg):
-                    level = Level.ERROR
-                else:
-                    return
+            if _has_error_words(msg) and (level is None or _FATAL_IN_INFO.search(msg)):
+                level = Level.ERROR
             elif level is None and _has_warning_words(msg):
                 level = Level.WARNING
+            elif RULE_MARKERS.contains(msg.encode("utf-8", "replace")):
+                # a rule looks for this line: context for correlate, evidence for the rules
+                notable = True
+                level = level or Level.INFO
             else:
                 return
         if not _WORDS.search(msg):
@@ -1530,7 +1380,9 @@ class _LogParser:
         if m is not None and m["msg"] is not None and re.search(r"(?:Error|Exception)$", m["type"]):
             attrs["exc_type"] = m["type"]
             attrs["exc_message"] = m["msg"]
-        if level is Level.WARNING:
+        if notable:
+            attrs["notable"] = "rule"
+        if level is Level.WARNING or notable:
             if self.warning_count >= MAX_WARNINGS:
                 self.warnings_dropped += 1
                 return
@@ -1801,9 +1653,61 @@ class _LogParser:
                     self.events[i] = replace(ev, rank=rank, payload=payload)
 
 
-def _fatal_in_info(msg: str) -> bool:
-    """An INFO-level line that still reports a failure worth an event."""
-    return bool(re.search(r"exits with return code = -?[1-9]|Traceback|Segmentation fault", msg))
+def _template_match(template: Template, msg: str, meta: _Meta) -> dict[str, str | None] | None:
+    """The groups of a template that matches the line, or None."""
+    if template.unleveled and (meta.level is not None or meta.c10):
+        return None
+    if template.only_levels is not None and meta.level not in template.only_levels:
+        return None
+    if template.literals:
+        low: str | None = None
+        for lit in template.literals:
+            if lit[0] == "\0":
+                low = msg.lower() if low is None else low
+                if lit[1:] in low:
+                    break
+            elif lit in msg:
+                break
+        else:
+            return None
+    m = template.pattern.search(msg)
+    if m is None or (template.also is not None and template.also.search(msg) is None):
+        return None
+    groups = dict(m.groupdict())
+    if template.optional is not None:
+        extra = template.optional.search(msg)
+        if extra is not None:
+            groups.update(extra.groupdict())
+    return groups
+
+
+def _value(value: Value, groups: dict[str, str | None]) -> Any:
+    """A template's value for this line (see `rules/templates.yaml`)."""
+    if value.group is None:
+        return value.constant
+    text = groups.get(value.group)
+    conversion = value.conversion
+    if conversion == "present":
+        return text is not None
+    if text is None:
+        return None
+    if conversion == "int":
+        return _int(text.strip())
+    if conversion == "signal":
+        return signal_of_exit_code(_int(text))
+    if conversion == "word_signal":
+        found = None
+        for word, sig in _SHELL_SIGNALS.items():  # the last word of the table that is there
+            if word in text:
+                found = sig
+        return found
+    if conversion == "lower":
+        return text.lower()
+    if conversion == "strip":
+        return text.strip() or None
+    if conversion == "dated":
+        return ts.parse_dated(text)
+    return text
 
 
 def _facts(msg: str) -> dict[str, Any]:
@@ -1868,25 +1772,59 @@ def parse(source: Source, *, scan_all: bool | None = None) -> ParsedSource:
     """
     if scan_all is None:
         scan_all = 0 < source.size <= SCAN_ALL_BELOW  # size 0: unknown, maybe big
-    parser = _LogParser(source, scan_all)
+    paste = _read_paste(source)
+    opener = (lambda: io.BytesIO(paste)) if paste is not None else None
+    parser = _LogParser(source, scan_all, opener)
     warnings: list[str] = []
     try:
         parser.run()
     except Exception as exc:  # never let one bad file stop a diagnosis
-        warnings.append(f"log parser stopped early: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("log", exc))
     try:
         parser.finish()
     except Exception as exc:
-        warnings.append(f"log parser could not finish: {type(exc).__name__}: {exc}")
+        warnings.append(parser_stopped("log", exc, " while finishing"))
     reader = parser.reader
     if reader is not None:
         warnings[:0] = reader.warnings
     warnings.extend(parser.warnings)
     events = sorted(parser.events, key=lambda e: (e.line or 0, e.kind is EventKind.PROGRESS))
+    digest = whole = None
+    if paste is not None:
+        text = paste.decode("utf-8", errors="replace")
+        digest = text_digest(text)
+        # no event the paste is about (only context: INFO lines, lines rules look for, input
+        # warnings): its whole text is evidence too (a py-spy dump, a P2P matrix, a bare
+        # assertion line, NCCL INFO lines that only mean something together)
+        if text.strip() and not any(_about(e) for e in events):
+            whole = text
     return ParsedSource(
         source=source,
         events=tuple(events),
         warnings=tuple(warnings),
         lines=reader.lines if reader else 0,
         bytes_read=reader.bytes_read if reader else 0,
+        text_digest=digest,
+        whole_text=whole,
     )
+
+
+def _about(event: Event) -> bool:
+    """Is this an event a paste is about: a warning or an error, not context?"""
+    if event.kind is EventKind.INPUT_WARNING or event.attrs.get("notable"):
+        return False
+    return event.level not in (Level.INFO, Level.DEBUG)
+
+
+def _read_paste(source: Source) -> bytes | None:
+    """All of a pasted text (a TEXT input up to MAX_PASTE bytes), read once: its digest and,
+    when no event is found in it, its whole text go with the result. None otherwise, or when
+    it cannot be read (the parser then reports why)."""
+    if source.kind is not SourceKind.TEXT or not 0 < source.size <= MAX_PASTE:
+        return None
+    try:
+        with source.open() as stream:
+            data = stream.read(MAX_PASTE + 1)
+    except Exception:  # noqa: BLE001 - reported when the parser opens it again
+        return None
+    return data if isinstance(data, bytes) else None

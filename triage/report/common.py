@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 import regex
 
-from triage.model import Diagnosis, InputSummary, SourceKind, TimelineEntry
+from triage.model import Diagnosis, InputSummary, TimelineEntry
 
 # Log text arrives with terminal colour codes (ANSI CSI/OSC sequences) and stray control bytes.
 # They are stripped in every format: raw escapes would repaint a user's terminal and are noise
@@ -234,50 +234,25 @@ def _compact(value: object) -> str:
 
 
 def collect_next(d: Diagnosis) -> list[str]:
-    """What evidence to gather next, from the input kinds this diagnosis did not have.
+    """What evidence to gather next (`rules/collect_next.yaml`), step by step.
 
     Shown on an abstention, where the summary alone ("collect ...") is too thin to act on.
+    The pipeline's diagnosis carries the steps classify chose from the evidence it read; a
+    diagnosis without them gets the advice for its inputs (their kinds and ranks).
     """
-    kinds = {i.kind for i in d.inputs}
+    if d.collect_next:
+        return list(d.collect_next)
+    from triage import knowledge
+
     ranks = {i.rank for i in d.inputs if i.rank is not None}
     hang = d.hang is not None and d.hang.detected
-    todo: list[str] = []
-    if not d.inputs:
-        todo.append("The logs themselves: pass a folder or archive with every rank's output.")
-    if SourceKind.RANK_LOG not in kinds or len(ranks) <= 1:
-        todo.append(
-            "Every rank's log, not only rank 0's: "
-            "`torchrun --log-dir logs --redirects 3 --tee 3 ...` keeps one file per rank."
-        )
-    if SourceKind.ELASTIC_ERROR not in kinds:
-        todo.append(
-            "The real traceback of the failing rank: decorate `main` with `@record` "
-            "(`from torch.distributed.elastic.multiprocessing.errors import record`)."
-        )
-    if SourceKind.NCCL not in kinds:
-        todo.append(
-            "NCCL's own account: rerun with `NCCL_DEBUG=INFO` "
-            "(and `NCCL_DEBUG_FILE=nccl.%h.%p.log` for one file per process)."
-        )
-    if SourceKind.PYSPY not in kinds:
-        todo.append(
-            "Stacks of every rank while it is stuck: `triage snapshot --all -o snap/` on "
-            "every node (py-spy stacks, flight-recorder dumps, environment, node facts), "
-            "or `py-spy dump --pid PID` on each rank."
-        )
-    if SourceKind.FLIGHT_RECORDER not in kinds:
-        todo.append(
-            "Flight-recorder dumps: `TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
-            "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr_rank_` (NCCL; dumps land on a watchdog timeout)."
-        )
-    if SourceKind.ENV_REPORT not in kinds:
-        todo.append(
-            "Versions on every node: `python -m torch.utils.collect_env` "
-            "(and `ds_report` for DeepSpeed)."
-        )
-    if hang and SourceKind.PYSPY in kinds and SourceKind.FLIGHT_RECORDER in kinds:
-        todo.append("A second py-spy dump a minute later, to tell a stuck rank from a slow one.")
-    return todo
+    situation = knowledge.Situation(
+        kinds=frozenset(i.kind.value for i in d.inputs),
+        inputs=len(d.inputs),
+        ranks=len(ranks),
+        hang=hang,
+    )
+    return knowledge.load().collect_next.steps(situation)
 
 
 # --------------------------------------------------------------------------- caps

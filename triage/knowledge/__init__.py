@@ -1,0 +1,234 @@
+"""The knowledge base: everything triage knows about failures, kept as data.
+
+Two folders at the top of the repository ship inside the package (setup.py maps them to the
+data packages `triage.rules` and `triage.models`) and are read only through this package:
+
+- `rules/`, written by hand: the rules (`*.yaml` lists of rules) and one file of each other
+  kind, named by its `kind:` key (see `KINDS`).
+- `models/`, fitted or gathered: the reference corpus (`models/corpus/`), the neighbour index
+  and the calibration (read by `triage.classify`; see `locate.models_dir`).
+
+`load()` reads every file of `rules/` (or `$TRIAGE_RULES_DIR`) and of each team folder
+(`--rules DIR`), checks it against the schema of its kind and reports every problem at once,
+each with its file and item (`KnowledgeError.problems`). A team folder may add rules,
+playbook entries and collect-next advice; what the parsers and correlate read (line
+templates, formats, masks, cascade families) comes from the shipped folder only, which must
+hold each kind once and at least one rule.
+
+Engines read the knowledge, they never hold it: a new mechanism is a YAML entry with its
+examples, not an edit in three modules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from triage.knowledge import advice, cascade, documents, masks, playbook, templates
+from triage.knowledge.advice import CollectNext, Situation
+from triage.knowledge.cascade import Cascade
+from triage.knowledge.locate import (
+    MODELS_ENV,
+    RULES_ENV,
+    MissingKnowledge,
+    models_dir,
+    package_dir,
+    rules_dir,
+)
+from triage.knowledge.masks import Masks
+from triage.knowledge.playbook import Playbook
+from triage.knowledge.problems import KnowledgeError, Problem, Problems
+from triage.knowledge.rules import Rule, RuleError, build_rules
+from triage.knowledge.templates import Templates
+
+__all__ = [
+    "MODELS_ENV",
+    "RULES_ENV",
+    "Knowledge",
+    "KnowledgeError",
+    "MissingKnowledge",
+    "Problem",
+    "Rule",
+    "RuleError",
+    "Situation",
+    "load",
+    "models_dir",
+    "package_dir",
+    "problems",
+    "rules_dir",
+    "shipped",
+]
+
+Report = Callable[[str, str], None]  # (item, message) of one file
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of knowledge file besides rules: its schema and how files of it combine."""
+
+    build: Callable[[Any, Report, bool], Any]  # (body, report, from a team folder) -> value
+    merge: Callable[[Sequence[Any]], Any]  # the shipped file's value first, then the teams'
+    team: bool  # a team folder may hold one
+
+
+KINDS: dict[str, Kind] = {
+    playbook.KIND: Kind(playbook.build, playbook.merge, team=True),
+    cascade.KIND: Kind(cascade.build, cascade.merge, team=False),
+    advice.KIND: Kind(advice.build, advice.merge, team=True),
+    masks.KIND: Kind(masks.build, masks.merge, team=False),
+    templates.KIND: Kind(templates.build, templates.merge, team=False),
+}
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per load
+class Knowledge:
+    """Everything loaded from the shipped folder and the team folders, validated."""
+
+    folders: tuple[Path, ...]
+    rules: tuple[Rule, ...]
+    playbook: Playbook
+    cascade: Cascade
+    collect_next: CollectNext
+    masks: Masks
+    templates: Templates
+
+
+def shipped() -> Knowledge:
+    """The shipped knowledge alone (what parsers and correlate read)."""
+    return load()
+
+
+def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> Knowledge:
+    """The shipped knowledge plus every team folder, validated (cached until a file changes).
+
+    Raises KnowledgeError listing every problem (RuleError when a team folder is at fault: the
+    CLI tells its author, exit code 2).
+    Regexes of the shipped rules compile on first use (start-up time); `problems()` compiles
+    them all.
+    """
+    extra = tuple(Path(d) for d in extra_dirs)
+    missing = [d for d in extra if not d.is_dir()]
+    if missing:
+        # a typo in --rules must not silently drop the team's rules
+        raise RuleError(Problem(str(d), "", "rules folder not found") for d in missing)
+    key = tuple(_folder_signature(d) for d in (rules_dir(), *extra))
+    return _load_cached(key, not os.environ.get(RULES_ENV))
+
+
+def problems(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Problem]:
+    """Every problem of the shipped knowledge, the team folders, the reference corpus and the
+    taxonomy notes, every regex compiled: the one validator (the tests run it)."""
+    from triage.knowledge import corpus
+
+    found: list[Problem] = []
+    try:
+        key = tuple(_folder_signature(Path(d)) for d in (rules_dir(), *extra_dirs))
+        _build(key, lazy=False)
+    except KnowledgeError as exc:
+        found.extend(exc.problems)
+    found.extend(corpus.problems())
+    from triage import taxonomy
+
+    try:  # the label-disambiguation notes are knowledge about the taxonomy's ids too
+        taxonomy.notes()
+    except taxonomy.NotesError as exc:
+        found.append(Problem("triage/taxonomy_notes.yaml", "", str(exc)))
+    return found
+
+
+_Signature = tuple[str, tuple[tuple[str, float], ...]]
+
+
+def _folder_signature(folder: Path) -> _Signature:
+    files = documents.knowledge_files(folder)
+    return (str(folder), tuple((str(f), f.stat().st_mtime) for f in files))
+
+
+@lru_cache(maxsize=8)
+def _load_cached(key: tuple[_Signature, ...], lazy_shipped: bool) -> Knowledge:
+    return _build(key, lazy=lazy_shipped)
+
+
+def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
+    found = Problems()
+    rules: list[Rule] = []
+    defined: dict[str, str] = {}
+    parts: dict[str, list[Any]] = {kind: [] for kind in KINDS}
+    folders = tuple(Path(folder) for folder, _ in key)
+    kinds = frozenset({documents.RULES, *KINDS})
+    for position, (folder, files) in enumerate(key):
+        team = position > 0
+        shipped_kinds: dict[str, Path] = {}
+        for file, _mtime in files:
+            path = Path(file)
+            doc = documents.read(path, kinds, found)
+            if doc is None:
+                continue
+            report = _reporter(found, path)
+            if doc.kind != documents.RULES:
+                spec = KINDS[doc.kind]
+                if team and not spec.team:
+                    report("", f"a team folder cannot hold `kind: {doc.kind}` (shipped only)")
+                    continue
+                if not team and doc.kind in shipped_kinds:
+                    report("", f"`kind: {doc.kind}` is already in {shipped_kinds[doc.kind].name}")
+                    continue
+                shipped_kinds[doc.kind] = path
+                parts[doc.kind].append(spec.build(doc.body, report, team))
+                continue
+            # The shipped rules compile their regexes on first use: ~450 patterns cost
+            # ~0.3 s of `triage explain`'s start-up, and the keyword prefilter skips most.
+            # A team's folder is checked eagerly: its author wants every problem now.
+            for rule in build_rules(doc.body, path, lazy and not team, report):
+                if rule.id in defined:
+                    found.add(
+                        path, f"rule {rule.id!r}", f"is already defined in {defined[rule.id]}"
+                    )
+                    continue
+                defined[rule.id] = file
+                rules.append(rule)
+        if not team:
+            if not defined:
+                found.add(folder, "", "holds no rules: the install is broken (reinstall triage)")
+            for kind in KINDS:
+                if kind not in shipped_kinds:
+                    found.add(folder, "", f"holds no `kind: {kind}` file")
+    # A team folder's problems are its author's to fix (the CLI says so and exits 2); the
+    # shipped folder's mean a broken install.
+    team_folders = {str(f) for f in folders[1:]}
+    theirs = any(
+        str(Path(p.file).parent) in team_folders or p.file in team_folders for p in found.found
+    )
+    merged = {kind: KINDS[kind].merge(values) for kind, values in parts.items()}
+    rules = _mark_cascade(rules, merged[cascade.KIND], found)
+    found.raise_if_any(RuleError if theirs else KnowledgeError)
+    return Knowledge(
+        folders=folders,
+        rules=tuple(rules),
+        playbook=merged[playbook.KIND],
+        cascade=merged[cascade.KIND],
+        collect_next=merged[advice.KIND],
+        masks=merged[masks.KIND],
+        templates=merged[templates.KIND],
+    )
+
+
+def _mark_cascade(rules: list[Rule], facts: Cascade, found: Problems) -> list[Rule]:
+    """A rule is a cascade rule when the cascade file lists it in a family."""
+    known = {rule.id for rule in rules}
+    for family in facts.families:
+        for rule_id in family.rules:
+            if rule_id not in known:
+                found.add(rules_dir(), f"family {family.name}", f"lists unknown rule {rule_id!r}")
+    return [replace(r, cascade=True) if r.id in facts.rules else r for r in rules]
+
+
+def _reporter(found: Problems, path: Path) -> Callable[[str, str], None]:
+    def report(item: str, message: str) -> None:
+        found.add(path, item, message)
+
+    return report

@@ -1,0 +1,191 @@
+"""What to collect next (`kind: collect_next`): advice per situation, when triage abstains.
+
+    kind: collect_next
+    advice:
+      - situation: no stacks of the stuck ranks       # for people reading the file
+        when: {missing: pyspy}                        # see Situation for the conditions
+        ask: ["`py-spy dump` of rank {stuck_rank}", "`py-spy dump` of every rank"]  # summary
+        how: "Stacks of every rank while it is stuck: ..."                         # reports
+
+The classifier (the abstention summary) and the reports read the same entries; each builds a
+`Situation` from what it has. A team's advice comes after the shipped advice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from triage.knowledge.rules import template_fields
+from triage.model import SourceKind
+
+KIND = "collect_next"
+_KINDS = frozenset(k.value for k in SourceKind)
+_CONDITIONS = {"missing", "present", "inputs", "ranks_at_most", "hang", "any_of"}
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What a job's evidence holds, as far as advice goes."""
+
+    kinds: frozenset[str] = frozenset()  # input kinds present (`nccl` also for NCCL lines)
+    inputs: int = 0
+    ranks: int = 0  # distinct ranks of the inputs
+    hang: bool = False
+    facts: Mapping[str, Any] = field(default_factory=dict)  # {stuck_rank}
+
+
+@dataclass(frozen=True)
+class Advice:
+    situation: str
+    when: Mapping[str, Any]
+    ask: tuple[tuple[str, tuple[str, ...]], ...] = ()  # alternatives (template, facts needed)
+    how: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def applies(self, situation: Situation) -> bool:
+        return _holds(self.when, situation)
+
+
+@dataclass(frozen=True)
+class CollectNext:
+    advice: tuple[Advice, ...] = ()
+
+    def asks(self, situation: Situation) -> list[str]:
+        """The short forms, for the abstention summary."""
+        return self._texts(situation, "ask")
+
+    def steps(self, situation: Situation) -> list[str]:
+        """The step-by-step forms, for the reports."""
+        return self._texts(situation, "how")
+
+    def _texts(self, situation: Situation, which: str) -> list[str]:
+        out = []
+        for advice in self.advice:
+            if not advice.applies(situation):
+                continue
+            text = _first_known(getattr(advice, which), situation.facts)
+            if text is not None:
+                out.append(text)
+        return out
+
+
+def _first_known(
+    options: Sequence[tuple[str, tuple[str, ...]]], facts: Mapping[str, Any]
+) -> str | None:
+    for template, needs in options:
+        if all(facts.get(k) not in (None, "") for k in needs):
+            return template.format_map({k: facts[k] for k in needs}) if needs else template
+    return None
+
+
+def _holds(when: Mapping[str, Any], s: Situation) -> bool:
+    for key, value in when.items():
+        if key == "missing" and any(kind in s.kinds for kind in _kinds(value)):
+            return False
+        if key == "present" and not all(kind in s.kinds for kind in _kinds(value)):
+            return False
+        if key == "inputs" and s.inputs:
+            return False
+        if key == "ranks_at_most" and s.ranks > int(value):
+            return False
+        if key == "hang" and s.hang != bool(value):
+            return False
+        if key == "any_of" and not any(_holds(c, s) for c in value):
+            return False
+    return True
+
+
+def _kinds(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> CollectNext:
+    unknown = set(body) - {"kind", "advice"}
+    if unknown:
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: advice")
+    raw = body.get("advice")
+    if not isinstance(raw, list) or not raw:
+        report("advice", "needs a list of {situation, when, ask, how}")
+        return CollectNext()
+    out = []
+    for n, entry in enumerate(raw, 1):
+        item = f"advice #{n}"
+        if not isinstance(entry, dict):
+            report(item, "must be a mapping of situation, when, ask, how")
+            continue
+        item = f"advice {entry.get('situation') or n!r}"
+        bad = set(entry) - {"situation", "when", "ask", "how"}
+        if bad:
+            report(item, f"unknown key(s) {sorted(bad)}; allowed: situation, when, ask, how")
+        if not isinstance(entry.get("situation"), str):
+            report(item, "needs a `situation`: what it is about, in words")
+        when = entry.get("when")
+        if not isinstance(when, dict) or not when or not _check_when(when, item, report):
+            if not isinstance(when, dict) or not when:
+                report(item, "needs `when`: the conditions it applies under")
+            continue
+        ask = _options(entry.get("ask"), f"{item} ask", report)
+        how = _options(entry.get("how"), f"{item} how", report)
+        if not ask and not how:
+            report(item, "needs an `ask`, a `how` or both")
+            continue
+        out.append(Advice(str(entry.get("situation")), when, ask, how))
+    return CollectNext(tuple(out))
+
+
+def _check_when(when: Mapping[str, Any], item: str, report: Callable[[str, str], None]) -> bool:
+    ok = True
+    for key, value in when.items():
+        if key not in _CONDITIONS:
+            report(item, f"unknown condition {key!r}; known: {', '.join(sorted(_CONDITIONS))}")
+            ok = False
+        elif key in ("missing", "present"):
+            kinds = _kinds(value) if isinstance(value, (str, list)) else [repr(value)]
+            for kind in kinds:
+                if kind not in _KINDS:
+                    report(item, f"`{key}`: {kind!r} is not an input kind {sorted(_KINDS)}")
+                    ok = False
+        elif key == "inputs" and value != "none":
+            report(item, "`inputs` can only be `none`")
+            ok = False
+        elif key == "ranks_at_most" and (isinstance(value, bool) or not isinstance(value, int)):
+            report(item, "`ranks_at_most` must be a number")
+            ok = False
+        elif key == "hang" and not isinstance(value, bool):
+            report(item, "`hang` must be true or false")
+            ok = False
+        elif key == "any_of":
+            if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+                report(item, "`any_of` must be a list of conditions")
+                ok = False
+            else:
+                ok = all(_check_when(c, item, report) for c in value) and ok
+    return ok
+
+
+def _options(
+    raw: Any, item: str, report: Callable[[str, str], None]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if raw is None:
+        return ()
+    templates = [raw] if isinstance(raw, str) else raw
+    if not isinstance(templates, list) or not all(isinstance(t, str) for t in templates):
+        report(item, "must be a text or a list of alternatives")
+        return ()
+    out = []
+    for template in templates:
+        try:
+            needs = tuple(dict.fromkeys(template_fields(template)))
+        except ValueError as exc:
+            report(item, f"malformed template ({exc}): {template!r}")
+            return ()
+        out.append((template, needs))
+    if out and out[-1][1]:
+        report(item, "the last alternative must name no {fact}")
+    return tuple(out)
+
+
+def merge(values: Sequence[CollectNext]) -> CollectNext:
+    """The shipped advice, then each team's."""
+    return CollectNext(tuple(a for value in values for a in value.advice))

@@ -1,0 +1,142 @@
+"""The cascade (`kind: cascade`): which messages are consequences of another rank's failure.
+
+    kind: cascade
+    families:                      # in order: a message reads as the first family it matches
+      peer_closed:
+        description: ...
+        messages: ['Connection reset by peer', ...]   # case-insensitive regexes
+        rules: [nccl-remote-peer-closed, ...]         # rules whose message is of this family
+        examples: ["...a line of this family..."]
+    initiating: ['out of memory', ...]   # make an error initiating despite a cascade phrase
+    context: ['ChildFailedError', ...]   # launcher narration: never a cause on its own
+    points_at_rank: ['...(?P<rank>\\d+)...']   # messages that name the rank they react to
+    peer_address: '...(?P<ip>...)...(?P<port>\\d+)...'
+
+Shipped only (correlate reads it before any team folder is known). Each list of messages is
+compiled as one alternation, as correlate runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+KIND = "cascade"
+_KEYS = {"kind", "families", "initiating", "context", "points_at_rank", "peer_address"}
+_FAMILY_KEYS = {"description", "messages", "rules", "examples"}
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    description: str
+    pattern: regex.Pattern[str]  # the messages as one case-insensitive alternation
+    rules: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cascade:
+    families: tuple[Family, ...] = ()
+    initiating: regex.Pattern[str] | None = None
+    context: regex.Pattern[str] | None = None
+    points_at_rank: tuple[regex.Pattern[str], ...] = ()
+    peer_address: regex.Pattern[str] | None = None
+    rules: Mapping[str, str] = field(default_factory=dict)  # cascade rule id -> family
+
+
+def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Cascade:
+    unknown = set(body) - _KEYS
+    if unknown:
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_KEYS - {'kind'})}")
+    families: list[Family] = []
+    rules: dict[str, str] = {}
+    raw = body.get("families")
+    if not isinstance(raw, dict) or not raw:
+        report("families", "needs at least one family: {name: {messages, rules, examples}}")
+        raw = {}
+    for name, spec in raw.items():
+        item = f"family {name}"
+        if not isinstance(spec, dict):
+            report(item, "must be a mapping of description, messages, rules, examples")
+            continue
+        bad = set(spec) - _FAMILY_KEYS
+        if bad:
+            report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_FAMILY_KEYS)}")
+        pattern = _alternation(spec.get("messages"), item, report)
+        members = _strings(spec.get("rules") or [], f"{item} rules", report)
+        examples = _strings(spec.get("examples"), f"{item} examples", report)
+        if not examples:
+            report(item, "needs `examples`: messages that read as this family")
+        for rule_id in members:
+            if rule_id in rules:
+                report(item, f"rule {rule_id!r} is already in family {rules[rule_id]}")
+            rules[rule_id] = str(name)
+        if pattern is not None:
+            families.append(
+                Family(
+                    str(name),
+                    str(spec.get("description") or ""),
+                    pattern,
+                    tuple(members),
+                    tuple(examples),
+                )
+            )
+    points: list[regex.Pattern[str]] = []
+    for text in _strings(body.get("points_at_rank"), "points_at_rank", report):
+        compiled = _compile(text, 0, "points_at_rank", report)
+        if compiled is not None and "rank" not in compiled.groupindex:
+            report("points_at_rank", f"{text!r} needs a `rank` group")
+        elif compiled is not None:
+            points.append(compiled)
+    peer = body.get("peer_address")
+    peer_pattern = _compile(peer, 0, "peer_address", report) if isinstance(peer, str) else None
+    if peer_pattern is None or not {"ip", "port"} <= set(peer_pattern.groupindex):
+        report("peer_address", "needs one regex with `ip` and `port` groups")
+    return Cascade(
+        families=tuple(families),
+        initiating=_alternation(body.get("initiating"), "initiating", report),
+        context=_alternation(body.get("context"), "context", report),
+        points_at_rank=tuple(points),
+        peer_address=peer_pattern,
+        rules=rules,
+    )
+
+
+def merge(values: Sequence[Cascade]) -> Cascade:
+    return values[0] if values else Cascade()
+
+
+def _strings(value: Any, item: str, report: Callable[[str, str], None]) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    report(item, "must be a list of strings")
+    return []
+
+
+def _alternation(
+    value: Any, item: str, report: Callable[[str, str], None]
+) -> regex.Pattern[str] | None:
+    messages = _strings(value, item, report)
+    if not messages:
+        report(item, "needs at least one message regex")
+        return None
+    for text in messages:
+        if _compile(text, regex.I, item, report) is None:
+            return None
+    return _compile("|".join(messages), regex.I, item, report)
+
+
+def _compile(
+    text: Any, flags: int, item: str, report: Callable[[str, str], None]
+) -> regex.Pattern[str] | None:
+    try:
+        return regex.compile(text, flags)
+    except (regex.error, TypeError) as exc:
+        report(item, f"bad regex {text!r}: {exc}")
+        return None

@@ -1,0 +1,54 @@
+"""What the knowledge validator reports: every problem, each with its file and item.
+
+pySigma style: a validator does not stop at the first problem; it returns all it finds, so
+one run shows everything that is wrong with a folder of rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with one item of one knowledge file."""
+
+    file: str
+    item: str  # "rule 'nccl-shm-exhausted'", "template 'torchrun-worker-failed'", "" (file)
+    message: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.file}: {self.item}: {self.message}"
+            if self.item
+            else (f"{self.file}: {self.message}")
+        )
+
+
+class KnowledgeError(ValueError):
+    """Knowledge that cannot be used: every problem found, each naming its file and item."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class Problems:
+    """Collects problems while files are checked; `raise_if_any` ends a load that found some."""
+
+    def __init__(self) -> None:
+        self.found: list[Problem] = []
+
+    def add(self, file: object, item: str, message: str) -> None:
+        self.found.append(Problem(str(file), item, message))
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        self.found.extend(problems)
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def raise_if_any(self, error: type[KnowledgeError] = KnowledgeError) -> None:
+        if self.found:
+            raise error(self.found)

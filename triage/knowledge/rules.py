@@ -1,0 +1,426 @@
+r"""The rule schema: what a rule file may say, checked and compiled.
+
+A rule is data (Sigma style): what it matches (regexes over an event's text, event or source
+kinds, a correlate finding) and what it concludes (weighted symptom / root cause / fix / stage
+ids of the taxonomy), which line to quote, and action templates filled from the regex's named
+groups and the job's facts. Every rule carries examples that must and must not match it
+(Semgrep style); `tests/test_rules.py` runs them all through the log parser.
+
+A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a list of rules:
+
+    - id: nccl-shm-exhausted                # unique, lowercase
+      title: NCCL cannot create its shared-memory segment
+      description: why it happens (the mechanism)
+      references: [https://...]             # issues/docs that teach the mechanism
+      match:
+        kind: [nccl_warn, rank_log]         # optional: event kinds and/or source kinds
+        any: ['Error while creating shared memory segment (?P<segment>\S+)']  # one must match
+        all: ['...']                        # every one must match (same event)
+        not: ['...']                        # none may match
+        finding: lagging_rank               # or {kind: rank_exit, where: {signal: SIGKILL}}
+      concludes:                            # taxonomy id -> weight in [0, 1]
+        symptom: {S12: 0.9}
+        root_cause: {R05: 0.9}
+        fix: {F5: 0.85, F4: 0.3}
+        stage: {ST3: 0.8}                   # default: the stage of the strongest symptom
+      layer: specific                       # or generic: a prior for a whole family (an exception
+                                            # class, OOM, a signal) that yields to a specific rule
+                                            # explaining the same failure
+      sources: [deepspeed/runtime/engine.py]  # package/module that prints the message
+      actions:                              # per fix: template(s) with {named_group} / {fact}
+        F5: "Give the container more shared memory (segment {segment})"
+      examples:
+        match: ["...a line the rule must match..."]      # or {text:, paste:, finding:, facts:}
+        no_match: ["...a line it must not match..."]
+
+Whether a rule's message is the cascade of another rank's failure is not said here: the
+cascade file (`kind: cascade`) lists the rules of each cascade family.
+
+Patterns use the `regex` module with MULTILINE; `(?i:...)` for case-insensitive parts. Every
+problem of every rule is reported (file, rule, field), not only the first. A new optional key
+is one entry in `OPTIONAL_KEYS` and, if it carries data, one field of `Rule`.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from triage import taxonomy
+from triage.knowledge.problems import KnowledgeError
+from triage.literals import required_literals
+from triage.model import EventKind, SourceKind
+
+EVENT_KINDS = frozenset(k.value for k in EventKind)
+SOURCE_KINDS = frozenset(k.value for k in SourceKind)
+REQUIRED_KEYS = frozenset({"id", "title", "match", "concludes", "examples"})
+OPTIONAL_KEYS = frozenset(
+    {"description", "references", "actions", "falsepositives", "tags", "sources", "layer"}
+)
+LAYERS = ("specific", "generic")
+MATCH_KEYS = frozenset({"kind", "any", "all", "not", "finding"})
+CONCLUDE_KEYS = frozenset({"symptom", "root_cause", "fix", "stage"})
+# `paste: true`: a paste, not lines a log holds (a fragment a person trimmed, or lines that
+# only mean something together); the tests read it only as `triage explain` reads a paste
+EXAMPLE_KEYS = frozenset({"text", "finding", "summary", "facts", "kind", "paste"})
+_ID_PATTERN = regex.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+FLAGS = regex.VERSION0 | regex.MULTILINE
+
+
+class RuleError(KnowledgeError):
+    """Rule files that cannot be used: every problem, with the file and rule named."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    file: str
+    description: str = ""
+    references: tuple[str, ...] = ()
+    event_kinds: frozenset[str] = frozenset()
+    source_kinds: frozenset[str] = frozenset()
+    any: tuple[regex.Pattern[str], ...] = ()
+    all: tuple[regex.Pattern[str], ...] = ()
+    not_: tuple[regex.Pattern[str], ...] = ()
+    finding: str | None = None
+    finding_where: Mapping[str, regex.Pattern[str]] = field(default_factory=dict)
+    symptom: Mapping[str, float] = field(default_factory=dict)
+    root_cause: Mapping[str, float] = field(default_factory=dict)
+    fix: Mapping[str, float] = field(default_factory=dict)
+    stage: Mapping[str, float] = field(default_factory=dict)
+    cascade: bool = False  # set from the cascade file: the rule's message is a consequence
+    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    examples_match: tuple[Any, ...] = ()
+    examples_no_match: tuple[Any, ...] = ()
+    keywords: tuple[str, ...] | None = None  # see rule_keywords(); None: always run
+    sources: tuple[str, ...] = ()  # where the message is printed (package/module)
+    layer: str = "specific"  # "generic": a family prior that yields to a specific rule
+
+    @property
+    def generic(self) -> bool:
+        return self.layer == "generic"
+
+    @property
+    def needs_text(self) -> bool:
+        return bool(self.any or self.all)
+
+
+class _Invalid(Exception):
+    """One problem of the rule being checked (caught per section: the others still run)."""
+
+
+def build_rules(
+    items: list[Any], path: Path, lazy: bool, report: Callable[[str, str], None]
+) -> list[Rule]:
+    """Every valid rule of one file; each problem of the others goes to `report(item, msg)`."""
+    out = []
+    for index, item in enumerate(items):
+        rule = build_rule(item, path, index, lazy, report)
+        if rule is not None:
+            out.append(rule)
+    return out
+
+
+def build_rule(
+    item: Any, path: Path, index: int, lazy: bool, report: Callable[[str, str], None]
+) -> Rule | None:
+    """One rule, checked section by section: every problem is reported, then None."""
+    if not isinstance(item, dict):
+        report(f"entry #{index + 1}", "is not a mapping")
+        return None
+    rid = item.get("id")
+    name = f"rule {rid!r}" if rid else f"entry #{index + 1}"
+    found: list[str] = []
+
+    def section(check: Callable[[], Any], default: Any = None) -> Any:
+        try:
+            return check()
+        except _Invalid as exc:
+            found.append(str(exc))
+            return default
+
+    def head() -> str:
+        if not isinstance(rid, str) or not _ID_PATTERN.match(rid):
+            raise _Invalid("needs an `id` of lowercase letters, digits, '-', '_' or '.'")
+        allowed = REQUIRED_KEYS | OPTIONAL_KEYS
+        unknown = set(item) - allowed
+        if "cascade" in unknown:
+            raise _Invalid(
+                "`cascade` is said in the cascade file: list the rule in a family's `rules` "
+                "(rules/cascade.yaml)"
+            )
+        if unknown:
+            raise _Invalid(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        title = item.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise _Invalid("needs a `title`")
+        return title.strip()
+
+    title = section(head)
+    matched = section(lambda: _match(item.get("match"), lazy), ((), (), (), (), None, {}))
+    weights = section(lambda: _concludes(item.get("concludes")), {})
+    actions = section(lambda: _actions(item.get("actions"), weights.get("fix", {})), {})
+    examples = section(lambda: _examples_of(item.get("examples")), ((), ()))
+    references = section(lambda: tuple(_str_list(item.get("references"), "references")), ())
+    description = section(lambda: _text(item.get("description"), "description"), "")
+    sources = section(lambda: tuple(_str_list(item.get("sources"), "sources")), ())
+    layer = section(lambda: _layer(item.get("layer", "specific")), "specific")
+    for message in found:
+        report(name, message)
+    if found:
+        return None
+    kinds, any_, all_, not_, finding, finding_where = matched
+    rule = Rule(
+        id=rid,
+        title=title,
+        file=str(path),
+        description=" ".join(description.split()),
+        references=references,
+        event_kinds=frozenset(k for k in kinds if k in EVENT_KINDS),
+        source_kinds=frozenset(k for k in kinds if k in SOURCE_KINDS and k not in EVENT_KINDS),
+        any=any_,
+        all=all_,
+        not_=not_,
+        finding=finding,
+        finding_where=finding_where,
+        symptom=weights["symptom"],
+        root_cause=weights["root_cause"],
+        fix=weights["fix"],
+        stage=weights["stage"],
+        actions=actions,
+        examples_match=examples[0],
+        examples_no_match=examples[1],
+        sources=sources,
+        layer=layer,
+    )
+    return replace(rule, keywords=rule_keywords(rule))
+
+
+def _layer(layer: Any) -> str:
+    if layer not in LAYERS:
+        raise _Invalid(f"`layer` must be one of {list(LAYERS)}, got {layer!r}")
+    return str(layer)
+
+
+def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
+    if not isinstance(match, dict):
+        raise _Invalid("needs a `match` mapping")
+    bad = set(match) - MATCH_KEYS
+    if bad:
+        raise _Invalid(f"unknown match key(s) {sorted(bad)}; allowed: {sorted(MATCH_KEYS)}")
+    kinds = _str_list(match.get("kind"), "match.kind")
+    for k in kinds:
+        if k not in EVENT_KINDS and k not in SOURCE_KINDS:
+            raise _Invalid(
+                f"match.kind {k!r} is neither an event kind {sorted(EVENT_KINDS)} "
+                f"nor a source kind {sorted(SOURCE_KINDS)}"
+            )
+    any_ = tuple(compile_pattern(p, lazy) for p in _str_list(match.get("any"), "match.any"))
+    all_ = tuple(compile_pattern(p, lazy) for p in _str_list(match.get("all"), "match.all"))
+    not_ = tuple(compile_pattern(p, lazy) for p in _str_list(match.get("not"), "match.not"))
+    finding = match.get("finding")
+    finding_where: dict[str, regex.Pattern[str]] = {}
+    if isinstance(finding, dict):
+        # {kind: rank_exit, where: {signal: 'SIGKILL'}}: facts of the finding (and `summary`)
+        # matched by regex
+        bad = set(finding) - {"kind", "where"}
+        if bad or not isinstance(finding.get("kind"), str):
+            raise _Invalid("match.finding is a kind, or {kind: ..., where: {fact: regex}}")
+        raw_where = finding.get("where") or {}
+        if not isinstance(raw_where, dict):
+            raise _Invalid("match.finding.where must map fact names to regexes")
+        finding_where = {str(k): compile_pattern(str(v)) for k, v in raw_where.items()}
+        finding = finding["kind"]
+    elif finding is not None and not isinstance(finding, str):
+        raise _Invalid("match.finding must be a finding kind or {kind: ..., where: {...}}")
+    if not (any_ or all_ or finding):
+        raise _Invalid("match needs at least one of `any`, `all` or `finding`")
+    return kinds, any_, all_, not_, finding, finding_where
+
+
+def _concludes(concludes: Any) -> dict[str, dict[str, float]]:
+    if not isinstance(concludes, dict):
+        raise _Invalid("needs a `concludes` mapping")
+    bad = set(concludes) - CONCLUDE_KEYS
+    if bad:
+        raise _Invalid(f"unknown concludes key(s) {sorted(bad)}; allowed: {sorted(CONCLUDE_KEYS)}")
+    tax = taxonomy.load()
+    tables = {
+        "symptom": tax.symptoms,
+        "root_cause": tax.root_causes,
+        "fix": tax.fix_patterns,
+        "stage": tax.stages,
+    }
+    weights = {
+        name: weight_map(concludes.get(name), t, f"concludes.{name}") for name, t in tables.items()
+    }
+    if not (weights["symptom"] or weights["root_cause"]):
+        raise _Invalid("concludes needs a `symptom` or a `root_cause`")
+    if not weights["stage"]:
+        # A rule's stage follows from its strongest symptom when it does not say otherwise.
+        for sid, w in sorted(weights["symptom"].items(), key=lambda kv: -kv[1]):
+            stage = tax.symptoms[sid].stage
+            if stage:
+                weights["stage"] = {stage: w}
+                break
+    return weights
+
+
+def _actions(raw: Any, fix_weights: Mapping[str, float]) -> dict[str, tuple[str, ...]]:
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise _Invalid("`actions` must map fix ids to a template or a list of templates")
+    fixes = taxonomy.load().fix_patterns
+    actions: dict[str, tuple[str, ...]] = {}
+    for fid, templates in raw.items():
+        if fid not in fixes:
+            raise _Invalid(f"actions key {fid!r} is not a fix pattern id {sorted(fixes)}")
+        if fid not in fix_weights:
+            raise _Invalid(f"actions for {fid} need a weight for {fid} in `concludes.fix`")
+        temps = _str_list(templates, f"actions.{fid}")
+        for t in temps:
+            check_template(t, f"action template for {fid}")
+        actions[fid] = tuple(temps)
+    return actions
+
+
+def _examples_of(examples: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    if not isinstance(examples, dict):
+        raise _Invalid("needs `examples` with `match` and `no_match` lists")
+    return (
+        tuple(_example_list(examples.get("match"), "examples.match")),
+        tuple(_example_list(examples.get("no_match"), "examples.no_match")),
+    )
+
+
+def _example_list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise _Invalid(f"`{what}` needs at least one example")
+    for ex in value:
+        if isinstance(ex, str):
+            continue
+        if isinstance(ex, dict) and set(ex) <= EXAMPLE_KEYS:
+            continue
+        raise _Invalid(f"`{what}` entries are text or maps of {sorted(EXAMPLE_KEYS)}")
+    return list(value)
+
+
+def _text(value: Any, what: str) -> str:
+    value = value or ""
+    if not isinstance(value, str):
+        raise _Invalid(f"`{what}` must be text")
+    return value
+
+
+def _str_list(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise _Invalid(f"`{what}` must be a string or a list of strings")
+
+
+def weight_map(value: Any, table: Mapping[str, Any], what: str) -> dict[str, float]:
+    """`{taxonomy id: weight in [0, 1]}` (a bare id means weight 1)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = {value: 1.0}
+    if not isinstance(value, dict):
+        raise _Invalid(f"`{what}` must map taxonomy ids to weights")
+    out: dict[str, float] = {}
+    for key, w in value.items():
+        if key not in table:
+            raise _Invalid(f"`{what}`: unknown taxonomy id {key!r}; known: {', '.join(table)}")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w <= 1.0:
+            raise _Invalid(f"`{what}.{key}` weight must be a number in [0, 1], got {w!r}")
+        out[key] = float(w)
+    return out
+
+
+def template_fields(template: str) -> list[str]:
+    """The `{names}` a template fills (ValueError when it is malformed)."""
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+
+
+def check_template(template: str, what: str) -> None:
+    """An action template may only name plain `{facts}` (no attribute or index access)."""
+    try:
+        fields = template_fields(template)
+    except ValueError as exc:
+        raise _Invalid(f"{what} is malformed ({exc}): {template!r}") from exc
+    for f in fields:
+        if not regex.fullmatch(r"[A-Za-z_]\w*", f):
+            raise _Invalid(f"{what} uses {{{f}}}; only plain {{names}} are allowed")
+
+
+class _LazyPattern:
+    """A rule regex that compiles itself the first time it is used."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled: regex.Pattern[str] | None = None
+
+    def _get(self) -> regex.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = regex.compile(self.pattern, FLAGS)
+        return self._compiled
+
+    def search(self, *args: Any, **kwargs: Any) -> regex.Match[str] | None:
+        return self._get().search(*args, **kwargs)
+
+    def finditer(self, *args: Any, **kwargs: Any) -> Any:
+        return self._get().finditer(*args, **kwargs)
+
+    @property
+    def groupindex(self) -> Mapping[str, int]:
+        return self._get().groupindex
+
+
+def compile_pattern(pattern: str, lazy: bool = False) -> regex.Pattern[str]:
+    """A rule pattern, compiled now (a bad one is a problem) or on first use (`lazy`)."""
+    if lazy:
+        return _LazyPattern(pattern)  # type: ignore[return-value]
+    try:
+        return regex.compile(pattern, FLAGS)
+    except regex.error as exc:
+        raise _Invalid(f"bad regex {pattern!r}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- keywords
+# Running ~150 rules' regexes over every event is slow on big logs. Each pattern usually has a
+# literal that every match must contain (`Watchdog caught collective operation timeout`); a
+# rule runs only when the event text contains one of its literals (a plain substring test,
+# see triage.literals). The log parser's marker scan looks for the same literals.
+
+
+def rule_keywords(rule: Rule) -> tuple[str, ...] | None:
+    """Substrings one of which an event needs before the rule is worth running, or None."""
+    return pattern_keywords([p.pattern for p in rule.any], [p.pattern for p in rule.all])
+
+
+def pattern_keywords(any_: list[str], all_: list[str]) -> tuple[str, ...] | None:
+    """`rule_keywords` of raw `any` / `all` patterns."""
+    if any_:
+        out: list[str] = []
+        for pat in any_:
+            lits = required_literals(pat)
+            if lits is None:
+                return None
+            out.extend(lits)
+        return tuple(dict.fromkeys(out))
+    for pat in all_:
+        lits = required_literals(pat)
+        if lits is not None:
+            return lits
+    return None
