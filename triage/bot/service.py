@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import queue
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -45,6 +46,8 @@ log = logging.getLogger("triage.bot")
 _SEEN = 10_000  # delivery ids and body digests remembered for replay checks
 _LOCKS = 64  # striped per-issue locks: one issue's deliveries never run at once
 _RETRY_AFTER_S = 30
+_LINGER_S = 1.0  # after a 413: how long, and how much, of the unread body is dropped
+_LINGER_BYTES = 4 * 2**20
 
 
 @dataclass
@@ -83,7 +86,8 @@ class Service:
         self._issue_locks = [threading.Lock() for _ in range(_LOCKS)]
         self._stats: dict[str, int] = dict.fromkeys(
             ("accepted", "busy", "duplicate", "ignored", "unauthorized", "forbidden",
-             "too_large", "bad_request", "processed", "failed", "max_queued"),
+             "too_large", "bad_request", "processed", "failed", "max_queued",
+             "max_connections_seen"),
             0,
         )  # fmt: skip
         self._stats_lock = threading.Lock()
@@ -100,8 +104,12 @@ class Service:
             worker = threading.Thread(target=self._work, name=f"triage-worker-{n}", daemon=True)
             worker.start()
             self._workers.append(worker)
+        # a short poll: close() (shutdown) waits up to one interval for the loop to notice
         self._server_thread = threading.Thread(
-            target=self._server.serve_forever, name="triage-serve", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="triage-serve",
+            daemon=True,
         )
         self._server_thread.start()
         bound = self._server.server_address
@@ -241,6 +249,10 @@ class Service:
         with self._stats_lock:
             self._stats[stat] += 1
 
+    def note_connections(self, now: int) -> None:
+        with self._stats_lock:
+            self._stats["max_connections_seen"] = max(self._stats["max_connections_seen"], now)
+
     def _count(
         self, stat: str, status: int, message: str, word: str = "error"
     ) -> tuple[int, dict[str, Any]]:
@@ -273,21 +285,31 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type, service: Service) -> None:
         self.service = service
         self._slots = threading.BoundedSemaphore(service.settings.max_connections)
+        self._open = 0
+        self._open_lock = threading.Lock()
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self._slots.acquire()
+        with self._open_lock:
+            self._open += 1
+            self.service.note_connections(self._open)
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._done()
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._done()
+
+    def _done(self) -> None:
+        with self._open_lock:
+            self._open -= 1
+        self._slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -321,6 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
             limit = service.settings.max_payload_bytes
             message = f"payload of {size} bytes is over the limit of {limit}"
             self._answer(413, {"status": "error", "message": message}, True)
+            self._linger()
             return
         try:
             body = self.rfile.read(size)
@@ -353,6 +376,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except OSError:
             self.close_connection = True  # the client went away; nothing to tell it
+
+    def _linger(self) -> None:
+        """Close after an answer sent before the body was read: stop writing, then drop what
+        the client still sends for a moment. Closing at once would reset the connection and
+        the client could lose the answer (a lingering close, as web servers do)."""
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(_LINGER_S)
+            deadline = time.monotonic() + _LINGER_S
+            dropped = 0
+            while time.monotonic() < deadline and dropped < _LINGER_BYTES:
+                chunk = self.connection.recv(65536)
+                if not chunk:
+                    break
+                dropped += len(chunk)
+        except OSError:
+            pass
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
         log.debug("%s %s", self.address_string(), format % args)

@@ -145,10 +145,12 @@ def load_service_settings(path: str | Path | None) -> ServiceSettings:
         github_api_url=_str(github, "api_url", base.github_api_url, problems, "github."),
         gitlab_api_url=_str(gitlab, "api_url", base.gitlab_api_url, problems, "gitlab."),
         repositories=tuple(repositories) if repositories is not None else None,
-        max_payload_bytes=_int(limits, "max_payload_bytes", base.max_payload_bytes, problems),
-        queue_size=_int(limits, "queue_size", base.queue_size, problems),
-        workers=_int(limits, "workers", base.workers, problems),
-        max_connections=_int(limits, "max_connections", base.max_connections, problems),
+        max_payload_bytes=_int(
+            limits, "max_payload_bytes", base.max_payload_bytes, problems, "limits."
+        ),
+        queue_size=_int(limits, "queue_size", base.queue_size, problems, "limits."),
+        workers=_int(limits, "workers", base.workers, problems, "limits."),
+        max_connections=_int(limits, "max_connections", base.max_connections, problems, "limits."),
         embeddings=_bool(doc, "embeddings", base.embeddings, problems),
         rules_dirs=tuple(_list(doc, "rules", problems)),
         bot_login=_str(doc, "bot_login", None, problems),
