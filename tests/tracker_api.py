@@ -238,6 +238,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         path = parts.path
         if path.startswith("/files/"):
+            with api.lock:
+                api.requests.append(Recorded(method, path, query, dict(self.headers), None, 200))
             self._file(path[len("/files/") :])
             return
         tracker = (
