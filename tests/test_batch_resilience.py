@@ -8,12 +8,14 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from triage.batch import diagnose_job, job_entries, run_batch
+from triage.batch import diagnose_job, run_batch
 from triage.cli import main
 from triage.pipeline import Options
 
@@ -75,40 +77,44 @@ def test_odd_entries_of_the_jobs_folder_get_a_row_saying_why(tmp_path: Path) -> 
     assert "broken symbolic link" in rows["c_gone"]["error"]
     assert "plain file" in rows["d_notes.txt"]["error"]
     assert "outside the jobs folder" in rows["e_link_out"]["error"]
+    from triage.batch import job_entries
+
     entries = job_entries(str(jobs), follow_links=True)
     assert [e.skipped is None for e in entries] == [True, False, False, False, True]
 
 
-def _local_cluster(workers: int = 2):  # noqa: ANN202 - a distributed.LocalCluster
-    distributed = pytest.importorskip("distributed")
-    return distributed.LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        worker_dashboard_address=None,
+def _on_dask(jobs: list[str], **args: object) -> list[dict]:
+    """Rows of `run_batch` on a real Dask LocalCluster of 2 worker processes, run by
+    tests/dask_child.py in a process of its own (Dask leaves a thread in its process)."""
+    pytest.importorskip("distributed")
+    child = Path(__file__).resolve().parent / "dask_child.py"
+    done = subprocess.run(
+        [sys.executable, str(child), json.dumps({"jobs": jobs, "workers": 2, **args})],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return _rows(done.stdout)
 
 
 def test_a_dask_cluster_gives_the_rows_a_local_run_gives(tmp_path: Path) -> None:
     jobs = [str(p) for p in sorted(_jobs(tmp_path).iterdir())]
     local = io.StringIO()
     run_batch(jobs, local, OPTIONS, workers=2)
-    with _local_cluster(2) as cluster:
-        remote = io.StringIO()
-        assert run_batch(jobs, remote, OPTIONS, dask=cluster.scheduler_address) == 3
+    remote = _on_dask(jobs)
+    assert len(remote) == 3
     key = lambda row: row["job"]  # noqa: E731 - rows arrive in completion order
-    assert sorted(_rows(remote.getvalue()), key=key) == sorted(_rows(local.getvalue()), key=key)
+    assert sorted(remote, key=key) == sorted(_rows(local.getvalue()), key=key)
 
 
+@pytest.mark.slow  # worker processes die and restart twice: ~10 s; the local pool's is above
 def test_a_dask_job_whose_worker_dies_is_retried_then_reported(tmp_path: Path) -> None:
-    dask = pytest.importorskip("dask")
     jobs = [str(p) for p in sorted(_jobs(tmp_path).iterdir())]
     # The scheduler gives up on a task after its first lost worker (default: 3 of them).
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), _local_cluster(2) as c:
-        out = io.StringIO()
-        run_batch(jobs, out, OPTIONS, dask=c.scheduler_address, unit=dies_on_the_oom_job)
-    rows = {Path(r["job"]).name: r for r in _rows(out.getvalue())}
+    remote = _on_dask(jobs, allowed_failures=0, unit="dies_on_the_oom_job")
+    rows = {Path(r["job"]).name: r for r in remote}
     assert "died" in rows["oom_killed_rank_image_cache"]["error"]
     assert "submitted 2 times" in rows["oom_killed_rank_image_cache"]["error"]
     assert rows["raise_mid_step"]["diagnosis"]["culprit_ranks"] == [2]

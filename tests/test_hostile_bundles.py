@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from triage import budget, pipeline
+from triage import pipeline
 from triage.cli import main
 
 OOM = (
@@ -78,7 +78,7 @@ def test_a_real_binary_file_is_still_not_read(tmp_path: Path) -> None:
 
 
 def test_a_huge_line_without_a_newline_is_read_not_called_blank(tmp_path: Path) -> None:
-    body = b"loss 0.5 step 3 " * (256 * 1024)  # 4 MiB, no newline anywhere
+    body = b"loss 0.5 step 3 " * 80_000  # 1.3 MB, no newline anywhere
     (tmp_path / "rank_0.log").write_bytes(body + b"torch.OutOfMemoryError: CUDA out of memory.")
     report = _report(str(tmp_path))
     (warnings,) = _warnings(report).values()
@@ -219,6 +219,8 @@ def test_a_highly_compressed_log_is_read_to_its_end(tmp_path: Path, codec: str) 
 
 
 def _diagnose(tmp_path: Path, **limits: float) -> dict:
+    from triage import budget
+
     options = pipeline.Options(use_embeddings=False, limits=budget.JobLimits(**limits))
     return pipeline.diagnose([str(tmp_path)], options).to_dict()
 

@@ -47,8 +47,9 @@ class JobLimits:
     spool_bytes: int = 2 * GIB
     # flight-recorder entries kept, all dumps together (1,024 ranks x 2,000 is 2 million)
     fr_entries: int = 4_000_000
-    # estimated memory of the flight-recorder dumps being decoded at one moment
-    fr_decode_bytes: int = 2 * GIB
+    # estimated memory of the flight-recorder dumps being decoded at one moment (a real
+    # 2,000-entry dump takes ~6 MB; a crafted 60 MB one of empty entries ~1.5 GB)
+    fr_decode_bytes: int = 1 * GIB
 
 
 # slots of the shared counters
