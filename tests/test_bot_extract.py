@@ -235,3 +235,19 @@ def test_attached_logs_are_read_only_where_the_repository_enables_it(
     assert "`S14`" in on and "attachment/rank3.log" in on
     [fetched] = api.calls("GET", r"^/files/")
     assert "authorization" not in {k.lower() for k in fetched.headers}  # no token sent along
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 200_000,
+        "[a](" * 100_000,
+        "*a " * 100_000,
+        "\n".join("> " * 60 + "- x" for _ in range(5000)),
+    ],
+)
+def test_a_pathological_post_is_read_in_well_under_a_second(body: str) -> None:
+    started = time.monotonic()
+    pieces = split_post(body, "issue")
+    assert time.monotonic() - started < 1.0
+    assert pieces  # read as text, not dropped

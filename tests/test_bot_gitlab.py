@@ -1,10 +1,12 @@
-"""The bot on GitLab: `triage bot gitlab --event "$TRIGGER_PAYLOAD"` in a CI job, notes API.
+"""The bot on GitLab: `triage bot gitlab --event "$TRIGGER_PAYLOAD"` in a CI job, notes API;
+and no payload of either tracker, however odd, makes an adapter raise.
 
 Real bot, real HTTP: a loopback server answers like GitLab's API v4 (tests/tracker_api.py).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -12,11 +14,20 @@ from typing import Any
 import pytest
 from bot_samples import FAST_RETRY, SETTINGS, SHM_BODY, VAGUE_BODY
 from click.testing import CliRunner
-from tracker_api import TrackerAPI, gitlab_issue_event, gitlab_note_event
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tracker_api import (
+    TrackerAPI,
+    github_comment_event,
+    github_issue_event,
+    gitlab_issue_event,
+    gitlab_note_event,
+)
 
-from triage.bot import gitlab
+from triage.bot import github, gitlab
 from triage.bot.ci import CiResult, run_ci
 from triage.bot.comment import MARKER
+from triage.bot.core import Ignored, Request
 from triage.cli import main
 
 PROJECT = 42
@@ -147,3 +158,51 @@ def test_cli_bot_gitlab_dry_run_needs_no_token(api: TrackerAPI, tmp_path: Path) 
     assert result.exit_code == 0, result.output
     assert MARKER in result.output and "would create a comment" in result.output
     assert api.writes() == []
+
+
+# Any JSON at all, and real payloads with any one field replaced by any JSON value.
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+_REAL = [
+    ("issues", github_issue_event("o/r", 1, "body", labels=("a",))),
+    ("issue_comment", github_comment_event("o/r", 1, "body", 5, "/triage")),
+    (None, gitlab_issue_event(1, "g/p", 2, "d", changes={"description": {}})),
+    (None, gitlab_note_event(1, "g/p", 2, "d", 3, "/triage")),
+]
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _paths(item, (*prefix, key))
+    return out
+
+
+_MUTATIONS = [(n, path) for n, (_, payload) in enumerate(_REAL) for path in _paths(payload)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(mutation=st.sampled_from(_MUTATIONS), value=_json, other=_json)
+def test_no_payload_makes_either_adapter_raise(
+    mutation: tuple[int, tuple[Any, ...]], value: Any, other: Any
+) -> None:
+    n, path = mutation
+    event, payload = copy.deepcopy(_REAL[n][0]), copy.deepcopy(_REAL[n][1])
+    node = payload
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    for parsed in (
+        github.parse_event(event, payload),
+        github.parse_event(None, payload),
+        gitlab.parse_event(payload),
+        github.parse_event(event, other),
+        gitlab.parse_event(other),
+    ):
+        assert isinstance(parsed, (Request, Ignored))

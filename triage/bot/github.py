@@ -71,9 +71,10 @@ def parse_event(event: str | None, payload: Any) -> Request | Ignored:
         reason = "command"
     sender = payload.get("sender")
     actor = _author(sender) if isinstance(sender, Mapping) else _author(issue.get("user"))
+    raw_labels = issue.get("labels")
     labels = tuple(
         str(label.get("name"))
-        for label in issue.get("labels") or ()
+        for label in (raw_labels if isinstance(raw_labels, list) else ())
         if isinstance(label, Mapping) and label.get("name")
     )
     return Request(

@@ -87,9 +87,10 @@ def parse_event(payload: Any) -> Request | Ignored:
     iid = _int(issue.get("iid"))
     if iid is None or iid < 1:
         return Ignored("the payload names no issue")
+    raw_labels = payload.get("labels") or issue.get("labels")
     labels = tuple(
         str(label.get("title"))
-        for label in payload.get("labels") or issue.get("labels") or ()
+        for label in (raw_labels if isinstance(raw_labels, list) else ())
         if isinstance(label, Mapping) and label.get("title")
     )
     author_id = issue.get("author_id")

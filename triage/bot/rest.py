@@ -131,7 +131,7 @@ class RestClient:
                     self._sleep(self._backoff(failures))
                     continue
                 raise ApiError(0, method, shown, str(exc)) from None
-            if status < 400:
+            if 200 <= status < 300:  # a 3xx is an answer too: redirects are not followed
                 data = _text(body_bytes) if raw else _decode(body_bytes)
                 return Response(status, resp_headers, data, self._next(resp_headers))
             payload = _decode(body_bytes)
