@@ -6,6 +6,7 @@ once and keeps that key's default. `bot.yaml` is the operator's: any mistake sto
 
 from __future__ import annotations
 
+import re
 import time
 from email.utils import formatdate
 from pathlib import Path
@@ -127,3 +128,16 @@ def test_an_api_that_never_answers_is_an_error_not_a_hang() -> None:
     with pytest.raises(ApiError) as error:
         rest.request("GET", "/user")
     assert error.value.status == 0 and "no answer" in str(error.value)
+
+
+def test_the_readme_examples_of_both_files_are_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
+    [service] = [b for b in blocks if b.startswith("# bot.yaml")]
+    [repo] = [b for b in blocks if b.startswith("enabled: true")]
+    path = tmp_path / "bot.yaml"
+    path.write_text(service)
+    assert load_service_settings(path).repositories == ("octo/*", "ml/train")
+    settings, problems = load_repo_settings(repo, RepoSettings())
+    assert problems == []
+    assert settings.labels["R05"] == ("infra", "area: containers")

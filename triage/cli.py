@@ -545,20 +545,13 @@ def serve(host: str, port: int, api_url: str | None, config_path: str | None) ->
     if api_url:
         settings = dataclasses.replace(settings, github_api_url=api_url)
     _check_rules(settings.rules_dirs)
-    secret = os.environ.get("TRIAGE_WEBHOOK_SECRET")
+    try:
+        service = Service.from_env(settings, os.environ)
+    except ValueError as exc:  # no secret, an API URL that is not one
+        raise click.UsageError(str(exc)) from None
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
-    try:
-        service = Service(
-            settings,
-            github_secret=secret,
-            gitlab_secret=os.environ.get("TRIAGE_GITLAB_WEBHOOK_SECRET") or secret,
-            github_token=os.environ.get("GITHUB_TOKEN"),
-            gitlab_token=os.environ.get("GITLAB_TOKEN"),
-        )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
     try:
         service.serve_forever(host, port)
     except OSError as exc:

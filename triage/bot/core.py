@@ -134,7 +134,8 @@ def respond(
     dry_run: bool = False,
 ) -> Outcome:
     """Answer one event: post or update the bot's comment (or say why not). Raises ApiError
-    only when a write fails; in a dry run, failed reads are taken as empty."""
+    when the tracker fails a call the answer needs (after the retries); a dry run goes on
+    without the reads that failed."""
     me = settings.bot_login or _read(dry_run, tracker.identity, None)
     if _is_bot_or_self(req.actor, me, settings):
         return Outcome("skipped", f"the event came from a bot ({req.actor.login})")
@@ -142,6 +143,9 @@ def respond(
         return Outcome("skipped", f"the issue was opened by a bot ({req.author.login})")
     if req.comment is not None and is_bot_comment(req.comment.body):
         return Outcome("skipped", "the comment is the bot's own")
+    if req.reason == "command" and (req.comment is None or "/" not in req.comment.body):
+        # every command starts with "/": most comments end here, before any API call
+        return Outcome("skipped", "the comment does not ask for a run")
     repo, problems = _repo_settings(req, tracker, settings, dry_run)
     if not repo.enabled:
         return Outcome("skipped", "the bot is disabled in this repository's settings")

@@ -95,6 +95,19 @@ class Service:
         self._server: _Server | None = None
         self._server_thread: threading.Thread | None = None
 
+    @classmethod
+    def from_env(cls, settings: ServiceSettings, env: Mapping[str, str]) -> Service:
+        """Secrets and tokens from the environment: TRIAGE_WEBHOOK_SECRET (GitLab's may differ:
+        TRIAGE_GITLAB_WEBHOOK_SECRET), GITHUB_TOKEN, GITLAB_TOKEN."""
+        secret = env.get("TRIAGE_WEBHOOK_SECRET") or None
+        return cls(
+            settings,
+            github_secret=secret,
+            gitlab_secret=env.get("TRIAGE_GITLAB_WEBHOOK_SECRET") or secret,
+            github_token=env.get("GITHUB_TOKEN") or None,
+            gitlab_token=env.get("GITLAB_TOKEN") or None,
+        )
+
     # ------------------------------------------------------------------ life cycle
 
     def start(self, host: str, port: int) -> tuple[str, int]:
