@@ -64,7 +64,7 @@ class JobBudget:
     def __init__(self, limits: JobLimits = JobLimits(), *, shared: bool = False) -> None:
         self.limits = limits
         self._counts: Any
-        if shared:
+        if shared and "fork" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("fork")
             self._counts = ctx.RawArray("q", 4)
             self._lock: Any = ctx.Lock()
@@ -107,7 +107,7 @@ class JobBudget:
         return granted
 
     @contextmanager
-    def decoding(self, estimate: int, *, wait_s: float = 600.0) -> Iterator[bool]:
+    def decoding(self, estimate: int, *, wait_s: float = 60.0) -> Iterator[bool]:
         """Hold `estimate` bytes of the job's decode budget while a dump is decoded.
 
         Yields False (holding nothing) when the estimate alone is over the budget: the caller

@@ -304,7 +304,9 @@ class _Walker:
             yield from self._archive(display, parts, opener, size, random_access, depth, fmt)
             return
         if fmt in _CODECS:
-            yield from self._compressed(display, parts, opener, size, random_access, depth, fmt)
+            yield from self._compressed(
+                display, parts, opener, size, random_access, depth, fmt, release
+            )
             return
 
         found = sniff(head)
@@ -376,6 +378,7 @@ class _Walker:
         random_access: bool,
         depth: int,
         codec: str,
+        release: Callable[[], None] | None = None,
     ) -> Iterator[Source]:
         inner = decompressed_opener(opener, codec, self.limits)
         try:
@@ -407,7 +410,9 @@ class _Walker:
             if hint is not None:
                 inner_size = max(hint, inner_size)
         warnings = (problem,) if problem else ()
-        yield from self._blob(display, parts, inner, inner_size, False, depth + 1, warnings, head)
+        yield from self._blob(
+            display, parts, inner, inner_size, False, depth + 1, warnings, head, release
+        )
 
     def _member(
         self, archive_display: str, archive_parts: list[str], member: Member, depth: int
