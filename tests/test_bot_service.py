@@ -366,7 +366,7 @@ def test_a_burst_of_500_deliveries_meets_a_bounded_queue_while_health_answers(
     assert statuses[503] > 0 and statuses[202] > 0, statuses  # the queue filled and drained
     assert all(h["retry-after"] == "30" for s, _, h in answers if s == 503)
     assert health and all(status == 200 for status, _ in health)
-    assert max(latency for _, latency in health) < 2.0
+    assert max(latency for _, latency in health) < 5.0  # GitHub gives a delivery 10 s
     assert service.drain(120)
     stats = service.health()[1]
     assert stats["max_queued"] <= 8
@@ -433,10 +433,12 @@ def test_triage_serve_runs_as_a_process(api: TrackerAPI, tmp_path: Path) -> None
         api.add_github_issue(REPO, 11)
         status, _, _ = github_delivery(address, "issues", github_issue_event(REPO, 11, SHM_BODY))
         assert status == 202
+        # done when the worker has logged it, not only posted it: then its log line is out
         deadline = time.monotonic() + 60
-        while not api.comments(REPO, 11):
-            assert time.monotonic() < deadline, "no comment was posted"
+        while get(address, "/health")[1]["processed"] < 1:
+            assert time.monotonic() < deadline, "the delivery was not handled"
             time.sleep(0.1)
+        assert len(api.comments(REPO, 11)) == 1
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
