@@ -72,8 +72,11 @@ def preload() -> None:
         _ = markers.engine  # imports numpy or hyperscan and compiles the scan
 
 
-def parse_text(text: str, name: str = "<pasted>") -> ParsedSource:
-    """Parse pasted text (an issue body, a traceback) as a log."""
+def parse_text(
+    text: str, name: str = "<pasted>", kind: SourceKind = SourceKind.TEXT
+) -> ParsedSource:
+    """Parse pasted text (an issue body, a traceback) as a log, or as `kind` when the caller
+    sniffed it (a py-spy dump or `collect_env` output pasted into an issue)."""
     data = text.encode("utf-8", errors="replace")
-    source = Source(path=name, kind=SourceKind.TEXT, size=len(data), open=lambda: io.BytesIO(data))
+    source = Source(path=name, kind=kind, size=len(data), open=lambda: io.BytesIO(data))
     return parse(source)
