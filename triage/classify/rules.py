@@ -24,6 +24,7 @@ import regex
 
 from triage import knowledge
 from triage.classify.types import RuleHit
+from triage.knowledge.actions import plain
 from triage.knowledge.rules import Rule, RuleError, rule_keywords
 from triage.literals import required_literals
 from triage.model import Analysis, Event, EventKind, Finding, Level, SourceKind
@@ -39,7 +40,6 @@ __all__ = [
     "load",
     "match_events",
     "match_text",
-    "render",
     "required_literals",
     "rule_keywords",
     "whole_text_event",
@@ -47,21 +47,6 @@ __all__ = [
 
 MAX_HITS_PER_RULE = 16  # a wall of identical cascade lines adds nothing after the first few
 MAX_EVIDENCE_CHARS = 600
-
-# Readable stand-ins when a template names a fact this job did not reveal.
-_FALLBACKS = {
-    "rank": "the failing rank",
-    "ranks": "the failing ranks",
-    "host": "the failing node",
-    "collective": "the collective",
-    "op": "the collective",
-    "timeout_ms": "the current timeout",
-    "timeout": "the current timeout",
-    "torch": "your torch version",
-    "nccl": "your NCCL version",
-    "cuda": "your CUDA version",
-    "world_size": "the world size",
-}
 
 
 @dataclass(frozen=True)
@@ -212,36 +197,6 @@ def _find_all(
 # --------------------------------------------------------------------------- matching
 
 
-class _Facts(dict[str, Any]):
-    """The facts as text, each made only when a template asks for it: a job's facts include
-    per-source maps that are big on big bundles and no template uses."""
-
-    def __init__(self, facts: Mapping[str, Any]) -> None:
-        super().__init__()
-        self.facts = facts
-
-    def __missing__(self, key: str) -> str:
-        value = self.facts.get(key)
-        text = _plain(value) if value is not None else ""
-        return text if text != "" else _FALLBACKS.get(key, f"<{key}>")
-
-
-def render(template: str, facts: Mapping[str, Any]) -> str:
-    """Fill `{name}` fields from facts; a missing or empty fact reads as a plain fallback."""
-    values = _Facts(facts)
-    try:
-        return template.format_map(values)
-    except (ValueError, IndexError, AttributeError, KeyError):
-        return template
-
-
-def _plain(value: Any) -> str:
-    """How a fact reads inside a sentence: lists as `3, 5`, everything else as str()."""
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
 def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
     if analysis is None:
         return {}
@@ -352,7 +307,10 @@ def _hit(
         fix=dict(rule.fix),
         stage=dict(rule.stage),
         captures=caps,
-        actions={f: tuple(render(t, context) for t in ts) for f, ts in rule.actions.items()},
+        actions={
+            f: tuple(text for a in acts if (text := a.fill(context)) is not None)
+            for f, acts in rule.actions.items()
+        },
         evidence_text=quoted,
         evidence_line=line,
         from_cascade=from_cascade,
@@ -450,7 +408,7 @@ def _finding_ok(rule: Rule, finding: Finding) -> bool:
     for key, pat in rule.finding_where.items():
         # an absent fact reads as "" so that negative patterns ('^(?!...)') still pass
         value = facts.get(key)
-        if not pat.search("" if value is None else _plain(value)):
+        if not pat.search("" if value is None else plain(value)):
             return False
     return True
 

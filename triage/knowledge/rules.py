@@ -23,8 +23,12 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
         root_cause: {R05: 0.9}
         fix: {F5: 0.85, F4: 0.3}
         stage: {ST3: 0.8}                   # default: the stage of the strongest symptom
-      actions:                              # per fix: template(s) with {named_group} / {fact}
+      actions:                              # per fix: one action or a list of them
         F5: "Give the container more shared memory (segment {segment})"
+        F4:                                 # an action: a template with {named_group} / {fact},
+          - text: "Or ... `NCCL_SHM_DISABLE=1` in the DeepSpeed launcher's env"  # {text, when}
+            when: {framework: deepspeed}
+          - first_of: ["... {host} ...", "... any host ..."]   # alternatives, most specific first
       examples:
         match: ["...a line the rule must match..."]      # or {text:, finding:, facts:, kind:}
         no_match: ["...a line it must not match..."]
@@ -39,7 +43,6 @@ is one entry in `OPTIONAL_KEYS` and, if it carries data, one field of `Rule`.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +51,7 @@ from typing import Any
 import regex
 
 from triage import taxonomy
+from triage.knowledge.actions import Action, parse_action
 from triage.knowledge.problems import KnowledgeError
 from triage.literals import required_literals
 from triage.model import EventKind, SourceKind
@@ -86,7 +90,7 @@ class Rule:
     fix: Mapping[str, float] = field(default_factory=dict)
     stage: Mapping[str, float] = field(default_factory=dict)
     cascade: bool = False  # set from the cascade file: the rule's message is a consequence
-    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    actions: Mapping[str, tuple[Action, ...]] = field(default_factory=dict)
     examples_match: tuple[Any, ...] = ()
     examples_no_match: tuple[Any, ...] = ()
     keywords: tuple[str, ...] | None = None  # see rule_keywords(); None: always run
@@ -247,22 +251,40 @@ def _concludes(concludes: Any) -> dict[str, dict[str, float]]:
     return weights
 
 
-def _actions(raw: Any, fix_weights: Mapping[str, float]) -> dict[str, tuple[str, ...]]:
+def _actions(raw: Any, fix_weights: Mapping[str, float]) -> dict[str, tuple[Action, ...]]:
+    """Per fix: the actions, each a template, a {text, when} mapping or {first_of: [...]}
+    alternatives (see triage.knowledge.actions)."""
     raw = raw or {}
     if not isinstance(raw, dict):
         raise _Invalid("`actions` must map fix ids to a template or a list of templates")
     fixes = taxonomy.load().fix_patterns
-    actions: dict[str, tuple[str, ...]] = {}
-    for fid, templates in raw.items():
+    actions: dict[str, tuple[Action, ...]] = {}
+    for fid, entries in raw.items():
         if fid not in fixes:
             raise _Invalid(f"actions key {fid!r} is not a fix pattern id {sorted(fixes)}")
         if fid not in fix_weights:
             raise _Invalid(f"actions for {fid} need a weight for {fid} in `concludes.fix`")
-        temps = _str_list(templates, f"actions.{fid}")
-        for t in temps:
-            check_template(t, f"action template for {fid}")
-        actions[fid] = tuple(temps)
+        problems: list[str] = []
+        report = _collector(problems)
+        parsed = []
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if isinstance(entry, dict) and set(entry) == {"first_of"}:
+                action = parse_action(entry["first_of"], f"actions.{fid}", report)
+            else:
+                action = parse_action(entry, f"actions.{fid}", report)
+            if action is not None:
+                parsed.append(action)
+        if problems:
+            raise _Invalid("; ".join(problems))
+        actions[fid] = tuple(parsed)
     return actions
+
+
+def _collector(problems: list[str]) -> Callable[[str, str], None]:
+    def report(item: str, message: str) -> None:
+        problems.append(f"{item}: {message}")
+
+    return report
 
 
 def _examples_of(examples: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -319,22 +341,6 @@ def weight_map(value: Any, table: Mapping[str, Any], what: str) -> dict[str, flo
             raise _Invalid(f"`{what}.{key}` weight must be a number in [0, 1], got {w!r}")
         out[key] = float(w)
     return out
-
-
-def template_fields(template: str) -> list[str]:
-    """The `{names}` a template fills (ValueError when it is malformed)."""
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-
-
-def check_template(template: str, what: str) -> None:
-    """An action template may only name plain `{facts}` (no attribute or index access)."""
-    try:
-        fields = template_fields(template)
-    except ValueError as exc:
-        raise _Invalid(f"{what} is malformed ({exc}): {template!r}") from exc
-    for f in fields:
-        if not regex.fullmatch(r"[A-Za-z_]\w*", f):
-            raise _Invalid(f"{what} uses {{{f}}}; only plain {{names}} are allowed")
 
 
 class _LazyPattern:
