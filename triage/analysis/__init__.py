@@ -344,6 +344,8 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
         rank_exits=tuple(r.exit for r in exit_records),
         timeline=tl,
         facts=facts,
+        process_groups=flight_recorder.progress(fr),
+        stack_groups=pyspy.groups(spy),
     )
 
 
