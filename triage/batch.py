@@ -11,7 +11,7 @@ path, so the same function runs on a process pool here, or on a cluster:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
@@ -40,14 +40,21 @@ def diagnose_job(path: str, options: Options = Options()) -> dict[str, Any]:
 
 
 def run_batch(
-    jobs: Sequence[str], out: TextIO, options: Options = Options(), workers: int | None = None
+    jobs: Sequence[str],
+    out: TextIO,
+    options: Options = Options(),
+    workers: int | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
-    """Diagnose `jobs` in parallel processes, writing one JSON line per job in job order."""
+    """Diagnose `jobs` in parallel processes, writing one JSON line per job in job order;
+    `on_row` hears of each row as it is written (the CLI's progress)."""
     count = 0
     for row in _rows(jobs, options, workers):
         out.write(json.dumps(row) + "\n")
         out.flush()
         count += 1
+        if on_row is not None:
+            on_row(row)
     return count
 
 
