@@ -116,9 +116,12 @@ def _visible(d: Diagnosis, fmt: str) -> str:
     """What a reader sees in one format, whitespace collapsed."""
     out = render(d, fmt)
     if fmt == "html":
+        # the embedded JSON sits folded at the end: a copy for programs, not what one reads
+        out = re.sub(r'<section class="card" id="raw">.*?</section>', "", out, flags=re.S)
         return _page(out).visible()
     if fmt == "md":
-        return _page(_markdown_to_html(out)).visible()
+        # the zero-width space that keeps `#12` from linking issue 12 is invisible
+        return _page(_markdown_to_html(out)).visible().replace("\u200b", "")
     return " ".join(out.split())
 
 
@@ -539,3 +542,93 @@ def test_thousands_of_findings_are_capped_in_html_but_kept_in_json() -> None:
     )
     assert "400 more findings in the JSON below." in _page(render(d, "html")).visible()
     assert len(json.loads(render(d, "json"))["findings"]) == 500
+
+
+# --------------------------------------------------------------------------- the view
+
+
+def test_only_the_fixes_worth_trying_are_shown_and_the_rest_counted() -> None:
+    scores = (0.9, 0.5, 0.3, 0.12, 0.07, 0.06)
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S14", "cuda_oom", "GPU out of memory", 0.9),),
+        fix_patterns=tuple(
+            FixRecommendation(f"F{n}", "x", f"fix {n}", score, (f"step {n}",))
+            for n, score in enumerate(scores, 1)
+        ),
+    )
+    assert [f.id for f in build(d).fixes] == ["F1", "F2", "F3"]
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "step 3" in seen and "step 4" not in seen and "6%" not in seen
+        assert "3 less likely fix patterns" in seen
+    assert len(json.loads(render(d, "json"))["fix_patterns"]) == 6  # the JSON keeps them all
+
+
+def test_the_same_message_on_many_ranks_is_one_line_naming_the_ranks() -> None:
+    line = "[rank{r}]:[E1202 08:27:55.251] Watchdog caught collective operation timeout: seq 57"
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S17", "hang", "Collective hang", 0.9),),
+        evidence=(
+            *(
+                Evidence(f"logs/{r}.log", 40 + r, r, line.format(r=r), "watchdog")
+                for r in range(127)
+            ),
+            Evidence("logs/127.log", 9, 127, "CUDA error: an illegal memory access", "cuda"),
+        ),
+    )
+    groups = build(d).evidence
+    assert [(g.who, g.count) for g in groups] == [("ranks 0-126", 127), ("rank 127", 1)]
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "ranks 0-126 (127 lines)" in seen
+        assert seen.count("Watchdog caught collective operation timeout") == 1
+
+
+def test_an_empty_log_of_a_killed_rank_is_not_a_read_failure() -> None:
+    d = Diagnosis(
+        summary="s",
+        inputs=(
+            InputSummary("job/1/stderr.log", SourceKind.TEXT, 1, "n1", ("empty file",)),
+            InputSummary("job/0/stderr.log", SourceKind.RANK_LOG, 0, "n1", events=3),
+        ),
+    )
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "could not be read" not in seen
+        assert "1 empty" in seen
+
+
+def test_no_hang_is_said_as_such_not_as_not_detected_with_lagging_ranks() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S27", "killed", "Rank process killed by a signal", 0.9),),
+        culprit_ranks=(1,),
+        hang=HangReport(
+            False,
+            (1,),
+            "0 (default_pg)",
+            {"op": "all_reduce", "seq": 12},
+            "no hang: the other ranks were in all_reduce #12 when rank(s) 1 failed",
+        ),
+    )
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "no hang: the other ranks were in all_reduce #12" in seen
+        assert "not detected" not in seen and "lagging" not in seen
+
+
+def test_a_first_failure_quoted_from_another_ranks_dump_says_why() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S17", "hang", "Collective hang", 0.9),),
+        first_failure=FailureRef(2, None, None, "fr/rank_0", None, "collective #22 differs"),
+        culprit_ranks=(2,),
+        inputs=(
+            InputSummary("fr/rank_0", SourceKind.FLIGHT_RECORDER, 0, None),
+            InputSummary("fr/rank_2", SourceKind.FLIGHT_RECORDER, 2, None),
+        ),
+    )
+    for fmt in ("text", "md", "html"):
+        assert "quoted from rank 0's flight-recorder dump" in _visible(d, fmt)
