@@ -308,8 +308,7 @@ def _hit(
         stage=dict(rule.stage),
         captures=caps,
         actions={
-            f: tuple(text for a in acts if (text := a.fill(context)) is not None)
-            for f, acts in rule.actions.items()
+            f: (text,) for f, action in rule.actions.items() if (text := action.fill(context))
         },
         evidence_text=quoted,
         evidence_line=line,

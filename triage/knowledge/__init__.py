@@ -233,8 +233,7 @@ def _check_conditions(
     located: list[tuple[str, str, actions.Action]] = [
         (rule.file, f"rule {rule.id!r}", action)
         for rule in rules
-        for per_fix in rule.actions.values()
-        for action in per_fix
+        for action in rule.actions.values()
     ]
     located += [
         (str(rules_dir()), f"playbook {cause} / {fix}", action)

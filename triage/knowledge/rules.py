@@ -23,12 +23,13 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
         root_cause: {R05: 0.9}
         fix: {F5: 0.85, F4: 0.3}
         stage: {ST3: 0.8}                   # default: the stage of the strongest symptom
-      actions:                              # per fix: one action or a list of them
-        F5: "Give the container more shared memory (segment {segment})"
-        F4:                                 # an action: a template with {named_group} / {fact},
-          - text: "Or ... `NCCL_SHM_DISABLE=1` in the DeepSpeed launcher's env"  # {text, when}
-            when: {framework: deepspeed}
-          - first_of: ["... {host} ...", "... any host ..."]   # alternatives, most specific first
+      actions:                              # per fix: one action, filled with {named_group}
+        F5: "Give the container more shared memory (segment {segment})"   # / {fact}
+        F4:                                 # or alternatives, most specific first: the first
+          - text: "... `NCCL_SHM_DISABLE=1` in the DeepSpeed launcher's env"  # that applies
+            when: {framework: deepspeed}    # to the job is given (triage.knowledge.actions)
+          - "... {host} ..."
+          - "... any host ..."
       examples:
         match: ["...a line the rule must match..."]      # or {text:, finding:, facts:, kind:}
         no_match: ["...a line it must not match..."]
@@ -90,7 +91,7 @@ class Rule:
     fix: Mapping[str, float] = field(default_factory=dict)
     stage: Mapping[str, float] = field(default_factory=dict)
     cascade: bool = False  # set from the cascade file: the rule's message is a consequence
-    actions: Mapping[str, tuple[Action, ...]] = field(default_factory=dict)
+    actions: Mapping[str, Action] = field(default_factory=dict)
     examples_match: tuple[Any, ...] = ()
     examples_no_match: tuple[Any, ...] = ()
     keywords: tuple[str, ...] | None = None  # see rule_keywords(); None: always run
@@ -251,32 +252,24 @@ def _concludes(concludes: Any) -> dict[str, dict[str, float]]:
     return weights
 
 
-def _actions(raw: Any, fix_weights: Mapping[str, float]) -> dict[str, tuple[Action, ...]]:
-    """Per fix: the actions, each a template, a {text, when} mapping or {first_of: [...]}
-    alternatives (see triage.knowledge.actions)."""
+def _actions(raw: Any, fix_weights: Mapping[str, float]) -> dict[str, Action]:
+    """Per fix: one action, as the playbook writes it: a template, a {text, when} mapping, or
+    a list of those (alternatives, most specific first; see triage.knowledge.actions)."""
     raw = raw or {}
     if not isinstance(raw, dict):
-        raise _Invalid("`actions` must map fix ids to a template or a list of templates")
+        raise _Invalid("`actions` must map fix ids to a template or a list of alternatives")
     fixes = taxonomy.load().fix_patterns
-    actions: dict[str, tuple[Action, ...]] = {}
-    for fid, entries in raw.items():
+    actions: dict[str, Action] = {}
+    for fid, entry in raw.items():
         if fid not in fixes:
             raise _Invalid(f"actions key {fid!r} is not a fix pattern id {sorted(fixes)}")
         if fid not in fix_weights:
             raise _Invalid(f"actions for {fid} need a weight for {fid} in `concludes.fix`")
         problems: list[str] = []
-        report = _collector(problems)
-        parsed = []
-        for entry in entries if isinstance(entries, list) else [entries]:
-            if isinstance(entry, dict) and set(entry) == {"first_of"}:
-                action = parse_action(entry["first_of"], f"actions.{fid}", report)
-            else:
-                action = parse_action(entry, f"actions.{fid}", report)
-            if action is not None:
-                parsed.append(action)
-        if problems:
-            raise _Invalid("; ".join(problems))
-        actions[fid] = tuple(parsed)
+        action = parse_action(entry, f"actions.{fid}", _collector(problems))
+        if problems or action is None:
+            raise _Invalid("; ".join(problems) or f"actions.{fid} is empty")
+        actions[fid] = action
     return actions
 
 

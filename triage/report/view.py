@@ -409,6 +409,12 @@ def _where(source: str, line: int | None, base: str) -> str:
     return c.short(c.where(source, line, base), 400)
 
 
+def _path(path: str, base: str) -> str:
+    return (
+        _where(path, None, base) if path.startswith("<pasted") else c.short(c.rel(path, base), 400)
+    )
+
+
 def _label(x: ScoredLabel) -> Label:
     return Label(c.short(x.id, 40), c.short(x.name, 200), c.pct(x.score), c.share(x.score))
 
@@ -762,7 +768,7 @@ def _inputs(inputs: Sequence[InputSummary], base: str) -> Inputs:
         if status == "problem":
             problems.append(
                 InputProblem(
-                    path=c.short(c.rel(i.path, base), 400),
+                    path=_path(i.path, base),
                     kind=i.kind.value,
                     rank=c.rank_str(i.rank),
                     host=c.short(i.host or "-", 200),
@@ -779,7 +785,7 @@ def _inputs(inputs: Sequence[InputSummary], base: str) -> Inputs:
             if any(m.rank is not None for m in members)
             else "",
             hosts=len({m.host for m in members if m.host}),
-            example=c.short(c.rel(members[0].path, base), 400),
+            example=_path(members[0].path, base),
         )
         for (kind, status), members in sorted(
             groups.items(), key=lambda kv: (order[kv[0][1]], -len(kv[1]), kv[0][0])
