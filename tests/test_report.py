@@ -632,3 +632,23 @@ def test_a_first_failure_quoted_from_another_ranks_dump_says_why() -> None:
     )
     for fmt in ("text", "md", "html"):
         assert "quoted from rank 0's flight-recorder dump" in _visible(d, fmt)
+
+
+def test_a_culprit_whose_error_has_no_timestamp_still_gets_its_lane() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S14", "cuda_oom", "GPU out of memory", 0.9),),
+        culprit_ranks=(663,),
+        timeline=(
+            TimelineEntry(None, 663, "torch.OutOfMemoryError", "r663.log", 9, "initiating"),
+            TimelineEntry(T0, 0, "aborted", "r0.log", 5, "cascade"),
+            TimelineEntry(T0 + 30, 1, "aborted", "r1.log", 5, "cascade"),
+            # a job-wide note an hour later must not squeeze the ranks' lanes to the left
+            TimelineEntry(T0 + 3600, None, "flight recorder: hang", "fr", None, "context"),
+        ),
+    )
+    lanes = build(d).lanes
+    assert lanes is not None and lanes.lanes[0].label == "rank 663"
+    assert lanes.lanes[0].culprit and lanes.lanes[0].note == "its error has no timestamp"
+    assert lanes.span == 30
+    assert "its error has no timestamp" in _page(render(d, "html")).visible()

@@ -146,6 +146,7 @@ def _picture(lanes: Lanes) -> dict[str, Any]:
         rows.append(
             {
                 "label": lane.label,
+                "note": lane.note,
                 "culprit": lane.culprit,
                 "shared": lane.shared,
                 "y": y,
@@ -165,7 +166,7 @@ def _picture(lanes: Lanes) -> dict[str, Any]:
         "ticks": [{"x": at(x), "label": label} for x, label in lanes.ticks],
         "rows": rows,
         "start": lanes.start,
-        "span": f"{lanes.span:.3f}s",
+        "span": f"{lanes.span:.3f}s" if lanes.span < 120 else f"{lanes.span / 60:.1f} min",
         "earlier": lanes.earlier,
         "restarts": lanes.restarts,
     }

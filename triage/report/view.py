@@ -184,6 +184,7 @@ class Lane:
     culprit: bool
     marks: tuple[Mark, ...]
     shared: bool = False
+    note: str = ""  # said on an empty lane: why the culprit has nothing drawn
 
 
 @dataclass(frozen=True)
@@ -588,7 +589,8 @@ def _lanes(d: Diagnosis) -> Lanes | None:
     left edge. The culprit, lagging and initiating ranks get lanes first; past LANE_RANKS the
     other ranks share one lane, drawn as one mark per stretch of time and role.
     """
-    timed = [e for e in d.timeline if e.time is not None]
+    # only what is drawn sets the axis: a job-wide note hours later must not squeeze the lanes
+    timed = [e for e in d.timeline if e.time is not None and e.rank is not None]
     exits = [x for x in d.rank_exits if x.time is not None and x.rank is not None]
     times = [e.time for e in timed if e.time is not None] + [
         x.time for x in exits if x.time is not None
@@ -637,7 +639,12 @@ def _lanes(d: Diagnosis) -> Lanes | None:
     ordered = sorted(by_rank, key=priority)
     own = ordered if len(ordered) <= LANE_RANKS + 1 else ordered[:LANE_RANKS]
     own = sorted(own, key=lambda r: (r not in culprits, r))
-    lanes = [Lane(f"rank {r}", r in culprits, _thin(by_rank[r]), shared=False) for r in own]
+    lanes = [Lane(f"rank {r}", r in culprits, _thin(by_rank[r])) for r in own]
+    # a culprit whose own error carries no timestamp still gets its lane, saying so
+    untimed = {e.rank for e in d.timeline if e.time is None and e.role == "initiating"}
+    for r in sorted(set(d.culprit_ranks) - set(by_rank), reverse=True):
+        note = "its error has no timestamp" if r in untimed else "nothing of it is timed"
+        lanes.insert(0, Lane(f"rank {r}", True, (), note=note))
     rest = [r for r in ordered if r not in set(own)]
     if rest:
         lanes.append(_shared_lane(rest, by_rank))
