@@ -57,9 +57,6 @@ class Frameworks:
             tuple(m.id for m in self.launchers if m.id in found),
         )
 
-    def names(self) -> dict[str, str]:
-        return {m.id: m.name for m in (*self.frameworks, *self.launchers)}
-
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Frameworks:
     unknown = set(body) - _KEYS
