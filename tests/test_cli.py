@@ -346,6 +346,8 @@ def test_batch_reports_each_job_on_a_terminal(
         progress.row({"job": str(tmp_path / "job_b"), "error": "boom"})
     assert seen == ["job_a: no cause named", "job_b: error: boom"]
     assert progress.bar.tasks[0].completed == 2
+    # the batch forks its workers later: the bar must not have started a thread of its own
+    assert not progress.bar.live.auto_refresh
 
 
 def test_no_embed_imports_neither_torch_nor_sentence_transformers(tmp_path: Path) -> None:

@@ -452,12 +452,15 @@ class _BatchProgress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+            # No refresh thread: the batch forks its worker processes after this, and a
+            # process that forks while another thread holds a lock can deadlock the children.
             self.bar = Progress(
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.description}"),
                 console=Console(stderr=True),
                 transient=True,
+                auto_refresh=False,
             )
             self.bar.start()
             self.task = self.bar.add_task("jobs", total=self.total)
@@ -480,6 +483,7 @@ class _BatchProgress:
             said = f"{labels[0]['id']} {labels[0]['name']}" if labels else "no cause named"
         self.bar.console.print(f"{name}: {said}", highlight=False, markup=False)
         self.bar.update(self.task, advance=1, description=name)
+        self.bar.refresh()
 
 
 class _Progress:
