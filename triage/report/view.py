@@ -507,8 +507,10 @@ def _hang(d: Diagnosis) -> Hang | None:
             where = f" in {c.short(str(op), 80)}" + (f" #{seq}" if seq is not None else "")
     pg = f" on process group {c.short(h.process_group, 120)}" if h.process_group else ""
     if h.lagging_ranks:
-        noun = "rank" if len(h.lagging_ranks) == 1 else "ranks"
-        head = f"{noun} {c.ranks_str(h.lagging_ranks)} behind; the others waited{where}{pg}"
+        one = len(h.lagging_ranks) == 1
+        noun = "rank" if one else "ranks"
+        waited = f"waited{where}{pg}" if where or pg else f"waited for {'it' if one else 'them'}"
+        head = f"{noun} {c.ranks_str(h.lagging_ranks)} behind; the others {waited}"
     else:
         head = f"the ranks waited{where}{pg}"
     return Hang(True, head, collective, explanation)
