@@ -515,13 +515,16 @@ def no_evidence(inputs: tuple[InputSummary, ...]) -> Diagnosis:
 
     advice = knowledge.load().collect_next
     nothing = knowledge.Situation()  # as if nothing was read: every kind of evidence is missing
-    noun = "input" if len(inputs) == 1 else "inputs"
-    read = "nothing was read" if not inputs else f"the {len(inputs)} {noun} held none"
+    if not inputs:
+        where = "nothing was read"
+    elif len(inputs) == 1:
+        where = "the input holds no"
+    else:
+        where = f"none of the {len(inputs)} inputs holds a"
+    what = "log line, traceback, py-spy or flight-recorder dump triage can read"
+    said = f"{where}: {what}" if not inputs else f"{where} {what}"
     return Diagnosis(
-        summary=(
-            f"No evidence found: {read} (no log line, traceback, py-spy or flight-recorder "
-            "dump triage can read). Collect: " + "; ".join(advice.asks(nothing)) + "."
-        ),
+        summary=f"No evidence found: {said}. Collect: " + "; ".join(advice.asks(nothing)) + ".",
         inputs=inputs,
         collect_next=tuple(advice.steps(nothing)),
         evidence_found=False,

@@ -42,9 +42,9 @@ FIX_MIN_SCORE = 0.15
 FIX_MIN_SHARE = 0.3
 FIX_MAX = 4
 
-# A zero-byte input (a killed rank's stderr.log) is a fact about the job, not a read failure;
-# ingest notes it with this warning.
-EMPTY_NOTE = "empty file"
+# A zero-byte input (a killed rank's stderr.log) or an empty folder is a fact about the job,
+# not a read failure; ingest notes them with these warnings.
+EMPTY_NOTES = frozenset({"empty file", "empty directory: nothing to read"})
 
 LANE_RANKS = 16  # ranks drawn on a lane of their own; the others share one lane
 LANE_MARKS = 240  # marks per lane: more would only overdraw each other
@@ -761,7 +761,7 @@ def _stacks(g: StackGroup) -> Stacks:
 
 
 def _status(i: InputSummary) -> str:
-    problems = [w for w in i.warnings if w != EMPTY_NOTE]
+    problems = [w for w in i.warnings if w not in EMPTY_NOTES]
     if problems:
         return "problem"
     return "empty" if i.warnings else "read"
@@ -781,7 +781,7 @@ def _inputs(inputs: Sequence[InputSummary], base: str) -> Inputs:
                     kind=i.kind.value,
                     rank=c.rank_str(i.rank),
                     host=c.short(i.host or "-", 200),
-                    warnings=tuple(c.short(w, 400) for w in i.warnings if w != EMPTY_NOTE),
+                    warnings=tuple(c.short(w, 400) for w in i.warnings if w not in EMPTY_NOTES),
                 )
             )
     order = {"problem": 0, "read": 1, "empty": 2}
