@@ -262,8 +262,9 @@ def _stacks(v: ReportView, add: Callable[[str], None]) -> None:
     add("|---|---|---|")
     for s in v.stacks:
         frames = "<br>".join(_code(f, True) for f in s.frames[:4]) or _code(s.top, True)
-        mark = "**← odd one out**" if s.outlier else ("waiting" if s.waiting else "")
-        ranks = f"**{_text(s.ranks)}**" if s.outlier else _text(s.ranks)
+        mark = "**← odd one out**" if s.outlier else "**← the culprit**" if s.culprit else ""
+        mark = f"{mark} waiting".strip() if s.waiting else mark
+        ranks = f"**{_text(s.ranks)}**" if s.outlier or s.culprit else _text(s.ranks)
         add(f"| {ranks} | {frames} | {mark} |")
     add("")
 

@@ -278,8 +278,9 @@ def _stacks(v: ReportView) -> RenderableType:
     table.add_column("", no_wrap=True)
     for s in v.stacks:
         frames = "\n".join(s.frames[:4]) or s.top
-        mark = "← odd one out" if s.outlier else ("waiting" if s.waiting else "")
-        style = "bold red" if s.outlier else ""
+        mark = "← odd one out" if s.outlier else "← the culprit" if s.culprit else ""
+        mark = f"{mark} (waiting)".strip() if s.waiting else mark
+        style = "bold red" if s.outlier or s.culprit else ""
         table.add_row(Text(s.ranks, style=style), Text(frames), Text(mark, style=style))
     return Padding(table, (0, 0, 0, 2))
 

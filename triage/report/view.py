@@ -227,7 +227,8 @@ class Stacks:
     top: str
     frames: tuple[str, ...]  # "function (file:line)", innermost first
     waiting: bool
-    outlier: bool
+    outlier: bool  # py-spy alone sets it apart from the others
+    culprit: bool = False  # holds a rank the analysis blames (a 1-1 split has no outlier)
 
 
 @dataclass(frozen=True)
@@ -354,7 +355,7 @@ def build(d: Diagnosis) -> ReportView:
         timeline=_timeline(d.timeline, base),
         lanes=_lanes(d),
         progress=tuple(_progress(g) for g in d.process_groups),
-        stacks=tuple(_stacks(g) for g in d.stack_groups),
+        stacks=tuple(_stacks(g, _blamed(d)) for g in d.stack_groups),
         inputs=_inputs(d.inputs, base),
     )
 
@@ -748,13 +749,21 @@ def _seq(value: int | None) -> str:
 # --------------------------------------------------------------------------- py-spy
 
 
-def _stacks(g: StackGroup) -> Stacks:
+def _blamed(d: Diagnosis) -> set[int]:
+    blamed = set(d.culprit_ranks)
+    if d.hang is not None and d.hang.detected:
+        blamed |= set(d.hang.lagging_ranks)
+    return blamed
+
+
+def _stacks(g: StackGroup, blamed: set[int]) -> Stacks:
     frames = tuple(
         c.short(f"{f.function} ({f.filename}" + (f":{f.line})" if f.line else ")"), 200)
         for f in g.frames
     )
     top = c.short(g.frames[0].function, 120) if g.frames else "?"
-    return Stacks(c.ranks_str(g.ranks), len(g.ranks), top, frames, g.waiting, g.outlier)
+    culprit = bool(blamed & set(g.ranks))
+    return Stacks(c.ranks_str(g.ranks), len(g.ranks), top, frames, g.waiting, g.outlier, culprit)
 
 
 # --------------------------------------------------------------------------- inputs
