@@ -276,7 +276,6 @@ class ReportView:
     verdict: str
     summary: str
     abstain: bool
-    no_evidence: bool
     symptoms: tuple[Label, ...]
     root_causes: tuple[Label, ...]
     stage: str  # "ST4 Training execution", "" when none
@@ -336,7 +335,6 @@ def build(d: Diagnosis) -> ReportView:
         verdict=verdict(d),
         summary=c.short(d.summary),
         abstain=abstain,
-        no_evidence=not d.evidence_found,
         symptoms=tuple(_label(x) for x in d.symptoms[:3]),
         root_causes=tuple(_label(x) for x in d.root_causes[:3]),
         stage=(c.short(f"{d.stage.id} {d.stage.name or d.stage.slug}", 200) if d.stage else ""),
