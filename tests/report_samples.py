@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from triage.model import (
+    CollectiveProgress,
     Diagnosis,
     Evidence,
     FailureRef,
     Finding,
     FixRecommendation,
+    GroupProgress,
     HangReport,
     InputSummary,
+    RankExit,
     ScoredLabel,
     SimilarCase,
     SourceKind,
+    StackFrame,
+    StackGroup,
     TimelineEntry,
 )
 
@@ -110,6 +115,46 @@ def hang_on_rank3() -> Diagnosis:
             Finding("cascade", "ranks 0-2 timed out waiting (watchdog)", (0, 1, 2)),
         ),
         timeline=timeline,
+        rank_exits=(
+            *(
+                RankExit(r, r, "node-a", 100 + r, -6, "SIGABRT", T0 + 605 + r, None, None)
+                for r in range(3)
+            ),
+            RankExit(3, 1, "node-b", 103, -15, "SIGTERM", T0 + 610, None, None),
+        ),
+        process_groups=(
+            GroupProgress(
+                "0",
+                "default_pg",
+                (
+                    *(CollectiveProgress(r, 57, 57, 56) for r in range(3)),
+                    CollectiveProgress(3, 56, 56, 56),
+                ),
+                lagging=(3,),
+                stuck_seq=57,
+                stuck_op="all_reduce",
+            ),
+        ),
+        stack_groups=(
+            StackGroup(
+                (0, 1, 2),
+                (
+                    StackFrame("all_reduce", "torch/distributed/distributed_c10d.py", 2950),
+                    StackFrame("train_step", "train.py", 88),
+                ),
+                waiting=True,
+                outlier=False,
+            ),
+            StackGroup(
+                (3,),
+                (
+                    StackFrame("evaluate", "train.py", 140),
+                    StackFrame("main", "train.py", 201),
+                ),
+                waiting=False,
+                outlier=True,
+            ),
+        ),
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from fr_samples import fr_entry
 
-from triage.cli import main
+from triage.cli import EXIT_NO_EVIDENCE, main
 
 OOM = (
     "Traceback (most recent call last):\n"
@@ -119,8 +119,9 @@ def test_console_script_exit_codes(tmp_path: Path) -> None:
         text=True,
         timeout=120,
     )
-    assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["schema"] == "triage.diagnosis/1"
+    # "hello" is no evidence of anything: a code of its own, and the report still comes out
+    assert ok.returncode == EXIT_NO_EVIDENCE, ok.stderr
+    assert json.loads(ok.stdout)["summary"].startswith("No evidence found")
     bad = subprocess.run(
         [sys.executable, "-m", "triage", "--format", "pdf", str(log)],
         capture_output=True,
@@ -172,3 +173,196 @@ def test_fr_entries_chooses_how_much_of_each_dump_the_report_reads(tmp_path: Pat
     assert "read in part" not in whole.output
     bad = CliRunner().invoke(main, [str(tmp_path), "--fr-entries", "-1"])
     assert bad.exit_code == 2 and "--fr-entries" in bad.output
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_main_help_lists_the_main_commands_options_and_the_commands() -> None:
+    result = CliRunner().invoke(main, ["--help"], prog_name="triage")
+    assert result.exit_code == 0
+    for option in ("-o, --output", "--format", "--brief", "--no-embed", "--fr-entries", "-q"):
+        assert option in result.output, option
+    for command in ("explain", "rules", "batch", "index"):
+        assert command in result.output
+    assert "analyze" not in result.output
+    assert f"{EXIT_NO_EVIDENCE} no evidence found" in result.output
+
+
+def test_a_usage_error_of_the_main_command_names_triage_not_an_internal_command(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "rank_0.log").write_text(OOM, encoding="utf-8")
+    result = CliRunner().invoke(main, [str(tmp_path), "--format", "pdf"], prog_name="triage")
+    assert result.exit_code == 2
+    assert "Usage: triage [OPTIONS] PATH..." in result.output
+    assert "Try 'triage --help'" in result.output
+    assert "analyze" not in result.output
+
+
+def test_output_into_a_missing_folder_is_a_usage_error_before_any_work(tmp_path: Path) -> None:
+    (tmp_path / "rank_0.log").write_text(OOM, encoding="utf-8")
+    target = tmp_path / "missing" / "dir" / "r.html"
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-o", str(target)])
+    assert result.exit_code == 2, result.output
+    assert "does not exist" in result.output and "internal error" not in result.output
+    assert not target.exists()
+
+
+def test_an_unknown_output_suffix_is_a_usage_error_naming_the_formats(tmp_path: Path) -> None:
+    (tmp_path / "rank_0.log").write_text(OOM, encoding="utf-8")
+    pdf = tmp_path / "report.pdf"
+    refused = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "-o", str(pdf)])
+    assert refused.exit_code == 2
+    assert ".html, .json, .md or .txt" in refused.output and "--format" in refused.output
+    assert not pdf.exists()
+    # with --format the name is the user's choice
+    chosen = CliRunner().invoke(
+        main, [str(tmp_path), "--no-embed", "-q", "-o", str(pdf), "--format", "html"]
+    )
+    assert chosen.exit_code == 0, chosen.output
+    assert pdf.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    text = tmp_path / "report.txt"
+    plain = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "-o", str(text)])
+    assert plain.exit_code == 0 and "What to do" in text.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("layout", ["empty folder", "nothing readable"])
+def test_a_folder_without_evidence_says_so_with_its_own_exit_code(
+    tmp_path: Path, layout: str
+) -> None:
+    if layout == "nothing readable":
+        (tmp_path / "notes.txt").write_text("we restarted the job on monday\n", encoding="utf-8")
+        (tmp_path / "empty.log").write_bytes(b"")
+        (tmp_path / "picture.png").write_bytes(bytes(range(256)) * 8)
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q"])
+    assert result.exit_code == EXIT_NO_EVIDENCE, result.output
+    assert "No evidence found" in result.output
+    assert "best guess" not in result.output
+    # ... and what to collect instead
+    assert "every rank's log" in result.output.lower()
+    assert "py-spy dump" in result.output
+    data = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert data.exit_code == EXIT_NO_EVIDENCE
+    assert json.loads(data.output)["symptoms"] == []
+
+
+def test_brief_is_the_verdict_the_culprit_the_top_fix_and_one_line_of_evidence() -> None:
+    bundle = Path(__file__).parent.parent / "corpus_samples/oom_killed_rank_image_cache/bundle"
+    result = CliRunner().invoke(main, [str(bundle), "--no-embed", "-q", "--brief"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) <= 8, result.output
+    keys = [line.split(":", 1)[0] for line in lines if line and not line.startswith(" ")]
+    assert keys == ["triage", "culprit", "fix", "evidence"]
+    assert "insufficient host memory" in lines[0]
+    assert "rank 1" in result.output and "dmesg" in result.output
+    md = CliRunner().invoke(main, [str(bundle), "--no-embed", "-q", "--brief", "--format", "md"])
+    assert md.exit_code == 0 and md.output.startswith("**triage:")
+    refused = CliRunner().invoke(main, [str(bundle), "--brief", "--format", "json"])
+    assert refused.exit_code == 2 and "text or md" in refused.output
+
+
+def test_the_first_screen_of_the_terminal_report_carries_the_answer() -> None:
+    """Verdict, culprit and the top fix come before any detail, within one screen."""
+    bundle = Path(__file__).parent.parent / "corpus_samples/oom_killed_rank_image_cache/bundle"
+    result = CliRunner().invoke(main, [str(bundle), "--no-embed", "-q"])
+    assert result.exit_code == 0, result.output
+    screen = "\n".join(result.output.splitlines()[:40])
+    assert "caused by insufficient host memory" in screen
+    assert "Culprit" in screen and "rank 1 on node11" in screen
+    assert "What to do" in screen and "dmesg -T | grep -i" in screen
+    assert result.output.index("What to do") < result.output.index("Details")
+    assert result.output.index("Details") < result.output.index("Evidence")
+
+
+def test_explain_shows_a_spinner_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from triage import cli
+
+    started: list[str] = []
+
+    class Status:
+        def __init__(self, message: str) -> None:
+            started.append(message)
+
+        def start(self) -> None: ...
+
+        def stop(self) -> None: ...
+
+    class FakeConsole:
+        def __init__(self, **_: object) -> None: ...
+
+        def status(self, message: str, **_: object) -> Status:
+            return Status(message)
+
+    monkeypatch.setattr("rich.console.Console", FakeConsole)
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    with cli._Spinner(True, cli._working_on("the error", embeddings=True)):
+        pass
+    assert started and "diagnosing the error" in started[0]
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal: nothing drawn
+    started.clear()
+    with cli._Spinner(True, "x"):
+        pass
+    assert started == []
+
+
+def test_batch_reports_each_job_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from triage import cli
+
+    for name in ("job_a", "job_b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "rank_0.log").write_text(OOM, encoding="utf-8")
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    progress = cli._BatchProgress(2)
+    seen: list[str] = []
+    with progress:
+        printed = progress.bar.console.print
+
+        def keep(item: object, **kw: object) -> None:
+            if isinstance(item, str):
+                seen.append(item)
+            printed(item, **kw)
+
+        monkeypatch.setattr(progress.bar.console, "print", keep)
+        progress.row({"job": str(tmp_path / "job_a"), "diagnosis": {"root_causes": []}})
+        progress.row({"job": str(tmp_path / "job_b"), "error": "boom"})
+    assert seen == ["job_a: no cause named", "job_b: error: boom"]
+    assert progress.bar.tasks[0].completed == 2
+    # the batch forks its workers later: the bar must not have started a thread of its own
+    assert not progress.bar.live.auto_refresh
+
+
+def test_no_embed_imports_neither_torch_nor_sentence_transformers(tmp_path: Path) -> None:
+    (tmp_path / "rank_0.log").write_text(OOM, encoding="utf-8")
+    probe = (
+        "import sys\n"
+        "from triage.cli import main\n"
+        "from click.testing import CliRunner\n"
+        f"r = CliRunner().invoke(main, [{str(tmp_path)!r}, '--no-embed', '-q', '--brief'])\n"
+        "e = CliRunner().invoke(main, ['explain', '--no-embed', '-q', 'CUDA out of memory'])\n"
+        "assert r.exit_code == 0 and e.exit_code == 0, (r.output, e.output)\n"
+        "heavy = {'torch', 'sentence_transformers', 'transformers', 'sklearn'} & set(sys.modules)\n"
+        "print(sorted(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -133,7 +133,7 @@ def test_a_team_playbook_is_checked_like_a_rule(tmp_path: Path) -> None:
         "  R99: {F1: 'x'}\n"
         "  R16:\n"
         "    F9: 'y'\n"
-        "    F5: ['Lower the batch on rank {rank}', 'Lower it on {host}']\n"
+        "    F5: ['Lower the batch on rank {rank}', {text: 'x', when: {hang: maybe}}]\n"
         "fallback: {F5: 'Free {what}'}\n",
         encoding="utf-8",
     )
@@ -142,7 +142,7 @@ def test_a_team_playbook_is_checked_like_a_rule(tmp_path: Path) -> None:
     found = {(p.item, p.message.split(";")[0]) for p in err.value.problems}
     assert ("cause R99", "unknown root cause id") in found
     assert ("cause R16 / F9", "unknown fix pattern id") in found
-    assert ("cause R16 / F5", "the last alternative must name no {fact}") in found
+    assert ("cause R16 / F5", "`hang` must be true or false") in found
     assert ("fallback F5", "must be one template that names no {fact}") in found
 
 

@@ -136,11 +136,23 @@ def test_the_playbook_is_knowledge_with_advice_for_every_root_cause() -> None:
     book = knowledge.load().playbook
     assert set(book.causes) == set(taxonomy.load().root_causes)
     assert set(book.fallback) == set(taxonomy.load().fix_patterns)
-    # with no fact known, every (cause, fix) still gives advice, and names no placeholder
+    # with no fact known, every cause's usual fix still gives advice; none names a placeholder
+    tax = taxonomy.load()
     for rc, per_fix in book.causes.items():
+        assert book.advice(rc, tax.root_causes[rc].fixes[0], {}), rc
         for fix in per_fix:
             advice = book.advice(rc, fix, {})
-            assert advice and "{" not in advice, (rc, fix)
+            assert advice is None or "{" not in advice, (rc, fix)
+
+
+def test_a_plain_ddp_job_killed_for_host_memory_is_not_told_about_zero() -> None:
+    causes = Classification(root_causes=(_label("root_causes", "R17", 0.9),))
+    ddp = recommend(causes, Analysis(facts={"frameworks": ["ddp"]}))
+    said = " ".join(a for f in ddp for a in f.actions)
+    assert "ZeRO" not in said and "DeepSpeed" not in said
+    assert ddp[0].id == "F5" and "DataLoader workers" in ddp[0].actions[0]
+    deepspeed = recommend(causes, Analysis(facts={"frameworks": ["deepspeed"]}))
+    assert any("ZeRO config" in a for f in deepspeed for a in f.actions)
 
 
 TEAM_RULE = """

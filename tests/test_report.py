@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from html.parser import HTMLParser
 
@@ -37,9 +38,11 @@ from triage.model import (
     TimelineEntry,
 )
 from triage.report import FORMATS, render, render_to_console
-from triage.report.common import cap_timeline, ranks_str
+from triage.report.common import ranks_str
+from triage.report.html import COPY_SCRIPT, script_hash
 from triage.report.markdown import MAX_CHARS
 from triage.report.text import render_text
+from triage.report.view import build
 
 SCHEMA_KEYS = {
     "schema",
@@ -73,14 +76,14 @@ class _Page(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
-        if tag in ("style", "title"):
+        if tag in ("style", "title", "script"):
             self.skip += 1
         if tag in ("code", "pre", "a"):
             self.code_depth += 1
 
     def handle_endtag(self, tag: str) -> None:
         self.ends.append(tag)
-        if tag in ("style", "title"):
+        if tag in ("style", "title", "script"):
             self.skip -= 1
         if tag in ("code", "pre", "a"):
             self.code_depth -= 1
@@ -113,9 +116,12 @@ def _visible(d: Diagnosis, fmt: str) -> str:
     """What a reader sees in one format, whitespace collapsed."""
     out = render(d, fmt)
     if fmt == "html":
+        # the embedded JSON sits folded at the end: a copy for programs, not what one reads
+        out = re.sub(r'<section class="card" id="raw">.*?</section>', "", out, flags=re.S)
         return _page(out).visible()
     if fmt == "md":
-        return _page(_markdown_to_html(out)).visible()
+        # the zero-width space that keeps `#12` from linking issue 12 is invisible
+        return _page(_markdown_to_html(out)).visible().replace("\u200b", "")
     return " ".join(out.split())
 
 
@@ -132,7 +138,7 @@ def test_hang_report_names_rank_3_and_the_first_fix_in_every_format(fmt: str) ->
         assert data["fix_patterns"][0]["actions"][0] == TOP_ACTION
         return
     seen = _visible(d, fmt)
-    assert "Culprit ranks 3" in seen.replace(":", "").replace("*", "")
+    assert "Culprit rank 3 on node-b" in seen.replace(":", "").replace("*", "")
     assert "py-spy dump --pid 4242" in seen
     assert "Collective hang or watchdog timeout" in seen
     assert "91%" in seen and "74%" in seen  # calibrated scores as percentages
@@ -203,11 +209,18 @@ def test_json_keeps_every_timeline_entry_the_other_formats_cap() -> None:
 # --------------------------------------------------------------------------- hostile text
 
 
+def _scripts(html_text: str) -> list[str]:
+    return re.findall(r"<script>(.*?)</script>", html_text, re.S)
+
+
 def test_hostile_log_text_is_inert_in_html() -> None:
     out = render(hostile(), "html")
     page = _page(out)
     tags = {tag for tag, _ in page.tags}
-    assert tags.isdisjoint({"script", "img", "iframe", "object", "embed", "link"})
+    assert tags.isdisjoint({"img", "iframe", "object", "embed", "link"})
+    # the one script is the copy buttons', byte for byte what the CSP's hash allows
+    assert _scripts(out) == [COPY_SCRIPT]
+    assert [t for t, _ in page.tags].count("script") == 1
     assert not any(k.startswith("on") for _, attrs in page.tags for k in attrs)
     assert page.ends.count("details") == sum(1 for t, _ in page.tags if t == "details")
     assert "<script>alert(1)</script>" in page.visible()  # shown as text, for the reader
@@ -221,7 +234,11 @@ def test_html_report_loads_nothing_from_outside_and_forbids_scripts() -> None:
     out = render(hang_on_rank3(), "html")
     page = _page(out)
     csp = [a for t, a in page.tags if t == "meta" and a.get("http-equiv")]
-    assert csp and "default-src 'none'" in (csp[0].get("content") or "")
+    policy = csp[0].get("content") or "" if csp else ""
+    assert "default-src 'none'" in policy
+    # scripts: only the copy buttons', pinned by hash (no 'unsafe-inline', nothing remote)
+    assert f"script-src {script_hash()}" in policy and "unsafe" not in policy.split("style-src")[0]
+    assert script_hash(_scripts(out)[0]) == script_hash()
     assert not any("src" in attrs for _, attrs in page.tags)
     assert "@import" not in out and "url(" not in out
     links = [a["href"] for t, a in page.tags if t == "a" and a.get("href", "#")[0] != "#"]
@@ -233,7 +250,8 @@ def test_hostile_log_text_cannot_break_the_markdown_comment() -> None:
     page = _page(_markdown_to_html(md))
     tags = [tag for tag, _ in page.tags]
     assert not {"script", "img"} & set(tags)
-    assert tags.count("details") == page.ends.count("details") == 1
+    # the timeline's and the inputs' folds, and no more: `</details>` in a log closes nothing
+    assert tags.count("details") == page.ends.count("details") == 2
     assert "<script>alert(1)</script>" in page.visible()
     # A log line must not @-mention people or link issue #12 from a bot comment.
     plain = " ".join(page.plain)
@@ -305,16 +323,23 @@ def test_a_1024_rank_job_renders_fast_with_capped_rows() -> None:
     out = render(d, "html")
     elapsed = time.perf_counter() - start
     assert elapsed < 5.0, f"html took {elapsed:.2f}s"
+    assert len(out) < 2_000_000
     page = _page(out)
     rows = [a.get("class") for t, a in page.tags if t == "tr" and a.get("class")]
     assert rows.count("initiating") == 1  # the one error that started it survives the cap
     assert rows.count("cascade") < 300
-    assert "3797 more entries not shown (3797 cascade)" in page.visible()
+    seen = page.visible()
+    assert "3797 more entries not shown (3797 cascade)" in seen
     # The only unreadable input of 1,024 is listed first, not buried past the cap.
-    assert "could not decode 12 bytes as UTF-8" in page.visible()
-    assert "1024 inputs under job/" in page.visible()
-    assert "125/rank1000.log" in page.visible()
-    assert "824 more inputs in the JSON" in page.visible()
+    assert "could not decode 12 bytes as UTF-8" in seen
+    assert "1024 inputs under job/: 1024 rank_log; 1 could not be read completely" in seen
+    assert "125/rank1000.log" in seen
+    # the other 1,023 fold into one line of the inputs table, not 1,023 rows
+    assert "rank_log read 1023 0-999, 1001-1023" in seen
+    # 200 ranks' identical evidence is one group
+    assert "ranks 0-199 (200 lines)" in seen
+    # the swimlanes: the culprit's own lane, the others share one
+    assert "1,008 other ranks" in seen
 
 
 def test_big_job_markdown_fits_in_one_github_comment() -> None:
@@ -352,11 +377,11 @@ def test_big_job_terminal_report_stays_short() -> None:
 def test_timeline_cap_keeps_the_initiating_event_even_when_it_comes_last() -> None:
     entries = [TimelineEntry(T0 + i, i, "aborted", "a", i, "cascade") for i in range(5000)]
     entries.append(TimelineEntry(T0 + 9999, 7, "the real error", "b", 1, "initiating"))
-    capped = cap_timeline(entries, 10)
-    assert [e.text for _, e in capped.rows][-1] == "the real error"
-    assert [i for i, _ in capped.rows] == sorted(i for i, _ in capped.rows)
-    assert capped.hidden == 4991
-    assert "4991 more entries" in capped.note()
+    timeline = build(Diagnosis(summary="s", timeline=tuple(entries))).timeline
+    rows, note = timeline.capped(10)
+    assert [r.text for r in rows][-1] == "the real error"
+    assert len(rows) == 10
+    assert "4991 more entries not shown (4991 cascade)" in note
 
 
 def test_rank_lists_stay_short_for_big_jobs() -> None:
@@ -370,10 +395,10 @@ def test_html_timeline_highlights_initiating_rows_and_mutes_cascade() -> None:
     roles = {"initiating", "cascade", "context"}
     rows = [a.get("class") for t, a in page.tags if t == "tr" and a.get("class") in roles]
     assert rows == ["initiating", "cascade", "cascade", "cascade", "context"]
-    lanes = [
-        a.get("class") for t, a in page.tags if t == "div" and "lane" in (a.get("class") or "")
-    ]
-    assert "lane culprit" in lanes  # rank 3's lane is marked
+    labels = [a.get("class") for t, a in page.tags if t == "text"]
+    assert "lane-label culprit" in labels  # rank 3's lane is marked
+    marks = [a.get("class") for t, a in page.tags if t == "circle"]
+    assert marks.count("initiating") == 1 and marks.count("cascade") == 3
 
 
 def test_raw_json_is_embedded_in_the_html_and_parses() -> None:
@@ -466,8 +491,10 @@ def test_any_diagnosis_renders_in_every_format_without_raising(
         assert "\x1b" not in out
     page = _page(_markdown_to_html(render(d, "md")))
     assert not {"script", "img", "iframe"} & {tag for tag, _ in page.tags}
-    page = _page(render(d, "html"))
-    assert not {"script", "img", "iframe"} & {tag for tag, _ in page.tags}
+    out = render(d, "html")
+    page = _page(out)
+    assert not {"img", "iframe"} & {tag for tag, _ in page.tags}
+    assert _scripts(out) == [COPY_SCRIPT]
 
 
 def test_the_shared_folder_of_all_inputs_is_named_once_not_on_every_row() -> None:
@@ -498,17 +525,14 @@ def test_rank_lanes_zoom_in_on_the_failure_not_on_hours_of_start_up() -> None:
             TimelineEntry(T0 + 10, 0, "aborted again", "a", 4, "cascade"),
         ),
     )
-    out = render(d, "html")
-    dots = {
-        a["class"]: a["style"]
-        for t, a in _page(out).tags
-        if t == "span" and (a.get("class") or "").startswith("dot")
-    }
-    assert dots["dot initiating"] == "left: 0.00%"
-    assert "left: 50.00%" in [
-        a["style"] for t, a in _page(out).tags if a.get("class") == "dot cascade"
-    ]
-    assert "over 10.000s (1 earlier event at the left edge)" in _page(out).visible()
+    lanes = build(d).lanes
+    assert lanes is not None
+    marks = {m.kind: m.x for lane in lanes.lanes for m in lane.marks if lane.label == "rank 1"}
+    assert marks["initiating"] == 0.0  # the window opens at the failure
+    cascade = [m.x for lane in lanes.lanes for m in lane.marks if m.kind == "cascade"]
+    assert 0.5 in cascade and 1.0 in cascade
+    assert lanes.earlier == 1
+    assert "over 10.000s (1 earlier event at the left edge)" in _page(render(d, "html")).visible()
 
 
 def test_thousands_of_findings_are_capped_in_html_but_kept_in_json() -> None:
@@ -518,3 +542,113 @@ def test_thousands_of_findings_are_capped_in_html_but_kept_in_json() -> None:
     )
     assert "400 more findings in the JSON below." in _page(render(d, "html")).visible()
     assert len(json.loads(render(d, "json"))["findings"]) == 500
+
+
+# --------------------------------------------------------------------------- the view
+
+
+def test_only_the_fixes_worth_trying_are_shown_and_the_rest_counted() -> None:
+    scores = (0.9, 0.5, 0.3, 0.12, 0.07, 0.06)
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S14", "cuda_oom", "GPU out of memory", 0.9),),
+        fix_patterns=tuple(
+            FixRecommendation(f"F{n}", "x", f"fix {n}", score, (f"step {n}",))
+            for n, score in enumerate(scores, 1)
+        ),
+    )
+    assert [f.id for f in build(d).fixes] == ["F1", "F2", "F3"]
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "step 3" in seen and "step 4" not in seen and "6%" not in seen
+        assert "3 less likely fix patterns" in seen
+    assert len(json.loads(render(d, "json"))["fix_patterns"]) == 6  # the JSON keeps them all
+
+
+def test_the_same_message_on_many_ranks_is_one_line_naming_the_ranks() -> None:
+    line = "[rank{r}]:[E1202 08:27:55.251] Watchdog caught collective operation timeout: seq 57"
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S17", "hang", "Collective hang", 0.9),),
+        evidence=(
+            *(
+                Evidence(f"logs/{r}.log", 40 + r, r, line.format(r=r), "watchdog")
+                for r in range(127)
+            ),
+            Evidence("logs/127.log", 9, 127, "CUDA error: an illegal memory access", "cuda"),
+        ),
+    )
+    groups = build(d).evidence
+    assert [(g.who, g.count) for g in groups] == [("ranks 0-126", 127), ("rank 127", 1)]
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "ranks 0-126 (127 lines)" in seen
+        assert seen.count("Watchdog caught collective operation timeout") == 1
+
+
+def test_an_empty_log_of_a_killed_rank_is_not_a_read_failure() -> None:
+    d = Diagnosis(
+        summary="s",
+        inputs=(
+            InputSummary("job/1/stderr.log", SourceKind.TEXT, 1, "n1", ("empty file",)),
+            InputSummary("job/0/stderr.log", SourceKind.RANK_LOG, 0, "n1", events=3),
+        ),
+    )
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "could not be read" not in seen
+        assert "1 empty" in seen
+
+
+def test_no_hang_is_said_as_such_not_as_not_detected_with_lagging_ranks() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S27", "killed", "Rank process killed by a signal", 0.9),),
+        culprit_ranks=(1,),
+        hang=HangReport(
+            False,
+            (1,),
+            "0 (default_pg)",
+            {"op": "all_reduce", "seq": 12},
+            "no hang: the other ranks were in all_reduce #12 when rank(s) 1 failed",
+        ),
+    )
+    for fmt in ("text", "md", "html"):
+        seen = _visible(d, fmt)
+        assert "no hang: the other ranks were in all_reduce #12" in seen
+        assert "not detected" not in seen and "lagging" not in seen
+
+
+def test_a_first_failure_quoted_from_another_ranks_dump_says_why() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S17", "hang", "Collective hang", 0.9),),
+        first_failure=FailureRef(2, None, None, "fr/rank_0", None, "collective #22 differs"),
+        culprit_ranks=(2,),
+        inputs=(
+            InputSummary("fr/rank_0", SourceKind.FLIGHT_RECORDER, 0, None),
+            InputSummary("fr/rank_2", SourceKind.FLIGHT_RECORDER, 2, None),
+        ),
+    )
+    for fmt in ("text", "md", "html"):
+        assert "quoted from rank 0's flight-recorder dump" in _visible(d, fmt)
+
+
+def test_a_culprit_whose_error_has_no_timestamp_still_gets_its_lane() -> None:
+    d = Diagnosis(
+        summary="s",
+        symptoms=(ScoredLabel("S14", "cuda_oom", "GPU out of memory", 0.9),),
+        culprit_ranks=(663,),
+        timeline=(
+            TimelineEntry(None, 663, "torch.OutOfMemoryError", "r663.log", 9, "initiating"),
+            TimelineEntry(T0, 0, "aborted", "r0.log", 5, "cascade"),
+            TimelineEntry(T0 + 30, 1, "aborted", "r1.log", 5, "cascade"),
+            # a job-wide note an hour later must not squeeze the ranks' lanes to the left
+            TimelineEntry(T0 + 3600, None, "flight recorder: hang", "fr", None, "context"),
+        ),
+    )
+    lanes = build(d).lanes
+    assert lanes is not None and lanes.lanes[0].label == "rank 663"
+    assert lanes.lanes[0].culprit and lanes.lanes[0].note == "its error has no timestamp"
+    assert lanes.span == 30
+    assert "its error has no timestamp" in _page(render(d, "html")).visible()

@@ -1,4 +1,5 @@
-"""The HTML report opened in a real headless Chromium: it renders, and hostile log text stays text.
+"""The HTML report opened in a real headless Chromium: it renders, hostile log text stays text,
+and the pictures (swimlanes, flight-recorder table, py-spy groups) and copy buttons work.
 
 Needs Debian's `chromium` package. Without it the test skips, except under CI (env var CI set),
 where a missing browser is a failure: CI installs it on purpose.
@@ -15,10 +16,10 @@ import zlib
 from pathlib import Path
 
 import pytest
-from report_samples import hostile
+from report_samples import hang_on_rank3, hostile
 
 from triage.report import render
-from triage.report.common import verdict
+from triage.report.view import verdict
 
 FLAGS = [
     "--headless",
@@ -90,9 +91,10 @@ def test_hostile_report_renders_in_chromium_without_running_injected_code(
     assert title is not None and title.group(1) == f"triage: {verdict(d)}"
     assert "pwned" not in title.group(1)
     assert f"<h1>{verdict(d)}</h1>" in html
-    assert re.search(r'Culprit ranks</dt>\s*<dd><span class="rank">3</span>', html)
-    # Log text is text in the live DOM: no element was built from it.
-    assert "<img" not in html and "<script" not in html
+    assert re.search(r'Culprit</td><td></td><td></td><td><span class="rank">rank 3 on ', html)
+    # Log text is text in the live DOM: no element was built from it. The one script is the
+    # copy buttons' (pinned by hash in the CSP); the hostile `<script>` is text.
+    assert "<img" not in html and html.count("<script>") == 1
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "py-spy dump --pid 4242" in html
 
@@ -104,3 +106,34 @@ def test_hostile_report_renders_in_chromium_without_running_injected_code(
     width, height, colours = _png_size_and_colours(shot.read_bytes())
     assert (width, height) == (1280, 1800)
     assert colours > 40, "the screenshot looks blank"
+
+
+def test_the_pictures_and_the_copy_buttons_work_in_chromium(chromium: str, tmp_path: Path) -> None:
+    """Swimlanes (inline SVG), the flight-recorder table and the py-spy groups mark rank 3;
+    the copy buttons' script runs under the page's strict CSP (no other script could)."""
+    page = tmp_path / "report.html"
+    page.write_text(render(hang_on_rank3(), "html"), encoding="utf-8")
+    dom = _run(chromium, tmp_path, "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    html = dom.stdout
+    # the script ran: the CSP hash matches it, the page is marked and the buttons show
+    assert re.search(r'<html lang="en" class="js">', html)
+    buttons = re.findall(r'<button type="button" class="copy" data-copy="([^"]*)"', html)
+    assert "Find what rank 3 was doing: `py-spy dump --pid 4242` on host `node-b`" in buttons
+    # swimlanes: rank 3's lane is the culprit's, with the initiating mark and its exit
+    svg = html[html.index('<svg class="lanes"') : html.index("</svg>", html.index('class="lanes"'))]
+    assert re.search(r'class="lane-label culprit"[^>]*>rank 3</text>', svg)
+    assert svg.count('class="initiating"') == 1 and svg.count('class="exit"') == 3
+    assert 'class="stopped"' in svg  # rank 3 stopped by the launcher
+    # flight recorder: rank 3's row is the odd one, behind at #56
+    assert re.search(r'<tr class="odd"><td>3</td><td class="num">#56</td>', html)
+    # py-spy: the group of rank 3 is highlighted as the odd one out
+    assert re.search(r'<div class="stack odd">\s*<div><strong>rank 3</strong>', html)
+
+    shot = tmp_path / "pictures.png"
+    result = _run(
+        chromium, tmp_path, "--window-size=1280,2600", f"--screenshot={shot}", page.as_uri()
+    )
+    assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
+    width, height, colours = _png_size_and_colours(shot.read_bytes())
+    assert (width, height) == (1280, 2600) and colours > 40

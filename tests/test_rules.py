@@ -12,6 +12,7 @@ from triage import knowledge
 from triage.analysis import correlate
 from triage.classify import prepare
 from triage.classify import rules as engine
+from triage.knowledge.actions import Action, parse_action
 from triage.knowledge.build import paste_evidence
 from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level, SourceKind
 from triage.parsers import parse_text, rank_log
@@ -100,7 +101,7 @@ GOOD_RULE = """
     root_cause: {R05: 0.7}
     fix: {F5: 0.8}
   actions:
-    F5: "Free space under {path} on {host} (rank {rank})"
+    F5: "Free space under {path} on rank {rank} (node {host})"
   examples:
     match: ["OSError: [Errno 28] No space left on device: '/scratch/ckpt/step_10.pt'"]
     no_match: ["saved checkpoint to /scratch/ckpt"]
@@ -128,9 +129,8 @@ def test_a_team_folder_adds_its_rules_and_fills_actions_from_groups(tmp_path: Pa
     # The quoted line is the error line inside the traceback, with its absolute line number.
     assert hit.evidence_text.startswith("OSError: [Errno 28]")
     assert hit.evidence_line == 42
-    assert hit.actions["F5"] == (
-        "Free space under /scratch/ckpt/step_10.pt on the failing node (rank 3)",
-    )
+    # The node is not known here: its clause is left out, never shown as a placeholder.
+    assert hit.actions["F5"] == ("Free space under /scratch/ckpt/step_10.pt on rank 3",)
 
 
 @pytest.mark.parametrize(
@@ -157,14 +157,52 @@ def test_a_broken_rule_is_rejected_with_file_and_rule_named(
     assert "team.yaml" in message and "team-disk-full" in message and complaint in message
 
 
-def test_a_missing_fact_renders_readably_never_raises() -> None:
-    assert engine.render("raise the timeout above {timeout_ms} on rank {rank}", {}) == (
-        "raise the timeout above the current timeout on rank the failing rank"
+def _action(raw: object) -> Action:
+    problems: list[str] = []
+    action = parse_action(raw, "test", lambda item, msg: problems.append(msg))
+    assert action is not None, problems
+    return action
+
+
+def test_a_missing_fact_drops_its_clause_or_the_action_never_a_placeholder() -> None:
+    clause = _action("Check every node joins ({joined} of {expected} clients joined).")
+    assert clause.fill({"joined": 1, "expected": 2}) == (
+        "Check every node joins (1 of 2 clients joined)."
     )
-    assert (
-        engine.render("pin torch=={torch} ({odd})", {"torch": "2.3.1"})
-        == "pin torch==2.3.1 (<odd>)"
+    assert clause.fill({}) == "Check every node joins."
+    bare = _action("Raise the timeout above {timeout_ms} ms.")
+    assert bare.fill({"timeout_ms": 600000}) == "Raise the timeout above 600000 ms."
+    assert bare.fill({}) is None
+    # parentheses inside code are code, not a clause that can go
+    code = _action("Raise it: `timedelta(minutes={m})`.")
+    assert code.fill({}) is None
+
+
+def test_an_action_for_another_framework_is_not_given() -> None:
+    action = _action(
+        [
+            {"text": "Offload less in the ZeRO config.", "when": {"framework": "deepspeed"}},
+            "Use fewer DataLoader workers on {host}.",
+            "Use fewer DataLoader workers.",
+        ]
     )
+    assert action.fill({"frameworks": ["deepspeed"]}) == "Offload less in the ZeRO config."
+    assert action.fill({"frameworks": ["ddp"], "host": "n1"}) == (
+        "Use fewer DataLoader workers on n1."
+    )
+    assert action.fill({}) == "Use fewer DataLoader workers."
+    peer = _action({"text": "Read the log of {peer}.", "when": {"culprit": "unknown"}})
+    assert peer.fill({"peer": "[10.0.0.3]:1745"}) == "Read the log of [10.0.0.3]:1745."
+    assert peer.fill({"peer": "[10.0.0.3]:1745", "culprit_rank": 1}) is None
+
+
+def test_a_misspelt_framework_in_a_team_rule_is_reported(tmp_path: Path) -> None:
+    body = GOOD_RULE.replace(
+        'F5: "Free space under {path} on rank {rank} (node {host})"',
+        "F5: {text: 'Free space', when: {framework: deepspeeed}}",
+    )
+    with pytest.raises(engine.RuleError, match="deepspeeed"):
+        engine.list_rules([_write(tmp_path, body)])
 
 
 def test_check_accepts_pasted_text_and_names_the_rule() -> None:

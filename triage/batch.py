@@ -141,13 +141,14 @@ def run_batch(
     dask: Any = None,
     ray: str | None = None,
     unit: Unit = diagnose_job,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
     """Diagnose `jobs`, writing one JSON line per job as it is ready; the number of rows.
 
     Locally (the default) in a pool of `workers` processes, rows in job order. With `dask`
     (a scheduler address, or a `distributed.Client` / cluster) or `ray` (an address, or
     "auto"), on that cluster, rows in the order jobs finish. `unit` is the function each job
-    runs (`diagnose_job`)."""
+    runs (`diagnose_job`); `on_row` hears of each row as it is written (the CLI's progress)."""
     entries = [j if isinstance(j, Entry) else Entry(j) for j in jobs]
     paths = [e.path for e in entries if e.skipped is None]
     if dask is not None:
@@ -158,17 +159,21 @@ def run_batch(
         rows = _local_rows(paths, options, workers, unit)
     count = 0
     in_order = dask is None and ray is None
-    for entry in entries:  # skipped entries in their place (local) or first (cluster)
-        if entry.skipped is not None:
-            _write(out, {"job": entry.path, "error": entry.skipped})
-        elif in_order:
-            _write(out, next(rows))
-        else:
-            continue
-        count += 1
-    for row in rows:  # from a cluster, as jobs finish
+
+    def emit(row: dict[str, Any]) -> None:
+        nonlocal count
         _write(out, row)
         count += 1
+        if on_row is not None:
+            on_row(row)
+
+    for entry in entries:  # skipped entries in their place (local) or first (cluster)
+        if entry.skipped is not None:
+            emit({"job": entry.path, "error": entry.skipped})
+        elif in_order:
+            emit(next(rows))
+    for row in rows:  # from a cluster, as jobs finish
+        emit(row)
     return count
 
 

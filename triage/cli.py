@@ -1,15 +1,17 @@
 """Command line: parses options and calls one library function per command.
 
-triage PATH... [-o OUT] [--format text|json|md|html] [--no-embed] [-q]
+triage PATH... [-o OUT] [--format text|json|md|html] [--brief] [--no-embed] [-q]
 triage explain [TEXT...] | --jsonl
 triage rules list | check X
 triage index build
 triage batch DIR_OF_JOBS -o results.jsonl [-j N] [--dask ADDRESS | --ray ADDRESS]
 triage snapshot [--pid PID | --all] -o DIR [--analyze]
 triage doctor [--distributed] [--format text|json]
-
 triage bot github|gitlab --event PATH [--api-url URL] [--dry-run]
 triage serve --host H --port P [--api-url URL] [--config bot.yaml]
+
+Exit codes: 0 a finished diagnosis (even "unknown"), 1 an internal failure, 2 a usage error,
+3 no evidence at all was found (EXIT_NO_EVIDENCE).
 """
 
 from __future__ import annotations
@@ -24,7 +26,21 @@ from typing import Any
 import click
 
 FORMATS = ("text", "json", "md", "html")
-_SUFFIX_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
+_SUFFIX_FORMATS = {
+    ".json": "json",
+    ".md": "md",
+    ".markdown": "md",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "text",
+    ".text": "text",
+}
+# The run finished but no input held anything to diagnose: scripts tell it from a diagnosis.
+EXIT_NO_EVIDENCE = 3
+EXIT_CODES = (
+    "Exit codes: 0 diagnosed (even when the cause is unknown), 1 internal failure, 2 usage "
+    f"error, {EXIT_NO_EVIDENCE} no evidence found in the inputs."
+)
 
 
 # Options several commands share, declared once.
@@ -67,7 +83,7 @@ _output_option = click.option(
     "--output",
     "out",
     type=click.Path(dir_okay=False),
-    help="Write the report here; the suffix picks the format (.html, .json, .md).",
+    help="Write the report to FILE; its suffix picks the format (.html, .json, .md, .txt).",
 )
 _format_option = click.option(
     "--format",
@@ -75,27 +91,72 @@ _format_option = click.option(
     type=click.Choice(FORMATS),
     help="Report format (default: from -o's suffix, else text).",
 )
+_brief_option = click.option(
+    "--brief",
+    is_flag=True,
+    help="Only the verdict, the culprit, the top fix and one line of evidence (text, md).",
+)
+_ROUTED = "triage.paths"  # ctx.meta key: the arguments of `triage PATH...`
 
 
 class _DefaultToAnalyze(click.Group):
-    """`triage PATH...` runs `analyze`; named subcommands run as usual."""
+    """`triage PATH...` diagnoses PATH; named subcommands run as usual.
+
+    The main command is the group's own: `triage --help` lists its options next to the
+    commands, and its usage errors name `triage`, not an internal subcommand.
+    """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         first = next((a for a in args if not a.startswith("-")), None)
         wants_help = not args or args[0] in ("--help", "-h", "--version")
         if not wants_help and (first is None or first not in self.commands):
-            args = ["analyze", *args]
+            ctx.meta[_ROUTED] = args
+            return []
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        routed = ctx.meta.pop(_ROUTED, None)
+        if routed is None:
+            return super().invoke(ctx)
+        # A root context named like the program: usage lines and hints read `triage ...`.
+        with analyze.make_context(ctx.info_name or "triage", routed) as sub_ctx:
+            return analyze.invoke(sub_ctx)
 
-@click.group(cls=_DefaultToAnalyze, context_settings={"help_option_names": ["-h", "--help"]})
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[OPTIONS] PATH...")
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="       ")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the main command's options, then the group's own (--version, --help)
+        help_option = analyze.get_help_option(ctx)
+        mine = [
+            p.get_help_record(ctx)
+            for p in analyze.get_params(ctx)
+            if isinstance(p, click.Option) and p is not help_option
+        ]
+        own = [p.get_help_record(ctx) for p in self.get_params(ctx)]
+        with formatter.section("Options"):
+            formatter.write_dl([r for r in (*mine, *own) if r is not None])
+        self.format_commands(ctx, formatter)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_paragraph()
+        formatter.write_text(EXIT_CODES)
+
+
+@click.group(
+    cls=_DefaultToAnalyze,
+    invoke_without_command=True,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(package_name="triage")
 def main() -> None:
     """Diagnose a crashed or hung distributed training job.
 
     `triage logs/ -o report.html` reads every rank's logs, NCCL output, py-spy and
-    flight-recorder dumps under logs/ and says what happened, why, which rank started it,
-    and what to do.
+    flight-recorder dumps under logs/ (files, folders, .tar.gz, .zip) and says what happened,
+    why, which rank started it, and what to do.
     """
 
 
@@ -131,34 +192,59 @@ def _check_rules(extra: tuple[str, ...]) -> None:
         raise click.UsageError(str(exc)) from exc
 
 
-def _pick_format(fmt: str | None, out: str | None) -> str:
-    if fmt:
-        return fmt
+def _pick_format(fmt: str | None, out: str | None, brief: bool = False) -> str:
+    """The report format, checked before any work is done: a typo costs no minutes."""
     if out:
-        return _SUFFIX_FORMATS.get(Path(out).suffix.lower(), "text")
-    return "text"
+        path = Path(out)
+        folder = path.parent
+        if not folder.is_dir():
+            raise click.BadParameter(
+                f"cannot write {out}: the folder {folder} does not exist", param_hint="-o"
+            )
+        if path.is_dir():
+            raise click.BadParameter(f"{out} is a folder; give a file name", param_hint="-o")
+    if not fmt and out:
+        fmt = _SUFFIX_FORMATS.get(Path(out).suffix.lower())
+        if fmt is None:
+            raise click.BadParameter(
+                f"cannot tell the report format from {Path(out).name!r}: name it .html, .json, "
+                f".md or .txt, or give --format {'|'.join(FORMATS)}",
+                param_hint="-o",
+            )
+    fmt = fmt or "text"
+    if brief and fmt not in ("text", "md"):
+        raise click.BadParameter(f"the brief form is text or md, not {fmt}", param_hint="--brief")
+    return fmt
 
 
-def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool) -> None:
+def _emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool, brief: bool = False) -> None:
     from triage import report
 
     if out:
-        Path(out).write_text(report.render(diagnosis, fmt), encoding="utf-8")
+        try:
+            Path(out).write_text(report.render(diagnosis, fmt, brief), encoding="utf-8")
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot write {out}: {exc.strerror or exc}", param_hint="-o"
+            ) from exc
         if not quiet:
             click.echo(f"{diagnosis.summary}\nreport written to {out}", err=True)
-        return
-    if fmt == "text" and sys.stdout.isatty():
+    elif fmt == "text" and sys.stdout.isatty():
         from rich.console import Console
 
-        report.render_to_console(diagnosis, Console())
-        return
-    click.echo(report.render(diagnosis, fmt))
+        report.render_to_console(diagnosis, Console(), brief)
+    else:
+        click.echo(report.render(diagnosis, fmt, brief), nl=not brief)
+    if not diagnosis.evidence_found:
+        # a distinct code: scripts tell "diagnosed" from "there was nothing to read"
+        raise click.exceptions.Exit(EXIT_NO_EVIDENCE)
 
 
 @main.command("analyze", hidden=True)
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path(), metavar="PATH...")
 @_output_option
 @_format_option
+@_brief_option
 @_no_embed_option
 @_rules_option
 @_fr_entries_option
@@ -169,6 +255,7 @@ def analyze(
     paths: tuple[str, ...],
     out: str | None,
     fmt: str | None,
+    brief: bool,
     no_embed: bool,
     rules: tuple[str, ...],
     fr_entries: int | None,
@@ -181,19 +268,18 @@ def analyze(
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
-        raise click.BadParameter(
-            f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
-        )
+        raise click.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATH")
+    fmt = _pick_format(fmt, out, brief)
     options = _options(
         no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
     )
     _announce_model_load(quiet)
-    with _Progress(enabled=not quiet) as progress:
+    with _Progress(enabled=not quiet, model=options.use_embeddings) as progress:
         diagnosis = pipeline.diagnose(paths, options, progress.update)
     # This process ends right after: the GC need not walk what was read once more at exit
     # (~0.1 s on a 1,024-rank bundle).
     gc.freeze()
-    _emit(diagnosis, _pick_format(fmt, out), out, quiet)
+    _emit(diagnosis, fmt, out, quiet, brief)
 
 
 @main.command()
@@ -205,15 +291,17 @@ def analyze(
 )
 @_output_option
 @_format_option
+@_brief_option
 @_no_embed_option
 @_rules_option
 @_redact_hosts_option
-@click.option("-q", "--quiet", is_flag=True, help="No messages on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No spinner, no messages on stderr.")
 def explain(
     text: tuple[str, ...],
     jsonl: bool,
     out: str | None,
     fmt: str | None,
+    brief: bool,
     no_embed: bool,
     rules: tuple[str, ...],
     redact_hosts: bool,
@@ -227,10 +315,13 @@ def explain(
     if jsonl:
         _explain_jsonl(options)
         return
+    fmt = _pick_format(fmt, out, brief)
     body = " ".join(text) if text else sys.stdin.read()
     if not body.strip():
         raise click.UsageError("nothing to explain: give the error text as arguments or on stdin")
-    _emit(pipeline.explain(body, options), _pick_format(fmt, out), out, quiet)
+    with _Spinner(not quiet, _working_on("the error", options.use_embeddings)):
+        diagnosis = pipeline.explain(body, options)
+    _emit(diagnosis, fmt, out, quiet, brief)
 
 
 def _stderr_is_terminal() -> bool:
@@ -245,7 +336,18 @@ def _announce_model_load(quiet: bool) -> None:
     neighbours.on_model_load(None)
     if quiet or not _stderr_is_terminal():
         return
-    neighbours.on_model_load(lambda: click.echo("loading the similarity model…", err=True))
+    neighbours.on_model_load(_say_model_loads)
+
+
+def _say_model_loads() -> None:
+    """The running spinner says it (one line that goes away); without one, a line of its own."""
+    if _Spinner.active is not None and _Spinner.active.status is not None:
+        _Spinner.active.status.update(f"{_Spinner.active.message}: {_MODEL_LOADS}")
+    else:
+        click.echo(_MODEL_LOADS, err=True)
+
+
+_MODEL_LOADS = "loading the similarity model… (a few seconds, once)"
 
 
 def _explain_jsonl(options: Any) -> None:
@@ -446,9 +548,19 @@ def batch(
     options = _options(
         no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
     )
-    with open(out, "w", encoding="utf-8") as fh:
+    if not Path(out).parent.is_dir():
+        raise click.BadParameter(
+            f"cannot write {out}: the folder {Path(out).parent} does not exist", param_hint="-o"
+        )
+    with open(out, "w", encoding="utf-8") as fh, _BatchProgress(len(entries)) as progress:
         count = batch_runner.run_batch(
-            entries, fh, options, workers, dask=dask_address, ray=ray_address
+            entries,
+            fh,
+            options,
+            workers,
+            dask=dask_address,
+            ray=ray_address,
+            on_row=progress.row,
         )
     click.echo(f"{count} rows written to {out}", err=True)
 
@@ -549,6 +661,7 @@ def doctor(distributed: bool, fmt: str, timeout: float) -> None:
     if report.reporter:
         click.echo(doc.render(report, fmt))
     sys.exit(report.exit_code)
+
 
 @main.group()
 def bot() -> None:
@@ -675,14 +788,101 @@ def serve(host: str, port: int, api_url: str | None, config_path: str | None) ->
         raise click.UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-class _Progress:
-    """A rich progress line on stderr, shown only when reading takes more than a second."""
+def _working_on(what: str, embeddings: bool) -> str:
+    # the model-load hook adds "loading the similarity model" when (and only when) it loads
+    return f"diagnosing {what}"
 
-    def __init__(self, enabled: bool) -> None:
+
+class _Spinner:
+    """A transient spinner line on stderr while work of unknown length runs; terminals only.
+
+    rich draws it from a thread of its own: never start one while parser workers may be
+    forked (`pipeline.default_workers` reads from one process only when it has no threads).
+    """
+
+    active: _Spinner | None = None  # the one on screen, for the model-load notice
+
+    def __init__(self, enabled: bool, message: str) -> None:
         self.enabled = enabled and sys.stderr.isatty()
+        self.message = message
+        self.status: Any = None
+
+    def __enter__(self) -> _Spinner:
+        if self.enabled:
+            from rich.console import Console
+
+            self.status = Console(stderr=True).status(self.message, spinner="dots")
+            self.status.start()
+            _Spinner.active = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+        if _Spinner.active is self:
+            _Spinner.active = None
+
+
+class _BatchProgress:
+    """Per-job progress of `triage batch` on a terminal: done/total and the last job's answer."""
+
+    def __init__(self, total: int) -> None:
+        self.enabled = sys.stderr.isatty() and total > 0
+        self.total = total
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> _BatchProgress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            # No refresh thread: the batch forks its worker processes after this, and a
+            # process that forks while another thread holds a lock can deadlock the children.
+            self.bar = Progress(
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+                transient=True,
+                auto_refresh=False,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("jobs", total=self.total)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def row(self, row: dict[str, Any]) -> None:
+        """`run_batch`'s callback: one finished job (`{"job", "diagnosis"|"error"}`)."""
+        if self.bar is None:
+            return
+        name = Path(str(row.get("job", ""))).name
+        if "error" in row:
+            said = f"error: {str(row['error'])[:60]}"
+        else:
+            d = row.get("diagnosis") or {}
+            labels = d.get("root_causes") or d.get("symptoms") or []
+            said = f"{labels[0]['id']} {labels[0]['name']}" if labels else "no cause named"
+        self.bar.console.print(f"{name}: {said}", highlight=False, markup=False)
+        self.bar.update(self.task, advance=1, description=name)
+        self.bar.refresh()
+
+
+class _Progress:
+    """A rich progress line on stderr, shown only when reading takes more than a second;
+    then a spinner while the later stages run (loading the similarity model takes seconds)."""
+
+    def __init__(self, enabled: bool, model: bool = False) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.model = model
         self.started = time.monotonic()
         self.bar: Any = None
         self.task: Any = None
+        self.spinner: _Spinner | None = None
 
     def __enter__(self) -> _Progress:
         return self
@@ -690,16 +890,21 @@ class _Progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+        if self.spinner is not None:
+            self.spinner.__exit__()
 
     def update(self, sources: int, done_bytes: int, path: str) -> None:
         """`read_inputs`' progress callback; an empty path means reading is over."""
         if not self.enabled:
             return
         if not path:
-            self.enabled = False  # the later stages take a second at most: no bar for them
+            self.enabled = False
             if self.bar is not None:
                 self.bar.stop()
                 self.bar = None
+            # reading is over and its workers are gone: a spinner thread is safe now
+            self.spinner = _Spinner(True, _working_on(f"{sources} inputs", self.model))
+            self.spinner.__enter__()
             return
         if self.bar is None:
             if time.monotonic() - self.started < 1.0:
@@ -723,7 +928,10 @@ class _Progress:
 def run() -> None:
     """Entry point that turns unexpected errors into exit code 1 with a short message."""
     try:
-        main(standalone_mode=False)
+        # without standalone mode click hands back an `Exit`'s code instead of raising it
+        code = main(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

@@ -295,6 +295,39 @@ class TimelineEntry:
 
 
 @dataclass(frozen=True)
+class CollectiveProgress:
+    """Where one rank stood in one process group's collectives (its flight-recorder dump)."""
+
+    rank: int
+    enqueued: int | None  # the last collective (sequence id) it called
+    started: int | None  # ... that ran on the device (NCCL; None where the dump cannot tell)
+    completed: int | None  # ... that finished (None where the dump cannot tell)
+
+
+@dataclass(frozen=True)
+class GroupProgress:
+    """One process group across ranks: how far each rank got, who is behind or missing."""
+
+    pg: str
+    desc: str
+    ranks: tuple[CollectiveProgress, ...]  # every rank that left a dump, by rank
+    missing: tuple[int, ...] = ()  # members that left no dump
+    lagging: tuple[int, ...] = ()  # behind the furthest rank
+    stuck_seq: int | None = None  # the collective the others wait in
+    stuck_op: str | None = None
+
+
+@dataclass(frozen=True)
+class StackGroup:
+    """Ranks whose main thread stood at the same place (py-spy), biggest group first."""
+
+    ranks: tuple[int, ...]
+    frames: tuple[StackFrame, ...]  # innermost first, the top few
+    waiting: bool  # inside a collective or a distributed wait
+    outlier: bool  # the odd one out: somewhere else than the others
+
+
+@dataclass(frozen=True)
 class Analysis:
     findings: tuple[Finding, ...] = ()
     first_failure: FailureRef | None = None
@@ -305,6 +338,8 @@ class Analysis:
     rank_exits: tuple[RankExit, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    process_groups: tuple[GroupProgress, ...] = ()
+    stack_groups: tuple[StackGroup, ...] = ()
 
 
 # --------------------------------------------------------------------------- classify
@@ -391,6 +426,12 @@ class Diagnosis:
     # on an abstention, what to collect next, step by step (the reports show it; the JSON
     # carries the short form in `summary`)
     collect_next: tuple[str, ...] = ()
+    # for the reports' pictures, not in the JSON: per-rank exits (no message: the evidence
+    # quotes what matters), flight-recorder progress per group, py-spy stack groups
+    rank_exits: tuple[RankExit, ...] = ()
+    process_groups: tuple[GroupProgress, ...] = ()
+    stack_groups: tuple[StackGroup, ...] = ()
+    evidence_found: bool = True  # False: no input held anything triage could read
 
     def to_dict(self) -> dict[str, Any]:
         """The ★ JSON diagnosis (schema triage.diagnosis/1), plus `findings`/`timeline`."""

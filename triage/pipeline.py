@@ -21,6 +21,7 @@ from triage.model import (
     Analysis,
     Classification,
     Diagnosis,
+    EventKind,
     FixRecommendation,
     FlightRecorderDump,
     InputSummary,
@@ -490,9 +491,10 @@ def diagnose_parsed(parsed: Sequence[ParsedSource], options: Options = Options()
 
 
 def diagnose_many(
-    jobs: Sequence[Sequence[ParsedSource]], options: Options = Options()
+    jobs: Sequence[Sequence[ParsedSource]], options: Options = Options(), *, pasted: bool = False
 ) -> list[Diagnosis]:
-    """Correlate, classify and recommend for several jobs (classified in one batch)."""
+    """Correlate, classify and recommend for several jobs (classified in one batch).
+    `pasted`: each job is a pasted text, evidence by itself however little it says."""
     from triage import analysis, classify, knowledge, recommend
     from triage.redact import redact_diagnosis, redact_events
 
@@ -510,7 +512,11 @@ def diagnose_many(
     return [
         redact_diagnosis(
             _diagnosis(
-                parsed, job_found, job_labels, recommend.recommend(job_labels, job_found, kb)
+                parsed,
+                job_found,
+                job_labels,
+                recommend.recommend(job_labels, job_found, kb),
+                pasted,
             ),
             hosts=options.redact_hosts,
         )
@@ -523,7 +529,11 @@ def _diagnosis(
     found: Analysis,
     labels: Classification,
     fixes: tuple[FixRecommendation, ...],
+    pasted: bool = False,
 ) -> Diagnosis:
+    inputs = tuple(_input_summary(p, found) for p in parsed)
+    if not pasted and not has_evidence(parsed):
+        return no_evidence(inputs)
     return Diagnosis(
         summary=summarize(labels, found),
         symptoms=labels.symptoms,
@@ -535,10 +545,48 @@ def _diagnosis(
         hang=found.hang,
         evidence=labels.evidence,
         similar_cases=labels.similar_cases,
-        inputs=tuple(_input_summary(p, found) for p in parsed),
+        inputs=inputs,
         findings=found.findings,
         timeline=found.timeline,
         collect_next=labels.collect_next,
+        # a rank's exception text is quoted where it matters (evidence, first failure); the
+        # exit marks of the timeline need only who, when and how
+        rank_exits=tuple(replace(e, message=None) for e in found.rank_exits),
+        process_groups=found.process_groups,
+        stack_groups=found.stack_groups,
+    )
+
+
+# What carries no evidence of a failure by itself: a note that an input could not be read,
+# and the versions of an environment report.
+_NOT_EVIDENCE = (EventKind.INPUT_WARNING, EventKind.ENV_REPORT)
+
+
+def has_evidence(parsed: Sequence[ParsedSource]) -> bool:
+    """Did any input of a bundle hold something to diagnose: a log line, a traceback, a dump?
+    (A text file in which the parsers found nothing, a README, is not evidence.)"""
+    return any(ev.kind not in _NOT_EVIDENCE for ps in parsed for ev in ps.events)
+
+
+def no_evidence(inputs: tuple[InputSummary, ...]) -> Diagnosis:
+    """The diagnosis of a folder with nothing to read: said plainly, with what to collect."""
+    from triage import knowledge
+
+    advice = knowledge.load().collect_next
+    nothing = knowledge.Situation()  # as if nothing was read: every kind of evidence is missing
+    if not inputs:
+        where = "nothing was read"
+    elif len(inputs) == 1:
+        where = "the input holds no"
+    else:
+        where = f"none of the {len(inputs)} inputs holds a"
+    what = "log line, traceback, py-spy or flight-recorder dump triage can read"
+    said = f"{where}: {what}" if not inputs else f"{where} {what}"
+    return Diagnosis(
+        summary=f"No evidence found: {said}. Collect: " + "; ".join(advice.asks(nothing)) + ".",
+        inputs=inputs,
+        collect_next=tuple(advice.steps(nothing)),
+        evidence_found=False,
     )
 
 
@@ -555,7 +603,7 @@ def explain_many(texts: Iterable[str], options: Options = Options()) -> list[Dia
         [parsers.parse_text(text, name="<pasted>" if i == 0 else f"<pasted {i + 1}>")]
         for i, text in enumerate(texts)
     ]
-    return diagnose_many(jobs, options)
+    return diagnose_many(jobs, options, pasted=True)
 
 
 def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list[RuleHit]:

@@ -11,8 +11,11 @@ A fix pattern's score combines two things:
 Actions come from the rules that matched (filled with captured groups: the exact env var, the
 rank, the requested bytes) and then from the per-root-cause playbook (`rules/playbook.yaml`,
 plus a team's playbook), filled with the analysis facts (culprit ranks, the collective, the
-timeout, versions from env reports). The knowledge is the one classify used: the shipped
-rules and playbook plus the team folders of `Options.extra_rules_dirs`.
+timeout, versions from env reports). Only actions that apply to the job are given (its
+framework, launcher, what was seen: triage.knowledge.actions); a fix pattern with nothing to
+say for this job is left out, except the best one, which then says what the pattern means.
+The knowledge is the one classify used: the shipped rules and playbook plus the team folders
+of `Options.extra_rules_dirs`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from triage import knowledge, taxonomy
-from triage.classify.rules import render
 from triage.knowledge.playbook import Playbook
 from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
 
@@ -66,6 +68,11 @@ def recommend(
     for f in order:
         if scores[f] < MIN_SCORE and out:
             continue
+        actions = _actions(f, classification, causes, facts, kb.playbook)
+        if not actions:
+            if out:
+                continue  # nothing this job can act on: filler, not advice
+            actions = (kb.playbook.fallback[f],)
         cat = tax.fix_patterns[f]
         out.append(
             FixRecommendation(
@@ -73,7 +80,7 @@ def recommend(
                 slug=cat.slug,
                 name=cat.name,
                 score=round(_clip(scores[f]), 4),
-                actions=_actions(f, classification, causes, facts, kb.playbook),
+                actions=actions,
                 why=_why(
                     f, evidence.get(f, 0.0), prior_cause.get(f), classification, tax, rules_by_id
                 ),
@@ -141,13 +148,14 @@ def _actions(
     facts: Mapping[str, Any],
     playbook: Playbook,
 ) -> tuple[str, ...]:
-    """Rule actions (most specific) first, then the playbook's, without near-repeats."""
+    """Rule actions (most specific) first, then the playbook's, without near-repeats; only
+    those that apply to this job (none, possibly)."""
     # classify orders them: the rules that back this fix most strongly first
     from_rules = list(dict.fromkeys((classification.actions or {}).get(fix, ())))
     # Playbook advice only from causes that are still plausible next to the best one.
     floor = max(MIN_CAUSE_SCORE, CAUSE_RATIO * (causes[0].score if causes else 0.0))
     from_playbook = [
-        render(advice, facts)
+        advice
         for rc in causes[:TOP_CAUSES]
         if rc.score >= floor and (advice := playbook.advice(rc.id, fix, facts)) is not None
     ]
@@ -157,8 +165,9 @@ def _actions(
     for text in ordered:
         if not any(_similar(text, kept) for kept in actions):
             actions.append(text)
-    if not actions:
-        actions.append(playbook.fallback[fix])
+    if actions and actions[0].startswith("Or "):
+        # "Or ..." follows another step of its rule; listed first here, it follows nothing
+        actions[0] = actions[0][3:4].upper() + actions[0][4:]
     return tuple(actions[:MAX_ACTIONS])
 
 

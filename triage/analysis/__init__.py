@@ -24,12 +24,13 @@ the agent noticed (usually a survivor that timed out first).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 import regex
 
+from triage import knowledge
 from triage.analysis import (
     consistency,
     exits,
@@ -332,6 +333,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
         world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
     )
     facts["source_ranks"], facts["source_hosts"] = _source_identity(parsed, index)
+    facts["frameworks"], facts["launchers"] = _frameworks(parsed, loose_text)
     return Analysis(
         findings=tuple(findings),
         first_failure=first,
@@ -342,6 +344,8 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
         rank_exits=tuple(r.exit for r in exit_records),
         timeline=tl,
         facts=facts,
+        process_groups=flight_recorder.progress(fr),
+        stack_groups=pyspy.groups(spy),
     )
 
 
@@ -813,6 +817,24 @@ def _timeline_extras(
             )
         )
     return out
+
+
+def _frameworks(parsed: Sequence[ParsedSource], loose_text: bool) -> tuple[list[str], list[str]]:
+    """The frameworks and launchers the job's own lines show (`rules/frameworks.yaml`): which
+    advice applies to it. A note beside real logs is not the job's own output."""
+
+    def texts() -> Iterator[str]:
+        for ps in parsed:
+            if loose_text and ps.source.kind is SourceKind.TEXT:
+                continue
+            if ps.whole_text:
+                yield ps.whole_text
+            for ev in ps.events:
+                if ev.text:
+                    yield ev.text
+
+    found, launchers = knowledge.shipped().frameworks.detect(texts())
+    return list(found), list(launchers)
 
 
 def _source_identity(

@@ -21,7 +21,15 @@ from operator import attrgetter
 from typing import Any
 
 from triage.analysis.ranks import format_ranks, pg_ranks
-from triage.model import Event, EvidenceRef, Finding, FlightRecorderDump, FlightRecorderEntry
+from triage.model import (
+    CollectiveProgress,
+    Event,
+    EvidenceRef,
+    Finding,
+    FlightRecorderDump,
+    FlightRecorderEntry,
+    GroupProgress,
+)
 
 _P2P_OPS = {"send", "recv", "isend", "irecv", "recv_any_source", "batch_isend_irecv"}
 # ops whose per-rank sizes legitimately differ (uneven splits), so only op and dtype are compared
@@ -678,3 +686,21 @@ def status_table(
         }
         for r in analysis.reports
     }
+
+
+def progress(analysis: FRAnalysis) -> tuple[GroupProgress, ...]:
+    """Each process group's last collectives per rank, for the reports' table."""
+    out = []
+    for r in analysis.reports:
+        ranks = tuple(
+            CollectiveProgress(
+                rank,
+                s.last_enqueued,
+                s.last_started if r.has_states else None,
+                s.last_completed if r.has_states else None,
+            )
+            for rank, s in sorted(r.states.items())
+        )
+        op = _op(r.stuck_entry.profiling_name) if r.stuck_entry is not None else None
+        out.append(GroupProgress(r.pg, r.desc, ranks, r.missing, r.lagging, r.stuck_seq, op))
+    return tuple(out)

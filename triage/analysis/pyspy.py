@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.analysis.ranks import format_ranks
-from triage.model import Event, EvidenceRef, Finding, PySpyDump, StackFrame
+from triage.model import Event, EvidenceRef, Finding, PySpyDump, StackFrame, StackGroup
 
 # Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
 # out on purpose: a rank stuck on its own GPU is a suspect, not a waiter.
@@ -66,6 +66,7 @@ class StackCluster:
 @dataclass
 class PySpyAnalysis:
     clusters: list[StackCluster] = field(default_factory=list)
+    outliers: list[StackCluster] = field(default_factory=list)
     suspects: dict[int, float] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     waiting_ranks: tuple[int, ...] = ()
@@ -144,6 +145,7 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
         if not outliers:
             return out  # an even split: no minority to blame
     majority = max(out.clusters, key=lambda c: (c.waiting, len(c.ranks)))
+    out.outliers = list(outliers)
     for c in outliers:
         for r in c.ranks:
             out.suspects[r] = max(out.suspects.get(r, 0.0), weight)
@@ -177,3 +179,19 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
 def _ref(c: StackCluster) -> EvidenceRef:
     frames = " <- ".join(f"{fn} ({fi})" for fn, fi in c.signature[:4])
     return EvidenceRef(source=c.event.source, line=c.event.line, rank=c.ranks[0], text=frames)
+
+
+STACK_FRAMES = 8  # frames a report shows of each group: where it stands and how it got there
+
+
+def groups(analysis: PySpyAnalysis) -> tuple[StackGroup, ...]:
+    """The stack groups, biggest first, the odd ones out marked, for the reports."""
+    odd = {id(c) for c in analysis.outliers}
+    out = []
+    for c in analysis.clusters:
+        main = c.event.payload.main_thread() if isinstance(c.event.payload, PySpyDump) else None
+        frames = tuple(
+            f._replace(filename=_short(f.filename)) for f in (main.frames if main else ())
+        )
+        out.append(StackGroup(tuple(c.ranks), frames[:STACK_FRAMES], c.waiting, id(c) in odd))
+    return tuple(out)

@@ -414,9 +414,23 @@ def abstain_reason(
     if best:
         tax = taxonomy.load()
         b = max(best, key=lambda s: s.score)
-        guess = (
-            f" (best guess {b.label} {tax.get(b.label).name}: {b.score:.0%} < {abstain_below:.0%})"
-        )
+        name = f"{b.label} {tax.get(b.label).name}"
+        if b.score < abstain_below:
+            # as many digits as it takes for the smaller number to read smaller
+            digits = next(
+                (d for d in (0, 1, 2) if round(b.score, d + 2) < round(abstain_below, d + 2)), 3
+            )
+            guess = (
+                f" (best guess {name}: {b.score:.{digits}%}, below the "
+                f"{abstain_below:.{digits}%} needed)"
+            )
+        else:
+            # scored high enough, but nothing backs it (`should_abstain`): "12% < 8%" would
+            # contradict itself
+            guess = (
+                f" (best guess {name}: {b.score:.0%}, but no rule matched and no reference "
+                "case is close)"
+            )
     return not_enough(advice.asks(situation(prep)), guess)
 
 

@@ -17,13 +17,14 @@ import os
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property, lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import regex
 
 from triage import knowledge
 from triage.classify.types import RuleHit
+from triage.knowledge.actions import plain
 from triage.knowledge.rules import Rule, RuleError, rule_keywords
 from triage.literals import required_literals
 from triage.model import Analysis, Event, EventKind, Finding, Level, SourceKind
@@ -38,7 +39,6 @@ __all__ = [
     "load",
     "match_events",
     "match_text",
-    "render",
     "required_literals",
     "rule_keywords",
     "whole_text_event",
@@ -196,42 +196,6 @@ def _find_all(
 # --------------------------------------------------------------------------- matching
 
 
-class _Facts(dict[str, Any]):
-    """The facts as text, each made only when a template asks for it: a job's facts include
-    per-source maps that are big on big bundles and no template uses."""
-
-    def __init__(self, facts: Mapping[str, Any]) -> None:
-        super().__init__()
-        self.facts = facts
-
-    def __missing__(self, key: str) -> str:
-        value = self.facts.get(key)
-        text = _plain(value) if value is not None else ""
-        return text if text != "" else _stand_ins().get(key, f"<{key}>")
-
-
-@cache
-def _stand_ins() -> Mapping[str, str]:
-    """How a fact this job did not reveal reads in an action (`rules/playbook.yaml`)."""
-    return knowledge.shipped().playbook.stand_ins
-
-
-def render(template: str, facts: Mapping[str, Any]) -> str:
-    """Fill `{name}` fields from facts; a missing or empty fact reads as a plain fallback."""
-    values = _Facts(facts)
-    try:
-        return template.format_map(values)
-    except (ValueError, IndexError, AttributeError, KeyError):
-        return template
-
-
-def _plain(value: Any) -> str:
-    """How a fact reads inside a sentence: lists as `3, 5`, everything else as str()."""
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
 def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
     if analysis is None:
         return {}
@@ -342,7 +306,9 @@ def _hit(
         fix=dict(rule.fix),
         stage=dict(rule.stage),
         captures=caps,
-        actions={f: tuple(render(t, context) for t in ts) for f, ts in rule.actions.items()},
+        actions={
+            f: (text,) for f, action in rule.actions.items() if (text := action.fill(context))
+        },
         evidence_text=quoted,
         evidence_line=line,
         from_cascade=from_cascade,
@@ -441,7 +407,7 @@ def _finding_ok(rule: Rule, finding: Finding) -> bool:
     for key, pat in rule.finding_where.items():
         # an absent fact reads as "" so that negative patterns ('^(?!...)') still pass
         value = facts.get(key)
-        if not pat.search("" if value is None else _plain(value)):
+        if not pat.search("" if value is None else plain(value)):
             return False
     return True
 

@@ -28,9 +28,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from triage.knowledge import advice, cascade, documents, masks, playbook, templates
+from triage.knowledge import (
+    actions,
+    advice,
+    cascade,
+    documents,
+    frameworks,
+    masks,
+    playbook,
+    templates,
+)
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
+from triage.knowledge.frameworks import Frameworks
 from triage.knowledge.locate import (
     MODELS_ENV,
     RULES_ENV,
@@ -81,6 +91,7 @@ KINDS: dict[str, Kind] = {
     advice.KIND: Kind(advice.build, advice.merge, team=True),
     masks.KIND: Kind(masks.build, masks.merge, team=False),
     templates.KIND: Kind(templates.build, templates.merge, team=False),
+    frameworks.KIND: Kind(frameworks.build, frameworks.merge, team=False),
 }
 
 
@@ -95,6 +106,7 @@ class Knowledge:
     collect_next: CollectNext
     masks: Masks
     templates: Templates
+    frameworks: Frameworks
 
 
 def shipped() -> Knowledge:
@@ -199,12 +211,13 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
                     found.add(folder, "", f"holds no `kind: {kind}` file")
     # A team folder's problems are its author's to fix (the CLI says so and exits 2); the
     # shipped folder's mean a broken install.
+    merged = {kind: KINDS[kind].merge(values) for kind, values in parts.items()}
+    rules = _mark_cascade(rules, merged[cascade.KIND], found)
+    _check_conditions(rules, merged[playbook.KIND], merged[frameworks.KIND], found)
     team_folders = {str(f) for f in folders[1:]}
     theirs = any(
         str(Path(p.file).parent) in team_folders or p.file in team_folders for p in found.found
     )
-    merged = {kind: KINDS[kind].merge(values) for kind, values in parts.items()}
-    rules = _mark_cascade(rules, merged[cascade.KIND], found)
     found.raise_if_any(RuleError if theirs else KnowledgeError)
     return Knowledge(
         folders=folders,
@@ -214,6 +227,7 @@ def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         collect_next=merged[advice.KIND],
         masks=merged[masks.KIND],
         templates=merged[templates.KIND],
+        frameworks=merged[frameworks.KIND],
     )
 
 
@@ -225,6 +239,33 @@ def _mark_cascade(rules: list[Rule], facts: Cascade, found: Problems) -> list[Ru
             if rule_id not in known:
                 found.add(rules_dir(), f"family {family.name}", f"lists unknown rule {rule_id!r}")
     return [replace(r, cascade=True) if r.id in facts.rules else r for r in rules]
+
+
+def _check_conditions(
+    rules: list[Rule], book: Playbook, known: Frameworks, found: Problems
+) -> None:
+    """Every framework or launcher an action's `when` names is one the frameworks file knows:
+    a misspelt name would silently keep the action from ever being given."""
+    names = {
+        "framework": {m.id for m in known.frameworks},
+        "launcher": {m.id for m in known.launchers},
+    }
+    located: list[tuple[str, str, actions.Action]] = [
+        (rule.file, f"rule {rule.id!r}", action)
+        for rule in rules
+        for action in rule.actions.values()
+    ]
+    located += [
+        (str(rules_dir()), f"playbook {cause} / {fix}", action)
+        for cause, per_fix in book.causes.items()
+        for fix, action in per_fix.items()
+    ]
+    for file, item, action in located:
+        for condition, allowed in names.items():
+            for name in sorted(actions.names_used(action, condition) - allowed):
+                found.add(
+                    file, item, f"`when: {condition}` names {name!r}; known: {sorted(allowed)}"
+                )
 
 
 def _reporter(found: Problems, path: Path) -> Callable[[str, str], None]:

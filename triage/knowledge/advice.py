@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage.knowledge.rules import template_fields
+from triage.knowledge.actions import template_fields
 from triage.model import SourceKind
 
 KIND = "collect_next"

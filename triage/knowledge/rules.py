@@ -27,8 +27,13 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
                                             # class, OOM, a signal) that yields to a specific rule
                                             # explaining the same failure
       sources: [deepspeed/runtime/engine.py]  # package/module that prints the message
-      actions:                              # per fix: template(s) with {named_group} / {fact}
-        F5: "Give the container more shared memory (segment {segment})"
+      actions:                              # per fix: one action, filled with {named_group}
+        F5: "Give the container more shared memory (segment {segment})"   # / {fact}
+        F4:                                 # or alternatives, most specific first: the first
+          - text: "... `NCCL_SHM_DISABLE=1` in the DeepSpeed launcher's env"  # that applies
+            when: {framework: deepspeed}    # to the job is given (triage.knowledge.actions)
+          - "... {host} ..."
+          - "... any host ..."
       examples:
         match: ["...a line the rule must match..."]      # or {text:, paste:, finding:, facts:}
         no_match: ["...a line it must not match..."]
@@ -43,7 +48,6 @@ is one entry in `OPTIONAL_KEYS` and, if it carries data, one field of `Rule`.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,6 +56,7 @@ from typing import Any
 import regex
 
 from triage import taxonomy
+from triage.knowledge.actions import Action, parse_action
 from triage.knowledge.problems import KnowledgeError
 from triage.literals import required_literals
 from triage.model import EventKind, SourceKind
@@ -95,7 +100,7 @@ class Rule:
     fix: Mapping[str, float] = field(default_factory=dict)
     stage: Mapping[str, float] = field(default_factory=dict)
     cascade: bool = False  # set from the cascade file: the rule's message is a consequence
-    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    actions: Mapping[str, Action] = field(default_factory=dict)
     examples_match: tuple[Any, ...] = ()
     examples_no_match: tuple[Any, ...] = ()
     keywords: tuple[str, ...] | None = None  # see rule_keywords(); None: always run
@@ -272,22 +277,32 @@ def _concludes(concludes: Any) -> dict[str, dict[str, float]]:
     return weights
 
 
-def _actions(raw: Any, fix_weights: Mapping[str, float]) -> dict[str, tuple[str, ...]]:
+def _actions(raw: Any, fix_weights: Mapping[str, float]) -> dict[str, Action]:
+    """Per fix: one action, as the playbook writes it: a template, a {text, when} mapping, or
+    a list of those (alternatives, most specific first; see triage.knowledge.actions)."""
     raw = raw or {}
     if not isinstance(raw, dict):
-        raise _Invalid("`actions` must map fix ids to a template or a list of templates")
+        raise _Invalid("`actions` must map fix ids to a template or a list of alternatives")
     fixes = taxonomy.load().fix_patterns
-    actions: dict[str, tuple[str, ...]] = {}
-    for fid, templates in raw.items():
+    actions: dict[str, Action] = {}
+    for fid, entry in raw.items():
         if fid not in fixes:
             raise _Invalid(f"actions key {fid!r} is not a fix pattern id {sorted(fixes)}")
         if fid not in fix_weights:
             raise _Invalid(f"actions for {fid} need a weight for {fid} in `concludes.fix`")
-        temps = _str_list(templates, f"actions.{fid}")
-        for t in temps:
-            check_template(t, f"action template for {fid}")
-        actions[fid] = tuple(temps)
+        problems: list[str] = []
+        action = parse_action(entry, f"actions.{fid}", _collector(problems))
+        if problems or action is None:
+            raise _Invalid("; ".join(problems) or f"actions.{fid} is empty")
+        actions[fid] = action
     return actions
+
+
+def _collector(problems: list[str]) -> Callable[[str, str], None]:
+    def report(item: str, message: str) -> None:
+        problems.append(f"{item}: {message}")
+
+    return report
 
 
 def _examples_of(examples: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -344,22 +359,6 @@ def weight_map(value: Any, table: Mapping[str, Any], what: str) -> dict[str, flo
             raise _Invalid(f"`{what}.{key}` weight must be a number in [0, 1], got {w!r}")
         out[key] = float(w)
     return out
-
-
-def template_fields(template: str) -> list[str]:
-    """The `{names}` a template fills (ValueError when it is malformed)."""
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-
-
-def check_template(template: str, what: str) -> None:
-    """An action template may only name plain `{facts}` (no attribute or index access)."""
-    try:
-        fields = template_fields(template)
-    except ValueError as exc:
-        raise _Invalid(f"{what} is malformed ({exc}): {template!r}") from exc
-    for f in fields:
-        if not regex.fullmatch(r"[A-Za-z_]\w*", f):
-            raise _Invalid(f"{what} uses {{{f}}}; only plain {{names}} are allowed")
 
 
 class _LazyPattern:

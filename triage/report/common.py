@@ -1,21 +1,16 @@
-"""What every report format shows the same way: verdict, scores, what to collect, row caps.
+"""Small formatting helpers every report format uses: cleaning log text, scores, ranks, times.
 
-The formats differ only in markup; the choices of *what* to show (which timeline rows survive
-a cap, what an abstention asks the user to collect, how a score reads) live here so that text,
-Markdown and HTML never disagree.
+What a report shows is decided once, in `view.py`; these only turn values into strings.
 """
 
 from __future__ import annotations
 
-import os
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import regex
 
-from triage.model import Diagnosis, InputSummary, TimelineEntry
+from triage.model import Diagnosis, TimelineEntry
 
 # Log text arrives with terminal colour codes (ANSI CSI/OSC sequences) and stray control bytes.
 # They are stripped in every format: raw escapes would repaint a user's terminal and are noise
@@ -33,8 +28,6 @@ _CONTROL = regex.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # as visible escapes, so a reader sees that something was there.
 _INVISIBLE = regex.compile(r"[\p{Cf}\u2028\u2029]")
 _BACKTICKED = regex.compile(r"(`+)(.+?)(?<!`)\1(?!`)", regex.DOTALL)
-
-ABSTAIN_TITLE = "Not enough evidence for a diagnosis"
 
 
 def clean(text: str | None) -> str:
@@ -74,37 +67,20 @@ def cut_lines(text: str | None, max_lines: int, max_chars: int = 400) -> tuple[s
     return "\n".join(shown), hidden
 
 
+def share(score: float) -> float:
+    """A score as a share in [0, 1] for a bar: a bad score (NaN, negative) cannot break layout."""
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if 0.0 <= value <= 1.0 else (1.0 if value > 1.0 else 0.0)
+
+
 def pct(score: float | None) -> str:
     """A calibrated score as a percentage; never "100%": the model is never certain."""
     if score is None:
         return "-"
     return f"{round(max(0.0, min(0.99, score)) * 100):d}%"
-
-
-def is_abstention(d: Diagnosis) -> bool:
-    return not d.symptoms and not d.root_causes
-
-
-def verdict(d: Diagnosis) -> str:
-    """The headline: top symptom, and top root cause when there is one."""
-    if is_abstention(d):
-        return ABSTAIN_TITLE
-    parts = []
-    if d.symptoms:
-        parts.append(short(d.symptoms[0].name, 200))
-    if d.root_causes:
-        cause = short(d.root_causes[0].name, 200)
-        parts.append(f"caused by {cause[:1].lower()}{cause[1:]}")
-    return ", ".join(parts)
-
-
-def base_dir(d: Diagnosis) -> str:
-    """The folder every input lives under (`job42/logs/`), shown once instead of on every row."""
-    paths = [i.path for i in d.inputs]
-    if len(paths) < 2:
-        return ""
-    prefix = os.path.commonprefix(paths)
-    return prefix[: prefix.rfind("/") + 1]
 
 
 def rel(path: str, base: str) -> str:
@@ -228,89 +204,6 @@ def _compact(value: object) -> str:
     else:
         text = str(value)
     return text if len(text) <= 120 else text[:119] + "…"
-
-
-# --------------------------------------------------------------------------- what to collect
-
-
-def collect_next(d: Diagnosis) -> list[str]:
-    """What evidence to gather next (`rules/collect_next.yaml`), step by step.
-
-    Shown on an abstention, where the summary alone ("collect ...") is too thin to act on.
-    The pipeline's diagnosis carries the steps classify chose from the evidence it read; a
-    diagnosis without them gets the advice for its inputs (their kinds and ranks).
-    """
-    if d.collect_next:
-        return list(d.collect_next)
-    from triage import knowledge
-
-    ranks = {i.rank for i in d.inputs if i.rank is not None}
-    hang = d.hang is not None and d.hang.detected
-    situation = knowledge.Situation(
-        kinds=frozenset(i.kind.value for i in d.inputs),
-        inputs=len(d.inputs),
-        ranks=len(ranks),
-        hang=hang,
-    )
-    return knowledge.load().collect_next.steps(situation)
-
-
-# --------------------------------------------------------------------------- caps
-
-
-@dataclass(frozen=True)
-class Capped:
-    """Rows kept for display, in their original order, and what the cap hid."""
-
-    rows: tuple[tuple[int, TimelineEntry], ...]
-    hidden: int
-    hidden_by_role: tuple[tuple[str, int], ...]
-
-    def note(self) -> str:
-        if not self.hidden:
-            return ""
-        roles = ", ".join(f"{n} {role}" for role, n in self.hidden_by_role)
-        return f"{self.hidden} more entries not shown ({roles}); the JSON report has all of them."
-
-
-_ROLE_PRIORITY = {"initiating": 0, "context": 1, "cascade": 2}
-
-
-def cap_timeline(entries: Sequence[TimelineEntry], cap: int) -> Capped:
-    """Keep `cap` rows: initiating ones first, then context, then the earliest cascade rows.
-
-    A big job has one initiating error and thousands of cascade lines; a plain head-cut would
-    show only cascade, which is the part a reader should skip.
-    """
-    if len(entries) <= cap:
-        return Capped(tuple(enumerate(entries)), 0, ())
-    order = sorted(range(len(entries)), key=lambda i: (_ROLE_PRIORITY.get(entries[i].role, 1), i))
-    keep = sorted(order[:cap])
-    kept = set(keep)
-    hidden = Counter(e.role for i, e in enumerate(entries) if i not in kept)
-    return Capped(
-        tuple((i, entries[i]) for i in keep),
-        len(entries) - len(keep),
-        tuple(sorted(hidden.items(), key=lambda kv: _ROLE_PRIORITY.get(kv[0], 1))),
-    )
-
-
-def inputs_in_order(inputs: Sequence[InputSummary]) -> list[InputSummary]:
-    """Inputs with warnings first: an unreadable input must not hide among 1,024 good ones."""
-    return sorted(inputs, key=lambda i: (not i.warnings,))
-
-
-def inputs_overview(inputs: Sequence[InputSummary], base: str = "") -> str:
-    """`1024 inputs under job/: 1020 rank_log, 4 pyspy; 2 with warnings`."""
-    if not inputs:
-        return "no inputs"
-    kinds = Counter(i.kind.value for i in inputs)
-    parts = ", ".join(f"{n} {k}" for k, n in kinds.most_common())
-    warned = sum(1 for i in inputs if i.warnings)
-    noun = "input" if len(inputs) == 1 else "inputs"
-    tail = f"; {warned} with warnings" if warned else ""
-    under = f" under {base}" if base else ""
-    return f"{len(inputs)} {noun}{under}: {parts}{tail}"
 
 
 def time_span(entries: Sequence[TimelineEntry]) -> tuple[float, float] | None:

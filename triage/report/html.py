@@ -1,35 +1,75 @@
-"""One self-contained HTML page: inline CSS, no scripts, no external fonts or images.
+"""One self-contained HTML page: inline CSS and SVG, no external fonts, images or scripts.
 
 The template (`templates/report.html.j2`) is rendered with jinja2 autoescape on, so every log
-string is escaped; a Content-Security-Policy in the page forbids scripts and remote loads as a
-second line of defence. This module turns a Diagnosis into plain view rows and caps the long
-lists (timeline, inputs, lanes) so 1,024-rank jobs still open in a browser at once.
+string is escaped; a Content-Security-Policy in the page forbids remote loads and every script
+but one: the copy buttons' few lines, allowed by their sha256 hash, so a script that log text
+smuggled in could not run even if escaping failed. Without that script the page loses only
+its copy buttons. What to show comes from the report view (`view.py`); this module turns it
+into template values and lays out the timeline picture (an inline SVG, no script).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
-from collections import defaultdict
-from datetime import datetime, timezone
+import math
 from functools import lru_cache
 from typing import Any
 
 import jinja2
 
-from triage.model import SCHEMA, Diagnosis, InputSummary, ScoredLabel, TimelineEntry
+from triage.model import SCHEMA, Diagnosis
 
 from . import common as c
+from .view import Lanes, ReportView, build, generated
 
 TIMELINE_ROWS = 300
-INPUT_ROWS = 200
+TIMELINE_OPEN = 40  # a longer table starts folded: the picture above tells the story
+PROBLEM_ROWS = 200
 FINDING_ROWS = 100
 SIMILAR_ROWS = 20
 EVIDENCE_ITEMS = 30
 EVIDENCE_LINES = 40
-LANES = 32
-DOTS_PER_LANE = 200
-# Above this the embedded JSON would make the page slow to open; the JSON report has it all.
-RAW_JSON_CHARS = 3_000_000
+# Above this the embedded JSON would make the page heavy (a 1,024-rank job's is megabytes);
+# the JSON report has it all.
+RAW_JSON_CHARS = 400_000
+
+# The copy buttons: the one script the page may run (its hash goes into the CSP). It marks
+# the page as scripted (the buttons are hidden otherwise) and copies an action's text.
+COPY_SCRIPT = """
+document.documentElement.classList.add("js");
+document.addEventListener("click", function (event) {
+  var button = event.target.closest ? event.target.closest("button.copy") : null;
+  if (!button) { return; }
+  var text = button.getAttribute("data-copy") || "";
+  function done(label) {
+    button.textContent = label;
+    setTimeout(function () { button.textContent = "copy"; }, 1500);
+  }
+  function fallback() {
+    var area = document.createElement("textarea");
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+    document.body.removeChild(area);
+    done(ok ? "copied" : "press Ctrl+C");
+  }
+  if (navigator.clipboard && navigator.clipboard.writeText) {
+    navigator.clipboard.writeText(text).then(function () { done("copied"); }, fallback);
+  } else {
+    fallback();
+  }
+});
+"""
+
+
+def script_hash(script: str = COPY_SCRIPT) -> str:
+    """The CSP source that allows exactly this inline script."""
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
 
 
 @lru_cache(maxsize=1)
@@ -44,213 +84,92 @@ def _environment() -> jinja2.Environment:
 
 
 def render_html(d: Diagnosis) -> str:
-    return _environment().get_template("report.html.j2").render(**view(d))
+    view = build(d)
+    return _environment().get_template("report.html.j2").render(**_values(view, d))
 
 
-def view(d: Diagnosis) -> dict[str, Any]:
-    """Everything the template shows, as plain values (strings already cleaned, not escaped)."""
-    abstain = c.is_abstention(d)
-    base = c.base_dir(d)
-    warned = [i for i in d.inputs if i.warnings]
-    evidence = d.evidence[:EVIDENCE_ITEMS]
+def _values(v: ReportView, d: Diagnosis) -> dict[str, Any]:
+    rows, note = v.timeline.capped(TIMELINE_ROWS)
     return {
         "schema": SCHEMA,
-        "verdict": c.verdict(d),
-        "summary": c.short(d.summary),
-        "abstain": abstain,
-        "collect_next": [c.segments(item) for item in c.collect_next(d)] if abstain else [],
-        "symptoms": [_label(x) for x in d.symptoms[:3]],
-        "root_causes": [_label(x) for x in d.root_causes[:3]],
-        "stage": (
-            {"id": c.short(d.stage.id), "name": c.short(d.stage.name or d.stage.slug)}
-            if d.stage
-            else None
-        ),
-        "warned_inputs": len(warned),
-        "who": _who(d, base),
-        "fixes": [
-            {
-                "id": c.short(f.id),
-                "name": c.short(f.name),
-                "pct": c.pct(f.score),
-                "width": _width(f.score),
-                "why": c.short(f.why),
-                "actions": [c.segments(a) for a in f.actions],
-            }
-            for f in d.fix_patterns
-        ],
-        "evidence": [
-            {
-                "where": c.short(c.where(e.source, e.line, base)),
-                "rank": c.rank_str(e.rank),
-                "why": c.short(e.why),
-                **_cut(e.text, EVIDENCE_LINES),
-            }
-            for e in evidence
-        ],
-        "evidence_more": len(d.evidence) - len(evidence),
-        "similar": [
-            {"id": c.short(s.id), "url": c.safe_url(s.url), "pct": c.pct(s.score)}
-            for s in d.similar_cases[:SIMILAR_ROWS]
-        ],
-        "findings": [
-            {"kind": c.short(f.kind), "ranks": c.ranks_str(f.ranks), "summary": c.short(f.summary)}
-            for f in d.findings[:FINDING_ROWS]
-        ],
-        "findings_more": max(0, len(d.findings) - FINDING_ROWS),
-        "timeline": _timeline(d.timeline, base),
-        "lanes": _lanes(d),
-        "inputs": _inputs(d.inputs, base),
-        "inputs_overview": c.inputs_overview(d.inputs, base),
+        "v": v,
+        "script": COPY_SCRIPT,
+        "script_hash": script_hash(),
+        "pct_width": lambda share: f"{share * 100:.0f}%",
+        "cut": c.cut_lines,
+        "first_line": c.one_line,
+        "segments": c.segments,
+        "evidence": v.evidence[:EVIDENCE_ITEMS],
+        "evidence_more": max(0, len(v.evidence) - EVIDENCE_ITEMS),
+        "evidence_lines": EVIDENCE_LINES,
+        "similar": v.similar[:SIMILAR_ROWS],
+        "findings": v.findings[:FINDING_ROWS],
+        "findings_more": max(0, len(v.findings) - FINDING_ROWS),
+        "timeline_rows": rows,
+        "timeline_note": note,
+        "timeline_open": len(rows) <= TIMELINE_OPEN,
+        "picture": _picture(v.lanes) if v.lanes is not None else None,
+        "problems": v.inputs.problems[:PROBLEM_ROWS],
+        "problems_more": max(0, len(v.inputs.problems) - PROBLEM_ROWS),
         "raw_json": _raw_json(d),
-        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated": generated(),
     }
 
 
-def _label(x: ScoredLabel) -> dict[str, Any]:
-    return {
-        "id": c.short(x.id),
-        "name": c.short(x.name),
-        "pct": c.pct(x.score),
-        "width": _width(x.score),
-    }
+# --------------------------------------------------------------------------- the picture
+
+_WIDTH = 1000
+_LABEL = 150  # the lane labels' column
+_RIGHT = 14
+_TOP = 26  # the time axis
+_LANE = 20
 
 
-def _width(score: float) -> str:
-    """A score as a CSS percentage for the bar; clamped so a bad score cannot break layout."""
-    return f"{max(0.0, min(1.0, score)) * 100:.0f}%"
+def _picture(lanes: Lanes) -> dict[str, Any]:
+    """The swimlanes as SVG geometry: one row per lane, marks placed on one time axis."""
+    plot = _WIDTH - _LABEL - _RIGHT
 
+    def at(x: float) -> float:
+        return round(_LABEL + x * plot, 1)
 
-def _cut(text: str, max_lines: int) -> dict[str, Any]:
-    shown, hidden = c.cut_lines(text, max_lines)
-    return {"text": shown, "hidden": hidden}
-
-
-def _who(d: Diagnosis, base: str) -> dict[str, Any] | None:
-    if d.first_failure is None and not d.culprit_ranks and d.hang is None:
-        return None
-    first = None
-    if d.first_failure is not None:
-        f = d.first_failure
-        first = {
-            "rank": c.rank_str(f.rank),
-            "host": c.short(f.host or ""),
-            "time": c.iso_time(f.time) if f.time is not None else "",
-            "where": c.short(c.where(f.source, f.line, base)),
-            **_cut(f.text, 20),
-        }
-    hang = None
-    if d.hang is not None:
-        h = d.hang
-        hang = {
-            "detected": h.detected,
-            "lagging": c.ranks_str(h.lagging_ranks) if h.lagging_ranks else "",
-            "pg": c.short(h.process_group or ""),
-            "collective": c.hang_collective(d),
-            "explanation": c.short(h.explanation),
-        }
-    return {"first": first, "culprits": c.ranks_str(d.culprit_ranks), "hang": hang}
-
-
-def _timeline(entries: tuple[TimelineEntry, ...], base: str) -> dict[str, Any]:
-    capped = c.cap_timeline(entries, TIMELINE_ROWS)
-    span = c.time_span(entries)
-    start = span[0] if span else None
     rows = []
-    for _, e in capped.rows:
-        body, hidden = c.cut_lines(e.text, 30)
-        first, _, rest = body.partition("\n")
+    for n, lane in enumerate(lanes.lanes):
+        y = _TOP + n * _LANE
+        marks = []
+        for m in lane.marks:
+            size = 3.0 if m.kind == "cascade" else 4.0
+            if lane.shared and m.count > 1:
+                size = min(7.0, size + math.log2(m.count))
+            marks.append(
+                {"kind": m.kind, "cx": at(m.x), "cy": y + _LANE / 2, "r": size, "title": m.title}
+            )
         rows.append(
             {
-                "clock": c.clock_time(e.time),
-                "iso": c.iso_time(e.time),
-                "offset": c.offset(e.time, start),
-                "rank": c.rank_str(e.rank),
-                "role": e.role if e.role in ("initiating", "cascade", "context") else "context",
-                "role_label": c.short(e.role),
-                "first": first,
-                "rest": rest,
-                "hidden": hidden,
-                "where": c.short(c.where(e.source, e.line, base)),
+                "label": lane.label,
+                "note": lane.note,
+                "culprit": lane.culprit,
+                "shared": lane.shared,
+                "y": y,
+                "mid": y + _LANE / 2,
+                "marks": marks,
             }
         )
-    return {"rows": rows, "total": len(entries), "note": capped.note()}
-
-
-def _lanes(d: Diagnosis) -> dict[str, Any] | None:
-    """Per-rank lanes: each timed event a dot at its place between the first and last event.
-
-    The window opens at the first initiating or cascade event: a start-up line hours earlier
-    would otherwise squeeze the whole failure into the right edge. Earlier context events sit
-    on the left edge.
-    """
-    span = c.time_span(d.timeline)
-    if span is None:
-        return None
-    start, end = span
-    failing = [e.time for e in d.timeline if e.time is not None and e.role != "context"]
-    if failing and min(failing) < end:
-        start = min(failing)
-    earlier = sum(1 for e in d.timeline if e.time is not None and e.time < start)
-    by_rank: dict[int, list[TimelineEntry]] = defaultdict(list)
-    for e in d.timeline:
-        if e.rank is not None and e.time is not None:
-            by_rank[e.rank].append(e)
-    if not by_rank:
-        return None
-    culprits = set(d.culprit_ranks)
-    if d.hang is not None:
-        culprits |= set(d.hang.lagging_ranks)
-
-    def priority(rank: int) -> tuple[int, float, int]:
-        events = by_rank[rank]
-        initiating = any(e.role == "initiating" for e in events)
-        return (
-            0 if rank in culprits else 1 if initiating else 2,
-            min(e.time or 0.0 for e in events),
-            rank,
-        )
-
-    # Culprit and initiating ranks on top, where the eye starts; the rest by rank.
-    chosen = sorted(by_rank, key=priority)[:LANES]
-    chosen.sort(key=lambda r: (priority(r)[0], r))
-    lanes = []
-    for rank in chosen:
-        seen: dict[tuple[int, str], dict[str, str]] = {}
-        # Cascade first so that an initiating dot at the same spot is drawn on top.
-        for e in sorted(by_rank[rank], key=lambda e: e.role == "initiating"):
-            pos = max(0.0, (e.time - start) / (end - start) * 100) if e.time is not None else 0.0
-            key = (int(pos * 4), e.role)  # one dot per quarter percent and role
-            seen[key] = {
-                "left": f"{pos:.2f}%",
-                "role": e.role if e.role in ("initiating", "cascade", "context") else "context",
-                "title": f"{c.clock_time(e.time)} rank {rank}: {c.one_line(e.text, 160)}",
-            }
-        dots = list(seen.values())[-DOTS_PER_LANE:]
-        lanes.append({"rank": rank, "culprit": rank in culprits, "dots": dots})
+    height = _TOP + len(rows) * _LANE + 6
     return {
-        "lanes": lanes,
-        "more": len(by_rank) - len(chosen),
-        "start": c.iso_time(start),
-        "span": f"{end - start:.3f}s",
-        "earlier": earlier,
+        "width": _WIDTH,
+        "height": height,
+        "left": _LABEL,
+        "right": _WIDTH - _RIGHT,
+        "label_x": _LABEL - 8,
+        "top": _TOP,
+        "bottom": height - 4,
+        "ticks": [{"x": at(x), "label": label} for x, label in lanes.ticks],
+        "rows": rows,
+        "start": lanes.start,
+        "span": f"{lanes.span:.3f}s" if lanes.span < 120 else f"{lanes.span / 60:.1f} min",
+        "earlier": lanes.earlier,
+        "restarts": lanes.restarts,
     }
-
-
-def _inputs(inputs: tuple[InputSummary, ...], base: str) -> dict[str, Any]:
-    ordered = c.inputs_in_order(inputs)
-    rows = [
-        {
-            "path": c.short(c.rel(i.path, base)),
-            "kind": i.kind.value,
-            "rank": c.rank_str(i.rank),
-            "host": c.short(i.host or "-"),
-            "events": i.events,
-            "warnings": [c.short(w) for w in i.warnings],
-        }
-        for i in ordered[:INPUT_ROWS]
-    ]
-    return {"rows": rows, "more": len(ordered) - len(rows)}
 
 
 def _raw_json(d: Diagnosis) -> dict[str, Any]:

@@ -4,6 +4,7 @@ Log text is hostile input here: it may hold `</details>`, `<script>`, backtick r
 mentions or `#123` references. Every piece of it goes into a code span or a fenced block whose
 fence is longer than any backtick run inside, or through `_text`, which escapes Markdown and
 HTML and breaks mentions and issue references so a log line cannot ping people or link issues.
+What to show comes from the report view (`view.py`); this module only formats it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass
 
 import regex
 
-from triage.model import Diagnosis, Evidence, ScoredLabel
+from triage.model import Diagnosis
 
 from . import common as c
+from .view import EvidenceGroup, Label, ReportView, build
 
 # GitHub rejects comments over 65,536 characters; stay well below with room for a bot header.
 MAX_CHARS = 60_000
@@ -31,7 +33,7 @@ class _Caps:
     timeline: int
     evidence: int
     evidence_lines: int
-    inputs: int
+    problems: int
     findings: int
     actions: int
     action_chars: int
@@ -46,11 +48,28 @@ _CAPS = (
 
 
 def render_markdown(d: Diagnosis) -> str:
+    view = build(d)
     for caps in _CAPS:
-        out = _render(d, caps)
+        out = _render(view, caps)
         if len(out) <= MAX_CHARS:
             return out
     return out
+
+
+def render_brief_markdown(d: Diagnosis) -> str:
+    """The short form for chat: verdict, culprit, top fix, one line of evidence."""
+    view = build(d)
+    lines = []
+    for key, value in view.brief():
+        if key == "triage":
+            lines.append(f"**triage: {_text(value)}**")
+        elif key in ("fix", "collect"):
+            lines.append(f"- **{key}:** {_action(value, 1000)}")
+        elif key == "evidence":
+            lines.append(f"- **{key}:** {_code(value)}")
+        else:
+            lines.append(f"- **{key}:** {_text(value)}")
+    return "\n".join(lines) + "\n"
 
 
 def _text(s: str | None) -> str:
@@ -100,125 +119,121 @@ def _action(action: str, limit: int) -> str:
     return "".join(out)
 
 
-def _label_row(title: str, label: ScoredLabel, first: bool) -> str:
+def _label_row(title: str, label: Label, first: bool) -> str:
     name = _text(label.name)
     if not first:
         name = f"_{name}_" if name else name
     head = f"**{title}**" if first else ""
-    return f"| {head} | {_code(label.id, True)} {name} | {c.pct(label.score)} |"
+    return f"| {head} | {_code(label.id, True)} {name} | {label.pct} |"
 
 
-def _render(d: Diagnosis, caps: _Caps) -> str:
+def _render(v: ReportView, caps: _Caps) -> str:
     out: list[str] = []
     add = out.append
-    add(f"### triage: {_text(c.verdict(d))}")
+    add(f"### triage: {_text(v.verdict)}")
     add("")
-    add(f"> {_text(d.summary)}")
+    add(f"> {_text(v.summary)}")
     add("")
-    if not c.is_abstention(d):
+    if not v.abstain:
         add("| | Label | Score |")
         add("|---|---|---:|")
-        for title, labels in (("Symptom", d.symptoms), ("Root cause", d.root_causes)):
-            for n, label in enumerate(labels[:3]):
+        for title, labels in (("Symptom", v.symptoms), ("Root cause", v.root_causes)):
+            for n, label in enumerate(labels):
                 add(_label_row(title, label, n == 0))
-        if d.stage is not None:
-            add(
-                f"| **Stage** | {_code(d.stage.id, True)} {_text(d.stage.name or d.stage.slug)} | |"
-            )
+        if v.stage:
+            stage_id, _, stage_name = v.stage.partition(" ")
+            add(f"| **Stage** | {_code(stage_id, True)} {_text(stage_name)} | |")
         add("")
-    warned = [i for i in d.inputs if i.warnings]
-    if warned:
-        noun = "input" if len(warned) == 1 else "inputs"
+    if v.unreadable:
+        noun = "input" if v.unreadable == 1 else "inputs"
         add("> [!WARNING]")
-        add(f"> {len(warned)} {noun} could not be read completely; see **Inputs** below.")
+        add(f"> {v.unreadable} {noun} could not be read completely; see **Inputs** below.")
         add("")
-    if c.is_abstention(d):
+    if v.abstain:
         add("#### What to collect next")
         add("")
-        for item in c.collect_next(d):
-            add(f"- {_action(item, 1000)}")
+        for item in v.collect_next:
+            add(f"- {_action(item.text, 1000)}")
         add("")
-    _who(d, add)
-    if d.fix_patterns:
+    _who(v, add)
+    if v.fixes:
         add("#### What to do")
         add("")
-        for n, fix in enumerate(d.fix_patterns, 1):
+        for n, fix in enumerate(v.fixes, 1):
             why = f": {_text(fix.why)}" if fix.why else ""
-            add(f"{n}. **{_text(fix.id)} {_text(fix.name)}** ({c.pct(fix.score)}){why}")
+            add(f"{n}. **{_text(fix.id)} {_text(fix.name)}** ({fix.pct}){why}")
             for action in fix.actions[: caps.actions]:
-                add(f"   - {_action(action, caps.action_chars)}")
+                add(f"   - {_action(action.text, caps.action_chars)}")
             if len(fix.actions) > caps.actions:
                 add(f"   - _{len(fix.actions) - caps.actions} more actions in the JSON_")
+        if v.fixes_hidden:
+            noun = "pattern" if v.fixes_hidden == 1 else "patterns"
+            add("")
+            add(f"_{v.fixes_hidden} less likely fix {noun} in the JSON report._")
         add("")
-    if d.evidence:
+    if v.evidence:
         add("#### Evidence")
         add("")
-        shown = d.evidence[: caps.evidence]
+        shown = v.evidence[: caps.evidence]
         for e in shown[:3]:
-            _evidence(e, caps, c.base_dir(d), add)
+            _evidence(e, caps, add)
         if len(shown) > 3:
             add(f"<details><summary>{len(shown) - 3} more evidence lines</summary>")
             add("")
             for e in shown[3:]:
-                _evidence(e, caps, c.base_dir(d), add)
+                _evidence(e, caps, add)
             add("</details>")
             add("")
-        if len(d.evidence) > len(shown):
-            add(f"_{len(d.evidence) - len(shown)} more evidence lines in the JSON report._")
+        if len(v.evidence) > len(shown):
+            add(f"_{len(v.evidence) - len(shown)} more evidence lines in the JSON report._")
             add("")
-    if d.similar_cases:
+    _stacks(v, add)
+    _progress(v, add)
+    if v.similar:
         add("#### Similar cases")
         add("")
-        for case in d.similar_cases[:10]:
-            url = c.safe_url(case.url)
+        for case in v.similar[:10]:
             name = _text(case.id) or "case"
-            link = f"[{name}](<{url}>)" if url else name
-            add(f"- {link} ({c.pct(case.score)} match)")
+            link = f"[{name}](<{case.url}>)" if case.url else name
+            add(f"- {link} ({case.pct} match)")
         add("")
-    if d.findings:
+    if v.findings:
         add("#### Findings")
         add("")
         add("| Kind | Ranks | Summary |")
         add("|---|---|---|")
-        for f in d.findings[: caps.findings]:
-            add(f"| {_code(f.kind, True)} | {_text(c.ranks_str(f.ranks))} | {_text(f.summary)} |")
-        if len(d.findings) > caps.findings:
-            add(f"\n_{len(d.findings) - caps.findings} more findings in the JSON report._")
+        for f in v.findings[: caps.findings]:
+            add(f"| {_code(f.kind, True)} | {_text(f.ranks)} | {_text(f.summary)} |")
+        if len(v.findings) > caps.findings:
+            add(f"\n_{len(v.findings) - caps.findings} more findings in the JSON report._")
         add("")
-    if d.timeline:
-        _timeline(d, caps, add)
-    _inputs(d, caps, add)
+    if v.timeline.rows:
+        _timeline(v, caps, add)
+    _inputs(v, caps, add)
     add("<sub>Generated by triage · schema `triage.diagnosis/1`</sub>")
     return "\n".join(out) + "\n"
 
 
-def _who(d: Diagnosis, add: Callable[[str], None]) -> None:
-    if d.first_failure is None and not d.culprit_ranks and d.hang is None:
+def _who(v: ReportView, add: Callable[[str], None]) -> None:
+    who = v.who
+    if who is None:
         return
     add("#### Who")
     add("")
-    f = d.first_failure
+    f = who.first
+    culprit = who.culprit_line()
+    if culprit:
+        add(f"- **Culprit:** {_text(culprit)}")
     if f is not None:
-        bits = [f"rank **{c.rank_str(f.rank)}**"]
-        if f.host:
-            bits.append(f"on {_code(f.host)}")
-        if f.time is not None:
-            bits.append(f"at {c.iso_time(f.time)}")
-        bits.append(f"in {_code(c.where(f.source, f.line, c.base_dir(d)))}")
-        add(f"- **First failure:** {' '.join(bits)}")
-    if d.culprit_ranks:
-        add(f"- **Culprit ranks:** {_text(c.ranks_str(d.culprit_ranks))}")
-    h = d.hang
+        if f.time:
+            add(f"- **First failure:** at {f.time}")
+        if f.note:
+            add(f"  - {_text(f.note)}")
+    h = who.hang
     if h is not None:
-        bits = ["detected" if h.detected else "not detected"]
-        if h.lagging_ranks:
-            bits.append(f"lagging ranks {_text(c.ranks_str(h.lagging_ranks))}")
-        if h.process_group:
-            bits.append(f"process group {_code(h.process_group)}")
-        add(f"- **Hang:** {'; '.join(bits)}")
-        collective = c.hang_collective(d)
-        if collective:
-            add(f"  - collective: {_code(collective)}")
+        add(f"- **Hang:** {_text(h.headline)}")
+        if h.collective:
+            add(f"  - collective: {_code(h.collective)}")
         if h.explanation:
             add(f"  - {_text(h.explanation)}")
     add("")
@@ -227,69 +242,106 @@ def _who(d: Diagnosis, add: Callable[[str], None]) -> None:
         add("")
 
 
-def _evidence(e: Evidence, caps: _Caps, base: str, add: Callable[[str], None]) -> None:
+def _evidence(e: EvidenceGroup, caps: _Caps, add: Callable[[str], None]) -> None:
     why = f" · why: {_code(e.why)}" if e.why else ""
-    add(f"**{_code(c.where(e.source, e.line, base))}** · rank {c.rank_str(e.rank)}{why}")
+    folded = ""
+    if e.count > 1:
+        folded = f" ({e.count} lines{', details differ' if e.varies else ''})"
+    add(f"**{_code(e.where)}** · {_text(e.who)}{folded}{why}")
     add("")
     add(_block(e.text, caps.evidence_lines))
     add("")
 
 
-def _timeline(d: Diagnosis, caps: _Caps, add: Callable[[str], None]) -> None:
-    capped = c.cap_timeline(d.timeline, caps.timeline)
-    span = c.time_span(d.timeline)
-    start = span[0] if span else None
-    add(f"<details><summary>What happened, in order ({len(d.timeline)} events)</summary>")
+def _stacks(v: ReportView, add: Callable[[str], None]) -> None:
+    if not v.stacks:
+        return
+    add("#### Stacks (py-spy)")
+    add("")
+    add("| Ranks | Main thread, innermost first | |")
+    add("|---|---|---|")
+    for s in v.stacks:
+        frames = "<br>".join(_code(f, True) for f in s.frames[:4]) or _code(s.top, True)
+        mark = "**← odd one out**" if s.outlier else "**← the culprit**" if s.culprit else ""
+        mark = f"{mark} waiting".strip() if s.waiting else mark
+        ranks = f"**{_text(s.ranks)}**" if s.outlier or s.culprit else _text(s.ranks)
+        add(f"| {ranks} | {frames} | {mark} |")
+    add("")
+
+
+def _progress(v: ReportView, add: Callable[[str], None]) -> None:
+    if not v.progress:
+        return
+    add("#### Flight recorder: last collective per rank")
+    add("")
+    for t in v.progress:
+        stuck = f" · {_text(t.stuck)}" if t.stuck else ""
+        add(f"Process group {_code(t.group)}{stuck}")
+        add("")
+        if t.states_known:
+            add("| Ranks | Entered | Started | Completed | |")
+            add("|---|---:|---:|---:|---|")
+        else:
+            add("| Ranks | Entered | |")
+            add("|---|---:|---|")
+        for r in t.rows:
+            mark = f"**← {_text(r.note)}**" if r.outlier and r.note else ""
+            ranks = f"**{_text(r.ranks)}**" if r.outlier else _text(r.ranks)
+            cells = [r.enqueued, r.started, r.completed] if t.states_known else [r.enqueued]
+            add(f"| {ranks} | {' | '.join(_text(x) for x in cells)} | {mark} |")
+        add("")
+
+
+def _timeline(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
+    rows, note = v.timeline.capped(caps.timeline)
+    total = len(v.timeline.rows)
+    add(f"<details><summary>What happened, in order ({total} events)</summary>")
     add("")
     add("| Time | Rank | Role | What |")
     add("|---|---:|---|---|")
-    for _, e in capped.rows:
-        when = c.clock_time(e.time)
-        if start is not None and e.time is not None:
-            when += f" ({c.offset(e.time, start)})"
-        role = f"**{e.role}**" if e.role == "initiating" else _text(e.role)
-        text = _code(c.one_line(e.text, 200), in_table=True)
-        add(f"| {when} | {c.rank_str(e.rank)} | {role} | {text} |")
-    if capped.hidden:
+    for r in rows:
+        when = r.clock + (f" ({r.offset})" if r.offset else "")
+        role = f"**{r.role}**" if r.role == "initiating" else _text(r.role)
+        text = _code(c.one_line(r.text, 200), in_table=True)
+        add(f"| {when} | {_text(r.rank)} | {role} | {text} |")
+    if note:
         add("")
-        add(f"_{_text(capped.note())}_")
+        add(f"_{_text(note)}_")
     add("")
     add("</details>")
     add("")
 
 
-def _inputs(d: Diagnosis, caps: _Caps, add: Callable[[str], None]) -> None:
+def _inputs(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
     add("#### Inputs")
     add("")
-    base = c.base_dir(d)
-    add(_text(c.inputs_overview(d.inputs, base)))
+    add(_text(v.inputs.overview))
     add("")
-    if not d.inputs:
+    if not v.inputs.groups:
         return
-    ordered = c.inputs_in_order(d.inputs)
-    warned = [i for i in ordered if i.warnings]
-    rows = ordered[: caps.inputs]
-
-    def table() -> None:
-        add("| Path | Kind | Rank | Host | Warnings |")
+    problems = v.inputs.problems
+    if problems:
+        add("| Could not be read completely | Kind | Rank | Host | Why |")
         add("|---|---|---:|---|---|")
-        for i in rows:
-            warnings = "<br>".join(f"**{_text(w)}**" for w in i.warnings[:5]) or ""
-            add(
-                f"| {_code(c.rel(i.path, base), True)} | {i.kind.value} | {c.rank_str(i.rank)} "
-                f"| {_code(i.host, True) if i.host else '-'} | {warnings} |"
-            )
-        if len(ordered) > len(rows):
+        for p in problems[: caps.problems]:
+            warnings = "<br>".join(f"**{_text(w)}**" for w in p.warnings[:5])
+            host = _code(p.host, True) if p.host != "-" else "-"
+            add(f"| {_code(p.path, True)} | {p.kind} | {_text(p.rank)} | {host} | {warnings} |")
+        if len(problems) > caps.problems:
             add("")
-            add(f"_{len(ordered) - len(rows)} more inputs in the JSON report._")
+            add(f"_{len(problems) - caps.problems} more in the JSON report._")
         add("")
-
-    if warned:
-        table()
-    else:
-        noun = "input" if len(ordered) == 1 else "inputs"
-        add(f"<details><summary>{len(ordered)} {noun}, all read without warnings</summary>")
-        add("")
-        table()
-        add("</details>")
-        add("")
+    noun = "input" if sum(g.count for g in v.inputs.groups) == 1 else "inputs"
+    add(f"<details><summary>All {noun} by kind and status</summary>")
+    add("")
+    add("| Kind | Status | Count | Ranks | For example |")
+    add("|---|---|---:|---|---|")
+    for g in v.inputs.groups:
+        status = {"problem": "**could not be read**", "empty": "empty"}.get(g.status, "read")
+        add(
+            f"| {g.kind} | {status} | {g.count} | {_text(g.ranks or '-')} "
+            f"| {_code(g.example, True)} |"
+        )
+    add("")
+    add("</details>")
+    add("")

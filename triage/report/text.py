@@ -1,5 +1,9 @@
 """The terminal report: rich panels and tables, colour on a TTY, plain text everywhere else.
 
+The first screen is the answer: the verdict, who started it, and the fixes worth trying; the
+detail (evidence, stacks, flight recorder, timeline, inputs) follows under "Details". `--brief`
+is the answer alone, in four lines, for chat and scripts.
+
 All log text goes into `Text` objects, never into markup strings: a log line such as
 `[/bold]` or `[link=...]` must print as itself and must not raise a markup error.
 """
@@ -17,21 +21,24 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from triage.model import Diagnosis, ScoredLabel
+from triage.model import Diagnosis
 
 from . import common as c
+from .view import Action, Label, ReportView, build
 
 TIMELINE_ROWS = 40
-INPUT_ROWS = 30
+PROBLEM_ROWS = 30
 EVIDENCE_ITEMS = 12
 EVIDENCE_LINES = 14
+FIRST_FAILURE_LINES = 8
+ACTIONS = 3  # per fix on the first screen; the JSON, Markdown and HTML have them all
+FINDINGS = 30
 WIDTH = 100
 
 _ROLE_STYLE = {"initiating": "bold red", "cascade": "dim", "context": ""}
 
 
-def render_text(d: Diagnosis, width: int = WIDTH) -> str:
-    """The report as plain text (no colour, no escape codes), `width` columns wide."""
+def _console(width: int) -> tuple[Console, io.StringIO]:
     out = io.StringIO()
     console = Console(
         file=out,
@@ -45,51 +52,93 @@ def render_text(d: Diagnosis, width: int = WIDTH) -> str:
         legacy_windows=False,
         _environ={},
     )
-    print_report(d, console)
+    return console, out
+
+
+def _plain_text(out: io.StringIO) -> str:
     # Trailing spaces pad table cells to the width; they are noise in a pasted report.
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
 
 
+def render_text(d: Diagnosis, width: int = WIDTH) -> str:
+    """The report as plain text (no colour, no escape codes), `width` columns wide."""
+    console, out = _console(width)
+    print_report(d, console)
+    return _plain_text(out)
+
+
+def render_brief(d: Diagnosis, width: int = WIDTH) -> str:
+    """The short form as plain text: verdict, culprit, top fix, one line of evidence."""
+    console, out = _console(width)
+    print_brief(d, console)
+    return _plain_text(out)
+
+
 def print_report(d: Diagnosis, console: Console) -> None:
     plain = console.no_color or console.color_system is None
-    for part in renderables(d, plain=plain):
+    for part in renderables(build(d), plain=plain):
         console.print(part)
 
 
-def renderables(d: Diagnosis, plain: bool = False) -> Iterable[RenderableType]:
-    yield _headline(d)
-    warned = [i for i in d.inputs if i.warnings]
-    if warned:
-        noun = "input" if len(warned) == 1 else "inputs"
+def print_brief(d: Diagnosis, console: Console) -> None:
+    plain = console.no_color or console.color_system is None
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    view = build(d)
+    for key, value in view.brief():
+        style = "bold red" if key == "triage" and not view.abstain else ""
+        body = _action(value, plain) if key in ("fix", "collect") else Text(value, style=style)
+        grid.add_row(f"{key}:", body)
+    console.print(grid)
+
+
+def renderables(v: ReportView, plain: bool = False) -> Iterable[RenderableType]:
+    yield _headline(v)
+    if v.unreadable:
+        noun = "input" if v.unreadable == 1 else "inputs"
         yield Text(
-            f"! {len(warned)} {noun} could not be read completely; see Inputs below.",
+            f"! {v.unreadable} {noun} could not be read completely; see Inputs below.",
             style="bold yellow",
         )
-    if c.is_abstention(d):
+    if v.abstain:
         yield _section("What to collect next")
-        items = [_action(item, plain) for item in c.collect_next(d)]
-        yield Padding(_bullets(items), (0, 0, 0, 2))
-    who = _who(d)
-    if who is not None:
-        yield _section("Who")
-        yield who
-    if d.fix_patterns:
+        yield Padding(_bullets([_action(a.text, plain) for a in v.collect_next]), (0, 0, 0, 2))
+    if v.fixes:
         yield _section("What to do")
-        yield _fixes(d, plain)
-    if d.evidence:
+        yield _fixes(v, plain)
+    details = list(_details(v))
+    if details:
+        yield Text("")
+        yield Rule(Text("Details", style="bold"), style="cyan", characters="═")
+        yield from details
+
+
+def _details(v: ReportView) -> Iterable[RenderableType]:
+    first = v.who.first if v.who is not None else None
+    if first is not None and first.text:
+        yield _section("First failure")
+        yield _first_failure(v)
+    if v.evidence:
         yield _section("Evidence")
-        yield _evidence(d)
-    if d.similar_cases:
+        yield _evidence(v)
+    if v.stacks:
+        yield _section("Stacks (py-spy)")
+        yield _stacks(v)
+    if v.progress:
+        yield _section("Flight recorder: last collective per rank")
+        yield _progress(v)
+    if v.similar:
         yield _section("Similar cases")
-        yield _similar(d)
-    if d.findings:
+        yield _similar(v)
+    if v.findings:
         yield _section("Findings")
-        yield _findings(d)
-    if d.timeline:
+        yield _findings(v)
+    if v.timeline.rows:
         yield _section("What happened, in order")
-        yield _timeline(d)
+        yield _timeline(v)
     yield _section("Inputs")
-    yield _inputs(d)
+    yield _inputs(v)
 
 
 # --------------------------------------------------------------------------- parts
@@ -99,70 +148,42 @@ def _section(title: str) -> RenderableType:
     return Group(Text(""), Rule(Text(title, style="bold"), align="left", style="cyan"))
 
 
-def _headline(d: Diagnosis) -> Panel:
+def _headline(v: ReportView) -> Panel:
     body: list[RenderableType] = [
-        Text(c.verdict(d), style="bold red" if not c.is_abstention(d) else "bold yellow"),
-        Text(c.short(d.summary)),
+        Text(v.verdict, style="bold red" if not v.abstain else "bold yellow"),
+        Text(v.summary),
     ]
-    if not c.is_abstention(d):
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold")
-        grid.add_column(overflow="fold")
-        grid.add_column(justify="right")
-        for title, labels in (("Symptom", d.symptoms), ("Root cause", d.root_causes)):
-            for n, label in enumerate(labels[:3]):
-                grid.add_row(
-                    title if n == 0 else "",
-                    _label(label, dim=n > 0),
-                    Text(c.pct(label.score), style="dim" if n > 0 else "bold"),
-                )
-        if d.stage is not None:
-            grid.add_row(
-                "Stage", Text(f"{c.short(d.stage.id)} {c.short(d.stage.name or d.stage.slug)}"), ""
-            )
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_column(justify="right")
+    for title, labels in (("Symptom", v.symptoms), ("Root cause", v.root_causes)):
+        for n, label in enumerate(labels):
+            grid.add_row(title if n == 0 else "", _label(label, n > 0), _pct(label, n > 0))
+    if v.stage:
+        grid.add_row("Stage", Text(v.stage), "")
+    who = v.who
+    if who is not None:
+        culprit = who.culprit_line()
+        if culprit:
+            grid.add_row("Culprit", Text(culprit, style="bold red"), "")
+        if who.first is not None and who.first.note:
+            grid.add_row("", Text(who.first.note, style="dim"), "")
+        if who.hang is not None:
+            grid.add_row("Hang", Text(who.hang.headline), "")
+            if who.hang.collective:
+                grid.add_row("", Text(f"collective: {who.hang.collective}", style="dim"), "")
+    if grid.row_count:
         body += [Text(""), grid]
     return Panel(Group(*body), title="triage", title_align="left", box=box.ROUNDED)
 
 
-def _label(label: ScoredLabel, dim: bool = False) -> Text:
-    return Text(f"{c.short(label.id)} {c.short(label.name)}", style="dim" if dim else "")
+def _label(label: Label, dim: bool) -> Text:
+    return Text(f"{label.id} {label.name}", style="dim" if dim else "")
 
 
-def _who(d: Diagnosis) -> Table | None:
-    if d.first_failure is None and not d.culprit_ranks and d.hang is None:
-        return None
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
-    f = d.first_failure
-    if f is not None:
-        head = Text(f"rank {c.rank_str(f.rank)}", style="bold red")
-        if f.host:
-            head.append(f" on {c.short(f.host)}")
-        if f.time is not None:
-            head.append(f" at {c.iso_time(f.time)}")
-        head.append(f"  ({c.short(c.where(f.source, f.line, c.base_dir(d)))})", style="dim")
-        text, hidden = c.cut_lines(f.text, 8)
-        block = Text(text)
-        if hidden:
-            block.append(f"\n… {hidden} more lines", style="dim")
-        grid.add_row("First failure", Group(head, block))
-    if d.culprit_ranks:
-        grid.add_row("Culprit ranks", Text(c.ranks_str(d.culprit_ranks), style="bold red"))
-    h = d.hang
-    if h is not None:
-        lines = Text("detected" if h.detected else "not detected", style="bold")
-        if h.lagging_ranks:
-            lines.append(f"; lagging ranks {c.ranks_str(h.lagging_ranks)}")
-        if h.process_group:
-            lines.append(f"; process group {c.short(h.process_group)}")
-        collective = c.hang_collective(d)
-        if collective:
-            lines.append(f"\ncollective: {collective}")
-        if h.explanation:
-            lines.append("\n" + c.short(h.explanation))
-        grid.add_row("Hang", lines)
-    return Padding(grid, (0, 0, 0, 2))
+def _pct(label: Label, dim: bool) -> Text:
+    return Text(label.pct, style="dim" if dim else "bold")
 
 
 def _action(action: str, plain: bool) -> Text:
@@ -186,122 +207,170 @@ def _bullets(items: list[Text], bullet: str = "-") -> Table:
     return grid
 
 
-def _fixes(d: Diagnosis, plain: bool) -> RenderableType:
+def _fixes(v: ReportView, plain: bool) -> RenderableType:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
-    for n, fix in enumerate(d.fix_patterns, 1):
-        head = Text(f"{c.short(fix.id)} {c.short(fix.name)}", style="bold")
-        head.append(f"  {c.pct(fix.score)}", style="dim")
+    for n, fix in enumerate(v.fixes, 1):
+        head = Text(f"{fix.id} {fix.name}", style="bold")
+        head.append(f"  {fix.pct}", style="dim")
         body: list[RenderableType] = [head]
-        if fix.actions:
-            body.append(_bullets([_action(a, plain) for a in fix.actions]))
+        actions: list[Action] = list(fix.actions[:ACTIONS])
+        if actions:
+            body.append(_bullets([_action(a.text, plain) for a in actions]))
+        if len(fix.actions) > ACTIONS:
+            more = len(fix.actions) - ACTIONS
+            body.append(Text(f"  + {more} more in the JSON / HTML report", style="dim"))
         if fix.why:
-            body.append(Text(f"why: {c.short(fix.why)}", style="dim italic"))
+            body.append(Text(f"why: {fix.why}", style="dim italic"))
         grid.add_row(f"{n}.", Group(*body))
-    return Padding(grid, (0, 0, 0, 2))
+    parts: list[RenderableType] = [grid]
+    if v.fixes_hidden:
+        noun = "pattern" if v.fixes_hidden == 1 else "patterns"
+        parts.append(
+            Text(f"{v.fixes_hidden} less likely fix {noun} in the JSON report", style="dim")
+        )
+    return Padding(Group(*parts), (0, 0, 0, 2))
 
 
-def _evidence(d: Diagnosis) -> RenderableType:
+def _first_failure(v: ReportView) -> RenderableType:
+    assert v.who is not None and v.who.first is not None
+    f = v.who.first
+    head = Text(f"rank {f.rank}", style="bold red")
+    if f.host:
+        head.append(f" on {f.host}")
+    if f.time:
+        head.append(f" at {f.time}")
+    head.append(f"  ({f.where})", style="dim")
+    text, hidden = c.cut_lines(f.text, FIRST_FAILURE_LINES)
+    block = Text(text)
+    if hidden:
+        block.append(f"\n… {hidden} more lines", style="dim")
+    parts: list[RenderableType] = [head, Padding(block, (0, 0, 0, 2))]
+    if v.who.hang is not None and v.who.hang.explanation:
+        parts.append(Text(v.who.hang.explanation, style="dim"))
+    return Padding(Group(*parts), (0, 0, 0, 2))
+
+
+def _evidence(v: ReportView) -> RenderableType:
     parts: list[RenderableType] = []
-    base = c.base_dir(d)
-    for e in d.evidence[:EVIDENCE_ITEMS]:
-        head = Text(c.short(c.where(e.source, e.line, base)), style="bold")
-        head.append(f"  rank {c.rank_str(e.rank)}")
+    for e in v.evidence[:EVIDENCE_ITEMS]:
+        head = Text(e.where, style="bold")
+        head.append(f"  {e.who}")
+        if e.count > 1:
+            head.append(f" ({e.count} lines{', details differ' if e.varies else ''})")
         if e.why:
-            head.append(f"  why: {c.short(e.why)}", style="dim")
+            head.append(f"  why: {e.why}", style="dim")
         text, hidden = c.cut_lines(e.text, EVIDENCE_LINES)
         body = Text(text)
         if hidden:
             body.append(f"\n… {hidden} more lines", style="dim")
         parts += [head, Padding(body, (0, 0, 0, 4))]
-    if len(d.evidence) > EVIDENCE_ITEMS:
-        parts.append(Text(f"{len(d.evidence) - EVIDENCE_ITEMS} more in the JSON", style="dim"))
+    if len(v.evidence) > EVIDENCE_ITEMS:
+        parts.append(Text(f"{len(v.evidence) - EVIDENCE_ITEMS} more in the JSON", style="dim"))
     return Padding(Group(*parts), (0, 0, 0, 2))
 
 
-def _similar(d: Diagnosis) -> RenderableType:
+def _stacks(v: ReportView) -> RenderableType:
+    table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
+    table.add_column("ranks", overflow="fold", max_width=24)
+    table.add_column("main thread, innermost first", overflow="fold")
+    table.add_column("", no_wrap=True)
+    for s in v.stacks:
+        frames = "\n".join(s.frames[:4]) or s.top
+        mark = "← odd one out" if s.outlier else "← the culprit" if s.culprit else ""
+        mark = f"{mark} (waiting)".strip() if s.waiting else mark
+        style = "bold red" if s.outlier or s.culprit else ""
+        table.add_row(Text(s.ranks, style=style), Text(frames), Text(mark, style=style))
+    return Padding(table, (0, 0, 0, 2))
+
+
+def _progress(v: ReportView) -> RenderableType:
+    parts: list[RenderableType] = []
+    for t in v.progress:
+        head = Text(f"process group {t.group}", style="bold")
+        if t.stuck:
+            head.append(f"  {t.stuck}", style="dim")
+        table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
+        table.add_column("ranks", overflow="fold", max_width=30)
+        table.add_column("entered", justify="right")
+        if t.states_known:
+            table.add_column("started", justify="right")
+            table.add_column("completed", justify="right")
+        table.add_column("", no_wrap=True)
+        for r in t.rows:
+            cells = [r.enqueued, r.started, r.completed] if t.states_known else [r.enqueued]
+            mark = f"← {r.note}" if r.outlier and r.note else ""
+            table.add_row(Text(r.ranks), *cells, Text(mark), style="bold red" if r.outlier else "")
+        parts += [head, table]
+    return Padding(Group(*parts), (0, 0, 0, 2))
+
+
+def _similar(v: ReportView) -> RenderableType:
     table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
     table.add_column("case", no_wrap=True)
     table.add_column("match", justify="right")
     table.add_column("link", overflow="fold")
-    for case in d.similar_cases[:10]:
-        url = c.safe_url(case.url)
-        link = Text(url or c.short(case.url or "-"), style=f"link {url}" if url else "")
-        table.add_row(Text(c.short(case.id)), c.pct(case.score), link)
+    for case in v.similar[:10]:
+        link = Text(case.url or "-", style=f"link {case.url}" if case.url else "")
+        table.add_row(Text(case.id), case.pct, link)
     return Padding(table, (0, 0, 0, 2))
 
 
-def _findings(d: Diagnosis) -> RenderableType:
+def _findings(v: ReportView) -> RenderableType:
     table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
     table.add_column("kind", no_wrap=True, style="bold")
     table.add_column("ranks", overflow="fold", max_width=24)
     table.add_column("summary", overflow="fold")
-    for f in d.findings[:30]:
-        table.add_row(Text(c.short(f.kind)), Text(c.ranks_str(f.ranks)), Text(c.short(f.summary)))
-    rest = len(d.findings) - 30
+    for f in v.findings[:FINDINGS]:
+        table.add_row(Text(f.kind), Text(f.ranks), Text(f.summary))
+    rest = len(v.findings) - FINDINGS
     note = [Text(f"{rest} more findings in the JSON", style="dim")] if rest > 0 else []
     return Padding(Group(table, *note), (0, 0, 0, 2))
 
 
-def _timeline(d: Diagnosis) -> RenderableType:
-    capped = c.cap_timeline(d.timeline, TIMELINE_ROWS)
-    base = c.base_dir(d)
-    span = c.time_span(d.timeline)
-    start = span[0] if span else None
+def _timeline(v: ReportView) -> RenderableType:
+    rows, note = v.timeline.capped(TIMELINE_ROWS)
     table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
     table.add_column("time", no_wrap=True)
     table.add_column("rank", justify="right", no_wrap=True)
     table.add_column("role", no_wrap=True)
     table.add_column("what", overflow="fold")
-    for _, e in capped.rows:
-        style = _ROLE_STYLE.get(e.role, "")
-        when = c.clock_time(e.time)
-        if start is not None and e.time is not None:
-            when += f" {c.offset(e.time, start)}"
-        what = Text(c.one_line(e.text, 160))
-        what.append(f"  {c.short(c.where(e.source, e.line, base))}", style="dim")
-        table.add_row(when, c.rank_str(e.rank), Text(c.short(e.role, 20)), what, style=style)
-    note = [Text(capped.note(), style="dim")] if capped.hidden else []
-    return Padding(Group(table, *note), (0, 0, 0, 2))
+    for r in rows:
+        when = f"{r.clock} {r.offset}".strip()
+        what = Text(c.one_line(r.text, 160))
+        what.append(f"  {r.where}", style="dim")
+        table.add_row(when, r.rank, Text(r.role), what, style=_ROLE_STYLE.get(r.role, ""))
+    extra = [Text(note, style="dim")] if note else []
+    return Padding(Group(table, *extra), (0, 0, 0, 2))
 
 
-def _inputs(d: Diagnosis) -> RenderableType:
-    if not d.inputs:
+def _inputs(v: ReportView) -> RenderableType:
+    if not v.inputs.groups:
         return Padding(Text("no inputs were read", style="bold yellow"), (0, 0, 0, 2))
-    ordered = c.inputs_in_order(d.inputs)
-    base = c.base_dir(d)
-    parts: list[RenderableType] = [Text(c.short(c.inputs_overview(d.inputs, base)), style="dim")]
-    warned = [i for i in ordered if i.warnings]
-    for i in warned[:INPUT_ROWS]:
-        # Warnings come first and loud: what an unreadable input held is missing from the
+    parts: list[RenderableType] = [Text(v.inputs.overview, style="dim")]
+    for p in v.inputs.problems[:PROBLEM_ROWS]:
+        # Problems come first and loud: what an unreadable input held is missing from the
         # diagnosis, and the reader must know that before trusting it.
-        parts.append(Text(f"! {c.short(c.rel(i.path, base))}", style="bold yellow"))
-        parts.append(
-            Padding(
-                _bullets([Text(c.short(w), style="yellow") for w in i.warnings], "-"),
-                (0, 0, 0, 4),
-            )
-        )
+        parts.append(Text(f"! {p.path}", style="bold yellow"))
+        parts.append(Padding(_bullets([Text(w, style="yellow") for w in p.warnings]), (0, 0, 0, 4)))
+    if len(v.inputs.problems) > PROBLEM_ROWS:
+        more = len(v.inputs.problems) - PROBLEM_ROWS
+        parts.append(Text(f"{more} more inputs with problems in the JSON", style="dim"))
     table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
-    if warned:
-        table.add_column("", no_wrap=True, style="bold yellow")
-    table.add_column("path", overflow="fold")
     table.add_column("kind", no_wrap=True)
-    table.add_column("rank", justify="right", no_wrap=True)
-    table.add_column("host", overflow="fold", max_width=20)
-    table.add_column("events", justify="right", no_wrap=True)
-    for i in ordered[:INPUT_ROWS]:
-        flag = ["!" if i.warnings else ""] if warned else []
+    table.add_column("status", no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)
+    table.add_column("ranks", overflow="fold", max_width=24)
+    table.add_column("e.g.", overflow="fold")
+    for g in v.inputs.groups:
+        status = {"problem": "could not be read", "empty": "empty"}.get(g.status, "read")
         table.add_row(
-            *flag,
-            Text(c.short(c.rel(i.path, base))),
-            i.kind.value,
-            c.rank_str(i.rank),
-            Text(c.short(i.host or "-")),
-            str(i.events),
+            g.kind,
+            Text(status, style="bold yellow" if g.status == "problem" else ""),
+            str(g.count),
+            Text(g.ranks or "-"),
+            Text(g.example),
         )
     parts.append(table)
-    if len(ordered) > INPUT_ROWS:
-        parts.append(Text(f"{len(ordered) - INPUT_ROWS} more inputs in the JSON", style="dim"))
     return Padding(Group(*parts), (0, 0, 0, 2))

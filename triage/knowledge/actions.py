@@ -1,0 +1,217 @@
+"""Actions: what a rule or the playbook tells the user to do, and when it applies.
+
+An action is one step given to the user. It is written as one template or as alternatives,
+most specific first; each alternative is a text or a mapping with conditions:
+
+    "Raise the timeout above {timeout_ms} ms."                      # one template
+    - text: "Offload less to CPU in the ZeRO config."               # given only when the job
+      when: {framework: deepspeed}                                  # runs on DeepSpeed
+    - "Lower host memory per node: fewer DataLoader workers."       # for every other job
+
+The first alternative that applies to the job is the one given: its conditions hold and every
+`{fact}` it names is known. A fact the job did not reveal may sit in a parenthesised clause,
+`(segment {segment} needed {size} bytes)`: that clause is then left out and the rest is given.
+A fact outside parentheses that is not known rules the alternative out; when no alternative is
+left, the action is not given at all. So no action ever shows `<rank>` or "rank the failing
+rank", and none assumes a framework, launcher or situation the job does not have.
+
+Conditions (`when`), all of which must hold:
+
+    framework: deepspeed | [deepspeed, fsdp]   # the job runs on one of them (rules/frameworks.yaml)
+    launcher: torchrun | [deepspeed, slurm]    # it was started by one of them
+    culprit: known | unknown                   # correlate named the rank that started it, or not
+    hang: true | false                         # a hang was detected, or not
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+CONDITIONS = ("framework", "launcher", "culprit", "hang")
+# The facts conditions read (set by correlate: triage.analysis)
+FRAMEWORKS_FACT = "frameworks"
+LAUNCHERS_FACT = "launchers"
+CULPRIT_FACT = "culprit_rank"
+HANG_FACT = "hang"
+
+# A parenthesised clause that holds no other parentheses, with the space before it.
+_CLAUSE = regex.compile(r"\s?\([^()`]*\)")
+_CODE = regex.compile(r"(`+[^`]*`+)")
+
+
+@dataclass(frozen=True)
+class Alternative:
+    template: str
+    needs: tuple[str, ...]  # every {fact} the template names
+    when: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step, as alternatives most specific first."""
+
+    alternatives: tuple[Alternative, ...]
+
+    @property
+    def template(self) -> str:
+        """The most specific wording (what `triage rules list` and reviewers read)."""
+        return self.alternatives[0].template
+
+    def fill(self, facts: Mapping[str, Any]) -> str | None:
+        """The text for this job, or None when no alternative applies to it."""
+        for alt in self.alternatives:
+            if not applies(alt.when, facts):
+                continue
+            text = _fill(alt, facts)
+            if text is not None:
+                return text
+        return None
+
+
+def template_fields(template: str) -> list[str]:
+    """The `{names}` a template fills (ValueError when it is malformed)."""
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+
+
+def known(facts: Mapping[str, Any], name: str) -> bool:
+    return facts.get(name) not in (None, "", [], (), {})
+
+
+def plain(value: Any) -> str:
+    """How a fact reads inside a sentence: lists as `3, 5`, everything else as str()."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _fill(alt: Alternative, facts: Mapping[str, Any]) -> str | None:
+    missing = [n for n in alt.needs if not known(facts, n)]
+    template = alt.template
+    if missing:
+        template = _drop_clauses(template, missing)
+        try:
+            left = template_fields(template)
+        except ValueError:
+            return None
+        if any(not known(facts, n) for n in left):
+            return None
+    try:
+        return template.format_map({n: plain(facts[n]) for n in alt.needs if known(facts, n)})
+    except (KeyError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _drop_clauses(template: str, missing: list[str]) -> str:
+    """The template without the parenthesised prose clauses that name a missing fact.
+
+    Parentheses inside a code span are code (`timedelta(minutes={m})`), never a clause: a
+    missing fact there rules the alternative out.
+    """
+    marks = tuple("{" + name + "}" for name in missing)
+
+    def keep(m: regex.Match[str]) -> str:
+        return "" if any(mark in m.group() for mark in marks) else m.group()
+
+    pieces = _CODE.split(template)  # odd indices: the code spans, kept as they are
+    return "".join(p if i % 2 else _CLAUSE.sub(keep, p) for i, p in enumerate(pieces))
+
+
+def applies(when: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
+    """Do the conditions hold for a job with these facts?"""
+    for key, value in when.items():
+        if key == "framework" and not _any_of(value, facts.get(FRAMEWORKS_FACT)):
+            return False
+        if key == "launcher" and not _any_of(value, facts.get(LAUNCHERS_FACT)):
+            return False
+        if key == "culprit" and known(facts, CULPRIT_FACT) != (value == "known"):
+            return False
+        if key == "hang" and bool(facts.get(HANG_FACT)) != bool(value):
+            return False
+    return True
+
+
+def _any_of(wanted: Any, have: Any) -> bool:
+    wanted_set = {wanted} if isinstance(wanted, str) else set(wanted)
+    return bool(wanted_set & set(have or ()))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def parse_action(raw: Any, item: str, report: Callable[[str, str], None]) -> Action | None:
+    """One action: a template, a {text, when} mapping, or a list of those (alternatives)."""
+    options = raw if isinstance(raw, list) else [raw]
+    if not options:
+        report(item, "needs at least one template")
+        return None
+    alternatives = []
+    for option in options:
+        alt = _alternative(option, item, report)
+        if alt is None:
+            return None
+        alternatives.append(alt)
+    return Action(tuple(alternatives))
+
+
+def _alternative(raw: Any, item: str, report: Callable[[str, str], None]) -> Alternative | None:
+    when: Mapping[str, Any] = {}
+    if isinstance(raw, dict):
+        bad = set(raw) - {"text", "when"}
+        if bad or not isinstance(raw.get("text"), str):
+            report(item, "an alternative is a text or a mapping {text: ..., when: {...}}")
+            return None
+        when = raw.get("when") or {}
+        if not check_when(when, item, report):
+            return None
+        raw = raw["text"]
+    if not isinstance(raw, str) or not raw.strip():
+        report(item, "an action template must be a non-empty text")
+        return None
+    try:
+        needs = template_fields(raw)
+    except ValueError as exc:
+        report(item, f"malformed template ({exc}): {raw!r}")
+        return None
+    bad_names = [n for n in needs if not regex.fullmatch(r"[A-Za-z_]\w*", n)]
+    if bad_names:
+        report(item, f"template uses {{{bad_names[0]}}}; only plain {{names}} are allowed")
+        return None
+    return Alternative(raw, tuple(dict.fromkeys(needs)), dict(when))
+
+
+def check_when(when: Any, item: str, report: Callable[[str, str], None]) -> bool:
+    if not isinstance(when, dict):
+        report(item, f"`when` must map conditions ({', '.join(CONDITIONS)}) to values")
+        return False
+    ok = True
+    for key, value in when.items():
+        if key not in CONDITIONS:
+            report(item, f"unknown condition {key!r}; known: {', '.join(CONDITIONS)}")
+            ok = False
+        elif key in ("framework", "launcher"):
+            names = [value] if isinstance(value, str) else value
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                report(item, f"`{key}` must be a name or a list of names")
+                ok = False
+        elif key == "culprit" and value not in ("known", "unknown"):
+            report(item, "`culprit` must be `known` or `unknown`")
+            ok = False
+        elif key == "hang" and not isinstance(value, bool):
+            report(item, "`hang` must be true or false")
+            ok = False
+    return ok
+
+
+def names_used(action: Action, condition: str) -> set[str]:
+    """The framework or launcher names an action's conditions mention (checked on load)."""
+    out: set[str] = set()
+    for alt in action.alternatives:
+        value = alt.when.get(condition)
+        if value is not None:
+            out.update([value] if isinstance(value, str) else value)
+    return out

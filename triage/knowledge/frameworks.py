@@ -1,0 +1,113 @@
+"""What a job runs on (`kind: frameworks`): frameworks and launchers, known by what they print.
+
+    kind: frameworks
+    frameworks:
+      deepspeed:
+        name: DeepSpeed
+        seen: ['deepspeed/runtime/', '\\[deepspeed\\]']   # regexes over the job's lines
+        examples: ["...a line only a DeepSpeed job prints..."]
+    launchers:
+      torchrun: {name: torchrun, seen: [...], examples: [...]}
+
+Correlate reads the job's lines (tracebacks hold the frameworks' file paths, launchers narrate
+themselves) and sets the facts `frameworks` and `launchers`; actions name them in their
+conditions (`when: {framework: deepspeed}`, see triage.knowledge.actions). An installed package
+is not a sign of use: only what the job printed counts. Shipped only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+KIND = "frameworks"
+_KEYS = {"kind", "frameworks", "launchers"}
+_ENTRY_KEYS = {"name", "seen", "examples"}
+
+
+@dataclass(frozen=True)
+class Marker:
+    id: str
+    name: str
+    pattern: regex.Pattern[str]  # the `seen` regexes as one alternation
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Frameworks:
+    frameworks: tuple[Marker, ...] = ()
+    launchers: tuple[Marker, ...] = ()
+
+    def detect(self, texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(framework ids, launcher ids) seen in these texts, in file order."""
+        left = [*self.frameworks, *self.launchers]
+        found: set[str] = set()
+        for text in texts:
+            if not left:
+                break
+            hit = [m for m in left if m.pattern.search(text)]
+            if hit:
+                found.update(m.id for m in hit)
+                left = [m for m in left if m not in hit]
+        return (
+            tuple(m.id for m in self.frameworks if m.id in found),
+            tuple(m.id for m in self.launchers if m.id in found),
+        )
+
+
+def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Frameworks:
+    unknown = set(body) - _KEYS
+    if unknown:
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: frameworks, launchers")
+    return Frameworks(
+        frameworks=_markers(body.get("frameworks"), "frameworks", report),
+        launchers=_markers(body.get("launchers"), "launchers", report),
+    )
+
+
+def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[Marker, ...]:
+    if not isinstance(raw, dict) or not raw:
+        report(what, "needs at least one entry: {id: {name, seen, examples}}")
+        return ()
+    out = []
+    for ident, spec in raw.items():
+        item = f"{what} {ident}"
+        if not isinstance(spec, dict):
+            report(item, "must be a mapping of name, seen, examples")
+            continue
+        bad = set(spec) - _ENTRY_KEYS
+        if bad:
+            report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_ENTRY_KEYS)}")
+        seen = _strings(spec.get("seen"), f"{item} seen", report)
+        examples = _strings(spec.get("examples"), f"{item} examples", report)
+        if not seen or not examples:
+            report(item, "needs `seen` (regexes) and `examples` (lines they must match)")
+            continue
+        try:
+            pattern = regex.compile("|".join(f"(?:{p})" for p in seen))
+        except regex.error as exc:
+            report(item, f"bad regex in `seen`: {exc}")
+            continue
+        for example in examples:
+            if not pattern.search(example):
+                report(item, f"example does not match `seen`: {example!r}")
+        out.append(Marker(str(ident), str(spec.get("name") or ident), pattern, tuple(examples)))
+    return tuple(out)
+
+
+def _strings(value: Any, item: str, report: Callable[[str, str], None]) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    report(item, "must be a text or a list of texts")
+    return []
+
+
+def merge(values: Sequence[Frameworks]) -> Frameworks:
+    return values[0] if values else Frameworks()
