@@ -63,7 +63,7 @@ _PYTHON_NAMES = {
 _PLACEHOLDER = re.compile(r"<([a-z][a-z_]*)>|\{([a-z][a-z_0-9]*)\}")
 _BACKTICKS = re.compile(r"(`+)(.+?)\1", re.S)
 _PERCENT_LESS = re.compile(r"(\d+(?:\.\d+)?)% < (\d+(?:\.\d+)?)%")
-# `triage word` names a command; `triage snap/` or `triage logs.tar.gz` is the main command on a path
+# `triage word` names a command; `triage snap/` is the main command on a path
 _TRIAGE_CMD = re.compile(r"(?:^|[;&|$]\s*)triage\s+([a-z][\w-]*)(?![\w./-])")
 
 
