@@ -114,3 +114,18 @@ def test_a_memo_bomb_in_the_kept_tail_of_torchs_layout_is_refused() -> None:
     dump, why = flight_recorder.load_dump(bomb, tail=5)
     assert dump is None
     assert why is not None and "memo slot" in why
+
+
+CORPUS_DUMPS = sorted(
+    p
+    for p in (SAMPLES.parent.parent.parent / "corpus_samples").glob("*/bundle/**/*")
+    if p.is_file() and p.read_bytes()[:2] == b"\x80\x02"
+)
+
+
+@pytest.mark.parametrize("path", CORPUS_DUMPS, ids=lambda p: f"{p.parts[-4]}/{p.name}")
+def test_shipped_bundles_hold_dumps_in_torchs_own_layout(path: Path) -> None:
+    # corpus_samples/make.py scrubs real dumps and writes them again: in torch's layout, so a
+    # reader is tested on the bytes real jobs leave (a shared frame is one memo reference)
+    data = path.read_bytes()
+    assert fr_pickle.dumps(pickle.loads(data)) == data
