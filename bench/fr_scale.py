@@ -39,18 +39,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 PREFIX = "nccl_trace_rank_"
 
 
-def make_dumps(folder: Path, ranks: int, entries: int) -> None:
+def make_dumps(folder: Path, ranks: int, entries: int, layout: str = "torch") -> None:
     from make_big_bundle import write_fr_dump
 
     stamp = folder / ".made"
-    want = f"{ranks} {entries}"
+    want = f"{ranks} {entries} {layout}"
     if stamp.exists() and stamp.read_text() == want:
         return
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     behind = ranks // 3
     for rank in range(ranks):
-        write_fr_dump(folder / f"{PREFIX}{rank}", rank, ranks, entries, behind=rank == behind)
+        write_fr_dump(
+            folder / f"{PREFIX}{rank}", rank, ranks, entries, behind=rank == behind, layout=layout
+        )
     stamp.write_text(want)
 
 
@@ -81,7 +83,10 @@ def child(mode: str, folder: Path) -> dict[str, object]:
         total = 0
         for path in files:
             with path.open("rb") as fh:
-                total += len(pickle.load(fh)["entries"])  # our own files: trusted
+                if fh.peek(1)[:1] == b"{":
+                    total += len(json.load(fh)["entries"])  # bare json.load of a JSON dump
+                else:
+                    total += len(pickle.load(fh)["entries"])  # our own files: trusted
         found["entries"] = total
     found["wall"] = time.perf_counter() - started
     found["cpu"] = time.process_time() - cpu
@@ -141,6 +146,12 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=2000)
     parser.add_argument("--no-fr-trace", action="store_true")
     parser.add_argument(
+        "--layout",
+        default="torch",
+        choices=["torch", "p2", "p3", "p4", "p5", "json"],
+        help="torch's own pickle layout, Python's pickler at a protocol, or torch's JSON",
+    )
+    parser.add_argument(
         "--steps",
         default="load-analyze,load,load-serial,analyze,load-whole,pickle",
         help="comma-separated: load-analyze, load, load-serial, analyze, load-whole, pickle",
@@ -152,13 +163,13 @@ def main() -> None:
         print(json.dumps(child(args.child, args.folder)))
         return
 
-    make_dumps(args.folder, args.ranks, args.entries)
+    make_dumps(args.folder, args.ranks, args.entries, args.layout)
     size = 0
     for path in args.folder.iterdir():  # read once: every step finds the page cache warm
         size += len(path.read_bytes())
     print(
-        f"{args.ranks} ranks x {args.entries} entries: {size / 1e6:,.0f} MB of pickles "
-        f"in {args.folder}; {os.cpu_count()} cores"
+        f"{args.ranks} ranks x {args.entries} entries, {args.layout} layout: {size / 1e6:,.0f} MB "
+        f"in {args.folder}; {os.cpu_count()} cores; load {os.getloadavg()}"
     )
     print(f"{'step':22s} {'wall s':>7s} {'cpu s':>7s} {'RSS MiB':>8s} {'tree MiB':>9s}  notes")
     runs = [
@@ -167,7 +178,7 @@ def main() -> None:
         ("triage load serial", "load-serial"),
         ("triage analyze", "analyze"),
         ("triage load whole", "load-whole"),
-        ("pickle.load baseline", "pickle"),
+        ("bare load baseline", "pickle"),
     ]
     for name, mode in runs:
         if mode not in args.steps.split(","):

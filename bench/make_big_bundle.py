@@ -9,7 +9,9 @@ connection closed, SIGABRT), a torchrun summary in OUT_DIR/launcher.log, flight-
 dumps OUT_DIR/fr/nccl_trace_rank_<R> (schema "2.10") where the failing rank is behind,
 and py-spy dumps of a few ranks. Deterministic for a given seed.
 
-The FR pickles are written by this script from plain dicts: they are our own, trusted data.
+The FR dumps are written in torch's own pickle layout (fr_pickle.py, byte-identical to torch's
+writer for the same object), or with --fr-layout in Python's (protocol 2 or 4) or as torch's
+JSON: they are our own, trusted data.
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ import json
 import pickle
 import random
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from pathlib import Path
+
+from fr_pickle import dumps as torch_pickle
+from fr_pickle import share_frames
 
 RANKS_PER_HOST = 8
 START = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
@@ -150,7 +156,15 @@ def write_rank_log(
         fh.write("\n".join(tail) + "\n")
 
 
-def write_fr_dump(path: Path, rank: int, world: int, entries: int, behind: bool) -> None:
+def write_fr_dump(
+    path: Path, rank: int, world: int, entries: int, behind: bool, layout: str = "torch"
+) -> None:
+    path.write_bytes(fr_dump_bytes(world, entries, behind, layout))
+
+
+@lru_cache(maxsize=8)
+def fr_dump_bytes(world: int, entries: int, behind: bool, layout: str = "torch") -> bytes:
+    """Every rank but the one behind holds the same ring buffer: its bytes are made once."""
     base_ns = int(START.timestamp() * 1e9)
     last = entries - (1 if behind else 0)
     records = []
@@ -205,7 +219,15 @@ def write_fr_dump(path: Path, rank: int, world: int, entries: int, behind: bool)
         "comm_lib_version": "2.21.5",
         "entries": records,
     }
-    path.write_bytes(pickle.dumps(dump, protocol=2))
+    if layout == "json":  # as `_dump_fr_trace_json` writes it: lists for tuples, no frames
+        for record in records:
+            record["process_group"] = list(record["process_group"])
+            del record["frames"]
+        return json.dumps(dump).encode()
+    if layout.startswith("p"):  # a dump re-saved with Python's pickler
+        return pickle.dumps(share_frames(dump), protocol=int(layout[1:]))
+    # torch held one dict per distinct frame (its symbolized-frame table): shared, then written
+    return torch_pickle(share_frames(dump))
 
 
 def write_pyspy(path: Path, rank: int, culprit: int) -> None:

@@ -1,7 +1,12 @@
-"""Throughput and memory of `triage` on a big bundle, next to grep (and rg) on the same files.
+"""Throughput and memory of `triage` on big bundles, next to grep (and rg) on the same files.
 
     python bench/make_big_bundle.py /tmp/big --ranks 1024 --gib 1
-    python bench/throughput.py /tmp/big
+    python bench/make_real_logs.py /tmp/real --ranks 64 --mib 1500
+    python bench/throughput.py /tmp/big /tmp/real/*      # one row per bundle
+
+triage, grep and rg run back to back on each bundle, --repeat rounds, and each shows its
+median: on a shared machine the load changes between rounds, not within one. grep and rg
+write their counts to a file (with output to /dev/null GNU grep stops at the first match).
 
 Every file is read once first, so the page cache is warm for every command. Prints, as the
 median of --repeat runs: wall time, MB/s, CPU time (with worker processes), the largest
@@ -24,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # What a person would grep for after a crash.
 GREP_PATTERN = r"Error|error|WARN|Traceback|Killed|exitcode|timeout"
@@ -81,57 +87,58 @@ def timed(cmd: list[str]) -> tuple[float, float, int, int, subprocess.CompletedP
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("bundle", type=Path)
+    parser.add_argument("bundles", type=Path, nargs="+")
     parser.add_argument("--with-embed", action="store_true", help="also time the embedding path")
     parser.add_argument(
-        "--repeat", type=int, default=3, help="runs of each command; the median is shown"
+        "--repeat", type=int, default=3, help="rounds of the commands; the median is shown"
     )
     args = parser.parse_args()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    print(f"cores: {os.cpu_count()}  load: {os.getloadavg()}  {time.strftime('%Y-%m-%d %H:%M')}")
+    print(
+        f"{'bundle':22s} {'MB':>7s} {'triage s':>9s} {'MB/s':>6s} {'grep s':>7s} {'rg s':>6s} "
+        f"{'ratio':>6s} {'RSS MiB':>8s} {'tree':>5s}  culprit (truth) hang"
+    )
+    for bundle in args.bundles:
+        measure(bundle, args.repeat, args.with_embed)
+    print(f"median of {max(args.repeat, 1)} rounds; load after: {os.getloadavg()}")
 
-    size = bundle_bytes(args.bundle)
+
+def measure(bundle: Path, repeat: int, with_embed: bool) -> None:
+    size = bundle_bytes(bundle)
     mb = size / 1e6
-    print(f"bundle {args.bundle}: {mb:,.0f} MB in {sum(1 for _ in args.bundle.rglob('*'))} paths")
-    triage = [sys.executable, "-m", "triage", str(args.bundle), "--format", "json", "-q"]
-    runs = [("triage --no-embed", [*triage, "--no-embed"])]
-    if args.with_embed:
-        runs.append(("triage (embeddings)", triage))
-    runs.append(("grep -r -c -E", ["grep", "-r", "-c", "-E", GREP_PATTERN, str(args.bundle)]))
+    triage = [sys.executable, "-m", "triage", str(bundle), "--format", "json", "-q"]
+    runs = {"triage": [*triage, "--no-embed"]}
+    if with_embed:
+        runs["triage+embed"] = triage
+    runs["grep"] = ["grep", "-r", "-c", "-E", GREP_PATTERN, str(bundle)]
     if shutil.which("rg"):
-        runs.append(("rg -c", ["rg", "-c", "--no-ignore", GREP_PATTERN, str(args.bundle)]))
-
+        runs["rg"] = ["rg", "-c", "--no-ignore", GREP_PATTERN, str(bundle)]
     # Read every file once before timing anything: whoever runs first would otherwise pay
     # for the disk and the others would read from the page cache.
-    subprocess.run(["grep", "-r", "-c", "-E", GREP_PATTERN, str(args.bundle)], capture_output=True)
-    results = {}
+    subprocess.run(runs["grep"], capture_output=True)
+    tries: dict[str, list[Any]] = {name: [] for name in runs}
+    for _ in range(max(repeat, 1)):
+        for name, cmd in runs.items():
+            tries[name].append(timed(cmd))
+    got = {name: sorted(t, key=lambda r: r[0])[len(t) // 2] for name, t in tries.items()}
+    wall, _cpu, rss, tree, proc = got["triage"]
+    verdict = "triage failed"
+    if proc.returncode == 0:
+        diag = json.loads(proc.stdout)
+        truth_file = bundle / "truth.json"
+        truth = json.loads(truth_file.read_text())["culprit_ranks"] if truth_file.exists() else "?"
+        hang = (diag.get("hang") or {}).get("detected")
+        verdict = f"{diag['culprit_ranks']} ({truth}) {hang}"
+    grep = got["grep"][0]
+    rg = f"{got['rg'][0]:6.2f}" if "rg" in got else f"{'-':>6s}"
     print(
-        f"{'command':24s} {'wall s':>8s} {'MB/s':>8s} {'CPU s':>8s} {'peak RSS MiB':>13s} "
-        f"{'tree RSS MiB':>13s}"
+        f"{bundle.name[:22]:22s} {mb:7,.0f} {wall:9.2f} {mb / wall:6.0f} {grep:7.2f} {rg} "
+        f"{grep / wall:6.2f} {rss:8d} {tree:5d}  {verdict}"
     )
-    for name, cmd in runs:
-        # interleaving would be fairer still; the median of a few runs already hides the odd
-        # slow one (another process, a page-cache hiccup)
-        tries = sorted((timed(cmd) for _ in range(max(args.repeat, 1))), key=lambda t: t[0])
-        wall, cpu, rss, tree, proc = tries[len(tries) // 2]
-        results[name] = wall
-        print(f"{name:24s} {wall:8.2f} {mb / wall:8.0f} {cpu:8.2f} {rss:13d} {tree:13d}")
-        if name.startswith("triage"):
-            if proc.returncode != 0:
-                print(f"  triage failed rc={proc.returncode}: {proc.stderr[-500:]!r}")
-            else:
-                diag = json.loads(proc.stdout)
-                print(
-                    f"  culprit_ranks={diag['culprit_ranks']} "
-                    f"symptom={[s['id'] for s in diag['symptoms'][:1]]}"
-                )
-    grep = results.get("grep -r -c -E")
-    if grep:
-        ratio = grep / results["triage --no-embed"]
-        print(f"triage speed as a fraction of grep's: {ratio:.2f}")
-    print(
-        f"median of {max(args.repeat, 1)} runs; cores: {os.cpu_count()}  "
-        f"time: {time.strftime('%Y-%m-%d %H:%M')}"
-    )
+    for name in runs:
+        if name.startswith("triage+"):
+            print(f"  {name}: {got[name][0]:.2f} s")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ host name, and writes the bundle with its ``expected.json`` truth.
     python corpus_samples/make.py --all --out /tmp/bundles  # every scenario elsewhere
     python corpus_samples/make.py --list
     python corpus_samples/make.py --check                   # shipped bundles still hold
+    python corpus_samples/make.py --rewrite-fr              # shipped dumps in torch's layout
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from corpus_scenarios import SCENARIOS, Node, Scenario  # noqa: E402
+from fr_pickle import dumps as torch_pickle  # noqa: E402
+from fr_pickle import share_frames  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 JOBS = HERE / "jobs"
@@ -92,16 +96,24 @@ def _scrubber(run_root: Path, host: str, extra: dict[str, str]) -> Callable[[str
     return scrub
 
 
-def _rewrite(obj: Any, scrub: Callable[[str], str]) -> Any:
+def _rewrite(obj: Any, scrub: Callable[[str], str], done: dict[int, Any] | None = None) -> Any:
+    """`obj` with every string scrubbed; a container held twice (torch's shared frame dicts)
+    stays one object, so the dump keeps torch's memo layout when written again."""
     if isinstance(obj, str):
         return scrub(obj)
+    if not isinstance(obj, (dict, list, tuple)):
+        return obj
+    done = {} if done is None else done
+    if id(obj) in done:
+        return done[id(obj)]
     if isinstance(obj, dict):
-        return {_rewrite(k, scrub): _rewrite(v, scrub) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rewrite(v, scrub) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_rewrite(v, scrub) for v in obj)
-    return obj
+        new: Any = {_rewrite(k, scrub, done): _rewrite(v, scrub, done) for k, v in obj.items()}
+    elif isinstance(obj, list):
+        new = [_rewrite(v, scrub, done) for v in obj]
+    else:
+        new = tuple(_rewrite(v, scrub, done) for v in obj)
+    done[id(obj)] = new
+    return new
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -134,8 +146,28 @@ def _copy_fr(src: Path, dst: Path, scrub: Callable[[str], str]) -> None:
     if src.read_bytes()[:1] == b"{":
         dst.write_text(json.dumps(_rewrite(data, scrub)), encoding="utf-8")
     else:
-        # Protocol 2 like the C++ writer, so readers see the same opcodes as in real dumps.
-        dst.write_bytes(pickle.dumps(_rewrite(data, scrub), protocol=2))
+        # In torch's own layout (bench/fr_pickle.py), so readers see the bytes a real dump has:
+        # Python's pickler lays the same object out otherwise.
+        dst.write_bytes(torch_pickle(_rewrite(data, scrub)))
+
+
+def rewrite_fr_layout(bundle: Path) -> list[Path]:
+    """Write the bundle's pickled dumps again in torch's layout, content unchanged (dumps
+    shipped before make.py wrote that layout were re-pickled by Python's pickler, each frame
+    a copy: equal frames are shared again, as torch's frame table held them). The rewritten."""
+    done = []
+    for f in sorted(p for p in evidence_dir(bundle).rglob("*") if p.is_file()):
+        data = f.read_bytes()
+        if data[:2] != b"\x80\x02":
+            continue
+        dump = load_fr(f)
+        new = torch_pickle(share_frames(dump))
+        if new != data:
+            if _PlainUnpickler(io.BytesIO(new)).load() != dump:
+                raise AssertionError(f"{f}: rewriting changed the dump's content")
+            f.write_bytes(new)
+            done.append(f)
+    return done
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,15 +527,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list scenarios and exit")
     ap.add_argument("--check", action="store_true", help="check bundles in --out instead of making")
     ap.add_argument("--keep-run", action="store_true", help="keep the raw run folder in /tmp")
+    ap.add_argument(
+        "--rewrite-fr",
+        action="store_true",
+        help="write the pickled flight-recorder dumps of bundles in --out again in torch's layout",
+    )
     args = ap.parse_args(argv)
     if args.list:
         for name, sc in SCENARIOS.items():
             print(f"{name:28s} {sc.ranks} ranks  {sc.expected['story']}")
         return 0
-    names = list(SCENARIOS) if args.all or (args.check and not args.scenarios) else args.scenarios
+    names = (
+        list(SCENARIOS)
+        if args.all or ((args.check or args.rewrite_fr) and not args.scenarios)
+        else args.scenarios
+    )
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown or not names:
         ap.error(f"unknown scenario(s) {unknown}; try --list" if unknown else "name a scenario")
+    if args.rewrite_fr:
+        for name in names:
+            for f in rewrite_fr_layout(args.out / name):
+                print(f"rewrote {f.relative_to(args.out)}")
+        return 0
     failed = 0
     for name in names:
         sc = SCENARIOS[name]

@@ -124,18 +124,18 @@ def test_the_tail_is_the_end_of_the_whole_read_across_memo_widths(
         assert part.pg_status == whole.pg_status and part.pg_config == whole.pg_config
 
 
-def test_a_dump_of_another_layout_is_read_whole() -> None:
+def test_a_dump_the_cut_cannot_read_still_gives_its_last_entries() -> None:
     dump = _dump(50, 1, 3)
     shared = ("0", "default_pg")  # one tuple in every entry: later entries point back at it
     for entry in dump["entries"]:
         entry["process_group"] = shared
     for data in (
-        pickle.dumps(dump, protocol=4),  # implicit memo numbering: not cut
-        pickle.dumps(dump, protocol=2),  # a container shared by memo: not cut
+        pickle.dumps(dump, protocol=4),  # implicit memo numbering: not cut, decoded whole
+        pickle.dumps(dump, protocol=2),  # a tuple shared by memo: not cut, decoded whole
     ):
         part = _read(data, 5)
-        assert part.entries_total is None
-        assert part.entries == _read(data, None).entries
+        assert part.entries_total == 50
+        assert part.entries == _read(data, None).entries[-5:]
 
 
 def test_a_forbidden_opcode_in_the_kept_tail_is_still_refused() -> None:
@@ -336,11 +336,12 @@ def _stalling_dump(pad: int, refs: int, entries: int = 300) -> bytes:
 @pytest.mark.timeout(10)
 def test_a_dump_crafted_to_stall_the_tail_read_is_read_whole_instead() -> None:
     # 8 MB, 128 kept entries naming 4,000 list slots each: ~20 s of searching before the
-    # searches were bounded; the whole read takes a tenth of a second.
+    # searches were bounded; the whole read takes a tenth of a second (and keeps the tail).
     data = _stalling_dump(8_000_000, 4_000)
     whole = _read(data, None)
     part = _read(data, 128)
-    assert part.entries == whole.entries and len(whole.entries) == 300
+    assert part.entries == whole.entries[-128:] and len(whole.entries) == 300
+    assert part.entries_total == 300
 
 
 def test_memo_string_searches_stop_at_their_budget() -> None:

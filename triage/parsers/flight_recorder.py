@@ -200,14 +200,16 @@ def load_dump(
             if cut is not None:
                 raw, total = cut
                 try:
-                    dump = _build(raw, rank, warnings)
+                    # a dump without record ids numbers entries by place: the kept ones are
+                    # the last of `total`
+                    dump = _build(raw, rank, warnings, first_index=total - len(raw["entries"]))
                 except Exception:  # noqa: BLE001 - read whole below, which says what is wrong
                     dump = None
                 if dump is not None:
                     return replace(dump, entries_total=total), None
         if not whole:
             return None, "its last entries could not be cut out of it"
-        return _decode(data, rank, warnings)
+        return _decode(data, rank, warnings, tail)
 
 
 @contextmanager
@@ -224,8 +226,11 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _decode(
-    data: bytes, rank: int | None, warnings: list[str]
+    data: bytes, rank: int | None, warnings: list[str], tail: int | None = None
 ) -> tuple[FlightRecorderDump | None, str | None]:
+    """Decode the whole dump; with `tail`, build only its last `tail` entries (a layout the
+    tail read cannot cut, JSON or Python's protocols 4-5, still costs the big job only the
+    decoding: the same entries and the same memory as a cut)."""
     try:
         if _format_of(data) == "json":
             raw: Any = json.loads(data)
@@ -240,35 +245,51 @@ def _decode(
         return None, f"flight-recorder JSON is truncated or corrupt ({len(data)} bytes): {exc}"
     except Exception as exc:  # the promise is "never raises"
         return None, f"flight-recorder dump unreadable: {type(exc).__name__}: {exc}"
+    total = None
+    if tail is not None:
+        entries = raw.get("entries") if isinstance(raw, dict) else raw
+        if type(entries) is list and len(entries) > max(tail, 1):
+            total = len(entries)
+            kept = entries[-max(tail, 1) :]
+            raw = {**raw, "entries": kept} if isinstance(raw, dict) else kept
     try:
-        return _build(raw, rank, warnings), None
+        first = 0 if total is None else total - max(tail or 1, 1)
+        dump = _build(raw, rank, warnings, first_index=first)
+        return (dump if total is None else replace(dump, entries_total=total)), None
     except Exception as exc:  # a shape no era had; say so rather than crash the run
         return None, f"flight-recorder dump has an unknown layout: {type(exc).__name__}: {exc}"
 
 
 # --------------------------------------------------------------------------- tail read
 
-# The top-level `'entries'` key as torch's pickler (and Python's, at protocol 2) writes it:
-# BINUNICODE, its memo PUT, then the list: EMPTY_LIST, PUT, MARK. The first entry follows.
+# The top-level `'entries'` key and the list it opens: BINUNICODE and its memo PUT, then
+# EMPTY_LIST and MARK, with a PUT between them where Python's pickler wrote it (torch's C++
+# pickler memoizes no list that nothing else holds). The first entry follows.
 _PUT = rb"(?:q.|r.{4})"
-_ENTRIES_KEY = re.compile(rb"X\x07\x00\x00\x00entries" + _PUT + rb"\]" + _PUT + rb"\(", re.DOTALL)
-# An entry opens as EMPTY_DICT, PUT, MARK and its first key; in the first entry that key is
-# spelled out (BINUNICODE + PUT), later entries name it by memo slot.
-_FIRST_ENTRY = re.compile(rb"\}" + _PUT + rb"\(X(.{4})", re.DOTALL)
+_ENTRIES_KEY = re.compile(
+    rb"X\x07\x00\x00\x00entries" + _PUT + rb"\](" + _PUT + rb")?\(", re.DOTALL
+)
+# An entry opens as EMPTY_DICT, MARK and its first key, with a PUT after EMPTY_DICT where
+# Python's pickler wrote it (torch's: none, an entry dict is held by nothing else). In the
+# first entry that key is spelled out (BINUNICODE + PUT), later entries name it by memo slot.
+_FIRST_ENTRY = re.compile(rb"\}(" + _PUT + rb")?\(X(.{4})", re.DOTALL)
 _EMPTY_DICT, _BINPUT, _LONG_BINPUT = ord("}"), ord("q"), ord("r")
 # What replaces the cut-off head: a dict with one key whose list the kept entries fill; the
-# pickle's own closing opcodes (APPENDS, SETITEMS, STOP) then end both.
+# pickle's own closing opcodes (APPENDS, SETITEMS, STOP; torch adds the top dict's PUT) then
+# end both.
 _PIECE_HEAD = b"}(X\x01\x00\x00\x00_]("
 
 
 def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     """(the top-level dict with only the last `keep` entries, entries the dump holds), or
-    None when the dump holds no more than `keep` entries or is not laid out as torch writes
-    it: the caller then reads it whole, so a wrong guess here costs time, never an answer.
+    None when the dump holds no more than `keep` entries or is not laid out as torch's
+    pickler (or Python's, at protocol 2 or 3) writes it: the caller then reads it whole, so
+    a wrong guess here costs time, never an answer.
 
     The header (everything before the `'entries'` key) and the piece from the first kept
     entry to the end are each loaded as a pickle of their own, through the same safety scan;
-    the piece's references to strings defined earlier come from `safe_pickle.memo_strings`.
+    the piece's references to objects defined earlier (strings, and in torch's layout the
+    frame dicts entries share) come from `safe_pickle.memo_definitions`.
     """
     key = _ENTRIES_KEY.search(data)
     if key is None:
@@ -276,19 +297,26 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     first = _FIRST_ENTRY.match(data, key.end())
     if first is None:
         return None
-    key_end = first.end() + int.from_bytes(first[1], "little")
+    memoized = first[1] is not None  # Python's layout: every entry dict has its PUT
+    key_end = first.end() + int.from_bytes(first[2], "little")
     slot = _put_slot(data, key_end)
     if slot is None:
         return None
     get = b"h" + bytes((slot,)) if slot < 256 else b"j" + slot.to_bytes(4, "little")
     # Counted by the bytes every later entry opens with: a payload byte run that mimics them
     # (MARK, BINGET of an unprintable slot) would only miscount entries_total.
-    total = 1 + data.count(b"(" + get, key_end)
+    total = 1 + data.count((b"(" if memoized else b"}(") + get, key_end)
     if total <= keep:
         return None
-    cut = _kth_start_from_end(data, b"(" + get, keep, key_end)
-    first_new = None if cut is None else _put_slot(data, cut + 1)  # the entry's own PUT
-    if cut is None or first_new is None:
+    cut = _kth_start_from_end(data, b"(" + get, keep, key_end, memoized)
+    if cut is None:
+        return None
+    # Slots from the first kept entry's own PUT on are defined inside the piece. torch's
+    # layout gives a kept entry no PUT of its own: every slot the piece names is looked for
+    # before the cut, and the first one not found there ends the search (slots are numbered
+    # in the order they are written).
+    first_new = _put_slot(data, cut + 1) if memoized else 1 << 32
+    if first_new is None:
         return None
     try:
         # Both parts pass the safety scan before anything is searched or built: a forbidden
@@ -298,8 +326,10 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
         safe_pickle.scan(b"\x80\x02" + _PIECE_HEAD + piece, memo_bound=len(data))
         wanted = {s for s in safe_pickle.memo_gets(piece) if s < first_new}
         # bounded (a budget of bytes searched); past it the whole read is cheaper
-        memo = safe_pickle.memo_strings(data, wanted, cut)
-        rest = safe_pickle.loads_piece(_PIECE_HEAD + piece, memo, memo_bound=len(data))
+        defined = safe_pickle.memo_definitions(data, wanted, cut)
+        rest = safe_pickle.loads_piece(
+            _PIECE_HEAD + piece, {}, memo_bound=len(data), definitions=defined
+        )
     except safe_pickle.PickleError:
         return None
     if type(header) is not dict or type(rest) is not dict or type(rest.get("_")) is not list:
@@ -310,16 +340,23 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     return {**header, **rest, "entries": entries}, total
 
 
-def _kth_start_from_end(data: bytes, tail: bytes, k: int, lowest: int) -> int | None:
+def _kth_start_from_end(
+    data: bytes, tail: bytes, k: int, lowest: int, memoized: bool = True
+) -> int | None:
     """Start of the k-th entry from the end: found backwards (the kept entries are a small
     part of the dump) by the bytes every entry opening ends with (MARK, the first key's GET),
-    each hit checked for the EMPTY_DICT and BINPUT / LONG_BINPUT before them."""
+    each hit checked for the EMPTY_DICT (and, in Python's layout, BINPUT / LONG_BINPUT)
+    before them."""
     at = len(data)
     while k > 0:
         at = data.rfind(tail, lowest, at)
         if at < 0:
             return None
-        if at >= 3 and data[at - 2] == _BINPUT and data[at - 3] == _EMPTY_DICT:
+        if not memoized:
+            if at >= 1 and data[at - 1] == _EMPTY_DICT:
+                at -= 1
+                k -= 1
+        elif at >= 3 and data[at - 2] == _BINPUT and data[at - 3] == _EMPTY_DICT:
             at -= 3
             k -= 1
         elif at >= 6 and data[at - 5] == _LONG_BINPUT and data[at - 6] == _EMPTY_DICT:
@@ -346,7 +383,11 @@ def _format_of(data: bytes) -> str:
     return "json" if data.lstrip()[:1] in (b"{", b"[") else "pickle"
 
 
-def _build(raw: Any, rank: int | None, warnings: list[str]) -> FlightRecorderDump:
+def _build(
+    raw: Any, rank: int | None, warnings: list[str], first_index: int = 0
+) -> FlightRecorderDump:
+    """`first_index`: the place of the first entry given among all the dump held (a dump read
+    in part); entries without a record id are numbered by their place."""
     if isinstance(raw, list):
         version = None  # torch <= 2.2 wrote the entries alone
         top: Mapping[str, Any] = {}
@@ -371,7 +412,7 @@ def _build(raw: Any, rank: int | None, warnings: list[str]) -> FlightRecorderDum
         )
         raw_entries = raw_entries[-MAX_ENTRIES:]
 
-    entries, skipped, reasons = _entries(raw_entries)
+    entries, skipped, reasons = _entries(raw_entries, first_index)
     if skipped:
         why = "; ".join(f"{reason} ({count}x)" for reason, count in reasons.items())
         warnings.append(
@@ -494,12 +535,14 @@ def _int_or_text(value: Any) -> int | None:
 # --------------------------------------------------------------------------- entries
 
 
-def _entries(raw_entries: list[Any]) -> tuple[list[FlightRecorderEntry], int, dict[str, int]]:
+def _entries(
+    raw_entries: list[Any], first_index: int = 0
+) -> tuple[list[FlightRecorderEntry], int, dict[str, int]]:
     # Caches share identical shapes, dtypes and stacks between entries: a 2,000-entry dump of
     # one training loop repeats the same handful, and sharing keeps 1,024-rank jobs small.
     cache: dict[Any, Any] = {}
     try:
-        fast = _entries_by_column(raw_entries, cache)
+        fast = _entries_by_column(raw_entries, cache, first_index)
     except (TypeError, ValueError):  # odd data the column checks did not foresee
         fast = None
     if fast is not None:
@@ -511,7 +554,7 @@ def _entries(raw_entries: list[Any]) -> tuple[list[FlightRecorderEntry], int, di
         try:
             if type(raw) is not dict:
                 raise _BadEntry("entry is not a dict")
-            entries.append(_entry(raw, index, cache))
+            entries.append(_entry(raw, first_index + index, cache))
         except _BadEntry as bad:
             reason = str(bad)
             reasons[reason] = reasons.get(reason, 0) + 1
@@ -525,7 +568,9 @@ def _column_types(column: list[Any]) -> set[type]:
     return set(map(type, column))
 
 
-def _entries_by_column(raw: list[Any], cache: dict[Any, Any]) -> list[FlightRecorderEntry] | None:
+def _entries_by_column(
+    raw: list[Any], cache: dict[Any, Any], first_index: int = 0
+) -> list[FlightRecorderEntry] | None:
     """All entries at once, field by field: the fast path for a well-formed dump.
 
     Each field is read for every entry in one comprehension and checked by the set of types
@@ -607,7 +652,7 @@ def _entries_by_column(raw: list[Any], cache: dict[Any, Any]) -> list[FlightReco
     if not (_column_types(timeouts) <= {int, _NONE} and _column_types(retired) <= {bool, _NONE}):
         return None
 
-    records = [e.get("record_id", i) for i, e in enumerate(raw)]
+    records = [e.get("record_id", i) for i, e in enumerate(raw, first_index)]
     p2p_seqs = [e.get("p2p_seq_id", 0) for e in raw]
     op_ids = [e.get("op_id", s) for e, s in zip(raw, seqs, strict=True)]
     if not _column_types(records) == _column_types(p2p_seqs) == _column_types(op_ids) == {int}:

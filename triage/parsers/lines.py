@@ -55,6 +55,11 @@ def _hyperscan() -> Any:
     return _hs
 
 
+def hyperscan_module() -> Any:
+    """The hyperscan module, or None where no wheel installs."""
+    return _hyperscan()
+
+
 # Below this many bytes `bytes.count` beats numpy's per-call overhead.
 _NUMPY_COUNT_MIN = 32 << 10
 _COUNT_LOCAL = threading.local()
@@ -581,6 +586,104 @@ class MarkerSet:
                 out.append(i)
                 i = low.find(needle, i + 1)
         return sorted(p for p in out if p >= 0)
+
+
+class HotLines:
+    """The lines of a chunk that can make an event, found in one compiled pass.
+
+    A line is hot when it holds a `strong` needle (case-insensitive literals: a template's, a
+    rule's, a record opener's) or matches a `verdicts` pattern (byte regexes in the syntax
+    hyperscan and `re` share: the error and warning words with their word boundaries, a log
+    level, an NCCL line the tracker keeps). Generic words (`error`, `failed`, `warn`, `NCCL `)
+    are no needles here: their verdict is the exact pattern, so a near miss (`errors=0`,
+    `failed_steps`, `NCCL_ASYNC_ERROR_HANDLING`) costs nothing after the scan. `once` patterns
+    report only their first line of each chunk (NCCL channel lines: the tracker keeps one per
+    transport). On hyperscan every pattern is one database, scanned once per chunk; without
+    it the `markers` scan finds the candidate lines and each is checked with `re` (the same
+    lines, slower).
+    """
+
+    def __init__(
+        self,
+        markers: MarkerSet,
+        strong: Iterable[str],
+        verdicts: Iterable[bytes],
+        once: Iterable[bytes] = (),
+    ) -> None:
+        self._markers = markers
+        self._strong = sorted({n.lower().encode("ascii") for n in strong})
+        self._verdicts = list(verdicts)
+        self._once = list(once)
+        self._hs_db: Any = None
+        self._local = threading.local()
+        # the fallback: one `re` per kind, run on a candidate line only
+        self._strong_re = re.compile(b"|".join(map(re.escape, self._strong)) or b"(?!)", re.I)
+        self._verdict_res = [re.compile(p) for p in self._verdicts]
+        self._once_res = [re.compile(p) for p in self._once]
+
+    def _database(self) -> Any:
+        if self._hs_db is None:
+            hs = _hyperscan()
+            escaped = [
+                b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
+                for needle in self._strong
+            ]
+            expressions = escaped + self._verdicts + self._once
+            flags = (
+                [hs.HS_FLAG_CASELESS] * len(escaped)
+                + [0] * len(self._verdicts)
+                + [hs.HS_FLAG_SINGLEMATCH] * len(self._once)
+            )
+            db = hs.Database(mode=hs.HS_MODE_BLOCK)
+            db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+            self._hs_db = db
+        return self._hs_db
+
+    def find(self, data: bytes) -> list[int]:
+        """Sorted offsets, at least one inside each hot line of `data`."""
+        if len(data) < 4:
+            return []
+        if _hyperscan() is not None and self._markers.engine == "hyperscan":
+            out: list[int] = []
+            add = out.append
+
+            def on_match(_i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+                add(end - 1)  # the match's last byte: inside its line
+
+            db = self._database()
+            scratch = getattr(self._local, "scratch", None)
+            if scratch is None:
+                scratch = self._local.scratch = _hs.Scratch(db)
+            db.scan(data, match_event_handler=on_match, scratch=scratch)
+            out.sort()
+            return out
+        return self.find_plain(data)
+
+    def find_plain(self, data: bytes) -> list[int]:
+        """Same lines as `find`, by the marker scan and a check of each candidate line."""
+        out: list[int] = []
+        last_end = -1
+        once_seen: set[int] = set()
+        for hit in self._markers.find(data):
+            if hit <= last_end:
+                continue
+            start = data.rfind(b"\n", 0, hit) + 1
+            end = data.find(b"\n", hit)
+            end = len(data) if end < 0 else end
+            last_end = end
+            line = data[start:end]
+            if self._strong_re.search(line) or self._hot_by_verdict(line, once_seen):
+                out.append(hit)
+        return out
+
+    def _hot_by_verdict(self, line: bytes, once_seen: set[int]) -> bool:
+        if any(p.search(line) for p in self._verdict_res):
+            return True
+        for i, pattern in enumerate(self._once_res):
+            if i not in once_seen and pattern.search(line):
+                once_seen.add(i)
+                return True
+        return False
 
 
 def select_lines(

@@ -40,9 +40,11 @@ from triage.parsers import timestamps as ts
 from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
 from triage.parsers.lines import (
     ChunkReader,
+    HotLines,
     LineCounter,
     MarkerSet,
     clean,
+    hyperscan_module,
     line_text,
     select_lines,
 )
@@ -110,34 +112,6 @@ _LEVELS = {
     "INFO": Level.INFO,
     "DEBUG": Level.DEBUG,
 }
-
-_ERROR_WORDS = re.compile(
-    r"(?:Error|Exception)\b|\bERROR\b|\berror\b|\bError\b|\bFAILED\b|\bfailed\b|\bFailed\b"
-    r"|Segmentation fault|core dumped|CUDA error|NCCL error|out of memory|Out Of Memory"
-    r"|\bKilled\b|\bkilled\b|\bAborted\b|\bfatal\b|\bFatal\b|\b[Ff]ailure\b"
-    r"|Watchdog caught|watchdog thread terminated|\btimed out\b|No module named"
-    r"|Unexpected key\(s\)|Missing key\(s\)|terminated with (?:exit )?code -?[1-9]"
-    r"|exited with (?:exit )?(?:code|status) -?[1-9]|illegal memory access|device-side assert"
-    r"|\bECC error|\bXid\b|found NaN|loss scale already at minimum|low on memory"
-)
-_WARNING_WORDS = re.compile(r"\bWARN(?:ING)?\b|\b[Ww]arning\b|\w+Warning:")
-# Lower-case pieces, one of which each `_ERROR_WORDS` alternative holds: a cheap `in` test
-# spares most lines the big regex.
-_ERROR_KEYS = (
-    "error", "exception", "fail", "segmentation", "dumped", "memory", "killed", "aborted",
-    "fatal", "watchdog", "timed out", "no module", "key(s)", "terminated", "exited", "illegal",
-    "device-side", "xid", "nan", "loss scale",
-)  # fmt: skip
-
-
-def _has_error_words(text: str) -> bool:
-    low = text.lower()
-    return any(key in low for key in _ERROR_KEYS) and _ERROR_WORDS.search(text) is not None
-
-
-def _has_warning_words(text: str) -> bool:
-    return "warn" in text.lower() and _WARNING_WORDS.search(text) is not None
-
 
 # --------------------------------------------------------------------------- message templates
 
@@ -258,25 +232,77 @@ def rule_needles(rules: Iterable[knowledge.Rule]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _needles() -> list[str]:
-    structural = [n for p in _OPENERS for n in _lowered(group_literals(p.pattern))]
-    levels = [name.lower() for name, lvl in _LEVELS.items() if lvl is Level.FATAL and len(name) > 3]
+def _word_needles() -> list[str]:
+    """Needles of the generic words (error and warning words, level names, `NCCL `): their
+    exact patterns (`_VERDICTS`) decide in the scan whether a line holding one matters."""
+    words = [
+        *(
+            n
+            for pattern in (_TEMPLATES.error_words, _TEMPLATES.warning_words)
+            if pattern is not None
+            for n in _lowered(literals_of(pattern.pattern))
+        ),
+        *(name.lower() for name, lvl in _LEVELS.items() if lvl is Level.FATAL and len(name) > 3),
+        *nccl_line_needles(),
+    ]
+    return list(dict.fromkeys(words))
+
+
+def _template_verdicts() -> dict[str, bytes]:
+    """Template id -> its pattern for the scan, where hyperscan compiles it: a template whose
+    literal is a generic word (`Killed`, ` failed`) then costs nothing on the lines that only
+    hold the word. Templates it cannot compile keep their literals as needles."""
+    hs = hyperscan_module()
+    out: dict[str, bytes] = {}
+    for template in _TEMPLATES.templates:
+        pattern = re.sub(r"\(\?P<\w+>", "(?:", template.pattern.pattern).encode()
+        if hs is None:
+            out[template.id] = pattern
+            continue
+        try:
+            hs.Database(mode=hs.HS_MODE_BLOCK).compile(expressions=[pattern])
+        except Exception:  # noqa: BLE001 - a construct hyperscan lacks (`^` inside a group)
+            pattern = _exact(template.literals)  # its literals, in their own case
+        out[template.id] = pattern
+    return out
+
+
+def _exact(literals: Iterable[str] | None) -> bytes:
+    """Literals as a case-sensitive alternation (`Killed`, not `killed_workers=0`)."""
+    return b"|".join(re.escape(lit.lstrip("\0")).encode() for lit in literals or ())
+
+
+_TEMPLATE_VERDICTS = _template_verdicts()
+
+
+def _specific_needles() -> list[str]:
+    """Needles that make a line worth parsing alone: the line templates' and the record
+    openers' literals, DeepSpeed's rank map, the cascade families' and the rules' keywords."""
     cascade = [
         n
         for family in _KNOWN.cascade.families
         for n in _lowered(group_literals(f"(?i:{family.pattern.pattern})"), SPECIFIC_NEEDLE)
         if not _healthy(n)
     ]
+    templates = [
+        n
+        for t in _TEMPLATES.templates
+        if t.id not in _TEMPLATE_VERDICTS
+        for n in _lowered(t.literals)
+    ]
     found = [
-        *_TEMPLATES.needles(),
-        *structural,
-        *levels,
+        *templates,
         _DS_RANK_MAPPING,
         *cascade,
-        *nccl_line_needles(),
+        "nccl version ",  # a bare `NCCL version 2.x` line (no `host:pid:tid ... NCCL INFO`)
         *rule_needles(_KNOWN.rules),
     ]
     return list(dict.fromkeys(found))
+
+
+def _needles() -> list[str]:
+    structural = [n for p in _OPENERS for n in _lowered(group_literals(p.pattern))]
+    return list(dict.fromkeys([*_specific_needles(), *structural, *_word_needles()]))
 
 
 MARKERS = MarkerSet(_needles(), ordinary=_TEMPLATES.healthy)
@@ -284,6 +310,54 @@ MARKERS = MarkerSet(_needles(), ordinary=_TEMPLATES.healthy)
 # (`Using ... as PyTorch extensions root`, `NVIDIA H100 ... is not compatible`): a rule is
 # looking for it.
 RULE_MARKERS = MarkerSet(rule_needles(_KNOWN.rules), ordinary=_TEMPLATES.healthy)
+
+
+def _verdicts() -> list[bytes]:
+    """What makes a line that holds only generic words worth parsing, in the syntax both
+    hyperscan and `re` read: exactly the words `_error_or_warning` looks for, a W/E/F/C log
+    level (such a line is an event when it holds any needle), and the NCCL lines
+    `NcclTracker.assess` keeps. Each is a superset of what the parser then decides."""
+    assert _TEMPLATES.error_words is not None and _TEMPLATES.warning_words is not None
+    # hyperscan's \w and \b are ASCII: `\w+Warning:` could miss `éWarning:`, whose
+    # `\bWarning\b` it finds (a boundary before the W, seen from the bytes)
+    warning = _TEMPLATES.warning_words.pattern.replace(r"|\w+Warning:", "|Warning:")
+    # ANSI colour codes end in a letter (`\x1b[1;31mERROR`): no word boundary is left to see
+    # in the bytes, so a coloured line is read whenever it holds a generic word at all
+    words = b"|".join(re.escape(w.encode()) for w in _word_needles())
+    return [
+        rb"\x1b[^\n]*?(?i:" + words + rb")",
+        rb"(?i:" + words + rb")[^\n]*?\x1b",
+        *_TEMPLATE_VERDICTS.values(),
+        # the record openers' literals in their own case (` FAILED`, `Traceback (most ...`)
+        *(_exact(group_literals(p.pattern)) for p in _OPENERS),
+        _TEMPLATES.error_words.pattern.encode(),
+        warning.encode(),
+        # c10 `[E1218 20:27:21.4...`, glog `E1218 20:27:21.4...`, old c10 `[E file.cpp:12]`
+        rb"[WEFC]\d{3,4} \d\d:\d\d:\d\d\.|\[[WEF] [\w./-]+:\d+\]|\b(?:CRITICAL|FATAL)\b",
+        rb"NCCL WARN",
+        rb"NCCL INFO[^\n]*?(?:NCCL version |cudaDriverVersion |Bootstrap|Using | nRanks | nranks "
+        rb"| set by environment to |:\d+ -> \d|(?i:error|fail|closed|abort|timeout|timed out"
+        rb"|refused|unreachable|mismatch|exceeded))",
+    ]
+
+
+# NCCL channel lines (dozens per communicator): the tracker keeps the first of each
+# transport, so each chunk reports only its first line of each known transport (and its first
+# channel line of any).
+_ONCE = [
+    rb"NCCL INFO[^\n]*? via " + transport
+    for transport in (
+        rb"P2P",
+        rb"SHM",
+        rb"NET/IB",
+        rb"NET/Socket",
+        rb"NET/",
+        rb"COLLNET",
+        rb"NVLS",
+        b"",
+    )
+]
+HOT_LINES = HotLines(MARKERS, _specific_needles(), _verdicts(), _ONCE)
 
 # --------------------------------------------------------------------------- progress
 
@@ -810,7 +884,7 @@ class _LogParser:
             self.reader = reader = ChunkReader(stream)
             for data, first in reader:
                 self.chunk += 1
-                offsets = [] if self.scan_all else MARKERS.find(data)
+                offsets = [] if self.scan_all else HOT_LINES.find(data)
                 counter = reader.counter or LineCounter(data, first)
                 for number, raw in select_lines(data, first, offsets, self.dense, counter):
                     for text in line_text(reader, raw, number):

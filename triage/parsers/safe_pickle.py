@@ -45,6 +45,7 @@ __all__ = [
     "load",
     "loads",
     "loads_piece",
+    "memo_definitions",
     "memo_gets",
     "memo_strings",
     "scan",
@@ -331,14 +332,21 @@ def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = T
 
 
 def loads_piece(
-    piece: bytes, memo: dict[int, str], memo_bound: int, limits: Limits = DEFAULT_LIMITS
+    piece: bytes,
+    memo: dict[int, str],
+    memo_bound: int,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    definitions: list[tuple[int, bytes]] | None = None,
 ) -> Any:
     """Load opcodes cut from a bigger protocol-2 pickle as plain data (no depth walk).
 
-    The piece's references to strings the bigger pickle defined before the cut come from
-    `memo` (as found by `memo_strings`): they are written as opcodes ahead of the piece, so
-    the result goes through the same scan as any pickle. Memo slots may be numbered up to
-    `memo_bound`, the bigger pickle's length. A reference `memo` lacks is a PickleCorrupt.
+    The piece's references to objects the bigger pickle defined before the cut come from
+    `memo` (strings, as found by `memo_strings`) or `definitions` (the opcodes that built each
+    slot's object, in the order the bigger pickle wrote them, as found by
+    `memo_definitions`): they are written as opcodes ahead of the piece, so the result goes
+    through the same scan as any pickle. Memo slots may be numbered up to `memo_bound`, the
+    bigger pickle's length. A reference neither holds is a PickleCorrupt.
     """
     defined = b"".join(
         b"X%sr%s0" % (len(raw).to_bytes(4, "little") + raw, slot.to_bytes(4, "little"))
@@ -346,6 +354,11 @@ def loads_piece(
             (slot, text.encode("utf-8", "surrogatepass")) for slot, text in memo.items()
         )
     )
+    if definitions:
+        # each object's own opcodes, its PUT and a POP: the stack is as empty as before
+        defined += b"".join(
+            raw + b"r" + slot.to_bytes(4, "little") + b"0" for slot, raw in definitions
+        )
     data = b"\x80\x02" + defined + piece
     return _unpickle(data, scan(data, limits, memo_bound=memo_bound))
 
@@ -445,6 +458,120 @@ def memo_strings(
         if left < 0:
             raise SearchBudgetSpent("finding the piece's memo strings would cost too much")
     return found
+
+
+_MAX_DICT = 16384  # longest memoized dict looked for (a frame: name, file, line)
+_MAX_DICT_STARTS = 16  # `}(` candidates tried for one dict before giving up
+
+
+def memo_definitions(
+    data: bytes, slots: set[int], end: int, *, budget: int | None = None
+) -> list[tuple[int, bytes]]:
+    """The opcodes that define memo `slots` in protocol-2 pickle `data[:end]`, and those of
+    every slot they refer to in turn: `(slot, opcodes)` in the order the pickle wrote them.
+
+    torch's C++ pickler memoizes strings by value and, of containers, only those held twice:
+    in a flight-recorder dump the frame dicts that entries share (BINPUT right after their
+    SETITEMS). A slot's PUT is found by its bytes; a string is the BINUNICODE ending right
+    before it, a dict the nearest `EMPTY_DICT MARK` before its SETITEMS whose opcodes scan
+    cleanly (a flat frame dict of names, paths and numbers). Slots holding anything else, or
+    not found, are left out: a piece that needs one fails to load and the caller reads the
+    whole pickle. Slots are numbered in the order they are written, so the first slot not
+    found before `end` ends the search: every higher one is defined after it. Bounded like
+    `memo_strings`: past `budget` bytes searched (default four times the pickle) or
+    `_MAX_WANTED` slots, SearchBudgetSpent.
+    """
+    left = [4 * len(data) + (1 << 20) if budget is None else budget]
+    found: dict[int, tuple[int, bytes]] = {}
+    wanted = set(slots)
+    while wanted:
+        if len(found) + len(wanted) > _MAX_WANTED:
+            raise SearchBudgetSpent(f"a piece naming {len(found) + len(wanted)} memo slots")
+        more: set[int] = set()
+        for slot, (at, raw) in _definitions(data, wanted, end, left).items():
+            found[slot] = (at, raw)
+            if raw[:1] == b"}":  # a dict names the strings (and frames) it holds by memo
+                more |= {s for s in memo_gets(raw) if s < slot and s not in found}
+        wanted = more - found.keys()
+    return [(slot, raw) for slot, (at, raw) in sorted(found.items(), key=lambda kv: kv[1][0])]
+
+
+def _definitions(
+    data: bytes, slots: set[int], end: int, left: list[int]
+) -> dict[int, tuple[int, bytes]]:
+    """One round of `memo_definitions`: slot -> (where its object starts, its opcodes)."""
+    found: dict[int, tuple[int, bytes]] = {}
+    long_from = data.find(b"r\x00\x01\x00\x00", 0, end)
+    short_end = end if long_from < 0 else long_from
+    left[0] -= end if long_from < 0 else long_from
+    after = 0
+    for slot in sorted(slots):
+        put = b"q" + bytes((slot,)) if slot < 256 else b"r" + slot.to_bytes(4, "little")
+        limit = short_end if slot < 256 else end
+        at = data.find(put, after, limit)
+        left[0] -= (at if at >= 0 else limit) - after
+        tries = 0
+        while at > 0 and tries < _MAX_PUT_TRIES:
+            span, cost = _object_at(data, at, len(put))
+            left[0] -= cost
+            if span is not None:
+                found[slot] = (span[0], data[span[0] : span[1]])
+                after = at
+                break
+            begin = at + 1
+            at = data.find(put, begin, limit)
+            left[0] -= (at if at >= 0 else limit) - begin
+            tries += 1
+        if left[0] < 0:
+            raise SearchBudgetSpent("finding the piece's memo objects would cost too much")
+        if slot not in found:
+            break  # written after `end` (or not an object looked for): so is every later slot
+    return found
+
+
+def _object_at(data: bytes, put: int, put_len: int) -> tuple[tuple[int, int] | None, int]:
+    """The opcodes `(start, stop)` of the string or flat dict the PUT at `put` memoizes (or
+    None), and the bytes searched. Strings and torch's dicts end right before their PUT;
+    Python's pickler puts a dict's PUT right after its EMPTY_DICT, before the items."""
+    text, cost = _string_ending_at(data, put)
+    if text is not None:
+        return (put - 5 - len(text.encode("utf-8", "surrogatepass")), put), cost
+    if data[put - 1 : put] == b"}":  # Python's layout: `}` PUT `(` items `u`
+        start, stop = put - 1, put + put_len
+        if data[stop : stop + 1] != b"(":
+            return None, cost
+        highest = min(len(data), stop + _MAX_DICT)
+        end = data.find(b"u", stop, highest)
+        for _ in range(_MAX_DICT_STARTS):
+            if end < 0:
+                return None, cost + highest - stop
+            if _scans_exactly(data, start, end + 1):
+                return (start, end + 1), cost + end - start
+            end = data.find(b"u", end + 1, highest)
+        return None, cost + highest - stop
+    if data[put - 1 : put] != b"u":  # a torch dict's opcodes end with its SETITEMS
+        return None, cost
+    lowest = max(put - _MAX_DICT, 0)
+    start = data.rfind(b"}(", lowest, put)
+    cost += put - max(start, lowest)
+    for _ in range(_MAX_DICT_STARTS):
+        if start < 0:
+            return None, cost
+        cost += put - start
+        if _scans_exactly(data, start, put):
+            return (start, put), cost
+        previous = start
+        start = data.rfind(b"}(", lowest, start)
+        cost += previous - max(start, lowest)
+    return None, cost
+
+
+def _scans_exactly(data: bytes, start: int, stop: int) -> bool:
+    """Whether data[start:stop] is whole opcodes of plain data (no cut string, no call)."""
+    try:
+        return scan(b"\x80\x02" + data[start:stop] + b".", memo_bound=len(data)) == stop - start + 3
+    except PickleError:
+        return False
 
 
 def _string_ending_at(data: bytes, end: int) -> tuple[str | None, int]:
