@@ -662,6 +662,39 @@ in backward.
         culprit_pattern=r"DefaultCPUAllocator: can't allocate memory",
         fr_ranks=(0, 1),
     ),
+    Scenario(
+        name="metric_dtype_differs_on_one_rank",
+        script="eval_per_class_recall.py",
+        args=("--epochs", "2", "--timeout", "15"),
+        nodes=(Node(host="node24", nproc=4, console="console.log", logs="logs"),),
+        fr_prefix="comm_lib_trace_rank_node24_",
+        expected=_story(
+            story="rank 3's validation shard lacks the rarest class, so its per-class hit counts "
+            "come from a NumPy fallback as float64 while the other ranks all_reduce float32: gloo "
+            "receives twice the bytes it expects and aborts a peer",
+            symptom="S12",
+            symptom_alt=["S21"],
+            root_cause="R08",
+            root_cause_alt=["R26"],
+            fix="F6",
+            fix_alt=["F3"],
+            stage="ST4",
+            culprit_ranks=[3],
+            hang=False,
+        ),
+        readme="""
+Four-rank DDP classifier (gloo, CPU) that sums per-class validation hits with one all_reduce.
+Rank 3's shard holds no example of the rarest class; its code path builds the counts with
+`np.zeros` and `torch.from_numpy`, which gives float64, while ranks 0-2 build float32 tensors.
+The all_reduce pairs 48-byte and 24-byte messages: gloo's receiver aborts with "Received data size
+doesn't match expected size. Is there a distributed collective mismatch in your code?" (SIGABRT),
+and the other ranks see their connections reset. The surviving ranks' flight-recorder dumps show
+the same collective with dtype Double on rank 3 and Float on the others: rank 3 is the odd one
+out, not the rank that aborted. Loguru-style logs.
+""",
+        culprit_pattern=r"epoch 0 train loss",
+        fr_ranks=(0, 1, 3),
+    ),
 ]
 
 SCENARIOS: dict[str, Scenario] = {sc.name: sc for sc in _LIST}
