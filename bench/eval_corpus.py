@@ -38,6 +38,7 @@ from triage.classify import (  # noqa: E402
     fusion,
     neighbours,
     prepare,
+    rule_hits,
     should_abstain,  # noqa: E402
 )
 from triage.classify import rules_decide as decided  # noqa: E402
@@ -204,17 +205,25 @@ def vote_answer(votes: Sequence[NeighbourVote]) -> dict[str, list[str]]:
 
 
 def rules_answer(
-    prep: Prepared, votes: Mapping[str, Sequence[NeighbourVote]] | None = None
+    prep: Prepared,
+    votes: Mapping[str, Sequence[NeighbourVote]] | None = None,
+    layer: str | None = None,
 ) -> dict[str, list[str]]:
     """Rules ranked by their own weights (uncalibrated); with `votes`, the hand-weighted
-    fusion `fusion.uncalibrated` (what classify() does when calibration.json is missing)."""
+    fusion `fusion.uncalibrated` (what classify() does when calibration.json is missing).
+    `layer` keeps only the hits of one layer ("specific" or "generic")."""
     votes = votes or {}
+    hits = list(prep.hits)
+    if layer == "generic":  # the whole generic layer, before specific rules override it
+        hits = [h for h in rule_hits(prep.parsed, prep.analysis, layered=False) if h.generic]
+    elif layer == "specific":
+        hits = [h for h in hits if not h.generic]
     out = {}
     for field in ("symptom", "root_cause"):
-        cands = fusion.candidates(field, prep.hits, votes)
+        cands = fusion.candidates(field, hits, votes)
         out[field] = [s.label for s in fusion.score(field, cands, None, "rules") if s.score > 0]
     top_rc = {r: 1.0 for r in out["root_cause"][:1]}
-    fix_cands = fusion.candidates("fix", prep.hits, votes, top_rc)
+    fix_cands = fusion.candidates("fix", hits, votes, top_rc)
     out["fix"] = [s.label for s in fusion.score("fix", fix_cands, None, "rules") if s.score > 0]
     return out
 
@@ -406,7 +415,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"baseline: MiniLM embeddings alone (k={K})",
             accuracy(cases, [vote_answer(v) for v in votes["embed"]]),
         ),
-        ("baseline: rules alone", accuracy(cases, [rules_answer(c.prep) for c in cases])),
+        (
+            "baseline: rules alone (specific + generic layer)",
+            accuracy(cases, [rules_answer(c.prep) for c in cases]),
+        ),
+        (
+            "baseline: specific rules alone",
+            accuracy(cases, [rules_answer(c.prep, layer="specific") for c in cases]),
+        ),
+        (
+            "baseline: generic layer alone",
+            accuracy(cases, [rules_answer(c.prep, layer="generic") for c in cases]),
+        ),
         (
             "ours without calibration (hand-weighted fusion)",
             accuracy(

@@ -151,6 +151,7 @@ def analyze(
             f"no such file or folder: {', '.join(missing)}", param_hint="PATHS"
         )
     options = _options(no_embed, rules, fr_entries)
+    _announce_model_load(quiet)
     with _Progress(enabled=not quiet) as progress:
         diagnosis = pipeline.diagnose(paths, options, progress.update)
     # This process ends right after: the GC need not walk what was read once more at exit
@@ -184,6 +185,7 @@ def explain(
     from triage import pipeline
 
     options = _options(no_embed, rules)
+    _announce_model_load(quiet)
     if jsonl:
         _explain_jsonl(options)
         return
@@ -191,6 +193,21 @@ def explain(
     if not body.strip():
         raise click.UsageError("nothing to explain: give the error text as arguments or on stdin")
     _emit(pipeline.explain(body, options), _pick_format(fmt, out), out, quiet)
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def _announce_model_load(quiet: bool) -> None:
+    """On a terminal, say so when the similarity model has to load (seconds, once): the rules
+    did not settle the case. Never when the rules settle it, since it then does not load."""
+    from triage.classify import neighbours
+
+    neighbours.on_model_load(None)
+    if quiet or not _stderr_is_terminal():
+        return
+    neighbours.on_model_load(lambda: click.echo("loading the similarity model…", err=True))
 
 
 def _explain_jsonl(options: Any) -> None:

@@ -47,7 +47,10 @@ __all__ = [
 
 # The rules decide (no embedding model needed) when the top symptom is rule-backed at least
 # this strongly and its calibrated score reaches DECIDED_SCORE. Chosen by measurement on the
-# corpus (bench/eval_corpus.py reports accuracy of both paths on these cases).
+# corpus (bench/eval_corpus.py reports accuracy of both paths on these cases). The generic
+# layer settles a paste when no specific rule names a symptom and one generic label leads
+# (fusion.generic_settles): neighbours then add no symptom labels, so MiniLM cannot change
+# the answer's symptom and is not loaded for it.
 DECIDED_RULE = 0.7
 DECIDED_SCORE = 0.8
 MAX_SIMILAR = 5
@@ -77,9 +80,15 @@ class Prepared:
 
 
 def rule_hits(
-    parsed: Sequence[ParsedSource], analysis: Analysis, extra_rules_dirs: Sequence[str] = ()
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    extra_rules_dirs: Sequence[str] = (),
+    *,
+    layered: bool = True,
 ) -> list[RuleHit]:
-    """Rule hits over all events and correlate's findings (rules match findings too)."""
+    """Rule hits over all events and correlate's findings (rules match findings too).
+    `layered=False` keeps the generic hits that a specific rule would override (to measure
+    the generic layer on its own)."""
     events = [ev for ps in parsed for ev in ps.events]
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
     try:
@@ -91,7 +100,8 @@ def rule_hits(
     except Exception as exc:  # noqa: BLE001 - a broken rule file must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
-    return demote_consequences(hits, events, analysis)
+    hits = demote_consequences(hits, events, analysis)
+    return fusion.yield_generic(hits) if layered else hits
 
 
 def demote_consequences(
@@ -188,11 +198,19 @@ def classify_many(
 
 def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:
     """True when the rules alone settle the symptom: the model need not load."""
-    top = result["symptom"][0] if result["symptom"] else None
+    symptoms = result["symptom"]
+    if not symptoms:
+        return False
+    top = symptoms[0]
+    if top.features.get("rule", 0.0) >= DECIDED_RULE and top.score >= DECIDED_SCORE:
+        return True
+    # the generic layer settles it: no specific rule names a symptom, one generic label leads
+    generic = {s.label: s.features.get("rule_generic", 0.0) for s in symptoms}
+    runner_up = max((w for label, w in generic.items() if label != top.label), default=0.0)
     return (
-        top is not None
-        and top.features.get("rule", 0.0) >= DECIDED_RULE
-        and top.score >= DECIDED_SCORE
+        fusion.generic_settles({s.label for s in symptoms if s.features.get("rule", 0.0)}, generic)
+        and generic[top.label] >= fusion.GENERIC_SETTLE
+        and generic[top.label] > runner_up
     )
 
 
@@ -224,7 +242,10 @@ def should_abstain(
     if not tops or max(t.score for t in tops) < abstain_below:
         return True
     rule_support = max(
-        t.features.get("rule", 0.0) + t.features.get("rule_cascade", 0.0) for t in tops
+        t.features.get("rule", 0.0)
+        + t.features.get("rule_cascade", 0.0)
+        + t.features.get("rule_generic", 0.0)
+        for t in tops
     )
     nearest = max(t.features.get(f"{mode}_nearest", 0.0) for t in tops)
     return rule_support < MIN_RULE_SUPPORT and nearest < NEAREST_FLOOR[mode]

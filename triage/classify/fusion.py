@@ -10,24 +10,40 @@ the labeled corpus) turns the features into the probability that the label is ri
 The initiating failure outranks the cascade: a rule hit on a cascade event (another rank's
 watchdog timeout, connection reset) enters as its own, weaker feature, so a cascade-only label
 ranks below a label the initiating event supports.
+
+Two layers of rules: specific rules name a mechanism (a message a library prints); generic rules
+(`layer: generic`) give a whole family its prior (an exception class, an OOM, a signal). A
+generic hit yields to a specific one that explains the same failure (`yield_generic`), and what
+is left of the generic layer enters as its own feature, `rule_generic`, which the calibrator
+weighs apart from the mechanisms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from triage import taxonomy
 from triage.classify.calibration import Calibration
 from triage.classify.types import NeighbourVote, RuleHit
+from triage.model import Event
 
 FIELDS = ("symptom", "root_cause", "fix")
 CASCADE_FACTOR = 0.3  # weight of a cascade hit relative to an initiating one (uncalibrated path)
+GENERIC_FACTOR = 0.8  # weight of a generic-layer hit next to a specific one (uncalibrated path)
+# A specific rule at least this sure of a symptom explains the failure it matched: a generic
+# hit on the same lines yields to it.
+YIELD_WEIGHT = 0.5
+# A generic-layer label this strong, with no specific rule naming any symptom, settles the
+# symptom: neighbour votes may reorder the labels the rules name but add none of their own (a
+# ZeroDivisionError is never called an import error because a similar case was one).
+GENERIC_SETTLE = 0.5
 PRIOR_WEIGHTS = (1.0, 0.5, 0.25)  # taxonomy fixes of a root cause, best first
 RULE_FEATURES = (
     "rule",  # noisy-OR of the weights of initiating (or unattributed) rule hits
     "rule_cascade",  # noisy-OR of the weights of cascade hits
     "rule_top",  # 1 when the label has the best rule score of the field
+    "rule_generic",  # noisy-OR of the weights of generic-layer hits (initiating)
 )
 # Per neighbour method (embed = MiniLM, tfidf = TF-IDF), prefixed with the method's name.
 VOTE_FEATURES = (
@@ -86,23 +102,30 @@ def candidates(
     # strongest weight per label, then combine distinct rules.
     init: dict[str, dict[str, float]] = {}
     casc: dict[str, dict[str, float]] = {}
+    gen: dict[str, dict[str, float]] = {}
     for hit in hits:
         weights: Mapping[str, float] = getattr(hit, fieldname)
+        table = casc if hit.from_cascade else gen if hit.generic else init
         for label, w in weights.items():
-            per_rule = (casc if hit.from_cascade else init).setdefault(label, {})
+            per_rule = table.setdefault(label, {})
             per_rule[hit.rule_id] = max(per_rule.get(hit.rule_id, 0.0), w)
     rule = {k: _noisy_or(list(v.values())) for k, v in init.items()}
     rule_casc = {k: _noisy_or(list(v.values())) for k, v in casc.items()}
+    rule_gen = {k: _noisy_or(list(v.values())) for k, v in gen.items()}
     effective = {
-        k: 1 - (1 - rule.get(k, 0.0)) * (1 - CASCADE_FACTOR * rule_casc.get(k, 0.0))
-        for k in {*rule, *rule_casc}
+        k: 1
+        - (1 - rule.get(k, 0.0))
+        * (1 - CASCADE_FACTOR * rule_casc.get(k, 0.0))
+        * (1 - GENERIC_FACTOR * rule_gen.get(k, 0.0))
+        for k in {*rule, *rule_casc, *rule_gen}
     }
     best_rule = max(effective.values(), default=0.0)
 
     vote_feats = {src: _vote_features(fieldname, v) for src, v in votes.items()}
     labels = {*effective}
-    for feats in vote_feats.values():
-        labels.update(feats)
+    if not (fieldname == "symptom" and generic_settles(rule, rule_gen)):
+        for feats in vote_feats.values():
+            labels.update(feats)
 
     prior: dict[str, float] = {}
     if fieldname == "fix" and rc_probs:
@@ -120,6 +143,7 @@ def candidates(
             "rule": rule.get(label, 0.0),
             "rule_cascade": rule_casc.get(label, 0.0),
             "rule_top": float(best_rule > 0 and effective.get(label, 0.0) >= best_rule),
+            "rule_generic": rule_gen.get(label, 0.0),
             "rc_prior": prior.get(label, 0.0),
         }
         for src, table in vote_feats.items():
@@ -127,6 +151,43 @@ def candidates(
                 feats[f"{src}_{name}"] = value
         out.append(Candidate(label, feats))
     return out
+
+
+def generic_settles(specific: Collection[str], generic: Mapping[str, float]) -> bool:
+    """No specific rule names a symptom and the generic layer names one at GENERIC_SETTLE."""
+    return not specific and max(generic.values(), default=0.0) >= GENERIC_SETTLE
+
+
+def yield_generic(hits: Sequence[RuleHit]) -> list[RuleHit]:
+    """The generic layer under the specific one: a generic hit is dropped when a specific rule
+    sure of a symptom (not a cascade message) matched the same lines. What the family prior
+    says (`KeyError` -> runtime exception) then gives way to what the mechanism says (the
+    `KeyError` a checkpoint loader raises for a missing state-dict key -> checkpoint load)."""
+    anchors = [
+        h.event
+        for h in hits
+        if not h.generic
+        and not h.from_cascade
+        and h.event is not None
+        and max(h.symptom.values(), default=0.0) >= YIELD_WEIGHT
+    ]
+    if not anchors:
+        return list(hits)
+    return [
+        h
+        for h in hits
+        if not (h.generic and h.event is not None and any(_overlap(h.event, a) for a in anchors))
+    ]
+
+
+def _overlap(a: Event, b: Event) -> bool:
+    if a == b:
+        return True
+    if a.source != b.source or a.line is None or b.line is None:
+        return False
+    a_end = a.end_line if a.end_line is not None else a.line
+    b_end = b.end_line if b.end_line is not None else b.line
+    return a.line <= b_end and b.line <= a_end
 
 
 def _vote_features(fieldname: str, votes: Sequence[NeighbourVote]) -> dict[str, dict[str, float]]:
@@ -162,6 +223,7 @@ def _vote_features(fieldname: str, votes: Sequence[NeighbourVote]) -> dict[str, 
 def uncalibrated(features: Mapping[str, float]) -> float:
     """The fused score when no calibration was fitted (a fresh checkout): rules first."""
     rule = 1 - (1 - features["rule"]) * (1 - CASCADE_FACTOR * features["rule_cascade"])
+    rule = 1 - (1 - rule) * (1 - GENERIC_FACTOR * features.get("rule_generic", 0.0))
     knn = max(
         (
             features[f"{src}_share"] * features[f"{src}_top_sim"]

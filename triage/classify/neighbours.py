@@ -20,7 +20,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -136,10 +136,25 @@ def model_loaded() -> bool:
     return _model.cache_info().currsize > 0
 
 
+_load_notices: list[Callable[[], None]] = []
+
+
+def on_model_load(notice: Callable[[], None] | None) -> None:
+    """Call `notice` just before MiniLM is loaded (it takes seconds): the CLI says so on a
+    terminal. `None` removes the notices."""
+    if notice is None:
+        _load_notices.clear()
+    else:
+        _load_notices.append(notice)
+
+
 def embed(texts: Sequence[str]) -> np.ndarray:
     """Unit-length MiniLM embeddings of the texts, one encode() call for all of them."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
+    if not model_loaded():
+        for notice in _load_notices:
+            notice()
     vectors = _model().encode(
         list(texts), batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False
     )

@@ -27,6 +27,10 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
         fix: {F5: 0.85, F4: 0.3}
         stage: {ST3: 0.8}                   # default: the stage of the strongest symptom
       cascade: false                        # true: a message that usually follows another failure
+      layer: specific                       # or generic: a prior for a whole family (an exception
+                                            # class, OOM, a signal) that yields to a specific rule
+                                            # explaining the same failure
+      sources: [deepspeed/runtime/engine.py]  # package/module that prints the message
       actions:                              # per fix: template(s) with {named_group} / {fact}
         F5: "Give the container more shared memory (segment {segment})"
       examples:
@@ -78,7 +82,10 @@ _RULE_KEYS = {
     "examples",
     "falsepositives",
     "tags",
+    "sources",
+    "layer",
 }
+_LAYERS = ("specific", "generic")
 _MATCH_KEYS = {"kind", "any", "all", "not", "finding"}
 _CONCLUDE_KEYS = {"symptom", "root_cause", "fix", "stage"}
 _ID_PATTERN = regex.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -127,6 +134,12 @@ class Rule:
     examples_match: tuple[Any, ...] = ()
     examples_no_match: tuple[Any, ...] = ()
     keywords: tuple[str, ...] | None = None  # see rule_keywords(); None: always run
+    sources: tuple[str, ...] = ()  # where the message is printed (package/module)
+    layer: str = "specific"  # "generic": a family prior that yields to a specific rule
+
+    @property
+    def generic(self) -> bool:
+        return self.layer == "generic"
 
     @property
     def needs_text(self) -> bool:
@@ -463,6 +476,10 @@ def _build_rule(item: Any, path: Path, index: int, lazy: bool = False) -> Rule:
     ex_match = _examples(examples.get("match"), fail, "examples.match")
     ex_no = _examples(examples.get("no_match"), fail, "examples.no_match")
     refs = _str_list(item.get("references"), fail, "references")
+    sources = _str_list(item.get("sources"), fail, "sources")
+    layer = item.get("layer", "specific")
+    if layer not in _LAYERS:
+        raise fail(f"`layer` must be one of {list(_LAYERS)}, got {layer!r}")
     desc = item.get("description") or ""
     if not isinstance(desc, str):
         raise fail("`description` must be text")
@@ -488,6 +505,8 @@ def _build_rule(item: Any, path: Path, index: int, lazy: bool = False) -> Rule:
         actions=actions,
         examples_match=tuple(ex_match),
         examples_no_match=tuple(ex_no),
+        sources=tuple(sources),
+        layer=layer,
     )
     return replace(rule, keywords=rule_keywords(rule))
 
@@ -722,6 +741,7 @@ def _hit(
         evidence_text=quoted,
         evidence_line=line,
         from_cascade=from_cascade,
+        generic=rule.generic,
     )
 
 
@@ -843,7 +863,7 @@ def describe(rule: Rule) -> str:
     def top(weights: Mapping[str, float]) -> str:
         return ",".join(k for k, _ in sorted(weights.items(), key=lambda kv: -kv[1])[:2]) or "-"
 
-    flags = " cascade" if rule.cascade else ""
+    flags = (" cascade" if rule.cascade else "") + (" generic" if rule.generic else "")
     return (
         f"{rule.id:<44} {top(rule.symptom):<8} {top(rule.root_cause):<8} "
         f"{top(rule.fix):<6}{flags}  {rule.title}"
@@ -884,15 +904,18 @@ def match_text(
 
 
 def check(text_or_path: str, extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[RuleHit]:
-    """Which rules match a file or folder (ingested and parsed like a bundle) or a text."""
+    """Which rules match a file or folder (ingested and parsed like a bundle) or a text: the
+    specific rules first, then the generic layer's family priors."""
     path = Path(text_or_path)
     try:
         is_path = len(text_or_path) < 4096 and "\n" not in text_or_path and path.exists()
     except (OSError, ValueError):
         is_path = False
     if is_path:
-        return match_events(_file_events(path), None, extra_dirs)
-    return match_text(text_or_path, None, extra_dirs)
+        hits = match_events(_file_events(path), None, extra_dirs)
+    else:
+        hits = match_text(text_or_path, None, extra_dirs)
+    return sorted(hits, key=lambda h: h.generic)
 
 
 def _file_events(path: Path) -> tuple[Event, ...]:

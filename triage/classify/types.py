@@ -29,6 +29,7 @@ class RuleHit:
     evidence_text: str = ""  # the line(s) to quote as evidence
     evidence_line: int | None = None  # absolute line number of the quoted text
     from_cascade: bool = False  # the matched event is cascade, not initiating
+    generic: bool = False  # from a `layer: generic` rule: a family prior, not a mechanism
 
 
 @dataclass(frozen=True)
