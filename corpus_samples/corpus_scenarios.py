@@ -556,6 +556,145 @@ JSON-lines logs (a log-shipper format).
         culprit_pattern=r"uploading",
         fr_ranks=(0, 1),
     ),
+    Scenario(
+        name="keyerror_in_prefetch_thread_rank_waits",
+        script="finetune_records_prefetch.py",
+        args=("--steps", "30", "--timeout", "12"),
+        nodes=(Node(host="node21", nproc=3, console="console.log", logs="logs"),),
+        fr_prefix="comm_lib_trace_rank_node21_",
+        hang_marker=r"Exception in thread prefetch",
+        hang_settle_s=3.0,
+        pyspy_name="pyspy/rank{rank}",
+        expected=_story(
+            story="rank 1's batch-assembly thread raises KeyError on a record without an "
+            "attention mask; rank 1's loop then waits forever for a batch while ranks 0 and 2 "
+            "wait in the gradient all_reduce until the 12 s timeout",
+            symptom="S18",
+            symptom_alt=["S08"],
+            root_cause="R26",
+            root_cause_alt=["R27"],
+            fix="F6",
+            fix_alt=["F3"],
+            stage="ST4",
+            culprit_ranks=[1],
+            hang=True,
+        ),
+        readme="""
+Three-rank DDP fine-tuning (gloo, CPU). Each rank assembles batches of dict records in a daemon
+thread that feeds a queue. Record 301 lost its `attention_mask` when it was tokenized; it falls
+in rank 1's shard, so rank 1's thread dies with `KeyError: 'attention_mask'` (printed by
+Python's thread excepthook) and rank 1's training loop blocks in `queue.get()` for a batch that
+never comes. Ranks 0 and 2 wait in DDP's gradient all_reduce until gloo's 12 s timeout; the
+launcher then stops rank 1 (its SIGTERM handler dumps the flight recorder). py-spy dumps taken
+during the wait show rank 1 in `get` and ranks 0 and 2 in backward. The flight recorder shows
+rank 1 never entered the all_reduce the others wait in: a consequence of its exception.
+""",
+        culprit_pattern=r"KeyError: 'attention_mask'",
+        fr_ranks=(0, 1, 2),
+    ),
+    Scenario(
+        name="eval_label_mismatch_rank_waits_at_barrier",
+        script="eval_loss_barrier.py",
+        args=("--epochs", "2", "--timeout", "12"),
+        nodes=(Node(host="node22", nproc=3, console="console.log", logs="logs"),),
+        fr_prefix="comm_lib_trace_rank_node22_",
+        fr_json=True,
+        hang_marker=r"epoch 0 train loss",
+        hang_settle_s=4.0,
+        pyspy_name="pyspy/rank{rank}",
+        expected=_story(
+            story="rank 2's validation shard has a batch with one label short; cross_entropy "
+            "raises ValueError, its `finally:` takes rank 2 to the barrier while ranks 0 and 1 "
+            "wait in the validation all_reduce until the 12 s timeout",
+            symptom="S18",
+            symptom_alt=["S08"],
+            root_cause="R26",
+            root_cause_alt=["R27"],
+            fix="F6",
+            fix_alt=["F3"],
+            stage="ST4",
+            culprit_ranks=[2],
+            hang=True,
+        ),
+        readme="""
+Three-rank DDP classifier (gloo, CPU) with a validation pass every epoch, wrapped in
+`try: ... finally: dist.barrier()` so every rank meets before the next epoch. The last
+validation batch of rank 2 has 8 inputs but 7 labels; `F.cross_entropy` raises `ValueError:
+Expected input batch_size (8) to match target batch_size (7)`. The `finally:` takes rank 2 to the
+barrier while ranks 0 and 1 wait in the all_reduce of the validation loss: a collective mismatch
+that is the consequence of rank 2's exception. Both sides time out after 12 s; rank 2's log chains
+the timeout onto the ValueError. py-spy dumps during the wait; flight-recorder pickles and JSON.
+""",
+        culprit_pattern=r"Expected input batch_size \(8\) to match target batch_size \(7\)",
+        fr_ranks=(0, 1, 2),
+    ),
+    Scenario(
+        name="host_alloc_fails_rank_waits_for_checkpoint",
+        script="train_cooccurrence_metric.py",
+        args=("--steps", "40", "--metric-every", "10", "--timeout", "12"),
+        nodes=(Node(host="node23", nproc=2, console="train.log", logs="logs"),),
+        fr_prefix="comm_lib_trace_rank_node23_",
+        hang_marker=r"syncing ranks for an emergency checkpoint",
+        hang_settle_s=3.0,
+        pyspy_name="pyspy/rank{rank}",
+        expected=_story(
+            story="rank 0 asks for a dense 64 GiB vocabulary x vocabulary tensor for a metric and "
+            "the CPU allocator refuses; its emergency-checkpoint handler waits at a barrier while "
+            "rank 1 waits in the next step's gradient all_reduce until the 12 s timeout",
+            symptom="S15",
+            root_cause="R17",
+            root_cause_alt=["R26"],
+            fix="F5",
+            fix_alt=["F6"],
+            stage="ST4",
+            culprit_ranks=[0],
+            hang=True,
+        ),
+        readme="""
+Two-rank DDP embedding pretraining (gloo, CPU). Every 10 steps rank 0 computes a token
+co-occurrence metric into a dense vocabulary x vocabulary float32 tensor: 131072^2 x 4 bytes =
+64 GiB, which the host cannot give; torch raises `DefaultCPUAllocator: can't allocate memory`.
+The script's failure handler syncs all ranks at a barrier to write an emergency checkpoint, but
+rank 1 is already in the next step's gradient all_reduce: both wait until gloo's 12 s timeout.
+glog-style logs; py-spy dumps during the wait show rank 0 in `emergency_checkpoint` and rank 1
+in backward.
+""",
+        culprit_pattern=r"DefaultCPUAllocator: can't allocate memory",
+        fr_ranks=(0, 1),
+    ),
+    Scenario(
+        name="metric_dtype_differs_on_one_rank",
+        script="eval_per_class_recall.py",
+        args=("--epochs", "2", "--timeout", "15"),
+        nodes=(Node(host="node24", nproc=4, console="console.log", logs="logs"),),
+        fr_prefix="comm_lib_trace_rank_node24_",
+        expected=_story(
+            story="rank 3's validation shard lacks the rarest class, so its per-class hit counts "
+            "come from a NumPy fallback as float64 while the other ranks all_reduce float32: gloo "
+            "receives twice the bytes it expects and aborts a peer",
+            symptom="S12",
+            symptom_alt=["S21"],
+            root_cause="R08",
+            root_cause_alt=["R26"],
+            fix="F6",
+            fix_alt=["F3"],
+            stage="ST4",
+            culprit_ranks=[3],
+            hang=False,
+        ),
+        readme="""
+Four-rank DDP classifier (gloo, CPU) that sums per-class validation hits with one all_reduce.
+Rank 3's shard holds no example of the rarest class; its code path builds the counts with
+`np.zeros` and `torch.from_numpy`, which gives float64, while ranks 0-2 build float32 tensors.
+The all_reduce pairs 48-byte and 24-byte messages: gloo's receiver aborts with "Received data size
+doesn't match expected size. Is there a distributed collective mismatch in your code?" (SIGABRT),
+and the other ranks see their connections reset. The surviving ranks' flight-recorder dumps show
+the same collective with dtype Double on rank 3 and Float on the others: rank 3 is the odd one
+out, not the rank that aborted. Loguru-style logs.
+""",
+        culprit_pattern=r"epoch 0 train loss",
+        fr_ranks=(0, 1, 3),
+    ),
 ]
 
 SCENARIOS: dict[str, Scenario] = {sc.name: sc for sc in _LIST}

@@ -22,6 +22,10 @@ from triage.bot.ci import run_ci
 from triage.bot.service import Service
 from triage.bot.settings import FetchLimits, ServiceSettings
 
+# What is quoted, not how sure the diagnosis is, is under test here: the repositories post
+# whatever the score (the log's own story, a generic RuntimeError, scores low)
+POST_ALWAYS = "min_confidence: 0\n"
+
 PROSE = (
     f"Hi, I run this as {HOSTS['email']} on {HOSTS['host']} ({HOSTS['ip']}), my key is "
     f"{SECRETS['openai']} and the db is postgres://me:{SECRETS['url-password']}@db/x."
@@ -58,6 +62,7 @@ def test_secrets_in_an_issue_and_a_comment_never_reach_a_webhook_comment(
         retry=FAST_RETRY,
     )  # fmt: skip
     address = service.start("127.0.0.1", 0)
+    api.files[("octo/train", ".github/triage.yml")] = POST_ALWAYS
     try:
         api.add_github_issue("octo/train", 1)
         api.add_github_issue("octo/train", 1, comments=(("carol", f"also {PROSE}\n\n/triage"),))
@@ -87,6 +92,7 @@ def test_secrets_in_an_issue_and_a_comment_never_reach_a_webhook_comment(
 
 def test_secrets_never_reach_a_gitlab_note_or_a_dry_run(api: TrackerAPI, tmp_path: Path) -> None:
     api.add_user("glpat", "project_1_bot", "Bot")
+    api.files[("1", ".gitlab/triage.yml")] = POST_ALWAYS
     api.add_gitlab_issue(1, 2)
     path = tmp_path / "payload.json"
     path.write_text(json.dumps(gitlab_issue_event(1, "ml/train", 2, BODY)))
@@ -108,7 +114,7 @@ def test_secrets_in_an_attached_log_never_reach_the_comment(
 ) -> None:
     api.add_user("tok", "github-actions[bot]", "Bot", can_ask_who=False)
     url = api.serve_file("rank3.log", LOG.encode())
-    api.files[("octo/train", ".github/triage.yml")] = "fetch_links: true\n"
+    api.files[("octo/train", ".github/triage.yml")] = "fetch_links: true\n" + POST_ALWAYS
     api.add_github_issue("octo/train", 3)
     path = tmp_path / "event.json"
     path.write_text(json.dumps(github_issue_event("octo/train", 3, f"see [log]({url})")))

@@ -159,6 +159,47 @@ def test_each_cascade_family_example_reads_as_that_family() -> None:
             assert (role.role, role.family) == ("cascade", family.name), text
 
 
+def test_each_peer_mismatch_example_read_by_the_log_parser_is_a_detected_mismatch() -> None:
+    """The examples go through the real log parser, as a job's console would: the event it
+    makes is an initiating error on its own (the best lead when nothing else says more) that
+    correlate knows to re-read once the flight recorder shows whose collective differed."""
+    from triage.analysis import cascade
+    from triage.parsers import parse_text
+
+    examples = knowledge.load().cascade.peer_mismatch_examples
+    assert examples
+    for text in examples:
+        events = [
+            ev
+            for ev in parse_text(
+                f"[rank2]:terminate called after throwing an instance of "
+                f"'gloo::EnforceNotMet'\n[rank2]:{text}\n",
+                "console.log",
+            ).events
+            if ev.kind in cascade.ERROR_KINDS
+        ]
+        assert events and all(cascade.reports_peer_mismatch(ev) for ev in events), text
+        assert {cascade.classify_event(ev).role for ev in events} == {"initiating"}, text
+
+
+def test_a_peer_mismatch_example_its_messages_do_not_match_is_reported(tmp_path: Path) -> None:
+    from triage.knowledge import cascade as cascade_kind
+
+    problems: list[tuple[str, str]] = []
+    cascade_kind.build(
+        {
+            "families": {"x": {"messages": ["x"], "examples": ["x"]}},
+            "initiating": ["oom"],
+            "context": ["ctx"],
+            "peer_address": "(?P<ip>a):(?P<port>1)",
+            "peer_mismatch": {"messages": ["size differs"], "examples": ["dtype differs"]},
+        },
+        lambda item, message: problems.append((item, message)),
+        False,
+    )
+    assert any(item == "peer_mismatch" and "does not match" in m for item, m in problems)
+
+
 def test_cascade_rules_are_named_in_the_cascade_file_not_in_the_rule(tmp_path: Path) -> None:
     kb = knowledge.load()
     listed = {rule_id for family in kb.cascade.families for rule_id in family.rules}

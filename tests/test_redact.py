@@ -50,7 +50,8 @@ AWS_SECRET_ACCESS_KEY={SECRETS["aws-secret"]} openai {SECRETS["openai"]} \
 claude {SECRETS["anthropic"]} slack {SECRETS["slack"]} jwt {SECRETS["jwt"]} \
 wandb {SECRETS["wandb"]} DB_PASSWORD={SECRETS["named"]} \
 postgres://trainer:{SECRETS["url-password"]}@db:5432/runs \
-https://store.example.com/ckpt?token={SECRETS["query-token"]} master {HOSTS["ip"]}
+https://store.example.com/ckpt?token={SECRETS["query-token"]} master {HOSTS["ip"]} \
+from /home/{HOSTS["user"]}/project/ckpt
 {HOSTS["host"]}:27106:27302 [3] NCCL WARN Net : Connection closed by remote peer \
 {HOSTS["ip"]}<45678> (job of {HOSTS["email"]})
 [rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: \

@@ -17,6 +17,12 @@ Ranks whose score is within 70% of the best are all named (several ranks can fai
 way). A hang is reported as detected when the survivors waited until a timeout fired or were
 still waiting when py-spy looked; if they got an error at once it was a crash.
 
+What a rank's own failure explains is marked (`consequences.py`): the flight recorder and
+py-spy findings about where it stood afterwards, and the abort of a rank that only detected a
+peer's collective of other sizes or dtypes. The hang's shape (`hang_shape.py`) says what the
+rank the others waited for was doing, which is what separates a collective mismatch from a
+slow rank or uneven work.
+
 This beats torchrun's "Root Cause (first observed failure)", which is only the first exit
 the agent noticed (usually a survivor that timed out first).
 """
@@ -32,9 +38,11 @@ import regex
 
 from triage import knowledge
 from triage.analysis import (
+    consequences,
     consistency,
     exits,
     flight_recorder,
+    hang_shape,
     launcher,
     progress,
     pyspy,
@@ -209,6 +217,13 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
         for ev, rank, domain, role in placed_raw
     ]
     roles = {id(ev): role for ev, _, _, role in placed_raw}
+    # a rank that only detected a peer's other-sized message is not the cause when the flight
+    # recorder shows whose collective differed; its abort (and its missing dump) follow
+    detectors = consequences.mismatch_detectors(placed, fr)
+    if detectors:
+        placed = consequences.as_detected(placed, detectors)
+        odd = consequences.sizes_odd_ones(fr)
+        fr.suspects = {r: w for r, w in fr.suspects.items() if r not in detectors or r in odd}
     spy = pyspy.analyze(stacks, unmatched_stacks)
     prog = progress.analyze(progress_events)
     cons = consistency.analyze(parsed, index)
@@ -220,7 +235,10 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
         placed, exit_records, world_size, explicit_world, ranks_seen, ranks_with_events
     )
     # silence is strong evidence only when nobody raised an error of their own
-    has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed)
+    # ... or when the flight recorder already shows whose collective differed
+    has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed) or bool(
+        consequences.sizes_odd_ones(fr)
+    )
     for r in silent:
         scores[r] += 0.5 if has_initiating else 2.5
         reasons[r].append("printed nothing while the others failed")
@@ -279,6 +297,10 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     early = [(r, prog.events[r]) for r in prog.non_finite if r in culprits]
     first = _first_failure(culprits, initiating, exit_records, structural, placed, early)
     hang = _hang(placed, culprits, fr, spy, initiating, exit_records, {id(p) for p in waited})
+    own = consequences.own_failures(placed, exit_records)
+    shape = hang_shape.shape(hang, fr, spy, own, culprits)
+    if hang is not None and shape in hang_shape.WORDING:
+        hang = replace(hang, explanation=f"{hang.explanation}: {hang_shape.WORDING[shape]}")
 
     findings: list[Finding] = []
     findings.extend(_culprit_findings(culprits, lead, scores, reasons, first, exit_records))
@@ -291,10 +313,20 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
                 summary=hang.explanation,
                 ranks=hang.lagging_ranks,
                 evidence=tuple(evidence),
-                facts={"pg": hang.process_group, "collective": dict(hang.collective or {})},
+                facts={
+                    "pg": hang.process_group,
+                    "collective": dict(hang.collective or {}),
+                    **({"shape": shape} if shape else {}),
+                },
             )
         )
-    findings.extend(fr.findings)
+    # how the job ended decides what a mismatch of sizes or dtypes looks like: a library
+    # error (the receiver checked) or a hang
+    ended = "hang" if hang is not None and hang.detected else "error"
+    findings.extend(
+        replace(f, facts={**f.facts, "ended": ended}) if f.kind == "collective_mismatch" else f
+        for f in fr.findings
+    )
     findings.extend(spy.findings)
     findings.extend(prog.findings)
     findings.extend(silent_findings)
@@ -303,6 +335,8 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     findings.extend(exits.exit_findings(exit_records))
     findings.extend(exits.restart_findings(parsed))
     findings.extend(cons.findings)
+    # a detector's abort explains its missing dump as well as a rank's own error does
+    findings = consequences.mark(findings, own | detectors)
 
     extra = _timeline_extras(exit_records, fr, spy, hang, offsets, index)
     for rank, ev in early:
@@ -568,7 +602,9 @@ def _first_failure(
         return from_placed(min(initiating, key=_t))
     errors = [p for p in placed if p.role == "cascade"]
     if errors:
-        return from_placed(min(errors, key=_t))
+        # only consequences were seen (a lone watchdog timeout): the earliest is quoted, but
+        # the rank that printed it merely reported the wait; it is not who failed
+        return replace(from_placed(min(errors, key=_t)), rank=None)
     return None
 
 

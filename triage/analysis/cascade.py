@@ -20,7 +20,12 @@ from functools import cache
 import regex
 
 from triage import knowledge
-from triage.analysis.ranks import EXCEPTION_LINE, final_exception_line
+from triage.analysis.ranks import (
+    EXCEPTION_LINE,
+    chain_exceptions,
+    chain_link_starts,
+    final_exception_line,
+)
 from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, Level
 
@@ -45,15 +50,38 @@ ERROR_KINDS = {
 
 
 def headline(ev: Event) -> str:
-    """The text the classification looks at: a traceback's final exception, else the text."""
+    """The text the classification looks at: a traceback's final exception, else the text.
+
+    A chained traceback whose first exception is not a consequence of another rank's failure
+    is read by that first exception: the rank raised it, and the rest of the chain is what
+    happened while it handled it (`finally: dist.barrier()` timing out, an emergency save).
+    """
     if ev.kind is EventKind.TRACEBACK:
-        return final_exception_line(ev.text) or ev.text
+        return _own_first_exception(ev.text) or final_exception_line(ev.text) or ev.text
     if ev.kind is EventKind.CPP_EXCEPTION:
         # `terminate called ...` + `what(): ...`: the what() line carries the meaning
         for line in ev.text.splitlines():
             if "what()" in line:
                 return line
     return ev.text
+
+
+def _own_first_exception(text: str) -> str | None:
+    """The first exception of a chained traceback when it is not a cascade message."""
+    heads = chain_exceptions(text)
+    if len(heads) > 1 and not reads_as_cascade(heads[0]):
+        return heads[0]
+    return None
+
+
+def handled_after(ev: Event, line_offset: int) -> bool:
+    """Is this line (0-based in the event's text) of a chained traceback in a later link than
+    the rank's own first exception? Such a line is what happened while the rank handled its
+    failure (the barrier of a `finally:` that then timed out): a consequence, not a cause."""
+    if ev.kind is not EventKind.TRACEBACK or _own_first_exception(ev.text) is None:
+        return False
+    starts = chain_link_starts(ev.text)
+    return bool(starts) and line_offset >= starts[0]
 
 
 def exception_lines(text: str) -> list[str]:
@@ -70,6 +98,7 @@ class _Facts:
     context: Screened
     points_at_rank: tuple[regex.Pattern[str], ...]
     peer_address: regex.Pattern[str]
+    peer_mismatch: Screened | None
 
 
 @cache
@@ -84,6 +113,7 @@ def _facts() -> _Facts:
         context=Screened(facts.context),
         points_at_rank=facts.points_at_rank,
         peer_address=facts.peer_address,
+        peer_mismatch=Screened(facts.peer_mismatch) if facts.peer_mismatch else None,
     )
 
 
@@ -134,7 +164,12 @@ def classify_event(ev: Event) -> Role:
     family = _family(head, lowered)
     if family and not marker:
         return Role("cascade", family, 0.0)
-    if family is None and ev.kind is EventKind.TRACEBACK and not marker:
+    if (
+        family is None
+        and ev.kind is EventKind.TRACEBACK
+        and not marker
+        and _own_first_exception(ev.text) is None
+    ):
         # a chained traceback may end generic while an earlier exception of the chain is a
         # cascade error; only the exception lines count, never the frames (`TCPStore(`)
         chain = "\n".join(exception_lines(ev.text))
@@ -150,6 +185,16 @@ def classify_event(ev: Event) -> Role:
     if marker:
         strength += 0.5
     return Role("initiating", None, strength)
+
+
+def reports_peer_mismatch(ev: Event) -> bool:
+    """Does this error say a peer's collective did not fit this rank's own (sizes, dtypes)?
+    The rank detected the mismatch; `rules/cascade.yaml` `peer_mismatch`."""
+    pattern = _facts().peer_mismatch
+    if pattern is None:
+        return False
+    head = headline(ev)
+    return bool(pattern.search(head, lowered_ascii(head)))
 
 
 def pointed_ranks(ev: Event) -> list[int]:

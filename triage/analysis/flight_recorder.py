@@ -79,6 +79,9 @@ class PGReport:
     mismatch: dict[str, Any] | None = None
     not_started: tuple[int, ...] = ()  # all enqueued the stuck op, these never started it
     sources: dict[int, str] = field(default_factory=dict)  # rank -> its dump's path
+    # lagging rank -> the other process group its latest record is in: it is waiting in
+    # another group's collective, not busy outside collectives
+    elsewhere: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -226,6 +229,12 @@ def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysi
         members = _members(pg, desc, dumps, ranks, world_size)
         report = _pg_report(pg, desc, members, ranks, dumped, partial)
         report.sources = {d.rank: d.event.source for d in dumps}
+        latest = {d.rank: d.dump.entries[-1] for d in dumps if d.dump.entries}
+        report.elsewhere = {
+            r: latest[r].pg_name
+            for r in report.lagging
+            if r in latest and latest[r].pg_name != pg and not latest[r].is_p2p
+        }
         out.reports.append(report)
         _anchor(out, pg, ranks)
 
@@ -417,9 +426,15 @@ def _first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
     counts = Counter(sigs.values())
     ranked = counts.most_common()
     clear = len(ranked) > 1 and ranked[0][1] > ranked[1][1]
+    kind = _mismatch_kind(list(counts))
+    departed = _departed(holders, first) if kind == "op" else None
     if clear:
         majority = ranked[0][0]
         odd = sorted(r for r, sig in sigs.items() if sig != majority)
+    elif departed:
+        # a tie, but one side stopped issuing the collective every rank had been repeating
+        # (it left the loop): that side is the odd one out
+        odd, clear = departed, True
     else:
         odd = sorted(sigs)  # a tie (two ranks): FR alone cannot say who is wrong
     per_rank = {}
@@ -435,11 +450,37 @@ def _first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
             }
     return {
         "seq": first,
-        "kind": _mismatch_kind(list(counts)),
+        "kind": kind,
         "ranks": odd,
         "tie": not clear,
         "per_rank": per_rank,
+        # how the ranks parted: `left_loop` when some went on repeating the collective all
+        # had been issuing and the others did something new (they ran out of work first);
+        # `diverged` when each side issued a different new collective (one skipped or added
+        # a call); `differing` for one collective with different sizes or dtypes
+        "pattern": "differing" if kind != "op" else "left_loop" if departed else "diverged",
+        "departed": departed or [],
     }
+
+
+# how far back a collective counts as "the one every rank had been repeating"
+_REPEAT_WINDOW = 64
+
+
+def _departed(holders: Sequence[RankPGState], seq: int) -> list[int]:
+    """For collective `seq`, where ranks issued different ops: the ranks that stopped issuing
+    a collective the whole group had been repeating just before, while the other ranks issued
+    it once more. Empty when neither side repeats (or both do)."""
+    recent: set[tuple[Any, ...]] = set()
+    for s in holders:
+        recent |= {
+            _FINGERPRINT(e)
+            for k in range(max(seq - _REPEAT_WINDOW, s.first_seq or 0), seq)
+            if (e := s.by_seq.get(k)) is not None
+        }
+    going_on = {s.rank for s in holders if (e := s.by_seq.get(seq)) and _FINGERPRINT(e) in recent}
+    stopped = {s.rank for s in holders if seq in s.by_seq} - going_on
+    return sorted(stopped) if going_on and stopped else []
 
 
 _FINGERPRINT = attrgetter(
@@ -579,6 +620,10 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         for r in report.lagging:
             suspects[r] = max(suspects.get(r, 0.0), weight)
         ahead = sorted(set(report.states) - set(report.lagging))
+        where = ""
+        if report.elsewhere:
+            groups = ", ".join(sorted(set(report.elsewhere.values())))
+            where = f", and their latest record is on process group {groups}"
         out.append(
             Finding(
                 kind="lagging_rank",
@@ -586,7 +631,7 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
                     f"process group {label}: rank(s) {format_ranks(report.lagging)} stopped at "
                     f"collective #{min(lasts[r][0] or 0 for r in report.lagging)} "
                     f"while rank(s) {format_ranks(ahead)} went on to #{furthest} ({op}); "
-                    "they never entered the collective the others wait in"
+                    f"they never entered the collective the others wait in{where}"
                 ),
                 ranks=report.lagging,
                 evidence=tuple(
@@ -598,6 +643,11 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
                     "seq": report.stuck_seq,
                     "op": coll.get("op"),
                     "last_enqueued": {r: v[0] for r, v in lasts.items()},
+                    **(
+                        {"waits_in_group": sorted(set(report.elsewhere.values()))}
+                        if report.elsewhere
+                        else {}
+                    ),
                 },
             )
         )
@@ -637,12 +687,18 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
                 f"rank {format_ranks(sig_ranks)}: {ex['op']} {ex['input_sizes']} "
                 f"{','.join(ex['dtypes'])}"
             )
+        how = ""
+        if m["pattern"] == "left_loop":
+            how = (
+                f"; rank(s) {format_ranks(m['departed'])} stopped issuing the collective the "
+                "group had been repeating: they left the loop before the others"
+            )
         out.append(
             Finding(
                 kind="collective_mismatch",
                 summary=(
                     f"process group {label}: collective #{m['seq']} differs in {m['kind']} across "
-                    f"ranks ({'; '.join(parts[:4])})"
+                    f"ranks ({'; '.join(parts[:4])}){how}"
                 ),
                 ranks=tuple(m["ranks"]),
                 evidence=tuple(
@@ -658,6 +714,7 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
                     "pg": report.pg,
                     "seq": m["seq"],
                     "mismatch": m["kind"],
+                    "pattern": m["pattern"],
                     "op": {r: v["op"] for r, v in per.items()},
                     "sizes": {r: v["input_sizes"] for r, v in per.items()},
                     "dtypes": {r: v["dtypes"] for r, v in per.items()},

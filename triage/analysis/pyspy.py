@@ -132,10 +132,13 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
 
     waiting = [c for c in out.clusters if c.waiting]
     elsewhere = [c for c in out.clusters if not c.waiting]
-    if waiting and elsewhere and sum(len(c.ranks) for c in elsewhere) * 2 < total:
-        # the classic hang: the peers wait in a collective, these ranks are somewhere else
+    away = sum(len(c.ranks) for c in elsewhere)
+    if waiting and elsewhere and away * 2 <= total:
+        # the classic hang: the peers wait in a collective, these ranks are somewhere else.
+        # Half and half (two ranks, one each side) still says who the waiters wait for, but
+        # less surely: the rank outside may have its own reason to be there
         outliers = elsewhere
-        weight = 3.5
+        weight = 3.5 if away * 2 < total else 2.0
         why = "not in any collective while the others wait in one"
     else:
         biggest = len(out.clusters[0].ranks)
@@ -168,6 +171,8 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
                 facts={
                     "stack_top": c.top,
                     "majority_top": majority.top,
+                    # in a collective of its own (another call site) or busy outside any
+                    "in_collective": c.waiting,
                     "user_frame": f"{uf.function} ({uf.filename}:{uf.line})" if uf else None,
                     "clusters": [(format_ranks(x.ranks), x.top) for x in out.clusters[:8]],
                 },

@@ -123,6 +123,12 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
     for ps in parsed:
         if ps.source.local_rank is not None:
             index.local_of_source[ps.source.path] = ps.source.local_rank
+            # a worker's own file (torchrun --log-dir) whose lines name one global rank
+            # (`[rank2]:`) says which rank its local rank is; the lines the prefixer never
+            # sees (a thread's uncaught exception, plain prints) then belong to it too
+            named = {ev.rank for ev in ps.events if ev.rank is not None and ev.rank >= 0}
+            if len(named) == 1:
+                index.learn_local(ps.source.host, ps.source.local_rank, next(iter(named)))
         if ps.source.host:
             index.host_of_source[ps.source.path] = ps.source.host
         if ps.source.rank is not None:
@@ -233,13 +239,37 @@ def first_line(text: str, limit: int = 300) -> str:
         return ""
     line = lines[0]
     if line.startswith("Traceback") and len(lines) > 1:
-        line = final_exception_line(text) or line
+        # a chain prints its first exception first: that one is what went wrong, the later
+        # ones were raised while handling it (a `finally:` barrier that then timed out)
+        heads = chain_exceptions(text)
+        line = heads[0] if len(heads) > 1 else final_exception_line(text) or line
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 EXCEPTION_LINE = regex.compile(
     r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b.*$"
 )
+
+
+# Python's chained tracebacks: the earlier exception is printed first, then one of these
+_CHAIN_SEPARATOR = regex.compile(
+    r"^[^\n]*?(?:During handling of the above exception, another exception occurred:"
+    r"|The above exception was the direct cause of the following exception:)[ \t]*$",
+    regex.M,
+)
+
+
+def chain_exceptions(text: str) -> list[str]:
+    """The final `SomeError: message` line of each link of a (chained) traceback, earliest
+    first; one line for a traceback without a chain, none when no link names an exception."""
+    heads = (final_exception_line(link) for link in _CHAIN_SEPARATOR.split(text))
+    return [h for h in heads if h]
+
+
+def chain_link_starts(text: str) -> list[int]:
+    """The line offsets (0-based, in `text`) where each later link of a chained traceback
+    begins: the separator lines. Empty for a traceback without a chain."""
+    return [text.count("\n", 0, m.start()) for m in _CHAIN_SEPARATOR.finditer(text)]
 
 
 def final_exception_line(text: str) -> str | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from triage import knowledge, taxonomy
+from triage.analysis.cascade import handled_after
 from triage.classify import calibration as calibration_mod
 from triage.classify import fusion, neighbours, rules
 from triage.classify.calibration import Calibration
@@ -111,29 +112,82 @@ def rule_hits(
 def demote_consequences(
     hits: Sequence[RuleHit], events: Sequence[Event], analysis: Analysis
 ) -> list[RuleHit]:
-    """The initiating failure outranks what it caused: once a rule confidently explains an
-    initiating event, hits on correlate's findings (the hang, the missing rank, the exits
-    that followed) count as cascade. A job that hung because rank 3 failed an import is an
-    import case."""
+    """The initiating failure outranks what it caused.
+
+    * A hit on a later link of a chained traceback whose first exception is the rank's own
+      (the ValueError, then the `finally:` barrier that timed out) counts as cascade: the rank
+      raised the first, the rest happened while it handled it.
+    * A hit on a finding correlate marked as a consequence of a rank's own failure (`behind`,
+      `never entered`, `odd one out`, `took another collective` about a rank that had raised)
+      counts as cascade.
+    * Once a rule confidently explains an initiating event, hits on correlate's findings (the
+      hang, the missing rank, the exits that followed) count as cascade. A job that hung
+      because rank 3 failed an import is an import case.
+    * When correlate found that the ranks the others waited for had failed by themselves (the
+      hang's shape is `failed`), the cascade says nothing about why: its hits stay as evidence
+      of what the others suffered, without weight for any label. Otherwise a wall of
+      timeouts outvotes the one exception that caused them.
+    """
     initiating = set(analysis.initiating_events)
-    if not initiating:
-        return list(hits)
-    anchored = any(
+    parsed_events = set(events)
+    explained = {f.summary for f in analysis.findings if (f.facts or {}).get("consequence_of")}
+    hits = [
+        replace(h, from_cascade=True)
+        if not h.from_cascade
+        and (
+            _while_handling(h, initiating)
+            or (h.evidence_text in explained and (h.event is None or h.event not in parsed_events))
+        )
+        else h
+        for h in hits
+    ]
+    anchored = bool(initiating) and any(
         h.event is not None
         and h.event in initiating
         and not h.from_cascade
         and max(h.symptom.values(), default=0.0) >= ANCHOR_WEIGHT
         for h in hits
     )
-    if not anchored:
-        return list(hits)
-    parsed_events = set(events)
-    return [
-        replace(h, from_cascade=True)
-        if not h.from_cascade and (h.event is None or h.event not in parsed_events)
-        else h
-        for h in hits
-    ]
+    if anchored:
+        hits = [
+            replace(h, from_cascade=True)
+            if not h.from_cascade and (h.event is None or h.event not in parsed_events)
+            else h
+            for h in hits
+        ]
+    if _hang_shape(analysis) == "failed":
+        hits = [_evidence_only(h) if h.from_cascade else h for h in hits]
+    return list(hits)
+
+
+def _hang_shape(analysis: Analysis) -> str | None:
+    """What correlate found the rank(s) the others waited for were doing (`hang_shape`)."""
+    for f in analysis.findings:
+        if f.kind == "hang":
+            shape = (f.facts or {}).get("shape")
+            return str(shape) if shape else None
+    return None
+
+
+def _evidence_only(hit: RuleHit) -> RuleHit:
+    """The hit as a quoted line of evidence that backs no label, fix or stage."""
+    return replace(hit, symptom={}, root_cause={}, fix={}, stage={}, actions={})
+
+
+def _while_handling(hit: RuleHit, initiating: set[Event]) -> bool:
+    """A hit quoting a line that its chained traceback raised after the rank's own first
+    exception (see `triage.analysis.cascade.handled_after`)."""
+    ev = hit.event
+    if ev is None or ev not in initiating:
+        return False
+    if hit.evidence_line is not None and ev.line is not None:
+        offset = hit.evidence_line - ev.line
+    else:
+        at = ev.text.find(hit.evidence_text) if hit.evidence_text else -1
+        if at < 0:
+            return False
+        offset = ev.text.count("\n", 0, at)
+    return handled_after(ev, offset)
 
 
 def case_signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:

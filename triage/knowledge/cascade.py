@@ -11,6 +11,10 @@
     context: ['ChildFailedError', ...]   # launcher narration: never a cause on its own
     points_at_rank: ['...(?P<rank>\\d+)...']   # messages that name the rank they react to
     peer_address: '...(?P<ip>...)...(?P<port>\\d+)...'
+    peer_mismatch:                 # optional: a rank saying a peer's collective did not fit
+      description: ...
+      messages: ["Received data size doesn't match expected size", ...]
+      examples: ["...a line that says so..."]
 
 Shipped only (correlate reads it before any team folder is known). Each list of messages is
 compiled as one alternation, as correlate runs it.
@@ -25,7 +29,15 @@ from typing import Any
 import regex
 
 KIND = "cascade"
-_KEYS = {"kind", "families", "initiating", "context", "points_at_rank", "peer_address"}
+_KEYS = {
+    "kind",
+    "families",
+    "initiating",
+    "context",
+    "points_at_rank",
+    "peer_address",
+    "peer_mismatch",
+}
 _FAMILY_KEYS = {"description", "messages", "rules", "examples"}
 
 
@@ -46,6 +58,10 @@ class Cascade:
     points_at_rank: tuple[regex.Pattern[str], ...] = ()
     peer_address: regex.Pattern[str] | None = None
     rules: Mapping[str, str] = field(default_factory=dict)  # cascade rule id -> family
+    # messages of a rank that detected a peer's collective did not fit its own (sizes or
+    # dtypes): the cause may be that peer (correlate decides with the flight recorder)
+    peer_mismatch: regex.Pattern[str] | None = None
+    peer_mismatch_examples: tuple[str, ...] = ()
 
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Cascade:
@@ -96,6 +112,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     peer_pattern = _compile(peer, 0, "peer_address", report) if isinstance(peer, str) else None
     if peer_pattern is None or not {"ip", "port"} <= set(peer_pattern.groupindex):
         report("peer_address", "needs one regex with `ip` and `port` groups")
+    mismatch, mismatch_examples = _peer_mismatch(body.get("peer_mismatch"), report)
     return Cascade(
         families=tuple(families),
         initiating=_alternation(body.get("initiating"), "initiating", report),
@@ -103,7 +120,31 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         points_at_rank=tuple(points),
         peer_address=peer_pattern,
         rules=rules,
+        peer_mismatch=mismatch,
+        peer_mismatch_examples=mismatch_examples,
     )
+
+
+def _peer_mismatch(
+    spec: Any, report: Callable[[str, str], None]
+) -> tuple[regex.Pattern[str] | None, tuple[str, ...]]:
+    if spec is None:
+        return None, ()
+    item = "peer_mismatch"
+    if not isinstance(spec, dict):
+        report(item, "must be a mapping of description, messages, examples")
+        return None, ()
+    bad = set(spec) - {"description", "messages", "examples"}
+    if bad:
+        report(item, f"unknown key(s) {sorted(bad)}; allowed: description, messages, examples")
+    pattern = _alternation(spec.get("messages"), item, report)
+    examples = tuple(_strings(spec.get("examples"), f"{item} examples", report))
+    if not examples:
+        report(item, "needs `examples`: messages a rank prints when it detects the mismatch")
+    for text in examples:
+        if pattern is not None and not pattern.search(text):
+            report(item, f"example {text!r} does not match its messages")
+    return pattern, examples
 
 
 def merge(values: Sequence[Cascade]) -> Cascade:
