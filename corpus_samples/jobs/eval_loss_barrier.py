@@ -23,7 +23,9 @@ log = get_logger("cls_train", style="plain")
 
 def val_shard(rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(100 + rank)
-    shard = [(torch.randn(8, 16, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(4)]
+    shard = [
+        (torch.randn(8, 16, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(4)
+    ]
     if rank == 2:
         # the last shard of rank 2 was written with one label row short
         x, y = shard[-1]
@@ -44,7 +46,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(rank)
     with flight.dump_on_failure():
         for epoch in range(args.epochs):
-            for step in range(20):
+            for _step in range(20):
                 x, y = torch.randn(8, 16, generator=g), torch.randint(0, 3, (8,), generator=g)
                 loss = F.cross_entropy(model(x), y)
                 opt.zero_grad()

@@ -54,7 +54,10 @@ def main() -> None:
     with flight.dump_on_failure():
         for epoch in range(args.epochs):
             for _ in range(15):
-                x, y = torch.randn(16, 12, generator=g), torch.randint(0, CLASSES, (16,), generator=g)
+                x, y = (
+                    torch.randn(16, 12, generator=g),
+                    torch.randint(0, CLASSES, (16,), generator=g),
+                )
                 loss = F.cross_entropy(model(x), y)
                 opt.zero_grad()
                 loss.backward()

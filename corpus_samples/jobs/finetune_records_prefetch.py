@@ -27,7 +27,10 @@ def make_records(n: int, dim: int, broken: set[int]) -> list[dict[str, torch.Ten
     g = torch.Generator().manual_seed(7)
     records = []
     for i in range(n):
-        rec = {"input": torch.randn(dim, generator=g), "label": torch.randint(0, 4, (), generator=g)}
+        rec = {
+            "input": torch.randn(dim, generator=g),
+            "label": torch.randint(0, 4, (), generator=g),
+        }
         if i not in broken:  # a record whose tokenizer step dropped the mask
             rec["attention_mask"] = torch.ones(dim)
         records.append(rec)
