@@ -70,6 +70,7 @@ def preload() -> None:
 
     for markers in (rank_log.MARKERS, rank_log.RULE_MARKERS, rank_log.PROGRESS_MARKERS):
         _ = markers.engine  # imports numpy or hyperscan and compiles the scan
+    rank_log.HOT_LINES.warm()  # the database of chunks that pass no gate: most of them
 
 
 def parse_text(
