@@ -366,30 +366,44 @@ class MarkerSet:
         # Lines the scan mostly sees (healthy progress output): no anchor window is taken from
         # them when a needle has another, or the numpy engine would check every such line.
         self._ordinary = list(ordinary)
-        busy = frozenset(
-            low[i : i + 4]
-            for line in self._ordinary
-            for low in (line.lower().encode("utf-8", "replace"),)
-            for i in range(len(low) - 3)
-        )
         self._hs_find: Any = None  # hyperscan databases, compiled on the first scan
         self._hs_lines: Any = None
         self._hs_line_groups = 0
         self._hs_lens: list[int] = []
-        # 4-byte code -> (needle, offset of the code inside it)
-        self._by_code: dict[int, list[tuple[bytes, int]]] = {}
+        needles = []
         for needle in self._spec:
-            # `usin|g network`: the anchor window starts at the bar; else the rarest window
             raw = needle.lower().encode("ascii")
             bar = raw.find(b"|")
             raw = raw.replace(b"|", b"")
             if len(raw) < 4 or bar > len(raw) - 4:
                 raise ValueError(f"marker {needle!r} is shorter than 4 bytes after its anchor")
-            off = bar if bar >= 0 else _anchor(raw, busy)
-            self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
-        self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
+            needles.append(raw)
+        self._needles = sorted(set(needles))
+        # 4-byte code -> (needle, offset of the code inside it): the numpy engine's anchors,
+        # chosen on its first use (~0.1 s of start-up that hyperscan never needs)
+        self._anchors: dict[int, list[tuple[bytes, int]]] | None = None
         self._table = self._codes = None  # built on the first `find` (see _numpy)
         self._local = threading.local()  # per-thread scratch buffers
+
+    @property
+    def _by_code(self) -> dict[int, list[tuple[bytes, int]]]:
+        if self._anchors is None:
+            busy = frozenset(
+                low[i : i + 4]
+                for line in self._ordinary
+                for low in (line.lower().encode("utf-8", "replace"),)
+                for i in range(len(low) - 3)
+            )
+            anchors: dict[int, list[tuple[bytes, int]]] = {}
+            for needle in self._spec:
+                # `usin|g network`: the anchor window starts at the bar; else the rarest one
+                raw = needle.lower().encode("ascii")
+                bar = raw.find(b"|")
+                raw = raw.replace(b"|", b"")
+                off = bar if bar >= 0 else _anchor(raw, busy)
+                anchors.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
+            self._anchors = anchors
+        return self._anchors
 
     def using(self, engine: str) -> MarkerSet:
         """The same markers scanned by another engine (tests compare them)."""
@@ -647,13 +661,17 @@ class HotLines:
         self._gate_ids: dict[int, int] = {}  # main database id of a gate literal -> group
         self._word_dbs: dict[int, Any] = {}
         self._local = threading.local()
-        # the fallback: one `re` per kind, run on a candidate line only
-        self._strong_re = re.compile(b"|".join(map(re.escape, self._strong)) or b"(?!)", re.I)
-        self._verdict_res = {p: re.compile(p) for p in self._all(self._verdicts, "verdicts")}
-        self._once_res = {p: re.compile(p) for p in self._all(self._once, "once")}
+        # the fallback: one `re` per kind, run on a candidate line only; compiled on first use
+        # (~0.2 s of start-up that hyperscan never needs)
+        self._plain: tuple[re.Pattern[bytes], dict[bytes, re.Pattern[bytes]]] | None = None
 
-    def _all(self, ungated: list[bytes], field: str) -> list[bytes]:
-        return [*ungated, *(p for g in self._gated for p in getattr(g, field))]
+    def _plain_res(self) -> tuple[re.Pattern[bytes], dict[bytes, re.Pattern[bytes]]]:
+        if self._plain is None:
+            strong = re.compile(b"|".join(map(re.escape, self._strong)) or b"(?!)", re.I)
+            patterns = [*self._verdicts, *self._once]
+            patterns += [p for g in self._gated for p in (*g.verdicts, *g.once)]
+            self._plain = strong, {p: re.compile(p) for p in patterns}
+        return self._plain
 
     def _words_pass(self, index: int, data: bytes) -> bool:
         """Whether `data` holds one of group `index`'s gate words (True if it has none)."""
@@ -725,11 +743,12 @@ class HotLines:
             )
         return got
 
-    def warm(self) -> None:
-        """Compile the hyperscan databases now (before worker processes fork)."""
+    def warm(self, groups: Iterable[int] = ()) -> None:
+        """Compile the hyperscan databases now (before worker processes fork): the main one
+        and those of `groups` (indexes into `gated`)."""
         if _hyperscan() is not None and self._markers.engine == "hyperscan":
             self._main()
-            for i in range(len(self._gated)):
+            for i in groups:
                 self._group(i)
 
     def find(
@@ -798,12 +817,13 @@ class HotLines:
             for i, g in enumerate(self._gated)
             if g.gate.literal in data and self._words_pass(i, data)
         ]
+        strong, compiled = self._plain_res()
         every = (*self._verdicts, *(p for i in gates for p in self._gated[i].verdicts))
-        verdicts = [self._verdict_res[p] for p in every if p not in mute]
-        muted = [self._verdict_res[p] for p in every if p in mute]
-        once = [self._once_res[p] for p in self._once]
+        verdicts = [compiled[p] for p in every if p not in mute]
+        muted = [compiled[p] for p in every if p in mute]
+        once = [compiled[p] for p in self._once]
         # each gated group's once patterns are their own scan's: their first line per chunk
-        once += [self._once_res[p] for i in gates for p in self._gated[i].once]
+        once += [compiled[p] for i in gates for p in self._gated[i].once]
         out: list[int] = []
         last_end = -1
         once_seen: set[int] = set()
@@ -820,11 +840,7 @@ class HotLines:
             first_of_once = _first_of_once(line, once, once_seen)
             if skipped is not None and muted:
                 skipped[0] += sum(1 for p in muted if p.search(line))
-            if (
-                first_of_once
-                or self._strong_re.search(line)
-                or any(p.search(line) for p in verdicts)
-            ):
+            if first_of_once or strong.search(line) or any(p.search(line) for p in verdicts):
                 out.append(hit)
         return out
 
@@ -859,33 +875,31 @@ def select_lines(
     A `counter` for `data` numbers lines counting from the chunk's nearer end (the lines of a
     crash sit at a log's head and tail), else newlines are counted from the chunk's start.
     """
-    for number, start, end in select_spans(data, first_line, offsets, dense, counter):
-        yield number, data[start:end]
+    counter = counter or LineCounter(data, first_line, count_newlines(data))
+    for number, start, end in select_spans(data, offsets, dense, counter):
+        yield (counter.number_at(start) if number is None else number), data[start:end]
 
 
 def select_spans(
     data: bytes,
-    first_line: int,
     offsets: list[int],
     dense: Callable[[], bool],
-    counter: LineCounter | None = None,
+    counter: LineCounter,
     pos: int = 0,
-) -> Iterator[tuple[int, int, int]]:
+) -> Iterator[tuple[int | None, int, int]]:
     """`select_lines` as `(line_number, start, end)` spans, from byte `pos` (a line start; a
-    caller that re-scans the rest of a chunk continues there, numbered by `counter`)."""
+    caller that re-scans the rest of a chunk continues there). A line found by its offset
+    comes with None for its number, `counter.number_at(start)` when the caller needs it: a
+    line whose verdict is known without parsing it (a repeat) never pays for the count."""
     n = len(data)
-    number = first_line
-    if pos > 0:
-        number = (
-            counter.number_at(pos)
-            if counter is not None
-            else first_line + count_newlines(data, 0, pos)
-        )
+    number: int | None = None  # the number of the line at `pos`, when known
     i = 0
     k = len(offsets)
     while pos < n:
         if dense():
             start = pos
+            if number is None:
+                number = counter.number_at(start)
         else:
             while i < k and offsets[i] < pos:
                 i += 1
@@ -893,13 +907,10 @@ def select_spans(
                 return
             start = max(pos, data.rfind(b"\n", pos, offsets[i]) + 1)
             if start > pos:
-                if counter is not None:
-                    number = counter.number_at(start)
-                else:
-                    number += count_newlines(data, pos, start)
+                number = None
         end = data.find(b"\n", start)
         if end < 0:
             end = n
         yield number, start, end
         pos = end + 1
-        number += 1
+        number = None if number is None else number + 1

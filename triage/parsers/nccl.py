@@ -132,7 +132,7 @@ class NcclFinding:
 # ranks must agree on. A process that creates thousands of them (NCCL_DEBUG=INFO and a
 # communicator per P2P pair or per step) would otherwise make every such line an event, ~2 of
 # every ~70 lines of its log, each parsed in Python; past this many, they are counted only.
-MAX_COMM_EVENTS = 256
+MAX_COMM_EVENTS = 64
 
 
 class NcclTracker:

@@ -389,6 +389,7 @@ def _gated() -> list[Gated]:
 # muted once the input's tracker only counts them (`MAX_COMM_EVENTS`)
 _COMM_VERDICT = rb" (?:nRanks|nranks) "
 HOT_LINES = HotLines(MARKERS, _specific_needles(), _verdicts(), gated=_gated())
+NCCL_GROUPS = (1, 2)  # `_gated()`'s NCCL INFO groups
 _MUTE_COMMS = frozenset({_COMM_VERDICT})
 _NONE: frozenset[bytes] = frozenset()
 
@@ -399,7 +400,10 @@ PROGRESS_MARKERS = MarkerSet(["step", "epoch", "iteration", "it/s", "s/it"])
 _RAW_PREFIXES = re.compile(
     rb"(?:\d{1,6}: |\[[A-Za-z_]+\d+\]: ?|\[\d+,\d+\]<\w+>: ?|[\w.-]{1,64}: |\(\S+ pid=\d+[^)]*\) )*"
 )
-_RAW_RANK = re.compile(rb"\[Rank (-?\d+)\]")
+# `[Rank N]` counts only where it names the stream, as `_P_DEEPSPEED` reads it (`[Rank 0]
+# step=`): DeepSpeed's `[Rank 0] time (ms) | ... step: 12` lines are another stream, and two
+# streams under one raw key would hide each other's lines
+_RAW_RANK = re.compile(rb"\[Rank (-?\d+)\] step=")
 _DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 _SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
 
@@ -416,25 +420,15 @@ def _raw_spans(data: bytes, start: int, end: int) -> tuple[int, int, int]:
 
 
 # What parsing a line alone came to, when a line like it (digits aside) would come to the
-# same: nothing, a warning seen before, an error seen too often; else it is no repeat.
+# same: nothing, a warning seen before, an error seen too often; else it is no repeat. A
+# line's key among repeats is its raw prefixes as they are (`[default3]:[rank11]:`, whose
+# digits say which process) and the rest with digits masked; NCCL lines (the tracker keeps
+# state per line) and lines longer than _SHAPE_MAX are never repeats.
 _NOT_A_REPEAT, _NOTHING, _WARNING_AGAIN, _ERROR_AGAIN = range(4)
-# Bytes that make a line more than its decoded text: bar redraws, colours, NUL runs; and NCCL
-# lines, whose tracker keeps state per line.
-_NOT_REPEATABLE = re.compile(rb"[\r\x1b\x00]|NCCL")
 # Digits laid out as the timestamps `timestamps.parse_any` and `_meta` read, valid or not.
 _TIME_SHAPED = re.compile(
     r"\d{4}-\d{2}-\d{2}[ T_]\d{2}:|\[\d{2}/\d{2}/\d{2} \d{2}:|[DIWEFC]\d{3,4} \d{2}:\d{2}:\d{2}\."
 )
-
-
-def _repeat_key(raw: bytes) -> tuple[bytes, int] | None:
-    """A line's key among repeats: its raw prefixes as they are (`[default3]:[rank11]:`, whose
-    digits say which process), the rest with digits masked; and the prefixes' length."""
-    if _NOT_REPEATABLE.search(raw) is not None:
-        return None
-    m = _RAW_PREFIXES.match(raw)
-    end = m.end() if m is not None else 0
-    return raw[:end] + raw[end:].translate(_DIGITS_TO_0), end
 
 
 def _masked_digit_needles() -> tuple[bytes, ...]:
@@ -974,82 +968,100 @@ class _LogParser:
             for data, first in reader:
                 self.chunk += 1
                 counter = reader.counter or LineCounter(data, first)
-                self._read_chunk(reader, data, first, counter)
+                self._read_chunk(reader, data, counter)
                 if not self.scan_all:
                     self.scan_progress(data, counter)
         finally:
             with contextlib.suppress(Exception):
                 stream.close()
 
-    def _read_chunk(
-        self, reader: ChunkReader, data: bytes, first: int, counter: LineCounter
-    ) -> None:
+    def _read_chunk(self, reader: ChunkReader, data: bytes, counter: LineCounter) -> None:
+        """Read the chunk's hot lines (and every line while a record is open).
+
+        The loop is `select_spans` written out, with a repeat's replay inline: a log that
+        prints the same warning every step has thousands of hot lines per chunk, and each
+        generator step and call costs ~1 us here.
+        """
+        if self.scan_all:
+            for number, start, end in select_spans(data, [], self.dense, counter):
+                for text in line_text(reader, data[start:end], number):  # type: ignore[arg-type]
+                    self.handle(number, text)  # type: ignore[arg-type]
+            return
         muted = self.nccl.comms_full
         skipped = self.nccl.skipped
-        offsets = (
-            [] if self.scan_all else HOT_LINES.find(data, _MUTE_COMMS if muted else _NONE, skipped)
-        )
-        spans = select_spans(data, first, offsets, self.dense, counter)
-        while True:
-            for number, start, end in spans:
-                if self.records or self.scan_all or end - start > _SHAPE_MAX or not self.repeats:
-                    for text in line_text(reader, data[start:end], number):
-                        self.handle(number, text)
+        offsets = HOT_LINES.find(data, _MUTE_COMMS if muted else _NONE, skipped)
+        # Bar redraws, colours and NUL runs make a line more than its decoded text (no
+        # repeat): looked for in each line only where the chunk holds them.
+        odd = tuple(c for c in (b"\r", b"\x1b", b"\x00") if c in data)
+        plain = self.repeats
+        repeats = self._repeats
+        pending = self._pending
+        mask = _DIGITS_TO_0
+        prefixes = _RAW_PREFIXES.match
+        rfind, find = data.rfind, data.find
+        n = len(data)
+        pos = i = 0
+        k = len(offsets)
+        while pos < n:
+            if self.records:  # a record is open: every line, in order
+                for number, start, end in select_spans(data, [], self.dense, counter, pos):
+                    for text in line_text(reader, data[start:end], number):  # type: ignore[arg-type]
+                        self.handle(number, text)  # type: ignore[arg-type]
+                    if not self.records:
+                        break
                 else:
-                    self._read_line(reader, data[start:end], number)
-                if not muted and self.nccl.comms_full and not self.scan_all:
-                    # The communicator set-ups to keep are all read: the rest of this chunk
-                    # is scanned again without them (they are ~2 of every ~70 lines of an
-                    # NCCL init log, each ~25 us here).
-                    muted = True
-                    rest = HOT_LINES.find(data[end + 1 :], _MUTE_COMMS, skipped)
-                    offsets = [end + 1 + o for o in rest]
-                    spans = select_spans(data, first, offsets, self.dense, counter, end + 1)
-                    break
-            else:
+                    return
+                pos = end + 1
+                continue
+            while i < k and offsets[i] < pos:
+                i += 1
+            if i >= k:
                 return
+            start = rfind(b"\n", pos, offsets[i]) + 1
+            if start < pos:
+                start = pos
+            end = find(b"\n", start)
+            if end < 0:
+                end = n
+            pos = end + 1
+            raw = data[start:end]
+            if (
+                plain
+                and end - start <= _SHAPE_MAX
+                and b"NCCL" not in raw
+                and not (odd and any(c in raw for c in odd))
+            ):
+                cut = prefixes(raw).end()  # type: ignore[union-attr]
+                key = raw[:cut] + raw[cut:].translate(mask) if cut else raw.translate(mask)
+                verdict = repeats.get(key)
+                if verdict is not None:  # a repeat: its first line's verdict, unparsed
+                    outcome, timed = verdict
+                    if outcome == _WARNING_AGAIN:
+                        if self.warning_count >= MAX_WARNINGS:
+                            self.warnings_dropped += 1
+                    elif outcome == _ERROR_AGAIN:
+                        self.errors_dropped += 1
+                    if timed:
+                        pending.append(raw)
+                        if len(pending) >= 64:
+                            self._resolve_pending()  # bounded: usually the newest alone is read
+                    continue
+                self._read_new(counter.number_at(start), raw, key, cut)
+            else:
+                number = counter.number_at(start)
+                for text in line_text(reader, raw, number):
+                    self.handle(number, text)
+            if not muted and self.nccl.comms_full:
+                # The communicator set-ups to keep are all read: the rest of this chunk is
+                # scanned again without them (they are ~2 of every ~70 lines of an NCCL init
+                # log, each ~25 us here).
+                muted = True
+                offsets = [pos + o for o in HOT_LINES.find(data[pos:], _MUTE_COMMS, skipped)]
+                i, k = 0, len(offsets)
 
-    @property
-    def last_time(self) -> float | None:
-        """The latest time seen on a line read so far (`time_before` of events without one)."""
-        if self._pending:
-            self._resolve_pending()
-        return self._last_time
-
-    @last_time.setter
-    def last_time(self, value: float | None) -> None:
-        self._pending.clear()
-        self._last_time = value
-
-    def _resolve_pending(self) -> None:
-        # newest first: the first time found is the latest (a repeat's date can be invalid
-        # where its first line's was not, so an older one may still hold the answer)
-        while self._pending:
-            meta = self._meta(peel(clean(self._pending.pop())[-1]).rest)
-            if meta.time is not None:
-                self._pending.clear()
-                self._last_time = meta.time
-
-    def _read_line(self, reader: ChunkReader, raw: bytes, number: int) -> None:
-        """Parse one line read alone (no record is open), or replay a repeat's verdict."""
-        got = _repeat_key(raw)
-        if got is None:
-            for text in line_text(reader, raw, number):
-                self.handle(number, text)
-            return
-        key, prefix_end = got
-        verdict = self._repeats.get(key)
-        if verdict is not None:
-            outcome, timed = verdict
-            if outcome == _WARNING_AGAIN and self.warning_count >= MAX_WARNINGS:
-                self.warnings_dropped += 1
-            elif outcome == _ERROR_AGAIN:
-                self.errors_dropped += 1
-            if timed:
-                self._pending.append(raw)
-                if len(self._pending) >= 64:
-                    self._resolve_pending()  # bounded: usually the newest alone is read
-            return
+    def _read_new(self, number: int, raw: bytes, key: bytes, prefix_end: int) -> None:
+        """Parse a line read alone (no record open) whose verdict is not known yet, and keep
+        the verdict for its repeats when their digits cannot change it."""
         if self._pending and not self.hint.learned:
             self._resolve_pending()  # read with the year hint the lines were written under
         events = len(self.events)
@@ -1073,6 +1085,27 @@ class _LogParser:
             if len(self._repeats) >= 4096:
                 self._repeats.clear()
             self._repeats[key] = (self._outcome, self._timed)
+
+    @property
+    def last_time(self) -> float | None:
+        """The latest time seen on a line read so far (`time_before` of events without one)."""
+        if self._pending:
+            self._resolve_pending()
+        return self._last_time
+
+    @last_time.setter
+    def last_time(self, value: float | None) -> None:
+        self._pending.clear()
+        self._last_time = value
+
+    def _resolve_pending(self) -> None:
+        # newest first: the first time found is the latest (a repeat's date can be invalid
+        # where its first line's was not, so an older one may still hold the answer)
+        while self._pending:
+            meta = self._meta(peel(clean(self._pending.pop())[-1]).rest)
+            if meta.time is not None:
+                self._pending.clear()
+                self._last_time = meta.time
 
     def handle(self, number: int, text: str) -> None:
         self._pre = None
