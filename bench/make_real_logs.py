@@ -39,20 +39,49 @@ from make_big_bundle import cascade_lines, host_of, nccl_init_lines, oom_traceba
 SAMPLES = Path(__file__).resolve().parent / "samples" / "logs"
 START = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 # Every number but a rank's or a local rank's (`[default0]:`, `[rank0]:`, `[Rank 0]`): a
-# process keeps its rank however long it logs.
-_NUMBER = re.compile(rb"(?<![Dd]efault)(?<![Rr]ank)(?<![Rr]ank )(?<!\d)\d+")
+# process keeps its rank however long it logs. Timestamps (ISO `2026-12-03 07:31:58,598`, c10 and
+# glog `W1203 07:29:20.918369198`) are read as times and move on by the sample's own span, so
+# the grown log's times stay valid and in order, as a real run's do.
+_NUMBER = rb"(?<![Dd]efault)(?<![Rr]ank)(?<![Rr]ank )(?<!\d)\d+"
+_ISO = rb"(?P<iso>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<isofrac>[,.]\d+)?"
+_C10 = rb"(?<=[IWEF])(?P<c10>\d{4} \d{2}:\d{2}:\d{2})(?P<c10frac>\.\d+)"
+_TOKEN = re.compile(_ISO + b"|" + _C10 + b"|" + _NUMBER)
+
+
+def _stamp(m: re.Match[bytes]) -> tuple[datetime, bytes, bytes] | None:
+    """(time, format, fraction) of a timestamp token, None for a plain number."""
+    if m["iso"] is not None:
+        when = datetime.strptime(m["iso"].decode(), "%Y-%m-%d %H:%M:%S")
+        return when, b"%Y-%m-%d %H:%M:%S", m["isofrac"] or b""
+    if m["c10"] is not None:
+        when = datetime.strptime("2026" + m["c10"].decode(), "%Y%m%d %H:%M:%S")
+        return when, b"%m%d %H:%M:%S", m["c10frac"]
+    return None
 
 
 def shifted(sample: bytes) -> Iterator[bytes]:
-    """The sample again and again, every number in it (ranks aside) plus the repetition's
-    index: the library's line shapes with values that move, as a run's do."""
-    parts = _NUMBER.split(sample)
-    numbers = [int(n) for n in _NUMBER.findall(sample)]
+    """The sample again and again: its timestamps moved on by the sample's span on each
+    repetition, every other number in it (ranks aside) plus the repetition's index, zero
+    padding kept: the library's line shapes with values that move, as a run's do."""
+    tokens = list(_TOKEN.finditer(sample))
+    texts = [sample[: tokens[0].start()] if tokens else sample]
+    texts += [sample[a.end() : b.start()] for a, b in zip(tokens, tokens[1:], strict=False)]
+    if tokens:
+        texts.append(sample[tokens[-1].end() :])
+    stamps = [_stamp(m) for m in tokens]
+    times = [s[0] for s in stamps if s is not None]
+    span = (max(times) - min(times) + timedelta(seconds=1)) if times else timedelta(0)
     k = 0
     while True:
-        out = [parts[0]]
-        for number, text in zip(numbers, parts[1:], strict=True):
-            out.append(b"%d" % (number + k))
+        out = [texts[0]]
+        for m, stamp, text in zip(tokens, stamps, texts[1:], strict=True):
+            if stamp is not None:
+                when, fmt, frac = stamp
+                out.append((when + k * span).strftime(fmt.decode()).encode() + frac)
+            else:
+                digits = m[0]
+                width = len(digits) if digits[:1] == b"0" else 0  # `03` stays two digits
+                out.append(b"%0*d" % (width, int(digits) + k))
             out.append(text)
         yield b"".join(out)
         k += 1
@@ -135,6 +164,12 @@ def adversarial(rank: int, rng: random.Random) -> Iterator[bytes]:
         ).encode()
 
 
+def _times_in(data: bytes) -> list[datetime]:
+    """The timestamps `shifted` moves, as UTC times."""
+    found = (_stamp(m) for m in _TOKEN.finditer(data))
+    return [s[0].replace(tzinfo=timezone.utc) for s in found if s is not None]
+
+
 FORMATS: dict[str, Callable[[int, random.Random], Iterator[bytes]]] = {
     "megatron": megatron,
     "hf_trainer": from_sample("hf_trainer_rank0_stderr.log", "hf_trainer_rank0_stdout.log"),
@@ -151,18 +186,22 @@ def write_job(out: Path, fmt: str, ranks: int, total_bytes: int, seed: int) -> N
     culprit = rng.randrange(ranks)
     per_rank = total_bytes // ranks
     out.mkdir(parents=True, exist_ok=True)
-    end = START + timedelta(hours=2)
     for rank in range(ranks):
         rank_rng = random.Random(seed * 100003 + rank)
         path = out / host_of(rank) / f"rank_{rank}.log"
         path.parent.mkdir(exist_ok=True)
         with path.open("wb") as fh:
             written = 0
+            last = b""
             for block in FORMATS[fmt](rank, rank_rng):
                 fh.write(block)
                 written += len(block)
+                last = block
                 if written >= per_rank:
                     break
+            # the failure comes after the last line the body logged, as in a real run
+            times = [START + timedelta(hours=2), *_times_in(last[-65536:])]
+            end = max(times) + timedelta(seconds=60)
             if rank == culprit:
                 tail = oom_traceback(rank, end)
             else:

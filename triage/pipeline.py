@@ -260,7 +260,9 @@ class _Pool:
 
         from triage import budget, parsers
 
-        parsers.preload()
+        # what the sources offered so far need (dumps are offered last, once discovery is
+        # done: a pool they start knows every kind of the job)
+        parsers.preload({source.kind for _, source, _ in self.waiting})
         # Results arrive as many fresh, acyclic objects (FR entries); the cyclic GC would
         # re-scan all of them again and again meanwhile.
         gc.disable()

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache, partial
+from itertools import repeat
 from typing import Any
 
 from triage import budget
@@ -92,7 +93,11 @@ def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
     data = b""
     try:
         with source.open() as stream:
-            data = stream.read(limit + 1)
+            # a size known: no buffer of the limit's size (256 MiB) to map and give back
+            want = limit + 1 if source.size <= 0 else min(limit, source.size) + 1
+            data = stream.read(want)
+            if len(data) == want and want <= limit:  # grew since it was listed
+                data += stream.read(limit + 1 - want)
     except Exception as exc:  # unreadable archive member, permission, vanished file
         return _failed(source, f"cannot read flight-recorder dump: {exc}", warnings, 0)
     if len(data) > limit:
@@ -101,7 +106,7 @@ def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
         )
     # What decoding it whole may take, held against the job's budget while it decodes: a
     # 256 MB dump of `{}` entries would take ~7 GB, and several workers decode at once.
-    estimate = decode_estimate(data)
+    estimate = _bound_estimate(len(data), job.limits.fr_decode_bytes) or decode_estimate(data)
     with job.decoding(estimate) as fits:
         if fits:
             dump, problem = load_dump(data, rank=source.rank, warnings=warnings, tail=tail)
@@ -137,6 +142,19 @@ def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
 
 
 _TAIL_WHEN_BIG = 128  # entries read of a dump too big to decode whole (pipeline.FR_TAIL_ENTRIES)
+
+
+# Most a byte of a dump can cost decoded: its own 8 and one container (80) or string (60).
+_MOST_PER_BYTE = 88
+
+
+def _bound_estimate(size: int, budget: int) -> int | None:
+    """An upper estimate from the size alone, where it is a small share of the budget (a
+    1,024-rank job's 330 KB dumps: 29 MB each of 1 GiB): counting opcodes (8 passes, ~1.2 ms
+    a dump, as long as the tail read itself) would only lower a hold that fits anyway. None:
+    count them (`decode_estimate`)."""
+    bound = size * _MOST_PER_BYTE
+    return bound if bound <= budget // 16 else None
 
 
 def decode_estimate(data: bytes) -> int:
@@ -280,16 +298,28 @@ _EMPTY_DICT, _BINPUT, _LONG_BINPUT = ord("}"), ord("q"), ord("r")
 _PIECE_HEAD = b"}(X\x01\x00\x00\x00_]("
 
 
+# Entries loaded whole at the start of a dump read in part: their memo holds what the kept
+# entries at the end mostly refer to (the keys, the op and group names, the stacks of the
+# training loop), so those need no search.
+_PREFIX_ENTRIES = 8
+# A kept entry may still name an object first written after those (a stack first seen
+# later): each such slot is looked for by itself this many times, then all a piece may name
+# at once (`_read_piece`).
+_MISSES_ONE_BY_ONE = 4
+
+
 def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     """(the top-level dict with only the last `keep` entries, entries the dump holds), or
     None when the dump holds no more than `keep` entries or is not laid out as torch's
     pickler (or Python's, at protocol 2 or 3) writes it: the caller then reads it whole, so
     a wrong guess here costs time, never an answer.
 
-    The header (everything before the `'entries'` key) and the piece from the first kept
-    entry to the end are each loaded as a pickle of their own, through the same safety scan;
-    the piece's references to objects defined earlier (strings, and in torch's layout the
-    frame dicts entries share) come from `safe_pickle.memo_definitions`.
+    Two parts are loaded, each as a pickle of its own through the same safety scan: the
+    beginning (the header and the first entries, closed by APPENDS and SETITEMS) and the piece
+    from the first kept entry to the end. The piece's references to objects defined before
+    it (strings, and in torch's layout the frame dicts entries share) come from the memo the
+    beginning's load left, and those defined between the two from
+    `safe_pickle.memo_definitions`, for exactly the slots the piece turns out to need.
     """
     key = _ENTRIES_KEY.search(data)
     if key is None:
@@ -318,26 +348,78 @@ def _read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     first_new = _put_slot(data, cut + 1) if memoized else 1 << 32
     if first_new is None:
         return None
+    begin = _kth_start_from_start(data, b"(" + get, _PREFIX_ENTRIES, key_end, cut, memoized)
     try:
-        # Both parts pass the safety scan before anything is searched or built: a forbidden
-        # opcode or a memo bomb in them is refused before it costs a thing.
-        header = safe_pickle.loads(data[: key.start()] + b"u.", check_depth=False)
-        piece = data[cut:]
-        safe_pickle.scan(b"\x80\x02" + _PIECE_HEAD + piece, memo_bound=len(data))
-        wanted = {s for s in safe_pickle.memo_gets(piece) if s < first_new}
-        # bounded (a budget of bytes searched); past it the whole read is cheaper
-        defined = safe_pickle.memo_definitions(data, wanted, cut)
-        rest = safe_pickle.loads_piece(
-            _PIECE_HEAD + piece, {}, memo_bound=len(data), definitions=defined
-        )
+        # APPENDS closes the entries list, SETITEMS the top dict; a forbidden opcode or a
+        # memo bomb in either part is refused by its scan before anything is built
+        head, known = safe_pickle.loads_prefix(data[:begin] + b"eu.")
+        rest = _read_piece(data, cut, first_new, known)
     except safe_pickle.PickleError:
         return None
-    if type(header) is not dict or type(rest) is not dict or type(rest.get("_")) is not list:
+    if type(head) is not dict or type(rest) is not dict or type(rest.get("_")) is not list:
         return None
+    head.pop("entries", None)  # the first entries: only their memo was wanted
     entries = rest.pop("_")
     if len(entries) != keep or "entries" in rest:
         return None
-    return {**header, **rest, "entries": entries}, total
+    return {**head, **rest, "entries": entries}, total
+
+
+def _read_piece(data: bytes, cut: int, first_new: int, known: safe_pickle.Memo) -> Any:
+    """The dict `_PIECE_HEAD` + data[cut:] makes, its references to slots defined before
+    the cut taken from `known` or looked for (bounded: see `safe_pickle.memo_definitions`)."""
+    piece = _PIECE_HEAD + data[cut:]
+    defined: dict[int, tuple[int, bytes]] = {}  # slot -> (where, opcodes), from the searches
+
+    def load() -> Any:
+        ordered = sorted(defined.items(), key=lambda kv: kv[1][0])
+        return safe_pickle.loads_piece(
+            piece, {}, len(data), definitions=[(s, raw) for s, (_, raw) in ordered], known=known
+        )
+
+    for _ in range(_MISSES_ONE_BY_ONE):
+        try:
+            return load()
+        except safe_pickle.MemoMissing as missing:
+            if missing.slot >= first_new or missing.slot in defined:
+                raise
+            found = safe_pickle.memo_definitions(data, {missing.slot}, cut, located=True)
+            if not any(s == missing.slot for s, _, _ in found):
+                raise
+            defined.update((s, (at, raw)) for s, at, raw in found)
+    # Many objects first written after the beginning: every slot the piece may name (a
+    # superset: payload bytes that look like a GET count too), searched for in one go.
+    wanted = {s for s in safe_pickle.memo_gets(piece) if s < first_new} - defined.keys()
+    found = safe_pickle.memo_definitions(data, wanted, cut, located=True)
+    defined.update((s, (at, raw)) for s, at, raw in found)
+    return load()
+
+
+def _kth_start_from_start(
+    data: bytes, tail: bytes, k: int, lowest: int, highest: int, memoized: bool
+) -> int:
+    """Start of the k-th entry after the first (the end of the first k+1 entries' bytes) or
+    `highest`: found forwards by the bytes later entries open with, checked as
+    `_kth_start_from_end` checks them."""
+    at = lowest
+    while k > 0:
+        at = data.find(tail, at + 1, highest)
+        if at < 0:
+            return highest
+        if not memoized:
+            if data[at - 1] == _EMPTY_DICT:
+                k -= 1
+                if k == 0:
+                    return at - 1
+        elif data[at - 2] == _BINPUT and data[at - 3] == _EMPTY_DICT:
+            k -= 1
+            if k == 0:
+                return at - 3
+        elif data[at - 5] == _LONG_BINPUT and data[at - 6] == _EMPTY_DICT:
+            k -= 1
+            if k == 0:
+                return at - 6
+    return highest
 
 
 def _kth_start_from_end(
@@ -581,13 +663,15 @@ def _entries_by_column(
     if not raw or _column_types(raw) != {dict}:
         return None
 
+    n = len(raw)
+
     def column(key: str) -> list[Any]:
-        return [e.get(key) for e in raw]
+        return list(map(dict.get, raw, repeat(key, n)))  # at C speed: no frame per entry
 
     names = column("profiling_name")
     if _column_types(names) != {str}:
         return None
-    names = [cache.setdefault(n, n) for n in names]
+    names = list(map(cache.setdefault, names, names))
     seqs = column("collective_seq_id")
     if _column_types(seqs) == {_NONE}:
         seqs = column("seq_id")
@@ -604,8 +688,10 @@ def _entries_by_column(
         pairs = {(tuple(g) if type(g) is list else g) for g in groups}
         if not all(len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs):
             return None
-        pg_names = [cache.setdefault(g[0], g[0]) for g in groups]
-        pg_descs = [cache.setdefault(g[1], g[1]) for g in groups]
+        pg_names = [g[0] for g in groups]
+        pg_descs = [g[1] for g in groups]
+        pg_names = list(map(cache.setdefault, pg_names, pg_names))
+        pg_descs = list(map(cache.setdefault, pg_descs, pg_descs))
     else:
         return None
 
@@ -707,8 +793,7 @@ def _shared(table: dict[Any, Any], values: list[Any]) -> list[Any]:
     """`values` with equal numbers as one object (one table per type: 1 == 1.0 == True)."""
     if len(table) > _SHARED_MAX:
         table.clear()
-    keep = table.setdefault
-    return [keep(v, v) for v in values]
+    return list(map(table.setdefault, values, values))
 
 
 def entry_columns(entries: Sequence[FlightRecorderEntry]) -> list[tuple[Any, ...]]:
@@ -737,13 +822,15 @@ def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     # TypeError (a shape that is not a sequence, an unhashable dim) reaches the caller,
     # which falls back to the entry-by-entry path and its per-entry verdict.
     keys = [() if v is None else tuple(map(tuple, v)) for v in values]
+    shared: dict[Any, Any] = {}
     for shapes in set(keys):
         key = ("sizes", shapes)
         if key not in cache:
             if not all(type(dim) is int for shape in shapes for dim in shape):
                 return None
             cache[key] = shapes
-    return [cache["sizes", k] for k in keys]
+        shared[shapes] = cache[key]
+    return list(map(shared.__getitem__, keys))
 
 
 def _dtype_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
@@ -751,13 +838,15 @@ def _dtype_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     if not _column_types(values) <= {list, tuple, _NONE}:
         return None
     keys = [() if v is None else tuple(v) for v in values]
+    shared: dict[Any, Any] = {}
     for names in set(keys):
         key = ("dtypes", names)
         if key not in cache:
             if not all(type(name) is str for name in names):
                 return None
             cache[key] = names
-    return [cache["dtypes", k] for k in keys]
+        shared[names] = cache[key]
+    return list(map(shared.__getitem__, keys))
 
 
 def _entry(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightRecorderEntry:

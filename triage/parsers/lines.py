@@ -366,30 +366,44 @@ class MarkerSet:
         # Lines the scan mostly sees (healthy progress output): no anchor window is taken from
         # them when a needle has another, or the numpy engine would check every such line.
         self._ordinary = list(ordinary)
-        busy = frozenset(
-            low[i : i + 4]
-            for line in self._ordinary
-            for low in (line.lower().encode("utf-8", "replace"),)
-            for i in range(len(low) - 3)
-        )
         self._hs_find: Any = None  # hyperscan databases, compiled on the first scan
         self._hs_lines: Any = None
         self._hs_line_groups = 0
         self._hs_lens: list[int] = []
-        # 4-byte code -> (needle, offset of the code inside it)
-        self._by_code: dict[int, list[tuple[bytes, int]]] = {}
+        needles = []
         for needle in self._spec:
-            # `usin|g network`: the anchor window starts at the bar; else the rarest window
             raw = needle.lower().encode("ascii")
             bar = raw.find(b"|")
             raw = raw.replace(b"|", b"")
             if len(raw) < 4 or bar > len(raw) - 4:
                 raise ValueError(f"marker {needle!r} is shorter than 4 bytes after its anchor")
-            off = bar if bar >= 0 else _anchor(raw, busy)
-            self._by_code.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
-        self._needles = sorted({n for ns in self._by_code.values() for n, _ in ns if n})
+            needles.append(raw)
+        self._needles = sorted(set(needles))
+        # 4-byte code -> (needle, offset of the code inside it): the numpy engine's anchors,
+        # chosen on its first use (~0.1 s of start-up that hyperscan never needs)
+        self._anchors: dict[int, list[tuple[bytes, int]]] | None = None
         self._table = self._codes = None  # built on the first `find` (see _numpy)
         self._local = threading.local()  # per-thread scratch buffers
+
+    @property
+    def _by_code(self) -> dict[int, list[tuple[bytes, int]]]:
+        if self._anchors is None:
+            busy = frozenset(
+                low[i : i + 4]
+                for line in self._ordinary
+                for low in (line.lower().encode("utf-8", "replace"),)
+                for i in range(len(low) - 3)
+            )
+            anchors: dict[int, list[tuple[bytes, int]]] = {}
+            for needle in self._spec:
+                # `usin|g network`: the anchor window starts at the bar; else the rarest one
+                raw = needle.lower().encode("ascii")
+                bar = raw.find(b"|")
+                raw = raw.replace(b"|", b"")
+                off = bar if bar >= 0 else _anchor(raw, busy)
+                anchors.setdefault(_fold4(raw[off : off + 4]), []).append((raw, off))
+            self._anchors = anchors
+        return self._anchors
 
     def using(self, engine: str) -> MarkerSet:
         """The same markers scanned by another engine (tests compare them)."""
@@ -588,6 +602,23 @@ class MarkerSet:
         return sorted(p for p in out if p >= 0)
 
 
+class Gate(NamedTuple):
+    """A cheap test of a whole chunk: the patterns behind it are scanned for only where it
+    holds. `literal` must occur in the chunk (a `bytes.find`), and, when `words` are given,
+    one of them too (case-insensitive; a small literal scan that stops at the first hit)."""
+
+    literal: bytes
+    words: tuple[bytes, ...] = ()
+
+
+class Gated(NamedTuple):
+    """Verdict and once patterns (as for `HotLines`) that only a chunk passing `gate` needs."""
+
+    gate: Gate
+    verdicts: tuple[bytes, ...] = ()
+    once: tuple[bytes, ...] = ()
+
+
 class HotLines:
     """The lines of a chunk that can make an event, found in one compiled pass.
 
@@ -598,9 +629,17 @@ class HotLines:
     are no needles here: their verdict is the exact pattern, so a near miss (`errors=0`,
     `failed_steps`, `NCCL_ASYNC_ERROR_HANDLING`) costs nothing after the scan. `once` patterns
     report only their first line of each chunk (NCCL channel lines: the tracker keeps one per
-    transport). On hyperscan every pattern is one database, scanned once per chunk; without
-    it the `markers` scan finds the candidate lines and each is checked with `re` (the same
-    lines, slower).
+    transport).
+
+    `gated` groups are patterns only some chunks need (those holding an ANSI escape, those
+    holding NCCL INFO lines): a pattern that follows a busy literal to the end of its line
+    (`NCCL INFO[^\n]*(?i:error|...)`) slows the whole scan ~10x on a chunk where that literal
+    is on every line, and a gate's test costs a pass of its own (~1.4 GB/s for `in`). So the
+    main scan also looks for each gate's literal (reported once), and only a chunk that holds
+    it is scanned again for that group's patterns (after its `words` test, if it has one).
+
+    On hyperscan each scan is one database; without it the `markers` scan finds the candidate
+    lines and each is checked with `re` (the same lines, slower).
     """
 
     def __init__(
@@ -609,58 +648,182 @@ class HotLines:
         strong: Iterable[str],
         verdicts: Iterable[bytes],
         once: Iterable[bytes] = (),
+        gated: Iterable[Gated] = (),
     ) -> None:
         self._markers = markers
         self._strong = sorted({n.lower().encode("ascii") for n in strong})
         self._verdicts = list(verdicts)
         self._once = list(once)
-        self._hs_db: Any = None
+        self._gated = list(gated)
+        # the main database and one per gated group: (database, ids of each pattern)
+        self._hs_main: tuple[Any, dict[bytes, list[int]]] | None = None
+        self._hs_groups: dict[int, tuple[Any, dict[bytes, list[int]]]] = {}
+        self._gate_ids: dict[int, int] = {}  # main database id of a gate literal -> group
+        self._word_dbs: dict[int, Any] = {}
         self._local = threading.local()
-        # the fallback: one `re` per kind, run on a candidate line only
-        self._strong_re = re.compile(b"|".join(map(re.escape, self._strong)) or b"(?!)", re.I)
-        self._verdict_res = [re.compile(p) for p in self._verdicts]
-        self._once_res = [re.compile(p) for p in self._once]
+        # the fallback: one `re` per kind, run on a candidate line only; compiled on first use
+        # (~0.2 s of start-up that hyperscan never needs)
+        self._plain: tuple[re.Pattern[bytes], dict[bytes, re.Pattern[bytes]]] | None = None
 
-    def _database(self) -> Any:
-        if self._hs_db is None:
-            hs = _hyperscan()
-            escaped = [
-                b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
-                for needle in self._strong
-            ]
-            expressions = escaped + self._verdicts + self._once
-            flags = (
-                [hs.HS_FLAG_CASELESS] * len(escaped)
-                + [0] * len(self._verdicts)
-                + [hs.HS_FLAG_SINGLEMATCH] * len(self._once)
+    def _plain_res(self) -> tuple[re.Pattern[bytes], dict[bytes, re.Pattern[bytes]]]:
+        if self._plain is None:
+            strong = re.compile(b"|".join(map(re.escape, self._strong)) or b"(?!)", re.I)
+            patterns = [*self._verdicts, *self._once]
+            patterns += [p for g in self._gated for p in (*g.verdicts, *g.once)]
+            self._plain = strong, {p: re.compile(p) for p in patterns}
+        return self._plain
+
+    def _words_pass(self, index: int, data: bytes) -> bool:
+        """Whether `data` holds one of group `index`'s gate words (True if it has none)."""
+        words = self._gated[index].gate.words
+        if not words:
+            return True
+        if _hyperscan() is None:
+            low = data.lower()  # the plain engine: slow anyway
+            return any(w.lower() in low for w in words)
+        db = self._word_dbs.get(index)
+        if db is None:
+            db = self._word_dbs[index] = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            db.compile(
+                expressions=[_escaped(w) for w in words],
+                ids=list(range(len(words))),
+                flags=[_hs.HS_FLAG_CASELESS | _hs.HS_FLAG_SINGLEMATCH] * len(words),
             )
-            db = hs.Database(mode=hs.HS_MODE_BLOCK)
-            db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
-            self._hs_db = db
-        return self._hs_db
+        try:
+            db.scan(data, match_event_handler=lambda *_: True, scratch=self._scratch(db))
+        except _hs.ScanTerminated:  # the handler stops the scan at the first word found
+            return True
+        return False
 
-    def find(self, data: bytes) -> list[int]:
-        """Sorted offsets, at least one inside each hot line of `data`."""
+    def _scratch(self, db: Any) -> Any:
+        scratches = getattr(self._local, "scratches", None)
+        if scratches is None:
+            scratches = self._local.scratches = {}
+        scratch = scratches.get(id(db))
+        if scratch is None:
+            scratch = scratches[id(db)] = _hs.Scratch(db)
+        return scratch
+
+    @staticmethod
+    def _compile(
+        groups: list[tuple[list[bytes], int]],
+    ) -> tuple[Any, dict[bytes, list[int]]]:
+        """One database of (patterns, flags) groups, and the ids of each pattern."""
+        expressions = [p for patterns, _ in groups for p in patterns]
+        flags = [f for patterns, f in groups for _ in patterns]
+        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        db.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+        ids: dict[bytes, list[int]] = {}
+        for i, pattern in enumerate(expressions):
+            ids.setdefault(pattern, []).append(i)
+        return db, ids
+
+    def _main(self) -> tuple[Any, dict[bytes, list[int]]]:
+        if self._hs_main is None:
+            hs = _hyperscan()
+            gates = [_escaped(g.gate.literal) for g in self._gated]
+            self._hs_main = self._compile(
+                [
+                    ([*map(_escaped, self._strong)], hs.HS_FLAG_CASELESS),
+                    (self._verdicts, 0),
+                    (self._once, hs.HS_FLAG_SINGLEMATCH),
+                    (gates, hs.HS_FLAG_SINGLEMATCH),
+                ]
+            )
+            first = len(self._strong) + len(self._verdicts) + len(self._once)
+            self._gate_ids = {first + i: i for i in range(len(gates))}
+        return self._hs_main
+
+    def _group(self, index: int) -> tuple[Any, dict[bytes, list[int]]]:
+        got = self._hs_groups.get(index)
+        if got is None:
+            group = self._gated[index]
+            got = self._hs_groups[index] = self._compile(
+                [(list(group.verdicts), 0), (list(group.once), _hs.HS_FLAG_SINGLEMATCH)]
+            )
+        return got
+
+    def warm(self, groups: Iterable[int] = ()) -> None:
+        """Compile the hyperscan databases now (before worker processes fork): the main one
+        and those of `groups` (indexes into `gated`)."""
+        if _hyperscan() is not None and self._markers.engine == "hyperscan":
+            self._main()
+            for i in groups:
+                self._group(i)
+
+    def find(
+        self, data: bytes, mute: frozenset[bytes] = frozenset(), skipped: list[int] | None = None
+    ) -> list[int]:
+        """Sorted offsets, at least one inside each hot line of `data`. `mute`: verdict
+        patterns that make no line hot (a line they match is hot only by another pattern);
+        `skipped[0]` is raised by the matches they had."""
         if len(data) < 4:
             return []
-        if _hyperscan() is not None and self._markers.engine == "hyperscan":
-            out: list[int] = []
-            add = out.append
+        if _hyperscan() is None or self._markers.engine != "hyperscan":
+            return self.find_plain(data, mute, skipped)
+        out: list[int] = []
+        db, ids = self._main()
+        gates = self._scan(db, ids, data, mute, skipped, out, self._gate_ids)
+        for index in sorted(gates):
+            if self._words_pass(index, data):
+                group_db, group_ids = self._group(index)
+                self._scan(group_db, group_ids, data, mute, skipped, out, {})
+        out.sort()
+        return out
+
+    def _scan(
+        self,
+        db: Any,
+        ids: dict[bytes, list[int]],
+        data: bytes,
+        mute: frozenset[bytes],
+        skipped: list[int] | None,
+        out: list[int],
+        gate_ids: dict[int, int],
+    ) -> set[int]:
+        """Scan `data` with `db`, adding an offset inside each line a pattern matched to
+        `out`; returns the gated groups whose literal it holds."""
+        add = out.append
+        muted = frozenset(i for p in mute for i in ids.get(p, ()))
+        gates: set[int] = set()
+        hits = [0]
+        if muted or gate_ids:
+            special = muted | gate_ids.keys()
+
+            def on_match(i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+                if i not in special:
+                    add(end - 1)
+                elif i in muted:
+                    hits[0] += 1
+                else:
+                    gates.add(gate_ids[i])
+
+        else:
 
             def on_match(_i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
                 add(end - 1)  # the match's last byte: inside its line
 
-            db = self._database()
-            scratch = getattr(self._local, "scratch", None)
-            if scratch is None:
-                scratch = self._local.scratch = _hs.Scratch(db)
-            db.scan(data, match_event_handler=on_match, scratch=scratch)
-            out.sort()
-            return out
-        return self.find_plain(data)
+        db.scan(data, match_event_handler=on_match, scratch=self._scratch(db))
+        if skipped is not None:
+            skipped[0] += hits[0]
+        return gates
 
-    def find_plain(self, data: bytes) -> list[int]:
+    def find_plain(
+        self, data: bytes, mute: frozenset[bytes] = frozenset(), skipped: list[int] | None = None
+    ) -> list[int]:
         """Same lines as `find`, by the marker scan and a check of each candidate line."""
+        gates = [
+            i
+            for i, g in enumerate(self._gated)
+            if g.gate.literal in data and self._words_pass(i, data)
+        ]
+        strong, compiled = self._plain_res()
+        every = (*self._verdicts, *(p for i in gates for p in self._gated[i].verdicts))
+        verdicts = [compiled[p] for p in every if p not in mute]
+        muted = [compiled[p] for p in every if p in mute]
+        once = [compiled[p] for p in self._once]
+        # each gated group's once patterns are their own scan's: their first line per chunk
+        once += [compiled[p] for i in gates for p in self._gated[i].once]
         out: list[int] = []
         last_end = -1
         once_seen: set[int] = set()
@@ -672,18 +835,30 @@ class HotLines:
             end = len(data) if end < 0 else end
             last_end = end
             line = data[start:end]
-            if self._strong_re.search(line) or self._hot_by_verdict(line, once_seen):
+            # as in a scan: every once pattern the line matches is used up (each reports its
+            # first match only) and every muted match counted, whatever else makes it hot
+            first_of_once = _first_of_once(line, once, once_seen)
+            if skipped is not None and muted:
+                skipped[0] += sum(1 for p in muted if p.search(line))
+            if first_of_once or strong.search(line) or any(p.search(line) for p in verdicts):
                 out.append(hit)
         return out
 
-    def _hot_by_verdict(self, line: bytes, once_seen: set[int]) -> bool:
-        if any(p.search(line) for p in self._verdict_res):
-            return True
-        for i, pattern in enumerate(self._once_res):
-            if i not in once_seen and pattern.search(line):
-                once_seen.add(i)
-                return True
-        return False
+
+def _escaped(needle: bytes) -> bytes:
+    """A literal for a hyperscan expression: every byte but letters and digits escaped."""
+    return b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
+
+
+def _first_of_once(line: bytes, once: list[re.Pattern[bytes]], seen: set[int]) -> bool:
+    """Whether `line` is the first match of a once pattern not `seen` yet (all it matches are
+    marked seen)."""
+    first = False
+    for i, pattern in enumerate(once):
+        if i not in seen and pattern.search(line):
+            seen.add(i)
+            first = True
+    return first
 
 
 def select_lines(
@@ -700,14 +875,31 @@ def select_lines(
     A `counter` for `data` numbers lines counting from the chunk's nearer end (the lines of a
     crash sit at a log's head and tail), else newlines are counted from the chunk's start.
     """
+    counter = counter or LineCounter(data, first_line, count_newlines(data))
+    for number, start, end in select_spans(data, offsets, dense, counter):
+        yield (counter.number_at(start) if number is None else number), data[start:end]
+
+
+def select_spans(
+    data: bytes,
+    offsets: list[int],
+    dense: Callable[[], bool],
+    counter: LineCounter,
+    pos: int = 0,
+) -> Iterator[tuple[int | None, int, int]]:
+    """`select_lines` as `(line_number, start, end)` spans, from byte `pos` (a line start; a
+    caller that re-scans the rest of a chunk continues there). A line found by its offset
+    comes with None for its number, `counter.number_at(start)` when the caller needs it: a
+    line whose verdict is known without parsing it (a repeat) never pays for the count."""
     n = len(data)
-    pos = 0
-    number = first_line
+    number: int | None = None  # the number of the line at `pos`, when known
     i = 0
     k = len(offsets)
     while pos < n:
         if dense():
             start = pos
+            if number is None:
+                number = counter.number_at(start)
         else:
             while i < k and offsets[i] < pos:
                 i += 1
@@ -715,13 +907,10 @@ def select_lines(
                 return
             start = max(pos, data.rfind(b"\n", pos, offsets[i]) + 1)
             if start > pos:
-                if counter is not None:
-                    number = counter.number_at(start)
-                else:
-                    number += count_newlines(data, pos, start)
+                number = None
         end = data.find(b"\n", start)
         if end < 0:
             end = n
-        yield number, data[start:end]
+        yield number, start, end
         pos = end + 1
-        number += 1
+        number = None if number is None else number + 1

@@ -127,6 +127,14 @@ class NcclFinding:
     attrs: dict[str, Any]
 
 
+# Communicator set-up lines (`comm 0x.. rank R nRanks N`, `... Init COMPLETE`) kept per input:
+# the first communicators of a process already tell its rank, the world size and the groups
+# ranks must agree on. A process that creates thousands of them (NCCL_DEBUG=INFO and a
+# communicator per P2P pair or per step) would otherwise make every such line an event, ~2 of
+# every ~70 lines of its log, each parsed in Python; past this many, they are counted only.
+MAX_COMM_EVENTS = 64
+
+
 class NcclTracker:
     """Decides which NCCL lines become events and learns host:pid -> rank. Bounded state."""
 
@@ -136,6 +144,32 @@ class NcclTracker:
         self.rank_of: dict[tuple[str, int], tuple[int, int]] = {}  # (host,pid) -> (rank, nranks)
         self._seen_transports: set[str] = set()
         self._seen_info: set[str] = set()
+        self.comm_events = 0  # communicator set-up lines kept as events
+        self.comms_dropped = 0  # ... and not kept, past MAX_COMM_EVENTS
+        self.skipped = [0]  # ... and those a scan told were there but no longer looked at
+
+    @property
+    def comms_full(self) -> bool:
+        """Whether further communicator set-up lines are only counted (the caller may then
+        stop looking for them)."""
+        return self.comm_events >= MAX_COMM_EVENTS
+
+    def _comm_kept(self) -> bool:
+        if self.comm_events >= MAX_COMM_EVENTS:
+            self.comms_dropped += 1
+            return False
+        self.comm_events += 1
+        return True
+
+    def dropped_warning(self) -> str | None:
+        """What the input warns about communicator set-up lines not kept, if any."""
+        dropped = self.comms_dropped + self.skipped[0]
+        if not dropped:
+            return None
+        return (
+            f"{dropped} more NCCL communicator set-up lines not read (the first "
+            f"{MAX_COMM_EVENTS} tell the ranks, the world size and the groups)"
+        )
 
     def rank_for(self, host: str | None, pid: int | None) -> int | None:
         if host is None or pid is None:
@@ -176,6 +210,8 @@ class NcclTracker:
         if m is not None:
             rank, nranks = int(m["rank"]), int(m["nranks"])
             self._learn(line.host, line.pid, rank, nranks)
+            if not self._comm_kept():
+                return None
             attrs = dict(
                 base,
                 rank=rank,
@@ -230,6 +266,8 @@ class NcclTracker:
         if m is not None and "Init COMPLETE" not in msg:
             rank, nranks = int(m["rank"]), int(m["nranks"])
             self._learn(line.host, line.pid, rank, nranks)
+            if not self._comm_kept():
+                return None
             attrs = dict(base, comm=m["comm"], rank=rank, nranks=nranks)
             for key in ("nnodes", "local_ranks", "local_rank"):
                 if m[key] is not None:
@@ -269,10 +307,10 @@ _KEPT = (_VERSION, _DRIVER, _BOOTSTRAP, _NET_USING, _NETWORK, _CHANNEL, _COMM, _
 _KEPT += (_CHAIN, _INFO_TROUBLE)
 
 
-def notable_needles() -> list[str]:
+def notable_needles(kept: tuple[re.Pattern[str], ...] = _KEPT) -> list[str]:
     """Lowercased literals one of which every line `assess` keeps holds (WARN lines: "warn")."""
     out = ["warn"]
-    for pattern in _KEPT:
+    for pattern in kept:
         text = f"(?i:{pattern.pattern})" if pattern.flags & re.IGNORECASE else pattern.pattern
         for literal in group_literals(text) or ():
             out.append(literal.lstrip("\0").lower())
@@ -280,6 +318,9 @@ def notable_needles() -> list[str]:
 
 
 NOTABLE = MarkerSet(notable_needles())
+# Once an input's communicator set-ups are only counted (`MAX_COMM_EVENTS`), its later chunks
+# are scanned without their needles: those lines then cost nothing.
+NOTABLE_NO_COMM = MarkerSet(notable_needles(tuple(p for p in _KEPT if p not in (_COMM, _INIT))))
 
 
 def line_needles() -> list[str]:
@@ -299,10 +340,16 @@ class _Continuation:
         return self.index is not None
 
 
-def _notable_lines(reader: ChunkReader, dense: Callable[[], bool]) -> Iterator[tuple[int, str]]:
+def _notable_lines(
+    reader: ChunkReader, dense: Callable[[], bool], tracker: NcclTracker
+) -> Iterator[tuple[int, str]]:
     for data, first in reader:
         counter = reader.counter
-        for number, raw in select_lines(data, first, NOTABLE.find(data), dense, counter):
+        markers = NOTABLE
+        if tracker.comms_full:
+            markers = NOTABLE_NO_COMM  # what it no longer looks at is still counted
+            tracker.skipped[0] += data.count(b" nRanks ") + data.count(b" nranks ")
+        for number, raw in select_lines(data, first, markers.find(data), dense, counter):
             for text in line_text(reader, raw, number):
                 yield number, text
 
@@ -321,7 +368,7 @@ def parse(source: Source) -> ParsedSource:
         return ParsedSource(source, (), (f"cannot open: {exc!r}",))
     try:
         reader = ChunkReader(stream)
-        for number, text in _notable_lines(reader, cont.reading):
+        for number, text in _notable_lines(reader, cont.reading, tracker):
             pre = peel(text)
             line = parse_nccl_line(pre.rest)
             if line is None:
@@ -372,6 +419,9 @@ def parse(source: Source) -> ParsedSource:
             stream.close()
     if dropped:
         warnings.append(f"{dropped} more NCCL events dropped after the first {MAX_EVENTS}")
+    comms = tracker.dropped_warning()
+    if comms:
+        warnings.append(comms)
     fill_ranks(events, tracker)
     if reader is not None:
         warnings[:0] = reader.warnings

@@ -40,13 +40,15 @@ from triage.parsers import timestamps as ts
 from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
 from triage.parsers.lines import (
     ChunkReader,
+    Gate,
+    Gated,
     HotLines,
     LineCounter,
     MarkerSet,
     clean,
     hyperscan_module,
     line_text,
-    select_lines,
+    select_spans,
 )
 from triage.parsers.nccl import NcclTracker, fill_ranks, parse_nccl_line
 from triage.parsers.nccl import line_needles as nccl_line_needles
@@ -315,18 +317,14 @@ RULE_MARKERS = MarkerSet(rule_needles(_KNOWN.rules), ordinary=_TEMPLATES.healthy
 def _verdicts() -> list[bytes]:
     """What makes a line that holds only generic words worth parsing, in the syntax both
     hyperscan and `re` read: exactly the words `_error_or_warning` looks for, a W/E/F/C log
-    level (such a line is an event when it holds any needle), and the NCCL lines
-    `NcclTracker.assess` keeps. Each is a superset of what the parser then decides."""
+    level (such a line is an event when it holds any needle), NCCL WARN lines (the NCCL INFO
+    lines `NcclTracker.assess` keeps: `_gated`). Each is a superset of what the parser then
+    decides."""
     assert _TEMPLATES.error_words is not None and _TEMPLATES.warning_words is not None
     # hyperscan's \w and \b are ASCII: `\w+Warning:` could miss `éWarning:`, whose
     # `\bWarning\b` it finds (a boundary before the W, seen from the bytes)
     warning = _TEMPLATES.warning_words.pattern.replace(r"|\w+Warning:", "|Warning:")
-    # ANSI colour codes end in a letter (`\x1b[1;31mERROR`): no word boundary is left to see
-    # in the bytes, so a coloured line is read whenever it holds a generic word at all
-    words = b"|".join(re.escape(w.encode()) for w in _word_needles())
     return [
-        rb"\x1b[^\n]*?(?i:" + words + rb")",
-        rb"(?i:" + words + rb")[^\n]*?\x1b",
         *_TEMPLATE_VERDICTS.values(),
         # the record openers' literals in their own case (` FAILED`, `Traceback (most ...`)
         *(_exact(group_literals(p.pattern)) for p in _OPENERS),
@@ -335,29 +333,65 @@ def _verdicts() -> list[bytes]:
         # c10 `[E1218 20:27:21.4...`, glog `E1218 20:27:21.4...`, old c10 `[E file.cpp:12]`
         rb"[WEFC]\d{3,4} \d\d:\d\d:\d\d\.|\[[WEF] [\w./-]+:\d+\]|\b(?:CRITICAL|FATAL)\b",
         rb"NCCL WARN",
-        rb"NCCL INFO[^\n]*?(?:NCCL version |cudaDriverVersion |Bootstrap|Using | nRanks | nranks "
-        rb"| set by environment to |:\d+ -> \d|(?i:error|fail|closed|abort|timeout|timed out"
-        rb"|refused|unreachable|mismatch|exceeded))",
     ]
 
 
-# NCCL channel lines (dozens per communicator): the tracker keeps the first of each
-# transport, so each chunk reports only its first line of each known transport (and its first
-# channel line of any).
-_ONCE = [
-    rb"NCCL INFO[^\n]*? via " + transport
-    for transport in (
-        rb"P2P",
-        rb"SHM",
-        rb"NET/IB",
-        rb"NET/Socket",
-        rb"NET/",
-        rb"COLLNET",
-        rb"NVLS",
-        b"",
+def _gated() -> list[Gated]:
+    """Verdicts only some chunks need, behind a cheap test of the chunk (see `HotLines`)."""
+    # ANSI colour codes end in a letter (`\x1b[1;31mERROR`): no word boundary is left to see
+    # in the bytes, so a coloured line is read whenever it holds a generic word at all
+    words = b"|".join(re.escape(w.encode()) for w in _word_needles())
+    colour = Gated(
+        Gate(b"\x1b"),
+        verdicts=(rb"\x1b[^\n]*?(?i:" + words + rb")", rb"(?i:" + words + rb")[^\n]*?\x1b"),
     )
-]
-HOT_LINES = HotLines(MARKERS, _specific_needles(), _verdicts(), _ONCE)
+    # The NCCL INFO lines `NcclTracker.assess` keeps. Where NCCL INFO is on every line, a
+    # pattern `NCCL INFO[^\n]*?X` is followed to the end of each line (~100 MB/s): the ones
+    # with a literal of their own are that literal alone here (a superset: the tracker
+    # decides), each behind the gate of a chunk that holds NCCL INFO lines at all.
+    nccl = Gated(
+        Gate(b"NCCL INFO"),
+        verdicts=(
+            rb"cudaDriverVersion |Bootstrap|Using network |NET/\w+ ?: ?Using "
+            rb"| set by environment to |:\d+ -> \d",
+            _COMM_VERDICT,
+        ),
+        # channel lines (dozens per communicator): the tracker keeps the first of each
+        # transport, so each chunk reports only its first line of each known transport (and
+        # its first channel line of any); `1[1] via P2P/IPC`, `1[1] [send] via NET/IB/0`
+        once=tuple(
+            rb"\] via " + transport
+            for transport in (
+                rb"P2P",
+                rb"SHM",
+                rb"NET/IB",
+                rb"NET/Socket",
+                rb"NET/",
+                rb"COLLNET",
+                rb"NVLS",
+                b"",
+            )
+        ),
+    )
+    # An INFO line about trouble (`Connection closed`, `Abort COMPLETE`) needs its context:
+    # the words alone are in ordinary lines (`failed_steps=0`). Scanned for only in a chunk
+    # that holds both NCCL INFO and one of the words.
+    trouble = (b"error", b"fail", b"closed", b"abort", b"timeout", b"timed out", b"refused")
+    trouble += (b"unreachable", b"mismatch", b"exceeded")
+    nccl_trouble = Gated(
+        Gate(b"NCCL INFO", trouble),
+        verdicts=(rb"NCCL INFO [^\n]*(?i:" + b"|".join(trouble) + rb")",),
+    )
+    return [colour, nccl, nccl_trouble]
+
+
+# A communicator set-up line (`comm 0x.. rank R nRanks N`, `... nranks N ... Init COMPLETE`):
+# muted once the input's tracker only counts them (`MAX_COMM_EVENTS`)
+_COMM_VERDICT = rb" (?:nRanks|nranks) "
+HOT_LINES = HotLines(MARKERS, _specific_needles(), _verdicts(), gated=_gated())
+NCCL_GROUPS = (1, 2)  # `_gated()`'s NCCL INFO groups
+_MUTE_COMMS = frozenset({_COMM_VERDICT})
+_NONE: frozenset[bytes] = frozenset()
 
 # --------------------------------------------------------------------------- progress
 
@@ -366,7 +400,10 @@ PROGRESS_MARKERS = MarkerSet(["step", "epoch", "iteration", "it/s", "s/it"])
 _RAW_PREFIXES = re.compile(
     rb"(?:\d{1,6}: |\[[A-Za-z_]+\d+\]: ?|\[\d+,\d+\]<\w+>: ?|[\w.-]{1,64}: |\(\S+ pid=\d+[^)]*\) )*"
 )
-_RAW_RANK = re.compile(rb"\[Rank (-?\d+)\]")
+# `[Rank N]` counts only where it names the stream, as `_P_DEEPSPEED` reads it (`[Rank 0]
+# step=`): DeepSpeed's `[Rank 0] time (ms) | ... step: 12` lines are another stream, and two
+# streams under one raw key would hide each other's lines
+_RAW_RANK = re.compile(rb"\[Rank (-?\d+)\] step=")
 _DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 _SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
 
@@ -380,6 +417,41 @@ def _raw_spans(data: bytes, start: int, end: int) -> tuple[int, int, int]:
     if rank is None:
         return prefix_end, 0, 0
     return prefix_end, rank.start(1) - start, rank.end(1) - start
+
+
+# What parsing a line alone came to, when a line like it (digits aside) would come to the
+# same: nothing, a warning seen before, an error seen too often; else it is no repeat. A
+# line's key among repeats is its raw prefixes as they are (`[default3]:[rank11]:`, whose
+# digits say which process) and the rest with digits masked; NCCL lines (the tracker keeps
+# state per line) and lines longer than _SHAPE_MAX are never repeats.
+_NOT_A_REPEAT, _NOTHING, _WARNING_AGAIN, _ERROR_AGAIN = range(4)
+# Digits laid out as the timestamps `timestamps.parse_any` and `_meta` read, valid or not.
+_TIME_SHAPED = re.compile(
+    r"\d{4}-\d{2}-\d{2}[ T_]\d{2}:|\[\d{2}/\d{2}/\d{2} \d{2}:|[DIWEFC]\d{3,4} \d{2}:\d{2}:\d{2}\."
+)
+
+
+def _masked_digit_needles() -> tuple[bytes, ...]:
+    """The needles and template literals that hold a digit, digits masked: a line whose key
+    holds one may be decided by its digits (`return code = -9`, not `-8`)."""
+    found = {
+        n
+        for n in (*MARKERS._needles, *RULE_MARKERS._needles)  # noqa: SLF001 - same package
+        if any(c in b"0123456789" for c in n)
+    }
+    for template in _TEMPLATES.templates:
+        found.update(
+            lit.lower().encode() for lit in _lowered(template.literals, 1) if re.search(r"\d", lit)
+        )
+    return tuple(sorted(n.translate(_DIGITS_TO_0) for n in found))
+
+
+_DIGIT_NEEDLES = _masked_digit_needles()
+
+
+def _digit_sensitive(key: bytes) -> bool:
+    low = key.lower()
+    return any(n in low for n in _DIGIT_NEEDLES)
 
 
 _P_MEGATRON = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|")
@@ -839,6 +911,7 @@ def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int
 
 class _LogParser:
     by_shape = True  # progress windows read line by line with a shape cache (tests turn it off)
+    repeats = True  # a repeat of a line read alone gets its verdict (tests turn it off)
 
     def __init__(
         self, source: Source, scan_all: bool, opener: Callable[[], IO[bytes]] | None = None
@@ -860,7 +933,16 @@ class _LogParser:
         self.errors_dropped = 0
         self.events_dropped = 0
         self.yearless: list[tuple[int, tuple[str, str, str, str, str | None]]] = []
-        self.last_time: float | None = None
+        self._last_time: float | None = None
+        # A hot line that repeats an earlier one apart from its digits (the same warning every
+        # step, a config dump printed again) gets that one's verdict without being parsed:
+        # digit-masked line -> (outcome, whether it had a time). `_outcome` and `_timed` are
+        # what parsing the line now said; `_pending` the raw repeats since, newest last, whose
+        # times are read only if something asks for `last_time`.
+        self._repeats: dict[bytes, tuple[int, bool]] = {}
+        self._outcome = 0
+        self._timed = False
+        self._pending: list[bytes] = []
         self.chunk = 0
         mtime = None
         try:
@@ -870,6 +952,7 @@ class _LogParser:
             mtime = None
         self.hint = ts.YearHint.from_mtime(mtime)
         self.reader: ChunkReader | None = None
+        self._pre: Prefixes | None = None  # the prefixes of the line `handle` read last
         # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end)
         self._line_shapes: dict[bytes, tuple[bool, int, int, int]] = {}
 
@@ -884,18 +967,148 @@ class _LogParser:
             self.reader = reader = ChunkReader(stream)
             for data, first in reader:
                 self.chunk += 1
-                offsets = [] if self.scan_all else HOT_LINES.find(data)
                 counter = reader.counter or LineCounter(data, first)
-                for number, raw in select_lines(data, first, offsets, self.dense, counter):
-                    for text in line_text(reader, raw, number):
-                        self.handle(number, text)
+                self._read_chunk(reader, data, counter)
                 if not self.scan_all:
                     self.scan_progress(data, counter)
         finally:
             with contextlib.suppress(Exception):
                 stream.close()
 
+    def _read_chunk(self, reader: ChunkReader, data: bytes, counter: LineCounter) -> None:
+        """Read the chunk's hot lines (and every line while a record is open).
+
+        The loop is `select_spans` written out, with a repeat's replay inline: a log that
+        prints the same warning every step has thousands of hot lines per chunk, and each
+        generator step and call costs ~1 us here.
+        """
+        if self.scan_all:
+            for number, start, end in select_spans(data, [], self.dense, counter):
+                for text in line_text(reader, data[start:end], number):  # type: ignore[arg-type]
+                    self.handle(number, text)  # type: ignore[arg-type]
+            return
+        muted = self.nccl.comms_full
+        skipped = self.nccl.skipped
+        offsets = HOT_LINES.find(data, _MUTE_COMMS if muted else _NONE, skipped)
+        # Bar redraws, colours and NUL runs make a line more than its decoded text (no
+        # repeat): looked for in each line only where the chunk holds them.
+        odd = tuple(c for c in (b"\r", b"\x1b", b"\x00") if c in data)
+        plain = self.repeats
+        repeats = self._repeats
+        pending = self._pending
+        mask = _DIGITS_TO_0
+        prefixes = _RAW_PREFIXES.match
+        rfind, find = data.rfind, data.find
+        n = len(data)
+        pos = i = 0
+        k = len(offsets)
+        while pos < n:
+            if self.records:  # a record is open: every line, in order
+                for number, start, end in select_spans(data, [], self.dense, counter, pos):
+                    for text in line_text(reader, data[start:end], number):  # type: ignore[arg-type]
+                        self.handle(number, text)  # type: ignore[arg-type]
+                    if not self.records:
+                        break
+                else:
+                    return
+                pos = end + 1
+                continue
+            while i < k and offsets[i] < pos:
+                i += 1
+            if i >= k:
+                return
+            start = rfind(b"\n", pos, offsets[i]) + 1
+            if start < pos:
+                start = pos
+            end = find(b"\n", start)
+            if end < 0:
+                end = n
+            pos = end + 1
+            raw = data[start:end]
+            if (
+                plain
+                and end - start <= _SHAPE_MAX
+                and b"NCCL" not in raw
+                and not (odd and any(c in raw for c in odd))
+            ):
+                cut = prefixes(raw).end()  # type: ignore[union-attr]
+                key = raw[:cut] + raw[cut:].translate(mask) if cut else raw.translate(mask)
+                verdict = repeats.get(key)
+                if verdict is not None:  # a repeat: its first line's verdict, unparsed
+                    outcome, timed = verdict
+                    if outcome == _WARNING_AGAIN:
+                        if self.warning_count >= MAX_WARNINGS:
+                            self.warnings_dropped += 1
+                    elif outcome == _ERROR_AGAIN:
+                        self.errors_dropped += 1
+                    if timed:
+                        pending.append(raw)
+                        if len(pending) >= 64:
+                            self._resolve_pending()  # bounded: usually the newest alone is read
+                    continue
+                self._read_new(counter.number_at(start), raw, key, cut)
+            else:
+                number = counter.number_at(start)
+                for text in line_text(reader, raw, number):
+                    self.handle(number, text)
+            if not muted and self.nccl.comms_full:
+                # The communicator set-ups to keep are all read: the rest of this chunk is
+                # scanned again without them (they are ~2 of every ~70 lines of an NCCL init
+                # log, each ~25 us here).
+                muted = True
+                offsets = [pos + o for o in HOT_LINES.find(data[pos:], _MUTE_COMMS, skipped)]
+                i, k = 0, len(offsets)
+
+    def _read_new(self, number: int, raw: bytes, key: bytes, prefix_end: int) -> None:
+        """Parse a line read alone (no record open) whose verdict is not known yet, and keep
+        the verdict for its repeats when their digits cannot change it."""
+        if self._pending and not self.hint.learned:
+            self._resolve_pending()  # read with the year hint the lines were written under
+        events = len(self.events)
+        self._outcome, self._timed = _NOT_A_REPEAT, False
+        text = raw.decode("utf-8", "replace").rstrip()
+        self.handle(number, text)
+        pre = self._pre
+        if (
+            self._outcome != _NOT_A_REPEAT
+            and len(self.events) == events
+            and not self.records
+            and pre is not None
+            # the rank a line teaches comes from its prefix, kept whole in the key
+            and (
+                pre.rank is None
+                or pre.local_rank is None
+                or len(text) - len(pre.rest) <= prefix_end
+            )
+            and not _digit_sensitive(key)
+        ):
+            if len(self._repeats) >= 4096:
+                self._repeats.clear()
+            self._repeats[key] = (self._outcome, self._timed)
+
+    @property
+    def last_time(self) -> float | None:
+        """The latest time seen on a line read so far (`time_before` of events without one)."""
+        if self._pending:
+            self._resolve_pending()
+        return self._last_time
+
+    @last_time.setter
+    def last_time(self, value: float | None) -> None:
+        self._pending.clear()
+        self._last_time = value
+
+    def _resolve_pending(self) -> None:
+        # newest first: the first time found is the latest (a repeat's date can be invalid
+        # where its first line's was not, so an older one may still hold the answer)
+        while self._pending:
+            meta = self._meta(peel(clean(self._pending.pop())[-1]).rest)
+            if meta.time is not None:
+                self._pending.clear()
+                self._last_time = meta.time
+
     def handle(self, number: int, text: str) -> None:
+        self._pre = None
         if self.records:
             self._close_stale(number)
         if not text.strip():
@@ -903,7 +1116,7 @@ class _LogParser:
             if rec is not None:
                 self._feed(rec, number, text)
             return
-        pre = peel(text)
+        pre = self._pre = peel(text)
         if self.scan_all:
             self.observe_progress(number, pre.rest, pre)
         if pre.rank is not None and pre.local_rank is not None and len(self.local_to_rank) < 65536:
@@ -954,6 +1167,9 @@ class _LogParser:
             self.warnings.append(
                 f"{self.events_dropped} more events dropped after the first {MAX_EVENTS}"
             )
+        comms = self.nccl.dropped_warning()
+        if comms:
+            self.warnings.append(comms)
 
     # ------------------------------------------------------------------ events
 
@@ -1282,6 +1498,9 @@ class _LogParser:
         meta = self._meta(rest)
         if meta.time is not None:
             self.last_time = meta.time
+        # A repeat of this line may have a time where this one has none (a date that does
+        # not exist): what looks like one is read when `last_time` is asked for.
+        self._timed = meta.time is not None or _TIME_SHAPED.search(rest, 0, 96) is not None
         msg = meta.msg
         stripped = msg.strip()
 
@@ -1436,12 +1655,15 @@ class _LogParser:
                 notable = True
                 level = level or Level.INFO
             else:
+                self._outcome = _NOTHING
                 return
         if not _WORDS.search(msg):
+            self._outcome = _NOTHING
             return  # a banner or an empty log call: `W... run.py:792] ****`
         if meta.src is not None and not MARKERS.contains(pre.rest.encode("utf-8", "replace")):
             # A W/E level alone does not make a line notable (`W... run.py:792] Setting
             # OMP_NUM_THREADS ...`); it must carry a marker, as the fast path requires.
+            self._outcome = _NOTHING
             return
         text = pre.rest.strip()
         attrs = _facts(msg)
@@ -1459,11 +1681,14 @@ class _LogParser:
         if level is Level.WARNING or notable:
             if self.warning_count >= MAX_WARNINGS:
                 self.warnings_dropped += 1
+                # a repeat is a warning dropped while the count is full, else not even that
+                self._outcome = _WARNING_AGAIN
                 return
             norm = _DIGITS.sub("#", msg)[:300]
             if norm in self.same_error:
                 # the same warning again (digits aside): the first one is the evidence, and a
                 # repeat is no reason to tell the user an input was not read completely
+                self._outcome = _WARNING_AGAIN
                 return
             if len(self.same_error) < 8192:
                 self.same_error[norm] = 1
@@ -1474,6 +1699,7 @@ class _LogParser:
             seen = self.same_error.get(norm, 0)
             if seen >= MAX_SAME_ERROR:
                 self.errors_dropped += 1
+                self._outcome = _ERROR_AGAIN
                 return
             if len(self.same_error) < 8192 or seen:
                 self.same_error[norm] = seen + 1

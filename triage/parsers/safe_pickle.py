@@ -33,7 +33,7 @@ import pickle
 import pickletools
 import re
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -45,6 +45,7 @@ __all__ = [
     "load",
     "loads",
     "loads_piece",
+    "loads_prefix",
     "memo_definitions",
     "memo_gets",
     "memo_strings",
@@ -62,6 +63,14 @@ class PickleRefused(PickleError):
 
 class PickleCorrupt(PickleError):
     """The pickle is truncated or malformed."""
+
+
+class MemoMissing(PickleCorrupt):
+    """A piece refers to a memo slot nothing given defines (`slot`)."""
+
+    def __init__(self, message: str, slot: int) -> None:
+        super().__init__(message)
+        self.slot = slot
 
 
 @dataclass(frozen=True)
@@ -331,6 +340,27 @@ def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = T
     return obj
 
 
+def loads_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[Any, Memo]:
+    """`loads(data, check_depth=False)`, and the memo the load left: what a piece cut from
+    later in the same pickle may refer to (`loads_piece(..., known=...)`)."""
+    end = scan(data, limits)
+    unpickler = _unpickler(data[:end])
+    return _load(unpickler), Memo(unpickler)
+
+
+class Memo:
+    """The memo an unpickler was left with after a safe load: the objects it holds were built
+    from scanned opcodes by the restricted unpickler, so they are plain data. Handed to
+    another unpickler through CPython's memo proxy, the one way in that copies the slots
+    (assigning a dict to `Unpickler.memo` leaves the memo empty in CPython 3.11-3.13)."""
+
+    def __init__(self, unpickler: pickle.Unpickler) -> None:
+        self._proxy = unpickler.memo
+
+    def give(self, unpickler: pickle.Unpickler) -> None:
+        unpickler.memo = self._proxy
+
+
 def loads_piece(
     piece: bytes,
     memo: dict[int, str],
@@ -338,6 +368,7 @@ def loads_piece(
     limits: Limits = DEFAULT_LIMITS,
     *,
     definitions: list[tuple[int, bytes]] | None = None,
+    known: Memo | None = None,
 ) -> Any:
     """Load opcodes cut from a bigger protocol-2 pickle as plain data (no depth walk).
 
@@ -345,8 +376,10 @@ def loads_piece(
     `memo` (strings, as found by `memo_strings`) or `definitions` (the opcodes that built each
     slot's object, in the order the bigger pickle wrote them, as found by
     `memo_definitions`): they are written as opcodes ahead of the piece, so the result goes
-    through the same scan as any pickle. Memo slots may be numbered up to `memo_bound`, the
-    bigger pickle's length. A reference neither holds is a PickleCorrupt.
+    through the same scan as any pickle. `known`: a memo a safe load of the bigger pickle's
+    beginning left (`loads_prefix`), the slots it holds defined before the piece is read.
+    Memo slots may be numbered up to `memo_bound`, the bigger pickle's length. A reference
+    nothing given holds is a MemoMissing naming the slot.
     """
     defined = b"".join(
         b"X%sr%s0" % (len(raw).to_bytes(4, "little") + raw, slot.to_bytes(4, "little"))
@@ -360,19 +393,38 @@ def loads_piece(
             raw + b"r" + slot.to_bytes(4, "little") + b"0" for slot, raw in definitions
         )
     data = b"\x80\x02" + defined + piece
-    return _unpickle(data, scan(data, limits, memo_bound=memo_bound))
+    end = scan(data, limits, memo_bound=memo_bound)
+    unpickler = _unpickler(data[:end])
+    if known is not None:
+        known.give(unpickler)
+    return _load(unpickler)
+
+
+def _unpickler(data: bytes) -> pickle.Unpickler:
+    # errors="replace": protocol-0/1 byte strings from Python 2 become str, never fail.
+    # The buffered reader gives the C unpickler `peek`, so it reads ahead in big blocks
+    # instead of calling BytesIO.read once per opcode (2.5x faster on a 450 KB dump).
+    size = min(max(len(data), 4096), 1 << 20)  # a piece's few KB: no MiB buffer to map
+    stream = io.BufferedReader(io.BytesIO(data), buffer_size=size)
+    return _DataOnlyUnpickler(stream, encoding="utf-8", errors="replace")
+
+
+_MEMO_MISSING = re.compile(r"Memo value not found at index (\d+)")
 
 
 def _unpickle(data: bytes, end: int) -> Any:
+    return _load(_unpickler(data[:end]))
+
+
+def _load(unpickler: pickle.Unpickler) -> Any:
     try:
-        # errors="replace": protocol-0/1 byte strings from Python 2 become str, never fail.
-        # The buffered reader gives the C unpickler `peek`, so it reads ahead in big blocks
-        # instead of calling BytesIO.read once per opcode (2.5x faster on a 450 KB dump).
-        stream = io.BufferedReader(io.BytesIO(data[:end]), buffer_size=1 << 20)
-        return _DataOnlyUnpickler(stream, encoding="utf-8", errors="replace").load()
+        return unpickler.load()
     except PickleError:
         raise
     except (EOFError, pickle.UnpicklingError) as exc:
+        missing = _MEMO_MISSING.search(str(exc))
+        if missing is not None:
+            raise MemoMissing(f"pickle is corrupt: {exc}", int(missing[1])) from None
         raise PickleCorrupt(f"pickle is corrupt: {exc}") from None
     except MemoryError:
         raise PickleRefused("pickle needs more memory than is available") from None
@@ -464,9 +516,31 @@ _MAX_DICT = 16384  # longest memoized dict looked for (a frame: name, file, line
 _MAX_DICT_STARTS = 16  # `}(` candidates tried for one dict before giving up
 
 
+@overload
 def memo_definitions(
-    data: bytes, slots: set[int], end: int, *, budget: int | None = None
-) -> list[tuple[int, bytes]]:
+    data: bytes,
+    slots: set[int],
+    end: int,
+    *,
+    budget: int | None = ...,
+    located: Literal[False] = ...,
+) -> list[tuple[int, bytes]]: ...
+
+
+@overload
+def memo_definitions(
+    data: bytes, slots: set[int], end: int, *, budget: int | None = ..., located: Literal[True]
+) -> list[tuple[int, int, bytes]]: ...
+
+
+def memo_definitions(
+    data: bytes,
+    slots: set[int],
+    end: int,
+    *,
+    budget: int | None = None,
+    located: bool = False,
+) -> list[tuple[int, bytes]] | list[tuple[int, int, bytes]]:
     """The opcodes that define memo `slots` in protocol-2 pickle `data[:end]`, and those of
     every slot they refer to in turn: `(slot, opcodes)` in the order the pickle wrote them.
 
@@ -484,26 +558,32 @@ def memo_definitions(
     left = [4 * len(data) + (1 << 20) if budget is None else budget]
     found: dict[int, tuple[int, bytes]] = {}
     wanted = set(slots)
+    # BINPUT slots (< 256) are all written before slot 256's LONG_BINPUT: found once
+    long_from = -1
+    if wanted and min(wanted) < 256:
+        long_from = data.find(b"r\x00\x01\x00\x00", 0, end)
+        left[0] -= end if long_from < 0 else long_from
+    short_end = end if long_from < 0 else long_from
     while wanted:
         if len(found) + len(wanted) > _MAX_WANTED:
             raise SearchBudgetSpent(f"a piece naming {len(found) + len(wanted)} memo slots")
         more: set[int] = set()
-        for slot, (at, raw) in _definitions(data, wanted, end, left).items():
+        for slot, (at, raw) in _definitions(data, wanted, end, short_end, left).items():
             found[slot] = (at, raw)
             if raw[:1] == b"}":  # a dict names the strings (and frames) it holds by memo
                 more |= {s for s in memo_gets(raw) if s < slot and s not in found}
         wanted = more - found.keys()
-    return [(slot, raw) for slot, (at, raw) in sorted(found.items(), key=lambda kv: kv[1][0])]
+    ordered = sorted(found.items(), key=lambda kv: kv[1][0])
+    if located:  # where each starts too: a caller merging several searches keeps their order
+        return [(slot, at, raw) for slot, (at, raw) in ordered]
+    return [(slot, raw) for slot, (at, raw) in ordered]
 
 
 def _definitions(
-    data: bytes, slots: set[int], end: int, left: list[int]
+    data: bytes, slots: set[int], end: int, short_end: int, left: list[int]
 ) -> dict[int, tuple[int, bytes]]:
     """One round of `memo_definitions`: slot -> (where its object starts, its opcodes)."""
     found: dict[int, tuple[int, bytes]] = {}
-    long_from = data.find(b"r\x00\x01\x00\x00", 0, end)
-    short_end = end if long_from < 0 else long_from
-    left[0] -= end if long_from < 0 else long_from
     after = 0
     for slot in sorted(slots):
         put = b"q" + bytes((slot,)) if slot < 256 else b"r" + slot.to_bytes(4, "little")
