@@ -381,17 +381,62 @@ def _bundles() -> list[Path]:
 
 
 @pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.name)
-def test_every_real_bundle_gets_its_symptom_and_root_cause(
-    bundle: Path, shipped_index, monkeypatch
-) -> None:
+def test_every_real_bundle_gets_its_symptom_and_root_cause(bundle: Path, shipped_index) -> None:
     from triage.analysis import correlate
 
     expected = json.loads((bundle / "expected.json").read_text(encoding="utf-8"))
-    # the bundle is in the shipped index: score it against the others only
-    monkeypatch.setenv(neighbours.EXCLUDE_ENV, build.bundle_case_id(bundle))
+    # the bundle is in the shipped index, and never votes for itself (no exclusion needed)
     parsed = build.bundle_evidence(bundle)
     result = classify(parsed, correlate(parsed))
     symptoms = {expected["symptom"], *expected.get("symptom_alt", [])}
     causes = {expected["root_cause"], *expected.get("root_cause_alt", [])}
     assert ids(result.symptoms)[:1] and ids(result.symptoms)[0] in symptoms
     assert set(ids(result.root_causes)[:3]) & causes
+
+
+@pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.name)
+def test_a_shipped_bundle_never_votes_for_itself_wherever_it_lies(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """The demo bundles are in the index; diagnosing one (or a copy of it somewhere else) must
+    not cite `neighbour:sample:<itself>`: a case never votes for itself."""
+    import shutil
+
+    from triage.analysis import correlate
+
+    own = build.bundle_case_id(bundle)
+    index = neighbours.load_index()
+    copy = tmp_path / bundle.name
+    shutil.copytree(bundle, copy)
+    for where in (bundle, copy):
+        parsed = build.bundle_evidence(where)
+        votes = index.query(
+            [signature(parsed, correlate(parsed))],
+            "tfidf",
+            query_hashes=[neighbours.query_hashes(parsed)],
+        )[0]
+        assert own not in [v.case_id for v in votes]
+        result = classify(parsed, correlate(parsed), use_embeddings=False)
+        assert f"neighbour:{own}" not in [e.why for e in result.evidence]
+
+
+ILLEGAL_ACCESS = "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_a_lone_illegal_memory_access_is_a_kernel_fault_not_a_broken_gpu() -> None:
+    # no Xid, no ECC line: a kernel or framework bug is far likelier than faulty hardware
+    result = classify(*pasted(ILLEGAL_ACCESS), use_embeddings=False)
+    assert ids(result.symptoms)[:1] == ["S26"]
+    causes = {c.id: c.score for c in result.root_causes}
+    assert ids(result.root_causes)[0] != "R28"
+    assert causes.get("R28", 0.0) < 0.3
+    assert set(ids(result.root_causes)[:3]) & {"R23", "R25", "R26"}
+
+
+def test_an_xid_next_to_the_illegal_memory_access_makes_it_a_hardware_fault() -> None:
+    text = (
+        ILLEGAL_ACCESS + "\n[Sat Feb 13 22:40:04 2021] NVRM: Xid (PCI:0000:db:00): 48, pid=3643, "
+        "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer"
+    )
+    result = classify(*pasted(text), use_embeddings=False)
+    assert ids(result.root_causes)[:1] == ["R28"]

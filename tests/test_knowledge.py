@@ -106,6 +106,33 @@ def test_held_out_cases_are_never_indexed(tmp_path: Path, monkeypatch: pytest.Mo
         build.build_index(tmp_path / "idx", [models / "corpus" / "test.jsonl"], tmp_path / "none")
 
 
+def test_the_shipped_held_out_split_follows_its_rule_and_never_meets_the_index() -> None:
+    """mined.jsonl and heldout.jsonl were split once by a hash of each thread's URL (see
+    models/corpus/manifest.yaml): every held-out case is on its side of the rule (cases only
+    ever move to the reference side), no thread is on both sides, and no held-out case is in
+    the shipped index."""
+    import hashlib
+
+    def held_out_by_rule(url: str) -> bool:
+        digest = hashlib.sha256(url.strip().rstrip("/").lower().encode()).hexdigest()
+        return int(digest, 16) % 10 < 3
+
+    held = [row for path in corpus.held_out_files() for row in corpus.read_cases(path)]
+    refs = [row for path in corpus.reference_files() for row in corpus.read_cases(path)]
+    assert len(held) >= 150
+    assert all(held_out_by_rule(row["url"]) for row in held)
+
+    def norm(url: str) -> str:
+        return url.strip().rstrip("/").lower()
+
+    assert not {norm(r["url"]) for r in held} & {norm(r["url"]) for r in refs}
+    indexed = {
+        json.loads(line)["id"]
+        for line in (knowledge.models_dir() / "index.jsonl").read_text().splitlines()
+    }
+    assert not indexed & {row["id"] for row in held}
+
+
 def test_the_corpus_validator_names_each_bad_case(tmp_path: Path) -> None:
     folder = _corpus(
         tmp_path / "corpus",

@@ -62,7 +62,13 @@ def recommend(
         return ()
     w = EVIDENCE_WEIGHT if evidence else 0.0
     scores = {f: w * evidence.get(f, 0.0) + (1.0 - w) * prior.get(f, 0.0) for f in candidates}
-    order = sorted(candidates, key=lambda f: (-scores[f], -prior.get(f, 0.0), f))
+    rule_backed = {f for f, acts in (classification.actions or {}).items() if acts}
+    # Scores that agree to two places are a tie a user cannot see: the fix a matched rule gives
+    # its own advice for (the most specific) goes first, then the root causes' prior.
+    order = sorted(
+        candidates,
+        key=lambda f: (-round(scores[f], 2), f not in rule_backed, -prior.get(f, 0.0), f),
+    )
     facts = job_facts(analysis)
     out: list[FixRecommendation] = []
     for f in order:
@@ -79,7 +85,7 @@ def recommend(
                 id=f,
                 slug=cat.slug,
                 name=cat.name,
-                score=round(_clip(scores[f]), 4),
+                score=round(_clip(scores[f]), 2),  # shown as a percentage; ties are ordered above
                 actions=actions,
                 why=_why(
                     f, evidence.get(f, 0.0), prior_cause.get(f), classification, tax, rules_by_id

@@ -1,7 +1,8 @@
 """Classify stage: events + findings -> ranked, calibrated symptoms, root causes and fixes.
 
-Two classifiers are fused (`fusion.py`): the YAML rule engine (`rules.py`) and a
-nearest-neighbour vote over labeled reference failures (`neighbours.py`, index in `models/`).
+Three classifiers are fused (`fusion.py`): the YAML rule engine (`rules.py`), a
+nearest-neighbour vote over labeled reference failures (`neighbours.py`, index in `models/`)
+and a learned linear model over the case's words, embedding and rule hits (`learned.py`).
 When the evidence is weak the stage abstains: empty label lists and an `abstain_reason` that
 says what to collect next.
 
@@ -16,11 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
 from triage.classify import calibration as calibration_mod
-from triage.classify import fusion, neighbours, rules
+from triage.classify import fusion, learned, neighbours, rules
 from triage.classify.calibration import Calibration
+from triage.classify.learned import LearnedClassifier
 from triage.classify.neighbours import NeighbourIndex
 from triage.classify.rules import RuleSet
 from triage.classify.signature import initiating_events, signature
@@ -43,6 +47,8 @@ __all__ = [
     "classify",
     "classify_many",
     "load_calibration",
+    "load_learned",
+    "model_probs",
     "prepare",
     "rules_decide",
     "should_abstain",
@@ -64,6 +70,10 @@ MAX_EVIDENCE = 8
 # in under one case in five (bench/eval_corpus.py prints the table).
 NEAREST_FLOOR = {"embed": 0.5, "tfidf": 0.3}
 MIN_RULE_SUPPORT = 0.2
+# ... or when the learned model gives the symptom at least this probability (it reads the
+# words and frames no single reference case shares); 0.2, 0.3 and 0.5 were within a point
+# of each other in cross-validation (bench/eval_corpus.py).
+MIN_MODEL_SUPPORT = 0.3
 # A rule this sure of a symptom on an initiating event explains the failure: the findings
 # that followed (hang, missing rank) are then its consequences.
 ANCHOR_WEIGHT = 0.5
@@ -250,17 +260,27 @@ def classify_many(
     empty: list[list[NeighbourVote]] = [[] for _ in prepared]
     tf_votes = idx.query(sigs, "tfidf", query_hashes=hashes) if idx is not None else empty
     votes: list[dict[str, list[NeighbourVote]]] = [{"tfidf": v} for v in tf_votes]
-    results = [fusion.fuse(p.hits, v, cal, "tfidf") for p, v in zip(prepared, votes, strict=True)]
+    tf_model = model_probs(prepared, "tfidf")
+    results = [
+        fusion.fuse(p.hits, v, cal, "tfidf", m)
+        for p, v, m in zip(prepared, votes, tf_model, strict=True)
+    ]
     modes = ["tfidf"] * len(prepared)
     if use_embeddings and idx is not None:
         need = [i for i, r in enumerate(results) if prepared[i].signature and not rules_decide(r)]
         if need:
+            # one embedding per signature, for the neighbours and the learned model alike
+            vectors = neighbours.embed([sigs[i] for i in need])
             embedded = idx.query(
-                [sigs[i] for i in need], "embed", query_hashes=[hashes[i] for i in need]
+                [sigs[i] for i in need],
+                "embed",
+                query_hashes=[hashes[i] for i in need],
+                vectors=vectors,
             )
-            for i, v in zip(need, embedded, strict=True):
+            em_model = model_probs([prepared[i] for i in need], "embed", vectors)
+            for i, v, m in zip(need, embedded, em_model, strict=True):
                 votes[i]["embed"] = v
-                results[i] = fusion.fuse(prepared[i].hits, votes[i], cal, "embed")
+                results[i] = fusion.fuse(prepared[i].hits, votes[i], cal, "embed", m)
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
     return [
@@ -292,6 +312,38 @@ def load_calibration(directory: Path | None = None) -> Calibration | None:
     return calibration_mod.load(root / calibration_mod.CALIBRATION_FILE)
 
 
+def load_learned(variant: str, directory: Path | None = None) -> LearnedClassifier | None:
+    """The learned model of one variant (`embed`, `tfidf`), or None when none is shipped."""
+    root = directory or neighbours.models_dir()
+    return LearnedClassifier.load(root / learned.file_name(variant))
+
+
+def model_inputs(
+    prepared: Sequence[Prepared], vectors: np.ndarray | None = None
+) -> list[learned.ModelInput]:
+    return [
+        learned.model_input(
+            p.signature,
+            p.hits,
+            p.parsed,
+            p.analysis,
+            vectors[i] if vectors is not None else None,
+        )
+        for i, p in enumerate(prepared)
+    ]
+
+
+def model_probs(
+    prepared: Sequence[Prepared], variant: str, vectors: np.ndarray | None = None
+) -> list[dict[str, dict[str, float]]]:
+    """The learned model's probabilities per job (field -> label -> p); empty when no model
+    of this variant is shipped."""
+    model = load_learned(variant)
+    if model is None or not prepared:
+        return [{} for _ in prepared]
+    return model.label_probs(model_inputs(prepared, vectors))
+
+
 # --------------------------------------------------------------------------- assembly
 
 
@@ -310,7 +362,8 @@ def should_abstain(
     result: Mapping[str, Sequence[fusion.Scored]], abstain_below: float, mode: str
 ) -> bool:
     """Weak evidence: neither the top symptom nor the top root cause reaches the calibrated
-    threshold, or no rule fired and even the nearest reference case is far away."""
+    threshold, or no rule fired, the learned model is unsure of the symptom and even the
+    nearest reference case is far away."""
     tops = [result[f][0] for f in ("symptom", "root_cause") if result[f]]
     if not tops or max(t.score for t in tops) < abstain_below:
         return True
@@ -320,8 +373,15 @@ def should_abstain(
         + t.features.get("rule_generic", 0.0)
         for t in tops
     )
+    # the symptom is what the evidence itself must show: a root cause's probability alone can
+    # be the base rate of the commonest cause
+    model_support = result["symptom"][0].features.get("model", 0.0) if result["symptom"] else 0.0
     nearest = max(t.features.get(f"{mode}_nearest", 0.0) for t in tops)
-    return rule_support < MIN_RULE_SUPPORT and nearest < NEAREST_FLOOR[mode]
+    return (
+        rule_support < MIN_RULE_SUPPORT
+        and model_support < MIN_MODEL_SUPPORT
+        and nearest < NEAREST_FLOOR[mode]
+    )
 
 
 def assemble(

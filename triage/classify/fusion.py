@@ -11,6 +11,10 @@ The initiating failure outranks the cascade: a rule hit on a cascade event (anot
 watchdog timeout, connection reset) enters as its own, weaker feature, so a cascade-only label
 ranks below a label the initiating event supports.
 
+The learned model (`learned.py`: a linear classifier over the case's words, its embedding and
+the rules' weights) adds its probability per label as the features `model` and `model_top`,
+and its few most likely labels as candidates.
+
 Two layers of rules: specific rules name a mechanism (a message a library prints); generic rules
 (`layer: generic`) give a whole family its prior (an exception class, an OOM, a signal). A
 generic hit yields to a specific one that explains the same failure (`yield_generic`), and what
@@ -53,6 +57,13 @@ VOTE_FEATURES = (
     "top",  # 1 when the label wins the neighbour vote
     "nearest",  # similarity of the nearest neighbour, whatever its label (how reliable)
 )
+MODEL_FEATURES = (
+    "model",  # the learned model's probability of the label
+    "model_top",  # 1 when the label is the learned model's most likely one
+)
+# The learned model's labels that become candidates: its most likely few, when not negligible.
+MODEL_CANDIDATES = 3
+MODEL_MIN_PROB = 0.05
 # Which neighbour sets each mode reads: MiniLM mode also keeps the TF-IDF votes (both are
 # computed anyway and they err on different cases).
 MODE_SOURCES: Mapping[str, tuple[str, ...]] = {"embed": ("embed", "tfidf"), "tfidf": ("tfidf",)}
@@ -62,6 +73,7 @@ def features(mode: str, fieldname: str) -> tuple[str, ...]:
     names = [*RULE_FEATURES]
     for src in MODE_SOURCES[mode]:
         names += [f"{src}_{f}" for f in VOTE_FEATURES]
+    names += MODEL_FEATURES
     if fieldname == "fix":
         names.append("rc_prior")
     return tuple(names)
@@ -96,8 +108,10 @@ def candidates(
     hits: Sequence[RuleHit],
     votes: Mapping[str, Sequence[NeighbourVote]],
     rc_probs: Mapping[str, float] | None = None,
+    model: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
-    """One candidate per label named by any evidence, with the features the calibrator reads."""
+    """One candidate per label named by any evidence, with the features the calibrator reads.
+    `model` is the learned model's probability per label of this field."""
     # One rule firing on many ranks is one piece of evidence, not many: keep each rule's
     # strongest weight per label, then combine distinct rules.
     init: dict[str, dict[str, float]] = {}
@@ -122,10 +136,14 @@ def candidates(
     best_rule = max(effective.values(), default=0.0)
 
     vote_feats = {src: _vote_features(fieldname, v) for src, v in votes.items()}
+    model = model or {}
+    model_best = max(model.values(), default=0.0)
     labels = {*effective}
     if not (fieldname == "symptom" and generic_settles(rule, rule_gen)):
         for feats in vote_feats.values():
             labels.update(feats)
+        ranked = sorted(model, key=lambda k: -model[k])[:MODEL_CANDIDATES]
+        labels.update(k for k in ranked if model[k] >= MODEL_MIN_PROB)
 
     prior: dict[str, float] = {}
     if fieldname == "fix" and rc_probs:
@@ -145,6 +163,8 @@ def candidates(
             "rule_top": float(best_rule > 0 and effective.get(label, 0.0) >= best_rule),
             "rule_generic": rule_gen.get(label, 0.0),
             "rc_prior": prior.get(label, 0.0),
+            "model": model.get(label, 0.0),
+            "model_top": float(model_best > 0 and model.get(label, 0.0) >= model_best),
         }
         for src, table in vote_feats.items():
             for name, value in table.get(label, {}).items():
@@ -258,13 +278,18 @@ def fuse(
     votes: Mapping[str, Sequence[NeighbourVote]],
     calibration: Calibration | None,
     mode: str,
+    model: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, list[Scored]]:
-    """All three fields, root causes before fixes (a fix's prior comes from the causes)."""
+    """All three fields, root causes before fixes (a fix's prior comes from the causes).
+    `model`: the learned model's probabilities, field -> label -> p (absent: not used)."""
+    model = model or {}
     out: dict[str, list[Scored]] = {}
     for fieldname in ("symptom", "root_cause"):
-        out[fieldname] = score(fieldname, candidates(fieldname, hits, votes), calibration, mode)
+        cands = candidates(fieldname, hits, votes, model=model.get(fieldname))
+        out[fieldname] = score(fieldname, cands, calibration, mode)
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
-    out["fix"] = score("fix", candidates("fix", hits, votes, rc_probs), calibration, mode)
+    cands = candidates("fix", hits, votes, rc_probs, model=model.get("fix"))
+    out["fix"] = score("fix", cands, calibration, mode)
     return out
 
 

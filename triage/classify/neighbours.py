@@ -31,7 +31,7 @@ import regex
 from triage.classify.signature import SIGNATURE_VERSION
 from triage.classify.types import NeighbourVote
 from triage.knowledge import MODELS_ENV, KnowledgeError, Problem, models_dir
-from triage.model import ParsedSource
+from triage.model import EventKind, ParsedSource
 from triage.parsers.common import text_digest, whole_text_event
 
 __all__ = ["MODELS_ENV", "models_dir"]  # the rest by name; these two come from triage.knowledge
@@ -48,8 +48,6 @@ BATCH = 8
 # Neighbours per query: 7 beat 3, 5 and 10 (by a few cases) in bench/eval_corpus.py.
 K_NEIGHBOURS = 7
 _TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
-# How a pasted reference case is recognised: the digest the parser records of a paste.
-evidence_hash = text_digest
 
 
 class IndexMissing(KnowledgeError):
@@ -213,10 +211,14 @@ class NeighbourIndex:
                 mask[i] = True
         return mask
 
-    def similarities(self, signatures: Sequence[str], method: str) -> np.ndarray:
-        """(queries, cases) cosine similarities in the chosen space."""
+    def similarities(
+        self, signatures: Sequence[str], method: str, vectors: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(queries, cases) cosine similarities in the chosen space (`vectors`: the
+        signatures' MiniLM embeddings when the caller already has them)."""
         if method == "embed":
-            return embed(signatures) @ self.embeddings.T
+            vectors = embed(signatures) if vectors is None else vectors
+            return vectors @ self.embeddings.T
         if method == "tfidf":
             return self.tfidf.transform(signatures) @ self.tfidf_rows.T
         raise ValueError(f"unknown neighbour method {method!r}")
@@ -240,12 +242,13 @@ class NeighbourIndex:
         method: str = "embed",
         k: int = K_NEIGHBOURS,
         query_hashes: Sequence[Iterable[str]] | None = None,
+        vectors: np.ndarray | None = None,
     ) -> list[list[NeighbourVote]]:
-        """Neighbours of each signature. A reference case whose evidence hash is among the
-        query's own hashes is skipped (a case never matches itself during evaluation)."""
+        """Neighbours of each signature. A reference case whose evidence digest is the
+        query's is skipped: a case never votes for itself."""
         if not signatures or not self.cases:
             return [[] for _ in signatures]
-        sims = self.similarities(signatures, method)
+        sims = self.similarities(signatures, method, vectors)
         out = []
         for qi in range(len(signatures)):
             hashes = query_hashes[qi] if query_hashes is not None else ()
@@ -307,10 +310,32 @@ def _case_from_row(row: dict[str, Any]) -> ReferenceCase:
 # --------------------------------------------------------------------------- what a query brings
 
 
+def evidence_digest(parsed: Sequence[ParsedSource]) -> str:
+    """What a case is, as the stages read it: the digest of the set of its events' texts (and
+    a paste's whole text), each with its whitespace runs as one space, whatever its files or
+    its paste were called and wherever they lie. A pasted corpus case and a corpus_samples
+    bundle diagnosed from its folder get the digest their index entries were built with, so a
+    case never votes for itself. Empty when nothing was read (no digest matches then)."""
+    texts = sorted(
+        {
+            text_digest(text)
+            for ps in parsed
+            for text in (
+                *(ev.text for ev in ps.events if ev.kind is not EventKind.INPUT_WARNING),
+                ps.whole_text or "",
+            )
+            if text.strip()
+        }
+    )
+    if not texts:
+        return ""
+    return hashlib.sha256("\n".join(texts).encode("ascii")).hexdigest()[:16]
+
+
 def query_hashes(parsed: Sequence[ParsedSource]) -> set[str]:
-    """Digests of the pasted inputs (recorded by the parser), so that a reference case never
-    matches itself."""
-    return {ps.text_digest for ps in parsed if ps.text_digest}
+    """The query's evidence digest: a reference case with the same one is the query itself."""
+    digest = evidence_digest(parsed)
+    return {digest} if digest else set()
 
 
 def with_whole_text(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
@@ -328,9 +353,12 @@ def with_whole_text(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
 # --------------------------------------------------------------------------- writing
 
 
-def reference_case(row: Mapping[str, Any], signature: str, origin: str) -> ReferenceCase:
+def reference_case(
+    row: Mapping[str, Any], signature: str, origin: str, digest: str = ""
+) -> ReferenceCase:
     """One reference case: the labels of a labeled row (a corpus case, a bundle's
-    expected.json) and the signature of its evidence as the pipeline read it."""
+    expected.json), the signature of its evidence as the pipeline read it and that
+    evidence's digest (`evidence_digest`)."""
     return ReferenceCase(
         id=row["id"],
         url=row.get("url"),
@@ -343,7 +371,7 @@ def reference_case(row: Mapping[str, Any], signature: str, origin: str) -> Refer
         fix_alt=tuple(row.get("fix_alt") or ()),
         signature=signature,
         signature_sha=signature_sha(signature),
-        evidence_sha=evidence_hash(row["evidence"]) if row.get("evidence") else "",
+        evidence_sha=digest,
         origin=origin,
     )
 

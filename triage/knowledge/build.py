@@ -109,7 +109,8 @@ def reference_cases(inputs: Sequence[ReferenceInput] | Iterator[ReferenceInput])
     for item in inputs:
         sig = case_signature(item.parsed, item.analysis)
         if sig or item.row.get("evidence"):
-            out.append(neighbours.reference_case(item.row, sig, item.origin))
+            digest = neighbours.evidence_digest(item.parsed)
+            out.append(neighbours.reference_case(item.row, sig, item.origin, digest))
     return out
 
 
@@ -200,10 +201,14 @@ def stale_reasons(
     if reasons:
         return reasons
     fresh = {
-        c.id: c.signature_sha
+        c.id: (c.signature_sha, c.evidence_sha)
         for c in reference_cases(reference_inputs(paths, samples, manifest.get("limit")))
     }
-    changed = [r["id"] for r in stored if fresh.get(r["id"]) != r.get("signature_sha")]
+    changed = [
+        r["id"]
+        for r in stored
+        if fresh.get(r["id"]) != (r.get("signature_sha"), r.get("evidence_sha"))
+    ]
     if changed:
-        reasons.append(f"{len(changed)} signatures read differently now (e.g. {changed[0]})")
+        reasons.append(f"{len(changed)} cases read differently now (e.g. {changed[0]})")
     return reasons
