@@ -203,6 +203,19 @@ def test_no_fix_listed_presumes_another_framework_or_launcher(kind: str, name: s
     assert not wrong, "\n".join(f"{f} assumes {w}: {a}" for f, w, a in wrong)
 
 
+@pytest.mark.parametrize(("kind", "name"), CASES, ids=[f"{k}:{n}" for k, n in CASES])
+def test_no_fix_asks_for_the_same_command_twice(kind: str, name: str) -> None:
+    d, _, _ = _case(kind, name)
+    for fix in d.fix_patterns:
+        commands = [max(spans, key=len) for a in fix.actions if (spans := _code_spans(a))]
+        long = [c for c in commands if len(c) >= 12]
+        assert len(long) == len(set(long)), f"{fix.id} repeats a step: {fix.actions}"
+
+
+def _code_spans(text: str) -> list[str]:
+    return [m.group(2) for m in _BACKTICKS.finditer(text)]
+
+
 def test_the_table_of_pastes_is_wide_enough() -> None:
     assert len(PASTES) >= 20
     assert len(BUNDLES) >= 15

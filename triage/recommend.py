@@ -181,8 +181,18 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z_][a-z0-9_]{3,}", text.lower())}
 
 
+def _main_command(text: str) -> str:
+    """An action's longest code span: the command it asks the user to run or write."""
+    spans = re.findall(r"`([^`]+)`", text)
+    return max(spans, key=len) if spans else ""
+
+
 def _similar(a: str, b: str) -> bool:
-    """Two actions saying the same thing in other words (most of the shorter one's words)."""
+    """Two actions saying the same thing in other words: the same main command, or most of the
+    shorter one's words."""
+    command = _main_command(a)
+    if len(command) >= 12 and command == _main_command(b):
+        return True
     wa, wb = _words(a), _words(b)
     if not wa or not wb:
         return a == b
