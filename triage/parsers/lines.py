@@ -803,8 +803,16 @@ class HotLines:
                     continue
                 words: list[tuple[int, int]] = []
                 self._scan(
-                    group_db, group_ids, data, mute, skipped, out, {}, muted_out,
-                    self._after_ids[index], words,
+                    group_db,
+                    group_ids,
+                    data,
+                    mute,
+                    skipped,
+                    out,
+                    {},
+                    muted_out,
+                    self._after_ids[index],
+                    words,
                 )
                 _add_after(data, after[0], words, out)
         out.sort()
