@@ -161,7 +161,7 @@ def test_gated_scan_finds_the_lines_one_scan_of_everything_finds() -> None:
     ungated = lines.HotLines(
         rank_log.MARKERS,
         rank_log._specific_needles(),
-        [*rank_log._verdicts(), *(p for g in groups for p in g.verdicts)],
+        [*rank_log._verdicts(), *(p for g in groups for p in g.patterns())],
         [p for g in groups for p in g.once],
     )
     plain = lines.HotLines(
@@ -177,3 +177,52 @@ def test_gated_scan_finds_the_lines_one_scan_of_everything_finds() -> None:
             assert fast == hot_lines_of(ungated.find(data, mute, counts[1]), data)
             assert set(hot_lines_of(plain.find(data, mute, counts[2]), data)) <= set(fast)
             assert counts[0] == counts[1] == counts[2]
+
+
+def test_muted_matches_come_apart_and_add_up_to_the_unmuted_scan() -> None:
+    """With `muted_out`, a muted pattern's lines come back on their own: together with the
+    other hot lines they are the lines of a scan without muting, and their number is what
+    the muted scan counts (one scan serves a chunk muted part way through)."""
+    data = nccl_log(300, extra=" \x1b[31merror\x1b[0m")
+    for scan in (rank_log.HOT_LINES, _plain_hot_lines()):
+        whole = hot_lines_of(scan.find(data), data)
+        comms: list[int] = []
+        others = scan.find(data, rank_log._MUTE_COMMS, None, comms)
+        assert comms == sorted(comms) and comms
+        assert hot_lines_of(others + comms, data) == whole
+        counted = [0]
+        assert scan.find(data, rank_log._MUTE_COMMS, counted) == others
+        if scan is rank_log.HOT_LINES:  # the plain path counts lines, the scan matches
+            assert counted[0] == len(comms)
+
+
+def _plain_hot_lines() -> lines.HotLines:
+    return lines.HotLines(
+        rank_log.MARKERS.using("numpy"),
+        rank_log._specific_needles(),
+        rank_log._verdicts(),
+        gated=rank_log._gated(),
+    )
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_an_nccl_info_line_is_hot_when_a_trouble_word_follows_nccl_info(plain: bool) -> None:
+    """The trouble words are literals of the scan, each line checked for `NCCL INFO `
+    before the word: a word after it makes the line hot, in any case; the word alone, or
+    before NCCL INFO, does not (in a chunk that holds NCCL INFO lines)."""
+    if not plain:
+        pytest.importorskip("hyperscan")
+    head = b"node1:1:2 [0] NCCL INFO "
+    rows = [
+        head + b"ring 0 bootstrap done\n",  # no word
+        head + b"transport Connection CLOSED by peer\n",  # word after, upper case
+        b"free text with failed_steps=0 here NCCL INFO\n",  # word before NCCL INFO
+        b"x" * 300 + b" fail\n",  # word, no NCCL INFO on its line
+        head + b"net proxy timed out; errors seen\n",  # two words after
+    ]
+    data = b"".join(rows)
+    scan = _plain_hot_lines() if plain else rank_log.HOT_LINES
+    found = hot_lines_of(scan.find(data), data)
+    starts = [sum(map(len, rows[:i])) for i in range(len(rows))]
+    assert starts[1] in found and starts[4] in found
+    assert starts[2] not in found and starts[3] not in found

@@ -13,6 +13,8 @@ from typing import Any
 
 import regex
 
+from triage import diskcache
+
 try:  # the stdlib regex parser, only to find literals every match must contain
     from re import _constants as _sre_constants
     from re import _parser as _sre_parse
@@ -25,6 +27,21 @@ _REGEX_META = frozenset(".^$*+?{}[]\\|()")  # a pattern without these is plain t
 
 
 def required_literals(pattern: str, min_len: int = MIN_KEYWORD) -> tuple[str, ...] | None:
+    """`_required_literals`, kept in the disk cache between runs (start-up time)."""
+    cache = diskcache.section("literals")
+    key = f"{min_len}\0{pattern}"
+    if key in cache:
+        got = cache[key]
+        if got is None:
+            return None
+        if isinstance(got, list) and all(type(x) is str for x in got):
+            return tuple(got)
+    found = _required_literals(pattern, min_len)
+    diskcache.put("literals", key, None if found is None else list(found))
+    return found
+
+
+def _required_literals(pattern: str, min_len: int = MIN_KEYWORD) -> tuple[str, ...] | None:
     """Literals one of which every match of `pattern` contains, or None when none is known.
 
     Parsed with the stdlib regex parser; only literal runs that every match goes through count

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from triage import diskcache
 from triage.knowledge import (
     actions,
     advice,
@@ -166,6 +167,13 @@ def _load_cached(key: tuple[_Signature, ...], lazy_shipped: bool) -> Knowledge:
 
 
 def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
+    try:
+        return _build_uncached(key, lazy)
+    finally:
+        diskcache.save()  # what start-up derived, for the next run (`triage.diskcache`)
+
+
+def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
     found = Problems()
     rules: list[Rule] = []
     defined: dict[str, str] = {}

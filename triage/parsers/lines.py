@@ -617,6 +617,22 @@ class Gated(NamedTuple):
     gate: Gate
     verdicts: tuple[bytes, ...] = ()
     once: tuple[bytes, ...] = ()
+    # (prefix, words): a line where one of `words` (any case) follows `prefix`, the verdict
+    # `prefix[^\n]*(?i:word|...)` without following `prefix` to the end of each of its lines
+    # (~250 MB/s where it is on every line): the words are literals of the scan and each line
+    # holding one is checked for `prefix` before it
+    after: tuple[bytes, tuple[bytes, ...]] | None = None
+
+    def patterns(self) -> tuple[bytes, ...]:
+        """The verdicts, `after` as the one pattern it stands for (the plain engine's)."""
+        if self.after is None:
+            return self.verdicts
+        return (*self.verdicts, _after_pattern(self.after))
+
+
+def _after_pattern(after: tuple[bytes, tuple[bytes, ...]]) -> bytes:
+    prefix, words = after
+    return re.escape(prefix) + rb"[^\n]*(?i:" + b"|".join(map(re.escape, words)) + rb")"
 
 
 class HotLines:
@@ -660,6 +676,7 @@ class HotLines:
         self._hs_groups: dict[int, tuple[Any, dict[bytes, list[int]]]] = {}
         self._gate_ids: dict[int, int] = {}  # main database id of a gate literal -> group
         self._word_dbs: dict[int, Any] = {}
+        self._after_ids: dict[int, dict[int, int]] = {}  # group -> {id of a word: its length}
         self._local = threading.local()
         # the fallback: one `re` per kind, run on a candidate line only; compiled on first use
         # (~0.2 s of start-up that hyperscan never needs)
@@ -669,7 +686,7 @@ class HotLines:
         if self._plain is None:
             strong = re.compile(b"|".join(map(re.escape, self._strong)) or b"(?!)", re.I)
             patterns = [*self._verdicts, *self._once]
-            patterns += [p for g in self._gated for p in (*g.verdicts, *g.once)]
+            patterns += [p for g in self._gated for p in (*g.patterns(), *g.once)]
             self._plain = strong, {p: re.compile(p) for p in patterns}
         return self._plain
 
@@ -738,9 +755,16 @@ class HotLines:
         got = self._hs_groups.get(index)
         if got is None:
             group = self._gated[index]
+            words = list(group.after[1]) if group.after else []
             got = self._hs_groups[index] = self._compile(
-                [(list(group.verdicts), 0), (list(group.once), _hs.HS_FLAG_SINGLEMATCH)]
+                [
+                    (list(group.verdicts), 0),
+                    (list(group.once), _hs.HS_FLAG_SINGLEMATCH),
+                    ([*map(_escaped, words)], _hs.HS_FLAG_CASELESS),
+                ]
             )
+            first = len(group.verdicts) + len(group.once)
+            self._after_ids[index] = {first + j: len(w) for j, w in enumerate(words)}
         return got
 
     def warm(self, groups: Iterable[int] = ()) -> None:
@@ -752,23 +776,48 @@ class HotLines:
                 self._group(i)
 
     def find(
-        self, data: bytes, mute: frozenset[bytes] = frozenset(), skipped: list[int] | None = None
+        self,
+        data: bytes,
+        mute: frozenset[bytes] = frozenset(),
+        skipped: list[int] | None = None,
+        muted_out: list[int] | None = None,
     ) -> list[int]:
         """Sorted offsets, at least one inside each hot line of `data`. `mute`: verdict
         patterns that make no line hot (a line they match is hot only by another pattern);
-        `skipped[0]` is raised by the matches they had."""
+        `skipped[0]` is raised by the matches they had, or, with `muted_out`, an offset inside
+        each line they matched is added to it instead (sorted): a caller that mutes them part
+        way through the chunk needs no second scan."""
         if len(data) < 4:
             return []
         if _hyperscan() is None or self._markers.engine != "hyperscan":
-            return self.find_plain(data, mute, skipped)
+            return self.find_plain(data, mute, skipped, muted_out)
         out: list[int] = []
         db, ids = self._main()
-        gates = self._scan(db, ids, data, mute, skipped, out, self._gate_ids)
+        gates = self._scan(db, ids, data, mute, skipped, out, self._gate_ids, muted_out)
         for index in sorted(gates):
             if self._words_pass(index, data):
                 group_db, group_ids = self._group(index)
-                self._scan(group_db, group_ids, data, mute, skipped, out, {})
+                after = self._gated[index].after
+                if after is None:
+                    self._scan(group_db, group_ids, data, mute, skipped, out, {}, muted_out)
+                    continue
+                words: list[tuple[int, int]] = []
+                self._scan(
+                    group_db,
+                    group_ids,
+                    data,
+                    mute,
+                    skipped,
+                    out,
+                    {},
+                    muted_out,
+                    self._after_ids[index],
+                    words,
+                )
+                _add_after(data, after[0], words, out)
         out.sort()
+        if muted_out:
+            muted_out.sort()
         return out
 
     def _scan(
@@ -780,21 +829,33 @@ class HotLines:
         skipped: list[int] | None,
         out: list[int],
         gate_ids: dict[int, int],
+        muted_out: list[int] | None = None,
+        after_ids: dict[int, int] | None = None,
+        words: list[tuple[int, int]] | None = None,
     ) -> set[int]:
         """Scan `data` with `db`, adding an offset inside each line a pattern matched to
-        `out`; returns the gated groups whose literal it holds."""
+        `out` (a muted pattern's to `muted_out` when given; an `after_ids` word's end and
+        length to `words`); returns the gated groups whose literal it holds."""
         add = out.append
         muted = frozenset(i for p in mute for i in ids.get(p, ()))
         gates: set[int] = set()
         hits = [0]
-        if muted or gate_ids:
-            special = muted | gate_ids.keys()
+        after_ids = after_ids or {}
+        if muted or gate_ids or after_ids:
+            special = muted | gate_ids.keys() | after_ids.keys()
+            add_muted = muted_out.append if muted_out is not None else None
+            add_word = words.append if words is not None else None
 
             def on_match(i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
                 if i not in special:
                     add(end - 1)
                 elif i in muted:
-                    hits[0] += 1
+                    if add_muted is None:
+                        hits[0] += 1
+                    else:
+                        add_muted(end - 1)
+                elif i in after_ids:
+                    add_word((end, after_ids[i]))  # type: ignore[misc]
                 else:
                     gates.add(gate_ids[i])
 
@@ -809,7 +870,11 @@ class HotLines:
         return gates
 
     def find_plain(
-        self, data: bytes, mute: frozenset[bytes] = frozenset(), skipped: list[int] | None = None
+        self,
+        data: bytes,
+        mute: frozenset[bytes] = frozenset(),
+        skipped: list[int] | None = None,
+        muted_out: list[int] | None = None,
     ) -> list[int]:
         """Same lines as `find`, by the marker scan and a check of each candidate line."""
         gates = [
@@ -818,7 +883,7 @@ class HotLines:
             if g.gate.literal in data and self._words_pass(i, data)
         ]
         strong, compiled = self._plain_res()
-        every = (*self._verdicts, *(p for i in gates for p in self._gated[i].verdicts))
+        every = (*self._verdicts, *(p for i in gates for p in self._gated[i].patterns()))
         verdicts = [compiled[p] for p in every if p not in mute]
         muted = [compiled[p] for p in every if p in mute]
         once = [compiled[p] for p in self._once]
@@ -838,11 +903,31 @@ class HotLines:
             # as in a scan: every once pattern the line matches is used up (each reports its
             # first match only) and every muted match counted, whatever else makes it hot
             first_of_once = _first_of_once(line, once, once_seen)
-            if skipped is not None and muted:
+            if muted_out is not None and muted:
+                if any(p.search(line) for p in muted):
+                    muted_out.append(hit)
+            elif skipped is not None and muted:
                 skipped[0] += sum(1 for p in muted if p.search(line))
             if first_of_once or strong.search(line) or any(p.search(line) for p in verdicts):
                 out.append(hit)
         return out
+
+
+def _add_after(data: bytes, prefix: bytes, words: list[tuple[int, int]], out: list[int]) -> None:
+    """Add to `out` an offset inside each line where a word of `words` (its end and length)
+    follows `prefix`."""
+    rfind, find = data.rfind, data.find
+    line_end = -1
+    for end, length in sorted(words):
+        if end <= line_end:
+            continue  # this line is in already
+        start = end - length
+        line_start = rfind(b"\n", 0, start) + 1
+        if find(prefix, line_start, start) >= 0:
+            out.append(end - 1)
+            line_end = find(b"\n", end)
+            if line_end < 0:
+                line_end = len(data)
 
 
 def _escaped(needle: bytes) -> bytes:

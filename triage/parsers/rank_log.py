@@ -372,24 +372,23 @@ def _gated() -> list[Gated]:
                 b"",
             )
         ),
+        # An INFO line about trouble (`Connection closed`, `Abort COMPLETE`) needs its
+        # context: the words alone are in ordinary lines (`failed_steps=0`). The words are
+        # literals of this group's scan; a line holding one is hot when NCCL INFO precedes it.
+        after=(b"NCCL INFO ", _NCCL_TROUBLE),
     )
-    # An INFO line about trouble (`Connection closed`, `Abort COMPLETE`) needs its context:
-    # the words alone are in ordinary lines (`failed_steps=0`). Scanned for only in a chunk
-    # that holds both NCCL INFO and one of the words.
-    trouble = (b"error", b"fail", b"closed", b"abort", b"timeout", b"timed out", b"refused")
-    trouble += (b"unreachable", b"mismatch", b"exceeded")
-    nccl_trouble = Gated(
-        Gate(b"NCCL INFO", trouble),
-        verdicts=(rb"NCCL INFO [^\n]*(?i:" + b"|".join(trouble) + rb")",),
-    )
-    return [colour, nccl, nccl_trouble]
+    return [colour, nccl]
+
+
+_NCCL_TROUBLE = (b"error", b"fail", b"closed", b"abort", b"timeout", b"timed out", b"refused")
+_NCCL_TROUBLE += (b"unreachable", b"mismatch", b"exceeded")
 
 
 # A communicator set-up line (`comm 0x.. rank R nRanks N`, `... nranks N ... Init COMPLETE`):
 # muted once the input's tracker only counts them (`MAX_COMM_EVENTS`)
 _COMM_VERDICT = rb" (?:nRanks|nranks) "
 HOT_LINES = HotLines(MARKERS, _specific_needles(), _verdicts(), gated=_gated())
-NCCL_GROUPS = (1, 2)  # `_gated()`'s NCCL INFO groups
+NCCL_GROUPS = (1,)  # `_gated()`'s NCCL INFO group
 _MUTE_COMMS = frozenset({_COMM_VERDICT})
 _NONE: frozenset[bytes] = frozenset()
 
@@ -989,7 +988,14 @@ class _LogParser:
             return
         muted = self.nccl.comms_full
         skipped = self.nccl.skipped
-        offsets = HOT_LINES.find(data, _MUTE_COMMS if muted else _NONE, skipped)
+        # While set-ups are still read, their lines come apart (`comms`): once the tracker
+        # holds enough of them, the rest of the chunk goes on without them, unscanned again.
+        comms: list[int] = []
+        if muted:
+            offsets = HOT_LINES.find(data, _MUTE_COMMS, skipped)
+        else:
+            others = HOT_LINES.find(data, _MUTE_COMMS, None, comms)
+            offsets = sorted(others + comms) if comms else others
         # Bar redraws, colours and NUL runs make a line more than its decoded text (no
         # repeat): looked for in each line only where the chunk holds them.
         odd = tuple(c for c in (b"\r", b"\x1b", b"\x00") if c in data)
@@ -1056,7 +1062,8 @@ class _LogParser:
                 # scanned again without them (they are ~2 of every ~70 lines of an NCCL init
                 # log, each ~25 us here).
                 muted = True
-                offsets = [pos + o for o in HOT_LINES.find(data[pos:], _MUTE_COMMS, skipped)]
+                offsets = [o for o in others if o >= pos]
+                skipped[0] += sum(1 for o in comms if o >= pos)
                 i, k = 0, len(offsets)
 
     def _read_new(self, number: int, raw: bytes, key: bytes, prefix_end: int) -> None:

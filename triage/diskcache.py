@@ -1,0 +1,101 @@
+"""What start-up derives from the knowledge files, kept on disk between runs.
+
+Every run reads ~450 KB of rule YAML and parses ~800 rule patterns for their literals
+(`triage.literals.required_literals`): ~0.3 s of a CLI run's start, before any worker can
+start parsing. Both are pure functions of their input, so the results are kept in one JSON
+file, `$TRIAGE_CACHE_DIR` or `$XDG_CACHE_HOME/triage` (`~/.cache/triage`), keyed by the
+input itself (a file's content hash, a pattern's text): a changed file or pattern is simply
+not found. JSON, not pickle: a cache file somebody else wrote can give wrong literals at
+worst, never run code; and anything JSON cannot give back exactly is not kept.
+
+A cache that cannot be read or written is no error: the run derives everything again.
+`TRIAGE_NO_CACHE=1` turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+_VERSION = 1
+_MAX_ENTRIES = 20_000  # per section: team folders come and go; past this it starts afresh
+_FILE = f"knowledge-v{_VERSION}.json"
+
+_sections: dict[str, dict[str, Any]] | None = None
+_dirty = False
+
+
+def folder() -> Path | None:
+    """Where the cache lives, or None when it is turned off or no place is known."""
+    if os.environ.get("TRIAGE_NO_CACHE", "") not in ("", "0"):
+        return None
+    explicit = os.environ.get("TRIAGE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
+    )
+    return Path(base) / "triage" if base else None
+
+
+def section(name: str) -> dict[str, Any]:
+    """The cached values of one kind (loaded on first use); an empty dict when off."""
+    global _sections
+    if _sections is None:
+        _sections = {}
+        where = folder()
+        if where is not None:
+            try:
+                loaded = json.loads((where / _FILE).read_text(encoding="utf-8"))
+                if isinstance(loaded, dict) and loaded.get("version") == _VERSION:
+                    _sections = {
+                        k: v for k, v in loaded.items() if k != "version" and isinstance(v, dict)
+                    }
+            except (OSError, ValueError):
+                pass
+    return _sections.setdefault(name, {})
+
+
+def put(name: str, key: str, value: Any) -> None:
+    """Keep `value` under `key`, if JSON gives it back exactly."""
+    global _dirty
+    try:
+        if json.loads(json.dumps(value)) != value:
+            return
+    except (TypeError, ValueError):  # a date, a NaN, a non-string key
+        return
+    values = section(name)
+    if len(values) >= _MAX_ENTRIES:
+        values.clear()
+    values[key] = value
+    _dirty = True
+
+
+def save() -> None:
+    """Write what was added this run (atomically; a failure leaves the old file)."""
+    global _dirty
+    where = folder()
+    if not _dirty or where is None or _sections is None:
+        return
+    _dirty = False
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=where, prefix=".knowledge-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"version": _VERSION, **_sections}, fh)
+            os.replace(tmp, where / _FILE)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass
+
+
+def clear_memory() -> None:
+    """Forget what was loaded (tests that change the environment)."""
+    global _sections, _dirty
+    _sections, _dirty = None, False
