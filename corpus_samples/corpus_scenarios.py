@@ -143,7 +143,9 @@ timeout. py-spy dumps of every rank were taken while it hung (`stacks/`); flight
             "buffers shaped like the local tensor mismatches in size and gloo aborts rank 2 "
             "(SIGABRT); ranks 0-1 then lose their peer",
             symptom="S21",
-            symptom_alt=["S27", "S17"],
+            # gloo itself reports the size mismatch: S12 by taxonomy_notes (as for
+            # metric_dtype_differs_on_one_rank, the same check on a dtype)
+            symptom_alt=["S27", "S17", "S12"],
             root_cause="R08",
             root_cause_alt=["R09"],
             fix="F6",
