@@ -84,12 +84,13 @@ def test_accepted_alternatives_are_learned_at_their_weight(tmp_path: Path) -> No
         "symptom": [["S15"] if x == "S14" else [] for x in targets["symptom"]],
         "fix": [["F2"] if x == "S14" else [] for x in targets["symptom"]],
     }
-    model = LearnedClassifier(use_embedding=False, c=1.0, min_df=1).fit(inputs, targets, alts)
+    model = LearnedClassifier(use_embedding=False, c=1.0, min_df=1, alt_weight=0.5)
+    model.fit(inputs, targets, alts)
     assert "S15" in model.classes["symptom"] and "F2" not in model.classes["fix"]
     probs = model.label_probs(inputs[:1])[0]["symptom"]  # an OOM case
     # the label itself stays first: its row weighs 1, the alternative's alt_weight
     assert max(probs, key=probs.__getitem__) == "S14" and probs["S15"] > probs["S02"]
-    none = LearnedClassifier(use_embedding=False, c=1.0, min_df=1, alt_weight=0.0)
+    none = LearnedClassifier(use_embedding=False, c=1.0, min_df=1)  # as shipped: off
     assert "S15" not in none.fit(inputs, targets, alts).classes["symptom"]
     model.save(tmp_path / "learned-tfidf")
     again = LearnedClassifier.load(tmp_path / "learned-tfidf")

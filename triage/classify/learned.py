@@ -43,11 +43,13 @@ _WORD = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Where installed code lives: the path after it names the package and its modules.
 _INSTALLED = regex.compile(r"(?:site-packages|dist-packages)[/\\](.+)$")
 MAX_FRAMES = 24  # frames per traceback read for context words (innermost last)
-# The fields whose accepted alternatives (`*_alt`) the model also learns, each as an extra row
-# of its case at `alt_weight`: a case labeled "runtime exception, or else a checkpoint
-# failure" teaches both. Cross-validated on the reference cases (bench/eval_corpus.py, the
-# model alone, weight 0.5): symptom@1 72.4% -> 73.0%, root cause@1 56.9% -> 58.6%, @3 81.7%
-# -> 82.7%; the fix lost (fix@1 68.8% -> 66.8%), so its alternatives are not learned.
+# The fields whose accepted alternatives (`*_alt`) the model may also learn, each as an extra
+# row of its case at `alt_weight` (a case labeled "runtime exception, or else a checkpoint
+# failure" teaches both). Off as shipped: cross-validated on the reference cases
+# (bench/eval_corpus.py, 5 folds) at weight 0.5 the model alone gained symptom@1 72.4% ->
+# 73.0% and root cause@1 56.9% -> 58.6% but lost fix@1 (68.8% -> 66.8%, hence not the fix);
+# fused, triage moved by a case or two either way (symptom@1 77.9% -> 78.1%, root cause@3
+# 83.7% -> 83.3%) and one corpus_samples bundle lost its expected symptom. `--tune` grids it.
 ALT_FIELDS = ("symptom", "root_cause")
 
 
@@ -177,7 +179,7 @@ class LearnedClassifier:
     c: float = 4.0
     weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     min_df: int = 2
-    alt_weight: float = 0.5  # weight of an accepted alternative's row (ALT_FIELDS); 0: none
+    alt_weight: float = 0.0  # weight of an accepted alternative's row (ALT_FIELDS); 0: none
     vocabulary: dict[str, int] = field(default_factory=dict)
     idf: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     features: tuple[str, ...] = field(default_factory=feature_names)
