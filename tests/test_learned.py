@@ -76,6 +76,27 @@ def test_fit_predict_save_load_round_trip_as_plain_numbers(tmp_path: Path) -> No
     assert reloaded["symptom"].max(axis=1).mean() > plain["symptom"].max(axis=1).mean()
 
 
+def test_accepted_alternatives_are_learned_at_their_weight(tmp_path: Path) -> None:
+    inputs, targets = _toy_inputs()
+    # every OOM case also accepts S15 (host OOM) and fix F2: the symptom model learns the
+    # alternative next to the label, the fix model does not (learned.ALT_FIELDS)
+    alts = {
+        "symptom": [["S15"] if x == "S14" else [] for x in targets["symptom"]],
+        "fix": [["F2"] if x == "S14" else [] for x in targets["symptom"]],
+    }
+    model = LearnedClassifier(use_embedding=False, c=1.0, min_df=1, alt_weight=0.5)
+    model.fit(inputs, targets, alts)
+    assert "S15" in model.classes["symptom"] and "F2" not in model.classes["fix"]
+    probs = model.label_probs(inputs[:1])[0]["symptom"]  # an OOM case
+    # the label itself stays first: its row weighs 1, the alternative's alt_weight
+    assert max(probs, key=probs.__getitem__) == "S14" and probs["S15"] > probs["S02"]
+    none = LearnedClassifier(use_embedding=False, c=1.0, min_df=1)  # as shipped: off
+    assert "S15" not in none.fit(inputs, targets, alts).classes["symptom"]
+    model.save(tmp_path / "learned-tfidf")
+    again = LearnedClassifier.load(tmp_path / "learned-tfidf")
+    assert again is not None and again.alt_weight == model.alt_weight
+
+
 def test_a_missing_or_foreign_model_file_means_no_model(tmp_path: Path) -> None:
     assert LearnedClassifier.load(tmp_path / "nothing") is None
     (tmp_path / "other.json").write_text('{"schema": "something/else"}', encoding="utf-8")
