@@ -31,6 +31,7 @@ import numpy as np
 import regex
 
 from triage import taxonomy
+from triage.classify.neighbours import Tfidf
 from triage.classify.types import RuleHit
 from triage.model import Analysis, ParsedSource
 
@@ -38,7 +39,6 @@ SCHEMA = "triage.learned/1"
 FIELDS = ("symptom", "root_cause", "fix")
 VARIANTS = ("embed", "tfidf")  # with the MiniLM embedding, and without it (no torch)
 EMBED_DIM = 384
-_TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 _WORD = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Where installed code lives: the path after it names the package and its modules.
 _INSTALLED = regex.compile(r"(?:site-packages|dist-packages)[/\\](.+)$")
@@ -164,11 +164,6 @@ def feature_names() -> tuple[str, ...]:
 # --------------------------------------------------------------------------- the estimator
 
 
-def _terms(text: str) -> list[str]:
-    tokens = _TOKEN.findall(text.lower())
-    return tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
-
-
 @dataclass
 class LearnedClassifier:
     """A multinomial logistic regression per label field (scikit-learn's, fitted), applied
@@ -194,17 +189,7 @@ class LearnedClassifier:
     # ----------------------------------------------------------------------- features
 
     def _words(self, texts: Sequence[str]) -> np.ndarray:
-        rows = np.zeros((len(texts), len(self.vocabulary)), dtype=np.float32)
-        for i, text in enumerate(texts):
-            counts: dict[int, int] = {}
-            for term in _terms(text):
-                j = self.vocabulary.get(term)
-                if j is not None:
-                    counts[j] = counts.get(j, 0) + 1
-            for j, c in counts.items():
-                rows[i, j] = (1.0 + math.log(c)) * self.idf[j]
-        norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        return rows / np.where(norms == 0, 1.0, norms)
+        return Tfidf(self.vocabulary, self.idf).transform(texts)
 
     def transform(self, inputs: Sequence[ModelInput]) -> np.ndarray:
         """The design matrix: [words' TF-IDF | embedding | rule and finding features]."""
