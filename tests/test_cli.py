@@ -366,3 +366,19 @@ def test_no_embed_imports_neither_torch_nor_sentence_transformers(tmp_path: Path
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_quiet_run_does_not_load_the_classifier_before_the_pipeline() -> None:
+    # The classifier loads while the workers parse (pipeline.warm_later_stages): the CLI
+    # itself imports it up front only to hang a notice on the model load, on a terminal.
+    probe = (
+        "import sys\n"
+        "from triage import cli\n"
+        "cli._announce_model_load(True, True)\n"
+        "cli._announce_model_load(False, False)\n"
+        "print('triage.classify' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
