@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -932,6 +933,10 @@ class _Progress:
 
 def run() -> None:
     """Entry point that turns unexpected errors into exit code 1 with a short message."""
+    # numpy's OpenBLAS starts a thread per core when it is imported (~0.07 s of every run, in
+    # the main process before the workers fork); what triage asks of numpy (line indexes,
+    # small dot products) runs on one thread anyway. A setting of the user's own wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         # without standalone mode click hands back an `Exit`'s code instead of raising it
         code = main(standalone_mode=False)
