@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -366,3 +367,40 @@ def test_no_embed_imports_neither_torch_nor_sentence_transformers(tmp_path: Path
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_quiet_run_does_not_load_the_classifier_before_the_pipeline() -> None:
+    # The classifier loads while the workers parse (pipeline.warm_later_stages): the CLI
+    # itself imports it up front only to hang a notice on the model load, on a terminal.
+    probe = (
+        "import sys\n"
+        "from triage import cli\n"
+        "cli._announce_model_load(True, True)\n"
+        "cli._announce_model_load(False, False)\n"
+        "print('triage.classify' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("3", "3")])
+def test_the_cli_keeps_openblas_to_one_thread_unless_told(given: str | None, expected: str) -> None:
+    probe = (
+        "import os, sys\n"
+        "sys.argv = ['triage', '--version']\n"
+        "from triage import cli\n"
+        "try:\n"
+        "    cli.run()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.stdout.strip().splitlines()[-1] == expected, out.stdout + out.stderr

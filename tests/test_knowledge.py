@@ -283,3 +283,23 @@ def test_a_kept_exit_code_survives_the_number_masks() -> None:
         "exitcode: -9 signal 15 return code 255 pid <n>"
     )
     assert mask("exit code 9-5, exit status 1.5") == "exit code 9-<n>, exit status 1.<n>"
+
+
+def test_framework_screen_changes_no_answer() -> None:
+    # `Frameworks.detect` skips a text holding none of the markers' literals; it must find
+    # what searching every marker finds, case-folded and non-ASCII texts included.
+    import dataclasses
+
+    shipped = knowledge.shipped().frameworks
+    assert shipped.screen is not None  # every shipped marker has literals: the screen is on
+    unscreened = dataclasses.replace(shipped, screen=None)
+    markers = (*shipped.frameworks, *shipped.launchers)
+    texts = [e for m in markers for e in m.examples]
+    texts += [t.upper() for t in texts] + [t.lower() for t in texts]
+    texts += [f"é {t.upper()} ü" for t in texts]
+    texts += ["NCCL INFO Channel 00/02 : 0 1", "loss 2.31 step 10", "Ёжик", "", "mpi", "MPI"]
+    for text in texts:
+        assert shipped.detect([text]) == unscreened.detect([text]), text
+    assert shipped.detect(texts) == unscreened.detect(texts)
+    assert "megatron" in shipped.detect(["é MEGATRON/core"])[0]
+    assert shipped.detect(["nothing of note here"]) == ((), ())

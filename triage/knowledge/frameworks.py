@@ -34,12 +34,31 @@ class Marker:
     name: str
     pattern: regex.Pattern[str]  # the `seen` regexes as one alternation
     examples: tuple[str, ...] = ()
+    # literals one of which every match holds (`triage.literals`; "\0" + lowercase: tested
+    # against the lowercased text), None when some `seen` regex has none
+    literals: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Frameworks:
     frameworks: tuple[Marker, ...] = ()
     launchers: tuple[Marker, ...] = ()
+    # every marker's literals (case-sensitive ones, case-insensitive ones lowercased): a
+    # text that holds none cannot match any marker (None: some marker has no literals)
+    screen: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+    def _may_match(self, text: str) -> bool:
+        if self.screen is None:
+            return True
+        exact, folded = self.screen
+        if any(lit in text for lit in exact):
+            return True
+        if not folded:
+            return False
+        if not text.isascii():
+            return True  # case folding beyond ASCII: the regexes decide
+        lowered = text.lower()
+        return any(lit in lowered for lit in folded)
 
     def detect(self, texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(framework ids, launcher ids) seen in these texts, in file order."""
@@ -48,6 +67,10 @@ class Frameworks:
         for text in texts:
             if not left:
                 break
+            # substring tests for the markers' literals first: a big job has thousands of
+            # lines and most hold none (~75,000 regex searches on a 64-rank NCCL init bundle)
+            if not self._may_match(text):
+                continue
             hit = [m for m in left if m.pattern.search(text)]
             if hit:
                 found.update(m.id for m in hit)
@@ -62,10 +85,22 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     unknown = set(body) - _KEYS
     if unknown:
         report("", f"unknown key(s) {sorted(unknown)}; allowed: frameworks, launchers")
-    return Frameworks(
-        frameworks=_markers(body.get("frameworks"), "frameworks", report),
-        launchers=_markers(body.get("launchers"), "launchers", report),
-    )
+    frameworks = _markers(body.get("frameworks"), "frameworks", report)
+    launchers = _markers(body.get("launchers"), "launchers", report)
+    return Frameworks(frameworks, launchers, _screen((*frameworks, *launchers)))
+
+
+def _screen(markers: Sequence[Marker]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The markers' literals, split into case-sensitive and (lowercased, ASCII)
+    case-insensitive ones; None when some marker has none or a non-ASCII folded one."""
+    if not markers or any(m.literals is None for m in markers):
+        return None
+    found = [lit for m in markers for lit in m.literals or ()]
+    folded = [lit[1:] for lit in found if lit.startswith("\0")]
+    if not all(lit.isascii() for lit in folded):
+        return None
+    exact = [lit for lit in found if not lit.startswith("\0")]
+    return tuple(dict.fromkeys(exact)), tuple(dict.fromkeys(folded))
 
 
 def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[Marker, ...]:
@@ -94,8 +129,30 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
         for example in examples:
             if not pattern.search(example):
                 report(item, f"example does not match `seen`: {example!r}")
-        out.append(Marker(str(ident), str(spec.get("name") or ident), pattern, tuple(examples)))
+        out.append(
+            Marker(
+                str(ident),
+                str(spec.get("name") or ident),
+                pattern,
+                tuple(examples),
+                _literals(seen),
+            )
+        )
     return tuple(out)
+
+
+def _literals(seen: Sequence[str]) -> tuple[str, ...] | None:
+    """Literals one of which every match of the `seen` alternation holds: each regex's own,
+    together; None when one of them has none (that marker is always searched)."""
+    from triage.literals import required_literals
+
+    out: list[str] = []
+    for pattern in seen:
+        found = required_literals(pattern, min_len=3)  # `mpirun`'s "mpi"
+        if found is None:
+            return None
+        out.extend(found)
+    return tuple(dict.fromkeys(out))
 
 
 def _strings(value: Any, item: str, report: Callable[[str, str], None]) -> list[str]:

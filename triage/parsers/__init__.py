@@ -73,8 +73,9 @@ def preload(kinds: Iterable[SourceKind] | None = None) -> None:
         from triage.parsers import flight_recorder  # noqa: F401 - loaded for the fork
     if not kinds & {k for k, name in _MODULES.items() if name == "rank_log"}:
         return
-    from triage.parsers import rank_log
+    from triage.parsers import lines, rank_log
 
+    lines._numpy()  # every big chunk's line index; hyperscan scans do not import it themselves
     for markers in (rank_log.MARKERS, rank_log.RULE_MARKERS, rank_log.PROGRESS_MARKERS):
         _ = markers.engine  # imports numpy or hyperscan and compiles the scan
     # the database every chunk is scanned with and the NCCL groups' (cheap, and an NCCL init
