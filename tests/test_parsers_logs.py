@@ -782,6 +782,20 @@ def test_headerless_traceback_pasted_indented() -> None:
     assert tb.attrs["exc_type"] == "AssertionError" and tb.attrs["headerless"] is True
 
 
+def test_pasted_traceback_whose_first_frame_was_cut_mid_path_is_a_traceback() -> None:
+    # the paste starts inside the first frame's path: its `File "` was cut away
+    text = (
+        'ckages/deepspeed/runtime/engine.py", line 468, in __getattr__\n'
+        '    raise AttributeError(f"no attribute {name}")\n'
+        "AttributeError: 'DeepSpeedEngine' object has no attribute 'save_pretrained'\n"
+    )
+    parsed = rank_log.parse(source_of(text.encode()))
+    (tb,) = of_kind(parsed, EventKind.TRACEBACK)
+    assert tb.attrs["exc_type"] == "AttributeError" and tb.attrs["headerless"] is True
+    assert tb.attrs["frames"] == [("ckages/deepspeed/runtime/engine.py", 468, "__getattr__")]
+    assert tb.line == 1
+
+
 def test_pasted_traceback_whose_exception_type_was_trimmed_keeps_the_message() -> None:
     text = (
         "Traceback (most recent call last):\n"

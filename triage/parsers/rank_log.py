@@ -120,6 +120,11 @@ _LEVELS = {
 _TB_HEADER = re.compile(r"\s*Traceback \(most recent call last\):\s*$")
 # faulthandler writes `  File "x.py", line 12 in main` (no comma)
 _TB_FILE = re.compile(r'\s+File "(?P<file>[^"]*)", line (?P<line>\d+)(?:,? in (?P<func>.*))?')
+# a pasted traceback whose first frame was cut mid-path, its `File "` lost with it:
+# `ckages/deepspeed/runtime/engine.py", line 468, in __getattr__`
+_TB_CUT_FILE = re.compile(
+    r'[ \t]*(?P<file>[^\s"][^"]*?\.pyx?)", line (?P<line>\d+), in (?P<func>[^\s"]+)[ \t]*$'
+)
 # Lines torch and NCCL append to an exception message without indenting them
 _MESSAGE_TAILS = (
     "Exception raised from", "frame #", "Last error", "nccl", "socket", "CUDA kernel errors",
@@ -191,7 +196,16 @@ _FAULT_THREAD = re.compile(
 # rules' keywords (a rule can only match an event). A literal that healthy progress output
 # holds (the templates file's `healthy` lines) is never a needle: it would make the scan decode
 # every iteration.
-_OPENERS = (_TB_HEADER, _TB_FILE, _TERMINATE, _WHAT, _FATAL_PYTHON, _RAISED_FROM, _SUMMARY_TITLE)
+_OPENERS = (
+    _TB_HEADER,
+    _TB_FILE,
+    _TB_CUT_FILE,
+    _TERMINATE,
+    _WHAT,
+    _FATAL_PYTHON,
+    _RAISED_FROM,
+    _SUMMARY_TITLE,
+)
 _DS_RANK_MAPPING = "global_rank_mapping="  # DeepSpeed's launcher: local -> global ranks
 _OTHER_PARSERS_KINDS = {
     EventKind.PYSPY,
@@ -573,6 +587,8 @@ class _Traceback(_Record):
                 return CONSUMED if self.blanks <= 2 else CLOSE
             self.blanks = 0
             m = _TB_FILE.match(text)
+            if m is None and self.headerless and not self.frames and not self.head:
+                m = _TB_CUT_FILE.match(text)  # the paste's first frame, cut mid-path
             if m is not None:
                 self.frame((m["file"], int(m["line"]), (m["func"] or "").strip()))
                 self.add(number, text)
@@ -1519,7 +1535,7 @@ class _LogParser:
             tb.add(number, msg.strip())
             self._open(tb)
             return
-        if _TB_FILE.match(msg) and meta.level is None:
+        if (_TB_FILE.match(msg) or _TB_CUT_FILE.match(msg)) and meta.level is None:
             # CPython indents frames by two spaces; more means the paste itself is indented
             indent = max(0, len(msg) - len(msg.lstrip()) - 2)
             tb = _Traceback(
