@@ -13,12 +13,11 @@ import hashlib
 import hmac
 import json
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .core import Author, Ignored, IssueRef, Post, Request
-from .rest import ApiError, RestClient, RetryPolicy
+from .rest import ApiError, RestClient, RetryPolicy, TokenUser
 
 __all__ = ["API_URL", "CONFIG_PATH", "GitHub", "parse_event", "verify_signature"]
 
@@ -98,8 +97,7 @@ class GitHub:
 
     def __init__(self, client: RestClient) -> None:
         self._client = client
-        self._me: tuple[str | None] | None = None
-        self._lock = threading.Lock()
+        self._user = TokenUser(client, "login")
 
     @classmethod
     def connect(
@@ -114,17 +112,7 @@ class GitHub:
         return cls(RestClient(api_url, headers, retry=retry))
 
     def identity(self) -> str | None:
-        with self._lock:
-            if self._me is None:
-                try:
-                    data = self._client.request("GET", "/user").data
-                    login = data.get("login") if isinstance(data, Mapping) else None
-                    self._me = (login if isinstance(login, str) else None,)
-                except ApiError as exc:
-                    if exc.status not in (401, 403, 404):
-                        raise
-                    self._me = (None,)  # an Actions or App token: no user behind it
-            return self._me[0]
+        return self._user.name()
 
     def comments(self, ref: IssueRef) -> list[Post]:
         items, _ = self._client.pages(

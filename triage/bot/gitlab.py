@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hmac
 import re
-import threading
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .core import Author, Ignored, IssueRef, Post, Request
-from .rest import ApiError, RestClient, RetryPolicy
+from .rest import ApiError, RestClient, RetryPolicy, TokenUser
 
 __all__ = ["API_URL", "CONFIG_PATHS", "GitLab", "parse_event", "verify_token"]
 
@@ -122,8 +121,7 @@ class GitLab:
 
     def __init__(self, client: RestClient) -> None:
         self._client = client
-        self._me: tuple[str | None] | None = None
-        self._lock = threading.Lock()
+        self._user = TokenUser(client, "username")
 
     @classmethod
     def connect(
@@ -133,17 +131,7 @@ class GitLab:
         return cls(RestClient(api_url, headers, retry=retry))
 
     def identity(self) -> str | None:
-        with self._lock:
-            if self._me is None:
-                try:
-                    data = self._client.request("GET", "/user").data
-                    name = data.get("username") if isinstance(data, Mapping) else None
-                    self._me = (name if isinstance(name, str) else None,)
-                except ApiError as exc:
-                    if exc.status not in (401, 403, 404):
-                        raise
-                    self._me = (None,)
-            return self._me[0]
+        return self._user.name()
 
     def comments(self, ref: IssueRef) -> list[Post]:
         items, _ = self._client.pages(

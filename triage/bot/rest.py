@@ -21,6 +21,7 @@ import email.utils
 import http.client
 import json
 import random
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -240,6 +241,31 @@ class RestClient:
             if (parts.scheme, parts.netloc) == self._origin:
                 return url
         return None
+
+
+class TokenUser:
+    """Who the API token speaks for: the `field` (`login`, `username`) of `GET /user`, asked
+    once and kept. None when no user stands behind the token (an Actions or App token answers
+    401, 403 or 404), so the bot cannot tell its own comments by author."""
+
+    def __init__(self, client: RestClient, field: str) -> None:
+        self._client = client
+        self._field = field
+        self._name: tuple[str | None] | None = None
+        self._lock = threading.Lock()
+
+    def name(self) -> str | None:
+        with self._lock:
+            if self._name is None:
+                try:
+                    data = self._client.request("GET", "/user").data
+                    name = data.get(self._field) if isinstance(data, Mapping) else None
+                    self._name = (name if isinstance(name, str) else None,)
+                except ApiError as exc:
+                    if exc.status not in (401, 403, 404):
+                        raise
+                    self._name = (None,)
+            return self._name[0]
 
 
 class _NoAnswer(Exception):
