@@ -88,6 +88,18 @@ def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
     return int(_np.count_nonzero(_newline_mask(data, start, end)))
 
 
+def _scratch(local: threading.local, database: Any) -> Any:
+    """The calling thread's hyperscan scratch for a database (kept in `local`): one scratch
+    serves one scan at a time."""
+    scratches = getattr(local, "scratches", None)
+    if scratches is None:
+        scratches = local.scratches = {}
+    scratch = scratches.get(id(database))
+    if scratch is None:
+        scratch = scratches[id(database)] = _hs.Scratch(database)
+    return scratch
+
+
 class LineCounter:
     """Line numbers of offsets in one chunk, counted from the nearest offset already known.
 
@@ -460,16 +472,6 @@ class MarkerSet:
             self._hs_line_groups = len(groups)
         return self._hs_lines
 
-    def _scratch(self, database: Any) -> Any:
-        """Per-thread hyperscan scratch for a database: one scratch serves one scan at a time."""
-        got = getattr(self._local, "scratch", None)
-        if got is None:
-            got = self._local.scratch = {}
-        scratch = got.get(id(database))
-        if scratch is None:
-            scratch = got[id(database)] = _hs.Scratch(database)
-        return scratch
-
     def _build_table(self) -> None:
         np = _numpy()
         if np is None or self._table is not None:
@@ -514,7 +516,7 @@ class MarkerSet:
                 add(end - lens[i])
 
             found = self._hs_find
-            found.scan(data, match_event_handler=on_match, scratch=self._scratch(found))
+            found.scan(data, match_event_handler=on_match, scratch=_scratch(self._local, found))
             out.sort()
             return out
         return self._find_numpy(data)
@@ -531,7 +533,7 @@ class MarkerSet:
                 add(end)
 
             lines = self._line_database()
-            lines.scan(data, match_event_handler=on_line, scratch=self._scratch(lines))
+            lines.scan(data, match_event_handler=on_line, scratch=_scratch(self._local, lines))
             if self._hs_line_groups == 1:
                 return out  # one pattern: hyperscan reports in order of end offset
             return sorted(set(out))  # a line with needles of several groups: once
@@ -707,19 +709,10 @@ class HotLines:
                 flags=[_hs.HS_FLAG_CASELESS | _hs.HS_FLAG_SINGLEMATCH] * len(words),
             )
         try:
-            db.scan(data, match_event_handler=lambda *_: True, scratch=self._scratch(db))
+            db.scan(data, match_event_handler=lambda *_: True, scratch=_scratch(self._local, db))
         except _hs.ScanTerminated:  # the handler stops the scan at the first word found
             return True
         return False
-
-    def _scratch(self, db: Any) -> Any:
-        scratches = getattr(self._local, "scratches", None)
-        if scratches is None:
-            scratches = self._local.scratches = {}
-        scratch = scratches.get(id(db))
-        if scratch is None:
-            scratch = scratches[id(db)] = _hs.Scratch(db)
-        return scratch
 
     @staticmethod
     def _compile(
@@ -864,7 +857,7 @@ class HotLines:
             def on_match(_i: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
                 add(end - 1)  # the match's last byte: inside its line
 
-        db.scan(data, match_event_handler=on_match, scratch=self._scratch(db))
+        db.scan(data, match_event_handler=on_match, scratch=_scratch(self._local, db))
         if skipped is not None:
             skipped[0] += hits[0]
         return gates
