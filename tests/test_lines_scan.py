@@ -56,7 +56,7 @@ def test_select_lines_numbers_lines_the_same_with_a_counter(data: bytes, offs: l
     ).map(b"".join)
 )
 def test_every_engine_finds_the_lines_a_plain_search_finds(engine: str, data: bytes) -> None:
-    for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS):
+    for markers in (rank_log.scan_tables().markers, rank_log.PROGRESS_MARKERS):
         scan = markers.using(engine)
         plain = markers.find_plain(data)
         line_of = lambda offs: sorted({data.rfind(b"\n", 0, o) for o in offs})  # noqa: E731

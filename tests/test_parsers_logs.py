@@ -40,35 +40,43 @@ def source_of(
     return Source(path=path, kind=kind, size=len(data), open=lambda: io.BytesIO(data), **kw)
 
 
-def parse_fixture(name: str, *, scan_all: bool | None = None, **kw: object) -> ParsedSource:
+def parse_fixture(
+    name: str,
+    *,
+    scan_all: bool | None = None,
+    tables: rank_log.LogScanTables | None = None,
+    **kw: object,
+) -> ParsedSource:
     data = (FIXTURES / name).read_bytes()
-    return rank_log.parse(source_of(data, path=name, **kw), scan_all=scan_all)
+    return rank_log.parse(source_of(data, path=name, **kw), scan_all=scan_all, tables=tables)
 
 
 def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
     return [e for e in parsed.events if e.kind is kind]
 
 
-_MARKER_SETS: dict[str, tuple[lines.MarkerSet, ...]] = {}
+_MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, lines.MarkerSet, lines.MarkerSet]] = {}
 
 
 @contextlib.contextmanager
-def markers_on(engine: str, by_shape: bool = True) -> Iterator[None]:
-    """Every marker scan of the log parsers runs on `engine` inside the block; progress
-    windows are read line by line with the shape cache, or else from a marker scan."""
+def markers_on(engine: str, by_shape: bool = True) -> Iterator[rank_log.LogScanTables]:
+    """Every marker scan of the log parsers runs on `engine` inside the block (the log
+    parser's when it is given the tables this yields); progress windows are read line by line
+    with the shape cache, or else from a marker scan."""
     if engine not in _MARKER_SETS:
-        _MARKER_SETS[engine] = tuple(
-            m.using(engine) for m in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS, nccl.NOTABLE)
+        _MARKER_SETS[engine] = (
+            rank_log.scan_tables().using(engine),
+            rank_log.PROGRESS_MARKERS.using(engine),
+            nccl.NOTABLE.using(engine),
         )
-    found, progress, notable = _MARKER_SETS[engine]
-    assert found.engine == progress.engine == notable.engine == engine
+    tables, progress, notable = _MARKER_SETS[engine]
+    assert tables.markers.engine == progress.engine == notable.engine == engine
     with (
-        mock.patch.object(rank_log, "MARKERS", found),
         mock.patch.object(rank_log, "PROGRESS_MARKERS", progress),
         mock.patch.object(nccl, "NOTABLE", notable),
         mock.patch.object(rank_log._LogParser, "by_shape", by_shape),
     ):
-        yield
+        yield tables
 
 
 # --------------------------------------------------------------------------- torchrun + watchdog
@@ -396,8 +404,8 @@ def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
 @pytest.mark.parametrize("by_shape", [True, False])
 def test_fast_path_finds_what_a_full_read_finds(name: str, engine: str, by_shape: bool) -> None:
     full = parse_fixture(name, scan_all=True)
-    with markers_on(engine, by_shape):
-        fast = parse_fixture(name, scan_all=False)
+    with markers_on(engine, by_shape) as tables:
+        fast = parse_fixture(name, scan_all=False, tables=tables)
     assert [(e.kind, e.line, e.rank, e.text) for e in fast.events] == [
         (e.kind, e.line, e.rank, e.text) for e in full.events
     ]
@@ -451,7 +459,7 @@ def test_unreadable_stream_becomes_a_warning() -> None:
 @pytest.mark.parametrize("engine", ENGINES)
 def test_marker_scan_agrees_with_plain_search(engine: str) -> None:
     data = b"".join(p.read_bytes() for p in sorted(FIXTURES.iterdir()))
-    for markers in (rank_log.MARKERS, rank_log.PROGRESS_MARKERS, nccl.NOTABLE):
+    for markers in (rank_log.scan_tables().markers, rank_log.PROGRESS_MARKERS, nccl.NOTABLE):
         fast = markers.using(engine).find(data)
         plain = markers.find_plain(data)
         # the plain search reports every needle start; the fast one reports the same lines
@@ -601,8 +609,8 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
     )
     data = b"\n".join(out) + b"\n"
     assert len(data) > 2 * lines.CHUNK_SIZE
-    with markers_on(engine, by_shape):
-        parsed = rank_log.parse(source_of(data))
+    with markers_on(engine, by_shape) as tables:
+        parsed = rank_log.parse(source_of(data), tables=tables)
     steps = {e.local_rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
     assert steps == {0: 49_999, 1: 49_999, 2: 40, 3: 49_999}
     (watchdog,) = of_kind(parsed, EventKind.ERROR_LINE)
@@ -640,8 +648,8 @@ def test_progress_read_by_shape_or_by_marker_scan_is_the_same(engine: str) -> No
     data = _mixed_progress_log()
     parsed = {}
     for by_shape in (True, False):
-        with markers_on(engine, by_shape):
-            parsed[by_shape] = rank_log.parse(source_of(data))
+        with markers_on(engine, by_shape) as tables:
+            parsed[by_shape] = rank_log.parse(source_of(data), tables=tables)
     fields = lambda p: [(e.kind, e.line, e.rank, e.text, e.attrs) for e in p.events]  # noqa: E731
     assert fields(parsed[True]) == fields(parsed[False])
     steps = {
@@ -706,8 +714,8 @@ def test_fast_path_matches_a_full_read_on_shuffled_log_lines(
 ) -> None:
     data = b"\n".join(picked) + b"\n"
     full = rank_log.parse(source_of(data), scan_all=True)
-    with markers_on(engine, by_shape):
-        fast = rank_log.parse(source_of(data), scan_all=False)
+    with markers_on(engine, by_shape) as tables:
+        fast = rank_log.parse(source_of(data), scan_all=False, tables=tables)
 
     def notable(parsed: ParsedSource) -> list:
         return [
@@ -824,7 +832,7 @@ def test_ordinary_training_output_marks_no_line_for_parsing() -> None:
         for i in range(2000)
     )
     for engine in ("numpy", "auto"):
-        assert rank_log.MARKERS.using(engine).find(noise) == []
+        assert rank_log.scan_tables().markers.using(engine).find(noise) == []
 
 
 def test_c10_warnings_need_a_telling_word_to_be_kept() -> None:

@@ -157,23 +157,19 @@ def test_gated_scan_finds_the_lines_one_scan_of_everything_finds() -> None:
     parts = [p.read_bytes() for p in sorted([*FIXTURES.iterdir(), *SAMPLES.glob("*.log")])]
     parts.append(nccl_log(40, extra=" \x1b[31merror\x1b[0m"))
     parts.append(b"[2026-01-01 00:00:00] errors=0 failed_steps=0 NCCL_ASYNC_ERROR_HANDLING=1\n")
-    groups = rank_log._gated()
+    tables = rank_log.scan_tables()
+    groups = tables.gated
     ungated = lines.HotLines(
-        rank_log.MARKERS,
-        rank_log._specific_needles(),
-        [*rank_log._verdicts(), *(p for g in groups for p in g.patterns())],
+        tables.markers,
+        tables.specific_needles,
+        [*tables.verdicts, *(p for g in groups for p in g.patterns())],
         [p for g in groups for p in g.once],
     )
-    plain = lines.HotLines(
-        rank_log.MARKERS.using("numpy"),
-        rank_log._specific_needles(),
-        rank_log._verdicts(),
-        gated=groups,
-    )
+    plain = tables.using("numpy").hot_lines
     for data in [*parts, b"".join(parts)]:
-        for mute in (frozenset(), rank_log._MUTE_COMMS):
+        for mute in (frozenset(), rank_log.MUTE_COMMS):
             counts = [0], [0], [0]
-            fast = hot_lines_of(rank_log.HOT_LINES.find(data, mute, counts[0]), data)
+            fast = hot_lines_of(tables.hot_lines.find(data, mute, counts[0]), data)
             assert fast == hot_lines_of(ungated.find(data, mute, counts[1]), data)
             assert set(hot_lines_of(plain.find(data, mute, counts[2]), data)) <= set(fast)
             assert counts[0] == counts[1] == counts[2]
@@ -184,25 +180,21 @@ def test_muted_matches_come_apart_and_add_up_to_the_unmuted_scan() -> None:
     other hot lines they are the lines of a scan without muting, and their number is what
     the muted scan counts (one scan serves a chunk muted part way through)."""
     data = nccl_log(300, extra=" \x1b[31merror\x1b[0m")
-    for scan in (rank_log.HOT_LINES, _plain_hot_lines()):
+    hot_lines = rank_log.scan_tables().hot_lines
+    for scan in (hot_lines, _plain_hot_lines()):
         whole = hot_lines_of(scan.find(data), data)
         comms: list[int] = []
-        others = scan.find(data, rank_log._MUTE_COMMS, None, comms)
+        others = scan.find(data, rank_log.MUTE_COMMS, None, comms)
         assert comms == sorted(comms) and comms
         assert hot_lines_of(others + comms, data) == whole
         counted = [0]
-        assert scan.find(data, rank_log._MUTE_COMMS, counted) == others
-        if scan is rank_log.HOT_LINES:  # the plain path counts lines, the scan matches
+        assert scan.find(data, rank_log.MUTE_COMMS, counted) == others
+        if scan is hot_lines:  # the plain path counts lines, the scan matches
             assert counted[0] == len(comms)
 
 
 def _plain_hot_lines() -> lines.HotLines:
-    return lines.HotLines(
-        rank_log.MARKERS.using("numpy"),
-        rank_log._specific_needles(),
-        rank_log._verdicts(),
-        gated=rank_log._gated(),
-    )
+    return rank_log.scan_tables().using("numpy").hot_lines
 
 
 @pytest.mark.parametrize("plain", [False, True])
@@ -221,7 +213,7 @@ def test_an_nccl_info_line_is_hot_when_a_trouble_word_follows_nccl_info(plain: b
         head + b"net proxy timed out; errors seen\n",  # two words after
     ]
     data = b"".join(rows)
-    scan = _plain_hot_lines() if plain else rank_log.HOT_LINES
+    scan = _plain_hot_lines() if plain else rank_log.scan_tables().hot_lines
     found = hot_lines_of(scan.find(data), data)
     starts = [sum(map(len, rows[:i])) for i in range(len(rows))]
     assert starts[1] in found and starts[4] in found

@@ -46,8 +46,9 @@ def test_every_template_example_makes_its_event_through_the_parser(template: Tem
 
 def test_no_needle_of_the_big_log_scan_is_in_healthy_progress_output() -> None:
     # a needle in every iteration line would make the scan decode the whole log
-    assert rank_log.MARKERS.find(HEALTHY.encode("utf-8")) == []
-    assert rank_log.MARKERS.find_plain(HEALTHY.encode("utf-8")) == []
+    markers = rank_log.scan_tables().markers
+    assert markers.find(HEALTHY.encode("utf-8")) == []
+    assert markers.find_plain(HEALTHY.encode("utf-8")) == []
 
 
 def test_a_template_without_a_literal_for_the_scan_is_refused(tmp_path) -> None:
@@ -81,7 +82,7 @@ def test_a_template_without_a_literal_for_the_scan_is_refused(tmp_path) -> None:
 
 
 def test_the_needles_are_derived_never_listed() -> None:
-    needles = set(rank_log.MARKERS._spec)
+    needles = set(rank_log.scan_tables().markers._spec)
     # a template's literal, an error word, a record opener, a rule's keyword, NCCL lines
     assert {"killed process ", "out of memory", "traceback (most recent call last):"} <= needles
     assert "nccl " in needles and "warn" in needles

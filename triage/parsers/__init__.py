@@ -10,11 +10,14 @@ import dataclasses
 import importlib
 import io
 from collections.abc import Iterable
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from triage.ingest.streams import stream_problem
 from triage.model import ParsedSource, Source, SourceKind
 from triage.parsers.common import parser_stopped
+
+if TYPE_CHECKING:
+    from triage.knowledge import Knowledge
 
 # kind -> module under triage.parsers that reads it
 _MODULES: dict[SourceKind, str] = {
@@ -26,10 +29,16 @@ _MODULES: dict[SourceKind, str] = {
     SourceKind.ELASTIC_ERROR: "elastic_error",
     SourceKind.ENV_REPORT: "env_report",
 }
+_LOG_PARSER = "triage.parsers.rank_log"  # the one parser that reads the knowledge
 
 
-def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
+def parse(
+    source: Source, *, fr_tail: int | None = None, kb: Knowledge | None = None
+) -> ParsedSource:
     """Parse one source with the parser of its kind; a parser bug becomes a warning.
+
+    `kb` is the run's knowledge (the shipped one when None), which the log parser derives its
+    scan from: a team folder's rules make their lines events in files as in pastes.
 
     `fr_tail`: of a flight-recorder dump, read only the header and the last `fr_tail`
     entries (what a big job can afford; see `flight_recorder`). A stream that ended early
@@ -50,6 +59,8 @@ def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
     try:
         if fr_tail is not None and source.kind is SourceKind.FLIGHT_RECORDER:
             parsed = module.parse(tracked, tail=fr_tail)
+        elif module.__name__ == _LOG_PARSER:
+            parsed = module.parse(tracked, kb=kb)
         else:
             parsed = module.parse(tracked)
     except Exception as exc:  # noqa: BLE001 - a broken input must never stop the run
@@ -63,10 +74,10 @@ def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
     return dataclasses.replace(parsed, source=source, warnings=(*parsed.warnings, *ended))
 
 
-def preload(kinds: Iterable[SourceKind] | None = None) -> None:
+def preload(kinds: Iterable[SourceKind] | None = None, kb: Knowledge | None = None) -> None:
     """Load what parsing big files of these kinds needs (None: logs and flight-recorder dumps)
     in this process: worker processes forked afterwards inherit it instead of each loading it
-    again. The log parser (the knowledge it derives its scan from, numpy, the compiled marker
+    again. The log parser (the scan tables it derives from `kb`, numpy, the compiled marker
     scans: ~0.6 s) is loaded only for kinds it reads; a job of dumps alone never needs it."""
     kinds = set(_MODULES) if kinds is None else set(kinds)
     if SourceKind.FLIGHT_RECORDER in kinds:
@@ -76,18 +87,17 @@ def preload(kinds: Iterable[SourceKind] | None = None) -> None:
     from triage.parsers import lines, rank_log
 
     lines._numpy()  # every big chunk's line index; hyperscan scans do not import it themselves
-    for markers in (rank_log.MARKERS, rank_log.RULE_MARKERS, rank_log.PROGRESS_MARKERS):
-        _ = markers.engine  # imports numpy or hyperscan and compiles the scan
-    # the database every chunk is scanned with and the NCCL groups' (cheap, and an NCCL init
-    # log's every chunk needs one); colour codes' (~0.15 s) only where a chunk holds them
-    rank_log.HOT_LINES.warm(rank_log.NCCL_GROUPS)
+    rank_log.scan_tables(kb).warm()
 
 
 def parse_text(
-    text: str, name: str = "<pasted>", kind: SourceKind = SourceKind.TEXT
+    text: str,
+    name: str = "<pasted>",
+    kind: SourceKind = SourceKind.TEXT,
+    kb: Knowledge | None = None,
 ) -> ParsedSource:
     """Parse pasted text (an issue body, a traceback) as a log, or as `kind` when the caller
     sniffed it (a py-spy dump or `collect_env` output pasted into an issue)."""
     data = text.encode("utf-8", errors="replace")
     source = Source(path=name, kind=kind, size=len(data), open=lambda: io.BytesIO(data))
-    return parse(source)
+    return parse(source, kb=kb)

@@ -6,8 +6,9 @@ blocks, c10/glog error and warning lines with the watchdog facts in them, torchr
 Slurm / kernel exit and signal lines, torchrun's `ChildFailedError` summary blocks, NCCL lines
 (through `nccl.py`) and one PROGRESS summary per rank.
 
-Speed: a big log is read in chunks; `MARKERS` finds the few lines with a word that can matter
-and only those (plus every line while a multi-line record is open) are decoded and parsed.
+Speed: a big log is read in chunks; a marker scan (`LogScanTables`) finds the few lines with a
+word that can matter and only those (plus every line while a multi-line record is open) are
+decoded and parsed.
 Progress is read backwards from the tail of each chunk, far enough to find every stream that
 progressed in the previous chunk (samples of the first chunk find streams that stopped early);
 on this path a stream's last step and last epoch come from its last progress line only. A line
@@ -28,12 +29,19 @@ import os
 import re
 import signal as _signal
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import IO, Any
 
-from triage import knowledge
-from triage.knowledge.templates import Template, Value, literals_of, signal_of_exit_code
+from triage import diskcache, knowledge
+from triage.knowledge.templates import (
+    Template,
+    Templates,
+    Value,
+    literals_of,
+    signal_of_exit_code,
+)
 from triage.literals import group_literals
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import timestamps as ts
@@ -65,29 +73,9 @@ SCAN_ALL_BELOW = 64 << 10  # pasted text; bigger files take the marker-driven pa
 PROGRESS_WINDOW = 16 << 10
 
 # The line templates, the error and warning words and the shell's signal words are knowledge
-# (`rules/templates.yaml`); the marker needles are derived below from it, the rules and the
-# cascade families, never listed by hand.
-_KNOWN = knowledge.shipped()
-_TEMPLATES = _KNOWN.templates
-_ERROR_WORDS = _TEMPLATES.error_words
-_WARNING_WORDS = _TEMPLATES.warning_words
-_FATAL_IN_INFO = _TEMPLATES.fatal_in_info
-_SHELL_SIGNALS = _TEMPLATES.signal_words
-assert _ERROR_WORDS is not None and _WARNING_WORDS is not None and _FATAL_IN_INFO is not None
-# Lower-case pieces, one of which every `_ERROR_WORDS` match holds: a cheap `in` test spares
-# most lines the big regex.
-_ERROR_KEYS = tuple(
-    dict.fromkeys(lit.lstrip("\0").lower() for lit in literals_of(_ERROR_WORDS.pattern))
-)
-
-
-def _has_error_words(text: str) -> bool:
-    low = text.lower()
-    return any(key in low for key in _ERROR_KEYS) and _ERROR_WORDS.search(text) is not None
-
-
-def _has_warning_words(text: str) -> bool:
-    return "warn" in text.lower() and _WARNING_WORDS.search(text) is not None
+# (`rules/templates.yaml`); the marker needles are derived from it, the rules and the cascade
+# families of the run's knowledge (`scan_tables`), never listed by hand nor read at import: a
+# team folder's rules (`--rules`) are looked for in files exactly as in pastes.
 
 
 # --------------------------------------------------------------------------- line formats
@@ -232,29 +220,34 @@ def _lowered(literals: tuple[str, ...] | None, min_len: int = 4) -> list[str]:
     return [lit.lstrip("\0").lower() for lit in literals or () if len(lit.lstrip("\0")) >= min_len]
 
 
-def _healthy(needle: str) -> bool:
-    return any(needle in line.lower() for line in _TEMPLATES.healthy)
+def _healthy(needle: str, templates: Templates) -> bool:
+    return any(needle in line.lower() for line in templates.healthy)
 
 
-def rule_needles(rules: Iterable[knowledge.Rule]) -> list[str]:
+def rule_needles(rules: Iterable[knowledge.Rule], templates: Templates) -> list[str]:
     """The rules' keywords that can be needles: of rules that can match this parser's events,
-    SPECIFIC_NEEDLE characters or more, and not in healthy progress output."""
+    SPECIFIC_NEEDLE characters or more, ASCII (what the scan reads), and not in healthy
+    progress output (`templates.healthy`)."""
     out: list[str] = []
     for rule in rules:
         kinds = rule.event_kinds | rule.source_kinds
         if kinds and not kinds & _LOG_KINDS:
             continue
-        out.extend(n for n in _lowered(rule.keywords, SPECIFIC_NEEDLE) if not _healthy(n))
+        out.extend(
+            n
+            for n in _lowered(rule.keywords, SPECIFIC_NEEDLE)
+            if n.isascii() and not _healthy(n, templates)
+        )
     return list(dict.fromkeys(out))
 
 
-def _word_needles() -> list[str]:
+def _word_needles(templates: Templates) -> list[str]:
     """Needles of the generic words (error and warning words, level names, `NCCL `): their
     exact patterns (`_VERDICTS`) decide in the scan whether a line holding one matters."""
     words = [
         *(
             n
-            for pattern in (_TEMPLATES.error_words, _TEMPLATES.warning_words)
+            for pattern in (templates.error_words, templates.warning_words)
             if pattern is not None
             for n in _lowered(literals_of(pattern.pattern))
         ),
@@ -264,13 +257,13 @@ def _word_needles() -> list[str]:
     return list(dict.fromkeys(words))
 
 
-def _template_verdicts() -> dict[str, bytes]:
+def _template_verdicts(templates: Templates) -> dict[str, bytes]:
     """Template id -> its pattern for the scan, where hyperscan compiles it: a template whose
     literal is a generic word (`Killed`, ` failed`) then costs nothing on the lines that only
     hold the word. Templates it cannot compile keep their literals as needles."""
     hs = hyperscan_module()
     out: dict[str, bytes] = {}
-    for template in _TEMPLATES.templates:
+    for template in templates.templates:
         pattern = re.sub(r"\(\?P<\w+>", "(?:", template.pattern.pattern).encode()
         if hs is None:
             out[template.id] = pattern
@@ -288,22 +281,21 @@ def _exact(literals: Iterable[str] | None) -> bytes:
     return b"|".join(re.escape(lit.lstrip("\0")).encode() for lit in literals or ())
 
 
-_TEMPLATE_VERDICTS = _template_verdicts()
-
-
-def _specific_needles() -> list[str]:
+def _specific_needles(
+    kb: knowledge.Knowledge, template_verdicts: dict[str, bytes], rule_words: list[str]
+) -> list[str]:
     """Needles that make a line worth parsing alone: the line templates' and the record
     openers' literals, DeepSpeed's rank map, the cascade families' and the rules' keywords."""
     cascade = [
         n
-        for family in _KNOWN.cascade.families
+        for family in kb.cascade.families
         for n in _lowered(group_literals(f"(?i:{family.pattern.pattern})"), SPECIFIC_NEEDLE)
-        if not _healthy(n)
+        if not _healthy(n, kb.templates)
     ]
     templates = [
         n
-        for t in _TEMPLATES.templates
-        if t.id not in _TEMPLATE_VERDICTS
+        for t in kb.templates.templates
+        if t.id not in template_verdicts
         for n in _lowered(t.literals)
     ]
     found = [
@@ -311,38 +303,31 @@ def _specific_needles() -> list[str]:
         _DS_RANK_MAPPING,
         *cascade,
         "nccl version ",  # a bare `NCCL version 2.x` line (no `host:pid:tid ... NCCL INFO`)
-        *rule_needles(_KNOWN.rules),
+        *rule_words,
     ]
     return list(dict.fromkeys(found))
 
 
-def _needles() -> list[str]:
+def _needles(specific: list[str], templates: Templates) -> list[str]:
     structural = [n for p in _OPENERS for n in _lowered(group_literals(p.pattern))]
-    return list(dict.fromkeys([*_specific_needles(), *structural, *_word_needles()]))
+    return list(dict.fromkeys([*specific, *structural, *_word_needles(templates)]))
 
 
-MARKERS = MarkerSet(_needles(), ordinary=_TEMPLATES.healthy)
-# A line that holds a rule's keyword is an event even without an error word or a log level
-# (`Using ... as PyTorch extensions root`, `NVIDIA H100 ... is not compatible`): a rule is
-# looking for it.
-RULE_MARKERS = MarkerSet(rule_needles(_KNOWN.rules), ordinary=_TEMPLATES.healthy)
-
-
-def _verdicts() -> list[bytes]:
+def _verdicts(templates: Templates, template_verdicts: dict[str, bytes]) -> list[bytes]:
     """What makes a line that holds only generic words worth parsing, in the syntax both
     hyperscan and `re` read: exactly the words `_error_or_warning` looks for, a W/E/F/C log
     level (such a line is an event when it holds any needle), NCCL WARN lines (the NCCL INFO
     lines `NcclTracker.assess` keeps: `_gated`). Each is a superset of what the parser then
     decides."""
-    assert _TEMPLATES.error_words is not None and _TEMPLATES.warning_words is not None
+    assert templates.error_words is not None and templates.warning_words is not None
     # hyperscan's \w and \b are ASCII: `\w+Warning:` could miss `éWarning:`, whose
     # `\bWarning\b` it finds (a boundary before the W, seen from the bytes)
-    warning = _TEMPLATES.warning_words.pattern.replace(r"|\w+Warning:", "|Warning:")
+    warning = templates.warning_words.pattern.replace(r"|\w+Warning:", "|Warning:")
     return [
-        *_TEMPLATE_VERDICTS.values(),
+        *template_verdicts.values(),
         # the record openers' literals in their own case (` FAILED`, `Traceback (most ...`)
         *(_exact(group_literals(p.pattern)) for p in _OPENERS),
-        _TEMPLATES.error_words.pattern.encode(),
+        templates.error_words.pattern.encode(),
         warning.encode(),
         # c10 `[E1218 20:27:21.4...`, glog `E1218 20:27:21.4...`, old c10 `[E file.cpp:12]`
         rb"[WEFC]\d{3,4} \d\d:\d\d:\d\d\.|\[[WEF] [\w./-]+:\d+\]|\b(?:CRITICAL|FATAL)\b",
@@ -350,11 +335,11 @@ def _verdicts() -> list[bytes]:
     ]
 
 
-def _gated() -> list[Gated]:
+def _gated(templates: Templates) -> list[Gated]:
     """Verdicts only some chunks need, behind a cheap test of the chunk (see `HotLines`)."""
     # ANSI colour codes end in a letter (`\x1b[1;31mERROR`): no word boundary is left to see
     # in the bytes, so a coloured line is read whenever it holds a generic word at all
-    words = b"|".join(re.escape(w.encode()) for w in _word_needles())
+    words = b"|".join(re.escape(w.encode()) for w in _word_needles(templates))
     colour = Gated(
         Gate(b"\x1b"),
         verdicts=(rb"\x1b[^\n]*?(?i:" + words + rb")", rb"(?i:" + words + rb")[^\n]*?\x1b"),
@@ -401,9 +386,9 @@ _NCCL_TROUBLE += (b"unreachable", b"mismatch", b"exceeded")
 # A communicator set-up line (`comm 0x.. rank R nRanks N`, `... nranks N ... Init COMPLETE`):
 # muted once the input's tracker only counts them (`MAX_COMM_EVENTS`)
 _COMM_VERDICT = rb" (?:nRanks|nranks) "
-HOT_LINES = HotLines(MARKERS, _specific_needles(), _verdicts(), gated=_gated())
 NCCL_GROUPS = (1,)  # `_gated()`'s NCCL INFO group
-_MUTE_COMMS = frozenset({_COMM_VERDICT})
+# what `LogScanTables.hot_lines.find` is told to mute once an input's tracker only counts them
+MUTE_COMMS = frozenset({_COMM_VERDICT})
 _NONE: frozenset[bytes] = frozenset()
 
 # --------------------------------------------------------------------------- progress
@@ -444,27 +429,123 @@ _TIME_SHAPED = re.compile(
 )
 
 
-def _masked_digit_needles() -> tuple[bytes, ...]:
+def _masked_digit_needles(
+    markers: MarkerSet, rule_markers: MarkerSet, templates: Templates
+) -> tuple[bytes, ...]:
     """The needles and template literals that hold a digit, digits masked: a line whose key
     holds one may be decided by its digits (`return code = -9`, not `-8`)."""
     found = {
         n
-        for n in (*MARKERS._needles, *RULE_MARKERS._needles)  # noqa: SLF001 - same package
+        for n in (*markers._needles, *rule_markers._needles)  # noqa: SLF001 - same package
         if any(c in b"0123456789" for c in n)
     }
-    for template in _TEMPLATES.templates:
+    for template in templates.templates:
         found.update(
             lit.lower().encode() for lit in _lowered(template.literals, 1) if re.search(r"\d", lit)
         )
     return tuple(sorted(n.translate(_DIGITS_TO_0) for n in found))
 
 
-_DIGIT_NEEDLES = _masked_digit_needles()
+@dataclass(frozen=True, eq=False)
+class LogScanTables:
+    """What the parser derives from the knowledge of a run (`scan_tables`): the words that make
+    a line an error or a warning, the needles of the marker scan (`markers`; the rules'
+    keywords alone: `rule_markers`), the hot-line scan of big chunks and its parts, and the
+    needles that make a line's digits matter to its verdict."""
+
+    templates: Templates
+    error_words: re.Pattern[str]
+    warning_words: re.Pattern[str]
+    fatal_in_info: re.Pattern[str]
+    # Lower-case pieces, one of which every `error_words` match holds: a cheap `in` test
+    # spares most lines the big regex.
+    error_keys: tuple[str, ...]
+    template_verdicts: dict[str, bytes]
+    specific_needles: tuple[str, ...]
+    verdicts: tuple[bytes, ...]
+    gated: tuple[Gated, ...]
+    markers: MarkerSet
+    # A line that holds a rule's keyword is an event even without an error word or a log
+    # level (`Using ... as PyTorch extensions root`, `NVIDIA H100 ... is not compatible`): a
+    # rule is looking for it.
+    rule_markers: MarkerSet
+    hot_lines: HotLines
+    digit_needles: tuple[bytes, ...]
+
+    def has_error_words(self, text: str) -> bool:
+        low = text.lower()
+        return any(key in low for key in self.error_keys) and (
+            self.error_words.search(text) is not None
+        )
+
+    def has_warning_words(self, text: str) -> bool:
+        return "warn" in text.lower() and self.warning_words.search(text) is not None
+
+    def digit_sensitive(self, key: bytes) -> bool:
+        low = key.lower()
+        return any(n in low for n in self.digit_needles)
+
+    def using(self, engine: str) -> LogScanTables:
+        """The same tables with every marker scan on another engine (tests compare them)."""
+        markers = self.markers.using(engine)
+        return replace(
+            self,
+            markers=markers,
+            rule_markers=self.rule_markers.using(engine),
+            hot_lines=HotLines(markers, self.specific_needles, self.verdicts, gated=self.gated),
+        )
+
+    def warm(self) -> None:
+        """Compile the scans now (numpy or hyperscan imported, the databases built): worker
+        processes forked afterwards inherit them."""
+        for markers in (self.markers, self.rule_markers, PROGRESS_MARKERS):
+            _ = markers.engine
+        # the database every chunk is scanned with and the NCCL groups' (cheap, and an NCCL
+        # init log's every chunk needs one); colour codes' (~0.15 s) only where a chunk holds
+        # them
+        self.hot_lines.warm(NCCL_GROUPS)
 
 
-def _digit_sensitive(key: bytes) -> bool:
-    low = key.lower()
-    return any(n in low for n in _DIGIT_NEEDLES)
+def scan_tables(kb: knowledge.Knowledge | None = None) -> LogScanTables:
+    """The scan tables of a loaded knowledge base (None: the shipped one), built once per
+    load: `knowledge.load` gives the same object until a file changes, so repeated runs and
+    `explain --jsonl` build them once."""
+    return _scan_tables(kb if kb is not None else knowledge.shipped())
+
+
+@lru_cache(maxsize=8)  # a Knowledge hashes by its identity: one entry per load
+def _scan_tables(kb: knowledge.Knowledge) -> LogScanTables:
+    templates = kb.templates
+    error_words, warning_words = templates.error_words, templates.warning_words
+    fatal_in_info = templates.fatal_in_info
+    # the templates schema requires all three
+    assert error_words is not None and warning_words is not None and fatal_in_info is not None
+    template_verdicts = _template_verdicts(templates)
+    rule_words = rule_needles(kb.rules, templates)
+    specific = _specific_needles(kb, template_verdicts, rule_words)
+    markers = MarkerSet(_needles(specific, templates), ordinary=templates.healthy)
+    rule_markers = MarkerSet(rule_words, ordinary=templates.healthy)
+    verdicts = _verdicts(templates, template_verdicts)
+    gated = _gated(templates)
+    tables = LogScanTables(
+        templates=templates,
+        error_words=error_words,
+        warning_words=warning_words,
+        fatal_in_info=fatal_in_info,
+        error_keys=tuple(
+            dict.fromkeys(lit.lstrip("\0").lower() for lit in literals_of(error_words.pattern))
+        ),
+        template_verdicts=template_verdicts,
+        specific_needles=tuple(specific),
+        verdicts=tuple(verdicts),
+        gated=tuple(gated),
+        markers=markers,
+        rule_markers=rule_markers,
+        hot_lines=HotLines(markers, specific, verdicts, gated=gated),
+        digit_needles=_masked_digit_needles(markers, rule_markers, templates),
+    )
+    diskcache.save()  # the literals derived here, for the next run's start (`triage.diskcache`)
+    return tables
 
 
 _P_MEGATRON = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|")
@@ -878,7 +959,9 @@ class _Progress:
     chunk: int = -1  # the chunk that last updated it
 
 
-def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int | None] | None:
+def _read_progress(
+    text: str, tables: LogScanTables
+) -> tuple[int | None, int | None, float | None, int | None] | None:
     """(step, total, epoch, rank named in the message) of a progress line, or None."""
     # each pattern runs only when its literal is there: most lines have none
     if "iteration" in text:
@@ -898,7 +981,7 @@ def _read_progress(text: str) -> tuple[int | None, int | None, float | None, int
     m = _P_TQDM.search(text) if "/" in text and " [" in text else None
     if m is not None:
         step, total = int(m["step"]), int(m["total"])
-    elif text[:1].isspace() or _has_error_words(text):
+    elif text[:1].isspace() or tables.has_error_words(text):
         # `... at step 23` in an error or a traceback line says where it broke, not progress
         return (None, None, epoch, None) if epoch is not None else None
     else:
@@ -929,9 +1012,14 @@ class _LogParser:
     repeats = True  # a repeat of a line read alone gets its verdict (tests turn it off)
 
     def __init__(
-        self, source: Source, scan_all: bool, opener: Callable[[], IO[bytes]] | None = None
+        self,
+        source: Source,
+        scan_all: bool,
+        tables: LogScanTables,
+        opener: Callable[[], IO[bytes]] | None = None,
     ) -> None:
         self.source = source
+        self.tables = tables
         self.opener = opener or source.open  # a paste already read: its bytes
         self.scan_all = scan_all
         self.pasted = source.kind is SourceKind.TEXT
@@ -1008,9 +1096,9 @@ class _LogParser:
         # holds enough of them, the rest of the chunk goes on without them, unscanned again.
         comms: list[int] = []
         if muted:
-            offsets = HOT_LINES.find(data, _MUTE_COMMS, skipped)
+            offsets = self.tables.hot_lines.find(data, MUTE_COMMS, skipped)
         else:
-            others = HOT_LINES.find(data, _MUTE_COMMS, None, comms)
+            others = self.tables.hot_lines.find(data, MUTE_COMMS, None, comms)
             offsets = sorted(others + comms) if comms else others
         # Bar redraws, colours and NUL runs make a line more than its decoded text (no
         # repeat): looked for in each line only where the chunk holds them.
@@ -1103,7 +1191,7 @@ class _LogParser:
                 or pre.local_rank is None
                 or len(text) - len(pre.rest) <= prefix_end
             )
-            and not _digit_sensitive(key)
+            and not self.tables.digit_sensitive(key)
         ):
             if len(self._repeats) >= 4096:
                 self._repeats.clear()
@@ -1309,7 +1397,7 @@ class _LogParser:
 
     def _emit_fault(self, fault: _FaultHandler) -> None:
         user = [f for f in fault.frames if not any(s in f[0] for s in _USER_FRAME_SKIP)]
-        signal = _SHELL_SIGNALS.get(fault.what)
+        signal = self.tables.templates.signal_words.get(fault.what)
         self._emit(
             EventKind.SIGNAL,
             fault.text(),
@@ -1599,7 +1687,7 @@ class _LogParser:
         if _DS_RANK_MAPPING in msg:
             self._learn_deepspeed_ranks(pre, msg)
             return True
-        for template in _TEMPLATES.templates:
+        for template in self.tables.templates.templates:
             groups = _template_match(template, msg, meta)
             if groups is not None:
                 self._emit_template(template, groups, number, pre, meta)
@@ -1614,21 +1702,22 @@ class _LogParser:
         pre: Prefixes,
         meta: _Meta,
     ) -> None:
-        attrs = {name: _value(value, groups) for name, value in template.attrs.items()}
+        signals = self.tables.templates.signal_words
+        attrs = {name: _value(value, groups, signals) for name, value in template.attrs.items()}
         level = template.level or meta.level or Level.ERROR
         if template.level_if is not None:
             group, equals, other = template.level_if
             if groups.get(group) == equals:
                 level = other
-        pid = _value(template.pid, groups) if template.pid is not None else meta.pid
-        host = _value(template.host, groups) if template.host is not None else None
-        time = _value(template.time, groups) if template.time is not None else None
+        pid = _value(template.pid, groups, signals) if template.pid is not None else meta.pid
+        host = _value(template.host, groups, signals) if template.host is not None else None
+        time = _value(template.time, groups, signals) if template.time is not None else None
         # a time of the template's own (Slurm's `CANCELLED AT`) is dated; the line's may not be
         yearless = meta.yearless if time is None else None
         time = time if time is not None else meta.time
         local_rank = None
         if template.local_rank is not None:
-            local_rank = _value(template.local_rank, groups)
+            local_rank = _value(template.local_rank, groups, signals)
         payload = None
         if template.exit:
             exitcode = attrs.get("exitcode")
@@ -1637,7 +1726,7 @@ class _LogParser:
                 rank=None,
                 local_rank=local_rank,
                 host=host or pre.host or self.source.host,
-                pid=_value(template.pid, groups) if template.pid is not None else None,
+                pid=_value(template.pid, groups, signals) if template.pid is not None else None,
                 exitcode=exitcode,
                 signal=signal,
                 time=time,
@@ -1665,15 +1754,16 @@ class _LogParser:
             self.events[at] = replace(self.events[at], local_rank=local_rank, rank=None)
 
     def _error_or_warning(self, number: int, pre: Prefixes, meta: _Meta) -> None:
+        tables = self.tables
         msg = meta.msg
         level = meta.level
         notable = False
         if level is None or level in (Level.INFO, Level.DEBUG):
-            if _has_error_words(msg) and (level is None or _FATAL_IN_INFO.search(msg)):
+            if tables.has_error_words(msg) and (level is None or tables.fatal_in_info.search(msg)):
                 level = Level.ERROR
-            elif level is None and _has_warning_words(msg):
+            elif level is None and tables.has_warning_words(msg):
                 level = Level.WARNING
-            elif RULE_MARKERS.contains(msg.encode("utf-8", "replace")):
+            elif tables.rule_markers.contains(msg.encode("utf-8", "replace")):
                 # a rule looks for this line: context for correlate, evidence for the rules
                 notable = True
                 level = level or Level.INFO
@@ -1683,7 +1773,9 @@ class _LogParser:
         if not _WORDS.search(msg):
             self._outcome = _NOTHING
             return  # a banner or an empty log call: `W... run.py:792] ****`
-        if meta.src is not None and not MARKERS.contains(pre.rest.encode("utf-8", "replace")):
+        if meta.src is not None and not tables.markers.contains(
+            pre.rest.encode("utf-8", "replace")
+        ):
             # A W/E level alone does not make a line notable (`W... run.py:792] Setting
             # OMP_NUM_THREADS ...`); it must carry a marker, as the fast path requires.
             self._outcome = _NOTHING
@@ -1749,7 +1841,7 @@ class _LogParser:
     # ------------------------------------------------------------------ progress
 
     def observe_progress(self, number: int, text: str, pre: Prefixes | None) -> bool:
-        got = _read_progress(text)
+        got = _read_progress(text, self.tables)
         if got is None:
             return False
         pre = pre or peel(text)
@@ -1911,7 +2003,7 @@ class _LogParser:
         if raw_key in seen_raw:
             return None
         pre = peel(clean(line[-4096:])[-1])
-        got = _read_progress(pre.rest)
+        got = _read_progress(pre.rest, self.tables)
         if got is None:
             return None
         key = (pre.key, got[3])
@@ -2004,7 +2096,7 @@ def _template_match(template: Template, msg: str, meta: _Meta) -> dict[str, str 
     return groups
 
 
-def _value(value: Value, groups: dict[str, str | None]) -> Any:
+def _value(value: Value, groups: dict[str, str | None], signals: Mapping[str, str]) -> Any:
     """A template's value for this line (see `rules/templates.yaml`)."""
     if value.group is None:
         return value.constant
@@ -2020,7 +2112,7 @@ def _value(value: Value, groups: dict[str, str | None]) -> Any:
         return signal_of_exit_code(_int(text))
     if conversion == "word_signal":
         found = None
-        for word, sig in _SHELL_SIGNALS.items():  # the last word of the table that is there
+        for word, sig in signals.items():  # the last word of the table that is there
             if word in text:
                 found = sig
         return found
@@ -2087,17 +2179,26 @@ def _facts(msg: str) -> dict[str, Any]:
     return attrs
 
 
-def parse(source: Source, *, scan_all: bool | None = None) -> ParsedSource:
+def parse(
+    source: Source,
+    *,
+    scan_all: bool | None = None,
+    kb: knowledge.Knowledge | None = None,
+    tables: LogScanTables | None = None,
+) -> ParsedSource:
     """Notable events of one log. Never raises: problems become `warnings`.
 
     `scan_all` parses every line instead of only marked ones; by default it is on for small
-    inputs (under `SCAN_ALL_BELOW` bytes, or pasted text).
+    inputs (under `SCAN_ALL_BELOW` bytes, or pasted text). `kb` is the run's knowledge (the
+    shipped one when None): its rules' keywords make lines notable, in every reading. `tables`
+    (tests: another scan engine) stands for `scan_tables(kb)`.
     """
+    tables = tables if tables is not None else scan_tables(kb)
     if scan_all is None:
         scan_all = 0 < source.size <= SCAN_ALL_BELOW  # size 0: unknown, maybe big
     paste = _read_paste(source)
     opener = (lambda: io.BytesIO(paste)) if paste is not None else None
-    parser = _LogParser(source, scan_all, opener)
+    parser = _LogParser(source, scan_all, tables, opener)
     warnings: list[str] = []
     try:
         parser.run()
