@@ -89,14 +89,15 @@ _MIN_SCORE = 1.0
 _CO_CULPRIT = 0.7
 
 
-def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
+def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = None) -> Analysis:
     """Cross-rank analysis of everything the parsers found. Never raises on odd input.
+    `kb`: the run's knowledge (cascade families, frameworks), None: the shipped one.
 
     A bug here must not cost the user the rest of the diagnosis: it becomes a finding that
     says so, and the classifier still sees every event.
     """
     try:
-        return analyse(parsed)
+        return analyse(parsed, kb)
     except Exception as exc:  # noqa: BLE001 - the report must still come out
         return Analysis(
             findings=(
@@ -110,8 +111,9 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
         )
 
 
-def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
+def analyse(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = None) -> Analysis:
     """`correlate` without the safety net (tests call this to see real errors)."""
+    kb = kb if kb is not None else knowledge.shipped()
     index = build_index(parsed)
     placed_raw: list[tuple[Event, int | None, str, Role]] = []
     fr_dumps: list[flight_recorder.FRDump] = []
@@ -169,7 +171,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
                 m = _BOOTSTRAP_IP.search(ev.text)
                 if m and not m["ip"].startswith("127."):
                     ip_hosts.setdefault(m["ip"], host)
-            role = classify_event(ev)
+            role = classify_event(ev, kb)
             if loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
                 # a stray note or README beside real logs narrates the failure; it is not one
                 role = Role("context", None, 0.0)
@@ -219,7 +221,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     roles = {id(ev): role for ev, _, _, role in placed_raw}
     # a rank that only detected a peer's other-sized message is not the cause when the flight
     # recorder shows whose collective differed; its abort (and its missing dump) follow
-    detectors = consequences.mismatch_detectors(placed, fr)
+    detectors = consequences.mismatch_detectors(placed, fr, kb)
     if detectors:
         placed = consequences.as_detected(placed, detectors)
         odd = consequences.sizes_odd_ones(fr)
@@ -229,7 +231,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     cons = consistency.analyze(parsed, index)
 
     scores, reasons = _score(
-        placed, roles, exit_records, fr, spy, prog, cons, world_size, index, ip_hosts
+        placed, roles, exit_records, fr, spy, prog, cons, world_size, index, ip_hosts, kb
     )
     silent = _silent_ranks(
         placed, exit_records, world_size, explicit_world, ranks_seen, ranks_with_events
@@ -255,7 +257,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
     )
     cascade_events = [p for p in placed if p.role == "cascade"]
     # the cascade messages that say their rank waited until a timeout fired (read twice below)
-    waited = [p for p in cascade_events if waited_until_timeout(p.event.text)]
+    waited = [p for p in cascade_events if waited_until_timeout(p.event.text, kb)]
     launch_findings: list[Finding] = []
     if never_joined and topo.rendezvous_timeout is not None:
         joined = (
@@ -367,7 +369,7 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
         world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
     )
     facts["source_ranks"], facts["source_hosts"] = _source_identity(parsed, index)
-    facts["frameworks"], facts["launchers"] = _frameworks(parsed, loose_text)
+    facts["frameworks"], facts["launchers"] = _frameworks(parsed, loose_text, kb)
     return Analysis(
         findings=tuple(findings),
         first_failure=first,
@@ -398,6 +400,7 @@ def _score(
     world_size: int | None,
     index: RankIndex,
     ip_hosts: dict[str, str],
+    kb: knowledge.Knowledge,
 ) -> tuple[Counter[int], dict[int, list[str]]]:
     scores: Counter[int] = Counter()
     reasons: dict[int, list[str]] = defaultdict(list)
@@ -430,7 +433,7 @@ def _score(
     pointed: Counter[int] = Counter()
     for p in placed:
         if p.role == "cascade" or p.event.kind in ERROR_KINDS:
-            for r in pointed_ranks(p.event):
+            for r in pointed_ranks(p.event, kb):
                 if r != p.rank:
                     pointed[r] += 1
     for r, n in pointed.items():
@@ -443,7 +446,7 @@ def _score(
     for p in placed:
         if p.role != "cascade":
             continue
-        addr = peer_address(p.event)
+        addr = peer_address(p.event, kb)
         if addr is None:
             continue
         host = ip_hosts.get(addr[0]) or (addr[0] if addr[0] in ranks_of_host else None)
@@ -855,7 +858,9 @@ def _timeline_extras(
     return out
 
 
-def _frameworks(parsed: Sequence[ParsedSource], loose_text: bool) -> tuple[list[str], list[str]]:
+def _frameworks(
+    parsed: Sequence[ParsedSource], loose_text: bool, kb: knowledge.Knowledge
+) -> tuple[list[str], list[str]]:
     """The frameworks and launchers the job's own lines show (`rules/frameworks.yaml`): which
     advice applies to it. A note beside real logs is not the job's own output."""
 
@@ -869,7 +874,7 @@ def _frameworks(parsed: Sequence[ParsedSource], loose_text: bool) -> tuple[list[
                 if ev.text:
                     yield ev.text
 
-    found, launchers = knowledge.shipped().frameworks.detect(texts())
+    found, launchers = kb.frameworks.detect(texts())
     return list(found), list(launchers)
 
 

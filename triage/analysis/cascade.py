@@ -10,12 +10,15 @@ initiating phrases and the launcher narration are knowledge (`rules/cascade.yaml
 The structure of the cascade also points back at the culprit: `remote error detected from
 rank: N`, the desync report's `[Rank N] ... didn't join collective #K`, and `Connection closed
 by peer` addresses all name the rank the others are reacting to.
+
+Each function reads the cascade knowledge of `kb`, the run's Knowledge (None: the shipped
+one), screened once per load (`screens`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import regex
 
@@ -49,7 +52,7 @@ ERROR_KINDS = {
 }
 
 
-def headline(ev: Event) -> str:
+def headline(ev: Event, kb: knowledge.Knowledge | None = None) -> str:
     """The text the classification looks at: a traceback's final exception, else the text.
 
     A chained traceback whose first exception is not a consequence of another rank's failure
@@ -57,7 +60,7 @@ def headline(ev: Event) -> str:
     happened while it handled it (`finally: dist.barrier()` timing out, an emergency save).
     """
     if ev.kind is EventKind.TRACEBACK:
-        return _own_first_exception(ev.text) or final_exception_line(ev.text) or ev.text
+        return _own_first_exception(ev.text, kb) or final_exception_line(ev.text) or ev.text
     if ev.kind is EventKind.CPP_EXCEPTION:
         # `terminate called ...` + `what(): ...`: the what() line carries the meaning
         for line in ev.text.splitlines():
@@ -66,19 +69,19 @@ def headline(ev: Event) -> str:
     return ev.text
 
 
-def _own_first_exception(text: str) -> str | None:
+def _own_first_exception(text: str, kb: knowledge.Knowledge | None) -> str | None:
     """The first exception of a chained traceback when it is not a cascade message."""
     heads = chain_exceptions(text)
-    if len(heads) > 1 and not reads_as_cascade(heads[0]):
+    if len(heads) > 1 and not reads_as_cascade(heads[0], kb):
         return heads[0]
     return None
 
 
-def handled_after(ev: Event, line_offset: int) -> bool:
+def handled_after(ev: Event, line_offset: int, kb: knowledge.Knowledge | None = None) -> bool:
     """Is this line (0-based in the event's text) of a chained traceback in a later link than
     the rank's own first exception? Such a line is what happened while the rank handled its
     failure (the barrier of a `finally:` that then timed out): a consequence, not a cause."""
-    if ev.kind is not EventKind.TRACEBACK or _own_first_exception(ev.text) is None:
+    if ev.kind is not EventKind.TRACEBACK or _own_first_exception(ev.text, kb) is None:
         return False
     starts = chain_link_starts(ev.text)
     return bool(starts) and line_offset >= starts[0]
@@ -90,7 +93,7 @@ def exception_lines(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Facts:
+class CascadeScreens:
     """The cascade knowledge (`rules/cascade.yaml`), screened for speed."""
 
     families: dict[str, Screened]  # in the file's order: a message reads as the first
@@ -101,13 +104,18 @@ class _Facts:
     peer_mismatch: Screened | None
 
 
-@cache
-def _facts() -> _Facts:
-    """Read once per process: correlate runs these on every event of every rank."""
-    facts = knowledge.shipped().cascade
+def screens(kb: knowledge.Knowledge | None = None) -> CascadeScreens:
+    """The cascade knowledge of `kb` (None: the shipped one), screened once per load:
+    correlate runs these on every event of every rank."""
+    return _screens(kb if kb is not None else knowledge.shipped())
+
+
+@lru_cache(maxsize=8)  # a Knowledge hashes by its identity: one entry per load
+def _screens(kb: knowledge.Knowledge) -> CascadeScreens:
+    facts = kb.cascade
     assert facts.initiating is not None and facts.context is not None  # the schema says so
     assert facts.peer_address is not None
-    return _Facts(
+    return CascadeScreens(
         families={f.name: Screened(f.pattern) for f in facts.families},
         initiating=Screened(facts.initiating),
         context=Screened(facts.context),
@@ -117,33 +125,35 @@ def _facts() -> _Facts:
     )
 
 
-def waited_until_timeout(text: str) -> bool:
+def waited_until_timeout(text: str, kb: knowledge.Knowledge | None = None) -> bool:
     """Does this message say its rank sat waiting until a timeout fired (a hang)?"""
-    return bool(_facts().families["collective_timeout"].search(text, lowered_ascii(text)))
+    timeout = screens(kb).families["collective_timeout"]
+    return bool(timeout.search(text, lowered_ascii(text)))
 
 
-def _family(text: str, lowered: str | None) -> str | None:
-    for name, screened in _facts().families.items():
+def _family(text: str, lowered: str | None, facts: CascadeScreens) -> str | None:
+    for name, screened in facts.families.items():
         if screened.search(text, lowered):
             return name
     return None
 
 
-def family_of(text: str) -> str | None:
+def family_of(text: str, kb: knowledge.Knowledge | None = None) -> str | None:
     """The cascade family a message reads as (the first that matches), or None."""
-    return _family(text, lowered_ascii(text))
+    return _family(text, lowered_ascii(text), screens(kb))
 
 
-def reads_as_cascade(text: str) -> bool:
+def reads_as_cascade(text: str, kb: knowledge.Knowledge | None = None) -> bool:
     """Does this text read like a consequence of another rank's failure: a message of a
     cascade family without an initiating phrase (what `classify_event` says of a headline)?"""
     lowered = lowered_ascii(text)
-    if _facts().initiating.search(text, lowered):
+    facts = screens(kb)
+    if facts.initiating.search(text, lowered):
         return False
-    return _family(text, lowered) is not None
+    return _family(text, lowered, facts) is not None
 
 
-def classify_event(ev: Event) -> Role:
+def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
     """Initiating, cascade or context for one event, with a strength for culprit voting."""
     if ev.kind in (EventKind.AGENT, EventKind.INPUT_WARNING, EventKind.ENV_REPORT):
         return Role("context", None, 0.0)
@@ -155,26 +165,26 @@ def classify_event(ev: Event) -> Role:
         return Role("context", None, 0.0)
     if ev.kind is EventKind.RANK_EXIT:
         return Role("context", None, 0.0)  # exits are weighed separately (exits.py)
-    head = headline(ev)
+    head = headline(ev, kb)
     lowered = lowered_ascii(head)
-    facts = _facts()
+    facts = screens(kb)
     if facts.context.search(head, lowered):
         return Role("context", None, 0.0)
     marker = facts.initiating.search(head, lowered)
-    family = _family(head, lowered)
+    family = _family(head, lowered, facts)
     if family and not marker:
         return Role("cascade", family, 0.0)
     if (
         family is None
         and ev.kind is EventKind.TRACEBACK
         and not marker
-        and _own_first_exception(ev.text) is None
+        and _own_first_exception(ev.text, kb) is None
     ):
         # a chained traceback may end generic while an earlier exception of the chain is a
         # cascade error; only the exception lines count, never the frames (`TCPStore(`)
         chain = "\n".join(exception_lines(ev.text))
         chain_lowered = lowered_ascii(chain)
-        family = _family(chain, chain_lowered)
+        family = _family(chain, chain_lowered, facts)
         if family and not facts.initiating.search(chain, chain_lowered):
             return Role("cascade", family, 0.0)
     strength = 1.0
@@ -187,27 +197,27 @@ def classify_event(ev: Event) -> Role:
     return Role("initiating", None, strength)
 
 
-def reports_peer_mismatch(ev: Event) -> bool:
+def reports_peer_mismatch(ev: Event, kb: knowledge.Knowledge | None = None) -> bool:
     """Does this error say a peer's collective did not fit this rank's own (sizes, dtypes)?
     The rank detected the mismatch; `rules/cascade.yaml` `peer_mismatch`."""
-    pattern = _facts().peer_mismatch
+    pattern = screens(kb).peer_mismatch
     if pattern is None:
         return False
-    head = headline(ev)
+    head = headline(ev, kb)
     return bool(pattern.search(head, lowered_ascii(head)))
 
 
-def pointed_ranks(ev: Event) -> list[int]:
+def pointed_ranks(ev: Event, kb: knowledge.Knowledge | None = None) -> list[int]:
     """Ranks that a cascade message names as the one it is reacting to."""
     out: list[int] = []
-    for pat in _facts().points_at_rank:
+    for pat in screens(kb).points_at_rank:
         out.extend(int(m["rank"]) for m in pat.finditer(ev.text))
     return out
 
 
-def peer_address(ev: Event) -> tuple[str, int] | None:
+def peer_address(ev: Event, kb: knowledge.Knowledge | None = None) -> tuple[str, int] | None:
     """The `ip:port` a `Connection closed by peer [ip]:port` line names, when it does."""
-    m = _facts().peer_address.search(ev.text)
+    m = screens(kb).peer_address.search(ev.text)
     if not m:
         return None
     return m["ip"], int(m["port"])

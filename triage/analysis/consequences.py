@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from triage import knowledge
 from triage.analysis import exits, flight_recorder, timeline
 from triage.analysis.cascade import reports_peer_mismatch
 from triage.analysis.ranks import format_ranks
@@ -43,17 +44,19 @@ def sizes_odd_ones(fr: flight_recorder.FRAnalysis) -> set[int]:
 
 
 def mismatch_detectors(
-    placed: Sequence[timeline.Placed], fr: flight_recorder.FRAnalysis
+    placed: Sequence[timeline.Placed],
+    fr: flight_recorder.FRAnalysis,
+    kb: knowledge.Knowledge | None = None,
 ) -> set[int]:
     """Ranks whose only initiating errors detect a peer's mismatch that the flight recorder
-    pins on other ranks."""
+    pins on other ranks (`kb`: the run's knowledge, None: the shipped one)."""
     odd = sizes_odd_ones(fr)
     if not odd:
         return set()
     said: dict[int, list[bool]] = {}
     for p in placed:
         if p.role == "initiating" and p.rank is not None:
-            said.setdefault(p.rank, []).append(reports_peer_mismatch(p.event))
+            said.setdefault(p.rank, []).append(reports_peer_mismatch(p.event, kb))
     return {r for r, detected in said.items() if r not in odd and all(detected)}
 
 
