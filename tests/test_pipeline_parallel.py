@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from triage import pipeline
+from triage.knowledge import Knowledge
 from triage.model import FlightRecorderDump, ParsedSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -49,9 +50,9 @@ def test_a_bundle_read_by_workers_matches_a_serial_read(
     here: list[str] = []
     parse_here = pipeline._parse_here
 
-    def spy(source: pipeline.Source, fr_tail: int | None = None) -> ParsedSource:
+    def spy(source: pipeline.Source, fr_tail: int | None, kb: Knowledge) -> ParsedSource:
         here.append(source.path)
-        return parse_here(source, fr_tail)
+        return parse_here(source, fr_tail, kb)
 
     monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pipeline, "_parse_here", spy)
@@ -107,9 +108,9 @@ def test_one_worker_means_every_input_is_read_here(
     here: list[str] = []
     parse_here = pipeline._parse_here
 
-    def spy(source: pipeline.Source, fr_tail: int | None = None) -> ParsedSource:
+    def spy(source: pipeline.Source, fr_tail: int | None, kb: Knowledge) -> ParsedSource:
         here.append(source.path)
-        return parse_here(source, fr_tail)
+        return parse_here(source, fr_tail, kb)
 
     monkeypatch.setattr(pipeline, "_parse_here", spy)
     alone = pipeline.read_inputs([str(root)], workers=1)

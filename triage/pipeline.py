@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from triage.classify.types import RuleHit
+    from triage.knowledge import Knowledge
 
 # (sources done, bytes done, path now being read)
 ProgressCallback = Callable[[int, int, str], None]
@@ -68,6 +69,7 @@ def read_inputs(
     follow_links: bool = False,
     limits: JobLimits | None = None,
     workers: int | None = None,
+    kb: Knowledge | None = None,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -81,13 +83,22 @@ def read_inputs(
     job is. `while_workers_parse` runs here once everything is handed out (see
     `warm_later_stages`). What the job may cost (`limits`, see `triage.budget`) is counted
     across this process and its workers. `workers` is the pool's size (None:
-    `default_workers()`, which looks at this process; 1: no pool).
+    `default_workers()`, which looks at this process; 1: no pool). `kb` is the run's
+    knowledge (None: the shipped one), which the parsers here and in the workers read.
     """
-    from triage import budget
+    from triage import budget, knowledge
 
+    kb = kb if kb is not None else knowledge.shipped()
     with budget.job(limits or JobLimits(), shared=True) as job_budget:
         return _read_inputs(
-            paths, on_progress, fr_entries, while_workers_parse, follow_links, job_budget, workers
+            paths,
+            on_progress,
+            fr_entries,
+            while_workers_parse,
+            follow_links,
+            job_budget,
+            workers,
+            kb,
         )
 
 
@@ -99,11 +110,12 @@ def _read_inputs(
     follow_links: bool,
     job_budget: JobBudget,
     workers: int | None,
+    kb: Knowledge,
 ) -> list[ParsedSource]:
     from triage import ingest
 
     progress = _Progress(on_progress)
-    pool = _Pool(job_budget, workers)
+    pool = _Pool(job_budget, workers, kb)
     sources: list[Source] = []
     results: list[ParsedSource | None] = []
     held_back: list[int] = []  # flight-recorder dumps, sent once fr_tail is known
@@ -118,7 +130,7 @@ def _read_inputs(
             elif _poolable(source):
                 pool.offer(i, source, None)
             else:  # an archive member: parsed now, and its temp space given back
-                results[i] = _parse_counted(source, None, progress)
+                results[i] = _parse_counted(source, None, progress, kb)
         fr_tail = fr_tail_for(sources) if fr_entries is None else (fr_entries or None)
         for i in held_back:
             if _poolable(sources[i]):
@@ -129,7 +141,7 @@ def _read_inputs(
         # Meanwhile, this process parses what cannot be shipped (archive members' dumps).
         for i, source in enumerate(sources):
             if results[i] is None and not pool.took(i):
-                results[i] = _parse_counted(source, fr_tail, progress)
+                results[i] = _parse_counted(source, fr_tail, progress, kb)
         pool.collect(sources, results, progress)
     finally:
         pool.close()
@@ -138,7 +150,7 @@ def _read_inputs(
                 source.release()
     for i, source in enumerate(sources):  # what a worker could not do
         if results[i] is None:
-            results[i] = _parse_counted(source, fr_tail, progress)
+            results[i] = _parse_counted(source, fr_tail, progress, kb)
     progress.start("")
     return [parsed for parsed in results if parsed is not None]
 
@@ -220,8 +232,9 @@ class _Pool:
     worker killed by the OS) is left as None in `collect`, for the caller to parse here.
     """
 
-    def __init__(self, job_budget: JobBudget, workers: int | None) -> None:
+    def __init__(self, job_budget: JobBudget, workers: int | None, kb: Knowledge) -> None:
         self.job_budget = job_budget
+        self.kb = kb  # handed to the workers when they start (`_start_worker`)
         self.workers = workers  # None: `default_workers()` when the pool would start
         self.executor: Any = None
         self.broken = False
@@ -258,21 +271,23 @@ class _Pool:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        from triage import budget, parsers
+        from triage import parsers
 
         # what the sources offered so far need (dumps are offered last, once discovery is
         # done: a pool they start knows every kind of the job)
-        parsers.preload({source.kind for _, source, _ in self.waiting})
+        parsers.preload({source.kind for _, source, _ in self.waiting}, self.kb)
         # Results arrive as many fresh, acyclic objects (FR entries); the cyclic GC would
         # re-scan all of them again and again meanwhile.
         gc.disable()
         try:
             # The workers count against this job's budget: forked, they share its counters.
+            # Forked, they inherit the initializer's arguments as they are (never pickled):
+            # the run's knowledge and the scan tables derived from it in `preload`.
             self.executor = ProcessPoolExecutor(
                 max_workers=workers,
                 mp_context=multiprocessing.get_context("fork"),
-                initializer=budget.install,
-                initargs=(self.job_budget,),
+                initializer=_start_worker,
+                initargs=(self.job_budget, self.kb),
             )
         except (OSError, RuntimeError):  # no processes to be had: read here
             self.broken = True
@@ -339,18 +354,20 @@ class _Pool:
             gc.enable()
 
 
-def _parse_counted(source: Source, fr_tail: int | None, progress: _Progress) -> ParsedSource:
+def _parse_counted(
+    source: Source, fr_tail: int | None, progress: _Progress, kb: Knowledge
+) -> ParsedSource:
     progress.start(source.path)
-    parsed = _parse_here(source, fr_tail)
+    parsed = _parse_here(source, fr_tail, kb)
     progress.done(source.size)
     return parsed
 
 
-def _parse_here(source: Source, fr_tail: int | None = None) -> ParsedSource:
+def _parse_here(source: Source, fr_tail: int | None, kb: Knowledge) -> ParsedSource:
     from triage import parsers
 
     try:
-        return parsers.parse(source, fr_tail=fr_tail)
+        return parsers.parse(source, fr_tail=fr_tail, kb=kb)
     finally:
         if source.release is not None:
             source.release()  # read: its temp space (a spooled archive member) goes back
@@ -367,6 +384,19 @@ def _fields(source: Source) -> _SourceFields:
         source.attempt,
         source.warnings,
     )
+
+
+# In a worker process: the knowledge of the job it parses for (`_start_worker`).
+_worker_kb: Knowledge | None = None
+
+
+def _start_worker(job_budget: JobBudget, kb: Knowledge) -> None:
+    """The initializer of a job's worker processes: the job's budget and knowledge."""
+    from triage import budget
+
+    global _worker_kb
+    budget.install(job_budget)
+    _worker_kb = kb
 
 
 def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[Any, ...] | None]:
@@ -402,7 +432,7 @@ def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[
         )
         # A result that cannot be pickled fails this chunk's future; the main process then
         # parses the chunk itself.
-        out.append(_pack(parsers.parse(source, fr_tail=fr_tail)))
+        out.append(_pack(parsers.parse(source, fr_tail=fr_tail, kb=_worker_kb)))
     return out
 
 
@@ -457,26 +487,32 @@ def diagnose(
     on_progress: ProgressCallback | None = None,
 ) -> Diagnosis:
     """The main job: a folder / archive / files of one failed job -> one Diagnosis."""
+    from triage import knowledge
+
+    # One load of the knowledge for every stage, the parsers first: a team folder's rules
+    # make their lines events in the files as in a paste. A broken one stops here, loudly.
+    kb = knowledge.load(options.extra_rules_dirs)
     parsed = read_inputs(
         paths,
         on_progress,
         fr_entries=options.fr_entries,
-        while_workers_parse=lambda: warm_later_stages(options),
+        while_workers_parse=lambda: warm_later_stages(options, kb),
         follow_links=options.follow_links,
         limits=options.limits,
         workers=options.workers,
+        kb=kb,
     )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s
     # on a 1,024-rank bundle), and given it back after, for a batch process's next job.
     gc.freeze()
     try:
-        return diagnose_parsed(parsed, options)
+        return diagnose_parsed(parsed, options, kb)
     finally:
         gc.unfreeze()
 
 
-def warm_later_stages(options: Options = Options()) -> None:
+def warm_later_stages(options: Options = Options(), kb: Knowledge | None = None) -> None:
     """Load what correlate, classify and recommend need first (their modules, the taxonomy,
     the rules): ~0.5 s that would otherwise wait until every file is read, done while the
     workers still parse."""
@@ -485,29 +521,36 @@ def warm_later_stages(options: Options = Options()) -> None:
 
     taxonomy.load()
     with contextlib.suppress(knowledge.KnowledgeError):  # reported in its turn, loudly
-        rules.load(options.extra_rules_dirs)
+        rules.ruleset(kb if kb is not None else knowledge.load(options.extra_rules_dirs))
 
 
-def diagnose_parsed(parsed: Sequence[ParsedSource], options: Options = Options()) -> Diagnosis:
-    return diagnose_many([parsed], options)[0]
+def diagnose_parsed(
+    parsed: Sequence[ParsedSource], options: Options = Options(), kb: Knowledge | None = None
+) -> Diagnosis:
+    return diagnose_many([parsed], options, kb=kb)[0]
 
 
 def diagnose_many(
-    jobs: Sequence[Sequence[ParsedSource]], options: Options = Options(), *, pasted: bool = False
+    jobs: Sequence[Sequence[ParsedSource]],
+    options: Options = Options(),
+    *,
+    pasted: bool = False,
+    kb: Knowledge | None = None,
 ) -> list[Diagnosis]:
     """Correlate, classify and recommend for several jobs (classified in one batch).
-    `pasted`: each job is a pasted text, evidence by itself however little it says."""
+    `pasted`: each job is a pasted text, evidence by itself however little it says. `kb`: the
+    knowledge the jobs were parsed with (None: the shipped one plus options' rules folders)."""
     from triage import analysis, classify, knowledge, recommend
     from triage.redact import redact_diagnosis, redact_events
 
-    # One load of the knowledge for classify and recommend alike: a team folder's rules and
-    # playbook reach the fix advice too. A broken knowledge base stops here, loudly.
-    kb = knowledge.load(options.extra_rules_dirs)
+    # One load of the knowledge for every stage: a team folder's rules and playbook reach
+    # the fix advice too. A broken knowledge base stops here, loudly.
+    kb = kb if kb is not None else knowledge.load(options.extra_rules_dirs)
     # What a report can quote is masked in two steps of one module (triage/redact.py): the
     # secrets in the parsed text before the later stages cut quotes out of it, then every
     # string of the finished Diagnosis (paths, warnings, actions; hosts on request).
     jobs = [redact_events(parsed) for parsed in jobs]
-    found = [analysis.correlate(parsed) for parsed in jobs]
+    found = [analysis.correlate(parsed, kb) for parsed in jobs]
     labels = classify.classify_many(
         list(zip(jobs, found, strict=True)), use_embeddings=options.use_embeddings, kb=kb
     )
@@ -518,6 +561,7 @@ def diagnose_many(
                 job_found,
                 job_labels,
                 recommend.recommend(job_labels, job_found, kb),
+                kb,
                 pasted,
             ),
             hosts=options.redact_hosts,
@@ -531,13 +575,14 @@ def _diagnosis(
     found: Analysis,
     labels: Classification,
     fixes: tuple[FixRecommendation, ...],
+    kb: Knowledge,
     pasted: bool = False,
 ) -> Diagnosis:
     inputs = tuple(_input_summary(p, found) for p in parsed)
     if not pasted and not has_evidence(parsed):
-        return no_evidence(inputs)
+        return no_evidence(inputs, kb)
     return Diagnosis(
-        summary=summarize(labels, found),
+        summary=summarize(labels, found, kb),
         symptoms=labels.symptoms,
         root_causes=labels.root_causes,
         stage=labels.stage,
@@ -570,11 +615,12 @@ def has_evidence(parsed: Sequence[ParsedSource]) -> bool:
     return any(ev.kind not in _NOT_EVIDENCE for ps in parsed for ev in ps.events)
 
 
-def no_evidence(inputs: tuple[InputSummary, ...]) -> Diagnosis:
-    """The diagnosis of a folder with nothing to read: said plainly, with what to collect."""
+def no_evidence(inputs: tuple[InputSummary, ...], kb: Knowledge | None = None) -> Diagnosis:
+    """The diagnosis of a folder with nothing to read: said plainly, with what to collect
+    (the collect-next advice of `kb`, None: the shipped one)."""
     from triage import knowledge
 
-    advice = knowledge.load().collect_next
+    advice = (kb if kb is not None else knowledge.shipped()).collect_next
     nothing = knowledge.Situation()  # as if nothing was read: every kind of evidence is missing
     if not inputs:
         where = "nothing was read"
@@ -599,40 +645,43 @@ def explain(text: str, options: Options = Options()) -> Diagnosis:
 
 def explain_many(texts: Iterable[str], options: Options = Options()) -> list[Diagnosis]:
     """Batch form of `explain`: the classifier embeds all signatures in one call."""
-    from triage import parsers
+    from triage import knowledge, parsers
 
+    kb = knowledge.load(options.extra_rules_dirs)
     jobs = [
-        [parsers.parse_text(text, name="<pasted>" if i == 0 else f"<pasted {i + 1}>")]
+        [parsers.parse_text(text, name="<pasted>" if i == 0 else f"<pasted {i + 1}>", kb=kb)]
         for i, text in enumerate(texts)
     ]
-    return diagnose_many(jobs, options, pasted=True)
+    return diagnose_many(jobs, options, pasted=True, kb=kb)
 
 
 def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list[RuleHit]:
     """`triage rules check`: the rules that match a file or folder (read like a bundle: ingest
     and parse turn bad input into warnings) or a text (read like a paste); the specific rules
     first, then the generic layer's family priors."""
-    from triage import parsers
+    from triage import knowledge, parsers
     from triage.classify import rules
 
+    kb = knowledge.load(extra_rules_dirs)
     path = Path(text_or_path)
     try:
         is_path = len(text_or_path) < 4096 and "\n" not in text_or_path and path.exists()
     except (OSError, ValueError):
         is_path = False
     if is_path:
-        parsed = read_inputs([str(path)])
+        parsed = read_inputs([str(path)], kb=kb)
         events = [ev for ps in parsed for ev in ps.events]
         kinds = {ps.source.path: ps.source.kind for ps in parsed}
-        hits = rules.match_events(events, None, extra_rules_dirs, source_kinds=kinds)
+        hits = rules.match_events(events, None, rules=rules.ruleset(kb), source_kinds=kinds)
     else:
-        pasted = parsers.parse_text(text_or_path)
-        hits = rules.match_text(text_or_path, pasted.events, None, extra_rules_dirs)
+        pasted = parsers.parse_text(text_or_path, kb=kb)
+        hits = rules.match_text(text_or_path, pasted.events, None, rules=rules.ruleset(kb))
     return sorted(hits, key=lambda h: h.generic)
 
 
-def summarize(labels: Classification, found: Analysis) -> str:
-    """One sentence: what happened, why, and who started it."""
+def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = None) -> str:
+    """One sentence: what happened, why, and who started it (`kb`'s collect-next advice,
+    None: the shipped one, when nothing is known)."""
     if not labels.symptoms and not labels.root_causes:
         if labels.abstain_reason:
             return labels.abstain_reason
@@ -640,7 +689,8 @@ def summarize(labels: Classification, found: Analysis) -> str:
         from triage.classify import not_enough
 
         # nothing known about the evidence: every ask of the collect-next advice
-        return not_enough(knowledge.load().collect_next.asks(knowledge.Situation()))
+        advice = (kb if kb is not None else knowledge.shipped()).collect_next
+        return not_enough(advice.asks(knowledge.Situation()))
     parts: list[str] = []
     if labels.symptoms:
         parts.append(_label_phrase(labels.symptoms[0]))

@@ -446,15 +446,18 @@ def match_text(
     events: Sequence[Event],
     analysis: Analysis | None = None,
     extra_dirs: Sequence[str | os.PathLike[str]] = (),
+    *,
+    rules: RuleSet | None = None,
 ) -> list[RuleHit]:
     """Rule hits over a pasted text: the events the log parser read from it, then the whole
-    text for the rest.
+    text for the rest (`rules`: the rules to run; without it, the shipped ones plus
+    `extra_dirs`).
 
     A parser keeps only notable lines and splits the paste into events, so a message the parser
     drops (a `Last error:` detail, an exception without its type) or one that spans two events
     would be missed; rules that did not hit any event get one more try on the whole text.
     """
-    ruleset = load(extra_dirs)
+    ruleset = rules if rules is not None else load(extra_dirs)
     parsed = tuple(events) or (whole_text_event(text),)
     hits = match_events(parsed, analysis, rules=ruleset)
     if len(parsed) == 1 and parsed[0].text == text:
