@@ -99,28 +99,34 @@ def rule_hits(
     ruleset: RuleSet | None = None,
     *,
     layered: bool = True,
+    kb: knowledge.Knowledge | None = None,
 ) -> list[RuleHit]:
     """Rule hits over all events and correlate's findings (rules match findings too).
 
     `ruleset` is the rules to run (the pipeline loads them once, for classify and recommend
-    alike); without it, the shipped rules plus `extra_rules_dirs`. A rule set that cannot be
-    loaded is an error (KnowledgeError), never an empty answer. `layered=False` keeps the
-    generic hits that a specific rule would override (to measure the generic layer alone).
+    alike); without it, the rules of `kb`, else the shipped rules plus `extra_rules_dirs`. A
+    rule set that cannot be loaded is an error (KnowledgeError), never an empty answer.
+    `layered=False` keeps the generic hits that a specific rule would override (to measure
+    the generic layer alone).
     """
     events = [ev for ps in parsed for ev in ps.events]
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
-    ruleset = ruleset if ruleset is not None else rules.load(extra_rules_dirs)
+    if ruleset is None:
+        ruleset = rules.ruleset(kb) if kb is not None else rules.load(extra_rules_dirs)
     try:
         hits = list(rules.match_events(events, analysis, rules=ruleset, source_kinds=kinds))
     except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
-    hits = demote_consequences(hits, events, analysis)
+    hits = demote_consequences(hits, events, analysis, kb)
     return fusion.yield_generic(hits) if layered else hits
 
 
 def demote_consequences(
-    hits: Sequence[RuleHit], events: Sequence[Event], analysis: Analysis
+    hits: Sequence[RuleHit],
+    events: Sequence[Event],
+    analysis: Analysis,
+    kb: knowledge.Knowledge | None = None,
 ) -> list[RuleHit]:
     """The initiating failure outranks what it caused.
 
@@ -145,7 +151,7 @@ def demote_consequences(
         replace(h, from_cascade=True)
         if not h.from_cascade
         and (
-            _while_handling(h, initiating)
+            _while_handling(h, initiating, kb)
             or (h.evidence_text in explained and (h.event is None or h.event not in parsed_events))
         )
         else h
@@ -184,7 +190,7 @@ def _evidence_only(hit: RuleHit) -> RuleHit:
     return replace(hit, symptom={}, root_cause={}, fix={}, stage={}, actions={})
 
 
-def _while_handling(hit: RuleHit, initiating: set[Event]) -> bool:
+def _while_handling(hit: RuleHit, initiating: set[Event], kb: knowledge.Knowledge | None) -> bool:
     """A hit quoting a line that its chained traceback raised after the rank's own first
     exception (see `triage.analysis.cascade.handled_after`)."""
     ev = hit.event
@@ -197,7 +203,7 @@ def _while_handling(hit: RuleHit, initiating: set[Event]) -> bool:
         if at < 0:
             return False
         offset = ev.text.count("\n", 0, at)
-    return handled_after(ev, offset)
+    return handled_after(ev, offset, kb)
 
 
 def case_signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
@@ -211,13 +217,15 @@ def prepare(
     analysis: Analysis,
     extra_rules_dirs: Sequence[str] = (),
     ruleset: RuleSet | None = None,
+    kb: knowledge.Knowledge | None = None,
 ) -> Prepared:
-    """What classification needs from what the parsers read (nothing is read again here)."""
+    """What classification needs from what the parsers read (nothing is read again here).
+    `kb`: the run's knowledge (None: the shipped one plus `extra_rules_dirs`)."""
     parsed = neighbours.with_whole_text(parsed)
-    lead = initiating_events(parsed, analysis)
+    lead = initiating_events(parsed, analysis, kb)
     return Prepared(
-        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs, ruleset)),
-        signature=signature(parsed, analysis),
+        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs, ruleset, kb=kb)),
+        signature=signature(parsed, analysis, kb),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
         analysis=analysis,
@@ -252,7 +260,7 @@ def classify_many(
     without it, the shipped knowledge plus `extra_rules_dirs`."""
     kb = kb if kb is not None else knowledge.load(extra_rules_dirs)
     ruleset = rules.ruleset(kb)
-    prepared = [prepare(p, a, ruleset=ruleset) for p, a in jobs]
+    prepared = [prepare(p, a, ruleset=ruleset, kb=kb) for p, a in jobs]
     idx = index if index is not None else neighbours.load_index()
     cal = calibration if calibration is not None else load_calibration()
     sigs = [p.signature for p in prepared]
@@ -392,7 +400,7 @@ def assemble(
     abstain_below: float,
     advice: knowledge.CollectNext | None = None,
 ) -> Classification:
-    advice = advice if advice is not None else knowledge.load().collect_next
+    advice = advice if advice is not None else knowledge.shipped().collect_next
     tax = taxonomy.load()
     # Bundles from corpus_samples vote but are not shown: a similar case is a public issue
     # the user can read.
@@ -522,7 +530,7 @@ def abstain_reason(
     advice: knowledge.CollectNext | None = None,
 ) -> str:
     """What to collect next, given what this job's evidence already has."""
-    advice = advice if advice is not None else knowledge.load().collect_next
+    advice = advice if advice is not None else knowledge.shipped().collect_next
     best = [r[0] for r in (result["symptom"], result["root_cause"]) if r]
     guess = ""
     if best:

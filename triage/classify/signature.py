@@ -10,7 +10,7 @@ most 256 word pieces, so it is capped at a few salient lines.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import cache
+from functools import lru_cache
 
 import regex
 
@@ -115,34 +115,39 @@ def _restore(m: regex.Match[str], kept: list[str]) -> str:
     return kept[n] if n < len(kept) else m.group(0)
 
 
-@cache
-def _masker() -> _Masker:
-    return _Masker(knowledge.shipped().masks)
+def _masker(kb: knowledge.Knowledge | None) -> _Masker:
+    return _masker_of(kb if kb is not None else knowledge.shipped())
 
 
-def strip_prefixes(text: str) -> str:
-    """Remove per-line prefixes (NCCL host:pid:tid, Ray actor, [rankN]:, log timestamps)."""
-    return _masker().strip_prefixes(text)
+@lru_cache(maxsize=8)  # a Knowledge hashes by its identity: one masker per load
+def _masker_of(kb: knowledge.Knowledge) -> _Masker:
+    return _Masker(kb.masks)
 
 
-def mask(text: str) -> str:
+def strip_prefixes(text: str, kb: knowledge.Knowledge | None = None) -> str:
+    """Remove per-line prefixes (NCCL host:pid:tid, Ray actor, [rankN]:, log timestamps).
+    `kb` (here and below): the run's knowledge, None: the shipped one."""
+    return _masker(kb).strip_prefixes(text)
+
+
+def mask(text: str, kb: knowledge.Knowledge | None = None) -> str:
     """Mask what differs between two runs of the same failure; keep what identifies it."""
-    return _masker().mask(text)
+    return _masker(kb).mask(text)
 
 
-def is_cascade_text(text: str) -> bool:
+def is_cascade_text(text: str, kb: knowledge.Knowledge | None = None) -> bool:
     """True when the text reads like a consequence of another rank's failure (the cascade
     families of `rules/cascade.yaml`, as correlate reads them)."""
-    return reads_as_cascade(text)
+    return reads_as_cascade(text, kb)
 
 
-def salient_lines(text: str) -> list[str]:
+def salient_lines(text: str, kb: knowledge.Knowledge | None = None) -> list[str]:
     """The lines of an event that say what went wrong, masked and de-duplicated.
 
     For a traceback: the exception line(s) and the innermost frame; for other text: the lines
     that carry an error word. Falls back to the last lines when nothing looks like an error.
     """
-    masker = _masker()
+    masker = _masker(kb)
     lines = [ln for ln in masker.strip_prefixes(text).splitlines() if ln.strip()]
     picked: list[str] = []
     last_frame: str | None = None
@@ -161,14 +166,16 @@ def salient_lines(text: str) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for ln in picked:
-        masked = mask(ln)[:300]
+        masked = masker.mask(ln)[:300]
         if masked and masked not in seen:
             seen.add(masked)
             out.append(masked)
     return out
 
 
-def initiating_events(parsed: Sequence[ParsedSource], analysis: Analysis) -> list[Event]:
+def initiating_events(
+    parsed: Sequence[ParsedSource], analysis: Analysis, kb: knowledge.Knowledge | None = None
+) -> list[Event]:
     """The events that started the failure, best first.
 
     Correlate's verdict when it has one; otherwise (a pasted text, one log) the error events
@@ -185,12 +192,14 @@ def initiating_events(parsed: Sequence[ParsedSource], analysis: Analysis) -> lis
             if ev.kind not in (EventKind.INPUT_WARNING, EventKind.PROGRESS, EventKind.NCCL_COMM)
         ]
     cascade_ids = {id(ev) for ev in analysis.cascade_events}
-    primary = [ev for ev in errors if id(ev) not in cascade_ids and not is_cascade_text(ev.text)]
+    primary = [
+        ev for ev in errors if id(ev) not in cascade_ids and not is_cascade_text(ev.text, kb)
+    ]
     rest = [ev for ev in errors if ev not in primary]
     return primary + rest
 
 
-def signature_of_events(events: Iterable[Event]) -> str:
+def signature_of_events(events: Iterable[Event], kb: knowledge.Knowledge | None = None) -> str:
     """Join the salient masked lines of the events (best first) into one short signature.
 
     Cascade-looking lines go behind the others, so a pasted text that holds both an OOM and
@@ -203,10 +212,10 @@ def signature_of_events(events: Iterable[Event]) -> str:
         # Enough lines found, or a wall of events (a big job's cascade): stop reading.
         if len(primary) >= MAX_LINES or n >= MAX_EVENTS:
             break
-        for ln in salient_lines(ev.text[:MAX_EVENT_CHARS]):
+        for ln in salient_lines(ev.text[:MAX_EVENT_CHARS], kb):
             if ln not in seen:
                 seen.add(ln)
-                (cascade if is_cascade_text(ln) else primary).append(ln)
+                (cascade if is_cascade_text(ln, kb) else primary).append(ln)
     ordered = primary + cascade
     out: list[str] = []
     size = 0
@@ -218,17 +227,19 @@ def signature_of_events(events: Iterable[Event]) -> str:
     return "\n".join(out)
 
 
-def signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
+def signature(
+    parsed: Sequence[ParsedSource], analysis: Analysis, kb: knowledge.Knowledge | None = None
+) -> str:
     """The failure signature of a job (or a pasted text) for the neighbour indexes.
 
     When no event reads as an error (a loss log, memory readings, a P2P matrix) the signature
     falls back to every event, then to the pasted text: what the user gave is the evidence.
     """
-    sig = signature_of_events(initiating_events(parsed, analysis))
+    sig = signature_of_events(initiating_events(parsed, analysis, kb), kb)
     if sig:
         return sig
     sig = signature_of_events(
-        ev for ps in parsed for ev in ps.events if ev.kind is not EventKind.INPUT_WARNING
+        (ev for ps in parsed for ev in ps.events if ev.kind is not EventKind.INPUT_WARNING), kb
     )
     if sig:
         return sig
@@ -236,7 +247,7 @@ def signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
         # a paste whose events say nothing: the text itself (kept by the parser)
         if ps.whole_text:
             sig = signature_of_events(
-                [Event(source=ps.source.path, kind=EventKind.ERROR_LINE, text=ps.whole_text)]
+                [Event(source=ps.source.path, kind=EventKind.ERROR_LINE, text=ps.whole_text)], kb
             )
             if sig:
                 return sig

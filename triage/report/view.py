@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from triage.model import (
     Diagnosis,
@@ -32,6 +33,9 @@ from triage.model import (
 )
 
 from . import common as c
+
+if TYPE_CHECKING:
+    from triage.knowledge import Knowledge
 
 ABSTAIN_TITLE = "Not enough evidence for a diagnosis"
 NO_EVIDENCE_TITLE = "No evidence found"
@@ -326,8 +330,10 @@ class ReportView:
 # --------------------------------------------------------------------------- building
 
 
-def build(d: Diagnosis) -> ReportView:
-    """The view of one diagnosis. Never raises on odd content (hostile text, NaN scores)."""
+def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
+    """The view of one diagnosis. Never raises on odd content (hostile text, NaN scores).
+    `kb`: the knowledge the diagnosis was made with (None: the shipped one), for the masks
+    that fold evidence and the collect-next advice of a diagnosis that carries none."""
     base = base_dir(d.inputs)
     abstain = not d.symptoms and not d.root_causes
     fixes = _fixes(d) if not abstain else ()
@@ -338,11 +344,11 @@ def build(d: Diagnosis) -> ReportView:
         symptoms=tuple(_label(x) for x in d.symptoms[:3]),
         root_causes=tuple(_label(x) for x in d.root_causes[:3]),
         stage=(c.short(f"{d.stage.id} {d.stage.name or d.stage.slug}", 200) if d.stage else ""),
-        collect_next=tuple(_action(a) for a in collect_next(d)) if abstain else (),
+        collect_next=tuple(_action(a) for a in collect_next(d, kb)) if abstain else (),
         who=_who(d, base),
         fixes=fixes,
         fixes_hidden=max(0, len(d.fix_patterns) - len(fixes)) if not abstain else 0,
-        evidence=_evidence(d.evidence, base),
+        evidence=_evidence(d.evidence, base, kb),
         similar=tuple(
             Similar(c.short(s.id, 200), c.safe_url(s.url), c.pct(s.score)) for s in d.similar_cases
         ),
@@ -373,7 +379,7 @@ def verdict(d: Diagnosis) -> str:
     return ", ".join(parts)
 
 
-def collect_next(d: Diagnosis) -> list[str]:
+def collect_next(d: Diagnosis, kb: Knowledge | None = None) -> list[str]:
     """What evidence to gather next (`rules/collect_next.yaml`), step by step.
 
     The pipeline's diagnosis carries the steps classify chose from the evidence it read; a
@@ -390,7 +396,7 @@ def collect_next(d: Diagnosis) -> list[str]:
         ranks=len(ranks),
         hang=d.hang is not None and d.hang.detected,
     )
-    return knowledge.load().collect_next.steps(situation)
+    return (kb if kb is not None else knowledge.shipped()).collect_next.steps(situation)
 
 
 def base_dir(inputs: Sequence[InputSummary]) -> str:
@@ -518,7 +524,9 @@ def _hang(d: Diagnosis) -> Hang | None:
 # --------------------------------------------------------------------------- evidence
 
 
-def _evidence(evidence: Sequence[Evidence], base: str) -> tuple[EvidenceGroup, ...]:
+def _evidence(
+    evidence: Sequence[Evidence], base: str, kb: Knowledge | None
+) -> tuple[EvidenceGroup, ...]:
     """Evidence lines folded across ranks: the same message (its numbers, names and paths
     masked as the failure signature masks them) and the same reason make one group."""
     from triage.classify.signature import mask, strip_prefixes
@@ -527,13 +535,13 @@ def _evidence(evidence: Sequence[Evidence], base: str) -> tuple[EvidenceGroup, .
     for e in evidence:
         text = c.clean(e.text).strip()
         first = text.split("\n", 1)[0]
-        key = (e.why, mask(strip_prefixes(first)) if first else "")
+        key = (e.why, mask(strip_prefixes(first, kb), kb) if first else "")
         groups.setdefault(key, []).append(e)
     out = []
     for members in groups.values():
         e = members[0]
         ranks = tuple(sorted({m.rank for m in members if m.rank is not None}))
-        texts = {c.clean(strip_prefixes(m.text)).strip() for m in members}
+        texts = {c.clean(strip_prefixes(m.text, kb)).strip() for m in members}
         out.append(
             EvidenceGroup(
                 ranks=ranks,
