@@ -9,14 +9,11 @@ from pathlib import Path
 import pytest
 
 from triage import knowledge
-from triage.analysis import correlate
-from triage.classify import prepare
 from triage.classify import rules as engine
 from triage.knowledge.actions import Action, parse_action
-from triage.knowledge.build import paste_evidence
 from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level, SourceKind
-from triage.parsers import parse_text, rank_log
-from triage.pipeline import check_rules, read_inputs
+from triage.parsers import parse_text
+from triage.pipeline import check_rules
 
 RULES = engine.list_rules()
 
@@ -26,51 +23,16 @@ def test_the_shipped_rules_load_and_cover_many_mechanisms() -> None:
     assert len({r.id for r in RULES}) == len(RULES)
 
 
-# Semgrep style: every example goes through the real engine, never as a bare text event.
-# A text example is read three ways, as triage reads a user's evidence: as a file of its own
-# (ingest sniffs it, its parser reads it: a py-spy dump is read as one), buried in a big log of
-# healthy progress output (the marker scan must find its lines: the needles), and as a paste
-# (`triage explain`). A finding example is correlate's conclusion, matched as one.
-_FILLER = "\n".join(knowledge.load().templates.healthy) + "\n"
-_BIG = _FILLER * (rank_log.SCAN_ALL_BELOW // len(_FILLER) + 1)
-
-
+# Semgrep style: every example goes through the real engine, never as a bare text event, read
+# as triage reads a user's evidence (`engine.example_readings`: as a file, in a big log, as a
+# paste). A team folder's examples are read the same way whenever it is loaded.
 def _examples(rule: engine.Rule, match: bool) -> list:
     return list(rule.examples_match if match else rule.examples_no_match)
 
 
-def _hit(rule: engine.Rule, parsed: list, analysis: Analysis | None = None) -> bool:
-    ruleset = engine.RuleSet(rules=(rule,))
-    prep = prepare(parsed, analysis or correlate(parsed), ruleset=ruleset)
-    return any(h.rule_id == rule.id for h in prep.hits)
-
-
 def _readings(rule: engine.Rule, example: object, tmp_path: Path) -> dict[str, bool]:
     """Whether the rule hits its example, per way of reading it."""
-    if isinstance(example, dict) and example.get("finding"):
-        facts = example.get("facts") or {}
-        finding = Finding(
-            kind=example["finding"],
-            summary=example.get("summary", example["finding"]),
-            ranks=tuple(facts.get("ranks", ())),
-            facts=facts,
-        )
-        return {"finding": _hit(rule, [], Analysis(findings=(finding,)))}
-    text = example if isinstance(example, str) else example["text"]
-    if isinstance(example, dict) and example.get("paste"):
-        # a trimmed fragment, or lines that mean something only together: a paste only
-        return {"as a paste": _hit(rule, paste_evidence(text))}
-    out: dict[str, bool] = {}
-    alone = tmp_path / "alone.log"
-    alone.write_text(text + "\n", encoding="utf-8")
-    parsed = read_inputs([str(alone)], workers=1)
-    out["as a file"] = _hit(rule, parsed)
-    if parsed and parsed[0].source.kind in (SourceKind.RANK_LOG, SourceKind.TEXT):
-        big = tmp_path / "big.log"
-        big.write_text(_BIG + text + "\n" + _BIG, encoding="utf-8")
-        out["in a big log"] = _hit(rule, read_inputs([str(big)], workers=1))
-    out["as a paste"] = _hit(rule, paste_evidence(text))
-    return out
+    return engine.example_readings(rule, example, knowledge.shipped(), tmp_path)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
@@ -279,10 +241,12 @@ def test_finding_rules_fire_on_findings_and_fill_the_lagging_rank(tmp_path: Path
 
 
 def test_kind_filter_limits_a_rule_to_its_event_kinds(tmp_path: Path) -> None:
-    folder = _write(
-        tmp_path,
-        GOOD_RULE.replace("  match:\n", "  match:\n    kind: [nccl_warn]\n"),
+    # its examples are run when the folder loads: an NCCL WARN line is what it can match
+    nccl_only = GOOD_RULE.replace("  match:\n", "  match:\n    kind: [nccl_warn]\n").replace(
+        "OSError: [Errno 28] No space left on device: '/scratch/ckpt/step_10.pt'",
+        "node1:9:9 [0] include/shm.h:48 NCCL WARN No space left on device: '/scratch/shm/x'",
     )
+    folder = _write(tmp_path, nccl_only)
     event = Event(
         source="x", kind=EventKind.TRACEBACK, text="No space left on device: '/scratch/a'", line=1
     )
@@ -352,7 +316,13 @@ def test_a_missing_team_rules_folder_is_an_error_not_silence(tmp_path: Path) -> 
 
 
 def test_kind_filter_can_name_the_input_kind(tmp_path: Path) -> None:
-    folder = _write(tmp_path, GOOD_RULE.replace("  match:\n", "  match:\n    kind: [nccl]\n"))
+    # its examples are run when the folder loads, as a file and as a paste (a text input): an
+    # NCCL debug line is what it can match
+    nccl_only = GOOD_RULE.replace("  match:\n", "  match:\n    kind: [nccl, text]\n").replace(
+        "OSError: [Errno 28] No space left on device: '/scratch/ckpt/step_10.pt'",
+        "node1:9:9 [0] include/shm.h:48 NCCL WARN No space left on device: '/scratch/shm/x'",
+    )
+    folder = _write(tmp_path, nccl_only)
     text = "OSError: [Errno 28] No space left on device: '/scratch/a'"
     from_nccl = Event(source="nccl.log", kind=EventKind.ERROR_LINE, text=text, line=1)
     from_rank = Event(source="rank0.log", kind=EventKind.ERROR_LINE, text=text, line=1)

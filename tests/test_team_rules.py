@@ -1,0 +1,142 @@
+"""A team's own rules (`--rules DIR`) are read exactly as the shipped ones: their lines are
+found in log files of every size as in a paste, and their examples run when they load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from triage import knowledge, pipeline
+from triage.classify import rules
+from triage.cli import main
+from triage.parsers import rank_log
+
+RULE_ID = "team-objstore-throttled"
+# An INFO line: no error word, no warning level. Only the team's rule makes it matter.
+LINE = (
+    "[2026-01-05 10:12:08,123] [INFO] [ckpt.py:42:upload] objstore throttled upload of "
+    "s3://bucket/ckpt/step_100.pt (retry 3/10)"
+)
+TEAM_RULE = f"""
+- id: {RULE_ID}
+  title: The object store throttles checkpoint uploads
+  match:
+    any: ['objstore throttled upload of (?P<object>\\S+)']
+  concludes:
+    symptom: {{S28: 0.9}}
+    root_cause: {{R05: 0.7}}
+    fix: {{F5: 0.8}}
+  actions:
+    F5: "Upload {{object}} less often, or ask for a higher request rate on the bucket"
+  examples:
+    match: ["{LINE}"]
+    no_match: ["[2026-01-05 10:12:09,001] [INFO] [ckpt.py:48:upload] objstore upload done"]
+"""
+
+
+def _team(tmp_path: Path, body: str = TEAM_RULE) -> Path:
+    folder = tmp_path / "team_rules"
+    folder.mkdir()
+    (folder / "team.yaml").write_text(body, encoding="utf-8")
+    return folder
+
+
+def _log_of_size(size: int) -> str:
+    """Healthy progress output around LINE, `size` bytes or more (0: LINE and one step)."""
+    if size == 0:
+        return f"step 10 loss 2.1\n{LINE}\n"
+    filler = "\n".join(knowledge.shipped().templates.healthy) + "\n"
+    half = filler * (size // (2 * len(filler)) + 1)
+    return f"{half}{LINE}\n{half}"
+
+
+def _quoted(report: dict) -> list[str]:
+    return [e["text"] for e in report["evidence"] if e["why"] == RULE_ID]
+
+
+@pytest.mark.parametrize(
+    "size",
+    [0, 100 << 10, 3 << 20],
+    ids=["tiny file", "past the full-read limit", "several chunks"],
+)
+def test_a_team_rule_on_an_info_line_finds_it_in_a_log_file_of_any_size(
+    tmp_path: Path, size: int
+) -> None:
+    team = _team(tmp_path)
+    job = tmp_path / "job"
+    job.mkdir()
+    text = _log_of_size(size)
+    (job / "rank0.log").write_text(text, encoding="utf-8")
+    assert len(text) > size and (size == 0 or len(text) > rank_log.SCAN_ALL_BELOW)
+
+    result = CliRunner().invoke(
+        main, [str(job), "--rules", str(team), "--format", "json", "--no-embed"]
+    )
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert any("objstore throttled upload of" in q for q in _quoted(report)), report["evidence"]
+    assert report["symptoms"][0]["id"] == "S28"
+
+
+def test_the_same_line_pasted_matches_the_team_rule_too(tmp_path: Path) -> None:
+    team = _team(tmp_path)
+    result = CliRunner().invoke(
+        main, ["explain", "--rules", str(team), "--format", "json", "--no-embed", LINE]
+    )
+    assert result.exit_code == 0, result.output
+    assert _quoted(json.loads(result.output))
+
+
+def test_without_the_team_folder_the_info_line_is_no_evidence(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank0.log").write_text(_log_of_size(100 << 10), encoding="utf-8")
+    parsed = pipeline.read_inputs([str(job)], workers=1)
+    assert not [e for p in parsed for e in p.events if "objstore" in e.text]
+
+
+def test_worker_processes_parse_with_the_team_rules(tmp_path: Path) -> None:
+    """A bundle big enough for the parse pool: the workers read with the run's knowledge,
+    handed to them when they start, not with the shipped rules alone."""
+    kb = knowledge.load([_team(tmp_path)])
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank in range(2):  # past the size at which the pool starts (tens of MB)
+        (job / f"rank{rank}.log").write_text(_log_of_size(18 << 20), encoding="utf-8")
+
+    parsed = pipeline.read_inputs([str(job)], workers=2, kb=kb)
+
+    found = {p.source.path: [e for e in p.events if "objstore throttled" in e.text] for p in parsed}
+    assert sorted(found) == sorted(str(job / f"rank{r}.log") for r in range(2))
+    assert all(len(events) == 1 for events in found.values()), found
+
+
+def test_a_team_rule_that_misses_its_own_example_is_reported_with_file_and_rule(
+    tmp_path: Path,
+) -> None:
+    broken = TEAM_RULE.replace("objstore throttled upload of (?P", "objstore throttled put of (?P")
+    team = _team(tmp_path, broken)
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank0.log").write_text(_log_of_size(0), encoding="utf-8")
+
+    result = CliRunner().invoke(main, [str(job), "--rules", str(team), "--format", "json"])
+
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    message = " ".join(result.output.split())  # click wraps long lines
+    assert "team.yaml" in message and RULE_ID in message
+    assert "should match its example" in message and "as a file" in message
+
+
+def test_a_team_rule_that_matches_what_it_must_not_is_reported(tmp_path: Path) -> None:
+    # `objstore (?P<object>\S+)` also matches the upload that went through
+    loose = TEAM_RULE.replace("objstore throttled upload of (?P", "objstore (?:throttled )?(?P")
+    kb = knowledge.load([_team(tmp_path, loose)])
+
+    with pytest.raises(rules.RuleError, match=f"{RULE_ID}.*must not match its example"):
+        rules.check_team_examples(kb)
