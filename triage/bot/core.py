@@ -199,7 +199,7 @@ def respond(
 def diagnose_pieces(pieces: Sequence[Piece], settings: ServiceSettings) -> Diagnosis:
     """`triage explain` for a thread: each piece parsed as its sniffed kind, one diagnosis.
     Hosts, IPs, e-mails and home-folder users are always redacted: it is posted in public."""
-    from triage import parsers, pipeline
+    from triage import knowledge, parsers, pipeline
 
     options = pipeline.Options(
         use_embeddings=settings.embeddings,
@@ -208,8 +208,10 @@ def diagnose_pieces(pieces: Sequence[Piece], settings: ServiceSettings) -> Diagn
     )
     if not pieces:
         return pipeline.explain("", options)
-    parsed = [parsers.parse_text(p.text, name=p.name, kind=p.kind) for p in pieces]
-    return pipeline.diagnose_parsed(parsed, options)
+    # the service's rules folders are read by the parser too: their lines become events
+    kb = knowledge.load(options.extra_rules_dirs)
+    parsed = [parsers.parse_text(p.text, name=p.name, kind=p.kind, kb=kb) for p in pieces]
+    return pipeline.diagnose_parsed(parsed, options, kb)
 
 
 # ---------------------------------------------------------------------- steps

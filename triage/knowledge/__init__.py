@@ -10,10 +10,12 @@ data packages `triage.rules` and `triage.models`) and are read only through this
 
 `load()` reads every file of `rules/` (or `$TRIAGE_RULES_DIR`) and of each team folder
 (`--rules DIR`), checks it against the schema of its kind and reports every problem at once,
-each with its file and item (`KnowledgeError.problems`). A team folder may add rules,
-playbook entries and collect-next advice; what the parsers and correlate read (line
-templates, formats, masks, cascade families) comes from the shipped folder only, which must
-hold each kind once and at least one rule.
+each with its file and item (`KnowledgeError.problems`). A run loads it once and hands it to
+every stage (the parsers derive their scan from it); nothing reads it at import. A team
+folder's rule examples are run by the rule engine (`triage.classify.rules`) when it loads.
+A team folder may add rules, playbook entries and collect-next advice; what the parsers and
+correlate read besides the rules (line templates, formats, masks, cascade families) comes from
+the shipped folder only, which must hold each kind once and at least one rule.
 
 Engines read the knowledge, they never hold it: a new mechanism is a YAML entry with its
 examples, not an edit in three modules.
@@ -111,7 +113,8 @@ class Knowledge:
 
 
 def shipped() -> Knowledge:
-    """The shipped knowledge alone (what parsers and correlate read)."""
+    """The shipped knowledge alone: what a stage reads when it is handed no Knowledge (a run
+    loads one, with its team folders, and hands it to every stage)."""
     return load()
 
 
