@@ -11,9 +11,9 @@ from triage.analysis.ranks import first_line
 from triage.literals import Screened, lowered_ascii, required_literals
 
 _SCREENED = [
-    *cascade._facts().families.values(),
-    cascade._facts().initiating,
-    cascade._facts().context,
+    *cascade.screens().families.values(),
+    cascade.screens().initiating,
+    cascade.screens().context,
     launcher._WAITING_SCREENED,
     exits._RESTART_SCREENED,
 ]
