@@ -351,8 +351,8 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
         shown = [event, *(s for s in faults if s is not event)][:_MAX_EVIDENCE]
     if culprits and not who:
         who = f"rank {format_ranks(culprits)}"
-    said = f"`{text[:160]}`" if text else "with no message of its own"
-    why = f"{who} failed: {said}" if who else f"It failed: {said}"
+    said = f"`{text[:160]}`" if text else "no message of its own"
+    why = f"first failure on {who}: {said}" if who else f"first failure: {said}"
     if then is not None:
         why += f"; then {then.why}"
     refs = tuple(dict.fromkeys((*lead, *_refs(shown))))[:_MAX_EVIDENCE]
@@ -368,7 +368,7 @@ def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
     if op:
         what += f" in {op}"
     shown = [*found.cascade_events[:2], *extra]
-    return Outcome(OutcomeKind.HUNG, _cap(f"It hung: {what} until a timeout{then}"), _refs(shown))
+    return Outcome(OutcomeKind.HUNG, _cap(f"{what} until a timeout{then}"), _refs(shown))
 
 
 def _who(ev: Event) -> str:
