@@ -44,13 +44,24 @@ def _team(tmp_path: Path, body: str = TEAM_RULE) -> Path:
     return folder
 
 
+# The job then fails: a job whose log ends in the middle of healthy training is reported as
+# still running, with no symptom (the outcome comes first).
+FAILURE = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 88, in <module>\n'
+    "    save_checkpoint(step)\n"
+    "RuntimeError: checkpoint upload gave up after 10 retries\n"
+)
+
+
 def _log_of_size(size: int) -> str:
-    """Healthy progress output around LINE, `size` bytes or more (0: LINE and one step)."""
+    """Healthy progress output around LINE, `size` bytes or more (0: LINE and one step), then
+    the job's failure."""
     if size == 0:
-        return f"step 10 loss 2.1\n{LINE}\n"
+        return f"step 10 loss 2.1\n{LINE}\n{FAILURE}"
     filler = "\n".join(knowledge.shipped().templates.healthy) + "\n"
     half = filler * (size // (2 * len(filler)) + 1)
-    return f"{half}{LINE}\n{half}"
+    return f"{half}{LINE}\n{half}{FAILURE}"
 
 
 def _quoted(report: dict) -> list[str]:

@@ -44,6 +44,7 @@ from triage.analysis import (
     flight_recorder,
     hang_shape,
     launcher,
+    outcome,
     progress,
     pyspy,
     timeline,
@@ -57,6 +58,7 @@ from triage.analysis.cascade import (
     waited_until_timeout,
 )
 from triage.analysis.ranks import RankIndex, build_index, event_rank, first_line, format_ranks, ref
+from triage.knowledge.routine import Routine
 from triage.model import (
     Analysis,
     Event,
@@ -96,8 +98,9 @@ def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = N
     A bug here must not cost the user the rest of the diagnosis: it becomes a finding that
     says so, and the classifier still sees every event.
     """
+    kb = kb if kb is not None else knowledge.shipped()
     try:
-        return analyse(parsed, kb)
+        found = analyse(parsed, kb.routine, kb)
     except Exception as exc:  # noqa: BLE001 - the report must still come out
         return Analysis(
             findings=(
@@ -109,9 +112,26 @@ def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = N
             ),
             facts={"analysis_error": f"{type(exc).__name__}: {exc}"},
         )
+    try:
+        return replace(found, outcome=outcome.decide(parsed, found, kb.ends, kb.routine))
+    except Exception as exc:  # noqa: BLE001 - the rest of the diagnosis still stands
+        return replace(
+            found,
+            findings=(
+                *found.findings,
+                Finding(
+                    kind="analysis_error",
+                    summary=f"deciding the job's outcome failed ({type(exc).__name__}: {exc})",
+                ),
+            ),
+        )
 
 
-def analyse(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = None) -> Analysis:
+def analyse(
+    parsed: Sequence[ParsedSource],
+    routine: Routine | None = None,
+    kb: knowledge.Knowledge | None = None,
+) -> Analysis:
     """`correlate` without the safety net (tests call this to see real errors)."""
     kb = kb if kb is not None else knowledge.shipped()
     index = build_index(parsed)
@@ -172,6 +192,9 @@ def analyse(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = Non
                 if m and not m["ip"].startswith("127."):
                     ip_hosts.setdefault(m["ip"], host)
             role = classify_event(ev, kb)
+            if role.role != "context" and routine is not None and routine.which(ev.text):
+                # what healthy jobs print (rules/routine.yaml) starts no failure
+                role = Role("context", None, 0.0)
             if loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
                 # a stray note or README beside real logs narrates the failure; it is not one
                 role = Role("context", None, 0.0)

@@ -69,9 +69,41 @@ def parse(
             events=(),
             warnings=(parser_stopped(source.kind.value, exc),),
         )
+    if source.kind is SourceKind.ENV_REPORT:
+        parsed = _with_log_regions(parsed, tracked, kb)
     known = {*source.warnings, *parsed.warnings}
     ended = [p for p in dict.fromkeys(map(stream_problem, opened)) if p and p not in known]
-    return dataclasses.replace(parsed, source=source, warnings=(*parsed.warnings, *ended))
+    # the kind a parser settled on (a report at the top of a log is a log)
+    read_as = dataclasses.replace(source, kind=parsed.source.kind)
+    return dataclasses.replace(parsed, source=read_as, warnings=(*parsed.warnings, *ended))
+
+
+def _with_log_regions(report: ParsedSource, source: Source, kb: Knowledge | None) -> ParsedSource:
+    """An environment or op report at the top of a log does not make the rest of it a report:
+    the file is read as a log too, and when that finds more than routine lines (a traceback,
+    a launcher's exit, training progress) it is a log that also holds a report."""
+    from triage import knowledge
+    from triage.model import EventKind
+    from triage.parsers import rank_log
+
+    try:
+        as_log = rank_log.parse(dataclasses.replace(source, kind=SourceKind.RANK_LOG), kb=kb)
+    except Exception:  # noqa: BLE001 - the report's own reading still stands
+        return report
+    routine = (kb if kb is not None else knowledge.shipped()).routine
+    found = [
+        ev
+        for ev in as_log.events
+        if ev.kind is not EventKind.INPUT_WARNING and routine.which(ev.text) is None
+    ]
+    if not found:
+        return report
+    return dataclasses.replace(
+        as_log,
+        source=dataclasses.replace(source, kind=SourceKind.RANK_LOG),
+        events=(*report.events, *as_log.events),
+        warnings=tuple(dict.fromkeys((*report.warnings, *as_log.warnings))),
+    )
 
 
 def preload(kinds: Iterable[SourceKind] | None = None, kb: Knowledge | None = None) -> None:
