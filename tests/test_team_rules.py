@@ -4,6 +4,9 @@ found in log files of every size as in a paste, and their examples run when they
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,29 @@ def test_a_team_rule_that_matches_what_it_must_not_is_reported(tmp_path: Path) -
 
     with pytest.raises(rules.RuleError, match=f"{RULE_ID}.*must not match its example"):
         rules.check_team_examples(kb)
+
+
+def test_the_scan_tables_are_derived_once_per_load_of_the_knowledge(tmp_path: Path) -> None:
+    shipped = knowledge.shipped()
+    team = _team(tmp_path)
+    with_team = knowledge.load([team])
+    # repeated runs (and `explain --jsonl`) load the same knowledge and reuse its tables
+    assert rank_log.scan_tables(shipped) is rank_log.scan_tables(knowledge.shipped())
+    assert rank_log.scan_tables(with_team) is rank_log.scan_tables(knowledge.load([team]))
+    line = LINE.encode()
+    assert rank_log.scan_tables(with_team).rule_markers.contains(line)
+    assert not rank_log.scan_tables(shipped).rule_markers.contains(line)
+
+
+def test_importing_the_stages_reads_no_knowledge(tmp_path: Path) -> None:
+    """Knowledge is loaded by a run and handed to the stages: a module that read it at import
+    would fail here, with no rules folder to read."""
+    env = {**os.environ, "TRIAGE_RULES_DIR": str(tmp_path / "no-rules-here")}
+    code = (
+        "import triage.parsers.rank_log, triage.parsers.nccl, triage.analysis, triage.classify, "
+        "triage.pipeline, triage.report.view"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
