@@ -105,6 +105,15 @@ def test_the_same_line_pasted_matches_the_team_rule_too(tmp_path: Path) -> None:
     assert _quoted(json.loads(result.output))
 
 
+def test_rules_check_names_the_team_rule_in_a_small_file(tmp_path: Path) -> None:
+    team = _team(tmp_path)
+    log = tmp_path / "rank0.log"
+    log.write_text(_log_of_size(0), encoding="utf-8")
+    result = CliRunner().invoke(main, ["rules", "check", str(log), "--rules", str(team)])
+    assert result.exit_code == 0, result.output
+    assert RULE_ID in result.output
+
+
 def test_without_the_team_folder_the_info_line_is_no_evidence(tmp_path: Path) -> None:
     job = tmp_path / "job"
     job.mkdir()
