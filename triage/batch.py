@@ -245,11 +245,17 @@ def _local_rows(
 
 
 def _warm(options: Options) -> None:
-    from triage import parsers
+    from triage import knowledge, parsers
     from triage.pipeline import warm_later_stages
 
-    parsers.preload()
-    warm_later_stages(options)
+    # the knowledge every job loads (the same object, cached) and the scan tables derived
+    # from it, here once before the workers fork
+    try:
+        kb = knowledge.load(options.extra_rules_dirs)
+    except knowledge.KnowledgeError:  # each job reports it, loudly
+        kb = None
+    parsers.preload(kb=kb)
+    warm_later_stages(options, kb)
 
 
 def _new_pool(size: int) -> ProcessPoolExecutor:
