@@ -42,6 +42,7 @@ __all__ = [
     "RuleSet",
     "check_team_examples",
     "describe",
+    "example_problems",
     "example_readings",
     "list_rules",
     "load",
