@@ -29,7 +29,6 @@ _MODULES: dict[SourceKind, str] = {
     SourceKind.ELASTIC_ERROR: "elastic_error",
     SourceKind.ENV_REPORT: "env_report",
 }
-_LOG_PARSER = "triage.parsers.rank_log"  # the one parser that reads the knowledge
 
 
 def parse(
@@ -59,7 +58,7 @@ def parse(
     try:
         if fr_tail is not None and source.kind is SourceKind.FLIGHT_RECORDER:
             parsed = module.parse(tracked, tail=fr_tail)
-        elif module.__name__ == _LOG_PARSER:
+        elif _MODULES[source.kind] == "rank_log":  # the one parser that reads the knowledge
             parsed = module.parse(tracked, kb=kb)
         else:
             parsed = module.parse(tracked)
