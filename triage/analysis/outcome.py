@@ -100,6 +100,16 @@ def decide(
             fault_too=bool(logged),
         )
     if hung:
+        mine = _waited_for_failed(found, fatal, ends)
+        if mine:
+            # the rank the others waited for had failed by itself: the job failed there, and
+            # the wait is what the others suffered
+            failed = _failed(mine, found)
+            return Outcome(
+                OutcomeKind.FAILED,
+                f"{failed.why}; the other ranks then waited until a timeout",
+                failed.evidence,
+            )
         return _hung(found, "", [])
     succeeded = _success(events)
     ended_badly = [
@@ -357,6 +367,27 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
         why += f"; then {then.why}"
     refs = tuple(dict.fromkeys((*lead, *_refs(shown))))[:_MAX_EVIDENCE]
     return Outcome(OutcomeKind.FAILED, _cap(why), refs)
+
+
+def _waited_for_failed(found: Analysis, fatal: Sequence[Event], ends: Ends) -> list[Event]:
+    """The fatal faults of the ranks the others waited for, when correlate found that those
+    ranks had failed by themselves (the hang's shape `failed`, triage.analysis.hang_shape);
+    the watchdog's own abort is the wait's consequence, not such a fault."""
+    shape = next(((f.facts or {}).get("shape") for f in found.findings if f.kind == "hang"), None)
+    if shape != "failed":
+        return []
+    culprits = set(found.culprit_ranks)
+    deaths = ends.hang_deaths
+    cascade = {id(ev) for ev in found.cascade_events}
+    return [
+        ev
+        for ev in fatal
+        if ev.kind in _FAULT_KINDS
+        and ev.rank in culprits
+        and id(ev) not in cascade
+        and _readable(ev)
+        and not (deaths is not None and deaths.search(ev.text))
+    ]
 
 
 def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
