@@ -150,3 +150,47 @@ def test_a_pasted_overflow_line_is_still_read_as_the_users_complaint() -> None:
     assert result.exit_code == 0, result.output
     d = json.loads(result.output)
     assert d["symptoms"] and d["symptoms"][0]["id"] == "S19"
+
+
+DIARY = """# Training diary, run 17
+
+The job stopped making progress at step 4100. I attached py-spy to rank 3:
+
+<details><summary>py-spy dump rank 3</summary>
+
+```
+Process 41210: python train.py --config big.yaml
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 0x7F3A2C1FF740 (active): "MainThread"
+    wait (torch/distributed/distributed_c10d.py:2215)
+    barrier (torch/distributed/distributed_c10d.py:4159)
+    save_checkpoint (train.py:212)
+    main (train.py:301)
+```
+</details>
+"""
+
+
+def test_a_py_spy_dump_inside_a_markdown_diary_is_read_as_a_stack(tmp_path: Path) -> None:
+    (tmp_path / "diary.md").write_text(DIARY, encoding="utf-8")
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert any(e["why"] == "pyspy-waiting-in-collective" for e in d["evidence"])
+    # the prose's `step 4100` is no rank's progress: the job is not "still running"
+    assert d["outcome"]["id"] != "incomplete"
+    assert d["inputs"][0]["rank"] is None
+
+
+def test_the_shipped_bundles_all_end_failed_or_hung() -> None:
+    # real torchrun jobs that crashed or hung: none may be read as a job that ended well
+    root = CASES.parent
+    for bundle in sorted(root.glob("*/bundle")):
+        result = CliRunner().invoke(main, [str(bundle), "--no-embed", "-q", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        d = json.loads(result.output)
+        expected = json.loads((bundle.parent / "expected.json").read_text(encoding="utf-8"))
+        assert d["outcome"]["id"] in ("failed", "hung"), bundle.parent.name
+        if d["outcome"]["id"] == "hung":
+            assert expected["hang"], bundle.parent.name

@@ -37,6 +37,7 @@ from triage.model import (
     Outcome,
     OutcomeKind,
     ParsedSource,
+    SourceKind,
 )
 
 # Exit codes that a stop on purpose leaves: killed by SIGTERM / SIGINT (negative: the signal a
@@ -63,7 +64,9 @@ def decide(
 ) -> Outcome:
     """The outcome of one job (or one paste) from its events and correlate's findings."""
     events = [ev for ps in parsed for ev in ps.events]
-    last_progress = _last_progress(events)
+    # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
+    logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
+    last_progress = _last_progress(logs)
     stops = _stops(events, ends)
     stop_caused = _stop_consequences(events, ends) if stops else set()
     faults = [ev for ev in _faults(events, found, ends, routine) if id(ev) not in stop_caused]
