@@ -194,3 +194,30 @@ def test_the_shipped_bundles_all_end_failed_or_hung() -> None:
         assert d["outcome"]["id"] in ("failed", "hung"), bundle.parent.name
         if d["outcome"]["id"] == "hung":
             assert expected["hang"], bundle.parent.name
+
+
+def _nccl_init(rank: int, nranks: int, comm: str) -> str:
+    return (
+        f"node01:{4200 + rank}:{4300 + rank} [{rank}] NCCL INFO comm 0x55d0{comm} rank "
+        f"{rank % nranks} nRanks {nranks} nNodes 1 localRanks {nranks} localRank "
+        f"{rank % nranks} MNNVL 0\n"
+    )
+
+
+def test_sub_communicators_set_up_first_do_not_make_the_world_size_disagree(
+    tmp_path: Path,
+) -> None:
+    # Megatron sets up TP/PP/DP groups (sizes 1 and 2) before the world one (40): more
+    # set-up lines than the parser keeps, so the world's own may never be read
+    lines = []
+    for rank in range(40):
+        lines += [_nccl_init(rank, 1, f"{rank}a"), _nccl_init(rank, 2, f"{rank // 2}b")]
+    lines += [_nccl_init(rank, 40, "ff") for rank in range(40)]
+    lines += [f" iteration {i:8d}/ 1000 | lm loss: 7.1E+00 |\n" for i in range(10, 110, 10)]
+    (tmp_path / "train.log").write_text("".join(lines), encoding="utf-8")
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert not any("world sizes" in f["summary"] for f in d["findings"])
+    assert d["outcome"]["id"] == "incomplete"
+    assert _top_symptom_score(d) < 0.3
