@@ -221,3 +221,23 @@ def test_sub_communicators_set_up_first_do_not_make_the_world_size_disagree(
     assert not any("world sizes" in f["summary"] for f in d["findings"])
     assert d["outcome"]["id"] == "incomplete"
     assert _top_symptom_score(d) < 0.3
+
+
+def test_an_exception_after_the_trainers_final_metrics_is_how_the_job_ended(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "train.log").write_text(
+        "{'loss': 2.1, 'grad_norm': 1.0, 'learning_rate': 1e-05, 'epoch': 1.0}\n"
+        "{'train_runtime': 1234.5, 'train_samples_per_second': 12.3, 'train_loss': 1.2, "
+        "'epoch': 1.0}\n"
+        "Traceback (most recent call last):\n"
+        '  File "/work/train.py", line 88, in <module>\n'
+        "    trainer.save_model(args.output_dir)\n"
+        "OSError: [Errno 28] No space left on device\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "failed"
+    assert "No space left on device" in d["outcome"]["why"]
