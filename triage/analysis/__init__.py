@@ -913,6 +913,8 @@ def _source_identity(
     hosts: dict[str, str] = {}
     for ps in parsed:
         path = ps.source.path
+        if ps.source.kind is SourceKind.TEXT and ps.source.rank is None:
+            continue  # notes, a README, an issue's text: no rank's own output
         seen = {r for ev in ps.events if (r := event_rank(ev, index, ps.source.rank)) is not None}
         if ps.source.rank is not None:
             ranks[path] = ps.source.rank

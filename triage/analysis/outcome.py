@@ -37,6 +37,7 @@ from triage.model import (
     Outcome,
     OutcomeKind,
     ParsedSource,
+    SourceKind,
 )
 
 # Exit codes that a stop on purpose leaves: killed by SIGTERM / SIGINT (negative: the signal a
@@ -63,7 +64,9 @@ def decide(
 ) -> Outcome:
     """The outcome of one job (or one paste) from its events and correlate's findings."""
     events = [ev for ps in parsed for ev in ps.events]
-    last_progress = _last_progress(events)
+    # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
+    logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
+    last_progress = _last_progress(logs)
     stops = _stops(events, ends)
     stop_caused = _stop_consequences(events, ends) if stops else set()
     faults = [ev for ev in _faults(events, found, ends, routine) if id(ev) not in stop_caused]
@@ -100,11 +103,31 @@ def decide(
             fault_too=bool(logged),
         )
     if hung:
+        mine = _waited_for_failed(found, fatal, ends)
+        if mine:
+            # the rank the others waited for had failed by itself: the job failed there, and
+            # the wait is what the others suffered
+            failed = _failed(mine, found)
+            return Outcome(
+                OutcomeKind.FAILED,
+                f"{failed.why}; the other ranks then waited until a timeout",
+                failed.evidence,
+            )
         return _hung(found, "", [])
     succeeded = _success(events)
     ended_badly = [
         ev for ev in fatal if ev.kind in _ENDING_KINDS or (ev.attrs or {}).get("end") == "failed"
     ]
+    if succeeded is not None and not any(
+        (ev.attrs or {}).get("target_pid") is not None for ev in succeeded[1]
+    ):
+        # a script's own end line (not a launcher's exit count) says nothing of what came after
+        # it: an exception raised later in the same file (the final save) is how it ended
+        ended_badly += [
+            ev
+            for ev in fatal
+            if ev.kind in _FAULT_KINDS and _readable(ev) and _after_any(ev, succeeded[1])
+        ]
     if succeeded is not None and not ended_badly:
         # every process the launcher saw ended well: an exception it printed was handled
         why, shown = succeeded
@@ -287,6 +310,13 @@ def _order(ev: Event) -> tuple[float, str, int]:
     return (ev.time if ev.time is not None else float("inf"), ev.source, ev.line or 0)
 
 
+def _after_any(ev: Event, marks: Sequence[Event]) -> bool:
+    """`ev` comes after one of `marks` in the same file."""
+    return any(
+        ev.source == m.source and (ev.line or 0) > (m.end_line or m.line or 0) for m in marks
+    )
+
+
 def _scheduler_stop(ev: Event) -> bool:
     attrs = ev.attrs or {}
     return bool(attrs.get("slurm") or attrs.get("scheduler_end"))
@@ -357,6 +387,27 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
         why += f"; then {then.why}"
     refs = tuple(dict.fromkeys((*lead, *_refs(shown))))[:_MAX_EVIDENCE]
     return Outcome(OutcomeKind.FAILED, _cap(why), refs)
+
+
+def _waited_for_failed(found: Analysis, fatal: Sequence[Event], ends: Ends) -> list[Event]:
+    """The fatal faults of the ranks the others waited for, when correlate found that those
+    ranks had failed by themselves (the hang's shape `failed`, triage.analysis.hang_shape);
+    the watchdog's own abort is the wait's consequence, not such a fault."""
+    shape = next(((f.facts or {}).get("shape") for f in found.findings if f.kind == "hang"), None)
+    if shape != "failed":
+        return []
+    culprits = set(found.culprit_ranks)
+    deaths = ends.hang_deaths
+    cascade = {id(ev) for ev in found.cascade_events}
+    return [
+        ev
+        for ev in fatal
+        if ev.kind in _FAULT_KINDS
+        and ev.rank in culprits
+        and id(ev) not in cascade
+        and _readable(ev)
+        and not (deaths is not None and deaths.search(ev.text))
+    ]
 
 
 def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:

@@ -204,6 +204,15 @@ def demote_consequences(
         # the job hung: a process the watchdog aborted, or the launcher then stopped, died of
         # the wait; the timeout is the symptom (rules/outcome.yaml, hang_deaths)
         hits = [_evidence_only(h) if hang_deaths.search(h.evidence_text or "") else h for h in hits]
+    if analysis.outcome is not None and analysis.outcome.id is OutcomeKind.STOPPED:
+        # the lines that say the job was stopped on purpose are the outcome, not a symptom
+        stop_lines = {(e.source, e.line) for e in analysis.outcome.evidence}
+        hits = [
+            _evidence_only(h)
+            if h.event is not None and (h.event.source, h.event.line) in stop_lines
+            else h
+            for h in hits
+        ]
     return list(hits)
 
 
@@ -237,10 +246,12 @@ def _while_handling(hit: RuleHit, initiating: set[Event], kb: knowledge.Knowledg
     return handled_after(ev, offset, kb)
 
 
-def case_signature(parsed: Sequence[ParsedSource], analysis: Analysis) -> str:
+def case_signature(
+    parsed: Sequence[ParsedSource], analysis: Analysis, kb: knowledge.Knowledge | None = None
+) -> str:
     """The failure signature of a job or a paste, as its neighbours are looked up by (and as
-    a reference case is indexed)."""
-    return signature(neighbours.with_whole_text(parsed), analysis)
+    a reference case is indexed); `kb`: the run's knowledge, None: the shipped one."""
+    return signature(neighbours.with_whole_text(parsed), analysis, kb)
 
 
 def prepare(
