@@ -5,6 +5,7 @@ triage explain [TEXT...] | --jsonl
 triage rules list | check X
 triage index build
 triage batch DIR_OF_JOBS -o results.jsonl [-j N] [--dask ADDRESS | --ray ADDRESS]
+triage fleet DIR_OF_JOBS [-o report.html|.md|.json] [--db fleet.sqlite] [--dask A | --ray A]
 triage snapshot [--pid PID | --all] -o DIR [--analyze]
 triage doctor [--distributed] [--format text|json]
 triage bot github|gitlab --event PATH [--api-url URL] [--dry-run]
@@ -572,6 +573,95 @@ def batch(
 
 
 @main.command()
+@click.argument("jobs_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Write the fleet report to FILE: .html, .md or .json (default: Markdown on stdout).",
+)
+@click.option("--format", "fmt", type=click.Choice(("html", "md", "json")), help="Report format.")
+@click.option(
+    "--db",
+    "db_path",
+    default="fleet.sqlite",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The SQLite history: jobs already in it (by content digest) are not read again.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    "workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel processes (default: all cores).",
+)
+@click.option(
+    "--dask", "dask_address", metavar="ADDRESS", help="Run the jobs on this Dask scheduler."
+)
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="Run the jobs on this Ray cluster.")
+@_no_embed_option
+@_rules_option
+@_fr_entries_option
+@_follow_links_option
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def fleet(
+    jobs_dir: str,
+    out: str | None,
+    fmt: str | None,
+    db_path: str,
+    workers: int | None,
+    dask_address: str | None,
+    ray_address: str | None,
+    no_embed: bool,
+    rules: tuple[str, ...],
+    fr_entries: int | None,
+    follow_links: bool,
+    quiet: bool,
+) -> None:
+    """Across jobs: add JOBS_DIR's new jobs to the history, report recurring failures and the
+    hosts behind them."""
+    from triage import fleet as fleet_lib
+    from triage.fleet.render import render
+
+    if dask_address and ray_address:
+        raise click.UsageError("--dask and --ray: choose one cluster")
+    fmt = fmt or (_SUFFIX_FORMATS.get(Path(out).suffix.lower()) if out else "md")
+    if fmt not in ("html", "md", "json"):
+        raise click.BadParameter(
+            f"cannot tell the format of {out}: use .html, .md or .json, or --format",
+            param_hint="-o",
+        )
+    if out and not Path(out).parent.is_dir():
+        raise click.BadParameter(
+            f"cannot write {out}: the folder {Path(out).parent} does not exist", param_hint="-o"
+        )
+    options = _options(no_embed, rules, fr_entries, follow_links=follow_links)
+    with _FleetProgress(not quiet) as progress:
+        try:
+            report = fleet_lib.run_fleet(
+                jobs_dir,
+                db_path,
+                options,
+                workers=workers,
+                dask=dask_address,
+                ray=ray_address,
+                progress=progress.update,
+            )
+        except fleet_lib.StoreError as exc:
+            raise click.BadParameter(str(exc), param_hint="--db") from None
+    text = render(report, fmt)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        if not quiet:
+            click.echo(f"fleet report written to {out}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@main.command()
 @click.option(
     "--pid",
     type=click.IntRange(min=1),
@@ -875,6 +965,55 @@ class _BatchProgress:
             said = f"{labels[0]['id']} {labels[0]['name']}" if labels else "no cause named"
         self.bar.console.print(f"{name}: {said}", highlight=False, markup=False)
         self.bar.update(self.task, advance=1, description=name)
+        self.bar.refresh()
+
+
+class _FleetProgress:
+    """`triage fleet`'s progress on stderr: a bar on a terminal, else a line per tenth."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.bar: Any = None
+        self.task: Any = None
+        self.said = -1
+
+    def __enter__(self) -> _FleetProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def update(self, event: str, done: int, total: int, name: str) -> None:
+        """`run_fleet`'s callback: "hash" while digests are taken, "job" per finished job."""
+        if not self.enabled or total <= 0:
+            return
+        what = "checking" if event == "hash" else "reading new jobs"
+        if not self.tty:
+            tenth = done * 10 // total
+            if event == "job" and (tenth != self.said or done == total):
+                self.said = tenth
+                click.echo(f"fleet: {done}/{total} new jobs read", err=True)
+            return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            # No refresh thread: the pool forks its workers after this (see _BatchProgress).
+            self.bar = Progress(
+                TextColumn("{task.fields[what]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+                transient=True,
+                auto_refresh=False,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("", total=total, what=what)
+        desc = Path(name).name
+        self.bar.update(self.task, completed=done, total=total, description=desc, what=what)
         self.bar.refresh()
 
 
