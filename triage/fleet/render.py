@@ -302,6 +302,7 @@ def render_html(r: FleetReport) -> str:
             where=where,
             one_line=c.one_line,
             short=c.short,
+            segments=c.segments,
             pct=lambda x: f"{x * 100:.0f}%",
             generated=day(r.generated),
         )
