@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from triage.fleet import collect
 from triage.fleet.knowledge import FleetKnowledge, FleetKnowledgeError
 from triage.fleet.model import FleetReport, JobRecord, RunInfo, StoredJob, Unreadable
 from triage.fleet.store import LOCK_WAIT_S, Store, StoreError
@@ -106,7 +107,6 @@ def run_fleet(
     `FleetKnowledgeError` (rules/fleet/fleet.yaml is broken) before any job is read; a
     database another run holds is waited for `lock_wait_s`."""
     from triage import batch
-    from triage.fleet import collect
     from triage.fleet import knowledge as fleet_knowledge
 
     kn = knowledge or fleet_knowledge.load()
@@ -131,7 +131,7 @@ def run_fleet(
 
         entries = [batch.Entry(p, why) for p, why in plan.skipped]
         entries += [batch.Entry(p) for p, _ in plan.new]
-        unit = partial(collect.fleet_job, knowledge=kn)
+        unit = _unit(kn, on_ray=ray is not None)
         with open(os.devnull, "w", encoding="utf-8") as sink:  # the rows go to the store
             batch.run_batch(
                 entries, sink, options, workers, dask=dask, ray=ray, unit=unit, on_row=on_row
@@ -139,6 +139,18 @@ def run_fleet(
         store.finish_run(run, added, errors)
         info = RunInfo(run, jobs_dir, plan.found, added, plan.known, errors)
         return build_report(store, info, kn)
+
+
+def _unit(kn: FleetKnowledge, on_ray: bool) -> Callable[[str, Options], dict[str, Any]]:
+    """`collect.fleet_job` with the knowledge bound: a partial travels to local and Dask
+    workers by pickle; Ray's `remote` takes only a plain function (cloudpickle sends it)."""
+    if not on_ray:
+        return partial(collect.fleet_job, knowledge=kn)
+
+    def fleet_job(path: str, options: Options) -> dict[str, Any]:
+        return collect.fleet_job(path, options, knowledge=kn)
+
+    return fleet_job
 
 
 def build_report(store: Store, run: RunInfo, knowledge: FleetKnowledge) -> FleetReport:
