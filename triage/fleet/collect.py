@@ -133,11 +133,20 @@ def job_record(path: str, options: Options, knowledge: FleetKnowledge) -> JobRec
     record = record_of(path, diagnosis, knowledge, _rules_by_id(options))
     rank_hosts = {h_rank: h.host for h in record.hosts for h_rank in h.ranks}
     masked = redact_events(parsed)
-    hits = signals.scan(masked, knowledge, rank_hosts)
+    hits = [
+        replace(h, source=_inside(h.source, path))
+        for h in signals.scan(masked, knowledge, rank_hosts)
+    ]
     lagging = (diagnosis.get("hang") or {}).get("lagging_ranks") or ()
     gpus = signals.gpu_map(masked, knowledge, rank_hosts)
     hits += signals.silent_ranks(lagging, rank_hosts, knowledge.silent_label, gpus)
     return replace(record, signals=tuple(hits))
+
+
+def _inside(source: str, job: str) -> str:
+    """A file's path within its job (`gpu-node05/dmesg.txt`): the report names the job too."""
+    root = job.rstrip(os.sep) + os.sep
+    return source[len(root) :] if source.startswith(root) else source
 
 
 def _rules_by_id(options: Options) -> Mapping[str, Any]:

@@ -22,6 +22,7 @@ from triage.fleet.knowledge import FleetKnowledge
 from triage.fleet.model import GpuStat, HostStat, SignalCount, SignalHit, StoredJob
 
 EVIDENCE_LINES = 8  # per flagged host: the lines shown behind the flag
+LINES_PER_JOB = 2
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -53,6 +54,24 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - position) * p_values[i]))
         adjusted[i] = running
     return adjusted
+
+
+def _evidence(lines: list[tuple[SignalHit, str, bool]]) -> list[tuple[SignalHit, str, bool]]:
+    """The lines behind a flag: from as many jobs as fit, the jobs this host started first,
+    at most LINES_PER_JOB distinct lines of each (one line can carry two signals: Xid 48 is
+    also an ECC error)."""
+    by_job: dict[str, list[tuple[SignalHit, str, bool]]] = defaultdict(list)
+    for item in lines:
+        texts = {s.text for s, _, _ in by_job[item[1]]}
+        if item[0].text not in texts:
+            by_job[item[1]].append(item)
+    jobs = sorted(by_job, key=lambda job: (not by_job[job][0][2], job))
+    out: list[tuple[SignalHit, str, bool]] = []
+    for job in jobs:
+        out += by_job[job][:LINES_PER_JOB]
+        if len(out) >= EVIDENCE_LINES:
+            break
+    return out[:EVIDENCE_LINES]
 
 
 def host_stats(
@@ -88,7 +107,8 @@ def host_stats(
             if s.gpu:
                 gpu_jobs[(s.host, s.gpu)].add(r.digest)
                 gpu_signals[(s.host, s.gpu)][key].add(r.digest)
-                if s.rank is not None and s.rank in culprit_ranks:
+                # a kernel line names the GPU but no rank: its host's part decides
+                if (s.rank in culprit_ranks) if s.rank is not None else s.host in culprit_hosts:
                     gpu_culprit[(s.host, s.gpu)].add(r.digest)
     total_n = sum(took_part.values())
     base = sum(culprit.values()) / total_n if total_n else 0.0
@@ -115,8 +135,7 @@ def host_stats(
             for (h, gpu) in sorted(gpu_jobs)
             if h == host
         )  # fmt: skip
-        # The lines behind a flag: those of jobs this host started first, then the others.
-        shown = sorted(lines[host], key=lambda item: (not item[2], item[1]))[:EVIDENCE_LINES]
+        shown = _evidence(lines[host])
         out.append(
             HostStat(
                 host=host,
