@@ -167,10 +167,10 @@ class Store:
 
     # ----------------------------------------------------------------- writing
 
-    def _write(self, sql: str, args: tuple[Any, ...] = ()) -> None:
+    def _write(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         if not self.conn.in_transaction:
             self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.execute(sql, args)
+        return self.conn.execute(sql, args)
 
     def _row_done(self) -> None:
         self._pending += 1
@@ -210,12 +210,11 @@ class Store:
 
     def add(self, record: JobRecord, run: int) -> bool:
         """Keep a job's record; False when its digest was already there (nothing changes)."""
-        if self.known(record.digest):
-            return False
         now = time.time()
-        self._write(
-            "INSERT INTO jobs (digest, path, name, run, seen_at, job_time, outcome, symptom, "
-            "root_cause, mechanism, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        # OR IGNORE: another run on the same file may have added it since this one looked
+        added = self._write(
+            "INSERT OR IGNORE INTO jobs (digest, path, name, run, seen_at, job_time, outcome, "
+            "symptom, root_cause, mechanism, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.digest,
                 record.job,
@@ -229,7 +228,9 @@ class Store:
                 record.mechanism,
                 json.dumps(record.to_row()),
             ),
-        )
+        ).rowcount
+        if not added:
+            return False
         for part in record.hosts:
             self._write(
                 "INSERT OR IGNORE INTO job_hosts VALUES (?, ?, ?, ?)",
