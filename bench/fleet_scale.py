@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from triage.fleet.render import render  # noqa: E402
 from triage.pipeline import Options  # noqa: E402
 
 OPTIONS = Options(use_embeddings=False, workers=1)
+_HOST = re.compile(r"gpu-node(\d\d)(?!\d)")
 FLEET = ROOT / "tests" / "fixtures" / "fleet"
 
 
@@ -55,10 +57,9 @@ def make_fleet(folder: Path, count: int) -> None:
         copy, base = divmod(n, len(bases))
 
         def host(text: str, copy: int = copy) -> str:
-            # gpu-nodeNN -> gpu-node<copy*6+NN>: six new hosts per copy of the fleet
-            for i in range(6, 0, -1):
-                text = text.replace(f"gpu-node{i:02d}", f"gpu-node{copy * 6 + i:04d}")
-            return text
+            # gpu-nodeNN -> gpu-node<copy*6+NN>: six new hosts per copy of the fleet (one pass:
+            # a new name never meets the pattern again)
+            return _HOST.sub(lambda m: f"gpu-node{copy * 6 + int(m.group(1)):04d}", text)
 
         job = folder / f"{bases[base].name}-c{copy:04d}"
         for rel, text in texts[bases[base]].items():

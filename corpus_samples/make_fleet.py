@@ -112,6 +112,9 @@ def run_job(job: PlannedJob, jobs_root: Path, wall_s: float = 90.0) -> None:
             CORPUS_HOST=host,
             FLEET_KERNEL_LOG=str(run_root / "kernel" / f"{host}.log"),
             FLEET_STEP_S="0.3" if job.fate == "stopped" else "0.02",
+            # torchrun's agent at INFO, as many clusters run it: it says when a worker group
+            # finished, failed or was told to stop
+            LOGLEVEL="INFO",
         )
         (run_root / "kernel").mkdir(exist_ok=True)
         if job.culprit_rank is not None:

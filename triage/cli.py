@@ -652,6 +652,8 @@ def fleet(
             )
         except fleet_lib.StoreError as exc:
             raise click.BadParameter(str(exc), param_hint="--db") from None
+        except fleet_lib.FleetKnowledgeError as exc:  # a broken install or TRIAGE_RULES_DIR
+            raise click.ClickException(str(exc)) from None
     text = render(report, fmt)
     if out:
         Path(out).write_text(text, encoding="utf-8")
