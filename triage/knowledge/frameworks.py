@@ -7,6 +7,7 @@
         seen: ['deepspeed/runtime/', '\\[deepspeed\\]']   # regexes over the job's lines
         examples: ["...a line only a DeepSpeed job prints..."]
         named: ['\\bDeepSpeed\\b', '\\bZeRO\\b']       # how advice names it (optional)
+        engine: true                        # false: a wrapper on an engine (Accelerate)
     launchers:
       torchrun: {name: torchrun, seen: [...], examples: [...]}
 
@@ -14,9 +15,9 @@ Correlate reads the job's lines (tracebacks hold the frameworks' file paths, lau
 themselves) and sets the facts `frameworks` and `launchers`; actions name them in their
 conditions (`when: {framework: deepspeed}`, see triage.knowledge.actions). An installed package
 is not a sign of use: only what the job printed counts, weighted by how many lines: a
-DeepSpeed job whose 1,391 lines name DeepSpeed and one of which mentions FSDP runs on
-DeepSpeed. Recommend leaves out advice that names (`named`) only frameworks the job does not
-run on. Shipped only.
+DeepSpeed job whose lines name DeepSpeed again and again and FSDP once runs on DeepSpeed
+(among engines; a wrapper such as Accelerate counts when seen). Recommend leaves out advice
+that names (`named`) only frameworks the job does not run on. Shipped only.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ import regex
 
 KIND = "frameworks"
 _KEYS = {"kind", "frameworks", "launchers"}
-_ENTRY_KEYS = {"name", "seen", "examples", "named"}
+_ENTRY_KEYS = {"name", "seen", "examples", "named", "engine"}
 # Lines counted per framework before the count stops mattering, and the share of the most
-# named framework's count another one needs to count as run on (a DeepSpeed job's traceback
-# may pass through one FSDP-named helper; its 200 DeepSpeed lines decide).
+# named engine's count another engine needs to count as run on: a job shards its model with
+# one engine, and a DeepSpeed job whose lines pass one FSDP-named helper runs on DeepSpeed.
+# Wrappers (`engine: false`: Accelerate, Transformers, Lightning) sit on an engine and are
+# named by few frames of a traceback: seen once is enough for them.
 COUNT_CAP = 200
-MINOR_SHARE = 0.05
+MINOR_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Marker:
     # against the lowercased text), None when some `seen` regex has none
     literals: tuple[str, ...] | None = None
     named: regex.Pattern[str] | None = None  # how advice names it (`named`), None: not said
+    engine: bool = True  # shards or replicates the model itself (weighted against the others)
 
 
 @dataclass(frozen=True)
@@ -98,9 +102,11 @@ class Frameworks:
                     done.append(m)
             if done:
                 left = [m for m in left if m not in done]
+        engines = {m.id for m in self.frameworks if m.engine}
         seen = [m.id for m in self.frameworks if counts[m.id]]
-        top = max((counts[f] for f in seen), default=0)
-        kept = [f for f in seen if counts[f] >= max(1.0, MINOR_SHARE * min(top, COUNT_CAP))]
+        top = max((counts[f] for f in seen if f in engines), default=0)
+        floor = max(1.0, MINOR_SHARE * min(top, COUNT_CAP))
+        kept = [f for f in seen if f not in engines or counts[f] >= floor]
         kept.sort(key=lambda f: -min(counts[f], COUNT_CAP))  # stable: file order on ties
         return (
             tuple(kept),
@@ -169,6 +175,7 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
                 tuple(examples),
                 _literals(seen),
                 named,
+                bool(spec.get("engine", True)),
             )
         )
     return tuple(out)
