@@ -92,12 +92,17 @@ def recommend(
         said.extend(actions)
         actions = _no_leading_or(actions)
         cat = tax.fix_patterns[f]
+        score = _clip(scores[f])
+        if out and score > out[-1].score:
+            # it gave way to advice for the likely cause: its score came from advice for
+            # another cause, and a list read top-down must not show it above the one before
+            score = out[-1].score
         out.append(
             FixRecommendation(
                 id=f,
                 slug=cat.slug,
                 name=cat.name,
-                score=round(_clip(scores[f]), 2),  # shown as a percentage; ties are ordered above
+                score=round(score, 2),  # shown as a percentage; ties are ordered above
                 actions=tuple(actions),
                 why=_why(
                     f, evidence.get(f, 0.0), prior_cause.get(f), classification, tax, rules_by_id
