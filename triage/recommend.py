@@ -167,13 +167,11 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
 @dataclass(frozen=True)
 class _Ranked:
     """One action and whether it speaks to the most likely root cause (its rule concludes
-    that cause or none, or the playbook gives it for that cause), and comes from a rule that
-    matched this job's lines (the most specific advice) or from the playbook."""
+    that cause or none, or says it is `for` it; or the playbook gives it for that cause)."""
 
     text: str
     on_cause: bool
-    from_rule: bool  # written by a specific rule that matched (not the playbook, not generic)
-    by_rule: bool = False  # written by a rule that matched (any layer), not the playbook
+    by_rule: bool  # written by a rule that matched this job's lines, not the playbook
 
 
 # A fix pattern whose first action speaks to the most likely root cause goes before one whose
@@ -230,11 +228,11 @@ def _actions(
     frameworks = set(facts.get(FRAMEWORKS_FACT) or ())
     out: list[_Ranked] = []
     for text in from_rules:
-        concluded, specific = sources.source(fix, text)
+        concluded = sources.causes(fix, text)
         on_cause = top_cause is None or not concluded or top_cause in concluded
-        out.append(_Ranked(text, on_cause, specific, by_rule=True))
+        out.append(_Ranked(text, on_cause, by_rule=True))
     for cause, text in from_playbook:
-        out.append(_Ranked(text, top_cause is None or cause == top_cause, False))
+        out.append(_Ranked(text, top_cause is None or cause == top_cause, by_rule=False))
     # Advice that names a framework the job does not run on is for another job (a DeepSpeed
     # OOM is not told to move to FSDP); when the job's lines name none, nothing is known.
     if frameworks:
@@ -259,8 +257,8 @@ class _ActionSources:
     _cache: dict[int, tuple[knowledge.Knowledge, _ActionSources]] = {}
 
     def __init__(self, kb: knowledge.Knowledge) -> None:
-        # fix -> (literal, the causes the advice is for, from a specific rule)
-        self.by_fix: dict[str, list[tuple[str, frozenset[str], bool]]] = {}
+        # fix -> (literal, the causes the advice is for)
+        self.by_fix: dict[str, list[tuple[str, frozenset[str]]]] = {}
         for rule in kb.rules:
             concluded = frozenset(c for c, w in rule.root_cause.items() if w > 0)
             for fix, action in rule.actions.items():
@@ -268,7 +266,7 @@ class _ActionSources:
                     literal = _longest_literal(alt.template)
                     if len(literal) >= 12:
                         causes = frozenset(alt.causes) or concluded
-                        self.by_fix.setdefault(fix, []).append((literal, causes, not rule.generic))
+                        self.by_fix.setdefault(fix, []).append((literal, causes))
 
     @classmethod
     def of(cls, kb: knowledge.Knowledge) -> _ActionSources:
@@ -280,13 +278,11 @@ class _ActionSources:
             cls._cache[id(kb)] = hit
         return hit[1]
 
-    def source(self, fix: str, text: str) -> tuple[frozenset[str] | None, bool]:
-        """The root causes the advice `text` addresses (None: no rule known to write it; empty:
-        any), and whether a specific (not a generic) rule wrote it."""
-        found = [(c, sp) for literal, c, sp in self.by_fix.get(fix, ()) if literal in text]
-        if not found:
-            return None, False
-        return frozenset().union(*(c for c, _ in found)), any(sp for _, sp in found)
+    def causes(self, fix: str, text: str) -> frozenset[str] | None:
+        """The root causes the advice `text` addresses (None: no rule known to write it;
+        empty: any)."""
+        found = [c for literal, c in self.by_fix.get(fix, ()) if literal in text]
+        return frozenset().union(*found) if found else None
 
 
 def _longest_literal(template: str) -> str:
