@@ -66,6 +66,15 @@ def mechanism_text(mechanism: str) -> str:
     return mechanism or "-"
 
 
+def group_text(key: str) -> str:
+    """A group key (`failed | S26 | R28 | rule:gpu-ecc-error`) as a reader says it."""
+    parts = key.split(" | ")
+    if len(parts) != 4:
+        return key
+    outcome, symptom, root, mechanism = parts
+    return " · ".join(p for p in (symptom, root, mechanism_text(mechanism), outcome) if p != "-")
+
+
 def headline(r: FleetReport) -> str:
     failures = sum(g.count for g in r.groups)
     head = (
@@ -230,7 +239,10 @@ def render_markdown(r: FleetReport) -> str:
         out += ["", f"**{_text(h.host)}**: {_text(suspect_line(h))}.", ""]
         for g in h.gpus:
             sig = ", ".join(f"{s.label} ×{s.jobs}" for s in g.signals)
-            out.append(f"- GPU {_code(g.gpu)}: {g.culprit_jobs} culprit job(s); {_text(sig)}")
+            out.append(
+                f"- GPU {_code(g.gpu)}: signals in {g.jobs} job(s), {g.culprit_jobs} of them "
+                f"started on this host; {_text(sig)}"
+            )
         for s, job in zip(h.evidence, h.evidence_jobs, strict=True):
             out.append(f"- {_text(job)} {_code(where(s))}: {_code(s.text)}")
     out += ["", "### Failure groups", ""]
@@ -298,6 +310,7 @@ def render_html(r: FleetReport) -> str:
             p_text=p_text,
             label_text=label_text,
             mechanism_text=mechanism_text,
+            group_text=group_text,
             suspect_line=suspect_line,
             where=where,
             one_line=c.one_line,
