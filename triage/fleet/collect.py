@@ -103,15 +103,17 @@ def _nothing_read(parsed: Sequence[Any]) -> str:
     return f"none of its {len(parsed)} file(s) holds a log line, traceback or dump triage reads"
 
 
-def fleet_job(path: str, options: Options = Options(), *, knowledge: FleetKnowledge) -> dict:
+def fleet_job(
+    path: str, options: Options = Options(), *, knowledge: FleetKnowledge
+) -> dict[str, Any]:
     """Read and diagnose one job; its `JobRecord` row, or `{"job", "error"}`. Never raises."""
+    from triage.redact import redact_text
+
     try:
         return job_record(path, options, knowledge).to_row()
-    except Unreadable as exc:
-        return {"job": path, "error": str(exc)}
+    except Unreadable as exc:  # its warnings quote the bundle's own words: masked too
+        return {"job": path, "error": redact_text(str(exc))}
     except Exception as exc:  # noqa: BLE001 - one bad job must not stop the fleet
-        from triage.redact import redact_text
-
         return {"job": path, "error": redact_text(f"{type(exc).__name__}: {exc}")}
 
 
