@@ -241,3 +241,24 @@ def test_an_exception_after_the_trainers_final_metrics_is_how_the_job_ended(
     d = json.loads(result.output)
     assert d["outcome"]["id"] == "failed"
     assert "No space left on device" in d["outcome"]["why"]
+
+
+def _routine_examples() -> list[tuple[str, str]]:
+    from triage import knowledge
+
+    return [(line.id, ex) for line in knowledge.load().routine.lines for ex in line.examples]
+
+
+@pytest.mark.parametrize(("routine_id", "line"), _routine_examples())
+def test_a_routine_line_in_a_running_job_invents_no_failure(
+    tmp_path: Path, routine_id: str, line: str
+) -> None:
+    progress = [f" iteration {i:8d}/ 1000 | lm loss: 7.1E+00 |" for i in range(10, 60, 10)]
+    (tmp_path / "train.log").write_text(
+        "\n".join([*progress[:2], line, *progress[2:]]) + "\n", encoding="utf-8"
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "incomplete", (routine_id, d["outcome"])
+    assert _top_symptom_score(d) < 0.3, (routine_id, d["symptoms"][:1])

@@ -341,6 +341,7 @@ def analyse(
                 facts={
                     "pg": hang.process_group,
                     "collective": dict(hang.collective or {}),
+                    "op": (hang.collective or {}).get("op"),  # what an action may name
                     **({"shape": shape} if shape else {}),
                 },
             )
