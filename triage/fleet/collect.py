@@ -118,20 +118,24 @@ def fleet_job(
 
 
 def job_record(path: str, options: Options, knowledge: FleetKnowledge) -> JobRecord:
+    from triage import knowledge as kb_mod
     from triage import pipeline
     from triage.fleet import signals
     from triage.redact import redact_events
 
+    # one load for the parsers and the later stages: a team's rules are looked for in files
+    kb = kb_mod.load(options.extra_rules_dirs)
     parsed = pipeline.read_inputs(
         [path],
         fr_entries=options.fr_entries,
         follow_links=options.follow_links,
         limits=options.limits,
         workers=options.workers,
+        kb=kb,
     )
     if not pipeline.has_evidence(parsed):
         raise Unreadable(_nothing_read(parsed))
-    diagnosis = pipeline.diagnose_parsed(parsed, options).to_dict()
+    diagnosis = pipeline.diagnose_parsed(parsed, options, kb).to_dict()
     record = record_of(path, diagnosis, knowledge, _rules_by_id(options))
     rank_hosts = {h_rank: h.host for h in record.hosts for h_rank in h.ranks}
     masked = redact_events(parsed)
