@@ -55,7 +55,7 @@ def ids(labels: Sequence) -> list[str]:
 
 @pytest.fixture(scope="session")
 def embedding_model() -> None:
-    """Load MiniLM once per session (2-5 s); tests that embed a query depend on this."""
+    """Load the similarity model once per session; tests that embed a query depend on this."""
     neighbours.embed(["warm up"])
 
 
