@@ -910,7 +910,7 @@ def test_one_pasted_timeout_line_does_not_blame_a_rank_it_never_mentions() -> No
 def test_a_bug_in_the_analysis_becomes_a_finding_instead_of_a_crash(monkeypatch) -> None:
     import triage.analysis as analysis
 
-    def broken(parsed: object) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("boom")
 
     monkeypatch.setattr(analysis, "analyse", broken)

@@ -253,10 +253,11 @@ def test_brief_is_the_verdict_the_culprit_the_top_fix_and_one_line_of_evidence()
     result = CliRunner().invoke(main, [str(bundle), "--no-embed", "-q", "--brief"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert len(lines) <= 8, result.output
+    assert len(lines) <= 9, result.output  # four keys, each folded to at most three lines
     keys = [line.split(":", 1)[0] for line in lines if line and not line.startswith(" ")]
     assert keys == ["triage", "culprit", "fix", "evidence"]
-    assert "insufficient host memory" in lines[0]
+    assert lines[0].split(":", 1)[1].strip().startswith("Failed: ")  # the outcome leads
+    assert "insufficient host memory" in " ".join(lines[:2])
     assert "rank 1" in result.output and "dmesg" in result.output
     md = CliRunner().invoke(main, [str(bundle), "--no-embed", "-q", "--brief", "--format", "md"])
     assert md.exit_code == 0 and md.output.startswith("**triage:")

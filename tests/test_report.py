@@ -47,6 +47,7 @@ from triage.report.view import build
 SCHEMA_KEYS = {
     "schema",
     "summary",
+    "outcome",
     "symptoms",
     "root_causes",
     "stage",

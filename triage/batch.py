@@ -125,7 +125,10 @@ def _not_an_archive(path: str, container_format: Callable[[bytes], str | None]) 
 def diagnose_job(path: str, options: Options = Options()) -> Row:
     """Diagnose one job; an internal failure becomes an `error` row, never an exception."""
     try:
-        return {"job": path, "diagnosis": diagnose([path], options).to_dict()}
+        diagnosis = diagnose([path], options).to_dict()
+        # what became of the job leads each row, as it leads every report
+        outcome = (diagnosis.get("outcome") or {}).get("id", "unknown")
+        return {"job": path, "outcome": outcome, "diagnosis": diagnosis}
     except Exception as exc:  # noqa: BLE001 - one bad job must not stop the batch
         from triage.redact import redact_text
 

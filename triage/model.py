@@ -55,6 +55,17 @@ class EventKind(str, Enum):
     INPUT_WARNING = "input_warning"  # the parser could not read something; text says why
 
 
+class OutcomeKind(str, Enum):
+    """What became of the job as a whole (DESIGN.md: `outcome.id`)."""
+
+    SUCCEEDED = "succeeded"  # ran to its end and exited normally
+    STOPPED = "stopped"  # stopped on purpose: time limit, preemption, a user, Ctrl-C, a signal
+    FAILED = "failed"
+    HUNG = "hung"  # ranks waited: a timeout fired, a collective never completed
+    INCOMPLETE = "incomplete"  # the logs end while the job still ran normally
+    UNKNOWN = "unknown"
+
+
 class Level(str, Enum):
     DEBUG = "debug"
     INFO = "info"
@@ -328,6 +339,24 @@ class StackGroup:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What became of the job, why we say so, and the lines that show it."""
+
+    id: OutcomeKind
+    why: str
+    evidence: tuple[EvidenceRef, ...] = ()
+    # a succeeded, stopped or incomplete job whose logs also hold a real fault (a rank's own
+    # exception, a crash): the report says both
+    fault_too: bool = False
+
+    @property
+    def clean(self) -> bool:
+        """The job did not fail or hang, and nothing in its logs says a fault happened."""
+        quiet = (OutcomeKind.SUCCEEDED, OutcomeKind.STOPPED, OutcomeKind.INCOMPLETE)
+        return self.id in quiet and not self.fault_too
+
+
+@dataclass(frozen=True)
 class Analysis:
     findings: tuple[Finding, ...] = ()
     first_failure: FailureRef | None = None
@@ -340,6 +369,7 @@ class Analysis:
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
     process_groups: tuple[GroupProgress, ...] = ()
     stack_groups: tuple[StackGroup, ...] = ()
+    outcome: Outcome | None = None
 
 
 # --------------------------------------------------------------------------- classify
@@ -432,6 +462,7 @@ class Diagnosis:
     process_groups: tuple[GroupProgress, ...] = ()
     stack_groups: tuple[StackGroup, ...] = ()
     evidence_found: bool = True  # False: no input held anything triage could read
+    outcome: Outcome | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ★ JSON diagnosis (schema triage.diagnosis/1), plus `findings`/`timeline`."""
@@ -459,9 +490,20 @@ class Diagnosis:
                 "line": f.line,
                 "text": f.text,
             }
+        outcome = None
+        if self.outcome is not None:
+            outcome = {
+                "id": self.outcome.id.value,
+                "why": self.outcome.why,
+                "evidence": [
+                    {"source": e.source, "line": e.line, "rank": e.rank, "text": e.text}
+                    for e in self.outcome.evidence
+                ],
+            }
         return {
             "schema": SCHEMA,
             "summary": self.summary,
+            "outcome": outcome,
             "symptoms": [label(s) for s in self.symptoms],
             "root_causes": [label(r) for r in self.root_causes],
             "stage": {"id": self.stage.id, "slug": self.stage.slug} if self.stage else None,

@@ -25,6 +25,7 @@ from triage.model import (
     FixRecommendation,
     FlightRecorderDump,
     InputSummary,
+    OutcomeKind,
     ParsedSource,
     ScoredLabel,
     Source,
@@ -425,13 +426,14 @@ def _pack(parsed: ParsedSource) -> tuple[Any, ...]:
         parsed.bytes_read,
         parsed.text_digest,
         parsed.whole_text,
+        parsed.source.kind.value,
     )
 
 
 def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
     from triage.parsers import flight_recorder
 
-    events, warnings, lines, bytes_read, digest, whole_text = item
+    events, warnings, lines, bytes_read, digest, whole_text, kind = item
     out = []
     for event in events:
         payload = event.payload
@@ -441,7 +443,7 @@ def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
             event = replace(event, payload=replace(dump, entries=entries))
         out.append(event)
     return ParsedSource(
-        source=source,
+        source=replace(source, kind=SourceKind(kind)),  # the kind its parser settled on
         events=tuple(out),
         warnings=warnings,
         lines=lines,
@@ -507,9 +509,12 @@ def diagnose_many(
     # secrets in the parsed text before the later stages cut quotes out of it, then every
     # string of the finished Diagnosis (paths, warnings, actions; hosts on request).
     jobs = [redact_events(parsed) for parsed in jobs]
-    found = [analysis.correlate(parsed) for parsed in jobs]
+    found = [analysis.correlate(parsed, kb) for parsed in jobs]
     labels = classify.classify_many(
-        list(zip(jobs, found, strict=True)), use_embeddings=options.use_embeddings, kb=kb
+        list(zip(jobs, found, strict=True)),
+        use_embeddings=options.use_embeddings,
+        kb=kb,
+        pasted=pasted,
     )
     return [
         redact_diagnosis(
@@ -536,8 +541,27 @@ def _diagnosis(
     inputs = tuple(_input_summary(p, found) for p in parsed)
     if not pasted and not has_evidence(parsed):
         return no_evidence(inputs)
+    outcome = found.outcome
+    if not pasted and outcome is not None and outcome.clean:
+        # The job ended well and no fault is in its logs: whatever a rule or a neighbour
+        # guessed from its routine lines is not a failure to report.
+        return Diagnosis(
+            summary=f"{_OUTCOME_WORDS[outcome.id]}: {_lower_first(outcome.why)}.",
+            inputs=inputs,
+            findings=found.findings,
+            timeline=found.timeline,
+            rank_exits=tuple(replace(e, message=None) for e in found.rank_exits),
+            process_groups=found.process_groups,
+            stack_groups=found.stack_groups,
+            outcome=outcome,
+        )
+    summary = summarize(labels, found)
+    if outcome is not None and outcome.fault_too and not pasted:
+        summary = (
+            f"{_OUTCOME_WORDS[outcome.id]} ({outcome.why}), but its logs hold a fault: {summary}"
+        )
     return Diagnosis(
-        summary=summarize(labels, found),
+        summary=summary,
         symptoms=labels.symptoms,
         root_causes=labels.root_causes,
         stage=labels.stage,
@@ -556,7 +580,23 @@ def _diagnosis(
         rank_exits=tuple(replace(e, message=None) for e in found.rank_exits),
         process_groups=found.process_groups,
         stack_groups=found.stack_groups,
+        outcome=outcome,
     )
+
+
+# How a summary names each outcome.
+_OUTCOME_WORDS = {
+    OutcomeKind.SUCCEEDED: "The job finished",
+    OutcomeKind.STOPPED: "The job was stopped on purpose",
+    OutcomeKind.INCOMPLETE: "The job was still running",
+    OutcomeKind.FAILED: "The job failed",
+    OutcomeKind.HUNG: "The job hung",
+    OutcomeKind.UNKNOWN: "The job's end is unknown",
+}
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
 # What carries no evidence of a failure by itself: a note that an input could not be read,

@@ -44,6 +44,7 @@ from triage.analysis import (
     flight_recorder,
     hang_shape,
     launcher,
+    outcome,
     progress,
     pyspy,
     timeline,
@@ -57,6 +58,7 @@ from triage.analysis.cascade import (
     waited_until_timeout,
 )
 from triage.analysis.ranks import RankIndex, build_index, event_rank, first_line, format_ranks, ref
+from triage.knowledge.routine import Routine
 from triage.model import (
     Analysis,
     Event,
@@ -89,14 +91,15 @@ _MIN_SCORE = 1.0
 _CO_CULPRIT = 0.7
 
 
-def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
+def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = None) -> Analysis:
     """Cross-rank analysis of everything the parsers found. Never raises on odd input.
 
     A bug here must not cost the user the rest of the diagnosis: it becomes a finding that
     says so, and the classifier still sees every event.
     """
+    kb = kb if kb is not None else knowledge.shipped()
     try:
-        return analyse(parsed)
+        found = analyse(parsed, kb.routine)
     except Exception as exc:  # noqa: BLE001 - the report must still come out
         return Analysis(
             findings=(
@@ -108,9 +111,22 @@ def correlate(parsed: Sequence[ParsedSource]) -> Analysis:
             ),
             facts={"analysis_error": f"{type(exc).__name__}: {exc}"},
         )
+    try:
+        return replace(found, outcome=outcome.decide(parsed, found, kb.ends, kb.routine))
+    except Exception as exc:  # noqa: BLE001 - the rest of the diagnosis still stands
+        return replace(
+            found,
+            findings=(
+                *found.findings,
+                Finding(
+                    kind="analysis_error",
+                    summary=f"deciding the job's outcome failed ({type(exc).__name__}: {exc})",
+                ),
+            ),
+        )
 
 
-def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
+def analyse(parsed: Sequence[ParsedSource], routine: Routine | None = None) -> Analysis:
     """`correlate` without the safety net (tests call this to see real errors)."""
     index = build_index(parsed)
     placed_raw: list[tuple[Event, int | None, str, Role]] = []
@@ -170,6 +186,9 @@ def analyse(parsed: Sequence[ParsedSource]) -> Analysis:
                 if m and not m["ip"].startswith("127."):
                     ip_hosts.setdefault(m["ip"], host)
             role = classify_event(ev)
+            if role.role != "context" and routine is not None and routine.which(ev.text):
+                # what healthy jobs print (rules/routine.yaml) starts no failure
+                role = Role("context", None, 0.0)
             if loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
                 # a stray note or README beside real logs narrates the failure; it is not one
                 role = Role("context", None, 0.0)
@@ -885,6 +904,8 @@ def _source_identity(
     hosts: dict[str, str] = {}
     for ps in parsed:
         path = ps.source.path
+        if ps.source.kind is SourceKind.TEXT and ps.source.rank is None:
+            continue  # notes, a README, an issue's text: no rank's own output
         seen = {r for ev in ps.events if (r := event_rank(ev, index, ps.source.rank)) is not None}
         if ps.source.rank is not None:
             ranks[path] = ps.source.rank

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import regex
 
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
@@ -31,12 +32,14 @@ from triage.classify.neighbours import NeighbourIndex
 from triage.classify.rules import RuleSet
 from triage.classify.signature import initiating_events, signature
 from triage.classify.types import NeighbourVote, RuleHit
+from triage.knowledge.routine import Routine
 from triage.model import (
     Analysis,
     Classification,
     Event,
     EventKind,
     Evidence,
+    OutcomeKind,
     ParsedSource,
     ScoredLabel,
     SimilarCase,
@@ -102,6 +105,8 @@ def rule_hits(
     ruleset: RuleSet | None = None,
     *,
     layered: bool = True,
+    routine: Routine | None = None,
+    hang_deaths: regex.Pattern[str] | None = None,
 ) -> list[RuleHit]:
     """Rule hits over all events and correlate's findings (rules match findings too).
 
@@ -109,6 +114,8 @@ def rule_hits(
     alike); without it, the shipped rules plus `extra_rules_dirs`. A rule set that cannot be
     loaded is an error (KnowledgeError), never an empty answer. `layered=False` keeps the
     generic hits that a specific rule would override (to measure the generic layer alone).
+    `routine`: what healthy jobs print; given for a job's logs (not a paste), a hit on such a
+    line is dropped unless its rule says why it is still a fault (`routine_fault`).
     """
     events = [ev for ps in parsed for ev in ps.events]
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
@@ -118,12 +125,30 @@ def rule_hits(
     except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
-    hits = demote_consequences(hits, events, analysis)
+    if routine is not None:
+        hits = drop_routine(hits, ruleset, routine)
+    hits = demote_consequences(hits, events, analysis, hang_deaths)
     return fusion.yield_generic(hits) if layered else hits
 
 
+def drop_routine(hits: Sequence[RuleHit], ruleset: RuleSet, routine: Routine) -> list[RuleHit]:
+    """The hits that do not rest on a line healthy jobs print (rules/routine.yaml), or whose
+    rule says why that line is a fault all the same."""
+    says_why = {r.id for r in ruleset.rules if r.routine_fault}
+    return [
+        h
+        for h in hits
+        if h.rule_id in says_why
+        or h.event is None
+        or routine.which(h.evidence_text or h.event.text) is None
+    ]
+
+
 def demote_consequences(
-    hits: Sequence[RuleHit], events: Sequence[Event], analysis: Analysis
+    hits: Sequence[RuleHit],
+    events: Sequence[Event],
+    analysis: Analysis,
+    hang_deaths: regex.Pattern[str] | None = None,
 ) -> list[RuleHit]:
     """The initiating failure outranks what it caused.
 
@@ -170,6 +195,23 @@ def demote_consequences(
         ]
     if _hang_shape(analysis) == "failed":
         hits = [_evidence_only(h) if h.from_cascade else h for h in hits]
+    if (
+        hang_deaths is not None
+        and analysis.outcome is not None
+        and (analysis.outcome.id is OutcomeKind.HUNG)
+    ):
+        # the job hung: a process the watchdog aborted, or the launcher then stopped, died of
+        # the wait; the timeout is the symptom (rules/outcome.yaml, hang_deaths)
+        hits = [_evidence_only(h) if hang_deaths.search(h.evidence_text or "") else h for h in hits]
+    if analysis.outcome is not None and analysis.outcome.id is OutcomeKind.STOPPED:
+        # the lines that say the job was stopped on purpose are the outcome, not a symptom
+        stop_lines = {(e.source, e.line) for e in analysis.outcome.evidence}
+        hits = [
+            _evidence_only(h)
+            if h.event is not None and (h.event.source, h.event.line) in stop_lines
+            else h
+            for h in hits
+        ]
     return list(hits)
 
 
@@ -214,12 +256,24 @@ def prepare(
     analysis: Analysis,
     extra_rules_dirs: Sequence[str] = (),
     ruleset: RuleSet | None = None,
+    routine: Routine | None = None,
+    hang_deaths: regex.Pattern[str] | None = None,
 ) -> Prepared:
-    """What classification needs from what the parsers read (nothing is read again here)."""
+    """What classification needs from what the parsers read (nothing is read again here).
+    `routine`: given for a job's logs, see `rule_hits`."""
     parsed = neighbours.with_whole_text(parsed)
     lead = initiating_events(parsed, analysis)
     return Prepared(
-        hits=tuple(rule_hits(parsed, analysis, extra_rules_dirs, ruleset)),
+        hits=tuple(
+            rule_hits(
+                parsed,
+                analysis,
+                extra_rules_dirs,
+                ruleset,
+                routine=routine,
+                hang_deaths=hang_deaths,
+            )
+        ),
         signature=signature(parsed, analysis),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
@@ -249,13 +303,19 @@ def classify_many(
     index: NeighbourIndex | None = None,
     calibration: Calibration | None = None,
     kb: knowledge.Knowledge | None = None,
+    pasted: bool = False,
 ) -> list[Classification]:
     """Labels for many jobs; every signature that needs the model is embedded in one call.
     `kb` is the knowledge to use (the pipeline loads it once for classify and recommend);
-    without it, the shipped knowledge plus `extra_rules_dirs`."""
+    without it, the shipped knowledge plus `extra_rules_dirs`. `pasted`: the jobs are pasted
+    errors (the user quotes a routine line as the problem: its rules still count)."""
     kb = kb if kb is not None else knowledge.load(extra_rules_dirs)
     ruleset = rules.ruleset(kb)
-    prepared = [prepare(p, a, ruleset=ruleset) for p, a in jobs]
+    routine = None if pasted else kb.routine
+    deaths = kb.ends.hang_deaths
+    prepared = [
+        prepare(p, a, ruleset=ruleset, routine=routine, hang_deaths=deaths) for p, a in jobs
+    ]
     idx = index if index is not None else neighbours.load_index()
     cal = calibration if calibration is not None else load_calibration()
     sigs = [p.signature for p in prepared]
@@ -270,7 +330,12 @@ def classify_many(
     ]
     modes = ["tfidf"] * len(prepared)
     if use_embeddings and idx is not None:
-        need = [i for i, r in enumerate(results) if prepared[i].signature and not rules_decide(r)]
+        # a job that ended well with no fault in its logs needs no neighbours to name one
+        need = [
+            i
+            for i, r in enumerate(results)
+            if prepared[i].signature and not rules_decide(r) and not _ended_well(prepared[i])
+        ]
         if need:
             # one embedding per signature, for the neighbours and the learned model alike
             vectors = neighbours.embed([sigs[i] for i in need])
@@ -290,6 +355,11 @@ def classify_many(
         assemble(p, r, v[m], m, abstain_below, kb.collect_next)
         for p, r, v, m in zip(prepared, results, votes, modes, strict=True)
     ]
+
+
+def _ended_well(prep: Prepared) -> bool:
+    out = prep.analysis.outcome
+    return out is not None and out.clean
 
 
 def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:

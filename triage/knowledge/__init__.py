@@ -36,7 +36,9 @@ from triage.knowledge import (
     documents,
     frameworks,
     masks,
+    outcome,
     playbook,
+    routine,
     templates,
 )
 from triage.knowledge.advice import CollectNext, Situation
@@ -51,8 +53,10 @@ from triage.knowledge.locate import (
     rules_dir,
 )
 from triage.knowledge.masks import Masks
+from triage.knowledge.outcome import Ends
 from triage.knowledge.playbook import Playbook
 from triage.knowledge.problems import KnowledgeError, Problem, Problems
+from triage.knowledge.routine import Routine
 from triage.knowledge.rules import Rule, RuleError, build_rules
 from triage.knowledge.templates import Templates
 
@@ -93,6 +97,8 @@ KINDS: dict[str, Kind] = {
     masks.KIND: Kind(masks.build, masks.merge, team=False),
     templates.KIND: Kind(templates.build, templates.merge, team=False),
     frameworks.KIND: Kind(frameworks.build, frameworks.merge, team=False),
+    routine.KIND: Kind(routine.build, routine.merge, team=False),
+    outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
 }
 
 
@@ -108,6 +114,8 @@ class Knowledge:
     masks: Masks
     templates: Templates
     frameworks: Frameworks
+    routine: Routine  # what healthy jobs print
+    ends: Ends  # how jobs end
 
 
 def shipped() -> Knowledge:
@@ -236,6 +244,8 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         masks=merged[masks.KIND],
         templates=merged[templates.KIND],
         frameworks=merged[frameworks.KIND],
+        routine=merged[routine.KIND],
+        ends=merged[outcome.KIND],
     )
 
 

@@ -27,6 +27,9 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
                                             # class, OOM, a signal) that yields to a specific rule
                                             # explaining the same failure
       sources: [deepspeed/runtime/engine.py]  # package/module that prints the message
+      routine_fault: why a line healthy jobs print (rules/routine.yaml) is a fault here;
+                                            # without it, hits on routine lines of a job's
+                                            # logs are dropped (pastes keep them)
       actions:                              # per fix: one action, filled with {named_group}
         F5: "Give the container more shared memory (segment {segment})"   # / {fact}
         F4:                                 # or alternatives, most specific first: the first
@@ -65,7 +68,16 @@ EVENT_KINDS = frozenset(k.value for k in EventKind)
 SOURCE_KINDS = frozenset(k.value for k in SourceKind)
 REQUIRED_KEYS = frozenset({"id", "title", "match", "concludes", "examples"})
 OPTIONAL_KEYS = frozenset(
-    {"description", "references", "actions", "falsepositives", "tags", "sources", "layer"}
+    {
+        "description",
+        "references",
+        "actions",
+        "falsepositives",
+        "tags",
+        "sources",
+        "layer",
+        "routine_fault",
+    }
 )
 LAYERS = ("specific", "generic")
 MATCH_KEYS = frozenset({"kind", "any", "all", "not", "finding"})
@@ -106,6 +118,9 @@ class Rule:
     keywords: tuple[str, ...] | None = None  # see rule_keywords(); None: always run
     sources: tuple[str, ...] = ()  # where the message is printed (package/module)
     layer: str = "specific"  # "generic": a family prior that yields to a specific rule
+    # why a line healthy jobs print (rules/routine.yaml) is still a fault when this rule
+    # matches it; without it, the rule's hits on routine lines of a job's logs are dropped
+    routine_fault: str = ""
 
     @property
     def generic(self) -> bool:
@@ -176,6 +191,7 @@ def build_rule(
     description = section(lambda: _text(item.get("description"), "description"), "")
     sources = section(lambda: tuple(_str_list(item.get("sources"), "sources")), ())
     layer = section(lambda: _layer(item.get("layer", "specific")), "specific")
+    routine_fault = section(lambda: _text(item.get("routine_fault"), "routine_fault"), "")
     for message in found:
         report(name, message)
     if found:
@@ -203,6 +219,7 @@ def build_rule(
         examples_no_match=examples[1],
         sources=sources,
         layer=layer,
+        routine_fault=" ".join(routine_fault.split()),
     )
     return replace(rule, keywords=rule_keywords(rule))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import io
+import re
 from collections.abc import Iterable
 from typing import IO
 
@@ -58,9 +59,71 @@ def parse(source: Source, *, fr_tail: int | None = None) -> ParsedSource:
             events=(),
             warnings=(parser_stopped(source.kind.value, exc),),
         )
+    if source.kind is SourceKind.ENV_REPORT:
+        parsed = _with_log_regions(parsed, tracked)
+    if parsed.source.kind in (SourceKind.RANK_LOG, SourceKind.TEXT):
+        parsed = _with_pyspy_regions(parsed, tracked)
     known = {*source.warnings, *parsed.warnings}
     ended = [p for p in dict.fromkeys(map(stream_problem, opened)) if p and p not in known]
-    return dataclasses.replace(parsed, source=source, warnings=(*parsed.warnings, *ended))
+    # the kind a parser settled on (a report at the top of a log is a log)
+    read_as = dataclasses.replace(source, kind=parsed.source.kind)
+    return dataclasses.replace(parsed, source=read_as, warnings=(*parsed.warnings, *ended))
+
+
+def _with_log_regions(report: ParsedSource, source: Source) -> ParsedSource:
+    """An environment or op report at the top of a log does not make the rest of it a report:
+    the file is read as a log too, and when that finds more than routine lines (a traceback,
+    a launcher's exit, training progress) it is a log that also holds a report."""
+    from triage import knowledge
+    from triage.model import EventKind
+    from triage.parsers import rank_log
+
+    try:
+        as_log = rank_log.parse(dataclasses.replace(source, kind=SourceKind.RANK_LOG))
+    except Exception:  # noqa: BLE001 - the report's own reading still stands
+        return report
+    routine = knowledge.shipped().routine
+    found = [
+        ev
+        for ev in as_log.events
+        if ev.kind is not EventKind.INPUT_WARNING and routine.which(ev.text) is None
+    ]
+    if not found:
+        return report
+    return dataclasses.replace(
+        as_log,
+        source=dataclasses.replace(source, kind=SourceKind.RANK_LOG),
+        events=(*report.events, *as_log.events),
+        warnings=tuple(dict.fromkeys((*report.warnings, *as_log.warnings))),
+    )
+
+
+# Logs and notes up to this size are looked through for py-spy dumps among their lines.
+PYSPY_IN_TEXT_BYTES = 8 << 20
+_PYSPY_THREAD = re.compile(rb"^\s*Thread 0x[0-9A-Fa-f]+ \((?:idle|active|active\+gil|gil)\)", re.M)
+
+
+def _with_pyspy_regions(parsed: ParsedSource, source: Source) -> ParsedSource:
+    """py-spy dumps inside a log or a Markdown note (fences, `<details>`) are read as dumps
+    too: a stack pasted into a training diary is the same evidence as a dump file."""
+    if source.size > PYSPY_IN_TEXT_BYTES:
+        return parsed
+    try:
+        with source.open() as stream:
+            data = stream.read(PYSPY_IN_TEXT_BYTES)
+    except Exception:  # noqa: BLE001 - what the log parser read still stands
+        return parsed
+    if b"Thread 0x" not in data or _PYSPY_THREAD.search(data) is None:
+        return parsed
+    from triage.parsers import pyspy
+
+    try:
+        stacks = pyspy.stacks_in_text(source, data.decode("utf-8", errors="replace"))
+    except Exception:  # noqa: BLE001
+        return parsed
+    if not stacks:
+        return parsed
+    return dataclasses.replace(parsed, events=(*parsed.events, *stacks))
 
 
 def preload(kinds: Iterable[SourceKind] | None = None) -> None:

@@ -137,6 +137,13 @@ def parse(source: Source) -> ParsedSource:
     return _result(source, events, lines, len(data), warnings)
 
 
+def stacks_in_text(source: Source, text: str) -> list[Event]:
+    """The py-spy dumps a log or a note holds among other lines (an issue body or a training
+    diary with dumps in Markdown fences or `<details>`): their PYSPY events alone."""
+    events, _ = _parse_text(source, text.splitlines(), [])
+    return [ev for ev in events if ev.kind is EventKind.PYSPY]
+
+
 # --------------------------------------------------------------------------- text
 
 

@@ -50,6 +50,11 @@ def short(text: str | None, limit: int = 2000) -> str:
     return t if len(t) <= limit else t[: limit - 1] + "…"
 
 
+def lower_first(text: str) -> str:
+    """`The launcher saw ...` -> `the launcher saw ...`; an acronym (`NCCL ...`) stays."""
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
 def one_line(text: str | None, limit: int = 200) -> str:
     """The first line of a text, shortened to `limit` characters with an ellipsis."""
     lines = clean(text).strip().split("\n")

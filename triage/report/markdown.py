@@ -132,9 +132,16 @@ def _render(v: ReportView, caps: _Caps) -> str:
     add = out.append
     add(f"### triage: {_text(v.verdict)}")
     add("")
-    add(f"> {_text(v.summary)}")
-    add("")
-    if not v.abstain:
+    if v.outcome is not None:
+        add(f"**Job: {_text(v.outcome.word)}** ({_text(c.lower_first(v.outcome.why))})")
+        shown = v.outcome.evidence[:2] if not (v.symptoms or v.root_causes) else ()
+        for where, text in shown:
+            add(f"- {_text(where)}: {_code(text)}" if where else f"- {_code(text)}")
+        add("")
+    if not v.ended_well:  # else the summary says what the outcome line already said
+        add(f"> {_text(v.summary)}")
+        add("")
+    if not v.abstain and (v.symptoms or v.root_causes):
         add("| | Label | Score |")
         add("|---|---|---:|")
         for title, labels in (("Symptom", v.symptoms), ("Root cause", v.root_causes)):

@@ -87,7 +87,7 @@ def print_brief(d: Diagnosis, console: Console) -> None:
     grid.add_column(overflow="fold")
     view = build(d)
     for key, value in view.brief():
-        style = "bold red" if key == "triage" and not view.abstain else ""
+        style = _verdict_style(view) if key == "triage" else ""
         body = _action(value, plain) if key in ("fix", "collect") else Text(value, style=style)
         grid.add_row(f"{key}:", body)
     console.print(grid)
@@ -148,11 +148,40 @@ def _section(title: str) -> RenderableType:
     return Group(Text(""), Rule(Text(title, style="bold"), align="left", style="cyan"))
 
 
+_OUTCOME_STYLES = {
+    "succeeded": "bold green",
+    "stopped": "bold blue",
+    "incomplete": "bold blue",
+    "failed": "bold red",
+    "hung": "bold red",
+    "unknown": "bold yellow",
+}
+
+
+def _verdict_style(v: ReportView) -> str:
+    if v.abstain:
+        return "bold yellow"
+    if v.outcome is not None and not v.symptoms and not v.root_causes:
+        return _OUTCOME_STYLES.get(v.outcome.id, "bold")
+    return "bold red"
+
+
 def _headline(v: ReportView) -> Panel:
-    body: list[RenderableType] = [
-        Text(v.verdict, style="bold red" if not v.abstain else "bold yellow"),
-        Text(v.summary),
-    ]
+    body: list[RenderableType] = []
+    if v.outcome is not None:
+        # what became of the job comes first, then what failed (if anything did)
+        line = Text("Job: ", style="bold")
+        line.append(v.outcome.word, style=_OUTCOME_STYLES.get(v.outcome.id, "bold"))
+        if v.outcome.why:
+            line.append(f" ({c.lower_first(v.outcome.why)})")
+        body.append(line)
+        # the lines that show it, when no failure below quotes its own
+        shown = v.outcome.evidence[:2] if not (v.symptoms or v.root_causes) else ()
+        for where, text in shown:
+            body.append(Text(f"  {where}: {text}" if where else f"  {text}", style="dim"))
+    body.append(Text(v.verdict, style=_verdict_style(v)))
+    if not v.ended_well:  # else the summary says what the outcome line already said
+        body.append(Text(v.summary))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")

@@ -25,6 +25,7 @@ from triage.model import (
     Evidence,
     GroupProgress,
     InputSummary,
+    OutcomeKind,
     ScoredLabel,
     SourceKind,
     StackGroup,
@@ -54,7 +55,33 @@ AGGREGATE_BUCKETS = 200  # the shared lane draws one mark per bucket of time and
 Segments = tuple[tuple[bool, str], ...]
 
 
+# What each outcome is called in a report's first line, and the style it is shown in.
+OUTCOME_WORDS = {
+    OutcomeKind.SUCCEEDED: "Finished",
+    OutcomeKind.STOPPED: "Stopped on purpose",
+    OutcomeKind.FAILED: "Failed",
+    OutcomeKind.HUNG: "Hung",
+    OutcomeKind.INCOMPLETE: "Still running when the logs end",
+    OutcomeKind.UNKNOWN: "End not known",
+}
+
+
 # --------------------------------------------------------------------------- the parts
+
+
+@dataclass(frozen=True)
+class OutcomeLine:
+    """What became of the job: the first thing every report says."""
+
+    id: str  # succeeded | stopped | failed | hung | incomplete | unknown
+    word: str  # "Finished", "Stopped on purpose", ...
+    why: str
+    evidence: tuple[tuple[str, str], ...]  # (where, line)
+    fault_too: bool  # ended well, but a fault is in the logs too
+
+    @property
+    def line(self) -> str:
+        return f"{self.word}: {c.lower_first(self.why)}" if self.why else self.word
 
 
 @dataclass(frozen=True)
@@ -276,6 +303,8 @@ class ReportView:
     verdict: str
     summary: str
     abstain: bool
+    outcome: OutcomeLine | None
+    ended_well: bool  # the job ended well and nothing in its logs says a fault happened
     symptoms: tuple[Label, ...]
     root_causes: tuple[Label, ...]
     stage: str  # "ST4 Training execution", "" when none
@@ -299,7 +328,14 @@ class ReportView:
 
     def brief(self) -> tuple[tuple[str, str], ...]:
         """The short form (`--brief`): verdict, culprit, top fix, one line of evidence."""
-        out = [("triage", self.verdict_with_score())]
+        # the first line leads with what became of the job, then what failed, if anything
+        head = self.verdict_with_score()
+        if self.outcome is not None:
+            if self.symptoms or self.root_causes or self.abstain:
+                head = f"{self.outcome.word}: {head}"
+            else:
+                head = self.outcome.line
+        out = [("triage", head)]
         who = self.who.culprit_line() if self.who is not None else ""
         if self.who is not None and self.who.hang is not None and self.who.hang.detected:
             who = f"{who}; {self.who.hang.headline}" if who else self.who.hang.headline
@@ -317,7 +353,7 @@ class ReportView:
         return tuple(out)
 
     def verdict_with_score(self) -> str:
-        if self.abstain:
+        if self.abstain or not (self.root_causes or self.symptoms):
             return self.verdict
         best = self.root_causes[0] if self.root_causes else self.symptoms[0]
         return f"{self.verdict} ({best.pct})"
@@ -329,12 +365,16 @@ class ReportView:
 def build(d: Diagnosis) -> ReportView:
     """The view of one diagnosis. Never raises on odd content (hostile text, NaN scores)."""
     base = base_dir(d.inputs)
-    abstain = not d.symptoms and not d.root_causes
+    # a job that ended well with nothing wrong in its logs is an answer, not an abstention
+    ended_well = d.outcome is not None and d.outcome.clean
+    abstain = not d.symptoms and not d.root_causes and not ended_well
     fixes = _fixes(d) if not abstain else ()
     return ReportView(
         verdict=verdict(d),
         summary=c.short(d.summary),
         abstain=abstain,
+        outcome=_outcome(d, base),
+        ended_well=ended_well,
         symptoms=tuple(_label(x) for x in d.symptoms[:3]),
         root_causes=tuple(_label(x) for x in d.root_causes[:3]),
         stage=(c.short(f"{d.stage.id} {d.stage.name or d.stage.slug}", 200) if d.stage else ""),
@@ -359,9 +399,12 @@ def build(d: Diagnosis) -> ReportView:
 
 
 def verdict(d: Diagnosis) -> str:
-    """The headline: top symptom, and top root cause when there is one."""
+    """The headline: top symptom, and top root cause when there is one; for a job that ended
+    well with nothing wrong in its logs, how it ended."""
     if not d.evidence_found:
         return NO_EVIDENCE_TITLE
+    if d.outcome is not None and d.outcome.clean:
+        return f"{OUTCOME_WORDS[d.outcome.id]}: no failure in the logs"
     if not d.symptoms and not d.root_causes:
         return ABSTAIN_TITLE
     parts = []
@@ -371,6 +414,23 @@ def verdict(d: Diagnosis) -> str:
         cause = c.short(d.root_causes[0].name, 200)
         parts.append(f"caused by {cause[:1].lower()}{cause[1:]}")
     return ", ".join(parts)
+
+
+def _outcome(d: Diagnosis, base: str) -> OutcomeLine | None:
+    out = d.outcome
+    if out is None:
+        return None
+    return OutcomeLine(
+        id=out.id.value,
+        word=OUTCOME_WORDS[out.id],
+        why=c.short(out.why, 400),
+        evidence=tuple(
+            dict.fromkeys(  # the same line on several ranks' logs is shown once
+                (_where(e.source, e.line, base), c.one_line(e.text, 240)) for e in out.evidence
+            )
+        ),
+        fault_too=out.fault_too,
+    )
 
 
 def collect_next(d: Diagnosis) -> list[str]:

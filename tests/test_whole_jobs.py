@@ -1,0 +1,196 @@
+"""Whole jobs as they really are, through the CLI, on real logs third parties committed.
+
+Every case here is from the reference part of `corpus_samples/third_party/` (the URL-hash
+split of bench/eval_jobs.py): rules may be written from these, never from the held-out part,
+and a test that read a held-out case would leak it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from triage.cli import main
+
+CASES = Path(__file__).resolve().parents[1] / "corpus_samples" / "third_party"
+
+
+def _held_out(url: str) -> bool:
+    digest = hashlib.sha256(url.strip().rstrip("/").lower().encode()).hexdigest()
+    return int(digest, 16) % 10 < 3
+
+
+def _files(case: str) -> list[str]:
+    folder = CASES / case
+    meta = json.loads((folder / "case.json").read_text(encoding="utf-8"))
+    assert not _held_out(meta["url"]), f"{case} is held out: no test may read it"
+    return [str(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "case.json"]
+
+
+def _diagnose(case: str) -> dict[str, Any]:
+    result = CliRunner().invoke(main, [*_files(case), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _top_symptom_score(d: dict[str, Any]) -> float:
+    return d["symptoms"][0]["score"] if d["symptoms"] else 0.0
+
+
+def test_a_healthy_fp16_run_with_loss_scale_overflows_is_finished_with_no_symptom() -> None:
+    # DeepSpeed-Chat step 1: 139 `OVERFLOW! Rank 0 Skipping step` lines of dynamic loss scaling,
+    # then every process of the launcher exits 0
+    d = _diagnose("a_dschat_step1_sft_opt13b")
+    assert d["outcome"]["id"] == "succeeded"
+    assert "exit 0" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3
+    assert d["culprit_ranks"] == [] and d["first_failure"] is None
+
+
+def test_a_slurm_time_limit_is_a_stop_on_purpose_not_a_failure() -> None:
+    d = _diagnose("b_attnbench_megatron_srun_40rank_time_limit")
+    assert d["outcome"]["id"] == "stopped"
+    assert "time limit" in d["outcome"]["why"]
+    assert any("DUE TO TIME LIMIT" in e["text"] for e in d["outcome"]["evidence"])
+    assert _top_symptom_score(d) < 0.3
+
+
+def test_a_user_scancel_is_stopped_and_never_host_oom() -> None:
+    d = _diagnose("a_bigscience_meg_gpt2_n8_scancel")
+    assert d["outcome"]["id"] == "stopped"
+    assert "scancel" in d["outcome"]["why"]
+    assert not any(s["id"] == "S15" and s["score"] >= 0.3 for s in d["symptoms"])
+
+
+def test_a_ctrl_c_under_the_deepspeed_launcher_is_stopped_although_tracebacks_follow() -> None:
+    # every rank prints a garbled KeyboardInterrupt traceback, and the launcher's own handler
+    # raises a NameError while it kills the workers
+    d = _diagnose("a_msmegads_random_ltd_baseline_ctrlc")
+    assert d["outcome"]["id"] == "stopped"
+    assert _top_symptom_score(d) < 0.3
+
+
+def test_a_log_that_ends_mid_training_is_incomplete_even_with_an_op_report_at_its_top() -> None:
+    d = _diagnose("a_msmegads_moe_tokendrop_logends")
+    assert d["outcome"]["id"] == "incomplete"
+    assert "step 120" in d["outcome"]["why"]
+    assert d["inputs"][0]["kind"] == "rank_log"
+    assert _top_symptom_score(d) < 0.3
+
+
+def test_an_op_report_at_the_top_does_not_make_a_whole_pdsh_log_an_environment_report() -> None:
+    d = _diagnose("a_starksim_dual8_ib_pdsh_done")
+    assert d["inputs"][0]["kind"] == "rank_log"
+    assert d["outcome"]["id"] == "succeeded"
+    assert "8 worker processes exit 0" in d["outcome"]["why"]
+
+
+def test_a_deepspeed_launcher_oom_blames_the_oom_not_the_last_spawned_rank() -> None:
+    d = _diagnose("a_gptneox_llemma_debug_oom")
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == "S14"
+    # the launcher's `exits with return code` line names its last command (--local_rank=7)
+    assert 7 not in d["culprit_ranks"]
+
+
+def test_a_watchdog_timeout_is_a_hang_not_a_death_by_signal() -> None:
+    d = _diagnose("a_torchtitan_qwen3_run285_allgather_timeout")
+    assert d["outcome"]["id"] == "hung"
+    assert d["symptoms"][0]["id"] != "S27"
+
+
+def test_an_srun_dash_l_job_that_failed_names_the_failure_of_its_ranks() -> None:
+    d = _diagnose("b_attnbench_megatron_srun_56rank_resume_iters_mismatch")
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == "S29"
+    assert "OptimizerParamScheduler" in d["outcome"]["why"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html"])
+def test_every_format_leads_with_the_outcome(fmt: str) -> None:
+    result = CliRunner().invoke(
+        main, [*_files("a_bigscience_meg_gpt2_n64_timelimit"), "--no-embed", "-q", "--format", fmt]
+    )
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Stopped on purpose" in out
+    # the outcome comes before any section of the report
+    assert out.index("Stopped on purpose") < min(
+        (out.index(word) for word in ("Inputs", "Evidence") if word in out), default=len(out)
+    )
+
+
+def test_brief_leads_with_the_outcome() -> None:
+    result = CliRunner().invoke(
+        main, [*_files("a_dschat_step1_sft_opt13b"), "--no-embed", "-q", "--brief"]
+    )
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("triage:") and "Finished: the launcher saw 16 worker" in first
+
+
+def test_a_pasted_overflow_line_is_still_read_as_the_users_complaint() -> None:
+    # the user who pastes it asks about it: in a paste the routine line still counts
+    result = CliRunner().invoke(
+        main,
+        [
+            "explain",
+            "--no-embed",
+            "--format",
+            "json",
+            "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1\n"
+            "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["symptoms"] and d["symptoms"][0]["id"] == "S19"
+
+
+DIARY = """# Training diary, run 17
+
+The job stopped making progress at step 4100. I attached py-spy to rank 3:
+
+<details><summary>py-spy dump rank 3</summary>
+
+```
+Process 41210: python train.py --config big.yaml
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 0x7F3A2C1FF740 (active): "MainThread"
+    wait (torch/distributed/distributed_c10d.py:2215)
+    barrier (torch/distributed/distributed_c10d.py:4159)
+    save_checkpoint (train.py:212)
+    main (train.py:301)
+```
+</details>
+"""
+
+
+def test_a_py_spy_dump_inside_a_markdown_diary_is_read_as_a_stack(tmp_path: Path) -> None:
+    (tmp_path / "diary.md").write_text(DIARY, encoding="utf-8")
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert any(e["why"] == "pyspy-waiting-in-collective" for e in d["evidence"])
+    # the prose's `step 4100` is no rank's progress: the job is not "still running"
+    assert d["outcome"]["id"] != "incomplete"
+    assert d["inputs"][0]["rank"] is None
+
+
+def test_the_shipped_bundles_all_end_failed_or_hung() -> None:
+    # real torchrun jobs that crashed or hung: none may be read as a job that ended well
+    root = CASES.parent
+    for bundle in sorted(root.glob("*/bundle")):
+        result = CliRunner().invoke(main, [str(bundle), "--no-embed", "-q", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        d = json.loads(result.output)
+        expected = json.loads((bundle.parent / "expected.json").read_text(encoding="utf-8"))
+        assert d["outcome"]["id"] in ("failed", "hung"), bundle.parent.name
+        if d["outcome"]["id"] == "hung":
+            assert expected["hang"], bundle.parent.name

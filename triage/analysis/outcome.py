@@ -1,0 +1,436 @@
+"""What became of the job as a whole: succeeded, stopped, failed, hung, incomplete or unknown.
+
+Most logs a user hands over are whole jobs, and most of a whole job's output is routine. The
+outcome is decided from how the job *ended*, before any symptom is named:
+
+* a stop on purpose (a scheduler's time limit or preemption, a user's scancel, Ctrl-C, a
+  signal from outside) is `stopped`, and what the stop itself caused (KeyboardInterrupt or
+  SignalException tracebacks, SIGTERM exits, the launcher killing its workers) is its
+  consequence, not a failure; a fault *before* the stop still makes the job failed or hung;
+* ranks that waited (a watchdog timeout, a collective that never completed) make it `hung`;
+* a rank's own fault that training did not go on past (a traceback, a C++ exception, a kill,
+  a non-zero exit) makes it `failed`; one it went on past is a fault the report still names;
+* the launchers' and frameworks' own end lines (all processes exited 0, the training loop
+  reported its end), or progress that reached its total, make it `succeeded`;
+* progress and nothing else is `incomplete`: the log ends while the job still ran.
+
+What each line means is knowledge: the end markers are line templates (`end:`, `stop:` attrs,
+rules/templates.yaml), the reasons and stop exceptions are `kind: outcome`
+(rules/outcome.yaml), the lines healthy jobs print are `kind: routine` (rules/routine.yaml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from triage.analysis.ranks import format_ranks, ref
+from triage.knowledge.outcome import Ends
+from triage.knowledge.routine import Routine
+from triage.model import (
+    Analysis,
+    Event,
+    EventKind,
+    EvidenceRef,
+    Level,
+    Outcome,
+    OutcomeKind,
+    ParsedSource,
+    SourceKind,
+)
+
+# Exit codes that a stop on purpose leaves: killed by SIGTERM / SIGINT (negative: the signal a
+# launcher saw; 128+n: what a shell reports), and the 1 that a KeyboardInterrupt's traceback
+# exits with.
+_STOP_EXIT_CODES = {-15, -2, -1, 143, 130, 129}
+# A kill the job's own processes suffer (OOM killer, segfault, bus error, abort, FPE).
+_SELF_SIGNALS = {"SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE", "SIGILL"}
+_FAULT_KINDS = (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION)
+# what ends a process whatever it printed before: an exit, a kill
+_ENDING_KINDS = (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR, EventKind.SIGNAL)
+_MAX_EVIDENCE = 3
+
+
+@dataclass(frozen=True)
+class _Stop:
+    event: Event
+    why: str
+    outcome: OutcomeKind  # STOPPED, or FAILED for a scheduler's word for a fault (node failure)
+
+
+def decide(
+    parsed: Sequence[ParsedSource], found: Analysis, ends: Ends, routine: Routine
+) -> Outcome:
+    """The outcome of one job (or one paste) from its events and correlate's findings."""
+    events = [ev for ps in parsed for ev in ps.events]
+    # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
+    logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
+    last_progress = _last_progress(logs)
+    stops = _stops(events, ends)
+    stop_caused = _stop_consequences(events, ends) if stops else set()
+    faults = [ev for ev in _faults(events, found, ends, routine) if id(ev) not in stop_caused]
+    fatal = [ev for ev in faults if not _went_on_past(ev, last_progress)]
+    logged = [ev for ev in faults if ev.kind in _FAULT_KINDS and ev not in fatal]
+    hung = found.hang is not None and found.hang.detected
+
+    if stops:
+        first = min(stops, key=lambda s: _order(s.event))
+        # where the stop began: its own lines and the first things it caused (the launcher
+        # killing its workers, KeyboardInterrupt tracebacks), whichever came first
+        marks = [s.event for s in stops] + [ev for ev in events if id(ev) in stop_caused]
+        # a stop is plain evidence; what outweighs it is a fault just as plain (an exception
+        # that can be read, a kill, an exit), not a stray error line
+        before = [
+            ev
+            for ev in fatal
+            if ev.kind is not EventKind.ERROR_LINE and _readable(ev) and _before_all(ev, marks)
+        ]
+        if hung and not _after_stop(found, first.event):
+            return _hung(found, f"; then {first.why}", [first.event])
+        if first.outcome is OutcomeKind.FAILED:
+            return Outcome(OutcomeKind.FAILED, _cap(first.why), _refs([first.event]))
+        if before:
+            return _failed(before, found, then=first)
+        # a scheduler's own words say most; of several (a file runs were appended to), the
+        # last is what became of this job
+        said = [s for s in stops if _scheduler_stop(s.event)] or stops
+        last = max(said, key=lambda s: (s.event.time or float("-inf"), s.event.line or 0))
+        return Outcome(
+            OutcomeKind.STOPPED,
+            _cap(last.why),
+            _refs([s.event for s in stops]),
+            fault_too=bool(logged),
+        )
+    if hung:
+        mine = _waited_for_failed(found, fatal, ends)
+        if mine:
+            # the rank the others waited for had failed by itself: the job failed there, and
+            # the wait is what the others suffered
+            failed = _failed(mine, found)
+            return Outcome(
+                OutcomeKind.FAILED,
+                f"{failed.why}; the other ranks then waited until a timeout",
+                failed.evidence,
+            )
+        return _hung(found, "", [])
+    succeeded = _success(events)
+    ended_badly = [
+        ev for ev in fatal if ev.kind in _ENDING_KINDS or (ev.attrs or {}).get("end") == "failed"
+    ]
+    if succeeded is not None and not ended_badly:
+        # every process the launcher saw ended well: an exception it printed was handled
+        why, shown = succeeded
+        logged = [ev for ev in faults if ev.kind in _FAULT_KINDS]
+        return Outcome(OutcomeKind.SUCCEEDED, why, _refs(shown), fault_too=bool(logged))
+    if fatal:
+        return _failed(fatal, found)
+    if last_progress:
+        done = _progress_done(last_progress.values())
+        if done is not None:
+            why, shown = done
+            return Outcome(OutcomeKind.SUCCEEDED, why, _refs([shown]), fault_too=bool(logged))
+        furthest = max(last_progress.values(), key=lambda ev: _step(ev) or 0)
+        step = _step(furthest)
+        total = (furthest.attrs or {}).get("total_steps")
+        at = f" at step {step}" + (f" of {total}" if total else "") if step is not None else ""
+        return Outcome(
+            OutcomeKind.INCOMPLETE,
+            f"The log ends{at} with no error, exit or stop: the job was still running "
+            "when the log was copied",
+            _refs([furthest]),
+            fault_too=bool(logged),
+        )
+    if logged:
+        return _failed(logged, found)
+    return Outcome(OutcomeKind.UNKNOWN, "The logs show neither how the job ended nor a fault")
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def _stops(events: Iterable[Event], ends: Ends) -> list[_Stop]:
+    out: list[_Stop] = []
+    for ev in events:
+        attrs = ev.attrs or {}
+        if attrs.get("end") == "stopped":
+            key = str(attrs.get("stop") or "signal")
+            out.append(_Stop(ev, ends.stop_reasons.get(key, key), OutcomeKind.STOPPED))
+        elif attrs.get("slurm") and "reason" in attrs:
+            reason = ends.scheduler_reasons.get(str(attrs.get("reason") or "").upper())
+            if reason is None:  # a reason Slurm gives that we do not know: not a stop we know
+                continue
+            what = f"{attrs['slurm']} {attrs.get('job')}" if attrs.get("job") else ""
+            why = reason.why + (f" (Slurm {what})" if what else "")
+            out.append(_Stop(ev, why, OutcomeKind(reason.outcome)))
+        elif attrs.get("scheduler_end"):
+            reason = ends.scheduler_reasons.get(str(attrs["scheduler_end"]).upper())
+            if reason is not None:
+                out.append(_Stop(ev, reason.why, OutcomeKind(reason.outcome)))
+        elif ev.kind is EventKind.TRACEBACK and ends.stop_exception(attrs.get("exc_type")):
+            key = "ctrl_c" if "KeyboardInterrupt" in str(attrs.get("exc_type")) else "signal"
+            out.append(_Stop(ev, ends.stop_reasons.get(key, key), OutcomeKind.STOPPED))
+    return out
+
+
+def _stop_consequences(events: Iterable[Event], ends: Ends) -> set[int]:
+    """Events a stop itself causes: outside signals, the exits they leave, the launcher
+    killing its workers, and tracebacks of exceptions raised by the stop (a chained one
+    whose any link is KeyboardInterrupt/SignalException too)."""
+    out: set[int] = set()
+    for ev in events:
+        attrs = ev.attrs or {}
+        if ev.kind is EventKind.TRACEBACK:
+            types = [attrs.get("exc_type"), *(_chain_types(attrs))]
+            if any(ends.stop_exception(t) for t in types if t):
+                out.add(id(ev))
+        elif ev.kind in (EventKind.SIGNAL, EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
+            sig = attrs.get("signal")
+            code = attrs.get("exitcode")
+            if ev.payload is not None and hasattr(ev.payload, "exitcode"):
+                code = code if code is not None else ev.payload.exitcode  # type: ignore[union-attr]
+                sig = sig or ev.payload.signal  # type: ignore[union-attr]
+            if sig in ends.outside_signals or code in _STOP_EXIT_CODES or code == 1:
+                out.add(id(ev))
+        elif ev.kind is EventKind.AGENT and attrs.get("role") == "victim":
+            out.add(id(ev))
+    return out
+
+
+def _chain_types(attrs: Mapping[str, Any]) -> list[str]:
+    """The exception types of a chained traceback's earlier links (`ValueError: ...`)."""
+    return [str(link).split(":", 1)[0].strip() for link in attrs.get("chained") or ()]
+
+
+def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routine) -> list[Event]:
+    """A rank's own faults: tracebacks and C++ exceptions (not raised by a stop), kills and
+    crashes, non-zero exits, and the error lines correlate found to start the failure."""
+    initiating = {id(ev) for ev in found.initiating_events}
+    out: list[Event] = []
+    for ev in events:
+        attrs = ev.attrs or {}
+        if attrs.get("end") == "failed":  # the job's own word that it failed (MLPerf aborted)
+            out.append(ev)
+        elif ev.kind in _FAULT_KINDS:
+            if ends.stop_exception(attrs.get("exc_type")):
+                continue
+            out.append(ev)
+        elif ev.kind is EventKind.SIGNAL:
+            if attrs.get("end") or attrs.get("scheduler_end") or attrs.get("slurm"):
+                continue
+            if attrs.get("reason") == "oom" or attrs.get("signal") in _SELF_SIGNALS:
+                out.append(ev)
+        elif ev.kind in (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
+            code = attrs.get("exitcode")
+            if code is None and ev.payload is not None and hasattr(ev.payload, "exitcode"):
+                code = ev.payload.exitcode  # type: ignore[union-attr]
+            if code not in (None, 0):
+                out.append(ev)
+        elif (
+            id(ev) in initiating
+            and ev.level in (Level.ERROR, Level.FATAL)
+            and routine.which(ev.text) is None
+        ):
+            out.append(ev)
+    return out
+
+
+def _success(events: Sequence[Event]) -> tuple[str, list[Event]] | None:
+    marks = [ev for ev in events if (ev.attrs or {}).get("end") == "succeeded"]
+    zero_exits = [
+        ev
+        for ev in events
+        if ev.kind is EventKind.RANK_EXIT and (ev.attrs or {}).get("exitcode") == 0
+    ]
+    if not marks and not zero_exits:
+        return None
+    launcher_exits = [ev for ev in marks if (ev.attrs or {}).get("target_pid") is not None]
+    if launcher_exits:
+        n = len(launcher_exits)
+        why = f"The launcher saw {n} worker process{'es' if n > 1 else ''} exit 0"
+        shown = launcher_exits
+    elif zero_exits:
+        why = "The launcher reported exit code 0"
+        shown = zero_exits
+    else:
+        why = f"The job reported its own end: `{_line_of(marks[-1])}`"
+        shown = marks
+    return why, [shown[0], shown[-1]] if len(shown) > 1 else shown
+
+
+def _progress_done(last: Iterable[Event]) -> tuple[str, Event] | None:
+    for ev in last:
+        step, total = _step(ev), (ev.attrs or {}).get("total_steps")
+        if step is not None and isinstance(total, int) and total > 1 and step >= total:
+            return f"Training reached its last step ({step} of {total})", ev
+    return None
+
+
+# --------------------------------------------------------------------------- order
+
+
+def _last_progress(events: Iterable[Event]) -> dict[tuple[str, int | None], Event]:
+    """The last progress line of each (file, rank)."""
+    out: dict[tuple[str, int | None], Event] = {}
+    for ev in events:
+        if ev.kind is EventKind.PROGRESS:
+            key = (ev.source, ev.rank)
+            old = out.get(key)
+            if old is None or (ev.line or 0) > (old.line or 0):
+                out[key] = ev
+    return out
+
+
+def _went_on_past(ev: Event, last: dict[tuple[str, int | None], Event]) -> bool:
+    """Training logged progress after this event (in its file, on its rank when known): the
+    job survived it."""
+    if ev.kind in _ENDING_KINDS or (ev.attrs or {}).get("end") == "failed":
+        return False
+    progress = last.get((ev.source, ev.rank)) or (
+        last.get((ev.source, None)) if ev.rank is None else None
+    )
+    if progress is None and ev.rank is None:
+        same_file = [p for (src, _), p in last.items() if src == ev.source]
+        progress = max(same_file, key=lambda p: p.line or 0) if same_file else None
+    end = ev.end_line or ev.line
+    return progress is not None and end is not None and (progress.line or 0) > end + 1
+
+
+def _order(ev: Event) -> tuple[float, str, int]:
+    return (ev.time if ev.time is not None else float("inf"), ev.source, ev.line or 0)
+
+
+def _scheduler_stop(ev: Event) -> bool:
+    attrs = ev.attrs or {}
+    return bool(attrs.get("slurm") or attrs.get("scheduler_end"))
+
+
+def _before_all(ev: Event, marks: Sequence[Event]) -> bool:
+    """`ev` happened before every mark of the stop it can be compared with (by time when both
+    have one, by line in the same file); with none to compare, it is taken as the stop's
+    consequence."""
+    compared = False
+    for mark in marks:
+        if ev.time is not None and mark.time is not None:
+            earlier = ev.time < mark.time - 1.0
+        elif ev.source == mark.source and ev.line is not None and mark.line is not None:
+            earlier = ev.line < mark.line
+        else:
+            continue
+        compared = True
+        if not earlier:
+            return False
+    return compared
+
+
+def _readable(ev: Event) -> bool:
+    """A fault whose exception can be read: a traceback garbled by many ranks writing at once
+    (no exception line left) cannot outweigh a stop that can."""
+    return ev.kind is not EventKind.TRACEBACK or bool((ev.attrs or {}).get("exc_type"))
+
+
+def _after_stop(found: Analysis, stop: Event) -> bool:
+    """Whether every timeout behind the hang came after the stop (then the stop caused it)."""
+    waited = [ev for ev in found.cascade_events if ev.time is not None]
+    return bool(waited) and stop.time is not None and all(ev.time > stop.time for ev in waited)
+
+
+# --------------------------------------------------------------------------- wording
+
+
+def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None) -> Outcome:
+    """Failed, in correlate's words where it found the first failure (it weighs every rank's
+    errors and the cascade), else by the earliest fault."""
+    first = found.first_failure
+    if (
+        first is not None
+        and then is not None
+        and (first.source, first.line)
+        == (
+            then.event.source,
+            then.event.line,
+        )
+    ):
+        first = None  # correlate took the stop itself for the failure
+    culprits = found.culprit_ranks
+    shown = list(faults[:_MAX_EVIDENCE])
+    if first is not None:
+        who = f"rank {first.rank}" if first.rank is not None else ""
+        text = first.text.strip().splitlines()[0] if first.text.strip() else ""
+        lead = (EvidenceRef(first.source, first.line, first.rank, text[:240]),)
+    else:
+        event = min(faults, key=_order)
+        who, text, lead = _who(event), _line_of(event), ()
+        shown = [event, *(s for s in faults if s is not event)][:_MAX_EVIDENCE]
+    if culprits and not who:
+        who = f"rank {format_ranks(culprits)}"
+    said = f"`{text[:160]}`" if text else "no message of its own"
+    why = f"first failure on {who}: {said}" if who else f"first failure: {said}"
+    if then is not None:
+        why += f"; then {then.why}"
+    refs = tuple(dict.fromkeys((*lead, *_refs(shown))))[:_MAX_EVIDENCE]
+    return Outcome(OutcomeKind.FAILED, _cap(why), refs)
+
+
+def _waited_for_failed(found: Analysis, fatal: Sequence[Event], ends: Ends) -> list[Event]:
+    """The fatal faults of the ranks the others waited for, when correlate found that those
+    ranks had failed by themselves (the hang's shape `failed`, triage.analysis.hang_shape);
+    the watchdog's own abort is the wait's consequence, not such a fault."""
+    shape = next(((f.facts or {}).get("shape") for f in found.findings if f.kind == "hang"), None)
+    if shape != "failed":
+        return []
+    culprits = set(found.culprit_ranks)
+    deaths = ends.hang_deaths
+    cascade = {id(ev) for ev in found.cascade_events}
+    return [
+        ev
+        for ev in fatal
+        if ev.kind in _FAULT_KINDS
+        and ev.rank in culprits
+        and id(ev) not in cascade
+        and _readable(ev)
+        and not (deaths is not None and deaths.search(ev.text))
+    ]
+
+
+def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
+    hang = found.hang
+    assert hang is not None
+    lagging = hang.lagging_ranks
+    what = f"ranks waited for rank {format_ranks(lagging)}" if lagging else "ranks waited"
+    op = (hang.collective or {}).get("op") if hang.collective else None
+    if op:
+        what += f" in {op}"
+    shown = [*found.cascade_events[:2], *extra]
+    return Outcome(OutcomeKind.HUNG, _cap(f"{what} until a timeout{then}"), _refs(shown))
+
+
+def _who(ev: Event) -> str:
+    return f"rank {ev.rank}" if ev.rank is not None else ""
+
+
+def _line_of(ev: Event) -> str:
+    from triage.analysis.ranks import first_line
+
+    return first_line(ev.text, 160)
+
+
+def _step(ev: Event) -> int | None:
+    step = (ev.attrs or {}).get("last_step")
+    return step if isinstance(step, int) else None
+
+
+def _refs(events: Sequence[Event]) -> tuple[EvidenceRef, ...]:
+    seen: set[tuple[str, int | None]] = set()
+    out = []
+    for ev in events:
+        key = (ev.source, ev.line)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(ref(ev, limit=240))
+    return tuple(out[:_MAX_EVIDENCE])
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -1,0 +1,107 @@
+"""How jobs end (`kind: outcome`): what makes a job succeeded, stopped, failed or incomplete.
+
+    kind: outcome
+    stop_exceptions: [KeyboardInterrupt, SignalException]   # raised because of a stop
+    outside_signals: [SIGTERM, SIGINT, SIGHUP]              # sent to a job to stop it
+    scheduler_reasons:                                      # Slurm's `DUE TO <reason>`, ...
+      TIME LIMIT: {outcome: stopped, why: "the scheduler ended it at its time limit"}
+      "": {outcome: stopped, why: "a user cancelled it (scancel)"}
+      NODE FAILURE: {outcome: failed, why: "a node failed"}
+    end_markers:                                            # `end:` attrs of line templates
+      succeeded: "the training loop reported its end"
+
+The lines themselves are line templates (`rules/templates.yaml`) whose events carry `end:
+succeeded|stopped` and, for stops, `stop:` (the reason's key here); correlate
+(triage.analysis.outcome) weighs them against the failures it found. Shipped only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+KIND = "outcome"
+_KEYS = {
+    "kind",
+    "stop_exceptions",
+    "outside_signals",
+    "scheduler_reasons",
+    "stop_reasons",
+    "hang_deaths",
+}
+_OUTCOMES = {"stopped", "failed"}
+
+
+@dataclass(frozen=True)
+class Reason:
+    outcome: str  # stopped | failed
+    why: str  # a clause: "the scheduler ended it at its time limit"
+
+
+@dataclass(frozen=True)
+class Ends:
+    stop_exceptions: frozenset[str] = frozenset()
+    outside_signals: frozenset[str] = frozenset()
+    # Slurm's `DUE TO X` (upper case; "" for none: a user's scancel), LSF's TERM_ codes, ...
+    scheduler_reasons: Mapping[str, Reason] = field(default_factory=dict)
+    # the `stop:` attr of an end-marker template -> why, in words
+    stop_reasons: Mapping[str, str] = field(default_factory=dict)
+    # lines of a process that died because it waited (the watchdog's abort, the launcher's
+    # SIGTERM after it): in a job that hung, the hang's consequence
+    hang_deaths: regex.Pattern[str] | None = None
+
+    def stop_exception(self, exc_type: str | None) -> bool:
+        """A Python exception raised because somebody stopped the job (Ctrl-C, a signal)."""
+        if not exc_type:
+            return False
+        return exc_type in self.stop_exceptions or exc_type.rsplit(".", 1)[-1] in (
+            self.stop_exceptions
+        )
+
+
+def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Ends:
+    unknown = set(body) - _KEYS
+    if unknown:
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_KEYS - {'kind'})}")
+    reasons: dict[str, Reason] = {}
+    for key, spec in (body.get("scheduler_reasons") or {}).items():
+        item = f"scheduler_reasons {key!r}"
+        if (
+            not isinstance(spec, dict)
+            or spec.get("outcome") not in _OUTCOMES
+            or not spec.get("why")
+        ):
+            report(item, f"needs outcome ({' or '.join(sorted(_OUTCOMES))}) and why")
+            continue
+        reasons[str(key or "").upper()] = Reason(str(spec["outcome"]), str(spec["why"]))
+    stops = body.get("stop_reasons") or {}
+    if not isinstance(stops, dict) or not all(isinstance(v, str) for v in stops.values()):
+        report("stop_reasons", "must map a stop key to its wording")
+        stops = {}
+    deaths = _names(body.get("hang_deaths"), "hang_deaths", report)
+    try:
+        hang_deaths = regex.compile("|".join(f"(?:{p})" for p in deaths), regex.M | regex.I)
+    except regex.error as exc:
+        report("hang_deaths", f"bad regex: {exc}")
+        hang_deaths = None
+    return Ends(
+        hang_deaths=hang_deaths if deaths else None,
+        stop_exceptions=frozenset(_names(body.get("stop_exceptions"), "stop_exceptions", report)),
+        outside_signals=frozenset(_names(body.get("outside_signals"), "outside_signals", report)),
+        scheduler_reasons=reasons,
+        stop_reasons={str(k): v for k, v in stops.items()},
+    )
+
+
+def _names(raw: Any, item: str, report: Callable[[str, str], None]) -> list[str]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw) or not raw:
+        report(item, "needs a list of names")
+        return []
+    return list(raw)
+
+
+def merge(values: Sequence[Ends]) -> Ends:
+    return values[0] if values else Ends()

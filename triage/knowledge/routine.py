@@ -1,0 +1,141 @@
+"""What healthy jobs print (`kind: routine`): lines that are never a failure by themselves.
+
+    kind: routine
+    lines:
+      - id: ds-fp16-overflow-skip
+        title: DeepSpeed's dynamic loss scaler skips a step after an fp16 overflow
+        source: deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale)
+        pattern: 'OVERFLOW! Rank \\d+ Skipping step'
+        fault: "only when the scale reaches its floor (rule fp16-loss-scale-minimum)"
+        examples:
+          match: ["[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536"]
+          no_match: ["Current loss scale already at minimum - cannot decrease scale anymore"]
+
+Every healthy fp16 run prints loss-scale overflows in its first steps, every DeepSpeed job its op
+report, every Megatron job dozens of NCCL sub-communicator set-ups. Read as errors they turn a
+finished run into a failure. In a job's logs (not in a pasted error, where the user quotes the
+line as the problem), a rule hit on a routine line is dropped unless the rule says why the line
+is still a fault there (`routine_fault:`, see triage.knowledge.rules), and the outcome of a job
+(triage.analysis.outcome) never rests on one. Shipped only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from triage.literals import required_literals
+
+KIND = "routine"
+_KEYS = {"kind", "lines"}
+_LINE_KEYS = {"id", "title", "source", "pattern", "fault", "examples"}
+
+
+@dataclass(frozen=True)
+class RoutineLine:
+    id: str
+    title: str
+    source: str  # the library module that prints it
+    pattern: regex.Pattern[str]
+    fault: str  # when a line like it is a fault after all (and which rule says so)
+    examples: tuple[str, ...]
+    no_match: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Routine:
+    lines: tuple[RoutineLine, ...] = ()
+    # literals one of which every routine line holds ("\0"-prefixed: lowercased), None when
+    # some pattern has none: a cheap screen before the regexes
+    screen: tuple[str, ...] | None = None
+
+    def which(self, text: str) -> RoutineLine | None:
+        """The routine line `text` is (its first line that is one), or None."""
+        if self.screen is not None:
+            low = text.lower()
+            if not any(
+                (lit[1:] in low) if lit.startswith("\0") else (lit in text) for lit in self.screen
+            ):
+                return None
+        for line in self.lines:
+            if line.pattern.search(text):
+                return line
+        return None
+
+
+def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Routine:
+    unknown = set(body) - _KEYS
+    if unknown:
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: lines")
+    raw = body.get("lines")
+    if not isinstance(raw, list) or not raw:
+        report("lines", "needs a list of routine lines")
+        return Routine()
+    out: list[RoutineLine] = []
+    seen: set[str] = set()
+    for n, spec in enumerate(raw):
+        line = _line(spec, n, report)
+        if line is None:
+            continue
+        if line.id in seen:
+            report(f"line {line.id}", "is defined twice")
+            continue
+        seen.add(line.id)
+        out.append(line)
+    return Routine(tuple(out), _screen(out))
+
+
+def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine | None:
+    if not isinstance(spec, dict):
+        report(f"lines[{n}]", "must be a mapping")
+        return None
+    item = f"line {spec.get('id', n)}"
+    bad = set(spec) - _LINE_KEYS
+    if bad:
+        report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_LINE_KEYS)}")
+    missing = [k for k in ("id", "title", "source", "pattern", "fault") if not spec.get(k)]
+    if missing:
+        report(item, f"needs {', '.join(missing)}")
+        return None
+    try:
+        pattern = regex.compile(str(spec["pattern"]))
+    except regex.error as exc:
+        report(item, f"bad regex: {exc}")
+        return None
+    examples = spec.get("examples") or {}
+    must = tuple(str(x) for x in examples.get("match") or ())
+    must_not = tuple(str(x) for x in examples.get("no_match") or ())
+    if not must:
+        report(item, "needs examples.match: real lines the library prints")
+    for example in must:
+        if not pattern.search(example):
+            report(item, f"example does not match: {example!r}")
+    for example in must_not:
+        if pattern.search(example):
+            report(item, f"no_match example matches: {example!r}")
+    return RoutineLine(
+        id=str(spec["id"]),
+        title=str(spec["title"]),
+        source=str(spec["source"]),
+        pattern=pattern,
+        fault=str(spec["fault"]),
+        examples=must,
+        no_match=must_not,
+    )
+
+
+def _screen(lines: Sequence[RoutineLine]) -> tuple[str, ...] | None:
+    found: list[str] = []
+    for line in lines:
+        lits = required_literals(line.pattern.pattern, min_len=4)
+        if not lits:
+            return None
+        found.extend(lits)
+    return tuple(dict.fromkeys(found))
+
+
+def merge(values: Sequence[Routine]) -> Routine:
+    return values[0] if values else Routine()
