@@ -37,15 +37,17 @@ UNDECIDED = (
 )
 
 # Runs in a fresh interpreter: the stages `triage explain` runs, timed, and whether torch loaded.
+# (The stages through their public entry points: parse, correlate, classify. A helper the
+# classifier once had, `neighbours.text_analysis`, is gone; tests/test_cli_edges.py runs this.)
 _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from triage import parsers
+from triage.analysis import correlate
 from triage.classify import classify
-from triage.classify.neighbours import text_analysis
 t_import = time.perf_counter() - t0
 parsed = [parsers.parse_text(sys.argv[1])]
-result = classify(parsed, text_analysis(parsed))
+result = classify(parsed, correlate(parsed))
 print(json.dumps({
     "import_s": t_import,
     "total_s": time.perf_counter() - t0,
@@ -68,6 +70,13 @@ def _child(code: str, *args: str) -> tuple[float, str]:
     return time.perf_counter() - t0, p.stdout
 
 
+def explain_once(text: str) -> dict:
+    """The stages `triage explain` runs on `text`, in a fresh interpreter: import and total
+    seconds, whether torch loaded, the top symptom."""
+    wall, out = _child(_CHILD, text)
+    return {"wall_s": wall, **json.loads(out)}
+
+
 def cold(repeat: int) -> None:
     bare = statistics.median(_child("pass")[0] for _ in range(repeat))
     imp = statistics.median(_child("import triage.classify")[0] for _ in range(repeat))
@@ -78,12 +87,9 @@ def cold(repeat: int) -> None:
         ("pasted CUDA OOM (rules decide)", OOM),
         ("pasted accuracy gap (embedded)", UNDECIDED),
     ):
-        runs = []
-        for _ in range(repeat):
-            wall, out = _child(_CHILD, text)
-            runs.append((wall, json.loads(out)))
-        wall = statistics.median(r[0] for r in runs)
-        info = runs[0][1]
+        runs = [explain_once(text) for _ in range(repeat)]
+        wall = statistics.median(r["wall_s"] for r in runs)
+        info = runs[0]
         print(
             f"{name:37s} {wall * 1000:7.0f} ms wall  (imports {info['import_s'] * 1000:.0f} ms, "
             f"torch loaded: {info['torch_loaded']}, symptom {info['symptom']})"

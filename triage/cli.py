@@ -11,7 +11,7 @@ triage bot github|gitlab --event PATH [--api-url URL] [--dry-run]
 triage serve --host H --port P [--api-url URL] [--config bot.yaml]
 
 Exit codes: 0 a finished diagnosis (even "unknown"), 1 an internal failure, 2 a usage error,
-3 no evidence at all was found (EXIT_NO_EVIDENCE).
+3 no evidence at all was found (EXIT_NO_EVIDENCE), 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -38,9 +39,12 @@ _SUFFIX_FORMATS = {
 }
 # The run finished but no input held anything to diagnose: scripts tell it from a diagnosis.
 EXIT_NO_EVIDENCE = 3
+# Stopped by Ctrl-C: 128 + SIGINT, as shells report a command the user interrupted.
+EXIT_INTERRUPTED = 130
 EXIT_CODES = (
     "Exit codes: 0 diagnosed (even when the cause is unknown), 1 internal failure, 2 usage "
-    f"error, {EXIT_NO_EVIDENCE} no evidence found in the inputs."
+    f"error, {EXIT_NO_EVIDENCE} no evidence found in the inputs, {EXIT_INTERRUPTED} "
+    "interrupted (Ctrl-C)."
 )
 
 
@@ -270,6 +274,7 @@ def analyze(
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise click.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATH")
+    _refuse_streams(paths)
     fmt = _pick_format(fmt, out, brief)
     options = _options(
         no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
@@ -281,6 +286,27 @@ def analyze(
     # (~0.1 s on a 1,024-rank bundle).
     gc.freeze()
     _emit(diagnosis, fmt, out, quiet, brief)
+
+
+def _refuse_streams(paths: tuple[str, ...]) -> None:
+    """A pipe named as a path (`triage <(cat log)`, a FIFO) is read once and cannot be
+    sniffed and read again as a bundle's files are, so ingest leaves it unread: say so,
+    and how to give it, instead of reporting that no evidence was found."""
+    import stat
+
+    for p in paths:
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            continue
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+            what = "a pipe" if stat.S_ISFIFO(mode) else "not a file or folder"
+            raise click.BadParameter(
+                f"{p} is {what} (process substitution `<(...)`, a FIFO or a device): triage "
+                "reads files, folders and archives. Save it first (`cat job.log > job.txt; "
+                "triage job.txt`) or pipe a pasted error to `triage explain`.",
+                param_hint="PATH",
+            )
 
 
 @main.command()
@@ -465,13 +491,37 @@ def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
     from triage.redact import redact_text
 
     _check_rules(rules)
+    if not file_or_text.strip():
+        # Path("") is the current folder: an empty argument must not scan it
+        raise click.BadParameter(
+            "nothing to check: give a file, a folder or the text of an error",
+            param_hint="FILE_OR_TEXT",
+        )
+    if _looks_like_a_path(file_or_text) and not Path(file_or_text).exists():
+        raise click.BadParameter(
+            f"no such file or folder: {file_or_text} (quote an error's text to check it as text)",
+            param_hint="FILE_OR_TEXT",
+        )
+    _refuse_streams((file_or_text,) if Path(file_or_text).exists() else ())
     hits = pipeline.check_rules(file_or_text, rules)
     if not hits:
         click.echo("no rule matched")
     for hit in hits:
-        where = f" (line {hit.evidence_line})" if hit.evidence_line else ""
+        source = hit.event.source if hit.event is not None else ""
+        if source and not source.startswith("<"):  # a file of the folder, not the pasted text
+            where = f" ({source}:{hit.evidence_line})" if hit.evidence_line else f" ({source})"
+        else:
+            where = f" (line {hit.evidence_line})" if hit.evidence_line else ""
         quoted = redact_text(hit.evidence_text.strip())
         click.echo(f"{hit.rule_id}: {hit.title}{where}\n    {quoted}")
+
+
+def _looks_like_a_path(arg: str) -> bool:
+    """One word with a folder separator or a file suffix (`logs/`, `rank3.log`): meant as a
+    path. An error's text has spaces, or no separator and no suffix."""
+    if any(c.isspace() for c in arg):
+        return False
+    return "/" in arg or os.sep in arg or bool(re.search(r"\.[A-Za-z][\w]{0,7}$", arg))
 
 
 @main.group()
@@ -551,8 +601,12 @@ def batch(
 
     from triage import batch as batch_runner
 
-    if dask_address and ray_address:
+    if dask_address is not None and ray_address is not None:
         raise click.UsageError("--dask and --ray: choose one cluster")
+    try:
+        batch_runner.check_cluster(dask=dask_address, ray=ray_address)
+    except batch_runner.ClusterUnavailable as exc:
+        raise click.UsageError(str(exc)) from None
     # Absolute paths: a cluster's workers read the jobs where they are (a shared filesystem).
     entries = batch_runner.job_entries(os.path.abspath(jobs_dir), follow_links=follow_links)
     options = _options(
@@ -951,11 +1005,16 @@ def run() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            # click turns Ctrl-C into Abort: it is the user's stop, not an internal failure
+            click.echo("interrupted (Ctrl-C)", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         click.echo("aborted", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
-        sys.exit(130)
+        click.echo("interrupted (Ctrl-C)", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # noqa: BLE001 - the contract: internal failure -> exit 1

@@ -335,6 +335,7 @@ def analyse(parsed: Sequence[ParsedSource], routine: Routine | None = None) -> A
                 facts={
                     "pg": hang.process_group,
                     "collective": dict(hang.collective or {}),
+                    "op": (hang.collective or {}).get("op"),  # what an action may name
                     **({"shape": shape} if shape else {}),
                 },
             )
