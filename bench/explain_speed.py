@@ -5,7 +5,7 @@
 Cold start (fresh interpreter each time, median of --repeat):
   - import time of the classify stage (`import triage.classify`) next to a bare interpreter;
   - one pasted CUDA OOM (the rules decide: neither torch nor the model may load);
-  - one paste no rule settles, an accuracy gap with no error (MiniLM loads to embed it).
+  - one paste no rule settles, an accuracy gap with no error (the similarity model embeds it).
 Batch, once the model is loaded (in one process): cases/s of `classify_many` over the corpus
 (one encode() call for all signatures) and of one `classify` call per case (what a simple
 loop does), and of `triage explain --jsonl` end to end when the CLI is complete.
@@ -30,7 +30,7 @@ OOM = (
     "capacity of 79.15 GiB of which 1.21 GiB is free."
 )
 # No rule, specific or generic, settles this one (accuracy that differs between layouts, no
-# error): MiniLM loads to embed it.
+# error): the similarity model embeds it.
 UNDECIDED = (
     "epoch 3 | val_acc 0.612 on 8 GPUs with FSDP\n"
     "epoch 3 | val_acc 0.741 on 1 GPU, same seed and global batch"
@@ -85,7 +85,7 @@ def cold(repeat: int) -> None:
     print(f"python -c 'import triage.classify'    {imp * 1000:7.0f} ms  (+{extra:.0f} ms)")
     for name, text in (
         ("pasted CUDA OOM (rules decide)", OOM),
-        ("pasted accuracy gap (MiniLM loads)", UNDECIDED),
+        ("pasted accuracy gap (embedded)", UNDECIDED),
     ):
         runs = [explain_once(text) for _ in range(repeat)]
         wall = statistics.median(r["wall_s"] for r in runs)
@@ -132,7 +132,7 @@ def batch(cases_path: Path) -> None:
         jobs.append((parsed, correlate(parsed)))
     t0 = time.perf_counter()
     neighbours.embed(["load the model"])
-    print(f"MiniLM load (in process)              {(time.perf_counter() - t0) * 1000:7.0f} ms")
+    print(f"similarity model load (in process)    {(time.perf_counter() - t0) * 1000:7.0f} ms")
     t0 = time.perf_counter()
     classify_many(jobs)
     wall = time.perf_counter() - t0

@@ -101,15 +101,33 @@ def _check(d: Diagnosis, fmt: str, fix: str, phrase: str) -> None:
     assert not re.search(r"\brank \d+, \d+", action), action
 
 
-@pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
+def _known_miss(why: str | None) -> tuple[pytest.MarkDecorator, ...]:
+    """A case we get wrong today, said where it is expected (`known_miss`): shown as an
+    expected failure that must keep failing until it is fixed (strict), never left out."""
+    return (pytest.mark.xfail(reason=why, strict=True),) if why else ()
+
+
+def _first_action_of(bundle: Path) -> dict:
+    return json.loads((bundle / "expected.json").read_text(encoding="utf-8"))["first_action"]
+
+
+@pytest.mark.parametrize(
+    "bundle",
+    [
+        pytest.param(b, id=b.name, marks=_known_miss(_first_action_of(b).get("known_miss")))
+        for b in BUNDLES
+    ],
+)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_bundle_leads_with_its_expected_first_action(bundle: Path, fmt: str) -> None:
-    expected = json.loads((bundle / "expected.json").read_text(encoding="utf-8"))
-    want = expected["first_action"]
+    want = _first_action_of(bundle)
     _check(_bundle(bundle.name), fmt, want["fix"], want["contains"])
 
 
-@pytest.mark.parametrize("case", PASTES, ids=[c["id"] for c in PASTES])
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c["id"], marks=_known_miss(c.get("known_miss"))) for c in PASTES],
+)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_pasted_error_leads_with_the_fix_its_thread_established(case: dict, fmt: str) -> None:
     _check(_pasted()[case["id"]], fmt, case["fix"], case["contains"])
@@ -119,7 +137,7 @@ def test_every_bundle_states_its_first_action_as_a_fix_pattern_and_a_phrase() ->
     tax = taxonomy.load()
     for bundle in BUNDLES:
         want = json.loads((bundle / "expected.json").read_text(encoding="utf-8"))["first_action"]
-        assert set(want) == {"fix", "contains"}, bundle.name
+        assert set(want) - {"known_miss"} == {"fix", "contains"}, bundle.name
         assert want["fix"] in tax.fix_patterns and want["contains"].strip(), bundle.name
 
 

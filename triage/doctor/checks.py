@@ -36,6 +36,21 @@ def check_torch_import(facts: Facts, k: Knowledge) -> list[Finding]:
     error = facts.get("torch_import_error")
     if not error:
         return []
+    if error.startswith("ModuleNotFoundError: No module named 'torch'"):
+        # triage's default install has no torch of its own: the job's environment has one
+        return [
+            Finding(
+                check="torch-import",
+                severity="error",
+                title="torch is not installed in this environment",
+                action="Run `triage doctor` with the job's own Python environment (where its "
+                "torch is), or install torch here (CPU build: `pip install torch --index-url "
+                "https://download.pytorch.org/whl/cpu`).",
+                root_cause="R02",
+                fix_pattern="F1",
+                evidence=(error,),
+            )
+        ]
     return [
         Finding(
             check="torch-import",

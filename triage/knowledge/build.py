@@ -145,7 +145,12 @@ def file_hash(path: Path) -> str:
 
 
 def _inputs(case_paths: Sequence[Path], samples: Path) -> dict[str, str]:
+    from triage.classify.embedding import STATIC_FILE
+
     inputs = {path.name: file_hash(path) for path in case_paths}
+    static = models_dir() / STATIC_FILE
+    if static.exists():  # the index holds its reference cases embedded with this model
+        inputs[STATIC_FILE] = file_hash(static)
     if samples.is_dir():
         inputs["corpus_samples"] = samples_hash(samples)
     return inputs
