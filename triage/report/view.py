@@ -17,7 +17,7 @@ import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from triage.model import (
@@ -589,23 +589,32 @@ def _evidence(evidence: Sequence[Evidence], base: str) -> tuple[EvidenceGroup, .
         first = text.split("\n", 1)[0]
         key = (e.why, mask(strip_prefixes(first)) if first else "")
         groups.setdefault(key, []).append(e)
-    out = []
+    out: dict[tuple[str, str], EvidenceGroup] = {}
+    lines_of: dict[tuple[str, str], set[tuple[str, int | None]]] = {}
     for members in groups.values():
         e = members[0]
+        lines = {(m.source, m.line) for m in members}
         ranks = tuple(sorted({m.rank for m in members if m.rank is not None}))
         texts = {c.clean(strip_prefixes(m.text)).strip() for m in members}
-        out.append(
-            EvidenceGroup(
-                ranks=ranks,
-                who=_ranks_phrase(ranks),
-                where=_where(e.source, e.line, base),
-                count=len(members),
-                why=c.short(e.why, 200),
-                text=c.short(e.text, 20_000),
-                varies=len(texts) > 1,
-            )
+        group = EvidenceGroup(
+            ranks=ranks,
+            who=_ranks_phrase(ranks),
+            where=_where(e.source, e.line, base),
+            count=len(members),
+            why=c.short(e.why, 200),
+            text=c.short(e.text, 20_000),
+            varies=len(texts) > 1,
         )
-    return tuple(out)
+        # one line that several rules quote is shown once, with every reason
+        key = (group.where, group.text.split("\n", 1)[0])
+        key = next((k for k, seen in lines_of.items() if lines <= seen), key)
+        seen = out.get(key)
+        if seen is None:
+            out[key] = group
+            lines_of[key] = lines
+        elif group.why not in seen.why.split(", "):
+            out[key] = replace(seen, why=c.short(f"{seen.why}, {group.why}", 200))
+    return tuple(out.values())
 
 
 def _ranks_phrase(ranks: Sequence[int]) -> str:
