@@ -277,6 +277,29 @@ def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
     return problems
 
 
+def behind_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """ "rank(s) 1 stopped at collective #2 while rank(s) 2 went on to #4 (broadcast)": each
+    rank's last flight-recorder record says so."""
+    problems = []
+    for f in d.findings:
+        m = re.search(
+            r"rank\(s\) ([\d,-]+) stopped at collective #(\d+) while rank\(s\) ([\d,-]+) "
+            r"went on to #(\d+)(?: \((\w+)\))?",
+            f.summary,
+        )
+        if m is None:
+            continue
+        for r in _ranks(m[1]):
+            if r in facts.fr_last and facts.fr_last[r][0] != int(m[2]):
+                problems.append(f"{f.summary[:70]!r}: rank {r} stopped at #{facts.fr_last[r][0]}")
+        for r in _ranks(m[3]):
+            if r in facts.fr_last and facts.fr_last[r][0] != int(m[4]):
+                problems.append(f"{f.summary[:70]!r}: rank {r} went on to #{facts.fr_last[r][0]}")
+            if r in facts.fr_last and m[5] and facts.fr_last[r][1] != m[5]:
+                problems.append(f"{f.summary[:70]!r}: rank {r}'s last is {facts.fr_last[r][1]}")
+    return problems
+
+
 def fix_line_problems(d: Diagnosis, facts: Facts) -> list[str]:
     """An action that names `file.py:N` of the failure names the line that raised it."""
     if d.first_failure is None:
@@ -337,7 +360,7 @@ def host_problems(d: Diagnosis, facts: Facts) -> list[str]:
 
 def _ranks(text: str) -> set[int]:
     out: set[int] = set()
-    for part in text.split(","):
+    for part in text.replace(", ", ",").split(","):
         lo, _, hi = part.strip().partition("-")
         if lo.isdigit():
             out.update(range(int(lo), int(hi or lo) + 1))
@@ -352,6 +375,7 @@ def claim_problems(bundle: Path) -> list[str]:
         quote_problems(d, facts)
         + repeat_problems(view)
         + hang_problems(d, view, facts)
+        + behind_problems(d, facts)
         + fix_line_problems(d, facts)
         + silent_problems(d, facts)
         + asks_for_held_problems(d, view)

@@ -626,14 +626,24 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         if report.elsewhere:
             groups = ", ".join(sorted(set(report.elsewhere.values())))
             where = f", and their latest record is on process group {groups}"
+        # each lagging rank's own last collective when they differ (#3 and #2 are not "#2"),
+        # and the op of the furthest one, which is the ranks ahead's, not the stuck one's
+        stops = sorted({lasts[r][0] or 0 for r in report.lagging})
+        stopped = (
+            f"collective #{stops[0]}"
+            if len(stops) == 1
+            else "collectives "
+            + ", ".join(f"#{lasts[r][0]} (rank {r})" for r in report.lagging[:8])
+        )
+        far = next((g for r in ahead if (g := report.states[r].by_seq.get(furthest))), None)
+        far_op = f" ({_op(far.profiling_name)})" if far is not None else ""
         out.append(
             Finding(
                 kind="lagging_rank",
                 summary=(
                     f"process group {label}: rank(s) {format_ranks(report.lagging)} stopped at "
-                    f"collective #{min(lasts[r][0] or 0 for r in report.lagging)} "
-                    f"while rank(s) {format_ranks(ahead)} went on to #{furthest} ({op}); "
-                    f"they never entered the collective the others wait in{where}"
+                    f"{stopped} while rank(s) {format_ranks(ahead)} went on to #{furthest}"
+                    f"{far_op}; they never entered the collective the others wait in{where}"
                 ),
                 ranks=report.lagging,
                 evidence=tuple(
