@@ -350,6 +350,16 @@ def asks_for_held_problems(d: Diagnosis, view: report_view.ReportView) -> list[s
     return problems
 
 
+def record_problems(view: report_view.ReportView) -> list[str]:
+    """An action names a collective by its name, never by a dumped record (`{'op': ...}`)."""
+    return [
+        f"action shows a raw record: {a.text[:70]!r}"
+        for f in view.fixes
+        for a in f.actions
+        if re.search(r"\{'\w+': ", a.text)
+    ]
+
+
 def host_problems(d: Diagnosis, facts: Facts) -> list[str]:
     """A host the report names is one the logs name, when the logs name any."""
     named = {d.first_failure.host} if d.first_failure and d.first_failure.host else set()
@@ -379,6 +389,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + fix_line_problems(d, facts)
         + silent_problems(d, facts)
         + asks_for_held_problems(d, view)
+        + record_problems(view)
         + host_problems(d, facts)
     )
 

@@ -346,7 +346,9 @@ def analyse(parsed: Sequence[ParsedSource], routine: Routine | None = None) -> A
                 evidence=tuple(evidence),
                 facts={
                     "pg": hang.process_group,
-                    "collective": dict(hang.collective or {}),
+                    # a template's `{collective}` is the op's name, never the whole record
+                    **({"collective": op} if (op := (hang.collective or {}).get("op")) else {}),
+                    "collective_record": dict(hang.collective or {}),
                     **({"shape": shape} if shape else {}),
                 },
             )
