@@ -350,6 +350,29 @@ def asks_for_held_problems(d: Diagnosis, view: report_view.ReportView) -> list[s
     return problems
 
 
+def printed_by_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
+    """The first failure is quoted as rank N's only from a line rank N printed: a `[rankM]:`
+    line is rank M's; a line of a shared log with no rank on it comes with a note saying so."""
+    f = d.first_failure
+    if f is None or f.rank is None or f.line is None or f.source not in facts.files:
+        return []
+    lines = facts.files[f.source]
+    if not 0 < f.line <= len(lines):
+        return []
+    m = _PREFIX.match(lines[f.line - 1])
+    assert m is not None
+    if m["rank"] is not None and int(m["rank"]) != f.rank:
+        return [f"first failure of rank {f.rank} quotes rank {m['rank']}'s line {f.line}"]
+    own_file = any(i.path == f.source and i.rank is not None for i in d.inputs)
+    noted = view.who is not None and view.who.first is not None and view.who.first.note
+    # torchrun's failure summary names the rank its entry is about (`rank : 1 (local_rank: 1)`)
+    entry = "\n".join(lines[max(0, f.line - 6) : f.line])
+    named = re.search(rf"^\s*rank\s*:\s*{f.rank}\b", entry, re.M) is not None
+    if m["rank"] is None and m["local"] is None and not (own_file or noted or named):
+        return [f"first failure of rank {f.rank} quotes a line no rank printed, without a note"]
+    return []
+
+
 def record_problems(view: report_view.ReportView) -> list[str]:
     """An action names a collective by its name, never by a dumped record (`{'op': ...}`)."""
     return [
@@ -389,6 +412,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + fix_line_problems(d, facts)
         + silent_problems(d, facts)
         + asks_for_held_problems(d, view)
+        + printed_by_problems(d, view, facts)
         + record_problems(view)
         + host_problems(d, facts)
     )

@@ -537,6 +537,16 @@ def _first_failure_note(d: Diagnosis) -> str:
     if f is None or f.rank is None:
         return ""
     source = next((i for i in d.inputs if i.path == f.source), None)
+    if source is not None and source.rank is None:
+        # a shared log (a launcher's console): its line is the rank's own only when some line
+        # of the rank's is read from it; else the line is about the job, not by the rank
+        said = [(e.source, e.rank) for e in d.evidence]
+        said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
+        if (f.source, f.rank) not in said:
+            return (
+                f"a line of the job's log, by no rank: rank {f.rank} printed nothing of its "
+                "own; this line shows it missing"
+            )
     if source is None or source.rank is None or source.rank == f.rank:
         return ""
     noun = _KIND_NOUN.get(source.kind, "log")
