@@ -603,7 +603,8 @@ def _evidence(evidence: Sequence[Evidence], base: str) -> tuple[EvidenceGroup, .
     lines_of: dict[tuple[str, str], set[tuple[str, int | None]]] = {}
     for members in groups.values():
         e = members[0]
-        lines = {(m.source, m.line) for m in members}
+        # records of a dump have no line: two of one file are not the same line
+        lines = {(m.source, m.line) for m in members if m.line is not None}
         ranks = tuple(sorted({m.rank for m in members if m.rank is not None}))
         texts = {c.clean(strip_prefixes(m.text)).strip() for m in members}
         group = EvidenceGroup(
@@ -617,7 +618,7 @@ def _evidence(evidence: Sequence[Evidence], base: str) -> tuple[EvidenceGroup, .
         )
         # one line that several rules quote is shown once, with every reason
         key = (group.where, group.text.split("\n", 1)[0])
-        key = next((k for k, seen in lines_of.items() if lines <= seen), key)
+        key = next((k for k, seen in lines_of.items() if lines and lines <= seen), key)
         seen = out.get(key)
         if seen is None:
             out[key] = group
