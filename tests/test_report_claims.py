@@ -23,11 +23,13 @@ from types import ModuleType
 
 import pytest
 
+from triage.knowledge.actions import parse_action
 from triage.model import Diagnosis, SourceKind
 from triage.pipeline import Options, diagnose
 from triage.report import view as report_view
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus_samples"
+PYSPY, FR = SourceKind.PYSPY.value, SourceKind.FLIGHT_RECORDER.value
 BUNDLES = sorted(p.parent for p in CORPUS.glob("*/expected.json"))
 
 
@@ -421,3 +423,34 @@ def claim_problems(bundle: Path) -> list[str]:
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
 def test_every_claim_of_the_report_is_what_the_bundle_shows(bundle: Path) -> None:
     assert claim_problems(bundle) == []
+
+
+def test_an_action_never_asks_for_inputs_the_job_already_holds() -> None:
+    problems: list[tuple[str, str]] = []
+    action = parse_action(
+        [
+            {
+                "text": "Take py-spy dumps and flight-recorder dumps.",
+                "when": {"missing": [PYSPY, FR]},
+            },
+            {"text": "Dump the flight recorder too.", "when": {"missing": FR}},
+        ],
+        "test",
+        lambda item, msg: problems.append((item, msg)),
+    )
+    assert action is not None and problems == []
+    assert (
+        action.fill({"input_kinds": ["rank_log"]}) == "Take py-spy dumps and flight-recorder dumps."
+    )
+    assert action.fill({"input_kinds": ["rank_log", PYSPY]}) == "Dump the flight recorder too."
+    assert action.fill({"input_kinds": [PYSPY, FR]}) is None  # a snapshot: nothing to ask
+    # a kind that is no input kind is a mistake of the rule, reported when it is read
+    assert (
+        parse_action(
+            {"text": "x", "when": {"missing": "stacks"}},
+            "bad",
+            lambda i, m: problems.append((i, m)),
+        )
+        is None
+    )
+    assert problems and problems[0][0] == "bad"
