@@ -338,6 +338,7 @@ def analyse(parsed: Sequence[ParsedSource], routine: Routine | None = None) -> A
     if hang is not None:
         evidence = [ref(p.event, p.rank) for p in sorted(waited, key=_t)[:2]]
         evidence += [e for f in structural[:2] for e in f.evidence[:1]]
+        hang_op = (hang.collective or {}).get("op")
         findings.append(
             Finding(
                 kind="hang",
@@ -347,7 +348,7 @@ def analyse(parsed: Sequence[ParsedSource], routine: Routine | None = None) -> A
                 facts={
                     "pg": hang.process_group,
                     # a template's `{collective}` is the op's name, never the whole record
-                    **({"collective": op} if (op := (hang.collective or {}).get("op")) else {}),
+                    **({"collective": hang_op} if hang_op else {}),
                     "collective_record": dict(hang.collective or {}),
                     **({"shape": shape} if shape else {}),
                 },
