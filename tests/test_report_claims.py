@@ -64,6 +64,7 @@ class Facts:
     raised: dict[str, set[str]] = field(default_factory=dict)  # exception line -> `file.py:N`
     printed_errors: set[int] = field(default_factory=set)  # ranks with a traceback of their own
     pyspy_op: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed function
+    pyspy_ranks: set[int] = field(default_factory=set)  # ranks a py-spy dump shows alive
     fr_last: dict[int, tuple[int, str]] = field(default_factory=dict)  # rank -> (seq, op)
     fr_ops: dict[int, dict[int, str]] = field(default_factory=dict)  # rank -> seq -> op
     log_hosts: set[str] = field(default_factory=set)
@@ -123,6 +124,7 @@ def _read_pyspy(path: Path, facts: Facts) -> None:
     if len(main) < 2:
         return
     rank = _rank_of(path)
+    facts.pyspy_ranks.add(rank)
     for line in main[1].splitlines()[1:]:
         fm = _PYSPY_FRAME.match(line)
         if fm is None:
@@ -255,7 +257,7 @@ def repeat_problems(view: report_view.ReportView) -> list[str]:
 
 
 def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
-    """ "The others waited in OP #SEQ": py-spy shows them in OP, their flight recorder has OP
+    """Claims "the others waited in OP #SEQ": py-spy shows them in OP, their flight recorder has OP
     at SEQ; "the other ranks were in OP #SEQ" holds for every other rank that left a dump."""
     if view.who is None or view.who.hang is None or d.hang is None:
         return []
@@ -280,7 +282,7 @@ def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
 
 
 def behind_problems(d: Diagnosis, facts: Facts) -> list[str]:
-    """ "rank(s) 1 stopped at collective #2 while rank(s) 2 went on to #4 (broadcast)": each
+    """Claims "rank(s) 1 stopped at collective #2 while rank(s) 2 went on to #4 (broadcast)": each
     rank's last flight-recorder record says so."""
     problems = []
     for f in d.findings:
@@ -320,12 +322,16 @@ def fix_line_problems(d: Diagnosis, facts: Facts) -> list[str]:
 
 
 def silent_problems(d: Diagnosis, facts: Facts) -> list[str]:
-    """ "Rank N went silent" is never said of a rank that printed a traceback."""
+    """'Rank N went silent' (check whether its process died) is never said of a rank that
+    printed an error, nor of one a py-spy dump shows alive."""
     problems = []
     for f in d.fix_patterns:
         for action in f.actions:
             if m := re.search(r"Rank\(s\) ([\d, -]+) went silent", action):
                 ranks = _ranks(m[1])
+                alive = ranks & facts.pyspy_ranks
+                if alive:
+                    problems.append(f"{action[:50]!r}: py-spy shows {sorted(alive)} alive")
                 if ranks & facts.printed_errors:
                     problems.append(
                         f"{action[:50]!r}: {sorted(ranks & facts.printed_errors)} printed errors"

@@ -371,8 +371,10 @@ def analyse(parsed: Sequence[ParsedSource], routine: Routine | None = None) -> A
     findings.extend(cons.findings)
     # a detector's abort explains its missing dump as well as a rank's own error does
     findings = consequences.mark(findings, own | detectors)
-    # a rank that printed an error of its own, or a consequence, did not go silent
+    # a rank that printed an error of its own, or a consequence, did not go silent; nor did
+    # one whose py-spy stack shows it alive in its own code
     spoke = own | {p.rank for p in placed if p.rank is not None and p.role != "context"}
+    spoke |= {r for c in spy.clusters for r in c.ranks}
     findings = [_with_silent(f, spoke) if f.kind == "missing_rank" else f for f in findings]
 
     extra = _timeline_extras(exit_records, fr, spy, hang, offsets, index)
