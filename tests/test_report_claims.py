@@ -190,9 +190,9 @@ def diagnosis_of(bundle: Path) -> Diagnosis:
 
 
 def quote_problems(d: Diagnosis, facts: Facts) -> list[str]:
-    """A line shown under `file:N` is what line N of that file holds (or, when N opens a
-    traceback, a line of that traceback); one shown under a file without a line is in that
-    file; nothing triage wrote (a finding's sentence) is shown as a quote of a file."""
+    """A line shown under `file:N` is what line N of that file holds (not the first line of the
+    traceback it ends); one shown under a file without a line is in that file; nothing triage
+    wrote (a finding's sentence) is shown as a quote of a file."""
     quoted: list[tuple[str, str, int | None, str]] = []
     quoted += [("evidence", e.source, e.line, e.text) for e in d.evidence]
     if d.first_failure is not None:
@@ -222,26 +222,10 @@ def quote_problems(d: Diagnosis, facts: Facts) -> list[str]:
         if line is None:
             if not any(first[:60] in x for x in lines):
                 problems.append(f"{what} {first[:60]!r} is not in {Path(source).name}")
-        elif not (0 < line <= len(lines)) or first[:60] not in _held_at(lines, line):
+        elif not (0 < line <= len(lines)) or first[:60] not in lines[line - 1]:
             held = lines[line - 1][:60] if 0 < line <= len(lines) else "nothing"
             problems.append(f"{what} {first[:60]!r} at {Path(source).name}:{line}, holds {held!r}")
     return problems
-
-
-def _held_at(lines: list[str], line: int) -> str:
-    """Line N, or the whole traceback (of the same stream) that line N opens."""
-    m = _PREFIX.match(lines[line - 1])
-    assert m is not None
-    if not lines[line - 1][m.end() :].startswith("Traceback (most recent call last)"):
-        return lines[line - 1]
-    held = []
-    for raw in lines[line - 1 : line + 200]:
-        if not raw.startswith(m.group()):
-            continue  # another rank's line interleaved in a shared console
-        held.append(raw)
-        if _EXC.match(raw[m.end() :]) and not raw[m.end() :].startswith("Traceback"):
-            break
-    return "\n".join(held)
 
 
 def repeat_problems(view: report_view.ReportView) -> list[str]:
