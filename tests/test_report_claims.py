@@ -246,13 +246,15 @@ def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
     if view.who is None or view.who.hang is None or d.hang is None:
         return []
     head = view.who.hang.headline
+    said_stuck = [t.stuck for t in view.progress if t.stuck.startswith("stuck")]
+    contradiction = [f"{head!r} beside the table's {t!r}" for t in said_stuck if "no hang" in head]
     m = re.search(r"(?:waited in|were in) (\w+) #(\d+)", head)
     if m is None:
-        return []
+        return contradiction
     op, seq = m[1], int(m[2])
     behind = set(d.hang.lagging_ranks) | set(d.culprit_ranks)
     others = {r for r in facts.fr_ops | facts.pyspy_op if r not in behind}
-    problems = []
+    problems = contradiction
     for r in sorted(others):
         if r in facts.pyspy_op and facts.pyspy_op[r] != op:
             problems.append(f"{head!r}: py-spy shows rank {r} in {facts.pyspy_op[r]}")

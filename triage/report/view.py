@@ -392,7 +392,9 @@ def build(d: Diagnosis) -> ReportView:
         ),
         timeline=_timeline(d.timeline, base),
         lanes=_lanes(d),
-        progress=tuple(_progress(g) for g in d.process_groups),
+        progress=tuple(
+            _progress(g, hung=d.hang is not None and d.hang.detected) for g in d.process_groups
+        ),
         stacks=tuple(_stacks(g, _blamed(d)) for g in d.stack_groups),
         inputs=_inputs(d.inputs, base),
     )
@@ -785,7 +787,7 @@ def _ticks(span: float) -> tuple[tuple[float, str], ...]:
 # --------------------------------------------------------------------------- flight recorder
 
 
-def _progress(g: GroupProgress) -> ProgressTable:
+def _progress(g: GroupProgress, hung: bool = True) -> ProgressTable:
     """Ranks folded by where they stood; the rows that are not the majority's are marked."""
     states_known = any(p.started is not None or p.completed is not None for p in g.ranks)
     rows: dict[tuple[int | None, int | None, int | None], list[int]] = defaultdict(list)
@@ -815,7 +817,8 @@ def _progress(g: GroupProgress) -> ProgressTable:
     stuck = ""
     if g.stuck_seq is not None:
         op = f"{c.short(g.stuck_op, 60)} " if g.stuck_op else ""
-        stuck = f"stuck at {op}#{g.stuck_seq}"
+        # "stuck" beside "no hang" would contradict it: the others got an error there
+        stuck = f"{'stuck' if hung else 'went wrong'} at {op}#{g.stuck_seq}"
     group = c.short(g.pg if not g.desc else f"{g.pg} ({g.desc})", 120)
     return ProgressTable(group, stuck, tuple(out), states_known)
 
