@@ -13,6 +13,7 @@ Each check returns every problem it finds, so one run shows all that is wrong wi
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import re
 import sys
@@ -26,6 +27,7 @@ import pytest
 from triage.knowledge.actions import parse_action
 from triage.model import Diagnosis, SourceKind
 from triage.pipeline import Options, diagnose
+from triage.report import render
 from triage.report import view as report_view
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus_samples"
@@ -394,6 +396,23 @@ def _ranks(text: str) -> set[int]:
     return out
 
 
+def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
+    """What the Markdown, text and HTML reports print is what the view decided: the hang line
+    as it was checked, and no raw record anywhere."""
+    problems = []
+    for fmt in ("md", "text", "html"):
+        out = html.unescape(render(d, fmt)) if fmt == "html" else render(d, fmt)
+        # Markdown escapes `_` and breaks `#26` with a zero-width space (no issue link)
+        plain = re.sub(r"\\([_*`#\[\]()])", r"\1", out).replace("\u200b", "")
+        flat = " ".join(plain.replace("│", " ").split())
+        head = view.who.hang.headline if view.who and view.who.hang else ""
+        if head and " ".join(head.split()) not in flat:
+            problems.append(f"{fmt}: the hang line {head[:50]!r} is missing")
+        if re.search(r"\{'\w+': ", out):
+            problems.append(f"{fmt}: a raw record is printed")
+    return problems
+
+
 def claim_problems(bundle: Path) -> list[str]:
     d = diagnosis_of(bundle)
     facts = facts_of(bundle)
@@ -409,6 +428,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + printed_by_problems(d, view, facts)
         + record_problems(view)
         + host_problems(d, facts)
+        + rendered_problems(d, view)
     )
 
 
