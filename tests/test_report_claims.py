@@ -64,13 +64,12 @@ class Facts:
 
     files: dict[str, list[str]] = field(default_factory=dict)  # path -> lines (text files)
     raised: dict[str, set[str]] = field(default_factory=dict)  # exception line -> `file.py:N`
-    printed_errors: set[int] = field(default_factory=set)  # ranks with a traceback of their own
+    printed_errors: set[int] = field(default_factory=set)  # ranks that printed an error
     pyspy_op: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed function
     pyspy_ranks: set[int] = field(default_factory=set)  # ranks a py-spy dump shows alive
     fr_last: dict[int, tuple[int, str]] = field(default_factory=dict)  # rank -> (seq, op)
     fr_ops: dict[int, dict[int, str]] = field(default_factory=dict)  # rank -> seq -> op
-    log_hosts: set[str] = field(default_factory=set)
-    kinds: set[SourceKind] = field(default_factory=set)
+    log_hosts: set[str] = field(default_factory=set)  # torchrun's `host :`, NCCL's `host:pid:`
 
 
 def _user_frame(frames: list[tuple[str, int, str]]) -> str | None:
