@@ -14,9 +14,12 @@ shared/corpus/score.py: the top answer counts when it is the label or one of its
 abstention counts as wrong.
 
 Systems, all in one run: triage as shipped (rules + neighbours + learned model, fused and
-calibrated: TF-IDF neighbours when the rules decide, MiniLM otherwise), triage --no-embed,
-triage without the learned model, and its parts alone: rules (specific + generic), the
-generic layer, TF-IDF kNN, MiniLM kNN, the learned model; a naive keyword table.
+calibrated: TF-IDF neighbours when the rules decide, the embedding otherwise), triage
+--no-embed, triage without the learned model, and its parts alone: rules (specific +
+generic), the generic layer, TF-IDF kNN, embedding kNN, the learned model; a naive keyword
+table. The embedding is the active space (`TRIAGE_EMBEDDING`: the static default, or
+`minilm`), and `--write-calibration` writes that space's calibration and learned model;
+bench/embedding_speed.py runs this script once per space and prints them side by side.
 Columns: symptom@1/@3, root cause@1/@3, fix@1/@3, abstentions, and for the top symptom's
 score: the share of cases answered at >= 0.8 (`cov>=.8`), how many of those are right
 (`prec>=.8`) and the expected calibration error (`ECE`). Systems whose score is not a
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from triage.classify import (  # noqa: E402
     Prepared,
+    embedding,  # noqa: E402
     fusion,
     learned,
     load_learned,
@@ -56,7 +60,6 @@ from triage.classify import (  # noqa: E402
 )
 from triage.classify import rules_decide as decided  # noqa: E402
 from triage.classify.calibration import (  # noqa: E402
-    CALIBRATION_FILE,
     Calibration,
     LogisticCalibrator,
     expected_calibration_error,
@@ -101,7 +104,7 @@ class Case:
     row: dict
     prep: Prepared
     accepted: dict[str, set[str]]
-    vector: np.ndarray | None = None  # MiniLM embedding of the signature
+    vector: np.ndarray | None = None  # the signature's embedding (active space)
     votes: dict[str, list[NeighbourVote]] = field(default_factory=dict)
     model: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # variant ->
 
@@ -306,7 +309,7 @@ def fuse_with(case: Case, cal: Calibration, mode: str, with_model: bool) -> Fuse
 
 
 def shipped_of(by_mode: Mapping[str, Sequence[Fused]]) -> tuple[list[Fused], list[str]]:
-    """What classify() ships: TF-IDF first; MiniLM only where the rules do not decide."""
+    """What classify() ships: TF-IDF first; the embedding only where the rules do not decide."""
     modes = ["tfidf" if decided(r) else "embed" for r in by_mode["tfidf"]]
     return [by_mode[m][i] for i, m in enumerate(modes)], modes
 
@@ -480,7 +483,10 @@ def part_systems(cases: Sequence[Case]) -> list[tuple[str, Callable[[Case], Answ
         ("specific rules alone, raw", lambda c: rules_answer(c.prep, "specific")),
         ("generic layer alone, raw", lambda c: rules_answer(c.prep, "generic")),
         (f"TF-IDF kNN (k={K}), raw", lambda c: vote_answer(c.votes["tfidf"])),
-        (f"MiniLM kNN (k={K}), raw", lambda c: vote_answer(c.votes["embed"])),
+        (
+            f"{embedding.active().name} embedding kNN (k={K}), raw",
+            lambda c: vote_answer(c.votes["embed"]),
+        ),
         ("learned model alone", lambda c: model_answer(c.model.get("embed", {}))),
         ("learned model alone, no embedding", lambda c: model_answer(c.model.get("tfidf", {}))),
         ("keyword table, raw", lambda c: keyword_answer(c.row["evidence"])),
@@ -629,6 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = neighbours.load_index()
     names = "+".join(p.name for p in paths)
     print(
+        f"embedding: {embedding.active().name}; "
         f"{len(cases)} cases from {names}; index of {len(index)} cases; "
         f"prepared in {time.perf_counter() - t0:.1f}s",
         file=sys.stderr,
@@ -768,20 +775,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "source": names,
         "index_inputs": index.manifest.get("inputs", {}),
         "folds": args.folds,
+        "embedding": embedding.active().name,
         "taxonomy_version": 1,
         # the calibrators and the learned model read the rules' weights: refit when this no
         # longer matches
         "rules_sha256": rules_hash(),
     }
     no_model_cal = Calibration(fit_calibration(cand_rows[False], False), abstain_plain, {})
+    space = embedding.active()
     if args.write_calibration:
-        out = neighbours.models_dir() / CALIBRATION_FILE
+        out = neighbours.models_dir() / space.calibration_file
         Calibration(
             fit_calibration(cand_rows[True], True),
             abstain_below,
             {**meta, "fitted_by": "bench/eval_corpus.py --write-calibration"},
         ).save(out)
         for variant in learned.VARIANTS:
+            if variant == "tfidf" and space.name != "static":
+                continue  # one TF-IDF model for both spaces: written with the default's
             model = fit_model(cases, variant)
             model.temperature = temperatures[variant]
             model.meta = {
@@ -790,7 +801,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "estimator": "scikit-learn LogisticRegression (multinomial, lbfgs), one per field",
                 "settings": {**MODEL_SETTINGS, "weights": list(MODEL_SETTINGS["weights"])},
             }
-            model.save(neighbours.models_dir() / learned.file_name(variant))
+            model.save(neighbours.models_dir() / learned.file_name(variant, space))
         print(f"calibration and learned model written to {out.parent}", file=sys.stderr)
     if args.bundles.is_dir():
         print(f"\n## corpus_samples bundles ({args.bundles})\n")

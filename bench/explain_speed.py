@@ -5,7 +5,7 @@
 Cold start (fresh interpreter each time, median of --repeat):
   - import time of the classify stage (`import triage.classify`) next to a bare interpreter;
   - one pasted CUDA OOM (the rules decide: neither torch nor the model may load);
-  - one paste no rule settles, an accuracy gap with no error (MiniLM loads to embed it).
+  - one paste no rule settles, an accuracy gap with no error (the similarity model embeds it).
 Batch, once the model is loaded (in one process): cases/s of `classify_many` over the corpus
 (one encode() call for all signatures) and of one `classify` call per case (what a simple
 loop does), and of `triage explain --jsonl` end to end when the CLI is complete.
@@ -30,22 +30,24 @@ OOM = (
     "capacity of 79.15 GiB of which 1.21 GiB is free."
 )
 # No rule, specific or generic, settles this one (accuracy that differs between layouts, no
-# error): MiniLM loads to embed it.
+# error): the similarity model embeds it.
 UNDECIDED = (
     "epoch 3 | val_acc 0.612 on 8 GPUs with FSDP\n"
     "epoch 3 | val_acc 0.741 on 1 GPU, same seed and global batch"
 )
 
 # Runs in a fresh interpreter: the stages `triage explain` runs, timed, and whether torch loaded.
+# (The stages through their public entry points: parse, correlate, classify. A helper the
+# classifier once had, `neighbours.text_analysis`, is gone; tests/test_cli_edges.py runs this.)
 _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from triage import parsers
+from triage.analysis import correlate
 from triage.classify import classify
-from triage.classify.neighbours import text_analysis
 t_import = time.perf_counter() - t0
 parsed = [parsers.parse_text(sys.argv[1])]
-result = classify(parsed, text_analysis(parsed))
+result = classify(parsed, correlate(parsed))
 print(json.dumps({
     "import_s": t_import,
     "total_s": time.perf_counter() - t0,
@@ -68,6 +70,13 @@ def _child(code: str, *args: str) -> tuple[float, str]:
     return time.perf_counter() - t0, p.stdout
 
 
+def explain_once(text: str) -> dict:
+    """The stages `triage explain` runs on `text`, in a fresh interpreter: import and total
+    seconds, whether torch loaded, the top symptom."""
+    wall, out = _child(_CHILD, text)
+    return {"wall_s": wall, **json.loads(out)}
+
+
 def cold(repeat: int) -> None:
     bare = statistics.median(_child("pass")[0] for _ in range(repeat))
     imp = statistics.median(_child("import triage.classify")[0] for _ in range(repeat))
@@ -76,14 +85,11 @@ def cold(repeat: int) -> None:
     print(f"python -c 'import triage.classify'    {imp * 1000:7.0f} ms  (+{extra:.0f} ms)")
     for name, text in (
         ("pasted CUDA OOM (rules decide)", OOM),
-        ("pasted accuracy gap (MiniLM loads)", UNDECIDED),
+        ("pasted accuracy gap (embedded)", UNDECIDED),
     ):
-        runs = []
-        for _ in range(repeat):
-            wall, out = _child(_CHILD, text)
-            runs.append((wall, json.loads(out)))
-        wall = statistics.median(r[0] for r in runs)
-        info = runs[0][1]
+        runs = [explain_once(text) for _ in range(repeat)]
+        wall = statistics.median(r["wall_s"] for r in runs)
+        info = runs[0]
         print(
             f"{name:37s} {wall * 1000:7.0f} ms wall  (imports {info['import_s'] * 1000:.0f} ms, "
             f"torch loaded: {info['torch_loaded']}, symptom {info['symptom']})"
@@ -126,7 +132,7 @@ def batch(cases_path: Path) -> None:
         jobs.append((parsed, correlate(parsed)))
     t0 = time.perf_counter()
     neighbours.embed(["load the model"])
-    print(f"MiniLM load (in process)              {(time.perf_counter() - t0) * 1000:7.0f} ms")
+    print(f"similarity model load (in process)    {(time.perf_counter() - t0) * 1000:7.0f} ms")
     t0 = time.perf_counter()
     classify_many(jobs)
     wall = time.perf_counter() - t0

@@ -157,7 +157,11 @@ def test_ranks_per_node_against_visible_gpus() -> None:
     ]  # fmt: skip
     facts = _facts(gpus=gpus, local_world_size=4, env={"CUDA_VISIBLE_DEVICES": "0,1,1"})
     found = _checks(facts)
-    assert "4 ranks per node but only 3 visible" in found["gpus-per-node"][0].title
+    # `0,1,1` is two GPUs, one of them listed twice
+    assert (
+        "4 ranks per node but only 2 visible GPU(s) (listed 3 times)"
+        in found["gpus-per-node"][0].title
+    )
     assert any("more than once" in f.title for f in found["cuda-visible-devices"])
     assert found["gpu-memory-free"][0].title.startswith("GPU 0 has only 1000 MiB")
 
@@ -344,3 +348,24 @@ def test_distributed_without_a_launcher_is_a_usage_error() -> None:
     assert done.returncode == 2
     assert "--distributed needs the job's launcher" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_cpu_torch_on_a_node_that_expects_gpus_is_an_error() -> None:
+    # 8 ranks per node, NCCL tuned and a CUDA toolkit installed, but torch is a CPU build
+    facts = _facts(
+        local_world_size=8,
+        env={"NCCL_SOCKET_IFNAME": "eth0"},
+        versions={"python": "3.11.7", "torch": "2.13.0+cpu", "nvcc": "12.6"},
+    )
+    found = _checks(facts)["torch-cpu-build"][0]
+    assert found.severity == "error" and "8 ranks" in found.title
+    # the same CPU build running a gloo job with nothing that asks for GPUs is fine
+    assert "torch-cpu-build" not in _checks(_facts(local_world_size=8))
+
+
+def test_a_gpu_listed_twice_is_one_duplicate_device_not_two_gpus() -> None:
+    facts = _facts(local_world_size=2, env={"CUDA_VISIBLE_DEVICES": "0,0"})
+    found = _checks(facts)
+    assert "GPU 0 more than once" in found["cuda-visible-devices"][0].title
+    per_node = found["gpus-per-node"][0]
+    assert "only 1 visible GPU(s)" in per_node.title and "2 GPU" not in per_node.title

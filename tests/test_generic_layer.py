@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from triage import pipeline
-from triage.classify import neighbours
+from triage.classify import embedding, neighbours
 
 TABLE: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent / "fixtures" / "generic_table.yaml").read_text(encoding="utf-8")
@@ -30,14 +30,15 @@ def test_the_table_covers_every_family_the_generic_layer_names() -> None:
 
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every attempt to embed a query with MiniLM (and answer it without the model)."""
+    """Record every attempt to embed a query (and answer it without the model)."""
     import numpy as np
 
     embedded: list[str] = []
+    dims = neighbours.load_index().embeddings.shape[1]
 
-    def recording(texts: Any) -> Any:
+    def recording(texts: Any, *_: Any) -> Any:
         embedded.extend(texts)
-        return np.zeros((len(texts), 384), dtype=np.float32)
+        return np.zeros((len(texts), dims), dtype=np.float32)
 
     monkeypatch.setattr(neighbours, "embed", recording)
     return embedded
@@ -68,7 +69,7 @@ def test_a_paste_the_generic_layer_settles_does_not_load_the_model(no_model: lis
 def test_most_of_the_table_is_settled_without_the_model(no_model: list) -> None:
     for case in TABLE:
         pipeline.explain(case["text"])
-    # a few pastes stay open (a bare RuntimeError, a refused connection): MiniLM may help there
+    # a few pastes stay open (a bare RuntimeError, a refused connection): the embedding may help
     assert len(no_model) <= len(TABLE) // 10
 
 
@@ -80,8 +81,10 @@ class _FakeModel:
 
 
 def _model_not_yet_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # only the full MiniLM takes seconds to load (the default static one, milliseconds)
+    monkeypatch.setenv(embedding.EMBEDDING_ENV, "minilm")
     monkeypatch.setattr(neighbours, "model_loaded", lambda: False)
-    monkeypatch.setattr(neighbours, "_model", lambda: _FakeModel())
+    monkeypatch.setattr(embedding, "minilm_model", lambda: _FakeModel())
 
 
 def test_explain_on_a_terminal_says_when_the_similarity_model_loads(

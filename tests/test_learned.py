@@ -163,4 +163,5 @@ def test_the_model_never_adds_a_symptom_to_a_clear_exception() -> None:
 
 def test_the_index_and_the_model_agree_on_the_embedding_size() -> None:
     index = neighbours.load_index()
-    assert index.embeddings.shape[1] == learned.EMBED_DIM
+    model = load_learned("embed")
+    assert model is not None and index.embeddings.shape[1] == model.embed_dim

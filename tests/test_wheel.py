@@ -82,6 +82,8 @@ def test_a_wheel_installed_outside_the_repo_answers_as_the_editable_install(tmp_
         "triage/rules/templates.yaml",
         "triage/models/index.npz",
         "triage/models/calibration.json",
+        "triage/models/static-embedding.npz",  # the default similarity model
+        "triage/models/static-tokenizer.json",
         "triage/models/corpus/manifest.yaml",
         "triage/models/corpus/dev.jsonl",
         "triage/taxonomy.yaml",

@@ -194,3 +194,71 @@ def test_the_shipped_bundles_all_end_failed_or_hung() -> None:
         assert d["outcome"]["id"] in ("failed", "hung"), bundle.parent.name
         if d["outcome"]["id"] == "hung":
             assert expected["hang"], bundle.parent.name
+
+
+def _nccl_init(rank: int, nranks: int, comm: str) -> str:
+    return (
+        f"node01:{4200 + rank}:{4300 + rank} [{rank}] NCCL INFO comm 0x55d0{comm} rank "
+        f"{rank % nranks} nRanks {nranks} nNodes 1 localRanks {nranks} localRank "
+        f"{rank % nranks} MNNVL 0\n"
+    )
+
+
+def test_sub_communicators_set_up_first_do_not_make_the_world_size_disagree(
+    tmp_path: Path,
+) -> None:
+    # Megatron sets up TP/PP/DP groups (sizes 1 and 2) before the world one (40): more
+    # set-up lines than the parser keeps, so the world's own may never be read
+    lines = []
+    for rank in range(40):
+        lines += [_nccl_init(rank, 1, f"{rank}a"), _nccl_init(rank, 2, f"{rank // 2}b")]
+    lines += [_nccl_init(rank, 40, "ff") for rank in range(40)]
+    lines += [f" iteration {i:8d}/ 1000 | lm loss: 7.1E+00 |\n" for i in range(10, 110, 10)]
+    (tmp_path / "train.log").write_text("".join(lines), encoding="utf-8")
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert not any("world sizes" in f["summary"] for f in d["findings"])
+    assert d["outcome"]["id"] == "incomplete"
+    assert _top_symptom_score(d) < 0.3
+
+
+def test_an_exception_after_the_trainers_final_metrics_is_how_the_job_ended(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "train.log").write_text(
+        "{'loss': 2.1, 'grad_norm': 1.0, 'learning_rate': 1e-05, 'epoch': 1.0}\n"
+        "{'train_runtime': 1234.5, 'train_samples_per_second': 12.3, 'train_loss': 1.2, "
+        "'epoch': 1.0}\n"
+        "Traceback (most recent call last):\n"
+        '  File "/work/train.py", line 88, in <module>\n'
+        "    trainer.save_model(args.output_dir)\n"
+        "OSError: [Errno 28] No space left on device\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "failed"
+    assert "No space left on device" in d["outcome"]["why"]
+
+
+def _routine_examples() -> list[tuple[str, str]]:
+    from triage import knowledge
+
+    return [(line.id, ex) for line in knowledge.load().routine.lines for ex in line.examples]
+
+
+@pytest.mark.parametrize(("routine_id", "line"), _routine_examples())
+def test_a_routine_line_in_a_running_job_invents_no_failure(
+    tmp_path: Path, routine_id: str, line: str
+) -> None:
+    progress = [f" iteration {i:8d}/ 1000 | lm loss: 7.1E+00 |" for i in range(10, 60, 10)]
+    (tmp_path / "train.log").write_text(
+        "\n".join([*progress[:2], line, *progress[2:]]) + "\n", encoding="utf-8"
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "incomplete", (routine_id, d["outcome"])
+    assert _top_symptom_score(d) < 0.3, (routine_id, d["symptoms"][:1])

@@ -19,10 +19,12 @@ order jobs finish.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
 import stat
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -133,6 +135,43 @@ def diagnose_job(path: str, options: Options = Options()) -> Row:
         from triage.redact import redact_text
 
         return {"job": path, "error": redact_text(f"{type(exc).__name__}: {exc}")}
+
+
+class ClusterUnavailable(ValueError):
+    """`--dask` / `--ray` cannot be used as given: no address, or the extra is not installed."""
+
+
+# the package each cluster needs, and the extra of triage that installs it
+_CLUSTERS = {
+    "dask": ("distributed", "triage[dask]", "a scheduler address (tcp://host:8786)"),
+    "ray": ("ray", "triage[ray]", "a cluster address (ray://host:10001, or auto)"),
+}
+
+
+def check_cluster(*, dask: str | None = None, ray: str | None = None) -> None:
+    """Raise ClusterUnavailable when a cluster was asked for but cannot be used: an empty
+    address, or its package missing. Checked before any job is read: a user's mistake, not an
+    internal failure halfway through."""
+    for name, address in (("dask", dask), ("ray", ray)):
+        if address is None:
+            continue
+        package, extra, wanted = _CLUSTERS[name]
+        if not address.strip():
+            raise ClusterUnavailable(f"--{name} needs {wanted}, not an empty text")
+        if not _installed(package):
+            raise ClusterUnavailable(
+                f"--{name} needs the `{package}` package, which is not installed here: "
+                f"pip install '{extra}'"
+            )
+
+
+def _installed(package: str) -> bool:
+    if package in sys.modules:
+        return sys.modules[package] is not None  # None: an import that is known to fail
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def run_batch(

@@ -5,13 +5,14 @@ triage explain [TEXT...] | --jsonl
 triage rules list | check X
 triage index build
 triage batch DIR_OF_JOBS -o results.jsonl [-j N] [--dask ADDRESS | --ray ADDRESS]
+triage fleet DIR_OF_JOBS [-o report.html|.md|.json] [--db fleet.sqlite] [--dask A | --ray A]
 triage snapshot [--pid PID | --all] -o DIR [--analyze]
 triage doctor [--distributed] [--format text|json]
 triage bot github|gitlab --event PATH [--api-url URL] [--dry-run]
 triage serve --host H --port P [--api-url URL] [--config bot.yaml]
 
 Exit codes: 0 a finished diagnosis (even "unknown"), 1 an internal failure, 2 a usage error,
-3 no evidence at all was found (EXIT_NO_EVIDENCE).
+3 no evidence at all was found (EXIT_NO_EVIDENCE), 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -38,9 +40,12 @@ _SUFFIX_FORMATS = {
 }
 # The run finished but no input held anything to diagnose: scripts tell it from a diagnosis.
 EXIT_NO_EVIDENCE = 3
+# Stopped by Ctrl-C: 128 + SIGINT, as shells report a command the user interrupted.
+EXIT_INTERRUPTED = 130
 EXIT_CODES = (
     "Exit codes: 0 diagnosed (even when the cause is unknown), 1 internal failure, 2 usage "
-    f"error, {EXIT_NO_EVIDENCE} no evidence found in the inputs."
+    f"error, {EXIT_NO_EVIDENCE} no evidence found in the inputs, {EXIT_INTERRUPTED} "
+    "interrupted (Ctrl-C)."
 )
 
 
@@ -270,6 +275,7 @@ def analyze(
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise click.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATH")
+    _refuse_streams(paths)
     fmt = _pick_format(fmt, out, brief)
     options = _options(
         no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
@@ -281,6 +287,27 @@ def analyze(
     # (~0.1 s on a 1,024-rank bundle).
     gc.freeze()
     _emit(diagnosis, fmt, out, quiet, brief)
+
+
+def _refuse_streams(paths: tuple[str, ...]) -> None:
+    """A pipe named as a path (`triage <(cat log)`, a FIFO) is read once and cannot be
+    sniffed and read again as a bundle's files are, so ingest leaves it unread: say so,
+    and how to give it, instead of reporting that no evidence was found."""
+    import stat
+
+    for p in paths:
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            continue
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+            what = "a pipe" if stat.S_ISFIFO(mode) else "not a file or folder"
+            raise click.BadParameter(
+                f"{p} is {what} (process substitution `<(...)`, a FIFO or a device): triage "
+                "reads files, folders and archives. Save it first (`cat job.log > job.txt; "
+                "triage job.txt`) or pipe a pasted error to `triage explain`.",
+                param_hint="PATH",
+            )
 
 
 @main.command()
@@ -465,13 +492,37 @@ def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
     from triage.redact import redact_text
 
     _check_rules(rules)
+    if not file_or_text.strip():
+        # Path("") is the current folder: an empty argument must not scan it
+        raise click.BadParameter(
+            "nothing to check: give a file, a folder or the text of an error",
+            param_hint="FILE_OR_TEXT",
+        )
+    if _looks_like_a_path(file_or_text) and not Path(file_or_text).exists():
+        raise click.BadParameter(
+            f"no such file or folder: {file_or_text} (quote an error's text to check it as text)",
+            param_hint="FILE_OR_TEXT",
+        )
+    _refuse_streams((file_or_text,) if Path(file_or_text).exists() else ())
     hits = pipeline.check_rules(file_or_text, rules)
     if not hits:
         click.echo("no rule matched")
     for hit in hits:
-        where = f" (line {hit.evidence_line})" if hit.evidence_line else ""
+        source = hit.event.source if hit.event is not None else ""
+        if source and not source.startswith("<"):  # a file of the folder, not the pasted text
+            where = f" ({source}:{hit.evidence_line})" if hit.evidence_line else f" ({source})"
+        else:
+            where = f" (line {hit.evidence_line})" if hit.evidence_line else ""
         quoted = redact_text(hit.evidence_text.strip())
         click.echo(f"{hit.rule_id}: {hit.title}{where}\n    {quoted}")
+
+
+def _looks_like_a_path(arg: str) -> bool:
+    """One word with a folder separator or a file suffix (`logs/`, `rank3.log`): meant as a
+    path. An error's text has spaces, or no separator and no suffix."""
+    if any(c.isspace() for c in arg):
+        return False
+    return "/" in arg or os.sep in arg or bool(re.search(r"\.[A-Za-z][\w]{0,7}$", arg))
 
 
 @main.group()
@@ -488,8 +539,12 @@ def index() -> None:
 )
 def index_build(out_dir: str | None) -> None:
     """Rebuild the nearest-neighbour index from the reference cases."""
+    from importlib.util import find_spec
+
     from triage.knowledge import build
 
+    if find_spec("sklearn") is None:  # it fits the TF-IDF space; the default install lacks it
+        raise click.ClickException("building the index needs `pip install 'triage[build]'`")
     path = build.build_index(out_dir=out_dir)
     click.echo(f"index written to {path}")
 
@@ -547,8 +602,12 @@ def batch(
 
     from triage import batch as batch_runner
 
-    if dask_address and ray_address:
+    if dask_address is not None and ray_address is not None:
         raise click.UsageError("--dask and --ray: choose one cluster")
+    try:
+        batch_runner.check_cluster(dask=dask_address, ray=ray_address)
+    except batch_runner.ClusterUnavailable as exc:
+        raise click.UsageError(str(exc)) from None
     # Absolute paths: a cluster's workers read the jobs where they are (a shared filesystem).
     entries = batch_runner.job_entries(os.path.abspath(jobs_dir), follow_links=follow_links)
     options = _options(
@@ -569,6 +628,97 @@ def batch(
             on_row=progress.row,
         )
     click.echo(f"{count} rows written to {out}", err=True)
+
+
+@main.command()
+@click.argument("jobs_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Write the fleet report to FILE: .html, .md or .json (default: Markdown on stdout).",
+)
+@click.option("--format", "fmt", type=click.Choice(("html", "md", "json")), help="Report format.")
+@click.option(
+    "--db",
+    "db_path",
+    default="fleet.sqlite",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The SQLite history: jobs already in it (by content digest) are not read again.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    "workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel processes (default: all cores).",
+)
+@click.option(
+    "--dask", "dask_address", metavar="ADDRESS", help="Run the jobs on this Dask scheduler."
+)
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="Run the jobs on this Ray cluster.")
+@_no_embed_option
+@_rules_option
+@_fr_entries_option
+@_follow_links_option
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def fleet(
+    jobs_dir: str,
+    out: str | None,
+    fmt: str | None,
+    db_path: str,
+    workers: int | None,
+    dask_address: str | None,
+    ray_address: str | None,
+    no_embed: bool,
+    rules: tuple[str, ...],
+    fr_entries: int | None,
+    follow_links: bool,
+    quiet: bool,
+) -> None:
+    """Across jobs: add JOBS_DIR's new jobs to the history, report recurring failures and the
+    hosts behind them."""
+    from triage import fleet as fleet_lib
+    from triage.fleet.render import render
+
+    if dask_address and ray_address:
+        raise click.UsageError("--dask and --ray: choose one cluster")
+    fmt = fmt or (_SUFFIX_FORMATS.get(Path(out).suffix.lower()) if out else "md")
+    if fmt not in ("html", "md", "json"):
+        raise click.BadParameter(
+            f"cannot tell the format of {out}: use .html, .md or .json, or --format",
+            param_hint="-o",
+        )
+    if out and not Path(out).parent.is_dir():
+        raise click.BadParameter(
+            f"cannot write {out}: the folder {Path(out).parent} does not exist", param_hint="-o"
+        )
+    options = _options(no_embed, rules, fr_entries, follow_links=follow_links)
+    with _FleetProgress(not quiet) as progress:
+        try:
+            report = fleet_lib.run_fleet(
+                jobs_dir,
+                db_path,
+                options,
+                workers=workers,
+                dask=dask_address,
+                ray=ray_address,
+                progress=progress.update,
+            )
+        except fleet_lib.StoreError as exc:
+            raise click.BadParameter(str(exc), param_hint="--db") from None
+        except fleet_lib.FleetKnowledgeError as exc:  # a broken install or TRIAGE_RULES_DIR
+            raise click.ClickException(str(exc)) from None
+    text = render(report, fmt)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        if not quiet:
+            click.echo(f"fleet report written to {out}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 @main.command()
@@ -878,6 +1028,55 @@ class _BatchProgress:
         self.bar.refresh()
 
 
+class _FleetProgress:
+    """`triage fleet`'s progress on stderr: a bar on a terminal, else a line per tenth."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.bar: Any = None
+        self.task: Any = None
+        self.said = -1
+
+    def __enter__(self) -> _FleetProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def update(self, event: str, done: int, total: int, name: str) -> None:
+        """`run_fleet`'s callback: "hash" while digests are taken, "job" per finished job."""
+        if not self.enabled or total <= 0:
+            return
+        what = "checking" if event == "hash" else "reading new jobs"
+        if not self.tty:
+            tenth = done * 10 // total
+            if event == "job" and (tenth != self.said or done == total):
+                self.said = tenth
+                click.echo(f"fleet: {done}/{total} new jobs read", err=True)
+            return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            # No refresh thread: the pool forks its workers after this (see _BatchProgress).
+            self.bar = Progress(
+                TextColumn("{task.fields[what]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+                transient=True,
+                auto_refresh=False,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("", total=total, what=what)
+        desc = Path(name).name
+        self.bar.update(self.task, completed=done, total=total, description=desc, what=what)
+        self.bar.refresh()
+
+
 class _Progress:
     """A rich progress line on stderr, shown only when reading takes more than a second;
     then a spinner while the later stages run (loading the similarity model takes seconds)."""
@@ -947,11 +1146,16 @@ def run() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            # click turns Ctrl-C into Abort: it is the user's stop, not an internal failure
+            click.echo("interrupted (Ctrl-C)", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         click.echo("aborted", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
-        sys.exit(130)
+        click.echo("interrupted (Ctrl-C)", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # noqa: BLE001 - the contract: internal failure -> exit 1

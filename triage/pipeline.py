@@ -548,8 +548,12 @@ def _diagnosis(
         return Diagnosis(
             summary=f"{_OUTCOME_WORDS[outcome.id]}: {_lower_first(outcome.why)}.",
             inputs=inputs,
-            findings=found.findings,
-            timeline=found.timeline,
+            # what correlate said of a failure (who started it, the cascade, the exits a stop
+            # left) would contradict the outcome; facts about the job itself stay
+            findings=tuple(f for f in found.findings if f.kind not in _FAILURE_FINDINGS),
+            timeline=tuple(
+                replace(t, role="context") if t.role == "initiating" else t for t in found.timeline
+            ),
             rank_exits=tuple(replace(e, message=None) for e in found.rank_exits),
             process_groups=found.process_groups,
             stack_groups=found.stack_groups,
@@ -583,6 +587,21 @@ def _diagnosis(
         outcome=outcome,
     )
 
+
+# Findings that speak of a failure: a job that ended well shows none of them.
+_FAILURE_FINDINGS = frozenset(
+    {
+        "first_failure",
+        "cascade",
+        "hang",
+        "lagging_rank",
+        "missing_rank",
+        "collective_mismatch",
+        "rank_exit",
+        "stack_outlier",
+        "progress_divergence",
+    }
+)
 
 # How a summary names each outcome.
 _OUTCOME_WORDS = {

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from triage import knowledge, taxonomy
+from triage.knowledge.actions import FRAMEWORKS_FACT, plain
 from triage.knowledge.playbook import Playbook
 from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
 
@@ -70,23 +72,38 @@ def recommend(
         key=lambda f: (-round(scores[f], 2), f not in rule_backed, -prior.get(f, 0.0), f),
     )
     facts = job_facts(analysis)
+    sources = _ActionSources.of(kb)
+    # the advice is ordered by the most likely cause only when that cause is likely at all
+    top_cause = causes[0].id if causes and causes[0].score >= LEAD_CAUSE_SCORE else None
+    ranked = {f: _actions(f, classification, causes, facts, kb, sources, top_cause) for f in order}
+    order = _lead_with_the_cause(order, scores, ranked)
     out: list[FixRecommendation] = []
+    said: list[str] = []  # every action already given, under any fix pattern
     for f in order:
         if scores[f] < MIN_SCORE and out:
             continue
-        actions = _actions(f, classification, causes, facts, kb.playbook)
+        # one action per idea across the whole list: a later fix pattern that only says again
+        # what an earlier one said is left out
+        actions = _distinct([a.text for a in ranked[f]], kb.playbook, said)[:MAX_ACTIONS]
         if not actions:
             if out:
-                continue  # nothing this job can act on: filler, not advice
-            actions = (kb.playbook.fallback[f],)
+                continue  # nothing this job can act on (or nothing new): filler, not advice
+            actions = [kb.playbook.fallback[f]]
+        said.extend(actions)
+        actions = _no_leading_or(actions)
         cat = tax.fix_patterns[f]
+        score = _clip(scores[f])
+        if out and score > out[-1].score:
+            # it gave way to advice for the likely cause: its score came from advice for
+            # another cause, and a list read top-down must not show it above the one before
+            score = out[-1].score
         out.append(
             FixRecommendation(
                 id=f,
                 slug=cat.slug,
                 name=cat.name,
-                score=round(_clip(scores[f]), 2),  # shown as a percentage; ties are ordered above
-                actions=actions,
+                score=round(score, 2),  # shown as a percentage; ties are ordered above
+                actions=tuple(actions),
                 why=_why(
                     f, evidence.get(f, 0.0), prior_cause.get(f), classification, tax, rules_by_id
                 ),
@@ -124,12 +141,12 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
     if not ranks and analysis.first_failure is not None and analysis.first_failure.rank is not None:
         ranks = [analysis.first_failure.rank]
     if ranks:
-        facts["ranks"] = ", ".join(str(r) for r in ranks)
+        facts["ranks"] = plain(ranks)
         facts.setdefault("rank", ranks[0])
     if hang is not None and hang.collective:
         op = hang.collective.get("op") or hang.collective.get("profiling_name")
-        if op:
-            facts.setdefault("collective", op)
+        if op and not isinstance(facts.get("collective"), str):
+            facts["collective"] = op  # the op's name, never the record it came from
         if hang.collective.get("timeout_ms"):
             facts.setdefault("timeout_ms", hang.collective["timeout_ms"])
     if "host" not in facts:
@@ -147,34 +164,149 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
     return facts
 
 
+@dataclass(frozen=True)
+class _Ranked:
+    """One action and whether it speaks to the most likely root cause (its rule concludes
+    that cause or none, or says it is `for` it; or the playbook gives it for that cause)."""
+
+    text: str
+    on_cause: bool
+    by_rule: bool  # written by a rule that matched this job's lines, not the playbook
+
+
+# A fix pattern whose first action speaks to the most likely root cause goes before one whose
+# first action speaks to another cause, when its score is within this much of the best one:
+# "drop_last" (uneven batches) must not lead a NaN that the data caused because a step-count
+# rule scored 0.06 higher.
+LEAD_MARGIN = 0.1
+# ... and only when that cause scores at least this: below it the cause is a guess, and the
+# scores' order stands (on the reference corpus, a weak "framework logic bug" pushed right
+# specific advice down)
+LEAD_CAUSE_SCORE = 0.5
+
+
+def _lead_with_the_cause(
+    order: Sequence[str], scores: Mapping[str, float], ranked: Mapping[str, Sequence[_Ranked]]
+) -> list[str]:
+    if not order:
+        return []
+    best = scores[order[0]]
+
+    def tier(f: str) -> int:
+        # A fix whose rules all advise it for other causes gives way: its score came from
+        # them, not from this cause. A fix with nothing concrete to say, or only the
+        # playbook's general advice, keeps its place (on the reference corpus, promoting a
+        # specific rule's advice over those flipped as many right answers as it fixed).
+        from_rules = [a for a in ranked[f] if a.by_rule]
+        return 1 if from_rules and not any(a.on_cause for a in from_rules) else 0
+
+    near = [f for f in order if scores[f] >= best - LEAD_MARGIN]
+    rest = [f for f in order if f not in near]
+    return sorted(near, key=lambda f: (tier(f), order.index(f))) + rest
+
+
 def _actions(
     fix: str,
     classification: Classification,
     causes: Sequence[ScoredLabel],
     facts: Mapping[str, Any],
-    playbook: Playbook,
-) -> tuple[str, ...]:
-    """Rule actions (most specific) first, then the playbook's, without near-repeats; only
-    those that apply to this job (none, possibly)."""
+    kb: knowledge.Knowledge,
+    sources: _ActionSources,
+    top_cause: str | None,
+) -> list[_Ranked]:
+    """Rule actions (most specific) first, then the playbook's; only those that apply to this
+    job (none, possibly); those that speak to the most likely root cause before the others."""
     # classify orders them: the rules that back this fix most strongly first
     from_rules = list(dict.fromkeys((classification.actions or {}).get(fix, ())))
     # Playbook advice only from causes that are still plausible next to the best one.
     floor = max(MIN_CAUSE_SCORE, CAUSE_RATIO * (causes[0].score if causes else 0.0))
     from_playbook = [
-        advice
+        (rc.id, advice)
         for rc in causes[:TOP_CAUSES]
-        if rc.score >= floor and (advice := playbook.advice(rc.id, fix, facts)) is not None
+        if rc.score >= floor and (advice := kb.playbook.advice(rc.id, fix, facts)) is not None
     ]
-    # Two rule actions, then the playbook (it carries the job's ranks and values), then the rest.
-    ordered = from_rules[:2] + from_playbook + from_rules[2:]
-    actions: list[str] = []
-    for text in ordered:
-        if not any(_similar(text, kept) for kept in actions):
-            actions.append(text)
+    frameworks = set(facts.get(FRAMEWORKS_FACT) or ())
+    out: list[_Ranked] = []
+    for text in from_rules:
+        concluded = sources.causes(fix, text)
+        on_cause = top_cause is None or not concluded or top_cause in concluded
+        out.append(_Ranked(text, on_cause, by_rule=True))
+    for cause, text in from_playbook:
+        out.append(_Ranked(text, top_cause is None or cause == top_cause, by_rule=False))
+    # Advice that names a framework the job does not run on is for another job (a DeepSpeed
+    # OOM is not told to move to FSDP); when the job's lines name none, nothing is known.
+    if frameworks:
+        out = [a for a in out if _fits_frameworks(a.text, frameworks, kb)]
+    # Two rule actions, then the playbook (it carries the job's ranks and values), then the
+    # rest; within that, what speaks to the most likely cause first.
+    rules_first = out[: len(from_rules)]
+    ordered = rules_first[:2] + out[len(from_rules) :] + rules_first[2:]
+    return sorted(ordered, key=lambda a: not a.on_cause)
+
+
+def _fits_frameworks(text: str, frameworks: set[str], kb: knowledge.Knowledge) -> bool:
+    named = kb.frameworks.named_in(text)
+    return not named or bool(named & frameworks)
+
+
+class _ActionSources:
+    """Which rule wrote an action: each rule's action alternatives by their longest literal
+    run (the text between `{facts}`), so an action can be traced to the root causes its rule
+    concludes. Built once per knowledge base."""
+
+    _cache: dict[int, tuple[knowledge.Knowledge, _ActionSources]] = {}
+
+    def __init__(self, kb: knowledge.Knowledge) -> None:
+        # fix -> (literal, the causes the advice is for)
+        self.by_fix: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        for rule in kb.rules:
+            concluded = frozenset(c for c, w in rule.root_cause.items() if w > 0)
+            for fix, action in rule.actions.items():
+                for alt in action.alternatives:
+                    literal = _longest_literal(alt.template)
+                    if len(literal) >= 12:
+                        causes = frozenset(alt.causes) or concluded
+                        self.by_fix.setdefault(fix, []).append((literal, causes))
+
+    @classmethod
+    def of(cls, kb: knowledge.Knowledge) -> _ActionSources:
+        hit = cls._cache.get(id(kb))
+        if hit is None or hit[0] is not kb:
+            if len(cls._cache) > 8:
+                cls._cache.clear()
+            hit = (kb, cls(kb))
+            cls._cache[id(kb)] = hit
+        return hit[1]
+
+    def causes(self, fix: str, text: str) -> frozenset[str] | None:
+        """The root causes the advice `text` addresses (None: no rule known to write it;
+        empty: any)."""
+        found = [c for literal, c in self.by_fix.get(fix, ()) if literal in text]
+        return frozenset().union(*found) if found else None
+
+
+def _longest_literal(template: str) -> str:
+    pieces = re.split(r"\{[^{}]*\}|\s?\([^()`]*\{[^{}]*\}[^()`]*\)", template)
+    return max(pieces, key=len).strip() if pieces else ""
+
+
+def _distinct(texts: Sequence[str], playbook: Playbook, said: Sequence[str]) -> list[str]:
+    """The texts without those that say again what an earlier one (here or under an earlier
+    fix pattern) said: the same main command, most of the same words, or one idea of the
+    playbook's `same_advice` list."""
+    kept: list[str] = []
+    for text in texts:
+        if any(_similar(text, other, playbook) for other in (*said, *kept)):
+            continue
+        kept.append(text)
+    return kept
+
+
+def _no_leading_or(actions: list[str]) -> list[str]:
     if actions and actions[0].startswith("Or "):
         # "Or ..." follows another step of its rule; listed first here, it follows nothing
         actions[0] = actions[0][3:4].upper() + actions[0][4:]
-    return tuple(actions[:MAX_ACTIONS])
+    return actions
 
 
 def _words(text: str) -> set[str]:
@@ -187,11 +319,13 @@ def _main_command(text: str) -> str:
     return max(spans, key=len) if spans else ""
 
 
-def _similar(a: str, b: str) -> bool:
-    """Two actions saying the same thing in other words: the same main command, or most of the
-    shorter one's words."""
+def _similar(a: str, b: str, playbook: Playbook | None = None) -> bool:
+    """Two actions saying the same thing in other words: the same main command, most of the
+    shorter one's words, or the same idea of the playbook's `same_advice` list."""
     command = _main_command(a)
     if len(command) >= 12 and command == _main_command(b):
+        return True
+    if playbook is not None and playbook.same_idea(a, b):
         return True
     wa, wb = _words(a), _words(b)
     if not wa or not wb:
@@ -215,7 +349,9 @@ def _why(
             text = text if len(text) <= 90 else text[:87] + "..."
             title = rules_by_id[quote.why].title
             first = title.split(" ", 1)[0]
-            if not (len(first) > 1 and first.isupper()):  # "NCCL cannot ..." keeps its capitals
+            # "NCCL cannot ...", "NaN in ...", "ZeRO-1/2 saw ..." keep their capitals: only a
+            # word that is capitalised as a sentence starts is lowered
+            if first[:1].isupper() and not any(c.isupper() for c in first[1:]):
                 title = title[:1].lower() + title[1:]
             parts.append(f"{title} (“{text}”)")
     if cause is not None:

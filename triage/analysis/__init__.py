@@ -350,6 +350,7 @@ def analyse(parsed: Sequence[ParsedSource], routine: Routine | None = None) -> A
                     # a template's `{collective}` is the op's name, never the whole record
                     **({"collective": hang_op} if hang_op else {}),
                     "collective_record": dict(hang.collective or {}),
+                    "op": hang_op,  # what an action may name
                     **({"shape": shape} if shape else {}),
                 },
             )

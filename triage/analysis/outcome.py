@@ -118,6 +118,16 @@ def decide(
     ended_badly = [
         ev for ev in fatal if ev.kind in _ENDING_KINDS or (ev.attrs or {}).get("end") == "failed"
     ]
+    if succeeded is not None and not any(
+        (ev.attrs or {}).get("target_pid") is not None for ev in succeeded[1]
+    ):
+        # a script's own end line (not a launcher's exit count) says nothing of what came after
+        # it: an exception raised later in the same file (the final save) is how it ended
+        ended_badly += [
+            ev
+            for ev in fatal
+            if ev.kind in _FAULT_KINDS and _readable(ev) and _after_any(ev, succeeded[1])
+        ]
     if succeeded is not None and not ended_badly:
         # every process the launcher saw ended well: an exception it printed was handled
         why, shown = succeeded
@@ -298,6 +308,13 @@ def _went_on_past(ev: Event, last: dict[tuple[str, int | None], Event]) -> bool:
 
 def _order(ev: Event) -> tuple[float, str, int]:
     return (ev.time if ev.time is not None else float("inf"), ev.source, ev.line or 0)
+
+
+def _after_any(ev: Event, marks: Sequence[Event]) -> bool:
+    """`ev` comes after one of `marks` in the same file."""
+    return any(
+        ev.source == m.source and (ev.line or 0) > (m.end_line or m.line or 0) for m in marks
+    )
 
 
 def _scheduler_stop(ev: Event) -> bool:

@@ -51,6 +51,10 @@ class RankIndex:
     # `host:pid:tid`), which beat hosts read from file and folder names
     host_said: dict[int, str] = field(default_factory=dict)
     world_sizes: Counter[int] = field(default_factory=Counter)  # claimed size -> votes
+    # the largest NCCL communicator seen: Megatron and DeepSpeed set up many sub-communicators
+    # (TP, PP, DP groups of sizes 1..N) before the world one, so a communicator's size is no
+    # claim about the world; the largest one bounds it from below
+    largest_comm: int = 0
     # torchrun's summary says (host, local_rank) -> rank; per-rank log dirs only know local_rank
     by_host_local: dict[tuple[str | None, int], int] = field(default_factory=dict)
     local_is_global: bool = False
@@ -115,10 +119,13 @@ class RankIndex:
 
     @property
     def world_size(self) -> int | None:
+        """The job's own statement (WORLD_SIZE, a launcher's world size, a flight recorder's
+        widest group), else the largest communicator."""
         if not self.world_sizes:
-            return None
-        # the most-voted claim; ties go to the larger size (a sub-communicator is smaller)
-        return max(self.world_sizes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+            return self.largest_comm or None
+        # the most-voted claim; ties go to the larger size
+        claimed = max(self.world_sizes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        return max(claimed, self.largest_comm)
 
 
 def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
@@ -161,7 +168,7 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
                     m = _NRANKS_TEXT.search(ev.text)
                     n = int(m["n"]) if m else None
                 if n:
-                    index.world_sizes[n] += 1
+                    index.largest_comm = max(index.largest_comm, n)
                 continue
             if isinstance(payload, FlightRecorderDump):
                 sizes = [max(pg_ranks(r)) + 1 for r in payload.pg_config.values() if pg_ranks(r)]

@@ -10,6 +10,7 @@ own: a pipeline trigger webhook hands the hook's body to the job as the file
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -64,6 +65,11 @@ def run_ci(
     token = env.get(token_name) or None
     if token is None and not dry_run:
         return CiResult(2, f"{token_name} is not set: the bot needs a token to comment")
+    if dry_run:
+        # A dry run posts nothing and survives a failed read: retrying an API that does not
+        # answer only made it wait (31-35 s with the default backoff). One try, and the
+        # result says what could not be read.
+        retry = dataclasses.replace(retry, attempts=1)
     try:
         if tracker_name == "github":
             tracker = github.GitHub.connect(url, token, retry=retry)
@@ -79,7 +85,13 @@ def run_ci(
     if outcome.action == "dry-run" and outcome.body is not None:
         echo(outcome.body)
         labels = f"; would add labels {', '.join(outcome.labels)}" if outcome.labels else ""
-        return CiResult(0, f"dry run for {where}: {outcome.reason}{labels}", outcome)
+        unread = ""
+        if outcome.unread:
+            unread = (
+                f"; not read from the {tracker_name} API ({len(outcome.unread)} call(s), "
+                f"went on without them): {outcome.unread[0]}"
+            )
+        return CiResult(0, f"dry run for {where}: {outcome.reason}{labels}{unread}", outcome)
     labels = f"; labels added: {', '.join(outcome.labels)}" if outcome.labels else ""
     return CiResult(0, f"{where}: {outcome.action}: {outcome.reason}{labels}", outcome)
 

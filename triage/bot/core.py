@@ -103,6 +103,8 @@ class Outcome:
     labels: tuple[str, ...] = ()
     comment_id: int | None = None
     diagnosis: Diagnosis | None = field(default=None, repr=False)
+    # a dry run's reads the API refused (it went on without them): said, not hidden
+    unread: tuple[str, ...] = ()
 
 
 class Tracker(Protocol):
@@ -136,7 +138,8 @@ def respond(
     """Answer one event: post or update the bot's comment (or say why not). Raises ApiError
     when the tracker fails a call the answer needs (after the retries); a dry run goes on
     without the reads that failed."""
-    me = settings.bot_login or _read(dry_run, tracker.identity, None)
+    unread: list[str] = []  # a dry run's reads that failed: the result says which and why
+    me = settings.bot_login or _read(dry_run, tracker.identity, None, unread)
     if _is_bot_or_self(req.actor, me, settings):
         return Outcome("skipped", f"the event came from a bot ({req.actor.login})")
     if req.author.is_bot and req.reason != "command":
@@ -146,7 +149,7 @@ def respond(
     if req.reason == "command" and (req.comment is None or "/" not in req.comment.body):
         # every command starts with "/": most comments end here, before any API call
         return Outcome("skipped", "the comment does not ask for a run")
-    repo, problems = _repo_settings(req, tracker, settings, dry_run)
+    repo, problems = _repo_settings(req, tracker, settings, dry_run, unread)
     if not repo.enabled:
         return Outcome("skipped", "the bot is disabled in this repository's settings")
     if req.reason == "command" and (
@@ -154,7 +157,7 @@ def respond(
     ):
         return Outcome("skipped", f"the comment does not ask for {repo.command}")
 
-    comments = _read(dry_run, lambda: tracker.comments(req.ref), [])
+    comments = _read(dry_run, lambda: tracker.comments(req.ref), [], unread)
     if req.comment is not None and all(c.id != req.comment.id for c in comments):
         comments.append(req.comment)  # the API may list it a moment after the event
     own = _own_comment(comments, me)
@@ -189,7 +192,9 @@ def respond(
     body = _redacted(render_comment(diagnosis, parts))
     if dry_run:
         what = f"would update comment {own.id}" if own is not None else "would create a comment"
-        return Outcome("dry-run", what, body, tuple(new_labels), diagnosis=diagnosis)
+        return Outcome(
+            "dry-run", what, body, tuple(new_labels), diagnosis=diagnosis, unread=tuple(unread)
+        )
     outcome = _post(req, tracker, body, own, me)
     if new_labels:
         tracker.add_labels(req.ref, new_labels)
@@ -241,7 +246,11 @@ def _evidence(
 
 
 def _repo_settings(
-    req: Request, tracker: Tracker, settings: ServiceSettings, dry_run: bool
+    req: Request,
+    tracker: Tracker,
+    settings: ServiceSettings,
+    dry_run: bool,
+    unread: list[str] | None = None,
 ) -> tuple[RepoSettings, list[str]]:
     """The repository's settings. A file the token may not read (401, 403) leaves the
     defaults and a note; no answer, a 5xx or a rate limit ends the run (nothing could be
@@ -256,6 +265,8 @@ def _repo_settings(
         if not dry_run:
             raise
         log.info("dry run: %s; going on with the defaults", exc)
+        if unread is not None:
+            unread.append(str(exc))
         text = None
     return load_repo_settings(text, settings.defaults)
 
@@ -333,12 +344,15 @@ def _redacted(body: str) -> str:
     return redact_text(body)
 
 
-def _read(dry_run: bool, call: Callable[[], T], default: T) -> T:
-    """A read that a dry run (often without a token) may survive failing."""
+def _read(dry_run: bool, call: Callable[[], T], default: T, unread: list[str] | None = None) -> T:
+    """A read that a dry run (often without a token) may survive failing; `unread` collects
+    why it failed."""
     try:
         return call()
     except ApiError as exc:
         if not dry_run:
             raise
         log.info("dry run: %s; going on without it", exc)
+        if unread is not None:
+            unread.append(str(exc))
         return default

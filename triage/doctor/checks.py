@@ -36,6 +36,21 @@ def check_torch_import(facts: Facts, k: Knowledge) -> list[Finding]:
     error = facts.get("torch_import_error")
     if not error:
         return []
+    if error.startswith("ModuleNotFoundError: No module named 'torch'"):
+        # triage's default install has no torch of its own: the job's environment has one
+        return [
+            Finding(
+                check="torch-import",
+                severity="error",
+                title="torch is not installed in this environment",
+                action="Run `triage doctor` with the job's own Python environment (where its "
+                "torch is), or install torch here (CPU build: `pip install torch --index-url "
+                "https://download.pytorch.org/whl/cpu`).",
+                root_cause="R02",
+                fix_pattern="F1",
+                evidence=(error,),
+            )
+        ]
     return [
         Finding(
             check="torch-import",
@@ -69,6 +84,25 @@ def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
                 root_cause="R01",
                 fix_pattern="F1",
                 evidence=(f"torch {torch}", f"GPUs: {', '.join(g['name'] for g in gpus)}"),
+            )
+        )
+        return out
+    expects = _expects_gpus(facts)
+    if not cuda and expects and (facts.get("local_world_size") or 0) > 1:
+        ranks = facts["local_world_size"]
+        out.append(
+            Finding(
+                check="torch-cpu-build",
+                severity="error",
+                title=f"torch {torch} is a CPU build, but this node runs {ranks} ranks and expects "
+                f"GPUs ({expects}): no rank gets a GPU",
+                action="Install a CUDA build of torch, e.g. `pip install torch=="
+                f"{torch.split('+')[0]} --index-url {_WHEEL_INDEX.format(tag='126')}` "
+                "(pick the CUDA your driver supports); check with `python -c 'import torch; "
+                "print(torch.cuda.is_available())'`.",
+                root_cause="R01",
+                fix_pattern="F1",
+                evidence=(f"torch {torch}", f"LOCAL_WORLD_SIZE={ranks}", expects),
             )
         )
         return out
@@ -140,6 +174,23 @@ def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
                 )
             )
     return out
+
+
+def _expects_gpus(facts: Facts) -> str:
+    """What says this node's job is meant to run on GPUs, though torch sees none ('' when
+    nothing does: a CPU job with gloo is a job too)."""
+    env = facts.get("env", {})
+    said = []
+    if env.get("CUDA_VISIBLE_DEVICES") not in (None, "", "-1"):
+        said.append(f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}")
+    nccl = sorted(n for n in env if n.startswith("NCCL_"))
+    if nccl:
+        said.append(f"{nccl[0]} is set")
+    if facts.get("versions", {}).get("nvcc"):
+        said.append(f"CUDA toolkit {facts['versions']['nvcc']} installed")
+    if facts.get("device_files"):
+        said.append("/dev/nvidia* present")
+    return ", ".join(said)
 
 
 def check_driver(facts: Facts, k: Knowledge) -> list[Finding]:
@@ -284,19 +335,22 @@ def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
                 )
             )
     local_ws = facts.get("local_world_size")
-    if local_ws is not None and local_ws > len(visible):
+    # a GPU listed twice is one GPU: `0,0` gives two ranks the same device, not two devices
+    distinct = len(dict.fromkeys(visible))
+    if local_ws is not None and local_ws > distinct:
         where = f"CUDA_VISIBLE_DEVICES={visible_env}" if visible_env is not None else "GPUs"
+        listed = f" (listed {len(visible)} times)" if len(visible) > distinct else ""
         out.append(
             Finding(
                 check="gpus-per-node",
                 severity="error",
-                title=f"{local_ws} ranks per node but only {len(visible)} visible GPU(s): "
+                title=f"{local_ws} ranks per node but only {distinct} visible GPU(s){listed}: "
                 "ranks will share a GPU or fail to find one",
-                action=f"Launch with `--nproc-per-node {len(visible)}`, or make {local_ws} GPUs "
+                action=f"Launch with `--nproc-per-node {distinct}`, or make {local_ws} GPUs "
                 "visible.",
                 root_cause="R10",
                 fix_pattern="F3",
-                evidence=(f"LOCAL_WORLD_SIZE={local_ws}", f"{where}: {len(visible)} device(s)"),
+                evidence=(f"LOCAL_WORLD_SIZE={local_ws}", f"{where}: {distinct} distinct"),
             )
         )
     for g in gpus:

@@ -8,6 +8,7 @@ deadline for DNS) and a probe that fails leaves its fact out and says why in `pr
 from __future__ import annotations
 
 import contextlib
+import glob
 import importlib.metadata as md
 import os
 import platform
@@ -269,6 +270,8 @@ def collect(with_packages: bool = True) -> dict[str, Any]:
         ),
         "probe_problems": [],
         "executable": sys.executable,
+        # GPU device nodes: the node has GPUs even when this torch cannot use them
+        "device_files": bool(glob.glob("/dev/nvidia[0-9]*")),
     }
     packages = installed_packages() if with_packages else {}
     facts["packages"] = packages

@@ -396,13 +396,24 @@ def _nccl_file_line(line: str) -> bool:
     return (m is not None and m["host"] is not None) or bool(formats.NCCL_BARE_VERSION.match(line))
 
 
+# What a process's own output holds and NCCL_DEBUG_FILE output never does: training progress,
+# a Python traceback.
+_NOT_NCCL_OUTPUT = regex.compile(
+    r"Traceback \(most recent call last\)|^\s*File \"|\b(?:iteration|epoch|step|loss)\b.{0,40}\d",
+    regex.IGNORECASE,
+)
+
+
 def _is_nccl_debug_file(lines: list[str]) -> bool:
     # NCCL_DEBUG_FILE output holds NCCL lines only (plus the odd continuation line of a
-    # multi-line WARN); a process's stdout with NCCL lines mixed in is a rank log.
+    # multi-line WARN); a process's stdout with NCCL lines mixed in is a rank log, even when
+    # its set-up lines are most of what it printed so far.
     if not lines:
         return False
-    return _mostly(
-        lines,
-        0.9,
-        lambda line: _nccl_file_line(line) or bool(formats.NCCL_BARE_VERSION.match(line)),
-    )
+
+    def nccl_line(line: str) -> bool:
+        return _nccl_file_line(line) or bool(formats.NCCL_BARE_VERSION.match(line))
+
+    if not _mostly(lines, 0.9, nccl_line):  # stops early: most heads fail at once
+        return False
+    return not any(_NOT_NCCL_OUTPUT.search(line) and not nccl_line(line) for line in lines)

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from triage import diskcache
+from triage import diskcache, taxonomy
 from triage.knowledge import (
     actions,
     advice,
@@ -278,7 +278,12 @@ def _check_conditions(
         for cause, per_fix in book.causes.items()
         for fix, action in per_fix.items()
     ]
+    causes = set(taxonomy.load().root_causes)
     for file, item, action in located:
+        for alt in action.alternatives:
+            for cause in alt.causes:
+                if cause not in causes:
+                    found.add(file, item, f"`for` names unknown root cause {cause!r}")
         for condition, allowed in names.items():
             for name in sorted(actions.names_used(action, condition) - allowed):
                 found.add(

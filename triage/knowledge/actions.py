@@ -15,6 +15,10 @@ A fact outside parentheses that is not known rules the alternative out; when no 
 left, the action is not given at all. So no action ever shows `<rank>` or "rank the failing
 rank", and none assumes a framework, launcher or situation the job does not have.
 
+An alternative may also say which root causes it addresses (`for: [R21]`, taxonomy ids) when
+that is narrower than what its rule concludes: recommend then leads with the advice for the
+most likely cause.
+
 Conditions (`when`), all of which must hold:
 
     framework: deepspeed | [deepspeed, fsdp]   # the job runs on one of them (rules/frameworks.yaml)
@@ -62,6 +66,10 @@ class Alternative:
     template: str
     needs: tuple[str, ...]  # every {fact} the template names
     when: Mapping[str, Any] = field(default_factory=dict)
+    # `for: [R21]`: the root causes this advice addresses, when narrower than what its rule
+    # concludes ("lower the learning rate" answers a numeric NaN, not a bad sample's NaN);
+    # recommend leads with advice for the most likely cause
+    causes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,14 +100,42 @@ def template_fields(template: str) -> list[str]:
 
 
 def known(facts: Mapping[str, Any], name: str) -> bool:
-    return facts.get(name) not in (None, "", [], (), {})
+    """Is this fact something a sentence can name? A mapping or an object (a collective's
+    record, a finding) is not: its repr would be quoted to the user."""
+    value = facts.get(name)
+    if value in (None, "", [], (), {}):
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(isinstance(v, _SCALARS) for v in value)
+    return isinstance(value, _SCALARS)
+
+
+_SCALARS = (str, int, float)
 
 
 def plain(value: Any) -> str:
-    """How a fact reads inside a sentence: lists as `3, 5`, everything else as str()."""
+    """How a fact reads inside a sentence: lists as `3, 5` (runs of ranks as `0-3`),
+    everything else as str()."""
     if isinstance(value, (list, tuple, set, frozenset)):
-        return ", ".join(str(v) for v in value)
+        items = sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+        consecutive = all(isinstance(v, int) for v in items) and items == list(
+            range(items[0], items[0] + len(items))
+        )
+        if len(items) > 2 and consecutive:
+            return f"{items[0]}-{items[-1]}"
+        return ", ".join(str(v) for v in items)
     return str(value)
+
+
+def _many(value: Any) -> bool:
+    """Does the fact name more than one thing (`0, 1`, `2-3`, a list of two)?"""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return len(value) > 1
+    return isinstance(value, str) and bool(regex.search(r"\d\s*(?:,|-|and)\s*\d", value))
+
+
+# "rank {ranks}" read with two ranks is "rank 0, 1": the noun agrees with the value.
+_RANK_NOUN = regex.compile(r"\b([Rr])ank \{(\w+)\}")
 
 
 def _fill(alt: Alternative, facts: Mapping[str, Any]) -> str | None:
@@ -113,6 +149,12 @@ def _fill(alt: Alternative, facts: Mapping[str, Any]) -> str | None:
             return None
         if any(not known(facts, n) for n in left):
             return None
+    template = _RANK_NOUN.sub(
+        lambda m: (
+            f"{m.group(1)}anks {{{m.group(2)}}}" if _many(facts.get(m.group(2))) else m.group()
+        ),
+        template,
+    )
     try:
         return template.format_map({n: plain(facts[n]) for n in alt.needs if known(facts, n)})
     except (KeyError, ValueError, IndexError, AttributeError):
@@ -175,14 +217,23 @@ def parse_action(raw: Any, item: str, report: Callable[[str, str], None]) -> Act
 
 def _alternative(raw: Any, item: str, report: Callable[[str, str], None]) -> Alternative | None:
     when: Mapping[str, Any] = {}
+    causes: tuple[str, ...] = ()
     if isinstance(raw, dict):
-        bad = set(raw) - {"text", "when"}
+        bad = set(raw) - {"text", "when", "for"}
         if bad or not isinstance(raw.get("text"), str):
-            report(item, "an alternative is a text or a mapping {text: ..., when: {...}}")
+            report(item, "an alternative is a text or a mapping {text:, when: {...}, for: [...]}")
             return None
         when = raw.get("when") or {}
         if not check_when(when, item, report):
             return None
+        wanted = raw.get("for") or []
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        if not isinstance(wanted, list) or not all(
+            isinstance(c, str) and regex.fullmatch(r"R\d+", c) for c in wanted
+        ):
+            report(item, "`for` must be a root cause id or a list of them (R21, [R21, R27])")
+            return None
+        causes = tuple(wanted)
         raw = raw["text"]
     if not isinstance(raw, str) or not raw.strip():
         report(item, "an action template must be a non-empty text")
@@ -196,7 +247,7 @@ def _alternative(raw: Any, item: str, report: Callable[[str, str], None]) -> Alt
     if bad_names:
         report(item, f"template uses {{{bad_names[0]}}}; only plain {{names}} are allowed")
         return None
-    return Alternative(raw, tuple(dict.fromkeys(needs)), dict(when))
+    return Alternative(raw, tuple(dict.fromkeys(needs)), dict(when), causes)
 
 
 def check_when(when: Any, item: str, report: Callable[[str, str], None]) -> bool:

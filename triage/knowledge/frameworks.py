@@ -6,13 +6,18 @@
         name: DeepSpeed
         seen: ['deepspeed/runtime/', '\\[deepspeed\\]']   # regexes over the job's lines
         examples: ["...a line only a DeepSpeed job prints..."]
+        named: ['\\bDeepSpeed\\b', '\\bZeRO\\b']       # how advice names it (optional)
+        engine: true                        # false: a wrapper on an engine (Accelerate)
     launchers:
       torchrun: {name: torchrun, seen: [...], examples: [...]}
 
 Correlate reads the job's lines (tracebacks hold the frameworks' file paths, launchers narrate
 themselves) and sets the facts `frameworks` and `launchers`; actions name them in their
 conditions (`when: {framework: deepspeed}`, see triage.knowledge.actions). An installed package
-is not a sign of use: only what the job printed counts. Shipped only.
+is not a sign of use: only what the job printed counts, weighted by how many lines: a
+DeepSpeed job whose lines name DeepSpeed again and again and FSDP once runs on DeepSpeed
+(among engines; a wrapper such as Accelerate counts when seen). Recommend leaves out advice
+that names (`named`) only frameworks the job does not run on. Shipped only.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ import regex
 
 KIND = "frameworks"
 _KEYS = {"kind", "frameworks", "launchers"}
-_ENTRY_KEYS = {"name", "seen", "examples"}
+_ENTRY_KEYS = {"name", "seen", "examples", "named", "engine"}
+# Lines counted per framework before the count stops mattering, and the share of the most
+# named engine's count another engine needs to count as run on: a job shards its model with
+# one engine, and a DeepSpeed job whose lines pass one FSDP-named helper runs on DeepSpeed.
+# Wrappers (`engine: false`: Accelerate, Transformers, Lightning) sit on an engine and are
+# named by few frames of a traceback: seen once is enough for them.
+COUNT_CAP = 200
+MINOR_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,8 @@ class Marker:
     # literals one of which every match holds (`triage.literals`; "\0" + lowercase: tested
     # against the lowercased text), None when some `seen` regex has none
     literals: tuple[str, ...] | None = None
+    named: regex.Pattern[str] | None = None  # how advice names it (`named`), None: not said
+    engine: bool = True  # shards or replicates the model itself (weighted against the others)
 
 
 @dataclass(frozen=True)
@@ -61,7 +75,9 @@ class Frameworks:
         return any(lit in lowered for lit in folded)
 
     def detect(self, texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(framework ids, launcher ids) seen in these texts, in file order."""
+        """(framework ids, most named first, leaving out those named by only a few of the
+        lines the leading one is; launcher ids seen), for these texts."""
+        counts = dict.fromkeys((m.id for m in self.frameworks), 0)
         left = [*self.frameworks, *self.launchers]
         found: set[str] = set()
         for text in texts:
@@ -72,13 +88,34 @@ class Frameworks:
             if not self._may_match(text):
                 continue
             hit = [m for m in left if m.pattern.search(text)]
-            if hit:
-                found.update(m.id for m in hit)
-                left = [m for m in left if m not in hit]
+            if not hit:
+                continue
+            found.update(m.id for m in hit)
+            done = []
+            for m in hit:
+                if m.id not in counts:
+                    done.append(m)  # a launcher: seen once is enough
+                    continue
+                # a text may hold many lines (a whole file): each matching line counts
+                counts[m.id] += len(m.pattern.findall(text)) if "\n" in text else 1
+                if counts[m.id] >= COUNT_CAP:
+                    done.append(m)
+            if done:
+                left = [m for m in left if m not in done]
+        engines = {m.id for m in self.frameworks if m.engine}
+        seen = [m.id for m in self.frameworks if counts[m.id]]
+        top = max((counts[f] for f in seen if f in engines), default=0)
+        floor = max(1.0, MINOR_SHARE * min(top, COUNT_CAP))
+        kept = [f for f in seen if f not in engines or counts[f] >= floor]
+        kept.sort(key=lambda f: -min(counts[f], COUNT_CAP))  # stable: file order on ties
         return (
-            tuple(m.id for m in self.frameworks if m.id in found),
+            tuple(kept),
             tuple(m.id for m in self.launchers if m.id in found),
         )
+
+    def named_in(self, text: str) -> set[str]:
+        """The frameworks a piece of advice names (their `named` patterns)."""
+        return {m.id for m in self.frameworks if m.named is not None and m.named.search(text)}
 
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Frameworks:
@@ -118,6 +155,7 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
             report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_ENTRY_KEYS)}")
         seen = _strings(spec.get("seen"), f"{item} seen", report)
         examples = _strings(spec.get("examples"), f"{item} examples", report)
+        named = _named(spec, item, report)
         if not seen or not examples:
             report(item, "needs `seen` (regexes) and `examples` (lines they must match)")
             continue
@@ -136,9 +174,29 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
                 pattern,
                 tuple(examples),
                 _literals(seen),
+                named,
+                bool(spec.get("engine", True)),
             )
         )
     return tuple(out)
+
+
+def _named(
+    spec: Mapping[str, Any], item: str, report: Callable[[str, str], None]
+) -> regex.Pattern[str] | None:
+    """The `named` regexes as one pattern; the entry's own `name` must be one of them."""
+    named = _strings(spec.get("named"), f"{item} named", report)
+    if not named:
+        return None
+    try:
+        pattern = regex.compile("|".join(f"(?:{p})" for p in named))
+    except regex.error as exc:
+        report(item, f"bad regex in `named`: {exc}")
+        return None
+    name = str(spec.get("name") or "")
+    if name and not pattern.search(name):
+        report(item, f"`named` does not match the entry's own name {name!r}")
+    return pattern
 
 
 def _literals(seen: Sequence[str]) -> tuple[str, ...] | None:

@@ -11,6 +11,10 @@
         F6: "Or adapt the code ..."         # one template
     fallback:                               # what a fix pattern means, when no cause says more
       F1: "Align versions: ..."
+    same_advice:                            # one idea said in other words by several rules
+      same-collectives:
+        said: ['(?i)\\bsame collectives\\b']  # regexes: two actions that both match say it once
+        examples: ["Make every rank issue the same collectives in the same order."]
 
 An entry is an action of triage.knowledge.actions: the first alternative that applies to the
 job (its conditions hold, its `{facts}` are known) is the one given, and none may be. The
@@ -24,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
+
 from triage import taxonomy
 from triage.knowledge.actions import Action, parse_action
 
@@ -34,6 +40,12 @@ KIND = "playbook"
 class Playbook:
     causes: Mapping[str, Mapping[str, Action]] = field(default_factory=dict)  # cause -> fix
     fallback: Mapping[str, str] = field(default_factory=dict)
+    # idea -> how actions say it: two actions that both say one idea are one step for the user
+    same_advice: Mapping[str, regex.Pattern[str]] = field(default_factory=dict)
+
+    def same_idea(self, a: str, b: str) -> bool:
+        """Do these two actions give one piece of advice of `same_advice`?"""
+        return any(p.search(a) and p.search(b) for p in self.same_advice.values())
 
     def advice(self, cause: str, fix: str, facts: Mapping[str, Any]) -> str | None:
         """The action for (cause, fix) filled with this job's facts, or None when none of its
@@ -49,9 +61,9 @@ class Playbook:
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Playbook:
     """One playbook file; every problem goes to `report(item, message)`."""
     tax = taxonomy.load()
-    unknown = set(body) - {"kind", "causes", "fallback"}
+    unknown = set(body) - {"kind", "causes", "fallback", "same_advice"}
     if unknown:
-        report("", f"unknown key(s) {sorted(unknown)}; allowed: causes, fallback")
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: causes, fallback, same_advice")
     causes: dict[str, dict[str, Action]] = {}
     raw_causes = body.get("causes") or {}
     if not isinstance(raw_causes, dict):
@@ -93,7 +105,43 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             report(
                 "fallback", f"needs an entry for every fix pattern; missing {', '.join(missing)}"
             )
-    return Playbook(causes=causes, fallback=fallback)
+    return Playbook(
+        causes=causes, fallback=fallback, same_advice=_same_advice(body.get("same_advice"), report)
+    )
+
+
+def _same_advice(raw: Any, report: Callable[[str, str], None]) -> dict[str, regex.Pattern[str]]:
+    """`same_advice: {idea: {said: [regex, ...], examples: [action, ...]}}`; every example
+    must say the idea, and an idea needs two examples (two wordings of it) or more."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        report("same_advice", "must map idea names to {said: [regexes], examples: [actions]}")
+        return {}
+    out: dict[str, regex.Pattern[str]] = {}
+    for idea, spec in raw.items():
+        item = f"same_advice {idea}"
+        if not isinstance(spec, dict) or set(spec) - {"said", "examples"}:
+            report(item, "must be a mapping of `said` (regexes) and `examples` (actions)")
+            continue
+        said, examples = spec.get("said"), spec.get("examples")
+        if not _texts(said) or not _texts(examples) or len(examples) < 2:
+            report(item, "needs `said` (regexes) and two or more `examples` that say the idea")
+            continue
+        try:
+            pattern = regex.compile("|".join(f"(?:{p})" for p in said))
+        except regex.error as exc:
+            report(item, f"bad regex in `said`: {exc}")
+            continue
+        for example in examples:
+            if not pattern.search(example):
+                report(item, f"example does not say the idea: {example!r}")
+        out[str(idea)] = pattern
+    return out
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
 
 
 def merge(playbooks: Sequence[Playbook]) -> Playbook:
@@ -101,11 +149,13 @@ def merge(playbooks: Sequence[Playbook]) -> Playbook:
     its fallback text replaces the shipped one."""
     causes: dict[str, dict[str, Action]] = {}
     fallback: dict[str, str] = {}
+    same: dict[str, regex.Pattern[str]] = {}
     for book in playbooks:
+        same.update(book.same_advice)
         for cause, per_fix in book.causes.items():
             for fix, action in per_fix.items():
                 mine = causes.setdefault(cause, {})
                 before = mine[fix].alternatives if fix in mine else ()
                 mine[fix] = Action(action.alternatives + before)
         fallback.update(book.fallback)
-    return Playbook(causes=causes, fallback=fallback)
+    return Playbook(causes=causes, fallback=fallback, same_advice=same)

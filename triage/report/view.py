@@ -420,8 +420,8 @@ def verdict(d: Diagnosis) -> str:
 
 def _outcome(d: Diagnosis, base: str) -> OutcomeLine | None:
     out = d.outcome
-    if out is None:
-        return None
+    if out is None or out.id is OutcomeKind.UNKNOWN:
+        return None  # a paste or an excerpt: the verdict says all there is (the JSON keeps it)
     return OutcomeLine(
         id=out.id.value,
         word=OUTCOME_WORDS[out.id],

@@ -1,0 +1,156 @@
+"""The command line's rough edges: each is what a user met, and what they get now.
+
+- `triage bot --dry-run` against an API that does not answer tried every read five times
+  (31-35 s); it tries once and says what it could not read.
+- Ctrl-C exited 1, the code of an internal failure; it exits 130 and says it was interrupted.
+- A missing Dask or Ray install, or `--dask ''`, was an "internal error"; it is a usage error
+  that names the extra to install.
+- `bench/explain_speed.py` failed with an ImportError.
+- `triage rules check DIR` named no file, read a missing path as text, and `rules check ""`
+  scanned the current folder.
+- `triage <(cat log)` and a FIFO said "No evidence found" without saying why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bot_samples import FAST_RETRY, SETTINGS, SHM_BODY
+from click.testing import CliRunner
+from tracker_api import TrackerAPI, github_issue_event
+
+from triage.bot.ci import run_ci
+from triage.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+NAN_BUNDLE = ROOT / "corpus_samples" / "nan_from_one_rank_shard" / "bundle"
+REPO = "acme/trainer"
+
+
+@pytest.fixture
+def api() -> Any:
+    api = TrackerAPI().start()
+    yield api
+    api.stop()
+
+
+def test_a_dry_run_asks_a_failing_api_once_per_read_and_says_what_it_missed(
+    api: TrackerAPI, tmp_path: Path
+) -> None:
+    api.add_github_issue(REPO, 5)
+    api.fail("GET", r".*", 503, times=1000, message="upstream unavailable")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(github_issue_event(REPO, 5, SHM_BODY)), encoding="utf-8")
+    printed: list[str] = []
+    result = run_ci(
+        "github",
+        str(event),
+        api_url=None,
+        dry_run=True,
+        settings=SETTINGS,
+        env={"GITHUB_API_URL": api.github_url, "GITHUB_EVENT_NAME": "issues"},
+        echo=printed.append,
+        retry=FAST_RETRY,  # four tries for a real run: a dry run must not use them
+    )
+    assert result.exit_code == 0 and printed  # the comment is still printed
+    paths = [r.path for r in api.requests]
+    assert len(paths) == len(set(paths)), f"a dry run retried: {paths}"
+    assert "not read from the github API" in result.message and "503" in result.message
+
+
+def test_ctrl_c_exits_130_and_says_it_was_interrupted(tmp_path: Path) -> None:
+    # `triage explain` waits on stdin; SIGINT is what Ctrl-C sends
+    code = "import sys; from triage.cli import run; print('ready', flush=True); run()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "explain", "--no-embed", "-q"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(1.0)  # inside run() by now: importing the stages or reading stdin
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "package", "extra"),
+    [("--dask", "distributed", "triage[dask]"), ("--ray", "ray", "triage[ray]")],
+)
+def test_a_cluster_without_its_package_is_a_usage_error_naming_the_extra(
+    flag: str, package: str, extra: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "jobs" / "job1").mkdir(parents=True)
+    # None in sys.modules: Python's own way to say an import fails (the package is absent)
+    monkeypatch.setitem(sys.modules, package, None)
+    out = tmp_path / "rows.jsonl"
+    result = CliRunner().invoke(
+        main, ["batch", str(tmp_path / "jobs"), "-o", str(out), flag, "tcp://127.0.0.1:1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert extra in result.output and "internal error" not in result.output
+
+
+@pytest.mark.parametrize("flag", ["--dask", "--ray"])
+def test_an_empty_cluster_address_is_a_usage_error(flag: str, tmp_path: Path) -> None:
+    (tmp_path / "jobs" / "job1").mkdir(parents=True)
+    out = tmp_path / "rows.jsonl"
+    result = CliRunner().invoke(main, ["batch", str(tmp_path / "jobs"), "-o", str(out), flag, ""])
+    assert result.exit_code == 2, result.output
+    assert "address" in result.output and not out.exists()
+
+
+def test_the_explain_speed_bench_runs_the_stages_it_times() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "explain_speed", ROOT / "bench" / "explain_speed.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    measured = bench.explain_once(bench.OOM)
+    assert measured["symptom"] == "S14" and measured["total_s"] > 0
+
+
+def test_rules_check_on_a_folder_names_the_file_of_each_hit() -> None:
+    result = CliRunner().invoke(main, ["rules", "check", str(NAN_BUNDLE)])
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("loss-nan-inf:") and "stderr.log:7)" in first
+
+
+def test_rules_check_refuses_a_missing_path_and_an_empty_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = CliRunner().invoke(main, ["rules", "check", str(tmp_path / "rank3.log")])
+    assert missing.exit_code == 2 and "no such file or folder" in missing.output
+    # an empty argument is no path: it must not scan the folder it runs in
+    (tmp_path / "train.log").write_text("RuntimeError: CUDA out of memory.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    empty = CliRunner().invoke(main, ["rules", "check", ""])
+    assert empty.exit_code == 2 and "nothing to check" in empty.output
+    # text is still text
+    text = CliRunner().invoke(main, ["rules", "check", "RuntimeError: CUDA out of memory."])
+    assert text.exit_code == 0 and "cuda-oom" in text.output
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_pipe_given_as_a_path_is_refused_with_the_reason_and_the_way(tmp_path: Path) -> None:
+    fifo = tmp_path / "job.log"
+    os.mkfifo(fifo)
+    result = CliRunner().invoke(main, [str(fifo), "--no-embed", "-q", "--brief"])
+    assert result.exit_code == 2, result.output
+    assert "is a pipe" in result.output and "triage explain" in result.output

@@ -1,0 +1,107 @@
+"""The default similarity model: MiniLM distilled into a static embedding, applied with numpy.
+
+The full MiniLM stays available as the `[minilm]` extra (`TRIAGE_EMBEDDING=minilm`), with its
+own index rows, learned model and calibration.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from triage.classify import embedding, load_calibration, load_learned, neighbours
+from triage.cli import main
+
+# No rule settles it: the similarity model has to embed it.
+VAGUE = (
+    "epoch 3 | val_acc 0.612 on 8 GPUs with FSDP\n"
+    "epoch 3 | val_acc 0.741 on 1 GPU, same seed and global batch"
+)
+HEAVY = {"torch", "transformers", "sentence_transformers", "sklearn"}
+
+
+def test_the_static_embedding_is_what_model2vec_itself_computes() -> None:
+    model2vec = pytest.importorskip("model2vec")
+    ours = embedding.load_static()
+    theirs = model2vec.StaticModel(vectors=ours.vectors, tokenizer=ours.tokenizer, normalize=True)
+    texts = [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB",
+        "NCCL WARN Error while creating shared memory segment (size 4460544)",
+        "ZeroDivisionError",
+        "",
+    ]
+    got = ours.encode(texts)
+    want = theirs.encode(texts)
+    assert np.allclose(got, want, atol=2e-3)  # model2vec averages in float16, we in float32
+    assert np.allclose(np.linalg.norm(got[:3], axis=1), 1.0, atol=1e-5)
+    assert not got[3].any()  # nothing to embed: a zero row, never a NaN
+
+
+def test_the_signatures_mask_placeholders_do_not_count() -> None:
+    static = embedding.load_static()
+    masked, plain = static.encode(
+        ["Tried to allocate <n> GiB on <host>", "Tried to allocate GiB on"]
+    )
+    assert np.allclose(masked, plain)
+
+
+def test_a_vague_paste_is_embedded_without_torch_or_scikit_learn() -> None:
+    probe = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from triage.cli import main\n"
+        "from triage.classify import embedding\n"
+        f"r = CliRunner().invoke(main, ['explain', '-q', '--format', 'json', {VAGUE!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(embedding._load_static.cache_info().currsize)\n"
+        f"print(sorted(set({sorted(HEAVY)!r}) & set(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded, heavy = out.stdout.split("\n")[-3:-1]
+    assert loaded == "1", "the static model was not asked to embed the paste"
+    assert heavy == "[]", out.stdout + out.stderr
+
+
+def test_every_file_fitted_in_the_static_space_agrees_on_its_size() -> None:
+    static = embedding.load_static()
+    index = neighbours.load_index()
+    assert index.embeddings.shape == (len(index), static.dim)
+    assert np.allclose(np.linalg.norm(index.embeddings, axis=1), 1.0, atol=1e-2)
+    model = load_learned("embed")
+    assert model is not None and model.embed_dim == static.dim
+    cal = load_calibration()
+    assert cal is not None and cal.meta.get("embedding") == "static"
+    meta = json.loads((neighbours.models_dir() / "static-embedding.json").read_text())
+    assert meta["dims"] == static.dim and meta["vocabulary"] == len(static.vectors)
+    # a few MB in the wheel, not MiniLM's 90
+    size = (neighbours.models_dir() / embedding.STATIC_FILE).stat().st_size
+    assert size < 10 * 2**20
+
+
+def test_minilm_answers_with_its_own_rows_model_and_calibration(monkeypatch) -> None:
+    pytest.importorskip("sentence_transformers")
+    monkeypatch.setenv(embedding.EMBEDDING_ENV, "minilm")
+    space = embedding.active()
+    index = neighbours.load_index()
+    assert index.rows(space).shape == (len(index), embedding.MINILM_DIM)
+    model = load_learned("embed")
+    assert model is not None and model.embed_dim == embedding.MINILM_DIM
+    cal = load_calibration()
+    assert cal is not None and cal.meta.get("embedding") == "minilm"
+    result = CliRunner().invoke(main, ["explain", "-q", "--format", "json", VAGUE])
+    assert result.exit_code == 0, result.output
+    assert neighbours.model_loaded()
+
+
+def test_an_unknown_embedding_names_the_ones_there_are(monkeypatch) -> None:
+    monkeypatch.setenv(embedding.EMBEDDING_ENV, "bert-large")
+    result = CliRunner().invoke(main, ["explain", "-q", VAGUE])
+    assert result.exit_code != 0
+    assert "static" in str(result.exception) and "minilm" in str(result.exception)
