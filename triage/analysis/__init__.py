@@ -57,7 +57,15 @@ from triage.analysis.cascade import (
     pointed_ranks,
     waited_until_timeout,
 )
-from triage.analysis.ranks import RankIndex, build_index, event_rank, first_line, format_ranks, ref
+from triage.analysis.ranks import (
+    RankIndex,
+    build_index,
+    event_rank,
+    first_line,
+    format_ranks,
+    quoted_line,
+    ref,
+)
 from triage.knowledge.routine import Routine
 from triage.model import (
     Analysis,
@@ -71,6 +79,7 @@ from triage.model import (
     ParsedSource,
     PySpyDump,
     SourceKind,
+    StackFrame,
     TimelineEntry,
 )
 
@@ -321,6 +330,9 @@ def analyse(
     structural = [*launch_findings, *fr.findings, *spy.findings, *silent_findings]
     early = [(r, prog.events[r]) for r in prog.non_finite if r in culprits]
     first = _first_failure(culprits, initiating, exit_records, structural, placed, early)
+    if first is not None and first.rank is not None and first.rank in index.host_said:
+        # the host a log names for the rank beats one read from a file or folder name
+        first = replace(first, host=index.host_said[first.rank])
     hang = _hang(placed, culprits, fr, spy, initiating, exit_records, {id(p) for p in waited})
     own = consequences.own_failures(placed, exit_records)
     shape = hang_shape.shape(hang, fr, spy, own, culprits)
@@ -332,6 +344,7 @@ def analyse(
     if hang is not None:
         evidence = [ref(p.event, p.rank) for p in sorted(waited, key=_t)[:2]]
         evidence += [e for f in structural[:2] for e in f.evidence[:1]]
+        hang_op = (hang.collective or {}).get("op")
         findings.append(
             Finding(
                 kind="hang",
@@ -340,8 +353,10 @@ def analyse(
                 evidence=tuple(evidence),
                 facts={
                     "pg": hang.process_group,
-                    "collective": dict(hang.collective or {}),
-                    "op": (hang.collective or {}).get("op"),  # what an action may name
+                    # a template's `{collective}` is the op's name, never the whole record
+                    **({"collective": hang_op} if hang_op else {}),
+                    "collective_record": dict(hang.collective or {}),
+                    "op": hang_op,  # what an action may name
                     **({"shape": shape} if shape else {}),
                 },
             )
@@ -363,6 +378,11 @@ def analyse(
     findings.extend(cons.findings)
     # a detector's abort explains its missing dump as well as a rank's own error does
     findings = consequences.mark(findings, own | detectors)
+    # a rank that printed an error of its own, or a consequence, did not go silent; nor did
+    # one whose py-spy stack shows it alive in its own code
+    spoke = own | {p.rank for p in placed if p.rank is not None and p.role != "context"}
+    spoke |= {r for c in spy.clusters for r in c.ranks}
+    findings = [_with_silent(f, spoke) if f.kind == "missing_rank" else f for f in findings]
 
     extra = _timeline_extras(exit_records, fr, spy, hang, offsets, index)
     for rank, ev in early:
@@ -392,8 +412,15 @@ def analyse(
     facts = _facts(
         world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
     )
+    raised = _raising_frame(first, placed)
+    if raised is not None:
+        # the line the first failure's traceback raised at; py-spy's frame is only where the
+        # rank waited afterwards (its `finally:` barrier, a `Queue.get` of the main thread)
+        facts["user_frame"] = f"{raised.function} ({raised.filename}:{raised.line})"
     facts["source_ranks"], facts["source_hosts"] = _source_identity(parsed, index)
     facts["frameworks"], facts["launchers"] = _frameworks(parsed, loose_text, kb)
+    # what the user already gave: advice never asks for a kind of input that is here
+    facts["input_kinds"] = sorted({ps.source.kind.value for ps in parsed})
     return Analysis(
         findings=tuple(findings),
         first_failure=first,
@@ -579,13 +606,14 @@ def _first_failure(
     early: Sequence[tuple[int, Event]] = (),
 ) -> FailureRef | None:
     def from_placed(p: timeline.Placed) -> FailureRef:
+        text, line = quoted_line(p.event, 400)
         return FailureRef(
             rank=p.rank,
             host=p.event.host,
             time=p.event.time,
             source=p.event.source,
-            line=p.event.line,
-            text=first_line(p.event.text, 400),
+            line=line,
+            text=text,
         )
 
     for rank, ev in early:
@@ -603,27 +631,32 @@ def _first_failure(
         return from_placed(min(mine, key=_t))
     for rec in exit_records:
         if rec.exit.rank in culprits and rec.exit.exitcode in exits.SELF_INFLICTED:
+            # quoted as the launcher wrote it: what the code means is the findings' to say
+            text, line = quoted_line(rec.event, 400)
             return FailureRef(
                 rank=rec.exit.rank,
                 host=rec.exit.host,
                 time=rec.exit.time,
                 source=rec.event.source,
-                line=rec.event.line,
-                text=f"rank {rec.exit.rank} exited {rec.exit.exitcode} "
-                f"({exits.meaning(rec.exit.exitcode)})",
+                line=line,
+                text=text,
             )
     # a culprit that printed nothing: the finding that points at it is the first failure
     for f in structural:
         hit = [r for r in f.ranks if r in culprits]
         if hit:
-            e = f.evidence[0] if f.evidence else None
+            # the rank's own record (its dump's entry), else a line about the whole job
+            e = next((x for x in f.evidence if x.rank == hit[0]), None) or next(
+                (x for x in f.evidence if x.rank is None), None
+            )
             return FailureRef(
                 rank=hit[0],
                 host=None,
                 time=None,
                 source=e.source if e else "flight recorder",
                 line=e.line if e else None,
-                text=f.summary,
+                # what the finding stands on (a dump's record), not its sentence about it
+                text=e.text if e else f.summary,
             )
     if initiating:
         return from_placed(min(initiating, key=_t))
@@ -734,10 +767,16 @@ def _hang(
                 f"hang: ranks disagree on {where} ({rep.mismatch['kind']} mismatch); "
                 f"suspect rank(s) {format_ranks(lagging)}"
             )
-    else:
+    elif rep is None or seq is None or _all_last_at(rep, seq, culprits):
         text = (
             f"no hang: the other ranks were in {where} when rank(s) {format_ranks(culprits)} "
             "failed, and got an error at once"
+        )
+    else:
+        # the others stood at different collectives (#4, #3): no one place to name
+        text = (
+            f"no hang: rank(s) {format_ranks(culprits)} failed and the other ranks got an "
+            "error at once"
         )
     return HangReport(
         detected=detected,
@@ -745,6 +784,41 @@ def _hang(
         process_group=pg,
         collective=coll or None,
         explanation=text,
+    )
+
+
+def _with_silent(f: Finding, spoke: set[int]) -> Finding:
+    """A missing rank's finding with the ranks of it that printed nothing (`silent_ranks`)."""
+    silent = [r for r in f.ranks if r not in spoke]
+    if not silent:
+        return f
+    return replace(f, facts={**f.facts, "silent_ranks": format_ranks(silent)})
+
+
+def _raising_frame(
+    first: FailureRef | None, placed: Sequence[timeline.Placed]
+) -> StackFrame | None:
+    if first is None:
+        return None
+    for p in placed:
+        ev = p.event
+        if (
+            ev.source == first.source
+            and ev.line is not None
+            and first.line is not None
+            and ev.line <= first.line <= (ev.end_line or ev.line)
+            and first.rank == p.rank
+        ):
+            return pyspy.raising_frame(ev.text)
+    return None
+
+
+def _all_last_at(rep: flight_recorder.PGReport, seq: int, culprits: Sequence[int]) -> bool:
+    """Did every other rank that left a record stop at collective `seq`?"""
+    return all(
+        st.last_enqueued == seq
+        for r, st in rep.states.items()
+        if r not in culprits and st.last_enqueued is not None
     )
 
 
@@ -954,7 +1028,7 @@ def _facts(
     }
     if lead is not None:
         facts["culprit_rank"] = lead
-        host = index.host_of_rank.get(lead)
+        host = index.host_said.get(lead) or index.host_of_rank.get(lead)
         if host:
             facts["culprit_host"] = host
     if hang is not None:

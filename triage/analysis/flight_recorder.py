@@ -356,12 +356,17 @@ def _pg_report(
                     not_started = tuple(sorted(set(unfinished) - set(started)))
         elif missing:
             stuck_seq = furthest
-        if stuck_seq is not None:
-            for s in states.values():
-                got = s.by_seq.get(stuck_seq)
-                if got is not None:
-                    stuck_entry = got
-                    break
+    mismatch = _first_mismatch(states)
+    if mismatch and (stuck_seq is None or mismatch["seq"] < stuck_seq):
+        # the first collective the ranks disagree on is where the job went wrong: what the
+        # waiters entered after it timed out (a `finally:` barrier) is no longer the hang
+        stuck_seq = mismatch["seq"]
+    if stuck_seq is not None:
+        # the collective the others waited in is theirs, not the odd rank's: rank 2's barrier
+        # at #22 is not what ranks 0-1 waited in when their #22 was an all_reduce
+        odd = set(lagging) | set(mismatch["ranks"] if mismatch and not mismatch["tie"] else ())
+        order = sorted(states.values(), key=lambda s: s.rank in odd)
+        stuck_entry = next((g for s in order if (g := s.by_seq.get(stuck_seq)) is not None), None)
     report = PGReport(
         pg=pg,
         desc=desc,
@@ -374,10 +379,7 @@ def _pg_report(
         has_states=has_states,
         not_started=not_started,
     )
-    report.mismatch = _first_mismatch(states)
-    if report.mismatch and stuck_seq is None:
-        report.stuck_seq = report.mismatch["seq"]
-        report.stuck_entry = states[report.mismatch["ranks"][0]].by_seq.get(report.stuck_seq)
+    report.mismatch = mismatch
     return report
 
 
@@ -624,14 +626,24 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         if report.elsewhere:
             groups = ", ".join(sorted(set(report.elsewhere.values())))
             where = f", and their latest record is on process group {groups}"
+        # each lagging rank's own last collective when they differ (#3 and #2 are not "#2"),
+        # and the op of the furthest one, which is the ranks ahead's, not the stuck one's
+        stops = sorted({lasts[r][0] or 0 for r in report.lagging})
+        stopped = (
+            f"collective #{stops[0]}"
+            if len(stops) == 1
+            else "collectives "
+            + ", ".join(f"#{lasts[r][0]} (rank {r})" for r in report.lagging[:8])
+        )
+        far = next((g for r in ahead if (g := report.states[r].by_seq.get(furthest))), None)
+        far_op = f" ({_op(far.profiling_name)})" if far is not None else ""
         out.append(
             Finding(
                 kind="lagging_rank",
                 summary=(
                     f"process group {label}: rank(s) {format_ranks(report.lagging)} stopped at "
-                    f"collective #{min(lasts[r][0] or 0 for r in report.lagging)} "
-                    f"while rank(s) {format_ranks(ahead)} went on to #{furthest} ({op}); "
-                    f"they never entered the collective the others wait in{where}"
+                    f"{stopped} while rank(s) {format_ranks(ahead)} went on to #{furthest}"
+                    f"{far_op}; they never entered the collective the others wait in{where}"
                 ),
                 ranks=report.lagging,
                 evidence=tuple(

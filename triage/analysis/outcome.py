@@ -381,7 +381,7 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
         shown = [event, *(s for s in faults if s is not event)][:_MAX_EVIDENCE]
     if culprits and not who:
         who = f"rank {format_ranks(culprits)}"
-    said = f"`{text[:160]}`" if text else "no message of its own"
+    said = f"`{_clip(text.replace('`', ''), 160)}`" if text else "no message of its own"
     why = f"first failure on {who}: {said}" if who else f"first failure: {said}"
     if then is not None:
         why += f"; then {then.why}"
@@ -447,6 +447,14 @@ def _refs(events: Sequence[Event]) -> tuple[EvidenceRef, ...]:
         seen.add(key)
         out.append(ref(ev, limit=240))
     return tuple(out[:_MAX_EVIDENCE])
+
+
+def _clip(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return (cut if len(cut) > limit // 2 else text[:limit]) + "…"
 
 
 def _cap(text: str) -> str:

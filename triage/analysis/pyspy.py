@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from triage.analysis.ranks import format_ranks
+from triage.analysis.ranks import chain_link_starts, format_ranks
 from triage.model import Event, EvidenceRef, Finding, PySpyDump, StackFrame, StackGroup
 
 # Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
@@ -94,6 +94,25 @@ def user_frame(frames: Sequence[StackFrame]) -> StackFrame | None:
         if not _LIBRARY.search(f.filename) and not _LIBRARY.search(_short(f.filename)):
             return f
     return None
+
+
+_TRACEBACK_FRAME = regex.compile(
+    r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)'
+)
+
+
+def raising_frame(traceback: str) -> StackFrame | None:
+    """The user's line that raised: the innermost frame of the user's code in the first link of
+    a (chained) traceback. A later link was raised while handling it (a `finally:` barrier),
+    and a thread's traceback is its own (`Exception in thread prefetch-1:`)."""
+    lines = traceback.splitlines()
+    starts = chain_link_starts(traceback)
+    frames = [
+        StackFrame(m["func"], m["file"], int(m["line"]))
+        for line in (lines[: starts[0]] if starts else lines)
+        if (m := _TRACEBACK_FRAME.match(line))
+    ]
+    return user_frame(frames[::-1])
 
 
 def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:

@@ -47,6 +47,9 @@ class RankIndex:
     local_of_source: dict[str, int] = field(default_factory=dict)
     host_of_source: dict[str, str] = field(default_factory=dict)
     host_of_rank: dict[int, str] = field(default_factory=dict)
+    # hosts the logs themselves name for a rank (torchrun's failure summary, NCCL's
+    # `host:pid:tid`), which beat hosts read from file and folder names
+    host_said: dict[int, str] = field(default_factory=dict)
     world_sizes: Counter[int] = field(default_factory=Counter)  # claimed size -> votes
     # the largest NCCL communicator seen: Megatron and DeepSpeed set up many sub-communicators
     # (TP, PP, DP groups of sizes 1..N) before the world one, so a communicator's size is no
@@ -147,6 +150,8 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
             rank = ev.rank if ev.rank is not None else ps.source.rank
             payload = ev.payload
             if isinstance(payload, RankExit):
+                if payload.host and payload.rank is not None:
+                    index.host_said.setdefault(payload.rank, payload.host)
                 index.learn(payload.pid, payload.host or host, payload.rank)
                 index.learn_local(payload.host or host, payload.local_rank, payload.rank)
                 continue
@@ -155,6 +160,8 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
                 r = _int(attrs.get("rank"))
                 r = r if r is not None else ev.rank
                 pid = _int(attrs.get("pid")) or ev.pid
+                if attrs.get("host") and r is not None:
+                    index.host_said.setdefault(r, str(attrs["host"]))
                 index.learn(pid, attrs.get("host") or host, r)
                 n = _int(attrs.get("nranks")) or _int(attrs.get("n"))
                 if n is None:
@@ -233,10 +240,35 @@ def pg_ranks(value: object) -> tuple[int, ...]:
 
 
 def ref(ev: Event, rank: int | None = None, limit: int = 300) -> EvidenceRef:
-    text = first_line(ev.text, limit)
+    text, line = quoted_line(ev, limit)
     return EvidenceRef(
-        source=ev.source, line=ev.line, rank=ev.rank if rank is None else rank, text=text
+        source=ev.source, line=line, rank=ev.rank if rank is None else rank, text=text
     )
+
+
+def quoted_line(ev: Event, limit: int = 300) -> tuple[str, int | None]:
+    """The event's most telling line and the file line that holds it.
+
+    A torchrun summary entry opens with `[0]:`; its `exitcode : -9` line is the one that
+    tells. The line is the event's first unless the parser kept where each line came from
+    (tracebacks skip blank and interleaved lines) or the event's lines map one to one.
+    """
+    text = first_line(ev.text, limit)
+    raw = ev.text.splitlines()
+    if ev.kind is EventKind.RANK_EXIT:
+        text = next((x.strip() for x in raw if x.strip().startswith("exitcode")), text)
+    if ev.line is None:
+        return text, None
+    head = text.removesuffix("…")
+    at = next((i for i, x in enumerate(raw) if head and head in x), None)
+    numbers = (ev.attrs or {}).get("line_numbers")
+    if at is None:
+        return text, ev.line
+    if numbers and at < len(numbers) and numbers[at] is not None:
+        return text, numbers[at]
+    if numbers is None and ev.end_line is not None and ev.end_line - ev.line + 1 == len(raw):
+        return text, ev.line + at
+    return text, ev.line
 
 
 def first_line(text: str, limit: int = 300) -> str:

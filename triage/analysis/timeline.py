@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import regex
 
-from triage.analysis.ranks import first_line, format_ranks
+from triage.analysis.ranks import first_line, format_ranks, quoted_line
 from triage.model import Event, TimelineEntry
 
 # (anchor id) -> {clock domain: epoch seconds}
@@ -127,6 +127,7 @@ def build(
         if key in seen:
             continue
         seen.add(key)
+        quoted = quoted_line(p.event, 240)
         entries.append(
             (
                 p.time,
@@ -134,9 +135,9 @@ def build(
                 TimelineEntry(
                     time=p.time,
                     rank=p.rank,
-                    text=first_line(p.event.text, 240),
+                    text=quoted[0],
                     source=p.event.source,
-                    line=p.event.line,
+                    line=quoted[1],  # the quoted line's own, not the traceback's first
                     role="initiating",
                 ),
             )
@@ -146,7 +147,7 @@ def build(
         group.sort(key=lambda p: (p.time is None, p.time or 0.0))
         head = group[0]
         ranks = sorted({p.rank for p in group if p.rank is not None})
-        text = first_line(head.event.text, 200)
+        text, line = quoted_line(head.event, 200)
         if len(group) > 1:
             who = (
                 f"ranks {format_ranks(ranks)}" if len(ranks) > 1 else f"rank {format_ranks(ranks)}"
@@ -161,7 +162,7 @@ def build(
                     rank=head.rank,
                     text=text,
                     source=head.event.source,
-                    line=head.event.line,
+                    line=line,
                     role="cascade",
                 ),
             )

@@ -564,8 +564,19 @@ def _evidence(
         ev = prep.lead
         quoted = prep.signature.splitlines()[0] if prep.signature else ev.text[:200]
         text = _first_line_containing(ev.text, quoted) or quoted
-        out.append(Evidence(ev.source, ev.line, ev.rank, text, f"neighbour:{agreeing[0].case_id}"))
+        line = _line_of(ev, text)
+        out.append(Evidence(ev.source, line, ev.rank, text, f"neighbour:{agreeing[0].case_id}"))
     return tuple(out)
+
+
+def _line_of(ev: Event, quoted: str) -> int | None:
+    """The file line of a quoted line of the event, where the parser kept each line's number
+    (a traceback skips blank and interleaved lines); else the event's first line."""
+    numbers = (ev.attrs or {}).get("line_numbers")
+    at = next((i for i, x in enumerate(ev.text.splitlines()) if x.strip() == quoted), None)
+    if numbers and at is not None and at < len(numbers) and numbers[at] is not None:
+        return int(numbers[at])
+    return ev.line
 
 
 def _first_line_containing(text: str, masked: str) -> str | None:

@@ -309,6 +309,9 @@ def _hit(
     context.update(caps)
     quoted, offset = _quote(text, m) if text else ("", 0)
     line = event.line + offset if event is not None and event.line is not None else None
+    numbers = event.attrs.get("line_numbers") if event is not None else None
+    if numbers and offset < len(numbers) and numbers[offset] is not None:
+        line = numbers[offset]  # the quoted line's own line, past skipped blank lines
     return RuleHit(
         rule_id=rule.id,
         title=rule.title,
@@ -404,7 +407,9 @@ def match_events(
                 RuleHit(
                     **{
                         **hit.__dict__,
-                        "evidence_text": finding.summary,
+                        # the line the finding stands on, as its file has it: the finding's
+                        # own sentence is triage's, never a quote of that file
+                        "evidence_text": ev.text if ev is not None else finding.summary,
                         "evidence_line": ev.line if ev is not None else None,
                     }
                 )

@@ -25,6 +25,8 @@ Conditions (`when`), all of which must hold:
     launcher: torchrun | [deepspeed, slurm]    # it was started by one of them
     culprit: known | unknown                   # correlate named the rank that started it, or not
     hang: true | false                         # a hang was detected, or not
+    missing: pyspy | [pyspy, flight_recorder]  # the job's inputs hold none of these kinds: an
+                                               # action never asks for what is already there
 """
 
 from __future__ import annotations
@@ -36,12 +38,23 @@ from typing import Any
 
 import regex
 
-CONDITIONS = ("framework", "launcher", "culprit", "hang")
+CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing")
 # The facts conditions read (set by correlate: triage.analysis)
 FRAMEWORKS_FACT = "frameworks"
 LAUNCHERS_FACT = "launchers"
 CULPRIT_FACT = "culprit_rank"
 HANG_FACT = "hang"
+INPUT_KINDS_FACT = "input_kinds"
+# the input kinds `missing` may name (triage.model.SourceKind values)
+INPUT_KINDS = (
+    "rank_log",
+    "nccl",
+    "pyspy",
+    "flight_recorder",
+    "elastic_error",
+    "env_report",
+    "text",
+)
 
 # A parenthesised clause that holds no other parentheses, with the space before it.
 _CLAUSE = regex.compile(r"\s?\([^()`]*\)")
@@ -174,6 +187,8 @@ def applies(when: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
             return False
         if key == "hang" and bool(facts.get(HANG_FACT)) != bool(value):
             return False
+        if key == "missing" and _any_of(value, facts.get(INPUT_KINDS_FACT)):
+            return False
     return True
 
 
@@ -255,6 +270,11 @@ def check_when(when: Any, item: str, report: Callable[[str, str], None]) -> bool
         elif key == "hang" and not isinstance(value, bool):
             report(item, "`hang` must be true or false")
             ok = False
+        elif key == "missing":
+            kinds = [value] if isinstance(value, str) else value
+            if not isinstance(kinds, list) or not kinds or set(kinds) - set(INPUT_KINDS):
+                report(item, f"`missing` names input kinds: {', '.join(INPUT_KINDS)}")
+                ok = False
     return ok
 
 

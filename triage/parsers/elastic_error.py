@@ -161,7 +161,7 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
             source=source.path,
             kind=EventKind.ELASTIC_ERROR,
             text=message or (f"{exc_type}: {exc_message}" if exc_type else "worker failed"),
-            line=1,
+            line=None,  # the message is a JSON field: no line of the file holds it as shown
             rank=source.rank,
             local_rank=source.local_rank,
             host=source.host,
@@ -177,7 +177,7 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
                 source=source.path,
                 kind=EventKind.TRACEBACK,
                 text=callstack.rstrip("\n"),
-                line=1,
+                line=None,
                 rank=source.rank,
                 local_rank=source.local_rank,
                 host=source.host,

@@ -258,7 +258,8 @@ def _parse_json(source: Source, text: str, warnings: list[str]) -> tuple[list[Ev
         pid = pid if type(pid) is int else None
         proc = processes.get(pid)
         if proc is None:
-            proc = processes[pid] = _Process(pid=pid, command=None, line=1)
+            # a JSON document has no line a stack could be quoted from (0: none)
+            proc = processes[pid] = _Process(pid=pid, command=None, line=0)
         info = item.get("process_info")
         if isinstance(info, dict) and isinstance(info.get("command_line"), str):
             proc.command = proc.command or info["command_line"]
@@ -368,8 +369,8 @@ def _process_event(source: Source, proc: _Process, index: int) -> Event:
         source=source.path,
         kind=EventKind.PYSPY,
         text=_stack_text(main) if main is not None else f"Process {proc.pid}: no threads",
-        line=proc.line,
-        end_line=max(proc.end_line, proc.line),
+        line=proc.line or None,
+        end_line=max(proc.end_line, proc.line) or None,
         # Later blocks of a --subprocesses dump are children (dataloader workers, or the
         # ranks under a torchrun agent): the file's rank only describes the first one.
         rank=source.rank if index == 0 else None,

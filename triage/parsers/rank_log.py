@@ -612,15 +612,21 @@ class _Record:
     head: list[str] = field(default_factory=list)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TB_TAIL))
     omitted: int = 0
+    # the file line of each kept line: blank lines, other streams' lines of a shared console
+    # and omitted lines are not in the text, so `start + offset` would point elsewhere
+    head_numbers: list[int] = field(default_factory=list)
+    tail_numbers: deque[int] = field(default_factory=lambda: deque(maxlen=TB_TAIL))
 
     def add(self, number: int, text: str) -> None:
         self.last_line = number
         if len(self.head) < TB_HEAD:
             self.head.append(text)
+            self.head_numbers.append(number)
             return
         if len(self.tail) == self.tail.maxlen:
             self.omitted += 1
         self.tail.append(text)
+        self.tail_numbers.append(number)
 
     def text(self) -> str:
         body = list(self.head)
@@ -630,6 +636,11 @@ class _Record:
         while body and not body[-1].strip():
             body.pop()
         return "\n".join(body)
+
+    def line_numbers(self) -> tuple[int | None, ...]:
+        """The file line of each line of `text()` (None for the omission marker)."""
+        marker: tuple[int | None, ...] = (None,) if self.omitted else ()
+        return (*self.head_numbers, *marker, *self.tail_numbers)
 
 
 @dataclass
@@ -1377,6 +1388,7 @@ class _LogParser:
             "user_frames": user,
             "chained": list(tb.chained),
             "truncated": tb.exc_type is None and not tb.exc_message,
+            "line_numbers": tb.line_numbers(),
         }
         if tb.frames_dropped:
             attrs["frames_dropped"] = tb.frames_dropped

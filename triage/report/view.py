@@ -17,7 +17,7 @@ import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -398,7 +398,9 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
         ),
         timeline=_timeline(d.timeline, base),
         lanes=_lanes(d),
-        progress=tuple(_progress(g) for g in d.process_groups),
+        progress=tuple(
+            _progress(g, hung=d.hang is not None and d.hang.detected) for g in d.process_groups
+        ),
         stacks=tuple(_stacks(g, _blamed(d)) for g in d.stack_groups),
         inputs=_inputs(d.inputs, base),
     )
@@ -543,6 +545,16 @@ def _first_failure_note(d: Diagnosis) -> str:
     if f is None or f.rank is None:
         return ""
     source = next((i for i in d.inputs if i.path == f.source), None)
+    if source is not None and source.rank is None:
+        # a shared log (a launcher's console): its line is the rank's own only when some line
+        # of the rank's is read from it; else the line is about the job, not by the rank
+        said = [(e.source, e.rank) for e in d.evidence]
+        said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
+        if (f.source, f.rank) not in said:
+            return (
+                f"a line of the job's log, by no rank: rank {f.rank} printed nothing of its "
+                "own; this line shows it missing"
+            )
     if source is None or source.rank is None or source.rank == f.rank:
         return ""
     noun = _KIND_NOUN.get(source.kind, "log")
@@ -597,23 +609,33 @@ def _evidence(
         first = text.split("\n", 1)[0]
         key = (e.why, mask(strip_prefixes(first, kb), kb) if first else "")
         groups.setdefault(key, []).append(e)
-    out = []
+    out: dict[tuple[str, str], EvidenceGroup] = {}
+    lines_of: dict[tuple[str, str], set[tuple[str, int | None]]] = {}
     for members in groups.values():
         e = members[0]
+        # records of a dump have no line: two of one file are not the same line
+        lines = {(m.source, m.line) for m in members if m.line is not None}
         ranks = tuple(sorted({m.rank for m in members if m.rank is not None}))
         texts = {c.clean(strip_prefixes(m.text, kb)).strip() for m in members}
-        out.append(
-            EvidenceGroup(
-                ranks=ranks,
-                who=_ranks_phrase(ranks),
-                where=_where(e.source, e.line, base),
-                count=len(members),
-                why=c.short(e.why, 200),
-                text=c.short(e.text, 20_000),
-                varies=len(texts) > 1,
-            )
+        group = EvidenceGroup(
+            ranks=ranks,
+            who=_ranks_phrase(ranks),
+            where=_where(e.source, e.line, base),
+            count=len(members),
+            why=c.short(e.why, 200),
+            text=c.short(e.text, 20_000),
+            varies=len(texts) > 1,
         )
-    return tuple(out)
+        # one line that several rules quote is shown once, with every reason
+        key = (group.where, group.text.split("\n", 1)[0])
+        key = next((k for k, seen in lines_of.items() if lines and lines <= seen), key)
+        seen = out.get(key)
+        if seen is None:
+            out[key] = group
+            lines_of[key] = lines
+        elif group.why not in seen.why.split(", "):
+            out[key] = replace(seen, why=c.short(f"{seen.why}, {group.why}", 200))
+    return tuple(out.values())
 
 
 def _ranks_phrase(ranks: Sequence[int]) -> str:
@@ -773,7 +795,7 @@ def _ticks(span: float) -> tuple[tuple[float, str], ...]:
 # --------------------------------------------------------------------------- flight recorder
 
 
-def _progress(g: GroupProgress) -> ProgressTable:
+def _progress(g: GroupProgress, hung: bool = True) -> ProgressTable:
     """Ranks folded by where they stood; the rows that are not the majority's are marked."""
     states_known = any(p.started is not None or p.completed is not None for p in g.ranks)
     rows: dict[tuple[int | None, int | None, int | None], list[int]] = defaultdict(list)
@@ -803,7 +825,8 @@ def _progress(g: GroupProgress) -> ProgressTable:
     stuck = ""
     if g.stuck_seq is not None:
         op = f"{c.short(g.stuck_op, 60)} " if g.stuck_op else ""
-        stuck = f"stuck at {op}#{g.stuck_seq}"
+        # "stuck" beside "no hang" would contradict it: the others got an error there
+        stuck = f"{'stuck' if hung else 'went wrong'} at {op}#{g.stuck_seq}"
     group = c.short(g.pg if not g.desc else f"{g.pg} ({g.desc})", 120)
     return ProgressTable(group, stuck, tuple(out), states_known)
 

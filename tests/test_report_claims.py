@@ -1,0 +1,467 @@
+"""What the report claims, its evidence shows (issue #22 item 4).
+
+Every shipped bundle (`corpus_samples/*/bundle`, real torchrun jobs) is diagnosed and its report
+view built; then each statement the report makes about ranks, collectives, sequence numbers,
+lines and hosts is checked against facts read here, straight from the bundle's files: the py-spy
+dumps (who waited where), the flight-recorder dumps (which collective each rank entered last),
+the Python tracebacks in the logs (which line raised: the innermost frame of the raising
+thread), the logs' own host names. The facts are read with a few regexes of this file, not with
+triage's parsers, so a parser's mistake cannot vouch for itself.
+
+Each check returns every problem it finds, so one run shows all that is wrong with a report.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from triage.knowledge.actions import parse_action
+from triage.model import Diagnosis, SourceKind
+from triage.pipeline import Options, diagnose
+from triage.report import render
+from triage.report import view as report_view
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus_samples"
+PYSPY, FR = SourceKind.PYSPY.value, SourceKind.FLIGHT_RECORDER.value
+BUNDLES = sorted(p.parent for p in CORPUS.glob("*/expected.json"))
+
+
+def _load_make() -> ModuleType:
+    sys.path.insert(0, str(CORPUS))
+    spec = importlib.util.spec_from_file_location("corpus_make_claims", CORPUS / "make.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make = _load_make()
+
+# torchrun's `[default3]:` and torch's `[rank3]:` in front of a worker's line
+_PREFIX = re.compile(r"^(?:\[default(?P<local>\d+)\]:)?(?:\[rank(?P<rank>\d+)\]:)? ?")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_EXC = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b.*)$")
+_PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^()]+):(?P<line>\d+)\)$")
+_HOST_LINE = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)\s*$")  # torchrun's failure summary
+_NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
+_ERROR_WORDS = re.compile(r"Error\b|terminate called|Fatal Python error|Segmentation fault")
+_REPEATS = re.compile(r"\s+\[x\d+ on .*$")
+_FILE_LINE = re.compile(r"\(([\w./-]+\.py):(\d+)\)")
+
+
+@dataclass
+class Facts:
+    """What the bundle's own files say, read without triage."""
+
+    files: dict[str, list[str]] = field(default_factory=dict)  # path -> lines (text files)
+    raised: dict[str, set[str]] = field(default_factory=dict)  # exception line -> `file.py:N`
+    printed_errors: set[int] = field(default_factory=set)  # ranks that printed an error
+    pyspy_op: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed function
+    pyspy_ranks: set[int] = field(default_factory=set)  # ranks a py-spy dump shows alive
+    fr_last: dict[int, tuple[int, str]] = field(default_factory=dict)  # rank -> (seq, op)
+    fr_ops: dict[int, dict[int, str]] = field(default_factory=dict)  # rank -> seq -> op
+    log_hosts: set[str] = field(default_factory=set)  # torchrun's `host :`, NCCL's `host:pid:`
+
+
+def _user_frame(frames: list[tuple[str, int, str]]) -> str | None:
+    """The innermost frame outside Python's and the libraries' own files."""
+    for file, line, _func in reversed(frames):
+        if "site-packages" in file or "/lib/python" in file or file.startswith("<"):
+            continue
+        return f"{Path(file).name}:{line}"
+    return None
+
+
+def _read_errors(lines: list[str], offset: int | None, facts: Facts) -> None:
+    """Ranks that printed an error line of their own (`[rank2]:`, or `[default2]:` on a node's
+    console whose first rank is `offset`): a C++ `terminate called`, a fatal signal."""
+    for raw in lines:
+        m = _PREFIX.match(raw)
+        assert m is not None
+        text = raw[m.end() :]
+        if not _ERROR_WORDS.search(text):
+            continue
+        if m["rank"] is not None:
+            facts.printed_errors.add(int(m["rank"]))
+        elif m["local"] is not None and offset is not None:
+            facts.printed_errors.add(offset + int(m["local"]))
+
+
+def _read_tracebacks(lines: list[str], facts: Facts) -> None:
+    frames: dict[str, list[tuple[str, int, str]]] = {}  # stream (prefix) -> open traceback
+    for raw in lines:
+        m = _PREFIX.match(raw)
+        assert m is not None
+        stream = (m["local"] or "") + "/" + (m["rank"] or "")
+        text = raw[m.end() :]
+        if text.startswith("Traceback (most recent call last)"):
+            frames[stream] = []
+            continue
+        if stream not in frames:
+            continue
+        if fm := _FRAME.match(text):
+            frames[stream].append((fm["file"], int(fm["line"]), fm["func"]))
+        elif (em := _EXC.match(text)) and frames[stream]:
+            where = _user_frame(frames.pop(stream))
+            if where:
+                facts.raised.setdefault(em["exc"].strip(), set()).add(where)
+            rank = m["rank"] or m["local"]
+            if rank is not None:
+                facts.printed_errors.add(int(rank))
+
+
+def _read_pyspy(path: Path, facts: Facts) -> None:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    main = text.split('"MainThread"', 1)
+    if len(main) < 2:
+        return
+    rank = _rank_of(path)
+    facts.pyspy_ranks.add(rank)
+    for line in main[1].splitlines()[1:]:
+        fm = _PYSPY_FRAME.match(line)
+        if fm is None:
+            break
+        if fm["file"].endswith("distributed_c10d.py"):
+            facts.pyspy_op[rank] = fm["func"]
+            return
+
+
+def _rank_of(path: Path) -> int:
+    stem = path.name.removesuffix(".json").removesuffix(".txt")
+    spelled = re.search(r"rank_?(\d+)", stem)
+    return int(spelled.group(1)) if spelled else int(re.findall(r"\d+", stem)[-1])
+
+
+@cache
+def facts_of(bundle: Path) -> Facts:
+    facts = Facts()
+    evidence = make.evidence_dir(bundle)
+    sc = make.SCENARIOS[bundle.name]
+    fr_files = {p for p in (evidence / sc.fr_dir).glob("*") if p.is_file()}
+    first_rank_of_console, offset = {}, 0
+    for node in sc.nodes:
+        first_rank_of_console[evidence / node.console] = offset
+        offset += node.nproc
+    pyspy = set(make.pyspy_dumps(bundle))
+    for f in sorted(p for p in evidence.rglob("*") if p.is_file()):
+        if f in fr_files:
+            dump = make.load_fr(f)
+            rank = _rank_of(f)
+            ops = {
+                int(e["collective_seq_id"]): e["profiling_name"].split(":")[-1]
+                for e in dump["entries"]
+            }
+            facts.fr_ops[rank] = ops
+            last = max(ops)
+            facts.fr_last[rank] = (last, ops[last])
+            continue
+        if f in pyspy:
+            _read_pyspy(f, facts)
+            continue
+        try:
+            lines = f.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue
+        if f.suffix == ".json" or (lines and lines[0].lstrip()[:1] == "{"):
+            continue  # a JSON document (py-spy --json, error.json): shown rendered, not quoted
+        facts.files[str(f)] = lines
+        _read_tracebacks(lines, facts)
+        _read_errors(lines, first_rank_of_console.get(f), facts)
+        for line in lines:
+            if hm := (_HOST_LINE.match(line) or _NCCL_HOST.match(_PREFIX.sub("", line, count=1))):
+                facts.log_hosts.add(hm["host"])
+    return facts
+
+
+@cache
+def diagnosis_of(bundle: Path) -> Diagnosis:
+    return diagnose([str(make.evidence_dir(bundle))], Options(use_embeddings=False, workers=1))
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def quote_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """A line shown under `file:N` is what line N of that file holds (not the first line of the
+    traceback it ends); one shown under a file without a line is in that file; nothing triage
+    wrote (a finding's sentence) is shown as a quote of a file."""
+    quoted: list[tuple[str, str, int | None, str]] = []
+    quoted += [("evidence", e.source, e.line, e.text) for e in d.evidence]
+    if d.first_failure is not None:
+        f = d.first_failure
+        quoted.append(("first failure", f.source, f.line, f.text))
+    if d.outcome is not None:
+        quoted += [("outcome", e.source, e.line, e.text) for e in d.outcome.evidence]
+    # the timeline's initiating and cascade rows quote events; its context rows narrate
+    quoted += [
+        ("timeline", t.source, t.line, t.text)
+        for t in d.timeline
+        if t.line is not None and t.role != "context"
+    ]
+    sentences = {f.summary.strip() for f in d.findings}
+    problems = []
+    for what, source, line, text in quoted:
+        first = _PREFIX.sub("", text.strip().split("\n", 1)[0], count=1).strip()
+        first = _REPEATS.sub("", first)  # the timeline's `  [x4 on ranks 0-1]` after a quote
+        if text.strip() in sentences:
+            problems.append(f"{what}: triage's own {first[:60]!r} quoted from {Path(source).name}")
+            continue
+        lines = facts.files.get(source)
+        if lines is None:
+            if line is not None:
+                problems.append(f"{what} {first[:60]!r} under {Path(source).name}:{line}")
+            continue
+        if line is None:
+            if not any(first[:60] in x for x in lines):
+                problems.append(f"{what} {first[:60]!r} is not in {Path(source).name}")
+        elif not (0 < line <= len(lines)) or first[:60] not in lines[line - 1]:
+            held = lines[line - 1][:60] if 0 < line <= len(lines) else "nothing"
+            problems.append(f"{what} {first[:60]!r} at {Path(source).name}:{line}, holds {held!r}")
+    return problems
+
+
+def repeat_problems(view: report_view.ReportView) -> list[str]:
+    """Each evidence line is shown once."""
+    seen: set[tuple[str, str]] = set()
+    problems = []
+    for g in view.evidence:
+        key = (g.where, g.text.split("\n", 1)[0])
+        if key in seen:
+            problems.append(f"evidence {g.where} shown twice")
+        seen.add(key)
+    return problems
+
+
+def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
+    """Claims "the others waited in OP #SEQ": py-spy shows them in OP, their flight recorder has OP
+    at SEQ; "the other ranks were in OP #SEQ" holds for every other rank that left a dump."""
+    if view.who is None or view.who.hang is None or d.hang is None:
+        return []
+    head = view.who.hang.headline
+    said_stuck = [t.stuck for t in view.progress if t.stuck.startswith("stuck")]
+    contradiction = [f"{head!r} beside the table's {t!r}" for t in said_stuck if "no hang" in head]
+    m = re.search(r"(?:waited in|were in) (\w+) #(\d+)", head)
+    if m is None:
+        return contradiction
+    op, seq = m[1], int(m[2])
+    behind = set(d.hang.lagging_ranks) | set(d.culprit_ranks)
+    others = {r for r in facts.fr_ops | facts.pyspy_op if r not in behind}
+    problems = contradiction
+    for r in sorted(others):
+        if r in facts.pyspy_op and facts.pyspy_op[r] != op:
+            problems.append(f"{head!r}: py-spy shows rank {r} in {facts.pyspy_op[r]}")
+        if r in facts.fr_ops and facts.fr_ops[r].get(seq) != op:
+            problems.append(
+                f"{head!r}: rank {r}'s flight recorder has {facts.fr_ops[r].get(seq)} at #{seq}"
+            )
+        if "were in" in head and r in facts.fr_last and facts.fr_last[r][0] != seq:
+            problems.append(f"{head!r}: rank {r} had entered #{facts.fr_last[r][0]}")
+    return problems
+
+
+def behind_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """Claims "rank(s) 1 stopped at collective #2 while rank(s) 2 went on to #4 (broadcast)": each
+    rank's last flight-recorder record says so."""
+    problems = []
+    for f in d.findings:
+        m = re.search(
+            r"rank\(s\) ([\d,-]+) stopped at collective #(\d+) while rank\(s\) ([\d,-]+) "
+            r"went on to #(\d+)(?: \((\w+)\))?",
+            f.summary,
+        )
+        if m is None:
+            continue
+        for r in _ranks(m[1]):
+            if r in facts.fr_last and facts.fr_last[r][0] != int(m[2]):
+                problems.append(f"{f.summary[:70]!r}: rank {r} stopped at #{facts.fr_last[r][0]}")
+        for r in _ranks(m[3]):
+            if r in facts.fr_last and facts.fr_last[r][0] != int(m[4]):
+                problems.append(f"{f.summary[:70]!r}: rank {r} went on to #{facts.fr_last[r][0]}")
+            if r in facts.fr_last and m[5] and facts.fr_last[r][1] != m[5]:
+                problems.append(f"{f.summary[:70]!r}: rank {r}'s last is {facts.fr_last[r][1]}")
+    return problems
+
+
+def fix_line_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """An action that names `file.py:N` of the failure names the line that raised it."""
+    if d.first_failure is None:
+        return []
+    exc = _PREFIX.sub("", d.first_failure.text.strip().split("\n")[-1], count=1).strip()
+    raised = facts.raised.get(exc, set())
+    problems = []
+    for f in d.fix_patterns:
+        for action in f.actions:
+            for name, line in _FILE_LINE.findall(action):
+                if raised and f"{Path(name).name}:{line}" not in raised:
+                    problems.append(
+                        f"{action[:60]!r} names {name}:{line}; {exc[:40]} at {sorted(raised)}"
+                    )
+    return problems
+
+
+def silent_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """'Rank N went silent' (check whether its process died) is never said of a rank that
+    printed an error, nor of one a py-spy dump shows alive."""
+    problems = []
+    for f in d.fix_patterns:
+        for action in f.actions:
+            if m := re.search(r"Rank\(s\) ([\d, -]+) went silent", action):
+                ranks = _ranks(m[1])
+                alive = ranks & facts.pyspy_ranks
+                if alive:
+                    problems.append(f"{action[:50]!r}: py-spy shows {sorted(alive)} alive")
+                if ranks & facts.printed_errors:
+                    problems.append(
+                        f"{action[:50]!r}: {sorted(ranks & facts.printed_errors)} printed errors"
+                    )
+    return problems
+
+
+def asks_for_held_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
+    """No advice asks for a kind of input the bundle already holds."""
+    kinds = {i.kind for i in d.inputs}
+    asks = {
+        SourceKind.PYSPY: re.compile(r"py-?spy dump|dump every rank with py-spy|triage snapshot"),
+        SourceKind.FLIGHT_RECORDER: re.compile(
+            r"enable the flight recorder|dump the flight recorder|triage snapshot"
+        ),
+    }
+    problems = []
+    steps = [a.text for f in view.fixes for a in f.actions] + [a.text for a in view.collect_next]
+    for kind, rx in asks.items():
+        if kind in kinds:
+            problems += [
+                f"asks {s[:70]!r} though the bundle has {kind.value}" for s in steps if rx.search(s)
+            ]
+    return problems
+
+
+def printed_by_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
+    """The first failure is quoted as rank N's only from a line rank N printed: a `[rankM]:`
+    line is rank M's; a line of a shared log with no rank on it comes with a note saying so."""
+    f = d.first_failure
+    if f is None or f.rank is None or f.line is None or f.source not in facts.files:
+        return []
+    lines = facts.files[f.source]
+    if not 0 < f.line <= len(lines):
+        return []
+    m = _PREFIX.match(lines[f.line - 1])
+    assert m is not None
+    if m["rank"] is not None and int(m["rank"]) != f.rank:
+        return [f"first failure of rank {f.rank} quotes rank {m['rank']}'s line {f.line}"]
+    own_file = any(i.path == f.source and i.rank is not None for i in d.inputs)
+    noted = view.who is not None and view.who.first is not None and view.who.first.note
+    # torchrun's failure summary names the rank its entry is about (`rank : 1 (local_rank: 1)`)
+    entry = "\n".join(lines[max(0, f.line - 6) : f.line])
+    named = re.search(rf"^\s*rank\s*:\s*{f.rank}\b", entry, re.M) is not None
+    if m["rank"] is None and m["local"] is None and not (own_file or noted or named):
+        return [f"first failure of rank {f.rank} quotes a line no rank printed, without a note"]
+    return []
+
+
+def record_problems(view: report_view.ReportView) -> list[str]:
+    """An action names a collective by its name, never by a dumped record (`{'op': ...}`)."""
+    return [
+        f"action shows a raw record: {a.text[:70]!r}"
+        for f in view.fixes
+        for a in f.actions
+        if re.search(r"\{'\w+': ", a.text)
+    ]
+
+
+def host_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """A host the report names is one the logs name, when the logs name any."""
+    named = {d.first_failure.host} if d.first_failure and d.first_failure.host else set()
+    if not facts.log_hosts:
+        return []
+    return [f"host {h!r}; the logs say {sorted(facts.log_hosts)}" for h in named - facts.log_hosts]
+
+
+def _ranks(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in text.replace(", ", ",").split(","):
+        lo, _, hi = part.strip().partition("-")
+        if lo.isdigit():
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
+    """What the Markdown, text and HTML reports print is what the view decided: the hang line
+    as it was checked, and no raw record anywhere."""
+    problems = []
+    for fmt in ("md", "text", "html"):
+        out = html.unescape(render(d, fmt)) if fmt == "html" else render(d, fmt)
+        # Markdown escapes `_` and breaks `#26` with a zero-width space (no issue link)
+        plain = re.sub(r"\\([_*`#\[\]()])", r"\1", out).replace("\u200b", "")
+        flat = " ".join(plain.replace("│", " ").split())
+        head = view.who.hang.headline if view.who and view.who.hang else ""
+        if head and " ".join(head.split()) not in flat:
+            problems.append(f"{fmt}: the hang line {head[:50]!r} is missing")
+        if re.search(r"\{'\w+': ", out):
+            problems.append(f"{fmt}: a raw record is printed")
+    return problems
+
+
+def claim_problems(bundle: Path) -> list[str]:
+    d = diagnosis_of(bundle)
+    facts = facts_of(bundle)
+    view = report_view.build(d)
+    return (
+        quote_problems(d, facts)
+        + repeat_problems(view)
+        + hang_problems(d, view, facts)
+        + behind_problems(d, facts)
+        + fix_line_problems(d, facts)
+        + silent_problems(d, facts)
+        + asks_for_held_problems(d, view)
+        + printed_by_problems(d, view, facts)
+        + record_problems(view)
+        + host_problems(d, facts)
+        + rendered_problems(d, view)
+    )
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
+def test_every_claim_of_the_report_is_what_the_bundle_shows(bundle: Path) -> None:
+    assert claim_problems(bundle) == []
+
+
+def test_an_action_never_asks_for_inputs_the_job_already_holds() -> None:
+    problems: list[tuple[str, str]] = []
+    action = parse_action(
+        [
+            {
+                "text": "Take py-spy dumps and flight-recorder dumps.",
+                "when": {"missing": [PYSPY, FR]},
+            },
+            {"text": "Dump the flight recorder too.", "when": {"missing": FR}},
+        ],
+        "test",
+        lambda item, msg: problems.append((item, msg)),
+    )
+    assert action is not None and problems == []
+    assert (
+        action.fill({"input_kinds": ["rank_log"]}) == "Take py-spy dumps and flight-recorder dumps."
+    )
+    assert action.fill({"input_kinds": ["rank_log", PYSPY]}) == "Dump the flight recorder too."
+    assert action.fill({"input_kinds": [PYSPY, FR]}) is None  # a snapshot: nothing to ask
+    # a kind that is no input kind is a mistake of the rule, reported when it is read
+    assert (
+        parse_action(
+            {"text": "x", "when": {"missing": "stacks"}},
+            "bad",
+            lambda i, m: problems.append((i, m)),
+        )
+        is None
+    )
+    assert problems and problems[0][0] == "bad"
