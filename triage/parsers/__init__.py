@@ -108,15 +108,20 @@ def _with_log_regions(report: ParsedSource, source: Source, kb: Knowledge | None
     )
 
 
-# Logs and notes up to this size are looked through for py-spy dumps among their lines.
+# Notes up to this size, and logs up to the smaller one, are looked through for py-spy dumps
+# among their lines: a big rank log is read once, by its own parser (reading every file of a
+# 64-rank job twice would double the cost of a run), and py-spy output pasted into a log is a
+# diary's or an issue's, not a training process's.
 PYSPY_IN_TEXT_BYTES = 8 << 20
+PYSPY_IN_LOG_BYTES = 1 << 20
 _PYSPY_THREAD = re.compile(rb"^\s*Thread 0x[0-9A-Fa-f]+ \((?:idle|active|active\+gil|gil)\)", re.M)
 
 
 def _with_pyspy_regions(parsed: ParsedSource, source: Source) -> ParsedSource:
     """py-spy dumps inside a log or a Markdown note (fences, `<details>`) are read as dumps
     too: a stack pasted into a training diary is the same evidence as a dump file."""
-    if source.size > PYSPY_IN_TEXT_BYTES:
+    limit = PYSPY_IN_TEXT_BYTES if parsed.source.kind is SourceKind.TEXT else PYSPY_IN_LOG_BYTES
+    if source.size > limit:
         return parsed
     try:
         with source.open() as stream:
