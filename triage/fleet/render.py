@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timezone
-from functools import lru_cache
 from typing import Any
-
-import jinja2
 
 from triage.fleet.model import SCHEMA, FleetReport, Group, HostStat, Label, SignalHit
 from triage.report import common as c
+from triage.report.html import environment
 
 GROUP_ROWS = 100
 HOST_ROWS = 500
@@ -277,21 +275,10 @@ def render_markdown(r: FleetReport) -> str:
 # --------------------------------------------------------------------------- HTML
 
 
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("triage.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
 def render_html(r: FleetReport) -> str:
     most = max((g.count for g in r.groups), default=1)
     return (
-        _environment()
+        environment()
         .get_template("fleet.html.j2")
         .render(
             r=r,

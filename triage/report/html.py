@@ -73,7 +73,9 @@ def script_hash(script: str = COPY_SCRIPT) -> str:
 
 
 @lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
+    """The templates of `triage/report/templates/` (the diagnosis and the fleet report),
+    autoescaped."""
     return jinja2.Environment(
         loader=jinja2.PackageLoader("triage.report", "templates"),
         autoescape=True,
@@ -85,7 +87,7 @@ def _environment() -> jinja2.Environment:
 
 def render_html(d: Diagnosis) -> str:
     view = build(d)
-    return _environment().get_template("report.html.j2").render(**_values(view, d))
+    return environment().get_template("report.html.j2").render(**_values(view, d))
 
 
 def _values(v: ReportView, d: Diagnosis) -> dict[str, Any]:
