@@ -70,6 +70,28 @@ _fr_entries_option = click.option(
     help="Flight-recorder entries to read per dump: 0 reads all (default: all, or the last "
     "128 of each when a big job's dumps add up to over 16 MiB).",
 )
+# where the many jobs of `batch` and `fleet` run
+_jobs_option = click.option(
+    "-j",
+    "--jobs",
+    "workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel processes (default: all cores).",
+)
+_dask_option = click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Dask scheduler (tcp://host:8786; needs triage[dask]); every "
+    "worker must see JOBS_DIR at the same path.",
+)
+_ray_option = click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Ray cluster (ray://host:10001 or auto; needs triage[ray]).",
+)
 _follow_links_option = click.option(
     "--follow-links",
     "follow_links",
@@ -559,27 +581,9 @@ def index_build(out_dir: str | None) -> None:
     type=click.Path(dir_okay=False),
     help="JSON lines, one per job.",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    "workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Parallel processes (default: all cores).",
-)
-@click.option(
-    "--dask",
-    "dask_address",
-    metavar="ADDRESS",
-    help="Run the jobs on this Dask scheduler (tcp://host:8786; needs triage[dask]); every "
-    "worker must see JOBS_DIR at the same path.",
-)
-@click.option(
-    "--ray",
-    "ray_address",
-    metavar="ADDRESS",
-    help="Run the jobs on this Ray cluster (ray://host:10001 or auto; needs triage[ray]).",
-)
+@_jobs_option
+@_dask_option
+@_ray_option
 @_no_embed_option
 @_rules_option
 @_fr_entries_option
@@ -648,18 +652,9 @@ def batch(
     type=click.Path(dir_okay=False),
     help="The SQLite history: jobs already in it (by content digest) are not read again.",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    "workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Parallel processes (default: all cores).",
-)
-@click.option(
-    "--dask", "dask_address", metavar="ADDRESS", help="Run the jobs on this Dask scheduler."
-)
-@click.option("--ray", "ray_address", metavar="ADDRESS", help="Run the jobs on this Ray cluster.")
+@_jobs_option
+@_dask_option
+@_ray_option
 @_no_embed_option
 @_rules_option
 @_fr_entries_option
