@@ -16,6 +16,7 @@ from typing import Any
 from triage.fleet.model import SCHEMA, FleetReport, Group, HostStat, Label, SignalHit
 from triage.report import common as c
 from triage.report.html import environment
+from triage.report.markdown import md_code, md_text
 
 GROUP_ROWS = 100
 HOST_ROWS = 500
@@ -213,16 +214,15 @@ def _iso(epoch: float | None) -> str | None:
 
 
 def render_markdown(r: FleetReport) -> str:
-    from triage.report.markdown import _code, _text  # the single-job report's escaping
 
-    out: list[str] = [f"## triage fleet: {_text(headline(r))}", ""]
+    out: list[str] = [f"## triage fleet: {md_text(headline(r))}", ""]
     out.append(
-        f"This run read {r.run.new} new job(s) of {r.run.found} in {_code(r.run.jobs_dir)}; "
+        f"This run read {r.run.new} new job(s) of {r.run.found} in {md_code(r.run.jobs_dir)}; "
         f"{r.run.known} already known were not read again; {r.run.errors} could not be read. "
-        f"History: {_code(r.db)}, {r.total_jobs} jobs."
+        f"History: {md_code(r.db)}, {r.total_jobs} jobs."
     )
     out += ["", "**Outcomes:** " + ", ".join(f"{o} {n}" for o, n in r.outcomes), ""]
-    out += ["### Suspect hosts", "", _text(method(r)) + ".", ""]
+    out += ["### Suspect hosts", "", md_text(method(r)) + ".", ""]
     out += [
         "| host | jobs | culprit | rate | adjusted p | signals | |",
         "|---|---:|---:|---:|---:|---|---|",
@@ -230,36 +230,38 @@ def render_markdown(r: FleetReport) -> str:
     for h in r.hosts[:HOST_ROWS]:
         signals = ", ".join(f"{s.label} ×{s.jobs}" for s in h.signals) or "-"
         out.append(
-            f"| {_code(h.host, True)} | {h.jobs} | {h.culprit_jobs} | {h.rate:.0%} | "
-            f"{p_text(h.adjusted_p)} | {_text(signals)} | {'**flagged**' if h.flagged else ''} |"
+            f"| {md_code(h.host, True)} | {h.jobs} | {h.culprit_jobs} | {h.rate:.0%} | "
+            f"{p_text(h.adjusted_p)} | {md_text(signals)} | {'**flagged**' if h.flagged else ''} |"
         )
     for h in r.flagged:
-        out += ["", f"**{_text(h.host)}**: {_text(suspect_line(h))}.", ""]
+        out += ["", f"**{md_text(h.host)}**: {md_text(suspect_line(h))}.", ""]
         for g in h.gpus:
             sig = ", ".join(f"{s.label} ×{s.jobs}" for s in g.signals)
             out.append(
-                f"- GPU {_code(g.gpu)}: signals in {g.jobs} job(s), {g.culprit_jobs} of them "
-                f"started on this host; {_text(sig)}"
+                f"- GPU {md_code(g.gpu)}: signals in {g.jobs} job(s), {g.culprit_jobs} of them "
+                f"started on this host; {md_text(sig)}"
             )
         for s, job in zip(h.evidence, h.evidence_jobs, strict=True):
-            out.append(f"- {_text(job)} {_code(where(s))}: {_code(s.text)}")
+            out.append(f"- {md_text(job)} {md_code(where(s))}: {md_code(s.text)}")
     out += ["", "### Failure groups", ""]
     if not r.groups:
         out.append("No failures.")
     for g in r.groups[:GROUP_ROWS]:
         new = " **new**" if g.new else ""
         out.append(
-            f"- **{g.count}×**{new} {_text(g.outcome)} · {_text(label_text(g.symptom))} · "
-            f"{_text(label_text(g.root_cause))} · {_code(mechanism_text(g.mechanism))} "
+            f"- **{g.count}×**{new} {md_text(g.outcome)} · {md_text(label_text(g.symptom))} · "
+            f"{md_text(label_text(g.root_cause))} · {md_code(mechanism_text(g.mechanism))} "
             f"(first {day(g.first_seen)}, last {day(g.last_seen)})"
         )
         if g.fix:
-            out.append(f"  - fix: {_text(label_text(g.fix))}: {_text(c.one_line(g.fix_action))}")
+            out.append(
+                f"  - fix: {md_text(label_text(g.fix))}: {md_text(c.one_line(g.fix_action))}"
+            )
         hosts = ", ".join(f"{h} ({n})" for h, n in g.hosts[:5])
         if hosts:
-            out.append(f"  - culprit hosts: {_text(hosts)}")
+            out.append(f"  - culprit hosts: {md_text(hosts)}")
         for e in g.examples:
-            out.append(f"  - {_code(e.name)} {_code(c.one_line(e.line, 160))}")
+            out.append(f"  - {md_code(e.name)} {md_code(c.one_line(e.line, 160))}")
     if r.days:
         out += ["", "### By day", "", "| day | jobs | failures | outcomes |", "|---|---:|---:|---|"]
         for d in r.days[-DAY_ROWS:]:
@@ -268,7 +270,7 @@ def render_markdown(r: FleetReport) -> str:
     if r.unreadable:
         out += ["", "### Could not be read", ""]
         for u in r.unreadable[:UNREADABLE_ROWS]:
-            out.append(f"- {_code(u.name)}: {_text(u.error)}")
+            out.append(f"- {md_code(u.name)}: {md_text(u.error)}")
     return "\n".join(out) + "\n"
 
 

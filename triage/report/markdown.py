@@ -62,17 +62,17 @@ def render_brief_markdown(d: Diagnosis) -> str:
     lines = []
     for key, value in view.brief():
         if key == "triage":
-            lines.append(f"**triage: {_text(value)}**")
+            lines.append(f"**triage: {md_text(value)}**")
         elif key in ("fix", "collect"):
             lines.append(f"- **{key}:** {_action(value, 1000)}")
         elif key == "evidence":
-            lines.append(f"- **{key}:** {_code(value)}")
+            lines.append(f"- **{key}:** {md_code(value)}")
         else:
-            lines.append(f"- **{key}:** {_text(value)}")
+            lines.append(f"- **{key}:** {md_text(value)}")
     return "\n".join(lines) + "\n"
 
 
-def _text(s: str | None) -> str:
+def md_text(s: str | None) -> str:
     """User or log text as inert inline Markdown on one line."""
     t = regex.sub(r"\s+", " ", c.short(s, 1000))
     t = html.escape(t, quote=False)
@@ -81,7 +81,7 @@ def _text(s: str | None) -> str:
     return _MENTION.sub("\\1\u200b", t)
 
 
-def _code(s: str | None, in_table: bool = False) -> str:
+def md_code(s: str | None, in_table: bool = False) -> str:
     """An inline code span that no backtick run inside can close early."""
     t = " ".join(c.short(s, 1000).split())
     if not t:
@@ -115,31 +115,31 @@ def _action(action: str, limit: int) -> str:
             break
         piece = piece[: max(1, limit - used)]
         used += len(piece)
-        out.append(_code(piece) if is_code else _text(piece))
+        out.append(md_code(piece) if is_code else md_text(piece))
     return "".join(out)
 
 
 def _label_row(title: str, label: Label, first: bool) -> str:
-    name = _text(label.name)
+    name = md_text(label.name)
     if not first:
         name = f"_{name}_" if name else name
     head = f"**{title}**" if first else ""
-    return f"| {head} | {_code(label.id, True)} {name} | {label.pct} |"
+    return f"| {head} | {md_code(label.id, True)} {name} | {label.pct} |"
 
 
 def _render(v: ReportView, caps: _Caps) -> str:
     out: list[str] = []
     add = out.append
-    add(f"### triage: {_text(v.verdict)}")
+    add(f"### triage: {md_text(v.verdict)}")
     add("")
     if v.outcome is not None:
-        add(f"**Job: {_text(v.outcome.word)}** ({_text(c.lower_first(v.outcome.why))})")
+        add(f"**Job: {md_text(v.outcome.word)}** ({md_text(c.lower_first(v.outcome.why))})")
         shown = v.outcome.evidence[:2] if not (v.symptoms or v.root_causes) else ()
         for where, text in shown:
-            add(f"- {_text(where)}: {_code(text)}" if where else f"- {_code(text)}")
+            add(f"- {md_text(where)}: {md_code(text)}" if where else f"- {md_code(text)}")
         add("")
     if not v.ended_well:  # else the summary says what the outcome line already said
-        add(f"> {_text(v.summary)}")
+        add(f"> {md_text(v.summary)}")
         add("")
     if not v.abstain and (v.symptoms or v.root_causes):
         add("| | Label | Score |")
@@ -149,7 +149,7 @@ def _render(v: ReportView, caps: _Caps) -> str:
                 add(_label_row(title, label, n == 0))
         if v.stage:
             stage_id, _, stage_name = v.stage.partition(" ")
-            add(f"| **Stage** | {_code(stage_id, True)} {_text(stage_name)} | |")
+            add(f"| **Stage** | {md_code(stage_id, True)} {md_text(stage_name)} | |")
         add("")
     if v.unreadable:
         noun = "input" if v.unreadable == 1 else "inputs"
@@ -167,8 +167,8 @@ def _render(v: ReportView, caps: _Caps) -> str:
         add("#### What to do")
         add("")
         for n, fix in enumerate(v.fixes, 1):
-            why = f": {_text(fix.why)}" if fix.why else ""
-            add(f"{n}. **{_text(fix.id)} {_text(fix.name)}** ({fix.pct}){why}")
+            why = f": {md_text(fix.why)}" if fix.why else ""
+            add(f"{n}. **{md_text(fix.id)} {md_text(fix.name)}** ({fix.pct}){why}")
             for action in fix.actions[: caps.actions]:
                 add(f"   - {_action(action.text, caps.action_chars)}")
             if len(fix.actions) > caps.actions:
@@ -200,7 +200,7 @@ def _render(v: ReportView, caps: _Caps) -> str:
         add("#### Similar cases")
         add("")
         for case in v.similar[:10]:
-            name = _text(case.id) or "case"
+            name = md_text(case.id) or "case"
             link = f"[{name}](<{case.url}>)" if case.url else name
             add(f"- {link} ({case.pct} match)")
         add("")
@@ -210,7 +210,7 @@ def _render(v: ReportView, caps: _Caps) -> str:
         add("| Kind | Ranks | Summary |")
         add("|---|---|---|")
         for f in v.findings[: caps.findings]:
-            add(f"| {_code(f.kind, True)} | {_text(f.ranks)} | {_text(f.summary)} |")
+            add(f"| {md_code(f.kind, True)} | {md_text(f.ranks)} | {md_text(f.summary)} |")
         if len(v.findings) > caps.findings:
             add(f"\n_{len(v.findings) - caps.findings} more findings in the JSON report._")
         add("")
@@ -230,19 +230,19 @@ def _who(v: ReportView, add: Callable[[str], None]) -> None:
     f = who.first
     culprit = who.culprit_line()
     if culprit:
-        add(f"- **Culprit:** {_text(culprit)}")
+        add(f"- **Culprit:** {md_text(culprit)}")
     if f is not None:
         if f.time:
             add(f"- **First failure:** at {f.time}")
         if f.note:
-            add(f"  - {_text(f.note)}")
+            add(f"  - {md_text(f.note)}")
     h = who.hang
     if h is not None:
-        add(f"- **Hang:** {_text(h.headline)}")
+        add(f"- **Hang:** {md_text(h.headline)}")
         if h.collective:
-            add(f"  - collective: {_code(h.collective)}")
+            add(f"  - collective: {md_code(h.collective)}")
         if h.explanation:
-            add(f"  - {_text(h.explanation)}")
+            add(f"  - {md_text(h.explanation)}")
     add("")
     if f is not None and f.text:
         add(_block(f.text, 25))
@@ -250,11 +250,11 @@ def _who(v: ReportView, add: Callable[[str], None]) -> None:
 
 
 def _evidence(e: EvidenceGroup, caps: _Caps, add: Callable[[str], None]) -> None:
-    why = f" · why: {_code(e.why)}" if e.why else ""
+    why = f" · why: {md_code(e.why)}" if e.why else ""
     folded = ""
     if e.count > 1:
         folded = f" ({e.count} lines{', details differ' if e.varies else ''})"
-    add(f"**{_code(e.where)}** · {_text(e.who)}{folded}{why}")
+    add(f"**{md_code(e.where)}** · {md_text(e.who)}{folded}{why}")
     add("")
     add(_block(e.text, caps.evidence_lines))
     add("")
@@ -268,10 +268,10 @@ def _stacks(v: ReportView, add: Callable[[str], None]) -> None:
     add("| Ranks | Main thread, innermost first | |")
     add("|---|---|---|")
     for s in v.stacks:
-        frames = "<br>".join(_code(f, True) for f in s.frames[:4]) or _code(s.top, True)
+        frames = "<br>".join(md_code(f, True) for f in s.frames[:4]) or md_code(s.top, True)
         mark = "**← odd one out**" if s.outlier else "**← the culprit**" if s.culprit else ""
         mark = f"{mark} waiting".strip() if s.waiting else mark
-        ranks = f"**{_text(s.ranks)}**" if s.outlier or s.culprit else _text(s.ranks)
+        ranks = f"**{md_text(s.ranks)}**" if s.outlier or s.culprit else md_text(s.ranks)
         add(f"| {ranks} | {frames} | {mark} |")
     add("")
 
@@ -282,8 +282,8 @@ def _progress(v: ReportView, add: Callable[[str], None]) -> None:
     add("#### Flight recorder: last collective per rank")
     add("")
     for t in v.progress:
-        stuck = f" · {_text(t.stuck)}" if t.stuck else ""
-        add(f"Process group {_code(t.group)}{stuck}")
+        stuck = f" · {md_text(t.stuck)}" if t.stuck else ""
+        add(f"Process group {md_code(t.group)}{stuck}")
         add("")
         if t.states_known:
             add("| Ranks | Entered | Started | Completed | |")
@@ -292,10 +292,10 @@ def _progress(v: ReportView, add: Callable[[str], None]) -> None:
             add("| Ranks | Entered | |")
             add("|---|---:|---|")
         for r in t.rows:
-            mark = f"**← {_text(r.note)}**" if r.outlier and r.note else ""
-            ranks = f"**{_text(r.ranks)}**" if r.outlier else _text(r.ranks)
+            mark = f"**← {md_text(r.note)}**" if r.outlier and r.note else ""
+            ranks = f"**{md_text(r.ranks)}**" if r.outlier else md_text(r.ranks)
             cells = [r.enqueued, r.started, r.completed] if t.states_known else [r.enqueued]
-            add(f"| {ranks} | {' | '.join(_text(x) for x in cells)} | {mark} |")
+            add(f"| {ranks} | {' | '.join(md_text(x) for x in cells)} | {mark} |")
         add("")
 
 
@@ -308,12 +308,12 @@ def _timeline(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
     add("|---|---:|---|---|")
     for r in rows:
         when = r.clock + (f" ({r.offset})" if r.offset else "")
-        role = f"**{r.role}**" if r.role == "initiating" else _text(r.role)
-        text = _code(c.one_line(r.text, 200), in_table=True)
-        add(f"| {when} | {_text(r.rank)} | {role} | {text} |")
+        role = f"**{r.role}**" if r.role == "initiating" else md_text(r.role)
+        text = md_code(c.one_line(r.text, 200), in_table=True)
+        add(f"| {when} | {md_text(r.rank)} | {role} | {text} |")
     if note:
         add("")
-        add(f"_{_text(note)}_")
+        add(f"_{md_text(note)}_")
     add("")
     add("</details>")
     add("")
@@ -322,7 +322,7 @@ def _timeline(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
 def _inputs(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
     add("#### Inputs")
     add("")
-    add(_text(v.inputs.overview))
+    add(md_text(v.inputs.overview))
     add("")
     if not v.inputs.groups:
         return
@@ -331,9 +331,9 @@ def _inputs(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
         add("| Could not be read completely | Kind | Rank | Host | Why |")
         add("|---|---|---:|---|---|")
         for p in problems[: caps.problems]:
-            warnings = "<br>".join(f"**{_text(w)}**" for w in p.warnings[:5])
-            host = _code(p.host, True) if p.host != "-" else "-"
-            add(f"| {_code(p.path, True)} | {p.kind} | {_text(p.rank)} | {host} | {warnings} |")
+            warnings = "<br>".join(f"**{md_text(w)}**" for w in p.warnings[:5])
+            host = md_code(p.host, True) if p.host != "-" else "-"
+            add(f"| {md_code(p.path, True)} | {p.kind} | {md_text(p.rank)} | {host} | {warnings} |")
         if len(problems) > caps.problems:
             add("")
             add(f"_{len(problems) - caps.problems} more in the JSON report._")
@@ -346,8 +346,8 @@ def _inputs(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
     for g in v.inputs.groups:
         status = {"problem": "**could not be read**", "empty": "empty"}.get(g.status, "read")
         add(
-            f"| {g.kind} | {status} | {g.count} | {_text(g.ranks or '-')} "
-            f"| {_code(g.example, True)} |"
+            f"| {g.kind} | {status} | {g.count} | {md_text(g.ranks or '-')} "
+            f"| {md_code(g.example, True)} |"
         )
     add("")
     add("</details>")
