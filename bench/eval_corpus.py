@@ -527,9 +527,50 @@ def bundle_table(root: Path) -> str:
 # --------------------------------------------------------------------------- held out
 
 
-def held_out_report(path: Path, index: neighbours.NeighbourIndex, no_model_cal: Calibration) -> str:
+EXPERT = Path(__file__).resolve().parent / "expert" / "heldout_expert.jsonl"
+
+
+def expert_answers(cases: Sequence[Case], path: Path = EXPERT) -> list[Answer] | None:
+    """The expert's labels of these cases, read from the pasted evidence alone (bench/expert/
+    README.md says how they were made), as answers: the top label scores 0.9 when the expert
+    was confident and 0.6 when not, each alternative 0.1. None when some case has no label."""
+    if not path.is_file():
+        return None
+    labels = {row["id"]: row for row in map(json.loads, path.read_text().splitlines()) if row}
+    if any(c.row["id"] not in labels for c in cases):
+        return None
+    out = []
+    for c in cases:
+        row = labels[c.row["id"]]
+        top = 0.9 if row.get("confident", True) else 0.6
+        out.append(
+            {f: [(row[f], top)] + [(x, 0.1) for x in row.get(f"{f}_alt", [])] for f in FIELDS}
+        )
+    return out
+
+
+def majority_answer(reference: Sequence[Mapping[str, str]]) -> Answer:
+    """The reference cases' most frequent labels, the same answer for every case."""
+    out: Answer = {}
+    for f in FIELDS:
+        counts: dict[str, int] = {}
+        for row in reference:
+            counts[row[f]] = counts.get(row[f], 0) + 1
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        out[f] = [(label, n / len(reference)) for label, n in ranked[:3]]
+    return out
+
+
+def held_out_report(
+    path: Path,
+    index: neighbours.NeighbourIndex,
+    no_model_cal: Calibration,
+    reference: Sequence[Mapping[str, str]] = (),
+) -> str:
     """Every system on cases nothing was built, fitted or tuned on: aggregate figures only
-    (no per-case output is ever written for a held-out file)."""
+    (no per-case output is ever written for a held-out file). Beside triage and its parts:
+    an expert who read only the pasted evidence (when bench/expert/ labels every case) and
+    the majority label of the reference cases."""
     from triage.classify import classify_many, load_calibration
 
     held = load_cases([path])
@@ -556,6 +597,12 @@ def held_out_report(path: Path, index: neighbours.NeighbourIndex, no_model_cal: 
     rows += [
         (name, accuracy(held, [answer(c) for c in held])) for name, answer in part_systems(held)
     ]
+    expert = expert_answers(held)
+    if expert is not None:
+        rows.append(("an expert reading only the paste", accuracy(held, expert)))
+    if reference:
+        majority = majority_answer(reference)
+        rows.append(("majority label (reference cases)", accuracy(held, [majority] * len(held))))
     out = [f"n={len(held)}; shipped index of {len(index)} cases, calibration of "]
     out[0] += f"{(cal.meta or {}).get('cases', '?') if cal else '?'} cases\n"
     out.append(table(rows))
@@ -809,7 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.held_out:
         for path in corpus.held_out_files():
             print(f"\n## {path.name} (held out: what ships, never fitted on it)\n")
-            print(held_out_report(path, index, no_model_cal))
+            print(held_out_report(path, index, no_model_cal, [c.row for c in cases]))
     print(f"total {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 
