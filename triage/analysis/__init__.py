@@ -40,6 +40,7 @@ from triage import knowledge
 from triage.analysis import (
     consequences,
     consistency,
+    culprit,
     exits,
     flight_recorder,
     hang_shape,
@@ -53,8 +54,6 @@ from triage.analysis.cascade import (
     ERROR_KINDS,
     Role,
     classify_event,
-    peer_address,
-    pointed_ranks,
     waited_until_timeout,
 )
 from triage.analysis.ranks import (
@@ -94,10 +93,6 @@ _INIT_COMM = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
 _BOOTSTRAP_IP = regex.compile(
     r"(?:Bootstrap ?:|NET/Socket ?:) Using (?:\[\d+\])?\w+:(?P<ip>[\d.]+)<"
 )
-
-# minimum score for a rank to be named at all, and how close to the best a co-culprit must be
-_MIN_SCORE = 1.0
-_CO_CULPRIT = 0.7
 
 
 def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = None) -> Analysis:
@@ -262,7 +257,7 @@ def analyse(
     prog = progress.analyze(progress_events)
     cons = consistency.analyze(parsed, index)
 
-    scores, reasons = _score(
+    votes = culprit.vote(
         placed, roles, exit_records, fr, spy, prog, cons, world_size, index, ip_hosts, kb
     )
     silent = _silent_ranks(
@@ -273,14 +268,9 @@ def analyse(
     has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed) or bool(
         consequences.sizes_odd_ones(fr)
     )
-    for r in silent:
-        scores[r] += 0.5 if has_initiating else 2.5
-        reasons[r].append("printed nothing while the others failed")
-
-    for r in never_joined:
-        scores[r] += 3.5
-        reasons[r].append("its node never joined the rendezvous")
-    culprits = _pick(scores)
+    culprit.vote_absent(votes, silent, has_initiating, never_joined)
+    scores, reasons = votes.scores, votes.reasons
+    culprits = culprit.pick(votes)
     lead = max(culprits, key=lambda r: (scores[r], -r)) if culprits else None
     placed = _shared_errors_are_cascade(placed, culprits)
     initiating = sorted(
@@ -440,92 +430,6 @@ def _t(p: timeline.Placed) -> tuple[bool, float]:
     return (p.time is None, p.time or 0.0)
 
 
-def _score(
-    placed: Sequence[timeline.Placed],
-    roles: dict[int, Role],
-    exit_records: Sequence[exits.ExitRecord],
-    fr: flight_recorder.FRAnalysis,
-    spy: pyspy.PySpyAnalysis,
-    prog: progress.ProgressAnalysis,
-    cons: consistency.ConsistencyAnalysis,
-    world_size: int | None,
-    index: RankIndex,
-    ip_hosts: dict[str, str],
-    kb: knowledge.Knowledge,
-) -> tuple[Counter[int], dict[int, list[str]]]:
-    scores: Counter[int] = Counter()
-    reasons: dict[int, list[str]] = defaultdict(list)
-
-    def add(rank: int | None, w: float, why: str) -> None:
-        if rank is None or rank < 0 or (world_size and rank >= world_size * 4):
-            return
-        scores[rank] += w
-        if why not in reasons[rank]:
-            reasons[rank].append(why)
-
-    # initiating errors: the strongest per rank, and a bonus for the earliest on the timeline
-    best: dict[int, float] = {}
-    earliest: dict[int, float] = {}
-    for p in placed:
-        if p.role != "initiating" or p.rank is None:
-            continue
-        best[p.rank] = max(best.get(p.rank, 0.0), roles[id(p.event)].strength)
-        if p.time is not None:
-            earliest[p.rank] = min(earliest.get(p.rank, p.time), p.time)
-    for r, s in best.items():
-        add(r, 2.0 * s, "raised an error that is not a consequence of another rank's failure")
-    if len(earliest) > 1:
-        t0 = min(earliest.values())
-        for r, t in earliest.items():
-            if t - t0 <= 1.0:
-                add(r, 1.0, "its error comes first on the aligned timeline")
-
-    # cascade messages that name the rank they react to
-    pointed: Counter[int] = Counter()
-    for p in placed:
-        if p.role == "cascade" or p.event.kind in ERROR_KINDS:
-            for r in pointed_ranks(p.event, kb):
-                if r != p.rank:
-                    pointed[r] += 1
-    for r, n in pointed.items():
-        add(r, min(3.5, 2.5 + 0.5 * n), f"named by {n} other rank message(s) as the failing peer")
-
-    # `Connection closed by peer [10.0.0.7]:port` / `remote peer node02<port>` name a host;
-    # every rank on it gets a small vote (the port alone does not say which rank)
-    by_host: Counter[str] = Counter()
-    ranks_of_host = index.ranks_of_host
-    for p in placed:
-        if p.role != "cascade":
-            continue
-        addr = peer_address(p.event, kb)
-        if addr is None:
-            continue
-        host = ip_hosts.get(addr[0]) or (addr[0] if addr[0] in ranks_of_host else None)
-        if host and host != (p.event.host or p.domain):
-            by_host[host] += 1
-    for host, n in by_host.items():
-        for r in ranks_of_host.get(host, ()):
-            add(r, min(1.5, 0.25 * n), f"{n} peer-closed message(s) point at its host {host}")
-
-    cascade_ranks = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
-    for rec in exit_records:
-        code, r = rec.exit.exitcode, rec.exit.rank
-        if code in exits.SELF_INFLICTED:
-            add(r, 3.0, f"exited {code} ({exits.meaning(code)})")
-        elif code not in (None, 0, *exits.LAUNCHER_KILLED) and r not in cascade_ranks | set(best):
-            add(r, 1.0, f"exited {code} without any message of its own")
-
-    for r, w in fr.suspects.items():
-        add(r, w, "flight recorder: behind, missing or odd one out")
-    for r, w in spy.suspects.items():
-        add(r, w, "py-spy: stack differs from the other ranks")
-    for r, w in prog.suspects.items():
-        add(r, w, "its last logged progress differs from the others")
-    for r, w in cons.suspects.items():
-        add(r, w, "its versions or settings differ from the others")
-    return scores, reasons
-
-
 def _silent_ranks(
     placed: Sequence[timeline.Placed],
     exit_records: Sequence[exits.ExitRecord],
@@ -586,15 +490,6 @@ def _shared_errors_are_cascade(
             p = replace(p, role="cascade", family="same_error_as_culprit")
         out.append(p)
     return out
-
-
-def _pick(scores: Counter[int]) -> list[int]:
-    if not scores:
-        return []
-    top = max(scores.values())
-    if top < _MIN_SCORE:
-        return []
-    return sorted(r for r, s in scores.items() if s >= top * _CO_CULPRIT)
 
 
 def _first_failure(

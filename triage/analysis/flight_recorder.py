@@ -88,7 +88,8 @@ class PGReport:
 class FRAnalysis:
     reports: list[PGReport] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    suspects: dict[int, float] = field(default_factory=dict)  # rank -> weight
+    # rank -> the culprit signals it gave (`rules/culprit.yaml`, group flight_recorder)
+    suspects: dict[int, set[str]] = field(default_factory=dict)
     hang_pg: PGReport | None = None
     timeout_ms: int | None = None
     comm_lib_versions: dict[int, str] = field(default_factory=dict)
@@ -584,7 +585,7 @@ def _ev(report: PGReport, rank: int, text: str) -> EvidenceRef:
     return EvidenceRef(source=source, line=None, rank=rank, text=text)
 
 
-def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
+def _findings(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding]:
     out: list[Finding] = []
     label = f"{report.pg}" + (f" ({report.desc})" if report.desc else "")
     coll = collective_of(report)
@@ -595,7 +596,7 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
     }
     if report.missing:
         for r in report.missing:
-            suspects[r] = max(suspects.get(r, 0.0), 3.0)
+            suspects.setdefault(r, set()).add("fr_missing_dump")
         out.append(
             Finding(
                 kind="missing_rank",
@@ -618,9 +619,9 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         )
     if report.lagging:
         furthest = max(s.last_enqueued or 0 for s in report.states.values())
-        weight = 4.0 if len(report.lagging) * 2 <= len(report.states) else 1.5
+        few = len(report.lagging) * 2 <= len(report.states)
         for r in report.lagging:
-            suspects[r] = max(suspects.get(r, 0.0), weight)
+            suspects.setdefault(r, set()).add("fr_lagging_few" if few else "fr_lagging_many")
         ahead = sorted(set(report.states) - set(report.lagging))
         where = ""
         if report.elsewhere:
@@ -665,7 +666,7 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         )
     if report.not_started:
         for r in report.not_started:
-            suspects[r] = max(suspects.get(r, 0.0), 2.5)
+            suspects.setdefault(r, set()).add("fr_not_started")
         out.append(
             Finding(
                 kind="lagging_rank",
@@ -688,9 +689,8 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         )
     if report.mismatch:
         m = report.mismatch
-        weight = 1.5 if m["tie"] else 4.0
         for r in m["ranks"]:
-            suspects[r] = max(suspects.get(r, 0.0), weight)
+            suspects.setdefault(r, set()).add("fr_mismatch_tie" if m["tie"] else "fr_mismatch_odd")
         per = m["per_rank"]
         parts = []
         for sig_ranks in _group_by_sig(per):

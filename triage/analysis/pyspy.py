@@ -67,7 +67,8 @@ class StackCluster:
 class PySpyAnalysis:
     clusters: list[StackCluster] = field(default_factory=list)
     outliers: list[StackCluster] = field(default_factory=list)
-    suspects: dict[int, float] = field(default_factory=dict)
+    # rank -> the culprit signal it gave (`rules/culprit.yaml`, group stacks)
+    suspects: dict[int, set[str]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     waiting_ranks: tuple[int, ...] = ()
     user_frames: dict[int, StackFrame] = field(default_factory=dict)
@@ -157,12 +158,14 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
         # Half and half (two ranks, one each side) still says who the waiters wait for, but
         # less surely: the rank outside may have its own reason to be there
         outliers = elsewhere
-        weight = 3.5 if away * 2 < total else 2.0
+        signal = (
+            "stack_outside_collective_few" if away * 2 < total else "stack_outside_collective_half"
+        )
         why = "not in any collective while the others wait in one"
     else:
         biggest = len(out.clusters[0].ranks)
         outliers = [c for c in out.clusters if len(c.ranks) < biggest]
-        weight = 2.0
+        signal = "stack_elsewhere"
         why = "stopped in a different place than the majority"
         if not outliers:
             return out  # an even split: no minority to blame
@@ -170,7 +173,7 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
     out.outliers = list(outliers)
     for c in outliers:
         for r in c.ranks:
-            out.suspects[r] = max(out.suspects.get(r, 0.0), weight)
+            out.suspects.setdefault(r, set()).add(signal)
         uf = c.user_frame
         where = f"{c.top}" + (
             f" (user code: {uf.function} at {uf.filename}:{uf.line})" if uf else ""
