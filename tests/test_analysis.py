@@ -7,7 +7,6 @@ report: the culprit rank, the hang flag, the finding that explains it.
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -476,21 +475,18 @@ def test_p2p_sends_and_coalesced_ops_do_not_confuse_the_matcher() -> None:
     assert not [f for f in a.findings if f.kind in ("collective_mismatch", "lagging_rank")]
 
 
-def test_flight_recorder_analysis_is_fast_for_a_big_job() -> None:
+def test_a_big_jobs_flight_recorder_names_the_one_rank_behind() -> None:
+    # its time is measured by bench/guard_timings.py (wall-clock limits stay out of the tests)
     shared = [entry(s, backend="nccl", state="completed") for s in range(1, 2001)]
     dumps = [
         fr_source(r, shared if r != 77 else shared[:-1], pg_config={"0": tuple(range(256))})
         for r in range(256)
     ]
-    start = time.perf_counter()
-    a = correlate(dumps)
-    elapsed = time.perf_counter() - start
-    assert a.culprit_ranks == (77,)
-    assert elapsed < 3.0  # 256 ranks x 2,000 entries; the 1,024-rank figure is in the slow test
+    assert correlate(dumps).culprit_ranks == (77,)
 
 
 @pytest.mark.slow
-def test_flight_recorder_analysis_of_1024_ranks_by_2000_entries_takes_under_5_seconds() -> None:
+def test_a_1024_rank_flight_recorder_names_the_rank_two_records_short() -> None:
     # distinct records per rank (as parsed from 1,024 files), sharing only small field values
     sizes = ((1024, 4096),)
     dumps = [
@@ -504,11 +500,7 @@ def test_flight_recorder_analysis_of_1024_ranks_by_2000_entries_takes_under_5_se
         )
         for r in range(1024)
     ]
-    start = time.perf_counter()
-    a = correlate(dumps)
-    elapsed = time.perf_counter() - start
-    assert a.culprit_ranks == (500,)
-    assert elapsed < 5.0, elapsed
+    assert correlate(dumps).culprit_ranks == (500,)
 
 
 # ------------------------------------------------------------------ py-spy

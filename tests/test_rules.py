@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from triage import knowledge
 from triage.classify import rules as engine
@@ -18,8 +19,14 @@ from triage.pipeline import check_rules
 RULES = engine.list_rules()
 
 
-def test_the_shipped_rules_load_and_cover_many_mechanisms() -> None:
-    assert len(RULES) >= 2
+def test_every_rules_file_reaches_the_engine_with_unique_ids() -> None:
+    # a file the loader skipped (a bad `kind:`, a YAML slip) would give the engine no rule
+    files = {
+        p.name
+        for p in knowledge.rules_dir().glob("*.yaml")
+        if isinstance(yaml.safe_load(p.read_text(encoding="utf-8")), list)
+    }
+    assert files and files == {Path(r.file).name for r in RULES}
     assert len({r.id for r in RULES}) == len(RULES)
 
 
