@@ -6,6 +6,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from triage import knowledge
 from triage.analysis import cascade, exits, launcher, timeline
 from triage.analysis.ranks import first_line
 from triage.literals import Screened, lowered_ascii, required_literals
@@ -15,7 +16,7 @@ _SCREENED = [
     cascade.screens().initiating,
     cascade.screens().context,
     launcher._WAITING_SCREENED,
-    exits._RESTART_SCREENED,
+    exits.restart_screen(knowledge.shipped()),
 ]
 
 # Pieces of the patterns' own words in mixed case, numbers, and characters that fold to ASCII

@@ -206,7 +206,7 @@ def analyse(
             if rank is not None and ev.kind in ERROR_KINDS:
                 ranks_with_events.add(rank)
 
-    exit_records = exits.collect_exits(parsed, index)
+    exit_records = exits.collect_exits(parsed, index, kb)
     for rec in exit_records:
         if rec.exit.rank is not None:
             ranks_seen.add(rec.exit.rank)
@@ -364,7 +364,7 @@ def analyse(
     findings.extend(launch_findings)
     findings.extend(_cascade_findings(cascade_events))
     findings.extend(exits.exit_findings(exit_records))
-    findings.extend(exits.restart_findings(parsed))
+    findings.extend(exits.restart_findings(parsed, kb))
     findings.extend(cons.findings)
     # a detector's abort explains its missing dump as well as a rank's own error does
     findings = consequences.mark(findings, own | detectors)
@@ -453,9 +453,7 @@ def _silent_ranks(
     known = set(range(world_size)) if wide else set(ranks_seen)
     spoke = set(ranks_with_events)
     spoke |= {
-        r.exit.rank
-        for r in exit_records
-        if r.exit.rank is not None and r.exit.exitcode not in exits.LAUNCHER_KILLED
+        r.exit.rank for r in exit_records if r.exit.rank is not None and not r.launcher_killed
     }
     silent = sorted(r for r in known if r not in spoke)
     # if most ranks are "silent", their logs were simply not collected: no signal
@@ -525,7 +523,7 @@ def _first_failure(
     if mine:
         return from_placed(min(mine, key=_t))
     for rec in exit_records:
-        if rec.exit.rank in culprits and rec.exit.exitcode in exits.SELF_INFLICTED:
+        if rec.exit.rank in culprits and rec.self_inflicted:
             # quoted as the launcher wrote it: what the code means is the findings' to say
             text, line = quoted_line(rec.event, 400)
             return FailureRef(
@@ -610,11 +608,7 @@ def _hang(
         if p.rank in culprits
         and p.event.kind in (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION, EventKind.SIGNAL)
     ]
-    crashed_exit = [
-        r
-        for r in exit_records
-        if r.exit.rank in culprits and r.exit.exitcode in exits.SELF_INFLICTED
-    ]
+    crashed_exit = [r for r in exit_records if r.exit.rank in culprits and r.self_inflicted]
     # flight-recorder dumps alone (no logs) showing ranks behind: nobody saw an error, so wait
     errored = any(p.family in ("peer_closed", "comm_aborted") for p in placed)
     detected = stall or not (crashed or crashed_exit or errored)
@@ -817,7 +811,7 @@ def _timeline_extras(
             TimelineEntry(
                 time=min(times) if times else None,
                 rank=ranks[0] if len(ranks) == 1 else None,
-                text=f"rank(s) {format_ranks(ranks)} exited {code}: {exits.meaning(code)}",
+                text=f"rank(s) {format_ranks(ranks)} exited {code}: {recs[0].meaning}",
                 source=recs[0].event.source,
                 line=recs[0].event.line,
                 role="context",
@@ -960,7 +954,7 @@ def _facts(
     for rec in exit_records:
         if rec.exit.rank in culprits and rec.exit.exitcode not in (None, 0):
             facts["exitcode"] = rec.exit.exitcode
-            facts["signal"] = exits.signal_name(rec.exit.exitcode, rec.exit.signal)
+            facts["signal"] = rec.signal
             break
     root = [r.exit.rank for r in exit_records if r.exit.is_root_cause_block]
     if root:

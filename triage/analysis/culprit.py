@@ -122,9 +122,11 @@ def vote(
     cascade_ranks = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
     for rec in exit_records:
         code, r = rec.exit.exitcode, rec.exit.rank
-        if code in exits.SELF_INFLICTED:
-            votes.add(r, "exit_self_inflicted", code=code, meaning=exits.meaning(code))
-        elif code not in (None, 0, *exits.LAUNCHER_KILLED) and r not in cascade_ranks | set(best):
+        if rec.self_inflicted:
+            votes.add(r, "exit_self_inflicted", code=code, meaning=rec.meaning)
+        elif (
+            code not in (None, 0) and not rec.launcher_killed and r not in cascade_ranks | set(best)
+        ):
             votes.add(r, "exit_without_message", code=code)
 
     for suspects in (fr.suspects, spy.suspects, prog.suspects, cons.suspects):

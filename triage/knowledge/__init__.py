@@ -37,6 +37,7 @@ from triage.knowledge import (
     cascade,
     culprit,
     documents,
+    exits,
     frameworks,
     masks,
     outcome,
@@ -47,6 +48,7 @@ from triage.knowledge import (
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.culprit import CulpritTable
+from triage.knowledge.exits import ExitCodes
 from triage.knowledge.frameworks import Frameworks
 from triage.knowledge.locate import (
     MODELS_ENV,
@@ -104,6 +106,7 @@ KINDS: dict[str, Kind] = {
     routine.KIND: Kind(routine.build, routine.merge, team=False),
     outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
     culprit.KIND: Kind(culprit.build, culprit.merge, team=False),
+    exits.KIND: Kind(exits.build, exits.merge, team=False),
 }
 
 
@@ -122,6 +125,7 @@ class Knowledge:
     routine: Routine  # what healthy jobs print
     ends: Ends  # how jobs end
     culprit: CulpritTable  # the culprit vote's signals and weights
+    exits: ExitCodes  # what exit statuses mean
 
 
 def shipped() -> Knowledge:
@@ -254,6 +258,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         routine=merged[routine.KIND],
         ends=merged[outcome.KIND],
         culprit=merged[culprit.KIND],
+        exits=merged[exits.KIND],
     )
 
 
