@@ -223,7 +223,7 @@ def analyse(
         explicit_world = True
     never_joined = topo.missing_ranks(ranks_seen)
 
-    fr = flight_recorder.analyze(fr_dumps, world_size)
+    fr = flight_recorder.analyze(fr_dumps, kb.frames, world_size)
     for rep in fr.reports:
         world_size = max(world_size or 0, max(rep.members, default=-1) + 1) or None
         explicit_world = True
@@ -253,7 +253,7 @@ def analyse(
         placed = consequences.as_detected(placed, detectors)
         odd = consequences.sizes_odd_ones(fr)
         fr.suspects = {r: w for r, w in fr.suspects.items() if r not in detectors or r in odd}
-    spy = pyspy.analyze(stacks, unmatched_stacks)
+    spy = pyspy.analyze(stacks, kb.frames, unmatched_stacks)
     prog = progress.analyze(progress_events)
     cons = consistency.analyze(parsed, index)
 
@@ -402,7 +402,7 @@ def analyse(
     facts = _facts(
         world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
     )
-    raised = _raising_frame(first, placed)
+    raised = _raising_frame(first, placed, kb)
     if raised is not None:
         # the line the first failure's traceback raised at; py-spy's frame is only where the
         # rank waited afterwards (its `finally:` barrier, a `Queue.get` of the main thread)
@@ -685,7 +685,7 @@ def _with_silent(f: Finding, spoke: set[int]) -> Finding:
 
 
 def _raising_frame(
-    first: FailureRef | None, placed: Sequence[timeline.Placed]
+    first: FailureRef | None, placed: Sequence[timeline.Placed], kb: knowledge.Knowledge
 ) -> StackFrame | None:
     if first is None:
         return None
@@ -698,7 +698,7 @@ def _raising_frame(
             and ev.line <= first.line <= (ev.end_line or ev.line)
             and first.rank == p.rank
         ):
-            return pyspy.raising_frame(ev.text)
+            return pyspy.raising_frame(ev.text, kb.frames)
     return None
 
 

@@ -38,6 +38,7 @@ from triage.knowledge import (
     culprit,
     documents,
     exits,
+    frames,
     frameworks,
     masks,
     outcome,
@@ -49,6 +50,7 @@ from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.culprit import CulpritTable
 from triage.knowledge.exits import ExitCodes
+from triage.knowledge.frames import LibraryFrames
 from triage.knowledge.frameworks import Frameworks
 from triage.knowledge.locate import (
     MODELS_ENV,
@@ -107,6 +109,7 @@ KINDS: dict[str, Kind] = {
     outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
     culprit.KIND: Kind(culprit.build, culprit.merge, team=False),
     exits.KIND: Kind(exits.build, exits.merge, team=False),
+    frames.KIND: Kind(frames.build, frames.merge, team=False),
 }
 
 
@@ -126,6 +129,7 @@ class Knowledge:
     ends: Ends  # how jobs end
     culprit: CulpritTable  # the culprit vote's signals and weights
     exits: ExitCodes  # what exit statuses mean
+    frames: LibraryFrames  # which stack frames are library code
 
 
 def shipped() -> Knowledge:
@@ -259,6 +263,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         ends=merged[outcome.KIND],
         culprit=merged[culprit.KIND],
         exits=merged[exits.KIND],
+        frames=merged[frames.KIND],
     )
 
 

@@ -1,0 +1,60 @@
+"""The kinds that moved out of the engines (exit codes, library frames) are checked like the
+others: a wrong entry or an example its patterns do not bear out is named with file and item."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from triage import knowledge
+
+
+def _rules_with(tmp_path: Path, name: str, edit: dict) -> Path:
+    rules = tmp_path / "rules"
+    shutil.copytree(knowledge.rules_dir(), rules)
+    body = yaml.safe_load((rules / name).read_text(encoding="utf-8"))
+    body.update(edit)
+    (rules / name).write_text(yaml.safe_dump(body), encoding="utf-8")
+    return rules
+
+
+def _problems(rules: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, str], str]:
+    monkeypatch.setenv(knowledge.RULES_ENV, str(rules))
+    with pytest.raises(knowledge.KnowledgeError) as err:
+        knowledge.load()
+    return {(Path(p.file).name, p.item): p.message for p in err.value.problems}
+
+
+def test_a_user_file_the_library_patterns_catch_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = knowledge.load().frames
+    examples = {"library": ["/opt/venv/lib/python3.12/site-packages/numpy/core.py"]}
+    examples["user"] = ["/workspace/train.py", "/usr/lib/python3.12/threading.py"]
+    found = _problems(_rules_with(tmp_path, "frames.yaml", {"examples": examples}), monkeypatch)
+    assert "threading.py" in found[("frames.yaml", "examples")]
+    assert shipped.is_library("/usr/lib/python3.12/threading.py")
+    assert not shipped.is_library("/workspace/train.py")
+
+
+def test_an_exit_code_without_a_meaning_or_with_an_unknown_role_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    codes = {-9: {"meaning": "SIGKILL", "role": "self-inflicted"}, 137: {"role": "x"}}
+    found = _problems(_rules_with(tmp_path, "exits.yaml", {"codes": codes}), monkeypatch)
+    assert "role 'self-inflicted'" in found[("exits.yaml", "code -9")]
+    assert "needs `meaning`" in found[("exits.yaml", "code 137")]
+
+
+def test_a_restart_pattern_that_misses_its_example_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    restarts = {
+        "pattern": "will restart worker group",
+        "examples": {"match": ["Worker group FAILED. 2/3 attempts left"], "no_match": ["x"]},
+    }
+    found = _problems(_rules_with(tmp_path, "exits.yaml", {"restarts": restarts}), monkeypatch)
+    assert "misses its example" in found[("exits.yaml", "restarts")]
