@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import regex
 import yaml
 
 from triage import knowledge
@@ -58,3 +59,40 @@ def test_a_restart_pattern_that_misses_its_example_is_reported(
     }
     found = _problems(_rules_with(tmp_path, "exits.yaml", {"restarts": restarts}), monkeypatch)
     assert "misses its example" in found[("exits.yaml", "restarts")]
+
+
+DOCTOR = Path(__file__).resolve().parent.parent / "triage" / "doctor"
+
+
+def test_every_finding_the_doctor_names_has_its_wording_in_the_data() -> None:
+    from triage.doctor import knowledge as doctor_knowledge
+
+    named = set()
+    for module in DOCTOR.glob("*.py"):
+        text = module.read_text(encoding="utf-8")
+        named |= set(regex.findall(r'k\.finding\(\s*"([a-z0-9-]+)"', text))
+        named |= set(regex.findall(r'fid = "([a-z0-9-]+)"', text))
+        for a, b in regex.findall(r'"([a-z0-9-]+)" if \w+ else "([a-z0-9-]+)"', text):
+            named |= {a, b}
+    shipped = set(doctor_knowledge.load().findings)
+    assert len(named) > 20 and named <= shipped, sorted(named - shipped)
+
+
+def test_a_doctor_finding_with_an_unknown_cause_or_a_taken_field_is_reported(
+    tmp_path: Path,
+) -> None:
+    from triage.doctor import knowledge as doctor_knowledge
+
+    for name in ("compat.yaml", "env_vars.yaml", "findings.yaml"):
+        shutil.copy(doctor_knowledge.knowledge_dir() / name, tmp_path / name)
+    said = yaml.safe_load((tmp_path / "findings.yaml").read_text(encoding="utf-8"))
+    said["findings"]["shm-missing"]["root_cause"] = "R99"
+    said["findings"]["memlock-low"]["title"] = "locked memory for {ranks}"
+    said["findings"]["env-value"]["fix_pattern"] = {"NCCL_": "F4"}
+    (tmp_path / "findings.yaml").write_text(yaml.safe_dump(said), encoding="utf-8")
+    with pytest.raises(doctor_knowledge.KnowledgeError) as err:
+        doctor_knowledge.load(tmp_path)
+    problems = "\n".join(err.value.problems)
+    assert "findings.shm-missing: root_cause 'R99' is not a taxonomy id" in problems
+    assert "findings.memlock-low: title names {ranks}" in problems
+    assert 'findings.env-value: fix_pattern by prefix needs a "" entry' in problems
