@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from triage import knowledge
 from triage.analysis import analyse, correlate
 from triage.analysis.timeline import estimate_offsets
 from triage.model import (
@@ -899,14 +900,14 @@ def test_one_pasted_timeout_line_does_not_blame_a_rank_it_never_mentions() -> No
     assert a.hang is not None and a.hang.detected
 
 
-def test_a_bug_in_the_analysis_becomes_a_finding_instead_of_a_crash(monkeypatch) -> None:
-    import triage.analysis as analysis
-
-    def broken(*args: object, **kwargs: object) -> None:
-        raise KeyError("boom")
-
-    monkeypatch.setattr(analysis, "analyse", broken)
-    a = analysis.correlate([])
+def test_a_bug_in_the_analysis_becomes_a_finding_instead_of_a_crash() -> None:
+    # knowledge built by hand past the validator: the culprit vote meets a signal it cannot weigh
+    kb = knowledge.shipped()
+    broken = replace(kb, culprit=replace(kb.culprit, signals={}))
+    raised = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    a = correlate(
+        [ps(source("rank_1.log", rank=1), [ev(EventKind.TRACEBACK, raised, rank=1)])], broken
+    )
     assert a.culprit_ranks == () and a.findings[0].kind == "analysis_error"
     assert "KeyError" in a.findings[0].summary
 
