@@ -163,6 +163,11 @@ class Knowledge:
     findings: Mapping[str, FindingSpec]  # finding id -> its wording and taxonomy ids
     # the variable prefixes whose names are checked (NCCL_, TORCH_NCCL_, ...)
     checked_prefixes: tuple[str, ...] = ()
+    # variables the launcher sets: a difference is a launch problem (R06), not a setting's
+    launch_vars: frozenset[str] = frozenset()
+    launch_prefixes: tuple[str, ...] = ()
+    # versions whose difference across ranks is a warning, not an error
+    mild_version_skew: frozenset[str] = frozenset()
 
     def finding(self, fid: str, **facts: Any) -> Finding:
         """Finding `fid` of `rules/doctor/findings.yaml`, filled with the check's facts (see
@@ -237,8 +242,11 @@ def validate_compat(doc: Mapping[str, Any], name: str = COMPAT_FILE) -> list[str
     problems: list[str] = []
     tax = taxonomy.load()
     for key in doc:
-        if key not in ("torch_releases", "driver_minimum", "known_bad"):
+        if key not in ("torch_releases", "driver_minimum", "known_bad", "mild_version_skew"):
             problems.append(f"{name}: unknown section {key!r}")
+    mild = doc.get("mild_version_skew")
+    if not (isinstance(mild, list) and all(isinstance(v, str) for v in mild)):
+        problems.append(f"{name}: mild_version_skew must list version keys (driver, python)")
     seen: set[str] = set()
     for i, row in enumerate(_list(doc, "torch_releases", name, problems)):
         where = f"{name}: torch_releases[{i}]"
@@ -361,6 +369,8 @@ def validate_env(doc: Mapping[str, Any], name: str = ENV_FILE) -> list[str]:
         "must_match",
         "per_rank",
         "checked_prefixes",
+        "launch_vars",
+        "launch_prefixes",
     }
     for key in doc:
         if key not in allowed:
@@ -447,6 +457,10 @@ def validate_env(doc: Mapping[str, Any], name: str = ENV_FILE) -> list[str]:
         and all(isinstance(p, str) and regex.match(r"^[A-Z][A-Z0-9_]*_$", p) for p in prefixes)
     ):
         problems.append(f"{name}: checked_prefixes must list variable-name prefixes (NCCL_)")
+    for key in ("launch_vars", "launch_prefixes"):
+        values = doc.get(key)
+        if not (isinstance(values, list) and values and all(isinstance(v, str) for v in values)):
+            problems.append(f"{name}: {key} must list variable names")
     both = set(doc.get("must_match") or ()) & set(doc.get("per_rank") or ())
     if both:
         problems.append(f"{name}: in both must_match and per_rank: {', '.join(sorted(both))}")
@@ -524,4 +538,7 @@ def _build(
         sources=dict(env.get("sources") or {}),
         findings=findings,
         checked_prefixes=tuple(env["checked_prefixes"]),
+        launch_vars=frozenset(env["launch_vars"]),
+        launch_prefixes=tuple(env["launch_prefixes"]),
+        mild_version_skew=frozenset(compat["mild_version_skew"]),
     )

@@ -161,11 +161,6 @@ def _world_size(
     return out
 
 
-# a different driver or Python patch release per node rarely breaks a job; nvcc matters only
-# to extensions built at first use
-_VERSION_SEVERITY = {"driver": "warning", "python": "warning", "nvcc": "warning"}
-
-
 def _versions(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
     out: list[Finding] = []
     keys = sorted({key for f in facts.values() for key in f.get("versions", {})})
@@ -188,7 +183,7 @@ def _versions(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Find
         out.append(
             k.finding(
                 fid,
-                severity=_VERSION_SEVERITY.get(key),
+                severity="warning" if key in k.mild_version_skew else None,
                 key=key,
                 who=_who(odd, facts),
                 has="has" if len(rest) == 1 else "have",
@@ -214,9 +209,7 @@ def _env(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
             continue
         (want, majority), rest = groups[0], groups[1:]
         odd = [r for _, rs in rest for r in rs]
-        launch = name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE") or name.startswith(
-            "TORCHELASTIC_"
-        )
+        launch = name in k.launch_vars or name.startswith(k.launch_prefixes)
 
         fid = ("launch-env-skew" if launch else "env-skew") + ("" if want is not None else "-unset")
         out.append(
