@@ -13,8 +13,9 @@ the rank(s) with the strongest case as culprits:
 * silence: a rank of a known world size that printed nothing while the others complained;
 * launcher topology: ranks of a node that never joined a rendezvous that timed out.
 
-Ranks whose score is within 70% of the best are all named (several ranks can fail the same
-way). A hang is reported as detected when the survivors waited until a timeout fired or were
+Every signal's weight and the reason it gives are data (`rules/culprit.yaml`, voted by
+`culprit.py`); ranks whose score is within the table's co-culprit share (70%) of the best are
+all named (several ranks can fail the same way). A hang is reported as detected when the survivors waited until a timeout fired or were
 still waiting when py-spy looked; if they got an error at once it was a crash.
 
 What a rank's own failure explains is marked (`consequences.py`): the flight recorder and
