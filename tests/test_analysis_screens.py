@@ -15,7 +15,7 @@ _SCREENED = [
     *cascade.screens().families.values(),
     cascade.screens().initiating,
     cascade.screens().context,
-    launcher._WAITING_SCREENED,
+    launcher.waiting_screen(knowledge.shipped()),
     exits.restart_screen(knowledge.shipped()),
 ]
 

@@ -96,3 +96,15 @@ def test_a_doctor_finding_with_an_unknown_cause_or_a_taken_field_is_reported(
     assert "findings.shm-missing: root_cause 'R99' is not a taxonomy id" in problems
     assert "findings.memlock-low: title names {ranks}" in problems
     assert 'findings.env-value: fix_pattern by prefix needs a "" entry' in problems
+
+
+def test_an_argv_pattern_the_scan_gate_would_skip_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = {
+        "nnodes": r"--nnodes[= ](?P<n>\d+)",
+        "nproc_per_node": r"-np (?P<n>\d+)",  # no `--n`: the scan would never look at it
+        "node_rank": r"--node[-_]rank[= ](?P<n>\d+)",
+    }
+    found = _problems(_rules_with(tmp_path, "topology.yaml", {"argv": argv}), monkeypatch)
+    assert "`--n`" in found[("topology.yaml", "argv nproc_per_node")]

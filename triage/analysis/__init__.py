@@ -15,8 +15,9 @@ the rank(s) with the strongest case as culprits:
 
 Every signal's weight and the reason it gives are data (`rules/culprit.yaml`, voted by
 `culprit.py`); ranks whose score is within the table's co-culprit share (70%) of the best are
-all named (several ranks can fail the same way). A hang is reported as detected when the survivors waited until a timeout fired or were
-still waiting when py-spy looked; if they got an error at once it was a crash.
+all named (several ranks can fail the same way). A hang is reported as detected when the
+survivors waited until a timeout fired or were still waiting when py-spy looked; if they got
+an error at once it was a crash.
 
 What a rank's own failure explains is marked (`consequences.py`): the flight recorder and
 py-spy findings about where it stood afterwards, and the abort of a rank that only detected a
@@ -218,7 +219,7 @@ def analyse(
     explicit_world = world_size is not None
     if ranks_seen:
         world_size = max(world_size or 0, max(ranks_seen) + 1)
-    topo = launcher.topology(ev for ps in parsed for ev in ps.events)
+    topo = launcher.topology((ev for ps in parsed for ev in ps.events), kb)
     if topo.world_size:
         world_size = max(world_size or 0, topo.world_size)
         explicit_world = True

@@ -45,6 +45,7 @@ from triage.knowledge import (
     playbook,
     routine,
     templates,
+    topology,
 )
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
@@ -67,6 +68,7 @@ from triage.knowledge.problems import KnowledgeError, Problem, Problems
 from triage.knowledge.routine import Routine
 from triage.knowledge.rules import Rule, RuleError, build_rules
 from triage.knowledge.templates import Templates
+from triage.knowledge.topology import Topology
 
 __all__ = [
     "MODELS_ENV",
@@ -110,6 +112,7 @@ KINDS: dict[str, Kind] = {
     culprit.KIND: Kind(culprit.build, culprit.merge, team=False),
     exits.KIND: Kind(exits.build, exits.merge, team=False),
     frames.KIND: Kind(frames.build, frames.merge, team=False),
+    topology.KIND: Kind(topology.build, topology.merge, team=False),
 }
 
 
@@ -130,6 +133,7 @@ class Knowledge:
     culprit: CulpritTable  # the culprit vote's signals and weights
     exits: ExitCodes  # what exit statuses mean
     frames: LibraryFrames  # which stack frames are library code
+    topology: Topology  # a launcher's argv and a rendezvous's wait for nodes
 
 
 def shipped() -> Knowledge:
@@ -264,6 +268,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         culprit=merged[culprit.KIND],
         exits=merged[exits.KIND],
         frames=merged[frames.KIND],
+        topology=merged[topology.KIND],
     )
 
 
