@@ -10,6 +10,7 @@ warm-up) next to the limit each test held, on the same machine in the same run:
 * a 10-byte pickle memo bomb refused (< 0.5 s);
 * a zip holding 24 MiB of zeros and a gzip of 200 MiB of zeros sniffed (< 1 s each);
 * four pathological issue posts split into pieces (< 1 s each);
+* six pathological events matched by every rule (CPU time, < 10 s together);
 * the HTML report of a 1,024-rank job (< 5 s).
 
 Usage: python bench/guard_timings.py [--repeat 3] [--skip-1024]
@@ -36,9 +37,11 @@ from report_samples import big_job  # noqa: E402
 from test_analysis import entry, fr_source  # noqa: E402
 from test_ingest import RANK_TRACEBACK, gzip_of_zeros  # noqa: E402
 from test_parsers_structured import _big_dump, source  # noqa: E402
+from test_rules import PATHOLOGICAL_TEXTS  # noqa: E402
 
 from triage.analysis import correlate  # noqa: E402
 from triage.bot.extract import split_post  # noqa: E402
+from triage.classify import rules as engine  # noqa: E402
 from triage.ingest import discover  # noqa: E402
 from triage.parsers import flight_recorder, safe_pickle  # noqa: E402
 from triage.report import render  # noqa: E402
@@ -139,6 +142,14 @@ def main() -> int:
             *(
                 (f"issue post {name} split", lambda b=body: split_post(b, "issue"), 1.0, wall)
                 for name, body in POSTS.items()
+            ),
+            (
+                "six pathological events matched (CPU)",
+                lambda: [
+                    engine.match_events([engine.whole_text_event(t)]) for t in PATHOLOGICAL_TEXTS
+                ],
+                10.0,
+                cpu,
             ),
             ("HTML report of 1,024 ranks", lambda: render(job, "html"), 5.0, wall),
         ]
