@@ -7,7 +7,6 @@ report: the culprit rank, the hang flag, the finding that explains it.
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from triage import knowledge
 from triage.analysis import analyse, correlate
 from triage.analysis.timeline import estimate_offsets
 from triage.model import (
@@ -476,21 +476,18 @@ def test_p2p_sends_and_coalesced_ops_do_not_confuse_the_matcher() -> None:
     assert not [f for f in a.findings if f.kind in ("collective_mismatch", "lagging_rank")]
 
 
-def test_flight_recorder_analysis_is_fast_for_a_big_job() -> None:
+def test_a_big_jobs_flight_recorder_names_the_one_rank_behind() -> None:
+    # its time is measured by bench/guard_timings.py (wall-clock limits stay out of the tests)
     shared = [entry(s, backend="nccl", state="completed") for s in range(1, 2001)]
     dumps = [
         fr_source(r, shared if r != 77 else shared[:-1], pg_config={"0": tuple(range(256))})
         for r in range(256)
     ]
-    start = time.perf_counter()
-    a = correlate(dumps)
-    elapsed = time.perf_counter() - start
-    assert a.culprit_ranks == (77,)
-    assert elapsed < 3.0  # 256 ranks x 2,000 entries; the 1,024-rank figure is in the slow test
+    assert correlate(dumps).culprit_ranks == (77,)
 
 
 @pytest.mark.slow
-def test_flight_recorder_analysis_of_1024_ranks_by_2000_entries_takes_under_5_seconds() -> None:
+def test_a_1024_rank_flight_recorder_names_the_rank_two_records_short() -> None:
     # distinct records per rank (as parsed from 1,024 files), sharing only small field values
     sizes = ((1024, 4096),)
     dumps = [
@@ -504,11 +501,7 @@ def test_flight_recorder_analysis_of_1024_ranks_by_2000_entries_takes_under_5_se
         )
         for r in range(1024)
     ]
-    start = time.perf_counter()
-    a = correlate(dumps)
-    elapsed = time.perf_counter() - start
-    assert a.culprit_ranks == (500,)
-    assert elapsed < 5.0, elapsed
+    assert correlate(dumps).culprit_ranks == (500,)
 
 
 # ------------------------------------------------------------------ py-spy
@@ -907,14 +900,14 @@ def test_one_pasted_timeout_line_does_not_blame_a_rank_it_never_mentions() -> No
     assert a.hang is not None and a.hang.detected
 
 
-def test_a_bug_in_the_analysis_becomes_a_finding_instead_of_a_crash(monkeypatch) -> None:
-    import triage.analysis as analysis
-
-    def broken(*args: object, **kwargs: object) -> None:
-        raise KeyError("boom")
-
-    monkeypatch.setattr(analysis, "analyse", broken)
-    a = analysis.correlate([])
+def test_a_bug_in_the_analysis_becomes_a_finding_instead_of_a_crash() -> None:
+    # knowledge built by hand past the validator: the culprit vote meets a signal it cannot weigh
+    kb = knowledge.shipped()
+    broken = replace(kb, culprit=replace(kb.culprit, signals={}))
+    raised = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    a = correlate(
+        [ps(source("rank_1.log", rank=1), [ev(EventKind.TRACEBACK, raised, rank=1)])], broken
+    )
     assert a.culprit_ranks == () and a.findings[0].kind == "analysis_error"
     assert "KeyError" in a.findings[0].summary
 

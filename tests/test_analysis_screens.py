@@ -6,6 +6,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from triage import knowledge
 from triage.analysis import cascade, exits, launcher, timeline
 from triage.analysis.ranks import first_line
 from triage.literals import Screened, lowered_ascii, required_literals
@@ -14,8 +15,8 @@ _SCREENED = [
     *cascade.screens().families.values(),
     cascade.screens().initiating,
     cascade.screens().context,
-    launcher._WAITING_SCREENED,
-    exits._RESTART_SCREENED,
+    launcher.waiting_screen(knowledge.shipped()),
+    exits.restart_screen(knowledge.shipped()),
 ]
 
 # Pieces of the patterns' own words in mixed case, numbers, and characters that fold to ASCII

@@ -246,8 +246,6 @@ def test_attached_logs_are_read_only_where_the_repository_enables_it(
         "\n".join("> " * 60 + "- x" for _ in range(5000)),
     ],
 )
-def test_a_pathological_post_is_read_in_well_under_a_second(body: str) -> None:
-    started = time.monotonic()
-    pieces = split_post(body, "issue")
-    assert time.monotonic() - started < 1.0
-    assert pieces  # read as text, not dropped
+def test_a_pathological_post_is_read_as_text(body: str) -> None:
+    # its time is measured by bench/guard_timings.py
+    assert split_post(body, "issue")  # read as text, not dropped

@@ -281,6 +281,28 @@ def test_an_uncertain_diagnosis_says_which_evidence_to_add_and_names_duplicates(
     assert "#### Likely duplicates" in body and "](<https://github.com/" in body
 
 
+def test_a_teams_thread_ask_from_its_rules_folder_reaches_the_comment(
+    api: TrackerAPI, tmp_path: Path
+) -> None:
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "collect_next.yaml").write_text(
+        "kind: collect_next\n"
+        "thread_asks:\n"
+        "  - id: cluster-health\n"
+        "    lacks: env\n"
+        "    ask: The output of `ourcluster health --job JOBID` from the failing node.\n",
+        encoding="utf-8",
+    )
+    api.add_github_issue(REPO, 25)
+    settings = ServiceSettings(embeddings=False, rules_dirs=(str(team),))
+    run(api, tmp_path, github_issue_event(REPO, 25, WATCHDOG_BODY), settings=settings)
+    [comment] = api.comments(REPO, 25)
+    asks = comment["body"].split("#### To make this diagnosis surer, add", 1)[1]
+    # the shipped asks first, then the team's
+    assert asks.index("NCCL_DEBUG=INFO") < asks.index("ourcluster health --job JOBID")
+
+
 def test_a_broken_settings_file_keeps_the_defaults_and_says_so(
     api: TrackerAPI, tmp_path: Path
 ) -> None:

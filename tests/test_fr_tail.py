@@ -175,22 +175,34 @@ def _source(path: Path) -> Source:
     )
 
 
-def test_a_big_job_reads_the_tail_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+BIG_ENTRIES = 30_000  # x 3 ranks: ~17 MB of dumps, more than a job reads whole
+
+
+@pytest.fixture(scope="module")
+def big_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("big_job")
+    for rank in range(3):
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(
+            pickle.dumps(_dump(BIG_ENTRIES, 1, rank), protocol=2)
+        )
+    return folder
+
+
+def test_a_big_job_reads_the_tail_and_says_so(tmp_path: Path, big_job: Path) -> None:
     for rank in range(3):
         (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(
             pickle.dumps(_dump(300, 1, rank), protocol=2)
         )
     assert pipeline.fr_tail_for([_source(p) for p in tmp_path.iterdir()]) is None
-    monkeypatch.setattr(pipeline, "FR_WHOLE_BELOW", 1000)
-    parsed = pipeline.read_inputs([str(tmp_path)])
+    tail = pipeline.fr_tail_for([_source(p) for p in big_job.iterdir()])
+    assert tail is not None
+    parsed = pipeline.read_inputs([str(big_job)])
     events = [e for p in parsed for e in p.events if e.kind is EventKind.FLIGHT_RECORDER]
     assert len(events) == 3
     for event in events:
-        assert len(event.payload.entries) == pipeline.FR_TAIL_ENTRIES
-        assert event.payload.entries_total == 300
-        assert f"300 entries (last {pipeline.FR_TAIL_ENTRIES} read)" in event.text
+        assert len(event.payload.entries) == tail
+        assert event.payload.entries_total == BIG_ENTRIES
+        assert f"{BIG_ENTRIES} entries (last {tail} read)" in event.text
 
 
 def _job_dump(rank: int, behind: bool) -> bytes:
@@ -231,15 +243,13 @@ def _job_dump(rank: int, behind: bool) -> bytes:
 
 
 def test_groups_outside_the_kept_entries_are_judged_by_pg_status_not_as_never_entered(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     # With 5 entries kept, the rank that is behind still holds group 1's last collective and
     # the others do not: read as "never entered group 1", the healthy ranks would be blamed.
     for rank in range(4):
         (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(_job_dump(rank, behind=rank == 2))
-    monkeypatch.setattr(pipeline, "FR_WHOLE_BELOW", 0)
-    monkeypatch.setattr(pipeline, "FR_TAIL_ENTRIES", 5)
-    parsed = pipeline.read_inputs([str(tmp_path)])
+    parsed = pipeline.read_inputs([str(tmp_path)], fr_entries=5)
     dumps = [e.payload for p in parsed for e in p.events if e.kind is EventKind.FLIGHT_RECORDER]
     assert {d.entries_total for d in dumps} == {54, 55}
     assert {len(d.entries) for d in dumps} == {5}
@@ -255,12 +265,12 @@ def test_groups_outside_the_kept_entries_are_judged_by_pg_status_not_as_never_en
 
 
 def test_the_user_can_ask_for_every_entry_or_for_a_window_of_their_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, big_job: Path
 ) -> None:
     (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(_dump(300, 1, 0), protocol=2))
 
-    def held(**kwargs: Any) -> set[tuple[int, int | None]]:
-        parsed = pipeline.read_inputs([str(tmp_path)], **kwargs)
+    def held(folder: Path = tmp_path, **kwargs: Any) -> set[tuple[int, int | None]]:
+        parsed = pipeline.read_inputs([str(folder)], **kwargs)
         return {
             (len(e.payload.entries), e.payload.entries_total)
             for p in parsed
@@ -270,9 +280,9 @@ def test_the_user_can_ask_for_every_entry_or_for_a_window_of_their_own(
 
     assert held() == {(300, None)}  # a small job: read whole
     assert held(fr_entries=7) == {(7, 300)}
-    monkeypatch.setattr(pipeline, "FR_WHOLE_BELOW", 0)  # now a "big" job
-    assert held() == {(pipeline.FR_TAIL_ENTRIES, 300)}
-    assert held(fr_entries=0) == {(300, None)}
+    tail = pipeline.fr_tail_for([_source(p) for p in big_job.iterdir()])
+    assert held(big_job) == {(tail, BIG_ENTRIES)}  # a big job: its tail
+    assert held(big_job, fr_entries=0) == {(BIG_ENTRIES, None)}
 
 
 _CLEAN = pickle.dumps(_dump(60, 2, 11), protocol=2)

@@ -14,7 +14,6 @@ import json
 import os
 import pickle
 import tarfile
-import time
 import tracemalloc
 import uuid
 import zipfile
@@ -630,9 +629,7 @@ def test_a_zip_bomb_member_is_judged_by_its_first_bytes_not_inflated(tmp_path, m
         zf.writestr("zeros.log", b"\x00" * (24 << 20))  # ~24 KB compressed, 1000:1
         zf.writestr("rank_1.log", RANK_TRACEBACK)
     write(tmp_path / "b.zip", buf.getvalue())
-    started = time.monotonic()
-    sources = list(discover(["b.zip"]))
-    assert time.monotonic() - started < 1
+    sources = list(discover(["b.zip"]))  # its time: bench/guard_timings.py
     paths = [s.path.rsplit("!", 1)[-1] for s in sources]
     assert paths == ["rank_0.log", "zeros.log", "rank_1.log"]
     assert read_all(sources[2]) == RANK_TRACEBACK.encode()
@@ -664,9 +661,7 @@ def test_a_gzip_bomb_is_judged_by_its_first_bytes_without_being_inflated(tmp_pat
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "rank_0.log.gz", gzip_of_zeros(200))
     write(tmp_path / "rank_1.log", RANK_TRACEBACK)
-    started = time.monotonic()
-    bomb, log = discover(["rank_0.log.gz", "rank_1.log"])
-    assert time.monotonic() - started < 1
+    bomb, log = discover(["rank_0.log.gz", "rank_1.log"])  # its time: bench/guard_timings.py
     assert "only NUL bytes" in bomb.warnings[0]
     assert read_all(bomb) == b""
     assert (log.kind, read_all(log)) == (K.RANK_LOG, RANK_TRACEBACK.encode())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
 from html.parser import HTMLParser
 
 import pytest
@@ -318,12 +317,8 @@ def test_terminal_report_keeps_backticks_when_it_has_no_colour() -> None:
 # --------------------------------------------------------------------------- big jobs
 
 
-def test_a_1024_rank_job_renders_fast_with_capped_rows() -> None:
-    d = big_job()
-    start = time.perf_counter()
-    out = render(d, "html")
-    elapsed = time.perf_counter() - start
-    assert elapsed < 5.0, f"html took {elapsed:.2f}s"
+def test_a_1024_rank_job_renders_with_capped_rows() -> None:
+    out = render(big_job(), "html")  # its time: bench/guard_timings.py
     assert len(out) < 2_000_000
     page = _page(out)
     rows = [a.get("class") for t, a in page.tags if t == "tr" and a.get("class")]

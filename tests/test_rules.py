@@ -3,10 +3,10 @@ failing example is not done)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from triage import knowledge
 from triage.classify import rules as engine
@@ -18,8 +18,14 @@ from triage.pipeline import check_rules
 RULES = engine.list_rules()
 
 
-def test_the_shipped_rules_load_and_cover_many_mechanisms() -> None:
-    assert len(RULES) >= 2
+def test_every_rules_file_reaches_the_engine_with_unique_ids() -> None:
+    # a file the loader skipped (a bad `kind:`, a YAML slip) would give the engine no rule
+    files = {
+        p.name
+        for p in knowledge.rules_dir().glob("*.yaml")
+        if isinstance(yaml.safe_load(p.read_text(encoding="utf-8")), list)
+    }
+    assert files and files == {Path(r.file).name for r in RULES}
     assert len({r.id for r in RULES}) == len(RULES)
 
 
@@ -269,22 +275,28 @@ def test_every_shipped_regex_rule_has_a_prefilter_keyword() -> None:
     assert slow == []
 
 
+PATHOLOGICAL_TEXTS = [
+    "word " * 40000 + " must be divisible by 8",
+    "OpType=ALLREDUCE, TensorShape=[1] " * 3000,
+    'File "x.py", line 1\n' * 20000 + "IndexError: list index out of range",
+    "a" * 300000,
+    "No such file or directory " * 5000,
+    # deeply indented source lines under library frames (the generic layer's frame test)
+    ('  File "/site-packages/a.py", line 1, in f\n' + " " * 200 + "x = 1\n" * 6) * 2000,
+]
+
+
+# the suite's --timeout is the hang guard; bench/guard_timings.py measures the time
 def test_huge_pathological_events_are_matched_in_bounded_time() -> None:
     # Rules run on every event of every rank's log: no pattern may backtrack for minutes on a
     # long line (a tqdm bar glued to an error, a repeated fingerprint, a 100k-line traceback).
-    texts = [
-        "word " * 40000 + " must be divisible by 8",
-        "OpType=ALLREDUCE, TensorShape=[1] " * 3000,
-        'File "x.py", line 1\n' * 20000 + "IndexError: list index out of range",
-        "a" * 300000,
-        "No such file or directory " * 5000,
-        # deeply indented source lines under library frames (the generic layer's frame test)
-        ('  File "/site-packages/a.py", line 1, in f\n' + " " * 200 + "x = 1\n" * 6) * 2000,
-    ]
-    started = time.process_time()
-    for text in texts:
-        engine.match_events([engine.whole_text_event(text)])
-    assert time.process_time() - started < 10.0
+    found = {
+        hit.rule_id
+        for text in PATHOLOGICAL_TEXTS
+        for hit in engine.match_events([engine.whole_text_event(text)])
+    }
+    # the long traceback still reads as the exception it ends with, and nothing else matched
+    assert found == {"generic-exception-user-code"}
 
 
 def test_a_detail_the_parser_drops_is_still_found_in_a_paste() -> None:

@@ -13,9 +13,11 @@ the rank(s) with the strongest case as culprits:
 * silence: a rank of a known world size that printed nothing while the others complained;
 * launcher topology: ranks of a node that never joined a rendezvous that timed out.
 
-Ranks whose score is within 70% of the best are all named (several ranks can fail the same
-way). A hang is reported as detected when the survivors waited until a timeout fired or were
-still waiting when py-spy looked; if they got an error at once it was a crash.
+Every signal's weight and the reason it gives are data (`rules/culprit.yaml`, voted by
+`culprit.py`); ranks whose score is within the table's co-culprit share (70%) of the best are
+all named (several ranks can fail the same way). A hang is reported as detected when the
+survivors waited until a timeout fired or were still waiting when py-spy looked; if they got
+an error at once it was a crash.
 
 What a rank's own failure explains is marked (`consequences.py`): the flight recorder and
 py-spy findings about where it stood afterwards, and the abort of a rank that only detected a
@@ -40,6 +42,7 @@ from triage import knowledge
 from triage.analysis import (
     consequences,
     consistency,
+    culprit,
     exits,
     flight_recorder,
     hang_shape,
@@ -53,8 +56,6 @@ from triage.analysis.cascade import (
     ERROR_KINDS,
     Role,
     classify_event,
-    peer_address,
-    pointed_ranks,
     waited_until_timeout,
 )
 from triage.analysis.ranks import (
@@ -94,10 +95,6 @@ _INIT_COMM = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
 _BOOTSTRAP_IP = regex.compile(
     r"(?:Bootstrap ?:|NET/Socket ?:) Using (?:\[\d+\])?\w+:(?P<ip>[\d.]+)<"
 )
-
-# minimum score for a rank to be named at all, and how close to the best a co-culprit must be
-_MIN_SCORE = 1.0
-_CO_CULPRIT = 0.7
 
 
 def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = None) -> Analysis:
@@ -211,7 +208,7 @@ def analyse(
             if rank is not None and ev.kind in ERROR_KINDS:
                 ranks_with_events.add(rank)
 
-    exit_records = exits.collect_exits(parsed, index)
+    exit_records = exits.collect_exits(parsed, index, kb)
     for rec in exit_records:
         if rec.exit.rank is not None:
             ranks_seen.add(rec.exit.rank)
@@ -222,13 +219,13 @@ def analyse(
     explicit_world = world_size is not None
     if ranks_seen:
         world_size = max(world_size or 0, max(ranks_seen) + 1)
-    topo = launcher.topology(ev for ps in parsed for ev in ps.events)
+    topo = launcher.topology((ev for ps in parsed for ev in ps.events), kb)
     if topo.world_size:
         world_size = max(world_size or 0, topo.world_size)
         explicit_world = True
     never_joined = topo.missing_ranks(ranks_seen)
 
-    fr = flight_recorder.analyze(fr_dumps, world_size)
+    fr = flight_recorder.analyze(fr_dumps, kb.frames, world_size)
     for rep in fr.reports:
         world_size = max(world_size or 0, max(rep.members, default=-1) + 1) or None
         explicit_world = True
@@ -258,11 +255,11 @@ def analyse(
         placed = consequences.as_detected(placed, detectors)
         odd = consequences.sizes_odd_ones(fr)
         fr.suspects = {r: w for r, w in fr.suspects.items() if r not in detectors or r in odd}
-    spy = pyspy.analyze(stacks, unmatched_stacks)
+    spy = pyspy.analyze(stacks, kb.frames, unmatched_stacks)
     prog = progress.analyze(progress_events)
     cons = consistency.analyze(parsed, index)
 
-    scores, reasons = _score(
+    votes = culprit.vote(
         placed, roles, exit_records, fr, spy, prog, cons, world_size, index, ip_hosts, kb
     )
     silent = _silent_ranks(
@@ -273,14 +270,9 @@ def analyse(
     has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed) or bool(
         consequences.sizes_odd_ones(fr)
     )
-    for r in silent:
-        scores[r] += 0.5 if has_initiating else 2.5
-        reasons[r].append("printed nothing while the others failed")
-
-    for r in never_joined:
-        scores[r] += 3.5
-        reasons[r].append("its node never joined the rendezvous")
-    culprits = _pick(scores)
+    culprit.vote_absent(votes, silent, has_initiating, never_joined)
+    scores, reasons = votes.scores, votes.reasons
+    culprits = culprit.pick(votes)
     lead = max(culprits, key=lambda r: (scores[r], -r)) if culprits else None
     placed = _shared_errors_are_cascade(placed, culprits)
     initiating = sorted(
@@ -374,7 +366,7 @@ def analyse(
     findings.extend(launch_findings)
     findings.extend(_cascade_findings(cascade_events))
     findings.extend(exits.exit_findings(exit_records))
-    findings.extend(exits.restart_findings(parsed))
+    findings.extend(exits.restart_findings(parsed, kb))
     findings.extend(cons.findings)
     # a detector's abort explains its missing dump as well as a rank's own error does
     findings = consequences.mark(findings, own | detectors)
@@ -412,7 +404,7 @@ def analyse(
     facts = _facts(
         world_size, culprits, lead, first, hang, fr, spy, prog, cons, exit_records, hosts, index
     )
-    raised = _raising_frame(first, placed)
+    raised = _raising_frame(first, placed, kb)
     if raised is not None:
         # the line the first failure's traceback raised at; py-spy's frame is only where the
         # rank waited afterwards (its `finally:` barrier, a `Queue.get` of the main thread)
@@ -440,92 +432,6 @@ def _t(p: timeline.Placed) -> tuple[bool, float]:
     return (p.time is None, p.time or 0.0)
 
 
-def _score(
-    placed: Sequence[timeline.Placed],
-    roles: dict[int, Role],
-    exit_records: Sequence[exits.ExitRecord],
-    fr: flight_recorder.FRAnalysis,
-    spy: pyspy.PySpyAnalysis,
-    prog: progress.ProgressAnalysis,
-    cons: consistency.ConsistencyAnalysis,
-    world_size: int | None,
-    index: RankIndex,
-    ip_hosts: dict[str, str],
-    kb: knowledge.Knowledge,
-) -> tuple[Counter[int], dict[int, list[str]]]:
-    scores: Counter[int] = Counter()
-    reasons: dict[int, list[str]] = defaultdict(list)
-
-    def add(rank: int | None, w: float, why: str) -> None:
-        if rank is None or rank < 0 or (world_size and rank >= world_size * 4):
-            return
-        scores[rank] += w
-        if why not in reasons[rank]:
-            reasons[rank].append(why)
-
-    # initiating errors: the strongest per rank, and a bonus for the earliest on the timeline
-    best: dict[int, float] = {}
-    earliest: dict[int, float] = {}
-    for p in placed:
-        if p.role != "initiating" or p.rank is None:
-            continue
-        best[p.rank] = max(best.get(p.rank, 0.0), roles[id(p.event)].strength)
-        if p.time is not None:
-            earliest[p.rank] = min(earliest.get(p.rank, p.time), p.time)
-    for r, s in best.items():
-        add(r, 2.0 * s, "raised an error that is not a consequence of another rank's failure")
-    if len(earliest) > 1:
-        t0 = min(earliest.values())
-        for r, t in earliest.items():
-            if t - t0 <= 1.0:
-                add(r, 1.0, "its error comes first on the aligned timeline")
-
-    # cascade messages that name the rank they react to
-    pointed: Counter[int] = Counter()
-    for p in placed:
-        if p.role == "cascade" or p.event.kind in ERROR_KINDS:
-            for r in pointed_ranks(p.event, kb):
-                if r != p.rank:
-                    pointed[r] += 1
-    for r, n in pointed.items():
-        add(r, min(3.5, 2.5 + 0.5 * n), f"named by {n} other rank message(s) as the failing peer")
-
-    # `Connection closed by peer [10.0.0.7]:port` / `remote peer node02<port>` name a host;
-    # every rank on it gets a small vote (the port alone does not say which rank)
-    by_host: Counter[str] = Counter()
-    ranks_of_host = index.ranks_of_host
-    for p in placed:
-        if p.role != "cascade":
-            continue
-        addr = peer_address(p.event, kb)
-        if addr is None:
-            continue
-        host = ip_hosts.get(addr[0]) or (addr[0] if addr[0] in ranks_of_host else None)
-        if host and host != (p.event.host or p.domain):
-            by_host[host] += 1
-    for host, n in by_host.items():
-        for r in ranks_of_host.get(host, ()):
-            add(r, min(1.5, 0.25 * n), f"{n} peer-closed message(s) point at its host {host}")
-
-    cascade_ranks = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
-    for rec in exit_records:
-        code, r = rec.exit.exitcode, rec.exit.rank
-        if code in exits.SELF_INFLICTED:
-            add(r, 3.0, f"exited {code} ({exits.meaning(code)})")
-        elif code not in (None, 0, *exits.LAUNCHER_KILLED) and r not in cascade_ranks | set(best):
-            add(r, 1.0, f"exited {code} without any message of its own")
-
-    for r, w in fr.suspects.items():
-        add(r, w, "flight recorder: behind, missing or odd one out")
-    for r, w in spy.suspects.items():
-        add(r, w, "py-spy: stack differs from the other ranks")
-    for r, w in prog.suspects.items():
-        add(r, w, "its last logged progress differs from the others")
-    for r, w in cons.suspects.items():
-        add(r, w, "its versions or settings differ from the others")
-    return scores, reasons
-
-
 def _silent_ranks(
     placed: Sequence[timeline.Placed],
     exit_records: Sequence[exits.ExitRecord],
@@ -549,9 +455,7 @@ def _silent_ranks(
     known = set(range(world_size)) if wide else set(ranks_seen)
     spoke = set(ranks_with_events)
     spoke |= {
-        r.exit.rank
-        for r in exit_records
-        if r.exit.rank is not None and r.exit.exitcode not in exits.LAUNCHER_KILLED
+        r.exit.rank for r in exit_records if r.exit.rank is not None and not r.launcher_killed
     }
     silent = sorted(r for r in known if r not in spoke)
     # if most ranks are "silent", their logs were simply not collected: no signal
@@ -588,15 +492,6 @@ def _shared_errors_are_cascade(
     return out
 
 
-def _pick(scores: Counter[int]) -> list[int]:
-    if not scores:
-        return []
-    top = max(scores.values())
-    if top < _MIN_SCORE:
-        return []
-    return sorted(r for r, s in scores.items() if s >= top * _CO_CULPRIT)
-
-
 def _first_failure(
     culprits: Sequence[int],
     initiating: Sequence[timeline.Placed],
@@ -630,7 +525,7 @@ def _first_failure(
     if mine:
         return from_placed(min(mine, key=_t))
     for rec in exit_records:
-        if rec.exit.rank in culprits and rec.exit.exitcode in exits.SELF_INFLICTED:
+        if rec.exit.rank in culprits and rec.self_inflicted:
             # quoted as the launcher wrote it: what the code means is the findings' to say
             text, line = quoted_line(rec.event, 400)
             return FailureRef(
@@ -715,11 +610,7 @@ def _hang(
         if p.rank in culprits
         and p.event.kind in (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION, EventKind.SIGNAL)
     ]
-    crashed_exit = [
-        r
-        for r in exit_records
-        if r.exit.rank in culprits and r.exit.exitcode in exits.SELF_INFLICTED
-    ]
+    crashed_exit = [r for r in exit_records if r.exit.rank in culprits and r.self_inflicted]
     # flight-recorder dumps alone (no logs) showing ranks behind: nobody saw an error, so wait
     errored = any(p.family in ("peer_closed", "comm_aborted") for p in placed)
     detected = stall or not (crashed or crashed_exit or errored)
@@ -796,7 +687,7 @@ def _with_silent(f: Finding, spoke: set[int]) -> Finding:
 
 
 def _raising_frame(
-    first: FailureRef | None, placed: Sequence[timeline.Placed]
+    first: FailureRef | None, placed: Sequence[timeline.Placed], kb: knowledge.Knowledge
 ) -> StackFrame | None:
     if first is None:
         return None
@@ -809,7 +700,7 @@ def _raising_frame(
             and ev.line <= first.line <= (ev.end_line or ev.line)
             and first.rank == p.rank
         ):
-            return pyspy.raising_frame(ev.text)
+            return pyspy.raising_frame(ev.text, kb.frames)
     return None
 
 
@@ -922,7 +813,7 @@ def _timeline_extras(
             TimelineEntry(
                 time=min(times) if times else None,
                 rank=ranks[0] if len(ranks) == 1 else None,
-                text=f"rank(s) {format_ranks(ranks)} exited {code}: {exits.meaning(code)}",
+                text=f"rank(s) {format_ranks(ranks)} exited {code}: {recs[0].meaning}",
                 source=recs[0].event.source,
                 line=recs[0].event.line,
                 role="context",
@@ -1065,7 +956,7 @@ def _facts(
     for rec in exit_records:
         if rec.exit.rank in culprits and rec.exit.exitcode not in (None, 0):
             facts["exitcode"] = rec.exit.exitcode
-            facts["signal"] = exits.signal_name(rec.exit.exitcode, rec.exit.signal)
+            facts["signal"] = rec.signal
             break
     root = [r.exit.rank for r in exit_records if r.exit.is_root_cause_block]
     if root:

@@ -187,13 +187,15 @@ def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
         family = _family(chain, chain_lowered, facts)
         if family and not facts.initiating.search(chain, chain_lowered):
             return Role("cascade", family, 0.0)
-    strength = 1.0
+    # how much this event alone says "this rank started it" (`rules/culprit.yaml` strength)
+    weights = (kb if kb is not None else knowledge.shipped()).culprit.strength
+    strength = weights.default
     if ev.kind is EventKind.NCCL_WARN:
-        strength = 0.6  # NCCL WARNs often precede the real error on the same rank
+        strength = weights.nccl_warn
     elif ev.kind is EventKind.ERROR_LINE:
-        strength = 0.7
+        strength = weights.error_line
     if marker:
-        strength += 0.5
+        strength += weights.marker
     return Role("initiating", None, strength)
 
 

@@ -80,11 +80,7 @@ def own_failures(
         for p in placed
         if p.role == "initiating" and p.rank is not None and p.event.kind in _OWN_FAILURE_KINDS
     }
-    own |= {
-        r.exit.rank
-        for r in exit_records
-        if r.exit.rank is not None and r.exit.exitcode in exits.SELF_INFLICTED
-    }
+    own |= {r.exit.rank for r in exit_records if r.exit.rank is not None and r.self_inflicted}
     return own
 
 

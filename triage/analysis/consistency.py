@@ -82,7 +82,8 @@ class ConsistencyAnalysis:
     findings: list[Finding] = field(default_factory=list)
     facts: dict[str, str] = field(default_factory=dict)  # majority versions: torch, nccl, cuda
     transports: dict[str, str] = field(default_factory=dict)  # where -> transport
-    suspects: dict[int, float] = field(default_factory=dict)
+    # rank -> the culprit signal it gave (`rules/culprit.yaml`, group settings)
+    suspects: dict[int, set[str]] = field(default_factory=dict)
 
 
 def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnalysis:
@@ -218,7 +219,7 @@ def _mismatch(
             minority_ranks |= ranks
     if len(ordered) > 1 and len(ordered[0][1]) > len(ordered[1][1]):
         for r in minority_ranks:
-            out.suspects[r] = max(out.suspects.get(r, 0.0), 1.0)
+            out.suspects.setdefault(r, set()).add("settings_minority")
     label = {
         "version_mismatch": "versions",
         "env_mismatch": "settings",

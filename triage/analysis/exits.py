@@ -1,69 +1,20 @@
-"""How each rank ended: exit codes, signals and what they usually mean, plus elastic restarts."""
+"""How each rank ended: exit codes, signals and what they usually mean, plus elastic restarts.
+
+What each status means, and which ones only a rank's own failure causes, is the run's
+`kb.exits` (`rules/exits.yaml`); each record carries it, so later steps read fields."""
 
 from __future__ import annotations
 
-import signal as _signal
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
-import regex
-
+from triage import knowledge
 from triage.analysis.ranks import RankIndex, format_ranks, ref
+from triage.knowledge.exits import ExitCodes, signal_name
 from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, EvidenceRef, Finding, ParsedSource, RankExit
-
-# What a person should read into a worker's exit status (negative = killed by that signal).
-_MEANING: dict[int, str] = {
-    -9: "SIGKILL: killed from outside, very often the host OOM killer (or scancel/kill -9)",
-    -11: "SIGSEGV: segmentation fault in native code (driver, NCCL, a C++ extension)",
-    -6: "SIGABRT: aborted, e.g. the NCCL watchdog tearing the process down or a C++ terminate",
-    -15: "SIGTERM: stopped by the launcher after another rank failed (a survivor)",
-    -7: "SIGBUS: bus error, often /dev/shm too small for shared-memory transports",
-    -2: "SIGINT: interrupted (Ctrl-C or the launcher)",
-    -1: "SIGHUP: the controlling terminal or session went away",
-    1: "exit 1: the worker raised an exception",
-    137: "exit 137 (128+9): killed by SIGKILL, usually the OOM killer",
-    139: "exit 139 (128+11): segmentation fault",
-    134: "exit 134 (128+6): aborted",
-    143: "exit 143 (128+15): terminated by SIGTERM",
-}
-
-# Exits that are themselves evidence of the initiating failure on that rank.
-SELF_INFLICTED = {-9, -11, -7, 137, 139}
-# Exits that mark a survivor the launcher stopped.
-LAUNCHER_KILLED = {-15, -2, 143}
-
-_RESTART = regex.compile(
-    r"(?:Worker group FAILED\. (?P<left>\d+)/(?P<max>\d+) attempts left"
-    r"|will restart worker group|Restarting worker group|restart_count=(?P<count>\d+))",
-    regex.I,
-)
-_RESTART_SCREENED = Screened(_RESTART)  # runs on every error line of every rank
-
-
-def meaning(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "exit status unknown"
-    if exitcode in _MEANING:
-        return _MEANING[exitcode]
-    if exitcode < 0:
-        try:
-            return f"{_signal.Signals(-exitcode).name}: killed by signal {-exitcode}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exit {exitcode}" + (": the worker failed" if exitcode else ": clean exit")
-
-
-def signal_name(exitcode: int | None, given: str | None) -> str | None:
-    if given:
-        return given
-    if exitcode is not None and exitcode < 0:
-        try:
-            return _signal.Signals(-exitcode).name
-        except ValueError:
-            return None
-    return None
 
 
 @dataclass(frozen=True)
@@ -71,10 +22,17 @@ class ExitRecord:
     exit: RankExit
     event: Event
     attempt: int | None
+    meaning: str = ""  # what a person should read into its status
+    self_inflicted: bool = False  # only the rank's own failure ends it this way
+    launcher_killed: bool = False  # a survivor the launcher (or a user) stopped
+    signal: str | None = None  # the signal it names, if any
 
 
-def collect_exits(parsed: Sequence[ParsedSource], index: RankIndex) -> list[ExitRecord]:
-    """One record per (attempt, rank): torchrun summary, error.json and launcher lines merged."""
+def collect_exits(
+    parsed: Sequence[ParsedSource], index: RankIndex, kb: knowledge.Knowledge
+) -> list[ExitRecord]:
+    """One record per (attempt, rank): torchrun summary, error.json and launcher lines merged,
+    each with what its status means (`kb.exits`)."""
     merged: dict[tuple[int | None, int | None, int | None], ExitRecord] = {}
     for ps in parsed:
         for ev in ps.events:
@@ -115,8 +73,19 @@ def collect_exits(parsed: Sequence[ParsedSource], index: RankIndex) -> list[Exit
             attempt=old.attempt,
         )
     return sorted(
-        merged.values(),
+        (_read(r, kb.exits) for r in merged.values()),
         key=lambda r: (r.attempt or 0, r.exit.rank if r.exit.rank is not None else 1 << 30),
+    )
+
+
+def _read(rec: ExitRecord, codes: ExitCodes) -> ExitRecord:
+    code = rec.exit.exitcode
+    return replace(
+        rec,
+        meaning=codes.meaning(code),
+        self_inflicted=code in codes.self_inflicted,
+        launcher_killed=code in codes.launcher_killed,
+        signal=signal_name(code, rec.exit.signal),
     )
 
 
@@ -156,10 +125,10 @@ def exit_findings(records: Sequence[ExitRecord]) -> list[Finding]:
             continue  # an error.json alone says how it failed, not how it ended
         groups[r.exit.exitcode].append(r)
     out: list[Finding] = []
-    for code, recs in sorted(groups.items(), key=lambda kv: _severity(kv[0])):
+    for code, recs in sorted(groups.items(), key=lambda kv: _severity(kv[1][0])):
         ranks = sorted({r.exit.rank for r in recs if r.exit.rank is not None})
-        sig = signal_name(code, recs[0].exit.signal)
-        what = meaning(code)
+        sig = recs[0].signal
+        what = recs[0].meaning
         where = f"rank {format_ranks(ranks)}" if len(ranks) == 1 else f"ranks {format_ranks(ranks)}"
         if not ranks:
             where = f"{len(recs)} worker(s) of unknown rank"
@@ -175,18 +144,32 @@ def exit_findings(records: Sequence[ExitRecord]) -> list[Finding]:
     return out
 
 
-def _severity(code: int | None) -> tuple[int, int]:
-    if code in SELF_INFLICTED:
+def _severity(rec: ExitRecord) -> tuple[int, int]:
+    code = rec.exit.exitcode
+    if rec.self_inflicted:
         return (0, code or 0)
-    if code in LAUNCHER_KILLED:
+    if rec.launcher_killed:
         return (3, code or 0)
     if code is None:
         return (4, 0)
     return (1 if code < 0 else 2, code)
 
 
-def restart_findings(parsed: Sequence[ParsedSource]) -> list[Finding]:
+def restart_screen(kb: knowledge.Knowledge) -> Screened:
+    """The agent's restart lines (`kb.exits.restarts`), screened: it runs on every error line
+    of every rank."""
+    return _restart_screen(kb.exits)
+
+
+@lru_cache(maxsize=8)
+def _restart_screen(codes: ExitCodes) -> Screened:
+    assert codes.restarts is not None  # the schema says so
+    return Screened(codes.restarts)
+
+
+def restart_findings(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge) -> list[Finding]:
     """Elastic restarts: attempt folders and the agent's 'will restart worker group' lines."""
+    screen = restart_screen(kb)
     attempts = sorted({ps.source.attempt for ps in parsed if ps.source.attempt is not None})
     lines: list[EvidenceRef] = []
     max_restarts: int | None = None
@@ -194,7 +177,7 @@ def restart_findings(parsed: Sequence[ParsedSource]) -> list[Finding]:
         for ev in ps.events:
             if ev.kind not in (EventKind.AGENT, EventKind.ERROR_LINE, EventKind.WARNING_LINE):
                 continue
-            m = _RESTART_SCREENED.search(ev.text, lowered_ascii(ev.text))
+            m = screen.search(ev.text, lowered_ascii(ev.text))
             if m:
                 lines.append(ref(ev))
                 if m["max"]:

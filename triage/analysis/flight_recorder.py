@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Any
 
 from triage.analysis.ranks import format_ranks, pg_ranks
+from triage.knowledge.frames import LibraryFrames
 from triage.model import (
     CollectiveProgress,
     Event,
@@ -82,13 +83,15 @@ class PGReport:
     # lagging rank -> the other process group its latest record is in: it is waiting in
     # another group's collective, not busy outside collectives
     elsewhere: dict[int, str] = field(default_factory=dict)
+    call_site: str | None = None  # the user's frame that called the stuck collective
 
 
 @dataclass
 class FRAnalysis:
     reports: list[PGReport] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    suspects: dict[int, float] = field(default_factory=dict)  # rank -> weight
+    # rank -> the culprit signals it gave (`rules/culprit.yaml`, group flight_recorder)
+    suspects: dict[int, set[str]] = field(default_factory=dict)
     hang_pg: PGReport | None = None
     timeout_ms: int | None = None
     comm_lib_versions: dict[int, str] = field(default_factory=dict)
@@ -197,7 +200,11 @@ def _index(dump: FRDump, pg_desc: dict[str, str]) -> dict[str, RankPGState]:
     return mine
 
 
-def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysis:
+def analyze(
+    dumps: Sequence[FRDump], library: LibraryFrames, world_size: int | None = None
+) -> FRAnalysis:
+    """Each process group's progress across the dumps, and who is behind, missing or odd.
+    `library`: the run's `kb.frames`, which finds the user's frame that called a collective."""
     out = FRAnalysis()
     dumps = _dedupe(dumps)
     if not dumps:
@@ -229,6 +236,7 @@ def analyze(dumps: Sequence[FRDump], world_size: int | None = None) -> FRAnalysi
         members = _members(pg, desc, dumps, ranks, world_size)
         report = _pg_report(pg, desc, members, ranks, dumped, partial)
         report.sources = {d.rank: d.event.source for d in dumps}
+        report.call_site = _call_site(report.stuck_entry, library)
         latest = {d.rank: d.dump.entries[-1] for d in dumps if d.dump.entries}
         report.elsewhere = {
             r: latest[r].pg_name
@@ -548,7 +556,7 @@ def _anchor(out: FRAnalysis, pg: str, ranks: dict[int, RankPGState]) -> None:
             out.anchors[(pg, seq)] = times
 
 
-def _describe(e: FlightRecorderEntry | None) -> dict[str, Any]:
+def _describe(e: FlightRecorderEntry | None, call_site: str | None) -> dict[str, Any]:
     if e is None:
         return {}
     return {
@@ -558,22 +566,20 @@ def _describe(e: FlightRecorderEntry | None) -> dict[str, Any]:
         "output_sizes": [list(x) for x in e.output_sizes],
         "dtypes": list(e.input_dtypes),
         "timeout_ms": e.timeout_ms,
-        **({"call_site": _call_site(e)} if _call_site(e) else {}),
+        **({"call_site": call_site} if call_site else {}),
     }
 
 
-def _call_site(e: FlightRecorderEntry) -> str | None:
+def _call_site(e: FlightRecorderEntry | None, library: LibraryFrames) -> str | None:
     """The user's frame that issued the collective (NCCL-era dumps record Python frames)."""
-    for f in e.frames:
-        name = f.filename.replace("\\", "/")
-        if "site-packages/" in name or "/torch/" in name or name.startswith("<"):
-            continue
-        return f"{f.function} ({f.filename}:{f.line})"
+    for f in e.frames if e is not None else ():
+        if not library.is_library(f.filename):
+            return f"{f.function} ({f.filename}:{f.line})"
     return None
 
 
 def collective_of(report: PGReport) -> dict[str, Any]:
-    d = _describe(report.stuck_entry)
+    d = _describe(report.stuck_entry, report.call_site)
     d["seq"] = report.stuck_seq
     return d
 
@@ -584,7 +590,7 @@ def _ev(report: PGReport, rank: int, text: str) -> EvidenceRef:
     return EvidenceRef(source=source, line=None, rank=rank, text=text)
 
 
-def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
+def _findings(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding]:
     out: list[Finding] = []
     label = f"{report.pg}" + (f" ({report.desc})" if report.desc else "")
     coll = collective_of(report)
@@ -595,7 +601,7 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
     }
     if report.missing:
         for r in report.missing:
-            suspects[r] = max(suspects.get(r, 0.0), 3.0)
+            suspects.setdefault(r, set()).add("fr_missing_dump")
         out.append(
             Finding(
                 kind="missing_rank",
@@ -618,9 +624,9 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         )
     if report.lagging:
         furthest = max(s.last_enqueued or 0 for s in report.states.values())
-        weight = 4.0 if len(report.lagging) * 2 <= len(report.states) else 1.5
+        few = len(report.lagging) * 2 <= len(report.states)
         for r in report.lagging:
-            suspects[r] = max(suspects.get(r, 0.0), weight)
+            suspects.setdefault(r, set()).add("fr_lagging_few" if few else "fr_lagging_many")
         ahead = sorted(set(report.states) - set(report.lagging))
         where = ""
         if report.elsewhere:
@@ -665,7 +671,7 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         )
     if report.not_started:
         for r in report.not_started:
-            suspects[r] = max(suspects.get(r, 0.0), 2.5)
+            suspects.setdefault(r, set()).add("fr_not_started")
         out.append(
             Finding(
                 kind="lagging_rank",
@@ -688,9 +694,8 @@ def _findings(report: PGReport, suspects: dict[int, float]) -> list[Finding]:
         )
     if report.mismatch:
         m = report.mismatch
-        weight = 1.5 if m["tie"] else 4.0
         for r in m["ranks"]:
-            suspects[r] = max(suspects.get(r, 0.0), weight)
+            suspects.setdefault(r, set()).add("fr_mismatch_tie" if m["tie"] else "fr_mismatch_odd")
         per = m["per_rank"]
         parts = []
         for sig_ranks in _group_by_sig(per):

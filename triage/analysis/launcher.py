@@ -9,24 +9,28 @@ that never joined are the culprits, although they left no log at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import regex
 
+from triage import knowledge
+from triage.knowledge.topology import Topology as Shapes
 from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, PySpyDump
 
-_NNODES = regex.compile(r"--nnodes[= ](?:(?P<lo>\d+):)?(?P<n>\d+)\b")
-_NPROC = regex.compile(r"--nproc[-_]per[-_]node[= ](?P<n>\d+)\b")
-_NODE_RANK = regex.compile(r"--node[-_]rank[= ](?P<n>\d+)\b")
-_CLIENTS = regex.compile(r"(?P<k>\d+)/(?P<m>\d+) clients joined")
-_WAITING_FOR_NODES = regex.compile(
-    r"waiting for clients|clients joined|RendezvousTimeoutError|rendezvous.*timed? ?out"
-    r"|Timed out waiting for .*(?:nodes|workers|participants)",
-    regex.I,
-)
-_WAITING_SCREENED = Screened(_WAITING_FOR_NODES)  # runs on every error line of every rank
+
+def waiting_screen(kb: knowledge.Knowledge) -> Screened:
+    """The rendezvous's wait-for-nodes lines (`kb.topology`), screened: it runs on every error
+    line of every rank."""
+    return _waiting_screen(kb.topology)
+
+
+@lru_cache(maxsize=8)
+def _waiting_screen(shapes: Shapes) -> Screened:
+    assert shapes.waiting is not None  # the schema says so
+    return Screened(shapes.waiting)
 
 
 @dataclass
@@ -61,34 +65,38 @@ class Topology:
         return missing
 
 
-def _argv(text: str, topo: Topology) -> None:
-    m = _NNODES.search(text)
+def _argv(text: str, topo: Topology, argv: Mapping[str, regex.Pattern[str]]) -> None:
+    nnodes, nproc, node_rank = argv["nnodes"], argv["nproc_per_node"], argv["node_rank"]
+    m = nnodes.search(text)
     if m:
         topo.nnodes = max(topo.nnodes or 0, int(m["n"]))
-    m = _NPROC.search(text)
+    m = nproc.search(text)
     if m:
         topo.nproc_per_node = int(m["n"])
-    m = _NODE_RANK.search(text)
-    if m and (_NNODES.search(text) or _NPROC.search(text)):
+    m = node_rank.search(text)
+    if m and (nnodes.search(text) or nproc.search(text)):
         topo.node_ranks.add(int(m["n"]))
 
 
-def topology(events: Iterable[Event]) -> Topology:
+def topology(events: Iterable[Event], kb: knowledge.Knowledge) -> Topology:
+    """The job's shape from the launcher's argv, and a rendezvous that timed out waiting."""
     topo = Topology()
+    argv, joined = kb.topology.argv, kb.topology.joined
+    waiting = waiting_screen(kb)
     for ev in events:
         payload = ev.payload
         if isinstance(payload, PySpyDump) and payload.command:
-            _argv(payload.command, topo)
+            _argv(payload.command, topo, argv)
             continue
         if ev.kind in (EventKind.FLIGHT_RECORDER, EventKind.ENV_REPORT):
             continue
-        if "--n" in ev.text:
-            _argv(ev.text, topo)
+        if "--n" in ev.text:  # every argv pattern holds it (the schema checks)
+            _argv(ev.text, topo, argv)
         if ev.kind in (EventKind.TRACEBACK, EventKind.ERROR_LINE, EventKind.AGENT) and (
-            _WAITING_SCREENED.search(ev.text, lowered_ascii(ev.text))
+            waiting.search(ev.text, lowered_ascii(ev.text))
         ):
             topo.rendezvous_timeout = topo.rendezvous_timeout or ev
-            m = _CLIENTS.search(ev.text)
+            m = joined.search(ev.text) if joined is not None else None
             if m:
                 topo.joined, topo.expected_agents = int(m["k"]), int(m["m"])
     return topo

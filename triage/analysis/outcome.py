@@ -40,12 +40,6 @@ from triage.model import (
     SourceKind,
 )
 
-# Exit codes that a stop on purpose leaves: killed by SIGTERM / SIGINT (negative: the signal a
-# launcher saw; 128+n: what a shell reports), and the 1 that a KeyboardInterrupt's traceback
-# exits with.
-_STOP_EXIT_CODES = {-15, -2, -1, 143, 130, 129}
-# A kill the job's own processes suffer (OOM killer, segfault, bus error, abort, FPE).
-_SELF_SIGNALS = {"SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE", "SIGILL"}
 _FAULT_KINDS = (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION)
 # what ends a process whatever it printed before: an exit, a kill
 _ENDING_KINDS = (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR, EventKind.SIGNAL)
@@ -200,7 +194,7 @@ def _stop_consequences(events: Iterable[Event], ends: Ends) -> set[int]:
             if ev.payload is not None and hasattr(ev.payload, "exitcode"):
                 code = code if code is not None else ev.payload.exitcode  # type: ignore[union-attr]
                 sig = sig or ev.payload.signal  # type: ignore[union-attr]
-            if sig in ends.outside_signals or code in _STOP_EXIT_CODES or code == 1:
+            if sig in ends.outside_signals or code in ends.stop_exit_codes or code == 1:
                 out.add(id(ev))
         elif ev.kind is EventKind.AGENT and attrs.get("role") == "victim":
             out.add(id(ev))
@@ -228,7 +222,7 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
         elif ev.kind is EventKind.SIGNAL:
             if attrs.get("end") or attrs.get("scheduler_end") or attrs.get("slurm"):
                 continue
-            if attrs.get("reason") == "oom" or attrs.get("signal") in _SELF_SIGNALS:
+            if attrs.get("reason") == "oom" or attrs.get("signal") in ends.fault_signals:
                 out.append(ev)
         elif ev.kind in (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
             code = attrs.get("exitcode")

@@ -31,7 +31,9 @@ class ProgressAnalysis:
     ahead: tuple[int, ...] = ()
     non_finite: tuple[int, ...] = ()  # ranks whose own last metrics went nan/inf first
     findings: list[Finding] = field(default_factory=list)
-    suspects: dict[int, float] = field(default_factory=dict)
+    # rank -> the culprit signal it gave (`rules/culprit.yaml`, group progress); a step
+    # divergence replaces a non-finite vote of the same rank
+    suspects: dict[int, set[str]] = field(default_factory=dict)
 
 
 def _value(ev: Event) -> tuple[str, float] | None:
@@ -79,9 +81,11 @@ def analyze(progress: Iterable[tuple[int, Event]]) -> ProgressAnalysis:
     out.behind = tuple(sorted(r for r, v in values.items() if v < mode))
     out.ahead = tuple(sorted(r for r, v in values.items() if v > mode))
     for r in out.behind:
-        out.suspects[r] = 2.0 if len(out.behind) * 2 < len(values) else 1.0
+        few = len(out.behind) * 2 < len(values)
+        out.suspects[r] = {"progress_behind_few" if few else "progress_behind_many"}
     for r in out.ahead:
-        out.suspects[r] = 1.0 if len(out.ahead) * 2 < len(values) else 0.5
+        few = len(out.ahead) * 2 < len(values)
+        out.suspects[r] = {"progress_ahead_few" if few else "progress_ahead_many"}
     for group, word in ((out.behind, "behind"), (out.ahead, "ahead of")):
         if not group:
             continue
@@ -114,7 +118,7 @@ def _non_finite(out: ProgressAnalysis) -> None:
     first = min(bad.values())
     out.non_finite = tuple(sorted(r for r, v in bad.items() if v == first))
     for r in out.non_finite:
-        out.suspects[r] = out.suspects.get(r, 0.0) + 3.0
+        out.suspects.setdefault(r, set()).add("progress_non_finite")
     unit = out.last[out.non_finite[0]][0]
     out.findings.append(
         Finding(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.analysis.ranks import chain_link_starts, format_ranks
+from triage.knowledge.frames import LibraryFrames
 from triage.model import Event, EvidenceRef, Finding, PySpyDump, StackFrame, StackGroup
 
 # Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
@@ -35,14 +36,6 @@ _DIST_FILES = regex.compile(
     r"|torch/nn/parallel/distributed\.py|torch/distributed/fsdp/"
 )
 
-# A frame in these places is library code, not the user's.
-_LIBRARY = regex.compile(
-    r"(?:^|/)(?:site-packages|dist-packages)/|^<frozen |^<string>|/lib/python3\.\d+/"
-    r"|^(?:torch|deepspeed|transformers|accelerate|lightning|pytorch_lightning|apex|numpy"
-    r"|transformer_engine|megatron/core|colossalai|triton|safetensors|datasets|tqdm)/"
-    r"|^(?:threading|multiprocessing/\S+|concurrent/\S+|selectors|queue|socket|ssl|subprocess"
-    r"|runpy|asyncio/\S+|contextlib|functools|pickle|shutil|tempfile|time)\.py$"
-)
 _SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
 
 
@@ -67,7 +60,8 @@ class StackCluster:
 class PySpyAnalysis:
     clusters: list[StackCluster] = field(default_factory=list)
     outliers: list[StackCluster] = field(default_factory=list)
-    suspects: dict[int, float] = field(default_factory=dict)
+    # rank -> the culprit signal it gave (`rules/culprit.yaml`, group stacks)
+    suspects: dict[int, set[str]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     waiting_ranks: tuple[int, ...] = ()
     user_frames: dict[int, StackFrame] = field(default_factory=dict)
@@ -88,10 +82,11 @@ def is_waiting(frames: Sequence[StackFrame]) -> bool:
     return any(_WAIT_FUNCS.match(f.function) and _DIST_FILES.search(f.filename) for f in frames[:6])
 
 
-def user_frame(frames: Sequence[StackFrame]) -> StackFrame | None:
-    """The innermost frame that belongs to the user's code rather than a library."""
+def user_frame(frames: Sequence[StackFrame], library: LibraryFrames) -> StackFrame | None:
+    """The innermost frame that belongs to the user's code rather than a library
+    (`library`: the run's `kb.frames`)."""
     for f in frames:
-        if not _LIBRARY.search(f.filename) and not _LIBRARY.search(_short(f.filename)):
+        if not library.is_library(f.filename):
             return f
     return None
 
@@ -101,7 +96,7 @@ _TRACEBACK_FRAME = regex.compile(
 )
 
 
-def raising_frame(traceback: str) -> StackFrame | None:
+def raising_frame(traceback: str, library: LibraryFrames) -> StackFrame | None:
     """The user's line that raised: the innermost frame of the user's code in the first link of
     a (chained) traceback. A later link was raised while handling it (a `finally:` barrier),
     and a thread's traceback is its own (`Exception in thread prefetch-1:`)."""
@@ -112,10 +107,12 @@ def raising_frame(traceback: str) -> StackFrame | None:
         for line in (lines[: starts[0]] if starts else lines)
         if (m := _TRACEBACK_FRAME.match(line))
     ]
-    return user_frame(frames[::-1])
+    return user_frame(frames[::-1], library)
 
 
-def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
+def analyze(
+    stacks: Sequence[RankStack], library: LibraryFrames, unmatched: int = 0
+) -> PySpyAnalysis:
     out = PySpyAnalysis(unmatched=unmatched)
     groups: dict[tuple[tuple[str, str], ...], list[RankStack]] = defaultdict(list)
     seen: set[int] = set()
@@ -127,7 +124,7 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
         if main is None:
             continue
         groups[normalise(main.frames)].append(rs)
-        uf = user_frame(main.frames)
+        uf = user_frame(main.frames, library)
         if uf:
             out.user_frames[rs.rank] = uf
     for sig, members in groups.items():
@@ -139,7 +136,7 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
                 ranks=sorted(m.rank for m in members),
                 waiting=is_waiting(frames),
                 top=frames[0].function if frames else "?",
-                user_frame=user_frame(frames),
+                user_frame=user_frame(frames, library),
                 event=members[0].event,
             )
         )
@@ -157,12 +154,14 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
         # Half and half (two ranks, one each side) still says who the waiters wait for, but
         # less surely: the rank outside may have its own reason to be there
         outliers = elsewhere
-        weight = 3.5 if away * 2 < total else 2.0
+        signal = (
+            "stack_outside_collective_few" if away * 2 < total else "stack_outside_collective_half"
+        )
         why = "not in any collective while the others wait in one"
     else:
         biggest = len(out.clusters[0].ranks)
         outliers = [c for c in out.clusters if len(c.ranks) < biggest]
-        weight = 2.0
+        signal = "stack_elsewhere"
         why = "stopped in a different place than the majority"
         if not outliers:
             return out  # an even split: no minority to blame
@@ -170,7 +169,7 @@ def analyze(stacks: Sequence[RankStack], unmatched: int = 0) -> PySpyAnalysis:
     out.outliers = list(outliers)
     for c in outliers:
         for r in c.ranks:
-            out.suspects[r] = max(out.suspects.get(r, 0.0), weight)
+            out.suspects.setdefault(r, set()).add(signal)
         uf = c.user_frame
         where = f"{c.top}" + (
             f" (user code: {uf.function} at {uf.filename}:{uf.line})" if uf else ""

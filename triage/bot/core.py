@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from triage.knowledge.advice import CollectNext
 from triage.model import Diagnosis, ScoredLabel
 
 from .comment import (
@@ -182,7 +183,9 @@ def respond(
     uncertain = abstained or (score is not None and score < repo.uncertain_below)
     parts = CommentParts(
         mode=mode,
-        asks=asks_for(diagnosis, seen_evidence(pieces)) if uncertain else (),
+        asks=asks_for(diagnosis, seen_evidence(pieces), _collect_next(settings))
+        if uncertain
+        else (),
         duplicates=likely_duplicates(diagnosis, repo.duplicate_min_score),
         labels=tuple(dict.fromkeys(labels)),
         command=repo.command,
@@ -217,6 +220,13 @@ def diagnose_pieces(pieces: Sequence[Piece], settings: ServiceSettings) -> Diagn
     kb = knowledge.load(options.extra_rules_dirs)
     parsed = [parsers.parse_text(p.text, name=p.name, kind=p.kind, kb=kb) for p in pieces]
     return pipeline.diagnose_parsed(parsed, options, kb)
+
+
+def _collect_next(settings: ServiceSettings) -> CollectNext:
+    """What to ask of a thread: the run's knowledge (shipped plus the service's rules)."""
+    from triage import knowledge
+
+    return knowledge.load(settings.rules_dirs).collect_next
 
 
 # ---------------------------------------------------------------------- steps

@@ -136,14 +136,10 @@ def _distributed(k: knowledge.Knowledge, timeout: float) -> Report:
     except Exception as exc:  # noqa: BLE001 - a store that cannot be reached is the finding
         env = facts["env"]
         where = f"{env.get('MASTER_ADDR', '?')}:{env.get('MASTER_PORT', '?')}"
-        unreachable = Finding(
-            check="rendezvous",
-            severity="error",
-            title=f"the job's store at {where} could not be reached within {timeout:g} s",
-            action="Check that rank 0's node is up and MASTER_ADDR/MASTER_PORT point at it; "
-            "a firewall between nodes blocks this too.",
-            root_cause="R06",
-            fix_pattern="F4",
+        unreachable = k.finding(
+            "rendezvous-unreachable",
+            where=where,
+            timeout=timeout,
             evidence=(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",),
         )
         local = run_checks(facts, k)
@@ -157,14 +153,7 @@ def _distributed(k: knowledge.Knowledge, timeout: float) -> Report:
     if rank != 0:
         verdict = ranks.wait_verdict(store, ns, timeout + 10)
         if verdict is None:
-            silent = Finding(
-                check="rendezvous",
-                severity="error",
-                title=f"rank 0 published no verdict within {timeout + 10:g} s",
-                action="Look at rank 0's output: it gathers and reports for the job.",
-                root_cause="R06",
-                fix_pattern="F4",
-            )
+            silent = k.finding("rendezvous-no-verdict", timeout=timeout + 10)
             return Report((silent,), True, host, reporter=False, exit_override=EXIT_ERRORS)
         return Report((), True, host, reporter=False, exit_override=int(verdict["exit_code"]))
     found = ranks.compare(gathered, world, k, timeout) + ranks.per_rank_findings(gathered, k)

@@ -18,7 +18,6 @@ Check = Callable[[Facts, Knowledge], list[Finding]]
 
 GIB = 2**30
 MIB = 2**20
-_WHEEL_INDEX = "https://download.pytorch.org/whl/cu{tag}"
 
 
 def _mib(n: float) -> str:
@@ -38,31 +37,8 @@ def check_torch_import(facts: Facts, k: Knowledge) -> list[Finding]:
         return []
     if error.startswith("ModuleNotFoundError: No module named 'torch'"):
         # triage's default install has no torch of its own: the job's environment has one
-        return [
-            Finding(
-                check="torch-import",
-                severity="error",
-                title="torch is not installed in this environment",
-                action="Run `triage doctor` with the job's own Python environment (where its "
-                "torch is), or install torch here (CPU build: `pip install torch --index-url "
-                "https://download.pytorch.org/whl/cpu`).",
-                root_cause="R02",
-                fix_pattern="F1",
-                evidence=(error,),
-            )
-        ]
-    return [
-        Finding(
-            check="torch-import",
-            severity="error",
-            title="torch does not import",
-            action="Reinstall torch in this environment (`pip install --force-reinstall torch`) "
-            "and check that LD_LIBRARY_PATH does not point at other CUDA/NCCL libraries.",
-            root_cause="R02",
-            fix_pattern="F1",
-            evidence=(error,),
-        )
-    ]
+        return [k.finding("torch-missing", evidence=(error,))]
+    return [k.finding("torch-broken", evidence=(error,))]
 
 
 def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
@@ -74,15 +50,11 @@ def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
     gpus = facts.get("gpus") or []
     if not cuda and gpus:
         out.append(
-            Finding(
-                check="torch-cpu-build",
-                severity="error",
-                title=f"torch {torch} is a CPU build, but this node has {len(gpus)} GPU(s)",
-                action="Install a CUDA build of torch, e.g. `pip install torch=="
-                f"{torch.split('+')[0]} --index-url {_WHEEL_INDEX.format(tag='126')}` "
-                "(pick the CUDA your driver supports).",
-                root_cause="R01",
-                fix_pattern="F1",
+            k.finding(
+                "torch-cpu-build-on-gpus",
+                torch=torch,
+                gpus=len(gpus),
+                release=torch.split("+")[0],
                 evidence=(f"torch {torch}", f"GPUs: {', '.join(g['name'] for g in gpus)}"),
             )
         )
@@ -91,17 +63,12 @@ def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
     if not cuda and expects and (facts.get("local_world_size") or 0) > 1:
         ranks = facts["local_world_size"]
         out.append(
-            Finding(
-                check="torch-cpu-build",
-                severity="error",
-                title=f"torch {torch} is a CPU build, but this node runs {ranks} ranks and expects "
-                f"GPUs ({expects}): no rank gets a GPU",
-                action="Install a CUDA build of torch, e.g. `pip install torch=="
-                f"{torch.split('+')[0]} --index-url {_WHEEL_INDEX.format(tag='126')}` "
-                "(pick the CUDA your driver supports); check with `python -c 'import torch; "
-                "print(torch.cuda.is_available())'`.",
-                root_cause="R01",
-                fix_pattern="F1",
+            k.finding(
+                "torch-cpu-build-expecting-gpus",
+                torch=torch,
+                per_node=ranks,
+                expects=expects,
+                release=torch.split("+")[0],
                 evidence=(f"torch {torch}", f"LOCAL_WORLD_SIZE={ranks}", expects),
             )
         )
@@ -111,43 +78,31 @@ def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
     release = k.release(torch)
     if release is None:
         newest = max(k.releases, key=lambda r: version_tuple(r.torch)).torch
-        out.append(
-            Finding(
-                check="compat-table",
-                severity="info",
-                title=f"torch {torch} is not in the compatibility table (rows up to {newest})",
-                action="Nothing to do; NCCL and CUDA were checked against the driver only.",
-            )
-        )
+        out.append(k.finding("torch-not-in-table", torch=torch, newest=newest))
         return out
     cuda_minor = ".".join(cuda.split(".")[:2])
     expected = release.nccl_by_cuda.get(cuda_minor)
     source = release.sources[0]
     if expected is None:
         out.append(
-            Finding(
-                check="compat-table",
-                severity="info",
-                title=f"the compatibility table has no NCCL pin for torch {release.torch} with "
-                f"CUDA {cuda_minor} (it knows CUDA {', '.join(sorted(release.nccl_by_cuda))})",
-                action="Nothing to do here; the cross-rank check still compares NCCL on every "
-                "rank.",
+            k.finding(
+                "no-nccl-pin",
+                torch=release.torch,
+                cuda=cuda_minor,
+                known=", ".join(sorted(release.nccl_by_cuda)),
                 source=source,
             )
         )
     elif nccl and version_tuple(nccl) != version_tuple(expected):
         major = cuda.split(".")[0]
         out.append(
-            Finding(
-                check="nccl-not-bundled",
-                severity="warning",
-                title=f"NCCL {nccl} is loaded, but torch {torch} for CUDA {cuda_minor} ships "
-                f"NCCL {expected}",
-                action=f"Use the NCCL torch was tested with: `pip install "
-                f"nvidia-nccl-cu{major}=={expected}` (and drop any libnccl in LD_LIBRARY_PATH "
-                "or LD_PRELOAD), unless you moved to another NCCL on purpose.",
-                root_cause="R01",
-                fix_pattern="F1",
+            k.finding(
+                "nccl-not-bundled",
+                nccl=nccl,
+                torch=torch,
+                cuda=cuda_minor,
+                expected=expected,
+                major=major,
                 evidence=(
                     f"torch {torch}, CUDA {cuda}",
                     f"NCCL {nccl} (from {facts.get('nccl_from', 'torch')})",
@@ -161,15 +116,12 @@ def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
     for name in packages:
         if name.startswith("nvidia-nccl-cu") and name != f"nvidia-nccl-cu{major}":
             out.append(
-                Finding(
-                    check="nccl-cuda-major",
-                    severity="error",
-                    title=f"{name} {packages[name]} is installed for another CUDA major than "
-                    f"torch's CUDA {cuda}",
-                    action=f"`pip uninstall {name}` and keep nvidia-nccl-cu{major}, the one "
-                    "torch's wheel requires.",
-                    root_cause="R01",
-                    fix_pattern="F1",
+                k.finding(
+                    "nccl-cuda-major",
+                    package=name,
+                    version=packages[name],
+                    cuda=cuda,
+                    major=major,
                     evidence=(f"torch {torch} (CUDA {cuda})", f"{name}=={packages[name]}"),
                 )
             )
@@ -203,15 +155,12 @@ def check_driver(facts: Facts, k: Knowledge) -> list[Finding]:
     if need is None or version_tuple(driver) >= version_tuple(need.driver):
         return []
     return [
-        Finding(
-            check="driver-too-old",
-            severity="error",
-            title=f"driver {driver} is too old for CUDA {cuda} (CUDA {major}.x needs "
-            f">= {need.driver})",
-            action=f"Upgrade the NVIDIA driver to {need.driver} or newer, or install the torch "
-            "build for the CUDA your driver supports (`nvidia-smi` shows it).",
-            root_cause="R01",
-            fix_pattern="F1",
+        k.finding(
+            "driver-too-old",
+            driver=driver,
+            cuda=cuda,
+            major=major,
+            need=need.driver,
             evidence=(f"torch {versions.get('torch')} built with CUDA {cuda}", f"driver {driver}"),
             source=need.source,
         )
@@ -277,14 +226,12 @@ def check_requirements(facts: Facts, k: Knowledge) -> list[Finding]:
         pkg, req, have = broken["package"], broken["requires"], broken["installed"]
         core = pkg == "torch" or req.startswith(("torch", "nvidia-nccl"))
         out.append(
-            Finding(
-                check="requirements",
-                severity="error" if core else "warning",
-                title=f"{pkg} requires {req}, but {have} is installed",
-                action=f"`pip install '{req}'`, or install the {pkg} release made for the "
-                f"installed version.",
-                root_cause="R01",
-                fix_pattern="F1",
+            k.finding(
+                "requirements",
+                severity="error" if core else None,
+                package=pkg,
+                requires=req,
+                installed=have,
                 evidence=(f"{pkg} {facts.get('packages', {}).get(pkg, '?')} requires {req}",),
             )
         )
@@ -308,13 +255,9 @@ def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
     dupes = sorted({v for v in visible if visible.count(v) > 1})
     if dupes:
         out.append(
-            Finding(
-                check="cuda-visible-devices",
-                severity="error",
-                title=f"CUDA_VISIBLE_DEVICES lists GPU {', '.join(dupes)} more than once",
-                action="List each GPU once, e.g. `CUDA_VISIBLE_DEVICES=0,1,2,3`.",
-                root_cause="R10",
-                fix_pattern="F3",
+            k.finding(
+                "cuda-visible-duplicate",
+                gpus=", ".join(dupes),
                 evidence=(f"CUDA_VISIBLE_DEVICES={visible_env}",),
             )
         )
@@ -323,14 +266,10 @@ def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
         missing = [v for v in visible if v not in known and not any(u.startswith(v) for u in known)]
         if missing:
             out.append(
-                Finding(
-                    check="cuda-visible-devices",
-                    severity="error",
-                    title=f"CUDA_VISIBLE_DEVICES names GPU {', '.join(missing)}, which this node "
-                    f"does not have ({len(gpus)} GPU(s))",
-                    action="Use indexes or UUIDs that `nvidia-smi -L` lists.",
-                    root_cause="R10",
-                    fix_pattern="F3",
+                k.finding(
+                    "cuda-visible-missing",
+                    gpus=", ".join(missing),
+                    count=len(gpus),
                     evidence=(f"CUDA_VISIBLE_DEVICES={visible_env}",),
                 )
             )
@@ -339,17 +278,13 @@ def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
     distinct = len(dict.fromkeys(visible))
     if local_ws is not None and local_ws > distinct:
         where = f"CUDA_VISIBLE_DEVICES={visible_env}" if visible_env is not None else "GPUs"
-        listed = f" (listed {len(visible)} times)" if len(visible) > distinct else ""
+        twice = len(visible) > distinct
         out.append(
-            Finding(
-                check="gpus-per-node",
-                severity="error",
-                title=f"{local_ws} ranks per node but only {distinct} visible GPU(s){listed}: "
-                "ranks will share a GPU or fail to find one",
-                action=f"Launch with `--nproc-per-node {distinct}`, or make {local_ws} GPUs "
-                "visible.",
-                root_cause="R10",
-                fix_pattern="F3",
+            k.finding(
+                "gpus-per-node-listed-twice" if twice else "gpus-per-node",
+                per_node=local_ws,
+                distinct=distinct,
+                listed=len(visible),
                 evidence=(f"LOCAL_WORLD_SIZE={local_ws}", f"{where}: {distinct} distinct"),
             )
         )
@@ -357,15 +292,11 @@ def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
         total, free = g.get("memory_total_mib"), g.get("memory_free_mib")
         if total and free is not None and free < 0.1 * total:
             out.append(
-                Finding(
-                    check="gpu-memory-free",
-                    severity="warning",
-                    title=f"GPU {g['index']} has only {free} MiB of {total} MiB free before the "
-                    "job starts",
-                    action="Find what holds it (`nvidia-smi`), e.g. a process of an earlier run, "
-                    "and stop it.",
-                    root_cause="R16",
-                    fix_pattern="F5",
+                k.finding(
+                    "gpu-memory-free",
+                    gpu=g["index"],
+                    free=free,
+                    total=total,
                     evidence=(f"GPU {g['index']} {g['name']}: {free}/{total} MiB free",),
                 )
             )
@@ -376,33 +307,15 @@ def check_shm(facts: Facts, k: Knowledge) -> list[Finding]:
     if "shm_size" not in facts:
         return []
     size = facts["shm_size"]
-    action = (
-        "Give the container more shared memory: `docker run --shm-size=16g` or `--ipc=host`; "
-        "in Kubernetes mount an emptyDir with `medium: Memory` at /dev/shm."
-    )
     if size is None:
-        return [
-            Finding(
-                check="shm-size",
-                severity="error",
-                title="/dev/shm is not mounted: NCCL's shared-memory transport and DataLoader "
-                "workers need it",
-                action=action,
-                root_cause="R05",
-                fix_pattern="F5",
-            )
-        ]
+        return [k.finding("shm-missing")]
     if size >= GIB:
         return []
     return [
-        Finding(
-            check="shm-size",
-            severity="error" if size < 256 * MIB else "warning",
-            title=f"/dev/shm is only {_mib(size)} (Docker's default is 64 MiB): NCCL and "
-            "DataLoader workers fail with SIGBUS or `No space left on device`",
-            action=action,
-            root_cause="R05",
-            fix_pattern="F5",
+        k.finding(
+            "shm-small",
+            severity="error" if size < 256 * MIB else None,
+            size=_mib(size),
             evidence=(f"/dev/shm size {_mib(size)}, free {_mib(facts.get('shm_free') or 0)}",),
         )
     ]
@@ -414,29 +327,13 @@ def check_memlock(facts: Facts, k: Knowledge) -> list[Finding]:
         return []
     if facts.get("infiniband"):
         return [
-            Finding(
-                check="memlock",
-                severity="error",
-                title=f"`ulimit -l` (locked memory) is {_mib(limit)} on a node with InfiniBand: "
-                "NCCL cannot register its buffers (ibv_reg_mr fails)",
-                action="Raise it: `ulimit -l unlimited` in the job script, `--ulimit memlock=-1` "
-                "for Docker, or `* - memlock unlimited` in /etc/security/limits.conf.",
-                root_cause="R05",
-                fix_pattern="F5",
+            k.finding(
+                "memlock-infiniband",
+                limit=_mib(limit),
                 evidence=(f"RLIMIT_MEMLOCK {limit} bytes", "/sys/class/infiniband has devices"),
             )
         ]
-    return [
-        Finding(
-            check="memlock",
-            severity="info",
-            title=f"`ulimit -l` is {_mib(limit)}; fine without InfiniBand (none found), too low "
-            "with it",
-            action="If jobs move to InfiniBand nodes, set `ulimit -l unlimited` there.",
-            root_cause="R05",
-            fix_pattern="F5",
-        )
-    ]
+    return [k.finding("memlock-low", limit=_mib(limit))]
 
 
 def check_host_memory(facts: Facts, k: Knowledge) -> list[Finding]:
@@ -444,15 +341,10 @@ def check_host_memory(facts: Facts, k: Knowledge) -> list[Finding]:
     if not total or avail is None or avail >= 0.1 * total:
         return []
     return [
-        Finding(
-            check="host-memory",
-            severity="warning",
-            title=f"only {_mib(avail)} of {_mib(total)} host memory is available before the "
-            "job starts",
-            action="Stop what holds it (leftover processes of an earlier run?) or lower "
-            "DataLoader workers / pinned-memory use.",
-            root_cause="R17",
-            fix_pattern="F5",
+        k.finding(
+            "host-memory",
+            available=_mib(avail),
+            total=_mib(total),
             evidence=(f"MemAvailable {_mib(avail)}, MemTotal {_mib(total)}",),
         )
     ]
@@ -460,17 +352,11 @@ def check_host_memory(facts: Facts, k: Knowledge) -> list[Finding]:
 
 # --------------------------------------------------------------------------- environment
 
-_CHECKED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_", "TORCH_DISTRIBUTED_")
-
-
-def _fix_for(name: str) -> str:
-    return "F4" if name.startswith("NCCL_") else "F3"
-
 
 def check_env_vars(facts: Facts, k: Knowledge) -> list[Finding]:
     env = facts.get("env", {})
     out: list[Finding] = []
-    names = sorted(n for n in env if n.startswith(_CHECKED_PREFIXES))
+    names = sorted(n for n in env if n.startswith(k.checked_prefixes))
     known = sorted(k.known_vars | set(k.checked))
     for name in names:
         value = env[name]
@@ -478,28 +364,25 @@ def check_env_vars(facts: Facts, k: Knowledge) -> list[Finding]:
             use, source = k.deprecated[name]
             if use and use in env and env[use] != value:
                 out.append(
-                    Finding(
-                        check="env-contradiction",
-                        severity="error",
-                        title=f"{name}={value} and {use}={env[use]} disagree ({name} is the old "
-                        "name of the same setting)",
-                        action=f"Keep only {use}.",
-                        root_cause="R13",
-                        fix_pattern=_fix_for(name),
+                    k.finding(
+                        "env-contradiction",
+                        var=name,
+                        name=name,
+                        value=value,
+                        use=use,
+                        use_value=env[use],
                         evidence=(f"{name}={value}", f"{use}={env[use]}"),
                         source=source if source.startswith("http") else None,
                     )
                 )
                 continue
             out.append(
-                Finding(
-                    check="env-deprecated",
-                    severity="warning",
-                    title=f"{name} is an old name"
-                    + (f"; use {use}" if use else " that has no effect any more"),
-                    action=(f"Rename it to {use}={value}." if use else f"Remove {name}."),
-                    root_cause="R13",
-                    fix_pattern=_fix_for(name),
+                k.finding(
+                    "env-renamed" if use else "env-dropped",
+                    var=name,
+                    name=name,
+                    use=use,
+                    value=value,
                     evidence=(f"{name}={value}", source),
                 )
             )
@@ -508,25 +391,20 @@ def check_env_vars(facts: Facts, k: Knowledge) -> list[Finding]:
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
             if close:
                 out.append(
-                    Finding(
-                        check="env-misspelled",
-                        severity="warning",
-                        title=f"{name} is not a variable NCCL or torch reads; did you mean "
-                        f"{close[0]}?",
-                        action=f"Rename it to {close[0]}={value} (unknown names are ignored "
-                        "without a word).",
-                        root_cause="R13",
-                        fix_pattern=_fix_for(name),
+                    k.finding(
+                        "env-misspelled",
+                        var=name,
+                        name=name,
+                        close=close[0],
+                        value=value,
                         evidence=(f"{name}={value}",),
                     )
                 )
             else:
                 out.append(
-                    Finding(
-                        check="env-unknown",
-                        severity="info",
-                        title=f"{name} is not a variable NCCL 2.30 or torch 2.14 reads",
-                        action=f"Remove {name} unless your NCCL plugin or build reads it.",
+                    k.finding(
+                        "env-unknown",
+                        name=name,
                         evidence=(f"{name}={value}",),
                     )
                 )
@@ -536,13 +414,13 @@ def check_env_vars(facts: Facts, k: Knowledge) -> list[Finding]:
             problem = value_problem(spec, value)
             if problem:
                 out.append(
-                    Finding(
-                        check="env-value",
-                        severity="warning",
-                        title=f"{name}={value}: {problem}",
-                        action=f"Set {name} to an accepted value ({_accepted(spec)}).",
-                        root_cause="R13",
-                        fix_pattern=_fix_for(name),
+                    k.finding(
+                        "env-value",
+                        var=name,
+                        name=name,
+                        value=value,
+                        problem=problem,
+                        accepted=_accepted(spec),
                         evidence=(f"{name}={value}",),
                         source=k.sources.get("nccl" if name.startswith("NCCL_") else "torch"),
                     )
@@ -553,13 +431,12 @@ def check_env_vars(facts: Facts, k: Knowledge) -> list[Finding]:
         )
         if holds:
             out.append(
-                Finding(
-                    check=f"env-contradiction:{rule.id}",
-                    severity="warning",
+                k.finding(
+                    "env-rule",
+                    var=next(iter(rule.when)),
+                    rule=rule.id,
                     title=rule.title,
                     action=rule.action,
-                    root_cause="R13",
-                    fix_pattern=_fix_for(next(iter(rule.when))),
                     evidence=tuple(f"{n}={env[n]}" for n in rule.when),
                     source=rule.source if rule.source.startswith("http") else None,
                 )
@@ -636,14 +513,13 @@ def check_interfaces(facts: Facts, k: Knowledge) -> list[Finding]:
         problem = interface_problem(spec, env[name], present)
         if problem:
             out.append(
-                Finding(
-                    check="socket-ifname",
-                    severity="error",
-                    title=f"{name}={env[name]} {problem} on {facts.get('hostname', 'this host')}",
-                    action=f"Set {name} to an interface this host has ({', '.join(present)}), "
-                    "the one on the network the other nodes reach (`ip -br addr`).",
-                    root_cause="R07",
-                    fix_pattern="F4",
+                k.finding(
+                    "socket-ifname",
+                    name=name,
+                    value=env[name],
+                    problem=problem,
+                    host=facts.get("hostname", "this host"),
+                    interfaces=", ".join(present),
                     evidence=(f"{name}={env[name]}", f"interfaces: {', '.join(present)}"),
                     source=k.sources.get("nccl"),
                 )
@@ -656,44 +532,30 @@ def check_master(facts: Facts, k: Knowledge) -> list[Finding]:
     addr = facts.get("master_addr")
     if addr and addr.get("error"):
         out.append(
-            Finding(
-                check="master-addr",
-                severity="error",
-                title=f"MASTER_ADDR={addr['addr']} does not resolve on "
-                f"{facts.get('hostname', 'this host')} ({addr['error']})",
-                action="Use an address or a name every node resolves (rank 0's host; "
-                "`hostname -I` there), or fix /etc/hosts / DNS.",
-                root_cause="R07",
-                fix_pattern="F4",
+            k.finding(
+                "master-addr",
+                addr=addr["addr"],
+                host=facts.get("hostname", "this host"),
+                error=addr["error"],
                 evidence=(f"MASTER_ADDR={addr['addr']}: {addr['error']}",),
             )
         )
     port = facts.get("master_port")
     if port and port.get("state") == "invalid":
         out.append(
-            Finding(
-                check="master-port",
-                severity="error",
-                title=f"MASTER_PORT={port['port']} is not a port number",
-                action="Set MASTER_PORT to a free port between 1024 and 65535.",
-                root_cause="R06",
-                fix_pattern="F4",
+            k.finding(
+                "master-port-invalid",
+                port=port["port"],
                 evidence=(f"MASTER_PORT={port['port']}",),
             )
         )
     elif port and port.get("state") == "in_use":
         holder = port.get("holder")
         out.append(
-            Finding(
-                check="master-port",
-                severity="error",
-                title=f"MASTER_PORT {port['port']} is already in use"
-                + (f" by {holder}" if holder else "")
-                + ": the rendezvous store cannot listen (EADDRINUSE)",
-                action="Pick a free port (`--master-port` / MASTER_PORT), or stop the leftover "
-                "process of an earlier run" + (f" ({holder})" if holder else "") + ".",
-                root_cause="R06",
-                fix_pattern="F4",
+            k.finding(
+                "master-port-in-use-by" if holder else "master-port-in-use",
+                port=port["port"],
+                holder=holder,
                 evidence=(
                     f"bind({port.get('addr') or '*'}:{port['port']}) failed: address in use",
                 ),

@@ -1,6 +1,7 @@
-"""The doctor's knowledge, as data: `rules/doctor/compat.yaml` and `rules/doctor/env_vars.yaml`.
+"""The doctor's knowledge, as data: `rules/doctor/compat.yaml`, `rules/doctor/env_vars.yaml` and
+`rules/doctor/findings.yaml` (what it says of each problem: `triage.doctor.advice`).
 
-`load()` validates both files and raises `KnowledgeError` listing *every* problem (file, item,
+`load()` validates the files and raises `KnowledgeError` listing *every* problem (file, item,
 field), the way pySigma's validators do, so one run shows all that is wrong. The files live in
 a sub-folder of rules/ so the diagnosis rule loader, which reads rules/*.yaml, leaves them alone.
 """
@@ -18,8 +19,11 @@ import regex
 import yaml
 
 from triage import taxonomy
+from triage.doctor import advice
+from triage.doctor.advice import FindingSpec
+from triage.doctor.report import Finding
 
-KNOWLEDGE_ENV = "TRIAGE_DOCTOR_DIR"  # another folder with compat.yaml and env_vars.yaml
+KNOWLEDGE_ENV = "TRIAGE_DOCTOR_DIR"  # another folder with the doctor's three files
 COMPAT_FILE = "compat.yaml"
 ENV_FILE = "env_vars.yaml"
 
@@ -156,6 +160,19 @@ class Knowledge:
     must_match: frozenset[str]
     per_rank: frozenset[str]
     sources: Mapping[str, str]
+    findings: Mapping[str, FindingSpec]  # finding id -> its wording and taxonomy ids
+    # the variable prefixes whose names are checked (NCCL_, TORCH_NCCL_, ...)
+    checked_prefixes: tuple[str, ...] = ()
+    # variables the launcher sets: a difference is a launch problem (R06), not a setting's
+    launch_vars: frozenset[str] = frozenset()
+    launch_prefixes: tuple[str, ...] = ()
+    # versions whose difference across ranks is a warning, not an error
+    mild_version_skew: frozenset[str] = frozenset()
+
+    def finding(self, fid: str, **facts: Any) -> Finding:
+        """Finding `fid` of `rules/doctor/findings.yaml`, filled with the check's facts (see
+        `FindingSpec.make` for severity, var, evidence, ranks, hosts and source)."""
+        return self.findings[fid].make(**facts)
 
     def release(self, torch_version: str) -> TorchRelease | None:
         v = version_tuple(torch_version)[:2]
@@ -188,14 +205,17 @@ def _load_cached(folder: str) -> Knowledge:
     problems: list[str] = []
     compat = _read(Path(folder) / COMPAT_FILE, problems)
     env = _read(Path(folder) / ENV_FILE, problems)
+    said = _read(Path(folder) / advice.FINDINGS_FILE, problems)
+    if said is not None:
+        problems += advice.validate(said, advice.FINDINGS_FILE)
     if compat is not None:
         problems += validate_compat(compat, COMPAT_FILE)
     if env is not None:
         problems += validate_env(env, ENV_FILE)
     if problems:
         raise KnowledgeError(problems)
-    assert compat is not None and env is not None
-    return _build(compat, env)
+    assert compat is not None and env is not None and said is not None
+    return _build(compat, env, advice.build(said))
 
 
 def _read(path: Path, problems: list[str]) -> dict[str, Any] | None:
@@ -222,8 +242,11 @@ def validate_compat(doc: Mapping[str, Any], name: str = COMPAT_FILE) -> list[str
     problems: list[str] = []
     tax = taxonomy.load()
     for key in doc:
-        if key not in ("torch_releases", "driver_minimum", "known_bad"):
+        if key not in ("torch_releases", "driver_minimum", "known_bad", "mild_version_skew"):
             problems.append(f"{name}: unknown section {key!r}")
+    mild = doc.get("mild_version_skew")
+    if not (isinstance(mild, list) and all(isinstance(v, str) for v in mild)):
+        problems.append(f"{name}: mild_version_skew must list version keys (driver, python)")
     seen: set[str] = set()
     for i, row in enumerate(_list(doc, "torch_releases", name, problems)):
         where = f"{name}: torch_releases[{i}]"
@@ -345,6 +368,9 @@ def validate_env(doc: Mapping[str, Any], name: str = ENV_FILE) -> list[str]:
         "contradictions",
         "must_match",
         "per_rank",
+        "checked_prefixes",
+        "launch_vars",
+        "launch_prefixes",
     }
     for key in doc:
         if key not in allowed:
@@ -424,6 +450,17 @@ def validate_env(doc: Mapping[str, Any], name: str = ENV_FILE) -> list[str]:
         values = doc.get(key)
         if not (isinstance(values, list) and all(_VAR_NAME.match(str(v)) for v in values)):
             problems.append(f"{name}: {key} must list variable names")
+    prefixes = doc.get("checked_prefixes")
+    if not (
+        isinstance(prefixes, list)
+        and prefixes
+        and all(isinstance(p, str) and regex.match(r"^[A-Z][A-Z0-9_]*_$", p) for p in prefixes)
+    ):
+        problems.append(f"{name}: checked_prefixes must list variable-name prefixes (NCCL_)")
+    for key in ("launch_vars", "launch_prefixes"):
+        values = doc.get(key)
+        if not (isinstance(values, list) and values and all(isinstance(v, str) for v in values)):
+            problems.append(f"{name}: {key} must list variable names")
     both = set(doc.get("must_match") or ()) & set(doc.get("per_rank") or ())
     if both:
         problems.append(f"{name}: in both must_match and per_rank: {', '.join(sorted(both))}")
@@ -446,7 +483,9 @@ def _unknown_keys(
             problems.append(f"{where}: unknown field {key!r}")
 
 
-def _build(compat: Mapping[str, Any], env: Mapping[str, Any]) -> Knowledge:
+def _build(
+    compat: Mapping[str, Any], env: Mapping[str, Any], findings: Mapping[str, FindingSpec]
+) -> Knowledge:
     checked = {
         var: EnvSpec(
             name=var,
@@ -497,4 +536,9 @@ def _build(compat: Mapping[str, Any], env: Mapping[str, Any]) -> Knowledge:
         must_match=frozenset(env["must_match"]),
         per_rank=frozenset(env["per_rank"]),
         sources=dict(env.get("sources") or {}),
+        findings=findings,
+        checked_prefixes=tuple(env["checked_prefixes"]),
+        launch_vars=frozenset(env["launch_vars"]),
+        launch_prefixes=tuple(env["launch_prefixes"]),
+        mild_version_skew=frozenset(compat["mild_version_skew"]),
     )

@@ -104,43 +104,37 @@ def compare(
     missing = [r for r in range(world_size) if r not in facts]
     if missing:
         out.append(
-            Finding(
-                check="rank-missing",
-                severity="error",
-                title=f"rank {format_ranks(missing)} did not answer within {timeout:g} s "
-                f"({len(facts)} of {world_size} did)",
-                action="Look at those ranks' own output: did their processes start, and can "
-                "their hosts reach MASTER_ADDR:MASTER_PORT?",
-                root_cause="R06",
-                fix_pattern="F4",
+            k.finding(
+                "rank-missing",
+                missing=format_ranks(missing),
+                timeout=timeout,
+                answered=len(facts),
+                world_size=world_size,
                 evidence=(f"answered: rank {format_ranks(sorted(facts))}",),
                 ranks=tuple(missing),
             )
         )
     if not facts:
         return out
-    out += _world_size(facts, world_size)
-    out += _versions(facts)
+    out += _world_size(facts, world_size, k)
+    out += _versions(facts, k)
     out += _env(facts, k)
-    out += _hosts(facts)
-    out += _devices(facts)
+    out += _hosts(facts, k)
+    out += _devices(facts, k)
     return out
 
 
-def _world_size(facts: Mapping[int, Mapping[str, Any]], world_size: int) -> list[Finding]:
+def _world_size(
+    facts: Mapping[int, Mapping[str, Any]], world_size: int, k: Knowledge
+) -> list[Finding]:
     out: list[Finding] = []
     said = {r: str(f.get("world_size")) for r, f in facts.items()}
     groups = _groups(said)
     if len(groups) > 1:
         parts = "; ".join(f"{_who(rs, facts)}: WORLD_SIZE={v}" for v, rs in groups)
         out.append(
-            Finding(
-                check="world-size",
-                severity="error",
-                title="ranks disagree on WORLD_SIZE",
-                action="Start every node with the same --nnodes and --nproc-per-node.",
-                root_cause="R06",
-                fix_pattern="F3",
+            k.finding(
+                "world-size-disagrees",
                 evidence=(parts,),
                 ranks=tuple(r for _, rs in groups[1:] for r in rs),
             )
@@ -155,15 +149,11 @@ def _world_size(facts: Mapping[int, Mapping[str, Any]], world_size: int) -> list
             (n,) = declared
             if n != len(ranks):
                 out.append(
-                    Finding(
-                        check="world-size",
-                        severity="error",
-                        title=f"{_who(ranks, facts)} runs {len(ranks)} rank(s) but "
-                        f"LOCAL_WORLD_SIZE={n}",
-                        action="Check --nproc-per-node on that node against the processes it "
-                        "started.",
-                        root_cause="R06",
-                        fix_pattern="F3",
+                    k.finding(
+                        "local-world-size",
+                        who=_who(ranks, facts),
+                        count=len(ranks),
+                        declared=n,
                         evidence=(f"ranks on that machine: {format_ranks(sorted(ranks))}",),
                         ranks=tuple(sorted(ranks)),
                     )
@@ -171,12 +161,7 @@ def _world_size(facts: Mapping[int, Mapping[str, Any]], world_size: int) -> list
     return out
 
 
-# a different driver or Python patch release per node rarely breaks a job; nvcc matters only
-# to extensions built at first use
-_VERSION_SEVERITY = {"driver": "warning", "python": "warning", "nvcc": "warning"}
-
-
-def _versions(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
+def _versions(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
     out: list[Finding] = []
     keys = sorted({key for f in facts.values() for key in f.get("versions", {})})
     for key in keys:
@@ -188,24 +173,25 @@ def _versions(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
         odd = [r for _, rs in rest for r in rs]
         parts = [f"{_who(rs, facts)}: {key} {_shown(v)}" for v, rs in groups]
         if want is None:
-            action = f"Install {key} on every node, or remove it from {_who(odd, facts)}."
+            fid = "version-missing"
         elif key in ("cuda", "torch"):
-            action = f"Install torch {facts[majority[0]]['versions'].get('torch')} everywhere."
+            fid = "version-torch"
         elif key == "driver":
-            action = f"Install NVIDIA driver {want} on every node."
+            fid = "version-driver"
         else:
-            action = f"`pip install {key}=={want}` on {_who(odd, facts)}."
+            fid = "version-package"
         out.append(
-            Finding(
-                check="version-skew",
-                severity=_VERSION_SEVERITY.get(key, "error"),
-                title=f"{key} differs across ranks: {_who(odd, facts)} "
-                f"{'has' if len(rest) == 1 else 'have'} "
-                + ", ".join(_shown(v) for v, _ in rest)
-                + f", the other {len(majority)} rank(s) {_shown(want)}",
-                action=action,
-                root_cause="R01",
-                fix_pattern="F1",
+            k.finding(
+                fid,
+                severity="warning" if key in k.mild_version_skew else None,
+                key=key,
+                who=_who(odd, facts),
+                has="has" if len(rest) == 1 else "have",
+                theirs=", ".join(_shown(v) for v, _ in rest),
+                n=len(majority),
+                majority=_shown(want),
+                want=want,
+                torch=facts[majority[0]]["versions"].get("torch"),
                 evidence=tuple(parts),
                 ranks=tuple(sorted(odd)),
             )
@@ -223,24 +209,19 @@ def _env(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
             continue
         (want, majority), rest = groups[0], groups[1:]
         odd = [r for _, rs in rest for r in rs]
-        launch = name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE") or name.startswith(
-            "TORCHELASTIC_"
-        )
+        launch = name in k.launch_vars or name.startswith(k.launch_prefixes)
 
+        fid = ("launch-env-skew" if launch else "env-skew") + ("" if want is not None else "-unset")
         out.append(
-            Finding(
-                check="env-skew",
-                severity="error" if name in k.must_match else "warning",
-                title=f"{name} differs across ranks: {_who(odd, facts)} "
-                + ", ".join(_said(name, v) for v, _ in rest)
-                + f"; the other {len(majority)} rank(s) {_said(name, want)}",
-                action=(
-                    f"Set {_said(name, want)} on every rank (in the job script, not per node)."
-                    if want is not None
-                    else f"Unset {name} on {_who(odd, facts)}, or set it on every rank."
-                ),
-                root_cause="R06" if launch else "R13",
-                fix_pattern="F3" if launch else ("F4" if name.startswith("NCCL_") else "F3"),
+            k.finding(
+                fid,
+                severity="error" if name in k.must_match else None,
+                var=name,
+                name=name,
+                who=_who(odd, facts),
+                theirs=", ".join(_said(name, v) for v, _ in rest),
+                n=len(majority),
+                want=_said(name, want),
                 evidence=tuple(f"{_who(rs, facts)}: {_said(name, v)}" for v, rs in groups),
                 ranks=tuple(sorted(odd)),
             )
@@ -252,7 +233,7 @@ def _said(name: str, value: str | None) -> str:
     return f"{name}={value}" if value is not None else f"{name} not set"
 
 
-def _hosts(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
+def _hosts(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
     out: list[Finding] = []
     machines: dict[str, set[str]] = defaultdict(set)
     for f in facts.values():
@@ -261,14 +242,10 @@ def _hosts(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
         if len(ids) > 1:
             ranks = [r for r, f in facts.items() if f.get("hostname") == host]
             out.append(
-                Finding(
-                    check="hostname-clash",
-                    severity="error",
-                    title=f"{len(ids)} different machines are all named {host}",
-                    action="Give every node its own hostname: NCCL and torch group ranks by "
-                    "hostname (shared memory, NVLink), and wrong groups hang or crash.",
-                    root_cause="R06",
-                    fix_pattern="F4",
+                k.finding(
+                    "hostname-clash",
+                    machines=len(ids),
+                    host=host,
                     evidence=(f"ranks on machines called {host}: {format_ranks(sorted(ranks))}",),
                     ranks=tuple(sorted(ranks)),
                     hosts=(host,),
@@ -277,7 +254,7 @@ def _hosts(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
     return out
 
 
-def _devices(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
+def _devices(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
     out: list[Finding] = []
     used: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r, f in facts.items():
@@ -293,14 +270,10 @@ def _devices(facts: Mapping[int, Mapping[str, Any]]) -> list[Finding]:
             for r in sorted(ranks)
         )
         out.append(
-            Finding(
-                check="duplicate-gpu",
-                severity="error",
-                title=f"{_who(ranks, facts)} would share GPU {device}",
-                action="Give each rank its own GPU: `torch.cuda.set_device(LOCAL_RANK)` with "
-                "one CUDA_VISIBLE_DEVICES for the whole node, or one distinct device per rank.",
-                root_cause="R10",
-                fix_pattern="F3",
+            k.finding(
+                "duplicate-gpu",
+                who=_who(ranks, facts),
+                device=device,
                 evidence=(visible, f"device found by {', '.join(how)}"),
                 ranks=tuple(sorted(ranks)),
             )

@@ -35,16 +35,23 @@ from triage.knowledge import (
     actions,
     advice,
     cascade,
+    culprit,
     documents,
+    exits,
+    frames,
     frameworks,
     masks,
     outcome,
     playbook,
     routine,
     templates,
+    topology,
 )
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
+from triage.knowledge.culprit import CulpritTable
+from triage.knowledge.exits import ExitCodes
+from triage.knowledge.frames import LibraryFrames
 from triage.knowledge.frameworks import Frameworks
 from triage.knowledge.locate import (
     MODELS_ENV,
@@ -61,6 +68,7 @@ from triage.knowledge.problems import KnowledgeError, Problem, Problems
 from triage.knowledge.routine import Routine
 from triage.knowledge.rules import Rule, RuleError, build_rules
 from triage.knowledge.templates import Templates
+from triage.knowledge.topology import Topology
 
 __all__ = [
     "MODELS_ENV",
@@ -101,6 +109,10 @@ KINDS: dict[str, Kind] = {
     frameworks.KIND: Kind(frameworks.build, frameworks.merge, team=False),
     routine.KIND: Kind(routine.build, routine.merge, team=False),
     outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
+    culprit.KIND: Kind(culprit.build, culprit.merge, team=False),
+    exits.KIND: Kind(exits.build, exits.merge, team=False),
+    frames.KIND: Kind(frames.build, frames.merge, team=False),
+    topology.KIND: Kind(topology.build, topology.merge, team=False),
 }
 
 
@@ -118,6 +130,10 @@ class Knowledge:
     frameworks: Frameworks
     routine: Routine  # what healthy jobs print
     ends: Ends  # how jobs end
+    culprit: CulpritTable  # the culprit vote's signals and weights
+    exits: ExitCodes  # what exit statuses mean
+    frames: LibraryFrames  # which stack frames are library code
+    topology: Topology  # a launcher's argv and a rendezvous's wait for nodes
 
 
 def shipped() -> Knowledge:
@@ -249,6 +265,10 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         frameworks=merged[frameworks.KIND],
         routine=merged[routine.KIND],
         ends=merged[outcome.KIND],
+        culprit=merged[culprit.KIND],
+        exits=merged[exits.KIND],
+        frames=merged[frames.KIND],
+        topology=merged[topology.KIND],
     )
 
 

@@ -9,6 +9,14 @@
 
 The classifier (the abstention summary) and the reports read the same entries; each builds a
 `Situation` from what it has. A team's advice comes after the shipped advice.
+
+`thread_asks` are what the bot asks of an issue thread whose diagnosis is uncertain: one per
+kind of evidence the thread lacks (`lacks`: one of `THREAD_EVIDENCE`, as the bot's
+`seen_evidence` reads a thread), `hang_only` ones only when the job hung or nothing says what
+happened; `ask_rank` is used instead of `ask` when the rank the others waited for is known.
+
+    thread_asks:
+      - {id: pyspy, lacks: pyspy, hang_only: true, ask: "...", ask_rank: "... rank {rank} ..."}
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ from triage.model import SourceKind
 KIND = "collect_next"
 _KINDS = frozenset(k.value for k in SourceKind)
 _CONDITIONS = {"missing", "present", "inputs", "ranks_at_most", "hang", "any_of"}
+# the kinds of evidence the bot looks for in an issue thread (triage.bot.extract.seen_evidence)
+THREAD_EVIDENCE = ("traceback", "nccl_debug", "pyspy", "flight_recorder", "env")
+_ASK_KEYS = {"id", "lacks", "hang_only", "ask", "ask_rank"}
 
 
 @dataclass(frozen=True)
@@ -48,8 +59,25 @@ class Advice:
 
 
 @dataclass(frozen=True)
+class ThreadAsk:
+    """What the bot asks a reporter to add to a thread that lacks one kind of evidence."""
+
+    id: str
+    lacks: str  # one of THREAD_EVIDENCE
+    ask: str  # Markdown
+    ask_rank: str | None = None  # with {rank}: the rank the others waited for
+    hang_only: bool = False
+
+    def text(self, rank: int | None) -> str:
+        if rank is not None and self.ask_rank:
+            return self.ask_rank.replace("{rank}", str(rank))
+        return self.ask
+
+
+@dataclass(frozen=True)
 class CollectNext:
     advice: tuple[Advice, ...] = ()
+    thread_asks: tuple[ThreadAsk, ...] = ()
 
     def asks(self, situation: Situation) -> list[str]:
         """The short forms, for the abstention summary."""
@@ -101,13 +129,16 @@ def _kinds(value: Any) -> list[str]:
 
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> CollectNext:
-    unknown = set(body) - {"kind", "advice"}
+    unknown = set(body) - {"kind", "advice", "thread_asks"}
     if unknown:
-        report("", f"unknown key(s) {sorted(unknown)}; allowed: advice")
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: advice, thread_asks")
+    asks = _thread_asks(body.get("thread_asks"), report)
     raw = body.get("advice")
+    if raw is None and asks:
+        return CollectNext((), asks)  # a team may add thread asks alone
     if not isinstance(raw, list) or not raw:
         report("advice", "needs a list of {situation, when, ask, how}")
-        return CollectNext()
+        return CollectNext((), asks)
     out = []
     for n, entry in enumerate(raw, 1):
         item = f"advice #{n}"
@@ -131,7 +162,42 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             report(item, "needs an `ask`, a `how` or both")
             continue
         out.append(Advice(str(entry.get("situation")), when, ask, how))
-    return CollectNext(tuple(out))
+    return CollectNext(tuple(out), asks)
+
+
+def _thread_asks(raw: Any, report: Callable[[str, str], None]) -> tuple[ThreadAsk, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        report("thread_asks", "must be a list of {id, lacks, ask}")
+        return ()
+    out = []
+    for n, entry in enumerate(raw, 1):
+        item = f"thread_asks #{n}"
+        if not isinstance(entry, dict):
+            report(item, "must be a mapping of id, lacks, ask")
+            continue
+        item = f"thread_asks {entry.get('id') or n!r}"
+        bad = set(entry) - _ASK_KEYS
+        if bad:
+            report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_ASK_KEYS)}")
+        if not isinstance(entry.get("id"), str) or not isinstance(entry.get("ask"), str):
+            report(item, "needs an `id` and `ask` text")
+            continue
+        if entry.get("lacks") not in THREAD_EVIDENCE:
+            report(item, f"`lacks`: {entry.get('lacks')!r} is not one of {list(THREAD_EVIDENCE)}")
+            continue
+        rank_text = entry.get("ask_rank")
+        if rank_text is not None and (not isinstance(rank_text, str) or "{rank}" not in rank_text):
+            report(item, "`ask_rank` must be a text naming {rank}")
+            rank_text = None
+        hang_only = entry.get("hang_only", False)
+        if not isinstance(hang_only, bool):
+            report(item, "`hang_only` must be true or false")
+        out.append(
+            ThreadAsk(entry["id"], entry["lacks"], entry["ask"], rank_text, hang_only is True)
+        )
+    return tuple(out)
 
 
 def _check_when(when: Mapping[str, Any], item: str, report: Callable[[str, str], None]) -> bool:
@@ -188,4 +254,7 @@ def _options(
 
 def merge(values: Sequence[CollectNext]) -> CollectNext:
     """The shipped advice, then each team's."""
-    return CollectNext(tuple(a for value in values for a in value.advice))
+    return CollectNext(
+        tuple(a for value in values for a in value.advice),
+        tuple(a for value in values for a in value.thread_asks),
+    )

@@ -3,6 +3,8 @@
     kind: outcome
     stop_exceptions: [KeyboardInterrupt, SignalException]   # raised because of a stop
     outside_signals: [SIGTERM, SIGINT, SIGHUP]              # sent to a job to stop it
+    stop_exit_codes: [-15, -2, 143, 130]                    # the exits such a stop leaves
+    fault_signals: [SIGKILL, SIGSEGV, SIGBUS]               # a job's own processes die of
     scheduler_reasons:                                      # Slurm's `DUE TO <reason>`, ...
       TIME LIMIT: {outcome: stopped, why: "the scheduler ended it at its time limit"}
       "": {outcome: stopped, why: "a user cancelled it (scancel)"}
@@ -31,6 +33,8 @@ _KEYS = {
     "scheduler_reasons",
     "stop_reasons",
     "hang_deaths",
+    "stop_exit_codes",
+    "fault_signals",
 }
 _OUTCOMES = {"stopped", "failed"}
 
@@ -52,6 +56,11 @@ class Ends:
     # lines of a process that died because it waited (the watchdog's abort, the launcher's
     # SIGTERM after it): in a job that hung, the hang's consequence
     hang_deaths: regex.Pattern[str] | None = None
+    # exit codes a stop on purpose leaves (a killed SIGTERM/SIGINT/SIGHUP, as a launcher or a
+    # shell reports it)
+    stop_exit_codes: frozenset[int] = frozenset()
+    # signals the job's own processes die of (a fault, never a stop)
+    fault_signals: frozenset[str] = frozenset()
 
     def stop_exception(self, exc_type: str | None) -> bool:
         """A Python exception raised because somebody stopped the job (Ctrl-C, a signal)."""
@@ -93,7 +102,20 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         outside_signals=frozenset(_names(body.get("outside_signals"), "outside_signals", report)),
         scheduler_reasons=reasons,
         stop_reasons={str(k): v for k, v in stops.items()},
+        stop_exit_codes=frozenset(_codes(body.get("stop_exit_codes"), report)),
+        fault_signals=frozenset(_names(body.get("fault_signals"), "fault_signals", report)),
     )
+
+
+def _codes(raw: Any, report: Callable[[str, str], None]) -> list[int]:
+    if (
+        not isinstance(raw, list)
+        or not raw
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
+    ):
+        report("stop_exit_codes", "needs a list of exit codes")
+        return []
+    return list(raw)
 
 
 def _names(raw: Any, item: str, report: Callable[[str, str], None]) -> list[str]:

@@ -1,0 +1,110 @@
+"""The kinds that moved out of the engines (exit codes, library frames) are checked like the
+others: a wrong entry or an example its patterns do not bear out is named with file and item."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import regex
+import yaml
+
+from triage import knowledge
+
+
+def _rules_with(tmp_path: Path, name: str, edit: dict) -> Path:
+    rules = tmp_path / "rules"
+    shutil.copytree(knowledge.rules_dir(), rules)
+    body = yaml.safe_load((rules / name).read_text(encoding="utf-8"))
+    body.update(edit)
+    (rules / name).write_text(yaml.safe_dump(body), encoding="utf-8")
+    return rules
+
+
+def _problems(rules: Path, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, str], str]:
+    monkeypatch.setenv(knowledge.RULES_ENV, str(rules))
+    with pytest.raises(knowledge.KnowledgeError) as err:
+        knowledge.load()
+    return {(Path(p.file).name, p.item): p.message for p in err.value.problems}
+
+
+def test_a_user_file_the_library_patterns_catch_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = knowledge.load().frames
+    examples = {"library": ["/opt/venv/lib/python3.12/site-packages/numpy/core.py"]}
+    examples["user"] = ["/workspace/train.py", "/usr/lib/python3.12/threading.py"]
+    found = _problems(_rules_with(tmp_path, "frames.yaml", {"examples": examples}), monkeypatch)
+    assert "threading.py" in found[("frames.yaml", "examples")]
+    assert shipped.is_library("/usr/lib/python3.12/threading.py")
+    assert not shipped.is_library("/workspace/train.py")
+
+
+def test_an_exit_code_without_a_meaning_or_with_an_unknown_role_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    codes = {-9: {"meaning": "SIGKILL", "role": "self-inflicted"}, 137: {"role": "x"}}
+    found = _problems(_rules_with(tmp_path, "exits.yaml", {"codes": codes}), monkeypatch)
+    assert "role 'self-inflicted'" in found[("exits.yaml", "code -9")]
+    assert "needs `meaning`" in found[("exits.yaml", "code 137")]
+
+
+def test_a_restart_pattern_that_misses_its_example_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    restarts = {
+        "pattern": "will restart worker group",
+        "examples": {"match": ["Worker group FAILED. 2/3 attempts left"], "no_match": ["x"]},
+    }
+    found = _problems(_rules_with(tmp_path, "exits.yaml", {"restarts": restarts}), monkeypatch)
+    assert "misses its example" in found[("exits.yaml", "restarts")]
+
+
+DOCTOR = Path(__file__).resolve().parent.parent / "triage" / "doctor"
+
+
+def test_every_finding_the_doctor_names_has_its_wording_in_the_data() -> None:
+    from triage.doctor import knowledge as doctor_knowledge
+
+    named = set()
+    for module in DOCTOR.glob("*.py"):
+        text = module.read_text(encoding="utf-8")
+        named |= set(regex.findall(r'k\.finding\(\s*"([a-z0-9-]+)"', text))
+        named |= set(regex.findall(r'fid = "([a-z0-9-]+)"', text))
+        for a, b in regex.findall(r'"([a-z0-9-]+)" if \w+ else "([a-z0-9-]+)"', text):
+            named |= {a, b}
+    shipped = set(doctor_knowledge.load().findings)
+    assert len(named) > 20 and named <= shipped, sorted(named - shipped)
+
+
+def test_a_doctor_finding_with_an_unknown_cause_or_a_taken_field_is_reported(
+    tmp_path: Path,
+) -> None:
+    from triage.doctor import knowledge as doctor_knowledge
+
+    for name in ("compat.yaml", "env_vars.yaml", "findings.yaml"):
+        shutil.copy(doctor_knowledge.knowledge_dir() / name, tmp_path / name)
+    said = yaml.safe_load((tmp_path / "findings.yaml").read_text(encoding="utf-8"))
+    said["findings"]["shm-missing"]["root_cause"] = "R99"
+    said["findings"]["memlock-low"]["title"] = "locked memory for {ranks}"
+    said["findings"]["env-value"]["fix_pattern"] = {"NCCL_": "F4"}
+    (tmp_path / "findings.yaml").write_text(yaml.safe_dump(said), encoding="utf-8")
+    with pytest.raises(doctor_knowledge.KnowledgeError) as err:
+        doctor_knowledge.load(tmp_path)
+    problems = "\n".join(err.value.problems)
+    assert "findings.shm-missing: root_cause 'R99' is not a taxonomy id" in problems
+    assert "findings.memlock-low: title names {ranks}" in problems
+    assert 'findings.env-value: fix_pattern by prefix needs a "" entry' in problems
+
+
+def test_an_argv_pattern_the_scan_gate_would_skip_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = {
+        "nnodes": r"--nnodes[= ](?P<n>\d+)",
+        "nproc_per_node": r"-np (?P<n>\d+)",  # no `--n`: the scan would never look at it
+        "node_rank": r"--node[-_]rank[= ](?P<n>\d+)",
+    }
+    found = _problems(_rules_with(tmp_path, "topology.yaml", {"argv": argv}), monkeypatch)
+    assert "`--n`" in found[("topology.yaml", "argv nproc_per_node")]
