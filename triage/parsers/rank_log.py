@@ -268,12 +268,29 @@ def _template_verdicts(templates: Templates) -> dict[str, bytes]:
         if hs is None:
             out[template.id] = pattern
             continue
-        try:
-            hs.Database(mode=hs.HS_MODE_BLOCK).compile(expressions=[pattern])
-        except Exception:  # noqa: BLE001 - a construct hyperscan lacks (`^` inside a group)
+        if not _hyperscan_compiles(hs, pattern):  # a construct it lacks (`^` inside a group)
             pattern = _exact(template.literals)  # its literals, in their own case
         out[template.id] = pattern
     return out
+
+
+def _hyperscan_compiles(hs: Any, pattern: bytes) -> bool:
+    """Whether hyperscan compiles `pattern`; the answer is kept on disk (`triage.diskcache`):
+    trying each template costs ~50 ms of every run's start."""
+    key = f"{hs.__version__}\0{pattern.decode('utf-8', 'surrogateescape')}"
+    known = diskcache.section(_HS_COMPILES).get(key)
+    if isinstance(known, bool):
+        return known
+    try:
+        hs.Database(mode=hs.HS_MODE_BLOCK).compile(expressions=[pattern])
+        ok = True
+    except Exception:  # noqa: BLE001 - hyperscan's own error type for what it cannot compile
+        ok = False
+    diskcache.put(_HS_COMPILES, key, ok)
+    return ok
+
+
+_HS_COMPILES = "hyperscan-compiles"
 
 
 def _exact(literals: Iterable[str] | None) -> bytes:
