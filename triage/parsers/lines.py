@@ -198,7 +198,7 @@ def clean(raw: bytes) -> list[str]:
 
 # How far past a block's end a plain file is looked at for the end of the block's last line;
 # a longer line is carried over to the next block as from any other stream.
-_PROBE = 4096
+_PROBE = 64 << 10
 
 
 def _plain_file(stream: IO[bytes]) -> int | None:
