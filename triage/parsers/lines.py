@@ -17,6 +17,7 @@ import io
 import os
 import re
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, NamedTuple
@@ -201,6 +202,39 @@ def clean(raw: bytes) -> list[str]:
 _PROBE = 64 << 10
 
 
+_MALLOC_TUNED = False
+
+
+def _keep_freed_blocks() -> None:
+    """Ask glibc's malloc to keep freed chunk-sized blocks for reuse (once per process).
+
+    By default a freed multi-MiB block goes back to the OS and the next one is mapped again,
+    zero-filled page by page: reading a big log in 4 MiB blocks then runs at ~0.7 GB/s
+    instead of ~3 GB/s. Raising the mmap and trim thresholds keeps a few blocks' worth of
+    freed memory in the heap. A no-op where the C library has no `mallopt` (macOS, musl
+    without it) or refuses.
+    """
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED:
+        return
+    _MALLOC_TUNED = True
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 4 * CHUNK_SIZE)
+    mallopt(_M_TRIM_THRESHOLD, 16 * CHUNK_SIZE)
+
+
+# glibc's <malloc.h> parameter numbers
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
 def _plain_file(stream: IO[bytes]) -> int | None:
     """The descriptor of `stream` when it is a buffered regular file read from its start
     (its reads can be looked ahead of with `pread`), else None."""
@@ -236,6 +270,8 @@ class ChunkReader:
         # `pread`, which leaves the position alone), so a block is handed out whole instead
         # of copied once more without its partial line (~10% of a big log's parse).
         self._fd = _plain_file(stream)
+        if self._fd is not None and self.chunk_size >= CHUNK_SIZE:
+            _keep_freed_blocks()
 
     def _read(self) -> bytes:
         try:
