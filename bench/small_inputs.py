@@ -46,6 +46,12 @@ def main() -> None:
     ap.add_argument("--limit-s", type=float, default=1.0)
     ap.add_argument("--limit-mib", type=int, default=200)
     ap.add_argument("--slowest", type=int, default=8)
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of an earlier triage (the folder holding its triage/, rules/, "
+        "models/): run in the same rounds, from its own source",
+    )
     args = ap.parse_args()
     print(f"cores: {os.cpu_count()}  load: {os.getloadavg()}  {time.strftime('%Y-%m-%d %H:%M')}")
     rows = []
@@ -53,7 +59,8 @@ def main() -> None:
     for name, path in inputs():
         triage = [sys.executable, "-m", "triage", str(path.resolve()), "--format", "json", "-q"]
         grep = ["grep", "-r", "-c", "-E", GREP_PATTERN, str(path.resolve())]
-        walls, trees, greps = [], [], []
+        walls, trees, greps, befores = [], [], [], []
+        env = {**os.environ, "PYTHONPATH": str(args.before.resolve())} if args.before else None
         for _ in range(max(args.repeat, 1)):
             wall, _cpu, _one, tree, proc = timed(triage)
             if proc.returncode not in (0, 3):  # 3: nothing found, still an answer
@@ -61,14 +68,27 @@ def main() -> None:
             walls.append(wall)
             trees.append(tree)
             greps.append(timed(grep)[0])
+            if env is not None:
+                befores.append(timed(triage, env)[:4:3])
             bare_runs.append(timed([sys.executable, "-c", "pass"])[0])
-        rows.append((statistics.median(walls), max(trees), statistics.median(greps), name, path))
+        before = (
+            (statistics.median(w for w, _ in befores), max(t for _, t in befores))
+            if befores
+            else None
+        )
+        rows.append(
+            (statistics.median(walls), max(trees), statistics.median(greps), name, path, before)
+        )
     bare = statistics.median(bare_runs)
     rows.sort(reverse=True)
-    print(f"{'input':58s} {'KB':>7s} {'triage s':>9s} {'tree MiB':>9s} {'grep s':>7s}")
-    for wall, tree, grep_s, name, path in rows[: args.slowest]:
+    print(
+        f"{'input':58s} {'KB':>7s} {'triage s':>9s} {'tree MiB':>9s} {'grep s':>7s}"
+        + ("  before s / MiB" if args.before else "")
+    )
+    for wall, tree, grep_s, name, path, before in rows[: args.slowest]:
         kb = bundle_bytes(path) / 1000
-        print(f"{name[:58]:58s} {kb:7,.0f} {wall:9.2f} {tree:9d} {grep_s:7.3f}")
+        then = f"  {before[0]:8.2f} / {before[1]}" if before else ""
+        print(f"{name[:58]:58s} {kb:7,.0f} {wall:9.2f} {tree:9d} {grep_s:7.3f}{then}")
     walls = [r[0] for r in rows]
     slow = sum(1 for w in walls if w > args.limit_s)
     big = sum(1 for r in rows if r[1] > args.limit_mib)
@@ -81,6 +101,13 @@ def main() -> None:
         f"baselines, same rounds: bare `python -c pass` {bare:.3f} s; grep -c -E median "
         f"{statistics.median(r[2] for r in rows):.3f} s"
     )
+    if args.before:
+        then = [r[5] for r in rows]
+        print(
+            f"before ({args.before}): wall median {statistics.median(b[0] for b in then):.2f} s, "
+            f"max {max(b[0] for b in then):.2f} s; peak tree RSS max {max(b[1] for b in then)} "
+            f"MiB; over {args.limit_s} s: {sum(1 for b in then if b[0] > args.limit_s)}"
+        )
     print(f"load after: {os.getloadavg()}")
 
 
