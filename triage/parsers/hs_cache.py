@@ -25,6 +25,9 @@ from triage import diskcache
 
 _SUBFOLDER = "hyperscan-v1"
 _DIGEST = 32  # bytes of SHA-256 at the head of each file
+# Databases kept (a run makes ~5; each team folder or rules change adds its own): past this
+# the oldest are removed when a new one is written.
+_MAX_FILES = 64
 
 
 def _key(
@@ -73,8 +76,16 @@ def _save(hs: Any, path: Path, db: Any) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        _prune(path.parent)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is no error
         pass
+
+
+def _prune(folder: Path) -> None:
+    """Keep the `_MAX_FILES` most recently written databases."""
+    files = sorted(folder.glob("*.hsdb"), key=lambda f: f.stat().st_mtime)
+    for old in files[: max(len(files) - _MAX_FILES, 0)]:
+        old.unlink(missing_ok=True)
 
 
 def database(
