@@ -63,13 +63,16 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def timed(cmd: list[str]) -> tuple[float, float, int, int, subprocess.CompletedProcess[bytes]]:
+def timed(
+    cmd: list[str], env: dict[str, str] | None = None
+) -> tuple[float, float, int, int, subprocess.CompletedProcess[bytes]]:
     """Wall s, CPU s (the command and its worker processes), largest process's peak RSS MiB
     and the peak of the whole process tree's RSS, both sampled every 20 ms, in MiB."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        # from a folder holding no triage/: `-m` puts the current folder first on the path
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=tempfile.gettempdir())
         tree_peak = one_peak = 0
         while proc.poll() is None:
             sizes = [_rss_kib(p) for p in _tree(proc.pid)]
@@ -92,6 +95,12 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="rounds of the commands; the median is shown"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of an earlier triage (its folder holding triage/, rules/, models/): "
+        "timed in the same rounds, from its own source",
+    )
     args = parser.parse_args()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     print(f"cores: {os.cpu_count()}  load: {os.getloadavg()}  {time.strftime('%Y-%m-%d %H:%M')}")
@@ -100,17 +109,22 @@ def main() -> None:
         f"{'ratio':>6s} {'RSS MiB':>8s} {'tree':>5s}  culprit (truth) hang"
     )
     for bundle in args.bundles:
-        measure(bundle, args.repeat, args.with_embed)
+        measure(bundle, args.repeat, args.with_embed, args.before)
     print(f"median of {max(args.repeat, 1)} rounds; load after: {os.getloadavg()}")
 
 
-def measure(bundle: Path, repeat: int, with_embed: bool) -> None:
+def measure(bundle: Path, repeat: int, with_embed: bool, before: Path | None) -> None:
+    bundle = bundle.resolve()
     size = bundle_bytes(bundle)
     mb = size / 1e6
     triage = [sys.executable, "-m", "triage", str(bundle), "--format", "json", "-q"]
     runs = {"triage": [*triage, "--no-embed"]}
     if with_embed:
         runs["triage+embed"] = triage
+    envs: dict[str, dict[str, str]] = {}
+    if before is not None:
+        runs["triage+before"] = [*triage, "--no-embed"]
+        envs["triage+before"] = {**os.environ, "PYTHONPATH": str(before.resolve())}
     runs["grep"] = ["grep", "-r", "-c", "-E", GREP_PATTERN, str(bundle)]
     if shutil.which("rg"):
         runs["rg"] = ["rg", "-c", "--no-ignore", GREP_PATTERN, str(bundle)]
@@ -120,7 +134,7 @@ def measure(bundle: Path, repeat: int, with_embed: bool) -> None:
     tries: dict[str, list[Any]] = {name: [] for name in runs}
     for _ in range(max(repeat, 1)):
         for name, cmd in runs.items():
-            tries[name].append(timed(cmd))
+            tries[name].append(timed(cmd, envs.get(name)))
     got = {name: sorted(t, key=lambda r: r[0])[len(t) // 2] for name, t in tries.items()}
     wall, _cpu, rss, tree, proc = got["triage"]
     verdict = "triage failed"
@@ -138,7 +152,8 @@ def measure(bundle: Path, repeat: int, with_embed: bool) -> None:
     )
     for name in runs:
         if name.startswith("triage+"):
-            print(f"  {name}: {got[name][0]:.2f} s")
+            w, _c, r, t, _p = got[name]
+            print(f"  {name}: {w:.2f} s, {mb / w:.0f} MB/s, ratio {grep / w:.2f}, RSS {r}/{t} MiB")
 
 
 if __name__ == "__main__":

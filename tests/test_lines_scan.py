@@ -80,3 +80,30 @@ def test_without_hyperscan_the_numpy_scan_stands_in(monkeypatch: pytest.MonkeyPa
     assert markers.line_ends(b"x\nStep 3\nno\nepoch=2") == [8, 19]
     with pytest.raises(ImportError):
         lines.MarkerSet(["step"], engine="hyperscan").find(b"step step")
+
+
+_file_texts = st.lists(
+    st.sampled_from([b"step 1\n", b"\n", b"x" * 70_000, b"tail", b"y" * 300 + b"\n"]),
+    max_size=40,
+).map(b"".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_file_texts, st.sampled_from([64, 1000, 65_536]))
+def test_a_file_on_disk_reads_as_the_same_chunks_of_whole_lines_as_a_stream(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, chunk: int
+) -> None:
+    import io
+
+    path = tmp_path_factory.mktemp("chunks") / "rank_0.log"
+    path.write_bytes(data)
+    with path.open("rb") as fh:  # a plain file: blocks end where their last line ends
+        from_file = list(lines.ChunkReader(fh, chunk_size=chunk, max_line=1 << 20))
+    from_stream = list(lines.ChunkReader(io.BytesIO(data), chunk_size=chunk, max_line=1 << 20))
+    for got in (from_file, from_stream):
+        assert b"".join(block for block, _ in got) == data
+        assert all(block.endswith(b"\n") for block, _ in got[:-1])
+        at = 0
+        for block, first in got:  # each block's first line number is right
+            assert first == data.count(b"\n", 0, at) + 1
+            at += len(block)

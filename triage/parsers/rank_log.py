@@ -268,12 +268,29 @@ def _template_verdicts(templates: Templates) -> dict[str, bytes]:
         if hs is None:
             out[template.id] = pattern
             continue
-        try:
-            hs.Database(mode=hs.HS_MODE_BLOCK).compile(expressions=[pattern])
-        except Exception:  # noqa: BLE001 - a construct hyperscan lacks (`^` inside a group)
+        if not _hyperscan_compiles(hs, pattern):  # a construct it lacks (`^` inside a group)
             pattern = _exact(template.literals)  # its literals, in their own case
         out[template.id] = pattern
     return out
+
+
+def _hyperscan_compiles(hs: Any, pattern: bytes) -> bool:
+    """Whether hyperscan compiles `pattern`; the answer is kept on disk (`triage.diskcache`):
+    trying each template costs ~50 ms of every run's start."""
+    key = f"{hs.__version__}\0{pattern.decode('utf-8', 'surrogateescape')}"
+    known = diskcache.section(_HS_COMPILES).get(key)
+    if isinstance(known, bool):
+        return known
+    try:
+        hs.Database(mode=hs.HS_MODE_BLOCK).compile(expressions=[pattern])
+        ok = True
+    except Exception:  # noqa: BLE001 - hyperscan's own error type for what it cannot compile
+        ok = False
+    diskcache.put(_HS_COMPILES, key, ok)
+    return ok
+
+
+_HS_COMPILES = "hyperscan-compiles"
 
 
 def _exact(literals: Iterable[str] | None) -> bytes:
@@ -1113,7 +1130,9 @@ class _LogParser:
             offsets = sorted(others + comms) if comms else others
         # Bar redraws, colours and NUL runs make a line more than its decoded text (no
         # repeat): looked for in each line only where the chunk holds them.
-        odd = tuple(c for c in (b"\r", b"\x1b", b"\x00") if c in data)
+        odd_bytes = b"".join(c for c in (b"\r", b"\x1b", b"\x00") if c in data)
+        # one C call per line (a generator over the bytes cost ~1 us a hot line)
+        odd = re.compile(b"[" + re.escape(odd_bytes) + b"]").search if odd_bytes else None
         plain = self.repeats
         repeats = self._repeats
         pending = self._pending
@@ -1150,7 +1169,7 @@ class _LogParser:
                 plain
                 and end - start <= _SHAPE_MAX
                 and b"NCCL" not in raw
-                and not (odd and any(c in raw for c in odd))
+                and not (odd and odd(raw))
             ):
                 cut = prefixes(raw).end()  # type: ignore[union-attr]
                 key = raw[:cut] + raw[cut:].translate(mask) if cut else raw.translate(mask)
