@@ -34,6 +34,7 @@ from triage import diskcache, taxonomy
 from triage.knowledge import (
     actions,
     advice,
+    atlas,
     cascade,
     documents,
     frameworks,
@@ -44,6 +45,7 @@ from triage.knowledge import (
     templates,
 )
 from triage.knowledge.advice import CollectNext, Situation
+from triage.knowledge.atlas import Atlas, AtlasLabels
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.frameworks import Frameworks
 from triage.knowledge.locate import (
@@ -101,6 +103,7 @@ KINDS: dict[str, Kind] = {
     frameworks.KIND: Kind(frameworks.build, frameworks.merge, team=False),
     routine.KIND: Kind(routine.build, routine.merge, team=False),
     outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
+    atlas.KIND: Kind(atlas.build, atlas.merge, team=False),
 }
 
 
@@ -118,6 +121,8 @@ class Knowledge:
     frameworks: Frameworks
     routine: Routine  # what healthy jobs print
     ends: Ends  # how jobs end
+    atlas_labels: AtlasLabels  # how the atlas's templates are labelled (by the harvester)
+    atlas: Atlas  # the libraries' own messages (models/atlas/), read on first use
 
 
 def shipped() -> Knowledge:
@@ -155,6 +160,10 @@ def problems(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Problem]
     except KnowledgeError as exc:
         found.extend(exc.problems)
     found.extend(corpus.problems())
+    try:  # the harvested atlas of the libraries' messages, every row checked
+        atlas.Atlas(models_dir() / "atlas").templates  # noqa: B018
+    except atlas.AtlasError as exc:
+        found.extend(exc.problems)
     from triage import taxonomy
 
     try:  # the label-disambiguation notes are knowledge about the taxonomy's ids too
@@ -249,6 +258,8 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         frameworks=merged[frameworks.KIND],
         routine=merged[routine.KIND],
         ends=merged[outcome.KIND],
+        atlas_labels=merged[atlas.KIND],
+        atlas=Atlas(models_dir() / "atlas"),
     )
 
 
