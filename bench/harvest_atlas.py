@@ -70,6 +70,29 @@ TRANSFORMERS_PARTS = (
     "transformers/optimization.py",
     "transformers/quantizers/",
 )
+# vLLM: the engine, its workers, executors, scheduler, configuration, parallel state and model
+# loading (its model zoo's and kernels' per-model checks are thousands of lines nobody pastes)
+VLLM_PARTS = (
+    "vllm/engine/",
+    "vllm/v1/engine/",
+    "vllm/v1/worker/",
+    "vllm/v1/core/",
+    "vllm/v1/executor/",
+    "vllm/executor/",
+    "vllm/worker/",
+    "vllm/distributed/parallel_state.py",
+    "vllm/distributed/device_communicators/",
+    "vllm/distributed/utils.py",
+    "vllm/config/",
+    "vllm/config.py",
+    "vllm/platforms/",
+    "vllm/model_executor/model_loader/",
+    "vllm/entrypoints/llm.py",
+    "vllm/entrypoints/cli/",
+    "vllm/utils/",
+    "vllm/envs.py",
+    "vllm/transformers_utils/config.py",
+)
 # Newest release first (a template's file and function are the newest's); an older release
 # users still run adds the messages that have changed since.
 PYPI = (
@@ -93,7 +116,7 @@ PYPI = (
     Release("peft", "peft==0.13.2", ("peft/",)),
     Release("trl", "trl==1.16.0", ("trl/",)),
     Release("trl", "trl==0.12.0", ("trl/",)),
-    Release("vllm", "vllm==0.34.0", ("vllm/",)),
+    Release("vllm", "vllm==0.34.0", VLLM_PARTS),
     Release("transformer-engine", "transformer-engine==2.20.2", ("transformer_engine/",)),
 )
 GIT_SOURCES = {

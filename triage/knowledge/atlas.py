@@ -261,15 +261,15 @@ class Atlas:
         return data
 
     @cached_property
-    def _lines(self) -> tuple[dict[str, Any], list[str]]:
+    def _lines(self) -> tuple[dict[str, Any], list[bytes]]:
         """The header (columns, each row's anchor) and the rows, still as JSON text: a row is
         parsed and checked when it is first used (a paste touches a few dozen of 20,000)."""
         path = self.folder / TEMPLATES_FILE
         if not path.exists():
             return {"columns": list(COLUMNS), "anchors": []}, []
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                lines = fh.read().split("\n")
+            with gzip.open(path, "rb") as fh:
+                lines = fh.read().split(b"\n")  # each row decoded when it is used
             header = json.loads(lines[0])
         except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
             raise AtlasError(f"{path}: cannot read the atlas: {exc}") from exc
