@@ -24,6 +24,7 @@ import regex
 
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
+from triage.classify import atlas as atlas_mod
 from triage.classify import calibration as calibration_mod
 from triage.classify import embedding, fusion, learned, neighbours, rules
 from triage.classify.calibration import Calibration
@@ -271,24 +272,45 @@ def prepare(
     shipped one plus `extra_rules_dirs`)."""
     parsed = neighbours.with_whole_text(parsed)
     lead = initiating_events(parsed, analysis, kb)
+    hits = rule_hits(
+        parsed,
+        analysis,
+        extra_rules_dirs,
+        ruleset,
+        routine=routine,
+        hang_deaths=hang_deaths,
+        kb=kb,
+    )
     return Prepared(
-        hits=tuple(
-            rule_hits(
-                parsed,
-                analysis,
-                extra_rules_dirs,
-                ruleset,
-                routine=routine,
-                hang_deaths=hang_deaths,
-                kb=kb,
-            )
-        ),
+        hits=(*hits, *atlas_hits(parsed, analysis, lead, kb)),
         signature=signature(parsed, analysis, kb),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
         analysis=analysis,
         parsed=tuple(parsed),
     )
+
+
+def atlas_hits(
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    lead: Sequence[Event],
+    kb: knowledge.Knowledge | None = None,
+) -> list[RuleHit]:
+    """The libraries' own messages in the job's initiating events (all its events when
+    correlate named none), as hits of the atlas layer. None in a job that ended well with no
+    fault in its logs: the atlas names messages, not whether they ended the job."""
+    kb = kb if kb is not None else knowledge.shipped()
+    if analysis.outcome is not None and analysis.outcome.clean:
+        return []
+    events = list(lead) or [ev for ps in parsed for ev in ps.events]
+    try:
+        return atlas_mod.hits(atlas_mod.find(kb.atlas, events))
+    except knowledge.atlas.AtlasError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
+        warnings.warn(f"atlas matching failed: {type(exc).__name__}: {exc}", stacklevel=2)
+        return []
 
 
 def classify(
@@ -463,6 +485,7 @@ def should_abstain(
         t.features.get("rule", 0.0)
         + t.features.get("rule_cascade", 0.0)
         + t.features.get("rule_generic", 0.0)
+        + t.features.get("atlas", 0.0)
         for t in tops
     )
     # the symptom is what the evidence itself must show: a root cause's probability alone can
