@@ -6,7 +6,8 @@ data packages `triage.rules` and `triage.models`) and are read only through this
 - `rules/`, written by hand: the rules (`*.yaml` lists of rules) and one file of each other
   kind, named by its `kind:` key (see `KINDS`).
 - `models/`, fitted or gathered: the reference corpus (`models/corpus/`), the neighbour index
-  and the calibration (read by `triage.classify`; see `locate.models_dir`).
+  and the calibration (read by `triage.classify`; see `locate.models_dir`), and the message
+  atlas (`models/atlas/`, `triage.knowledge.atlas`: `Knowledge.atlas` reads it on first use).
 
 `load()` reads every file of `rules/` (or `$TRIAGE_RULES_DIR`) and of each team folder
 (`--rules DIR`), checks it against the schema of its kind and reports every problem at once,
