@@ -282,35 +282,13 @@ def prepare(
         kb=kb,
     )
     return Prepared(
-        hits=(*hits, *atlas_hits(parsed, analysis, lead, kb)),
+        hits=(*hits, *atlas_mod.job_hits(parsed, analysis, lead, kb)),
         signature=signature(parsed, analysis, kb),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
         analysis=analysis,
         parsed=tuple(parsed),
     )
-
-
-def atlas_hits(
-    parsed: Sequence[ParsedSource],
-    analysis: Analysis,
-    lead: Sequence[Event],
-    kb: knowledge.Knowledge | None = None,
-) -> list[RuleHit]:
-    """The libraries' own messages in the job's initiating events (all its events when
-    correlate named none), as hits of the atlas layer. None in a job that ended well with no
-    fault in its logs: the atlas names messages, not whether they ended the job."""
-    kb = kb if kb is not None else knowledge.shipped()
-    if analysis.outcome is not None and analysis.outcome.clean:
-        return []
-    events = list(lead) or [ev for ps in parsed for ev in ps.events]
-    try:
-        return atlas_mod.hits(atlas_mod.find(kb.atlas, events))
-    except knowledge.atlas.AtlasError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
-        warnings.warn(f"atlas matching failed: {type(exc).__name__}: {exc}", stacklevel=2)
-        return []
 
 
 def classify(

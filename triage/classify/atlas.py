@@ -14,13 +14,15 @@ own feature, and the calibration learns how far to trust it next to the hand-wri
 from __future__ import annotations
 
 import re
+import warnings
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from triage.classify.types import RuleHit
-from triage.knowledge.atlas import Atlas, Template
-from triage.model import Event
+from triage.knowledge import Knowledge
+from triage.knowledge.atlas import Atlas, AtlasError, Template
+from triage.model import Analysis, Event, ParsedSource
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 # A field may hold a path, a list, a shape: bounded so a miss costs little.
@@ -134,6 +136,28 @@ def _file_line(ev: Event, offset: int) -> int | None:
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         return int(numbers[offset])
     return ev.line + offset if ev.line is not None else None
+
+
+def job_hits(
+    parsed: Sequence[ParsedSource],
+    analysis: Analysis,
+    lead: Sequence[Event],
+    kb: Knowledge,
+) -> list[RuleHit]:
+    """The libraries' own messages in the job's initiating events (`lead`; all its events when
+    correlate named none), as hits of the atlas layer. None in a job that ended well with no
+    fault in its logs: the atlas names messages, not whether they ended the job. Malformed
+    atlas data is an AtlasError; a matching bug only a warning."""
+    if analysis.outcome is not None and analysis.outcome.clean:
+        return []
+    events = list(lead) or [ev for ps in parsed for ev in ps.events]
+    try:
+        return hits(find(kb.atlas, events))
+    except AtlasError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
+        warnings.warn(f"atlas matching failed: {type(exc).__name__}: {exc}", stacklevel=2)
+        return []
 
 
 def hits(matches: Sequence[Match]) -> list[RuleHit]:
