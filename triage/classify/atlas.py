@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from triage.classify.types import RuleHit
-from triage.knowledge import Knowledge
+from triage.knowledge import Knowledge, shipped
 from triage.knowledge.atlas import Atlas, AtlasError, Template
 from triage.model import Analysis, Event, ParsedSource
 
@@ -142,14 +142,16 @@ def job_hits(
     parsed: Sequence[ParsedSource],
     analysis: Analysis,
     lead: Sequence[Event],
-    kb: Knowledge,
+    kb: Knowledge | None = None,
 ) -> list[RuleHit]:
     """The libraries' own messages in the job's initiating events (`lead`; all its events when
     correlate named none), as hits of the atlas layer. None in a job that ended well with no
     fault in its logs: the atlas names messages, not whether they ended the job. Malformed
-    atlas data is an AtlasError; a matching bug only a warning."""
+    atlas data is an AtlasError; a matching bug only a warning. `kb`: the run's knowledge
+    (None: the shipped one)."""
     if analysis.outcome is not None and analysis.outcome.clean:
         return []
+    kb = kb if kb is not None else shipped()
     events = list(lead) or [ev for ps in parsed for ev in ps.events]
     try:
         return hits(find(kb.atlas, events))
