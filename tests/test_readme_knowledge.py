@@ -37,3 +37,27 @@ def test_the_corpus_sizes_in_the_readme_are_the_shipped_files() -> None:
         lines = [line for line in (corpus / name).read_text().splitlines() if line.strip()]
         assert all(json.loads(line)["url"] for line in lines), name
         assert len(lines) == int(count), name
+
+
+def test_the_atlas_counts_in_the_readme_are_the_shipped_ones() -> None:
+    kb = knowledge.load()
+    manifest = kb.atlas.manifest
+    row = _row("message atlas")
+    numbers = regex.search(
+        r"(\d+) templates from (\d+) libraries' source .*?, (\d+) labelled by (\d+) label "
+        r"rules, (\d+) reviewed by hand",
+        row,
+    )
+    assert numbers, row
+    assert [int(n) for n in numbers.groups()] == [
+        manifest["templates"],
+        len(manifest["releases"]),
+        manifest["labelled"],
+        len(kb.atlas_labels.rules),
+        manifest["reviewed"],
+    ]
+    unlabelled = sum(1 for review in kb.atlas_labels.reviewed.values() if not review.labels)
+    prose = f"{manifest['reviewed']} templates the reference cases instantiate most"
+    assert prose in README.replace("\n", " ")
+    assert f"; {unlabelled} of them on purpose carry" in README.replace("\n", " ")
+    assert f"{manifest['templates']:,} templates" in README.replace("\n", " ")

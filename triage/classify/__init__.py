@@ -24,6 +24,7 @@ import regex
 
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
+from triage.classify import atlas as atlas_mod
 from triage.classify import calibration as calibration_mod
 from triage.classify import embedding, fusion, learned, neighbours, rules
 from triage.classify.calibration import Calibration
@@ -271,18 +272,17 @@ def prepare(
     shipped one plus `extra_rules_dirs`)."""
     parsed = neighbours.with_whole_text(parsed)
     lead = initiating_events(parsed, analysis, kb)
+    hits = rule_hits(
+        parsed,
+        analysis,
+        extra_rules_dirs,
+        ruleset,
+        routine=routine,
+        hang_deaths=hang_deaths,
+        kb=kb,
+    )
     return Prepared(
-        hits=tuple(
-            rule_hits(
-                parsed,
-                analysis,
-                extra_rules_dirs,
-                ruleset,
-                routine=routine,
-                hang_deaths=hang_deaths,
-                kb=kb,
-            )
-        ),
+        hits=(*hits, *atlas_mod.job_hits(parsed, analysis, lead, kb)),
         signature=signature(parsed, analysis, kb),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
@@ -463,6 +463,7 @@ def should_abstain(
         t.features.get("rule", 0.0)
         + t.features.get("rule_cascade", 0.0)
         + t.features.get("rule_generic", 0.0)
+        + t.features.get("atlas", 0.0)
         for t in tops
     )
     # the symptom is what the evidence itself must show: a root cause's probability alone can

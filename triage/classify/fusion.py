@@ -58,6 +58,12 @@ VOTE_FEATURES = (
     "top",  # 1 when the label wins the neighbour vote
     "nearest",  # similarity of the nearest neighbour, whatever its label (how reliable)
 )
+# The libraries' own messages (`atlas.py`): the labels of the templates a line instantiates.
+ATLAS_FEATURES = (
+    "atlas",  # noisy-OR of the matched templates' weights for the label
+    "atlas_top",  # 1 when the label has the best atlas weight of the field
+)
+ATLAS_FACTOR = 0.5  # weight of an atlas match next to a specific rule (uncalibrated path)
 MODEL_FEATURES = (
     "model",  # the learned model's probability of the label
     "model_top",  # 1 when the label is the learned model's most likely one
@@ -71,7 +77,7 @@ MODE_SOURCES: Mapping[str, tuple[str, ...]] = {"embed": ("embed", "tfidf"), "tfi
 
 
 def features(mode: str, fieldname: str) -> tuple[str, ...]:
-    names = [*RULE_FEATURES]
+    names = [*RULE_FEATURES, *ATLAS_FEATURES]
     for src in MODE_SOURCES[mode]:
         names += [f"{src}_{f}" for f in VOTE_FEATURES]
     names += MODEL_FEATURES
@@ -118,15 +124,18 @@ def candidates(
     init: dict[str, dict[str, float]] = {}
     casc: dict[str, dict[str, float]] = {}
     gen: dict[str, dict[str, float]] = {}
+    atl: dict[str, dict[str, float]] = {}
     for hit in hits:
         weights: Mapping[str, float] = getattr(hit, fieldname)
-        table = casc if hit.from_cascade else gen if hit.generic else init
+        table = atl if hit.atlas else casc if hit.from_cascade else gen if hit.generic else init
         for label, w in weights.items():
             per_rule = table.setdefault(label, {})
             per_rule[hit.rule_id] = max(per_rule.get(hit.rule_id, 0.0), w)
     rule = {k: _noisy_or(list(v.values())) for k, v in init.items()}
     rule_casc = {k: _noisy_or(list(v.values())) for k, v in casc.items()}
     rule_gen = {k: _noisy_or(list(v.values())) for k, v in gen.items()}
+    atlas = {k: _noisy_or(list(v.values())) for k, v in atl.items()}
+    best_atlas = max(atlas.values(), default=0.0)
     effective = {
         k: 1
         - (1 - rule.get(k, 0.0))
@@ -139,7 +148,7 @@ def candidates(
     vote_feats = {src: _vote_features(fieldname, v) for src, v in votes.items()}
     model = model or {}
     model_best = max(model.values(), default=0.0)
-    labels = {*effective}
+    labels = {*effective, *atlas}
     if not (fieldname == "symptom" and generic_settles(rule, rule_gen)):
         for feats in vote_feats.values():
             labels.update(feats)
@@ -163,6 +172,8 @@ def candidates(
             "rule_cascade": rule_casc.get(label, 0.0),
             "rule_top": float(best_rule > 0 and effective.get(label, 0.0) >= best_rule),
             "rule_generic": rule_gen.get(label, 0.0),
+            "atlas": atlas.get(label, 0.0),
+            "atlas_top": float(best_atlas > 0 and atlas.get(label, 0.0) >= best_atlas),
             "rc_prior": prior.get(label, 0.0),
             "model": model.get(label, 0.0),
             "model_top": float(model_best > 0 and model.get(label, 0.0) >= model_best),
@@ -245,6 +256,7 @@ def uncalibrated(features: Mapping[str, float]) -> float:
     """The fused score when no calibration was fitted (a fresh checkout): rules first."""
     rule = 1 - (1 - features["rule"]) * (1 - CASCADE_FACTOR * features["rule_cascade"])
     rule = 1 - (1 - rule) * (1 - GENERIC_FACTOR * features.get("rule_generic", 0.0))
+    rule = 1 - (1 - rule) * (1 - ATLAS_FACTOR * features.get("atlas", 0.0))
     knn = max(
         (
             features[f"{src}_share"] * features[f"{src}_top_sim"]
@@ -309,7 +321,7 @@ def stage_scores(
     for hit in hits:
         for st, w in hit.stage.items():
             per_rule = rule_stage.setdefault(st, {})
-            w *= CASCADE_FACTOR if hit.from_cascade else 1.0
+            w *= CASCADE_FACTOR if hit.from_cascade else ATLAS_FACTOR if hit.atlas else 1.0
             per_rule[hit.rule_id] = max(per_rule.get(hit.rule_id, 0.0), w)
     for st, ws in rule_stage.items():
         scores[st] = scores.get(st, 0.0) + _noisy_or(list(ws.values()))

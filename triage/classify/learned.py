@@ -119,7 +119,15 @@ def rule_features(hits: Iterable[RuleHit], analysis: Analysis) -> dict[str, floa
     findings."""
     miss: dict[str, float] = {}
     for hit in hits:
-        layer = "cascade" if hit.from_cascade else "generic" if hit.generic else "rule"
+        layer = (
+            "atlas"
+            if hit.atlas
+            else "cascade"
+            if hit.from_cascade
+            else "generic"
+            if hit.generic
+            else "rule"
+        )
         for weights in (hit.symptom, hit.root_cause, hit.fix):
             for label, w in weights.items():
                 key = f"{layer}:{label}"

@@ -30,6 +30,7 @@ class RuleHit:
     evidence_line: int | None = None  # absolute line number of the quoted text
     from_cascade: bool = False  # the matched event is cascade, not initiating
     generic: bool = False  # from a `layer: generic` rule: a family prior, not a mechanism
+    atlas: bool = False  # a library's own message, matched in the atlas (classify.atlas)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ data packages `triage.rules` and `triage.models`) and are read only through this
 - `rules/`, written by hand: the rules (`*.yaml` lists of rules) and one file of each other
   kind, named by its `kind:` key (see `KINDS`).
 - `models/`, fitted or gathered: the reference corpus (`models/corpus/`), the neighbour index
-  and the calibration (read by `triage.classify`; see `locate.models_dir`).
+  and the calibration (read by `triage.classify`; see `locate.models_dir`), and the message
+  atlas (`models/atlas/`, `triage.knowledge.atlas`: `Knowledge.atlas` reads it on first use).
 
 `load()` reads every file of `rules/` (or `$TRIAGE_RULES_DIR`) and of each team folder
 (`--rules DIR`), checks it against the schema of its kind and reports every problem at once,
@@ -34,6 +35,7 @@ from triage import diskcache, taxonomy
 from triage.knowledge import (
     actions,
     advice,
+    atlas,
     cascade,
     culprit,
     documents,
@@ -48,6 +50,7 @@ from triage.knowledge import (
     topology,
 )
 from triage.knowledge.advice import CollectNext, Situation
+from triage.knowledge.atlas import Atlas, AtlasLabels
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.culprit import CulpritTable
 from triage.knowledge.exits import ExitCodes
@@ -113,6 +116,7 @@ KINDS: dict[str, Kind] = {
     exits.KIND: Kind(exits.build, exits.merge, team=False),
     frames.KIND: Kind(frames.build, frames.merge, team=False),
     topology.KIND: Kind(topology.build, topology.merge, team=False),
+    atlas.KIND: Kind(atlas.build, atlas.merge, team=False),
 }
 
 
@@ -134,6 +138,8 @@ class Knowledge:
     exits: ExitCodes  # what exit statuses mean
     frames: LibraryFrames  # which stack frames are library code
     topology: Topology  # a launcher's argv and a rendezvous's wait for nodes
+    atlas_labels: AtlasLabels  # how the atlas's templates are labelled (by the harvester)
+    atlas: Atlas  # the libraries' own messages (models/atlas/), read on first use
 
 
 def shipped() -> Knowledge:
@@ -171,6 +177,10 @@ def problems(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Problem]
     except KnowledgeError as exc:
         found.extend(exc.problems)
     found.extend(corpus.problems())
+    try:  # the harvested atlas of the libraries' messages, every row checked
+        atlas.Atlas(models_dir() / "atlas").templates  # noqa: B018
+    except atlas.AtlasError as exc:
+        found.extend(exc.problems)
     from triage import taxonomy
 
     try:  # the label-disambiguation notes are knowledge about the taxonomy's ids too
@@ -269,6 +279,8 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         exits=merged[exits.KIND],
         frames=merged[frames.KIND],
         topology=merged[topology.KIND],
+        atlas_labels=merged[atlas.KIND],
+        atlas=Atlas(models_dir() / "atlas"),
     )
 
 

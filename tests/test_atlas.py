@@ -1,0 +1,218 @@
+"""The message atlas: harvested from library source, labelled by rules kept as data, shipped in
+models/atlas/, and matched against a paste's lines before the words decide."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from triage import knowledge
+from triage.cli import main
+from triage.knowledge import atlas
+from triage.knowledge.harvest import harvest_tree
+from triage.model import Event, EventKind
+
+FIXTURE = Path(__file__).parent / "fixtures" / "atlas_src"
+
+
+def _harvested() -> dict[str, atlas.Template]:
+    out = {}
+    for f in harvest_tree(FIXTURE):
+        text = ("<*>" if f.leading else "") + "<*>".join(f.parts) + ("<*>" if f.trailing else "")
+        out[text] = f
+    return out
+
+
+def test_python_messages_are_harvested_with_their_fields_masked_and_their_context() -> None:
+    found = _harvested()
+    f = found["tensor parallel size in checkpoint (<*>) differs from the current one (<*>)"]
+    assert (f.kind, f.type, f.function, f.condition) == (
+        "raise",
+        "RuntimeError",
+        "Engine.load_checkpoint",
+        "tp != self.tp",
+    )
+    assert found["checkpoint directory <*> does not exist"].condition == "path.exists()"
+    assert found["Missing key(s) in state dict: <*>"].type == "KeyError"  # held by `msg`
+    log = found["Overflow detected, skipping step <*>, loss scale <*>"]
+    assert (log.kind, log.type) == ("log", "warning")
+    assert found["offload_optimizer is deprecated; use offload instead"].type == (
+        "DeprecationWarning"
+    )
+    concat = found["world size <*> is not divisible by the tensor parallel size"]
+    assert (concat.function, concat.condition) == ("init", "world % 2")
+
+
+def test_cxx_macros_give_their_message_type_and_function_never_comments_or_macro_bodies() -> None:
+    found = _harvested()
+    check = found["Tensor size must be positive, got <*>."]
+    assert (check.kind, check.type, check.function, check.condition) == (
+        "check",
+        "RuntimeError",
+        "ProcessGroupX::checkSize",
+        "size > 0",
+    )
+    assert found["Timed out after <*> ms waiting for rank <*>"].type == "DistBackendError"
+    warn = found["Net : Connect to <*> failed : <*>"]
+    assert (warn.type, warn.function) == ("warn", "bootstrapConnect")
+    assert found["Bootstrap : Using <*>:<*>"].type == "info"
+    assert found["Failed to connect to <*>:<*>"].type == "error"
+    assert "Mismatch in op.preamble.length: <*> != <*>" in found
+    assert not any("never a message" in t or "macro body" in t for t in found)
+
+
+def test_the_shipped_atlas_validates_and_agrees_with_its_manifest_and_label_rules() -> None:
+    kb = knowledge.load()
+    templates = kb.atlas.templates
+    manifest = kb.atlas.manifest
+    assert len(templates) == manifest["templates"] >= 5000
+    assert len({t.lib for t in templates}) == len(manifest["releases"]) >= 10
+    assert sum(t.reviewed for t in templates) == manifest["reviewed"] > 0
+    # every review is of a template the atlas holds (a re-harvest may drop one)
+    assert set(kb.atlas_labels.reviewed) <= {t.id for t in templates}
+    # the labels shipped are what rules/atlas_labels.yaml gives now (else: --relabel)
+    stale = [t.id for t in templates if kb.atlas_labels.label(t)[0] != dict(t.labels)]
+    assert stale == [], f"{len(stale)} templates disagree with rules/atlas_labels.yaml"
+    assert knowledge.problems() == []
+
+
+def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_labels() -> None:
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 12, in <module>\n'
+        "AssertionError: key: decoder.layers.3.mlp.weight is not found in the checkpoint "
+        "/ckpt/mp_rank_00_model_states.pt\n"
+    )
+    out = CliRunner().invoke(main, ["explain", paste, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    why = [e["why"] for e in report["evidence"]]
+    assert "atlas:deepspeed:MegatronSDLoader.sanity_check" in why
+    assert report["symptoms"][0]["id"] == "S29"
+
+
+def _row(parts: list[str], labels: dict[str, str]) -> list[object]:
+    return ["a", "lib", "raise", "ValueError", parts, False, False, "f.py", "", "", [], 1, labels,
+            "", False, ""]  # fmt: skip
+
+
+def _broken_models(tmp_path: Path, rows: list[object]) -> Path:
+    models = tmp_path / "models"
+    shutil.copytree(knowledge.models_dir(), models, ignore=shutil.ignore_patterns("atlas"))
+    (models / "atlas").mkdir()
+    # anchored on a word of the paste below: a row is read (and checked) when a line holds it
+    header = {"columns": list(atlas.COLUMNS), "anchors": ["something" for _ in rows]}
+    with gzip.open(models / "atlas" / atlas.TEMPLATES_FILE, "wt") as fh:
+        fh.write("\n".join(json.dumps(x) for x in [header, *rows]) + "\n")
+    return models
+
+
+@pytest.mark.parametrize(
+    ("row", "said"),
+    [
+        (["x"], "a row is a list of 16 values"),
+        (_row([], {}), "`parts` must be non-empty strings"),
+        (_row(["bad label here"], {"symptom": "S99"}), "symptom='S99' is not a taxonomy id"),
+    ],
+)  # fmt: skip
+def test_malformed_atlas_data_is_a_clear_error_naming_the_row(
+    tmp_path: Path, row: list, said: str
+) -> None:
+    models = _broken_models(tmp_path, [row])
+    with pytest.raises(atlas.AtlasError, match="row 1") as exc:
+        atlas.Atlas(models / "atlas").templates  # noqa: B018
+    assert said in str(exc.value)
+    assert [str(p) for p in exc.value.problems] == [str(exc.value)]
+    env = {**os.environ, knowledge.MODELS_ENV: str(models)}
+    out = subprocess.run(
+        [sys.executable, "-m", "triage", "explain", "ValueError: something odd happened here"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert "knowledge base cannot be used" in out.stderr and said in out.stderr
+
+
+def test_a_label_rule_with_an_unknown_id_or_no_condition_is_reported() -> None:
+    problems: list[tuple[str, str]] = []
+    atlas.build(
+        {
+            "kind": "atlas_labels",
+            "rules": [
+                {"id": "a", "path": "x", "labels": {"symptom": "S77"}},
+                {"id": "b", "labels": {"symptom": "S01"}},
+            ],
+        },
+        lambda item, msg: problems.append((item, msg)),
+        False,
+    )
+    assert ("label rule 'a'", "symptom 'S77' is not a taxonomy id") in problems
+    assert ("label rule 'b'", "has no condition: it would label every template") in problems
+
+
+def _fixture_atlas(tmp_path: Path) -> atlas.Atlas:
+    """The fixture tree's templates written as an atlas and read back, labelled by the shipped
+    label rules."""
+    templates = [
+        atlas.Template(
+            id=f"t{n}",
+            lib="mylib",
+            kind=f.kind,
+            type=f.type,
+            parts=f.parts,
+            leading=f.leading,
+            trailing=f.trailing,
+            file=f.file,
+            function=f.function,
+            condition=f.condition,
+            releases=("1.0",),
+        )
+        for n, f in enumerate(harvest_tree(FIXTURE))
+    ]
+    atlas.write(tmp_path, atlas.relabel(templates, knowledge.load().atlas_labels), {})
+    return atlas.Atlas(tmp_path)
+
+
+def _event(text: str) -> Event:
+    return Event(source="<pasted>", kind=EventKind.TRACEBACK, text=text, line=1)
+
+
+def test_a_line_instantiating_a_template_is_found_and_quoted_whole(tmp_path: Path) -> None:
+    from triage.classify import atlas as matching
+
+    book = _fixture_atlas(tmp_path)
+    line = "[rank3]: KeyError: 'Missing key(s) in state dict: decoder.weight, decoder.bias'"
+    found = matching.find(book, [_event(f"Traceback (most recent call last):\n{line}")])
+    assert [(m.template.function, m.text, m.line) for m in found] == [
+        ("Engine.load_checkpoint", line, 2)
+    ]
+    hits = matching.hits(found)
+    assert hits and hits[0].rule_id == "atlas:mylib:Engine.load_checkpoint"
+    assert hits[0].symptom == {"S29": pytest.approx(atlas_weight(found[0].template))}
+
+
+def atlas_weight(t: atlas.Template) -> float:
+    from triage.classify import atlas as matching
+
+    literal = sum(len(p.strip()) for p in t.parts)
+    return matching.RULE_WEIGHT * min(1.0, literal / matching.FULL_LITERAL)
+
+
+def test_a_line_sharing_only_words_with_a_template_is_not_matched(tmp_path: Path) -> None:
+    from triage.classify import atlas as matching
+
+    book = _fixture_atlas(tmp_path)
+    near_miss = "the checkpoint directory was never written, so it does exist later"
+    assert matching.find(book, [_event(near_miss)]) == []
+    printf = "node1:42:42 [0] NCCL WARN Net : Connect to 10.0.0.2<5012> failed : Connection refused"
+    assert [m.template.type for m in matching.find(book, [_event(printf)])] == ["warn"]
