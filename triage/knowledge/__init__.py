@@ -36,6 +36,7 @@ from triage.knowledge import (
     advice,
     cascade,
     documents,
+    frames,
     frameworks,
     masks,
     outcome,
@@ -45,6 +46,7 @@ from triage.knowledge import (
 )
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
+from triage.knowledge.frames import Frames
 from triage.knowledge.frameworks import Frameworks
 from triage.knowledge.locate import (
     MODELS_ENV,
@@ -101,6 +103,7 @@ KINDS: dict[str, Kind] = {
     frameworks.KIND: Kind(frameworks.build, frameworks.merge, team=False),
     routine.KIND: Kind(routine.build, routine.merge, team=False),
     outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
+    frames.KIND: Kind(frames.build, frames.merge, team=False),
 }
 
 
@@ -118,6 +121,7 @@ class Knowledge:
     frameworks: Frameworks
     routine: Routine  # what healthy jobs print
     ends: Ends  # how jobs end
+    frames: Frames  # where a traceback ran: frame patterns -> place and stage
 
 
 def shipped() -> Knowledge:
@@ -249,6 +253,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         frameworks=merged[frameworks.KIND],
         routine=merged[routine.KIND],
         ends=merged[outcome.KIND],
+        frames=merged[frames.KIND],
     )
 
 
