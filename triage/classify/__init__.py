@@ -25,7 +25,7 @@ import regex
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
 from triage.classify import calibration as calibration_mod
-from triage.classify import embedding, frames, fusion, learned, neighbours, rules
+from triage.classify import embedding, fusion, learned, neighbours, places, rules
 from triage.classify.calibration import Calibration
 from triage.classify.learned import LearnedClassifier
 from triage.classify.neighbours import NeighbourIndex
@@ -128,8 +128,8 @@ def rule_hits(
     except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
-    places = (kb if kb is not None else knowledge.load(extra_rules_dirs)).frames
-    hits += frames.frame_hits(events, places, kinds)
+    known_places = (kb if kb is not None else knowledge.load(extra_rules_dirs)).places
+    hits += places.frame_hits(events, known_places, kinds)
     if routine is not None:
         hits = drop_routine(hits, ruleset, routine)
     hits = demote_consequences(hits, events, analysis, hang_deaths, kb)

@@ -36,17 +36,16 @@ from triage.knowledge import (
     advice,
     cascade,
     documents,
-    frames,
     frameworks,
     masks,
     outcome,
+    places,
     playbook,
     routine,
     templates,
 )
 from triage.knowledge.advice import CollectNext, Situation
 from triage.knowledge.cascade import Cascade
-from triage.knowledge.frames import Frames
 from triage.knowledge.frameworks import Frameworks
 from triage.knowledge.locate import (
     MODELS_ENV,
@@ -58,6 +57,7 @@ from triage.knowledge.locate import (
 )
 from triage.knowledge.masks import Masks
 from triage.knowledge.outcome import Ends
+from triage.knowledge.places import Places
 from triage.knowledge.playbook import Playbook
 from triage.knowledge.problems import KnowledgeError, Problem, Problems
 from triage.knowledge.routine import Routine
@@ -103,7 +103,7 @@ KINDS: dict[str, Kind] = {
     frameworks.KIND: Kind(frameworks.build, frameworks.merge, team=False),
     routine.KIND: Kind(routine.build, routine.merge, team=False),
     outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
-    frames.KIND: Kind(frames.build, frames.merge, team=False),
+    places.KIND: Kind(places.build, places.merge, team=False),
 }
 
 
@@ -121,7 +121,7 @@ class Knowledge:
     frameworks: Frameworks
     routine: Routine  # what healthy jobs print
     ends: Ends  # how jobs end
-    frames: Frames  # where a traceback ran: frame patterns -> place and stage
+    places: Places  # where a traceback ran: frame patterns -> place and stage
 
 
 def shipped() -> Knowledge:
@@ -253,7 +253,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         frameworks=merged[frameworks.KIND],
         routine=merged[routine.KIND],
         ends=merged[outcome.KIND],
-        frames=merged[frames.KIND],
+        places=merged[places.KIND],
     )
 
 

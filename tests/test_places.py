@@ -1,5 +1,5 @@
 """Where the exception happened decides: the frames of the whole traceback (a cut one too, a
-faulthandler dump, a pasted py-spy stack) place a failure in its stage (`rules/frames.yaml`)."""
+faulthandler dump, a pasted py-spy stack) place a failure in its stage (`rules/places.yaml`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Where the failure happened, from the frames of the whole traceback: generic-layer hits.
 
-The places are data (`rules/frames.yaml`, `Knowledge.frames`): frame patterns -> the stage that
+The places are data (`rules/places.yaml`, `Knowledge.places`): frame patterns -> the stage that
 was running (a checkpoint save or load, the data pipeline, process-group set-up, the launcher,
 torch.compile, the optimizer step, an inference engine) and what that suggests. Every frame
 counts, not only the innermost: a traceback cut before its exception line still ran through
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import regex
 
 from triage.classify.types import RuleHit
-from triage.knowledge.frames import Frames, Place
+from triage.knowledge.places import Place, Places
 from triage.model import Event, EventKind, PySpyDump, SourceKind
 
 # frame lines of a pasted text: a Python traceback's or faulthandler's, and py-spy's (either
@@ -35,7 +35,7 @@ FrameList = tuple[tuple[tuple[str, str], ...], bool | None]
 
 
 def frame_hits(
-    events: Sequence[Event], places: Frames, source_kinds: dict[str, SourceKind] | None = None
+    events: Sequence[Event], places: Places, source_kinds: dict[str, SourceKind] | None = None
 ) -> list[RuleHit]:
     """One hit per event whose frames run through a place: the innermost placed frame's."""
     if not places.places:

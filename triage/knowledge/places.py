@@ -1,6 +1,6 @@
-"""Where a traceback ran (`kind: frames`): frame patterns -> the place and stage of a failure.
+"""Where a traceback ran (`kind: places`): frame patterns -> the place and stage of a failure.
 
-    kind: frames
+    kind: places
     places:
       - id: checkpoint-save
         title: A checkpoint was being saved
@@ -39,7 +39,7 @@ import regex
 
 from triage import taxonomy
 
-KIND = "frames"
+KIND = "places"
 _KEYS = {"kind", "places"}
 _PLACE_KEYS = {"id", "title", "sources", "frames", "when", "concludes", "actions", "examples"}
 _FRAME_KEYS = {"file", "function"}
@@ -77,7 +77,7 @@ class Place:
 
 
 @dataclass(frozen=True)
-class Frames:
+class Places:
     places: tuple[Place, ...] = ()
 
     def place_of(self, file: str, function: str, waiting: bool | None) -> Place | None:
@@ -93,14 +93,14 @@ class Frames:
         return None
 
 
-def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Frames:
+def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Places:
     unknown = set(body) - _KEYS
     if unknown:
         report("", f"unknown key(s) {sorted(unknown)}; allowed: places")
     raw = body.get("places")
     if not isinstance(raw, list) or not raw:
         report("places", "needs a list of places")
-        return Frames()
+        return Places()
     tax = taxonomy.load()
     out: list[Place] = []
     seen: set[str] = set()
@@ -113,7 +113,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             continue
         seen.add(place.id)
         out.append(place)
-    return Frames(tuple(out))
+    return Places(tuple(out))
 
 
 def _compile(value: Any, item: str, key: str, report: Callable[[str, str], None]) -> Any:
@@ -201,5 +201,5 @@ def _split(example: str) -> tuple[str, str]:
     return file, function
 
 
-def merge(values: Sequence[Frames]) -> Frames:
-    return values[0] if values else Frames()
+def merge(values: Sequence[Places]) -> Places:
+    return values[0] if values else Places()
