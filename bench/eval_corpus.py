@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from triage.classify import (  # noqa: E402
     Prepared,
     embedding,  # noqa: E402
+    fix_prior,  # noqa: E402
     fusion,
     learned,
     load_learned,
@@ -66,6 +67,7 @@ from triage.classify.calibration import (  # noqa: E402
     fit,
     reliability,
 )
+from triage.classify.fix_prior import FixPrior  # noqa: E402
 from triage.classify.learned import LearnedClassifier  # noqa: E402
 from triage.classify.types import NeighbourVote  # noqa: E402
 from triage.knowledge import build, corpus  # noqa: E402
@@ -267,21 +269,58 @@ def fused_oof(
         for i, s in enumerate(oof_scores(cands, acc, feats[field_], fold, k)):
             results[i][field_] = s
         rows[field_] = [(c.features, c.label in acc[i]) for i, cs in enumerate(cands) for c in cs]
-    cands = [
-        fusion.candidates(
+    # The fix prior, P(fix | root cause), is fitted from labels too: a case's candidates read
+    # the prior fitted without its fold, and the calibrator for fold f is fitted on rows whose
+    # prior saw neither fold f nor the row's own fold.
+    priors: dict[frozenset[int], FixPrior] = {}
+
+    def prior_without(folds: frozenset[int]) -> FixPrior:
+        if folds not in priors:
+            priors[folds] = fit_fix_prior(
+                [c for c, g in zip(cases, fold, strict=True) if g not in folds]
+            )
+        return priors[folds]
+
+    def fix_candidates(i: int, folds: frozenset[int]) -> list[fusion.Candidate]:
+        c = cases[i]
+        return fusion.candidates(
             "fix",
             c.prep.hits,
             mode_votes(c, mode),
             {s.label: s.score for s in results[i]["root_cause"][:3]},
             model=model_of(c, "fix"),
+            prior_table=prior_without(folds),
         )
-        for i, c in enumerate(cases)
-    ]
+
+    cands = [fix_candidates(i, frozenset({fold[i]})) for i in range(len(cases))]
     acc = [c.accepted["fix"] for c in cases]
-    for i, s in enumerate(oof_scores(cands, acc, feats["fix"], fold, k)):
-        results[i]["fix"] = s
+    for f in range(k):
+        xs, ys = [], []
+        for i in range(len(cases)):
+            if fold[i] != f:
+                for cand in fix_candidates(i, frozenset({f, fold[i]})):
+                    xs.append(cand.features)
+                    ys.append(cand.label in acc[i])
+        cal = fit(xs, ys, feats["fix"])
+        for i in range(len(cases)):
+            if fold[i] == f:
+                results[i]["fix"] = _rank(cands[i], cal.predict([c.features for c in cands[i]]))
     rows["fix"] = [(c.features, c.label in acc[i]) for i, cs in enumerate(cands) for c in cs]
     return results, rows
+
+
+# Which P(fix | root cause) fusion reads: "listed" (the taxonomy's lists alone, what ships) or
+# "fitted" (the reference cases' labels smoothed toward the lists; `--fix-prior fitted`).
+FIX_PRIOR = {"from": "listed"}
+
+
+def fit_fix_prior(cases: Sequence[Case]) -> FixPrior:
+    """P(fix | root cause) from the cases' labels, smoothed toward the taxonomy's lists (the
+    lists alone unless `--fix-prior fitted`)."""
+    if FIX_PRIOR["from"] == "listed":
+        return fix_prior.listed()
+    rows = ((c.row["root_cause"], c.row["fix"], c.row.get("fix_alt", [])) for c in cases)
+    return fix_prior.fit(rows)
 
 
 def _features(mode: str, field_: str, with_model: bool) -> tuple[str, ...]:
@@ -320,7 +359,10 @@ def shipped_of(by_mode: Mapping[str, Sequence[Fused]]) -> tuple[list[Fused], lis
 def fused_answer(result: Fused, abstain_below: float, mode: str) -> Answer:
     if should_abstain(result, abstain_below, mode):
         return {f: [] for f in FIELDS}
-    return {f: [(s.label, s.score) for s in result[f]] for f in FIELDS}
+    answer = {f: [(s.label, s.score) for s in result[f]] for f in FIELDS}
+    if fusion.cause_left_open(result["root_cause"]):
+        answer["root_cause"] = []  # as classify answers: no cause named
+    return answer
 
 
 def keyword_answer(text: str) -> Answer:
@@ -664,6 +706,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--write-calibration", action="store_true")
+    ap.add_argument(
+        "--fix-prior",
+        choices=("listed", "fitted"),
+        default="listed",
+        help="P(fix | root cause) from the taxonomy's lists (default, shipped) or fitted on the "
+        "reference cases (inside the folds)",
+    )
     ap.add_argument("--details", type=Path, help="per-case results of the reference cases")
     ap.add_argument("--tune", action="store_true")
     ap.add_argument(
@@ -672,6 +721,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
+    FIX_PRIOR["from"] = args.fix_prior
     paths = args.cases or corpus.reference_files()
     held_out = {p.resolve() for p in corpus.held_out_files()}
     if any(p.resolve() in held_out for p in paths):
@@ -767,6 +817,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             if n
         ]
         print(f"  {m:6s} " + "; ".join(cells))
+    print(f"\nfix from P(fix | root cause) alone ({FIX_PRIOR['from']}, without the case's fold):")
+    fold_priors = {
+        g: fit_fix_prior([c for c, h in zip(cases, fold, strict=True) if h != g]) for g in set(fold)
+    }
+    for name, cause_of in (
+        ("the true root cause", lambda i: cases[i].row["root_cause"]),
+        (
+            "triage's top root cause",
+            lambda i: shipped[i]["root_cause"][0].label if shipped[i]["root_cause"] else "",
+        ),
+    ):
+        ranked = [
+            [f for f, _ in fold_priors[fold[i]].ranked(cause_of(i))] for i in range(len(cases))
+        ]
+        at = {
+            k: sum(bool(set(r[:k]) & c.accepted["fix"]) for r, c in zip(ranked, cases, strict=True))
+            / len(cases)
+            for k in (1, 3)
+        }
+        print(f"  given {name}: fix@1 {at[1]:.1%}, fix@3 {at[3]:.1%}")
     stage_ok = 0
     for i, c in enumerate(cases):
         stages = fusion.stage_scores(shipped[i]["symptom"], c.prep.hits, c.votes[modes[i]])
@@ -828,7 +898,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # longer matches
         "rules_sha256": rules_hash(),
     }
-    no_model_cal = Calibration(fit_calibration(cand_rows[False], False), abstain_plain, {})
+    shipped_prior = fit_fix_prior(cases)
+    no_model_cal = Calibration(
+        fit_calibration(cand_rows[False], False), abstain_plain, {}, shipped_prior
+    )
     space = embedding.active()
     if args.write_calibration:
         out = neighbours.models_dir() / space.calibration_file
@@ -836,6 +909,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fit_calibration(cand_rows[True], True),
             abstain_below,
             {**meta, "fitted_by": "bench/eval_corpus.py --write-calibration"},
+            shipped_prior,
         ).save(out)
         for variant in learned.VARIANTS:
             if variant == "tfidf" and space.name != "static":

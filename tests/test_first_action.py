@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from triage import pipeline, taxonomy
-from triage.model import Diagnosis
+from triage import knowledge, pipeline, taxonomy
+from triage.model import Analysis, Classification, Diagnosis, ScoredLabel
+from triage.recommend import recommend
 from triage.report import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,3 +158,36 @@ def test_the_pasted_table_is_wide_and_every_case_keeps_its_thread() -> None:
         if c["source"] != "issue thread":
             row = reference[c["source"]]  # a case of the reference corpus, as it is there
             assert row["url"] == c["url"] and row["evidence"] == c["text"], c["id"]
+
+
+def _cause(label_id: str, score: float) -> ScoredLabel:
+    cat = taxonomy.load().root_causes[label_id]
+    return ScoredLabel(cat.id, cat.slug, cat.name, score)
+
+
+def test_playbook_advice_comes_only_from_causes_that_are_probable() -> None:
+    """A SIGKILL told to "fix the training script" because user code scored 17%: advice for an
+    improbable cause is advice for another failure."""
+    kb = knowledge.load()
+    host_oom = kb.playbook.advice("R17", "F5", {})
+    user_code = kb.playbook.advice("R26", "F6", {})
+    assert host_oom and user_code
+
+    def actions(user_code_score: float) -> list[str]:
+        labels = Classification(
+            root_causes=(_cause("R17", 0.7), _cause("R26", user_code_score)),
+            fix_scores={"F5": 0.7, "F6": 0.3},
+        )
+        return [a for f in recommend(labels, Analysis(), kb) for a in f.actions]
+
+    assert host_oom in actions(0.17) and user_code not in actions(0.17)
+    assert user_code in actions(0.45)  # a cause still plausible next to the best one
+
+
+def test_a_bare_exception_line_leaves_the_cause_open() -> None:
+    """The README: an exception line with no frame at all leaves the cause open (whose code
+    raised it, the user's or the framework's, nothing says)."""
+    d = pipeline.explain_many(["KeyError: x"])[0]
+    assert d.symptoms and d.symptoms[0].id == "S18"
+    assert not d.root_causes, [(rc.id, rc.score) for rc in d.root_causes]
+    assert "most likely cause" not in d.summary

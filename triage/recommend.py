@@ -4,9 +4,10 @@ A fix pattern's score combines two things:
 
 * evidence: `classification.fix_scores`, what the rules and neighbour cases say fixed failures
   like this one (already fused and calibrated by the classifier);
-* the taxonomy prior: each likely root cause lists the fix patterns that usually resolve it,
-  best first (`taxonomy.root_causes[R].fixes`); a fix earns the root cause's score, halved for
-  each place further down the list.
+* the fix prior: P(fix | root cause), what resolved the reference cases of each likely root
+  cause (fitted beside the calibration, `classify.fix_prior`; the taxonomy's lists where none
+  is shipped); a fix earns the root cause's score times its probability next to the cause's
+  best fix.
 
 Actions come from the rules that matched (filled with captured groups: the exact env var, the
 rank, the requested bytes) and then from the per-root-cause playbook (`rules/playbook.yaml`,
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from triage import knowledge, taxonomy
+from triage.classify import fix_prior as fix_prior_mod
+from triage.classify.fix_prior import FixPrior
 from triage.knowledge.actions import FRAMEWORKS_FACT, plain
 from triage.knowledge.playbook import Playbook
 from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
@@ -36,29 +39,35 @@ from triage.model import Analysis, Classification, Evidence, FixRecommendation, 
 # right evidence-backed answers (AutoTP -> F3, fp16 scale -> F3) to the prior's first fix
 # (fix@1 on dev: 0.75 at a 0.5 share, 0.78 at 0.9).
 EVIDENCE_WEIGHT = 0.9
-PRIOR_DECAY = (1.0, 0.5, 0.25)  # weight of a root cause's 1st, 2nd, 3rd listed fix
+# A fix that resolved fewer than this share of a cause's cases is not that cause's advice.
+MIN_PRIOR = 0.1
 MAX_ACTIONS = 5
 MIN_SCORE = 0.02
 TOP_CAUSES = 3  # playbook actions come from the best few root causes only
-MIN_CAUSE_SCORE = 0.15
-CAUSE_RATIO = 0.35  # ... and only those scoring at least this share of the best one
+# ... that are probable: advice for a cause scored below this is advice for another failure
+# (a SIGKILL told to "fix the training script" because user code scored 17%)
+MIN_CAUSE_SCORE = 0.25
+CAUSE_RATIO = 0.5  # ... and only those scoring at least this share of the best one
 
 
 def recommend(
     classification: Classification,
     analysis: Analysis,
     kb: knowledge.Knowledge | None = None,
+    fix_prior: FixPrior | None = None,
 ) -> tuple[FixRecommendation, ...]:
     """Fix patterns for this classification, best first, scores in [0, 1]. `kb` is the
-    knowledge classify used (default: the shipped knowledge alone)."""
+    knowledge classify used (default: the shipped knowledge alone); `fix_prior` the P(fix |
+    root cause) it used (default: the shipped one)."""
     kb = kb if kb is not None else knowledge.load()
+    fix_prior = fix_prior if fix_prior is not None else shipped_fix_prior()
     rules_by_id = {rule.id: rule for rule in kb.rules}
     tax = taxonomy.load()
     evidence = {
         f: _clip(s) for f, s in (classification.fix_scores or {}).items() if f in tax.fix_patterns
     }
     causes = [rc for rc in classification.root_causes if rc.id in tax.root_causes]
-    prior, prior_cause = _prior(causes, tax)
+    prior, prior_cause = _prior(causes, fix_prior)
     candidates = set(evidence) | set(prior)
     if not candidates:
         return ()
@@ -116,15 +125,30 @@ def _clip(x: float) -> float:
     return min(max(float(x), 0.0), 1.0)
 
 
+def shipped_fix_prior() -> FixPrior:
+    """The P(fix | root cause) shipped beside the calibration, else the taxonomy's lists."""
+    from triage.classify import load_calibration
+
+    cal = load_calibration()
+    if cal is not None and cal.fix_prior is not None:
+        return cal.fix_prior
+    return fix_prior_mod.listed()
+
+
 def _prior(
-    causes: Sequence[ScoredLabel], tax: taxonomy.Taxonomy
+    causes: Sequence[ScoredLabel], table: FixPrior
 ) -> tuple[dict[str, float], dict[str, tuple[ScoredLabel, int]]]:
-    """fix -> prior score from the ranked root causes, and the cause that gave the most."""
+    """fix -> prior score from the ranked root causes, and the cause that gave the most (with
+    the fix's place among that cause's fixes, 0: the one that resolved most of its cases)."""
     prior: dict[str, float] = {}
     source: dict[str, tuple[ScoredLabel, int]] = {}
     for rc in causes:
-        for i, f in enumerate(tax.root_causes[rc.id].fixes):
-            value = _clip(rc.score) * PRIOR_DECAY[min(i, len(PRIOR_DECAY) - 1)]
+        ranked = table.ranked(rc.id)
+        best = ranked[0][1] if ranked else 0.0
+        for i, (f, p) in enumerate(ranked):
+            if p < MIN_PRIOR:
+                break
+            value = _clip(rc.score) * p / best
             if value > prior.get(f, 0.0):
                 prior[f] = value
                 source[f] = (rc, i)

@@ -26,7 +26,7 @@ from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
 from triage.classify import atlas as atlas_mod
 from triage.classify import calibration as calibration_mod
-from triage.classify import embedding, fusion, learned, neighbours, rules
+from triage.classify import embedding, fusion, learned, neighbours, places, rules
 from triage.classify.calibration import Calibration
 from triage.classify.learned import LearnedClassifier
 from triage.classify.neighbours import NeighbourIndex
@@ -129,6 +129,8 @@ def rule_hits(
     except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
+    known_places = (kb if kb is not None else knowledge.load(extra_rules_dirs)).places
+    hits += places.frame_hits(events, known_places, kinds)
     if routine is not None:
         hits = drop_routine(hits, ruleset, routine)
     hits = demote_consequences(hits, events, analysis, hang_deaths, kb)
@@ -508,7 +510,9 @@ def assemble(
         stage = ScoredLabel(cat.id, cat.slug, cat.name, round(stages[0].score, 4))
     return Classification(
         symptoms=symptoms,
-        root_causes=_labels(result["root_cause"], tax.root_causes),
+        root_causes=()
+        if fusion.cause_left_open(result["root_cause"])
+        else _labels(result["root_cause"], tax.root_causes),
         stage=stage,
         fix_scores={
             s.label: round(s.score, 4) for s in result["fix"] if s.label in tax.fix_patterns

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from triage.classify.fix_prior import FixPrior
+
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_SCHEMA = "triage.calibration/1"
 
@@ -82,6 +84,8 @@ class Calibration:
     calibrators: Mapping[str, Mapping[str, LogisticCalibrator]]
     abstain_below: float
     meta: Mapping[str, Any]
+    # P(fix | root cause) fitted on the same reference cases (None: the taxonomy's lists)
+    fix_prior: FixPrior | None = None
 
     def get(self, method: str, field: str) -> LogisticCalibrator | None:
         return self.calibrators.get(method, {}).get(field)
@@ -96,6 +100,8 @@ class Calibration:
                 for m, fields in self.calibrators.items()
             },
         }
+        if self.fix_prior is not None:
+            data["fix_prior"] = self.fix_prior.to_json()
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         _load_cached.cache_clear()
 
@@ -115,6 +121,7 @@ def _load_cached(path: str) -> Calibration | None:
             },
             abstain_below=float(data["abstain_below"]),
             meta=data.get("meta", {}),
+            fix_prior=FixPrior.from_json(data["fix_prior"]) if "fix_prior" in data else None,
         )
     except FileNotFoundError:
         return None

@@ -28,7 +28,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from triage import taxonomy
+from triage.classify import fix_prior as fix_prior_mod
 from triage.classify.calibration import Calibration
+from triage.classify.fix_prior import FixPrior
 from triage.classify.types import NeighbourVote, RuleHit
 from triage.model import Event
 
@@ -42,7 +44,6 @@ YIELD_WEIGHT = 0.5
 # symptom: neighbour votes may reorder the labels the rules name but add none of their own (a
 # ZeroDivisionError is never called an import error because a similar case was one).
 GENERIC_SETTLE = 0.5
-PRIOR_WEIGHTS = (1.0, 0.5, 0.25)  # taxonomy fixes of a root cause, best first
 RULE_FEATURES = (
     "rule",  # noisy-OR of the weights of initiating (or unattributed) rule hits
     "rule_cascade",  # noisy-OR of the weights of cascade hits
@@ -116,9 +117,12 @@ def candidates(
     votes: Mapping[str, Sequence[NeighbourVote]],
     rc_probs: Mapping[str, float] | None = None,
     model: Mapping[str, float] | None = None,
+    prior_table: FixPrior | None = None,
 ) -> list[Candidate]:
     """One candidate per label named by any evidence, with the features the calibrator reads.
-    `model` is the learned model's probability per label of this field."""
+    `model` is the learned model's probability per label of this field. For fixes, `rc_probs`
+    are the likely root causes and `prior_table` P(fix | root cause) (None: the taxonomy's
+    lists); every fix the likely causes were resolved by is a candidate."""
     # One rule firing on many ranks is one piece of evidence, not many: keep each rule's
     # strongest weight per label, then combine distinct rules.
     init: dict[str, dict[str, float]] = {}
@@ -157,13 +161,8 @@ def candidates(
 
     prior: dict[str, float] = {}
     if fieldname == "fix" and rc_probs:
-        tax = taxonomy.load()
-        for rc, p in rc_probs.items():
-            cat = tax.root_causes.get(rc)
-            for fix, w in zip(cat.fixes if cat else (), PRIOR_WEIGHTS, strict=False):
-                prior[fix] = prior.get(fix, 0.0) + p * w
-        norm = sum(rc_probs.values()) or 1.0
-        prior = {k: v / norm for k, v in prior.items()}
+        table = prior_table if prior_table is not None else fix_prior_mod.listed()
+        prior = table.given(rc_probs)
 
     out = []
     for label in sorted(labels | set(prior)):
@@ -183,6 +182,22 @@ def candidates(
                 feats[f"{src}_{name}"] = value
         out.append(Candidate(label, feats))
     return out
+
+
+# The generic layer leaves the root cause open when it weighs at least this many causes alike
+# at its top and no specific rule names one: a bare `KeyError` (the user's code, the
+# framework's logic or a wrong call), a SIGTERM or a lost connection says nothing of why.
+OPEN_TIES = 3
+
+
+def cause_left_open(root_causes: Sequence[Scored]) -> bool:
+    """No specific rule names a root cause and the generic layer weighs several alike: the
+    answer names no cause (the README: such an error leaves the cause open)."""
+    if not root_causes or any(s.features.get("rule", 0.0) > 0 for s in root_causes):
+        return False
+    generic = [s.features.get("rule_generic", 0.0) for s in root_causes]
+    best = max(generic)
+    return best > 0 and sum(1 for g in generic if g >= best - 1e-9) >= OPEN_TIES
 
 
 def generic_settles(specific: Collection[str], generic: Mapping[str, float]) -> bool:
@@ -301,7 +316,8 @@ def fuse(
         cands = candidates(fieldname, hits, votes, model=model.get(fieldname))
         out[fieldname] = score(fieldname, cands, calibration, mode)
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
-    cands = candidates("fix", hits, votes, rc_probs, model=model.get("fix"))
+    table = calibration.fix_prior if calibration is not None else None
+    cands = candidates("fix", hits, votes, rc_probs, model=model.get("fix"), prior_table=table)
     out["fix"] = score("fix", cands, calibration, mode)
     return out
 

@@ -44,6 +44,7 @@ from triage.knowledge import (
     frameworks,
     masks,
     outcome,
+    places,
     playbook,
     routine,
     templates,
@@ -66,6 +67,7 @@ from triage.knowledge.locate import (
 )
 from triage.knowledge.masks import Masks
 from triage.knowledge.outcome import Ends
+from triage.knowledge.places import Places
 from triage.knowledge.playbook import Playbook
 from triage.knowledge.problems import KnowledgeError, Problem, Problems
 from triage.knowledge.routine import Routine
@@ -117,6 +119,7 @@ KINDS: dict[str, Kind] = {
     frames.KIND: Kind(frames.build, frames.merge, team=False),
     topology.KIND: Kind(topology.build, topology.merge, team=False),
     atlas.KIND: Kind(atlas.build, atlas.merge, team=False),
+    places.KIND: Kind(places.build, places.merge, team=False),
 }
 
 
@@ -140,6 +143,7 @@ class Knowledge:
     topology: Topology  # a launcher's argv and a rendezvous's wait for nodes
     atlas_labels: AtlasLabels  # how the atlas's templates are labelled (by the harvester)
     atlas: Atlas  # the libraries' own messages (models/atlas/), read on first use
+    places: Places  # where a traceback ran: frame patterns -> place and stage
 
 
 def shipped() -> Knowledge:
@@ -281,6 +285,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         topology=merged[topology.KIND],
         atlas_labels=merged[atlas.KIND],
         atlas=Atlas(models_dir() / "atlas"),
+        places=merged[places.KIND],
     )
 
 

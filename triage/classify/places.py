@@ -1,0 +1,128 @@
+"""Where the failure happened, from the frames of the whole traceback: generic-layer hits.
+
+The places are data (`rules/places.yaml`, `Knowledge.places`): frame patterns -> the stage that
+was running (a checkpoint save or load, the data pipeline, process-group set-up, the launcher,
+torch.compile, the optimizer step, an inference engine) and what that suggests. Every frame
+counts, not only the innermost: a traceback cut before its exception line still ran through
+`_save_checkpoint`. The innermost placed frame places the event; the hit enters fusion as a
+generic-layer prior (it yields to a specific rule on the same lines, `fusion.yield_generic`)
+and its stage enters `fusion.stage_scores`.
+
+Frames come from what the parsers read: a traceback's frames (outermost first), a faulthandler
+dump's (innermost first), a pasted py-spy stack's main thread. A paste the parser found no
+event in (its whole text is the event) is read for frame lines here, leniently: a pasted stack
+is often cut mid-line (`backward (torch/autograd/__ini`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import regex
+
+from triage.classify.types import RuleHit
+from triage.knowledge.places import Place, Places
+from triage.model import Event, EventKind, PySpyDump, SourceKind
+
+# frame lines of a pasted text: a Python traceback's or faulthandler's, and py-spy's (either
+# may be cut at the end of the paste)
+_FILE_FRAME = regex.compile(r'File "(?P<file>[^"\n]+)", line \d+,? in (?P<func>[\w.<>]+)')
+_PYSPY_FRAME = regex.compile(r"^[ \t]+(?P<func>[\w.<>]+) \((?P<file>[^():\s]+)", regex.M)
+_PYSPY_THREAD = regex.compile(r"^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil)", regex.M)
+
+# (file, function) innermost first, and whether the process was waiting (None: not known)
+FrameList = tuple[tuple[tuple[str, str], ...], bool | None]
+
+
+def frame_hits(
+    events: Sequence[Event], places: Places, source_kinds: dict[str, SourceKind] | None = None
+) -> list[RuleHit]:
+    """One hit per event whose frames run through a place: the innermost placed frame's."""
+    if not places.places:
+        return []
+    kinds = source_kinds or {}
+    out: list[RuleHit] = []
+    for ev in events:
+        found = _frames_of(ev, kinds.get(ev.source))
+        if found is None:
+            continue
+        frames, waiting = found
+        for file, function in frames:
+            place = places.place_of(file, function, waiting)
+            if place is not None:
+                out.append(_hit(place, ev, file, function))
+                break
+    return out
+
+
+def _frames_of(ev: Event, kind: SourceKind | None) -> FrameList | None:
+    attrs = ev.attrs or {}
+    if ev.kind is EventKind.TRACEBACK and attrs.get("frames"):
+        frames = tuple((str(f[0]), str(f[2])) for f in attrs["frames"])
+        raised = bool(attrs.get("exc_type") or attrs.get("exc_message"))
+        if attrs.get("headerless") and not raised and _faulthandler_order(ev.text):
+            # faulthandler's "File ..., line N in f" lines: innermost first already
+            return frames, None
+        return tuple(reversed(frames)), (False if raised else None)
+    if ev.kind is EventKind.SIGNAL and attrs.get("frames"):
+        return tuple((str(f[0]), str(f[2])) for f in attrs["frames"]), None
+    if ev.kind is EventKind.PYSPY and isinstance(ev.payload, PySpyDump):
+        # a job's dumps are read across ranks by correlate (who waited where); a pasted stack
+        # is the user's evidence of where this process was
+        thread = ev.payload.main_thread()
+        if kind is not SourceKind.TEXT or thread is None:
+            return None
+        return tuple((f.filename or "", f.function or "") for f in thread.frames), True
+    if ev.kind is EventKind.TRACEBACK or ev.kind is EventKind.SIGNAL:
+        return None
+    if "\n" in ev.text and ('File "' in ev.text or _PYSPY_THREAD.search(ev.text)):
+        return _text_frames(ev.text)
+    return None
+
+
+def _faulthandler_order(text: str) -> bool:
+    """faulthandler writes `File "...", line N in f` (no comma), most recent call first."""
+    return bool(regex.search(r'File "[^"\n]+", line \d+ in ', text))
+
+
+def _text_frames(text: str) -> FrameList | None:
+    """The frames of a pasted stack the parser kept only as text, innermost first."""
+    if _PYSPY_THREAD.search(text):
+        frames = [(m["file"], m["func"]) for m in _PYSPY_FRAME.finditer(text)]
+        return (tuple(frames), True) if frames else None
+    frames = [(m["file"], m["func"]) for m in _FILE_FRAME.finditer(text)]
+    if not frames:
+        return None
+    if _faulthandler_order(text):
+        return tuple(frames), None
+    return tuple(reversed(frames)), None
+
+
+def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
+    text, offset = _quote(ev.text, file, function)
+    line = ev.line + offset if ev.line is not None else None
+    numbers = (ev.attrs or {}).get("line_numbers")
+    if numbers and offset < len(numbers) and numbers[offset] is not None:
+        line = numbers[offset]
+    return RuleHit(
+        rule_id=f"frames:{place.id}",
+        title=place.title,
+        event=ev,
+        symptom=dict(place.symptom),
+        root_cause=dict(place.root_cause),
+        fix=dict(place.fix),
+        stage=dict(place.stage),
+        actions={f: (a,) for f, a in place.actions.items()},
+        evidence_text=text,
+        evidence_line=line,
+        generic=True,
+    )
+
+
+def _quote(text: str, file: str, function: str) -> tuple[str, int]:
+    """The event's line that shows the frame, and its offset in the event's text."""
+    base = file.replace("\\", "/").rsplit("/", 1)[-1][:12]
+    for i, line in enumerate(text.splitlines()):
+        if function in line and base in line:
+            return line.strip(), i
+    return text.splitlines()[0].strip() if text else "", 0
