@@ -742,6 +742,11 @@ def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list
     return sorted(hits, key=lambda h: h.generic)
 
 
+# A calibrated root-cause score under this is right less often than wrong: the summary calls it
+# a guess.
+UNSURE_CAUSE = 0.5
+
+
 def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = None) -> str:
     """One sentence: what happened, why, and who started it (`kb`'s collect-next advice,
     None: the shipped one, when nothing is known)."""
@@ -758,7 +763,10 @@ def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = No
     if labels.symptoms:
         parts.append(_label_phrase(labels.symptoms[0]))
     if labels.root_causes:
-        parts.append(f"most likely cause: {_label_phrase(labels.root_causes[0], lower=True)}")
+        cause = labels.root_causes[0]
+        # a cause right less often than not is a guess, and said to be one
+        lead = "most likely cause" if cause.score >= UNSURE_CAUSE else "cause unsettled, best guess"
+        parts.append(f"{lead}: {_label_phrase(cause, lower=True)}")
     sentence = "; ".join(parts)
     who = _who(found)
     return f"{sentence}{who}."

@@ -510,9 +510,7 @@ def assemble(
         stage = ScoredLabel(cat.id, cat.slug, cat.name, round(stages[0].score, 4))
     return Classification(
         symptoms=symptoms,
-        root_causes=()
-        if fusion.cause_left_open(result["root_cause"])
-        else _labels(result["root_cause"], tax.root_causes),
+        root_causes=_labels(result["root_cause"], tax.root_causes),
         stage=stage,
         fix_scores={
             s.label: round(s.score, 4) for s in result["fix"] if s.label in tax.fix_patterns

@@ -84,6 +84,8 @@ def features(mode: str, fieldname: str) -> tuple[str, ...]:
     names += MODEL_FEATURES
     if fieldname == "fix":
         names.append("rc_prior")
+    if fieldname == "root_cause":
+        names.append("generic_open")
     return tuple(names)
 
 
@@ -159,6 +161,9 @@ def candidates(
         ranked = sorted(model, key=lambda k: -model[k])[:MODEL_CANDIDATES]
         labels.update(k for k in ranked if model[k] >= MODEL_MIN_PROB)
 
+    # the generic layer left the cause open (below): a feature of every cause, so the
+    # calibrator learns how seldom a guess is right then, instead of the answer hiding it
+    left_open = fieldname == "root_cause" and cause_left_open(rule, rule_gen)
     prior: dict[str, float] = {}
     if fieldname == "fix" and rc_probs:
         table = prior_table if prior_table is not None else fix_prior_mod.listed()
@@ -177,6 +182,8 @@ def candidates(
             "model": model.get(label, 0.0),
             "model_top": float(model_best > 0 and model.get(label, 0.0) >= model_best),
         }
+        if fieldname == "root_cause":
+            feats["generic_open"] = float(left_open)
         for src, table in vote_feats.items():
             for name, value in table.get(label, {}).items():
                 feats[f"{src}_{name}"] = value
@@ -190,14 +197,13 @@ def candidates(
 OPEN_TIES = 3
 
 
-def cause_left_open(root_causes: Sequence[Scored]) -> bool:
-    """No specific rule names a root cause and the generic layer weighs several alike: the
-    answer names no cause (the README: such an error leaves the cause open)."""
-    if not root_causes or any(s.features.get("rule", 0.0) > 0 for s in root_causes):
+def cause_left_open(specific: Mapping[str, float], generic: Mapping[str, float]) -> bool:
+    """No specific rule names a root cause and the generic layer weighs several alike (the
+    README: such an error leaves the cause open)."""
+    if any(w > 0 for w in specific.values()) or not generic:
         return False
-    generic = [s.features.get("rule_generic", 0.0) for s in root_causes]
-    best = max(generic)
-    return best > 0 and sum(1 for g in generic if g >= best - 1e-9) >= OPEN_TIES
+    best = max(generic.values())
+    return best > 0 and sum(1 for g in generic.values() if g >= best - 1e-9) >= OPEN_TIES
 
 
 def generic_settles(specific: Collection[str], generic: Mapping[str, float]) -> bool:
