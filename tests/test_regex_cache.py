@@ -3,6 +3,7 @@ finds, and a damaged, foreign or missing cache costs a compile, never a wrong ma
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,13 @@ def test_no_cache_writes_nothing(cache_dir: Path, monkeypatch: pytest.MonkeyPatc
     assert _found(_compile_all()) == expected
     _next_run()
     assert not cache_dir.exists()
+
+
+def test_patterns_pickle_for_another_process(cache_dir: Path) -> None:
+    expected = _found([regex.compile(p, f) for p, f in PATTERNS])
+    _compile_all()
+    _next_run()
+    loaded = _compile_all()  # from the disk
+    assert _found([pickle.loads(pickle.dumps(p)) for p in loaded]) == expected
+    other = regex.compile(r"any (?P<other>pattern)")  # every pattern, once the cache is in use
+    assert pickle.loads(pickle.dumps(other)).search("is any pattern")["other"] == "pattern"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib
 import marshal
 import os
 import sys
@@ -57,6 +58,11 @@ class _Recorder:
     def compile(self, *args: Any) -> Any:
         _local.last = args
         return self._engine.compile(*args)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # `regex` pickles a pattern as (its engine's `compile`, the pattern's data): the
+        # engine, by name, is what another process compiles it with
+        return importlib.import_module, (self._engine.__name__,)
 
 
 def _engine() -> Any:
