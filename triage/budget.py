@@ -22,7 +22,6 @@ What trips a limit stops early and says so on that input; the rest of the job is
 from __future__ import annotations
 
 import contextvars
-import multiprocessing
 import threading
 import time
 from collections.abc import Iterator
@@ -58,19 +57,32 @@ _DECOMPRESSED, _DECOMPRESS_NS, _FR_ENTRIES, _DECODING = range(4)
 
 class JobBudget:
     """The counters of one job. Made with `shared=True` in a process that then forks its
-    workers, the counts are one for all of them (a lock and four integers in shared memory);
-    otherwise they are this process's alone."""
+    workers (calling `before_fork` first), the counts are one for all of them (a lock and four
+    integers in shared memory); otherwise they are this process's alone."""
 
     def __init__(self, limits: JobLimits = JobLimits(), *, shared: bool = False) -> None:
         self.limits = limits
-        self._counts: Any
-        if shared and "fork" in multiprocessing.get_all_start_methods():
-            ctx = multiprocessing.get_context("fork")
-            self._counts = ctx.RawArray("q", 4)
-            self._lock: Any = ctx.Lock()
-        else:
-            self._counts = [0, 0, 0, 0]
-            self._lock = threading.Lock()
+        self._shareable = shared
+        self._counts: Any = [0, 0, 0, 0]
+        self._lock: Any = threading.Lock()
+
+    def before_fork(self) -> None:
+        """Move the counts into shared memory for the workers about to be forked (a budget
+        made with `shared=True`). Done only then: a small job forks none, and multiprocessing's
+        shared memory costs its start ~10-20 ms. Call it from the thread that forks, while no
+        other thread counts."""
+        if not self._shareable:
+            return
+        import multiprocessing
+
+        self._shareable = False
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return
+        ctx = multiprocessing.get_context("fork")
+        counts = ctx.RawArray("q", 4)
+        with self._lock:
+            counts[:] = list(self._counts)
+            self._counts, self._lock = counts, ctx.Lock()
 
     # ------------------------------------------------------------ decompression
 

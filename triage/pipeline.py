@@ -282,6 +282,7 @@ class _Pool:
         gc.disable()
         try:
             # The workers count against this job's budget: forked, they share its counters.
+            self.job_budget.before_fork()
             # Forked, they inherit the initializer's arguments as they are (never pickled):
             # the run's knowledge and the scan tables derived from it in `preload`.
             self.executor = ProcessPoolExecutor(

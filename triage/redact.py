@@ -26,8 +26,8 @@ from importlib import resources
 from typing import Any
 
 import regex
-import yaml
 
+from triage import yaml_docs
 from triage.model import (
     Diagnosis,
     EnvReport,
@@ -75,8 +75,7 @@ class RedactionRulesError(ValueError):
 def patterns() -> tuple[tuple[Pattern, ...], tuple[Pattern, ...]]:
     """(secrets, hosts) from `triage/redact.yaml`, compiled once."""
     text = resources.files("triage").joinpath("redact.yaml").read_text(encoding="utf-8")
-    # libyaml where it is installed: the pure-Python loader takes ~0.1-0.3 s of every run
-    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc = yaml_docs.document(text)
     if not isinstance(doc, dict):
         raise RedactionRulesError("redact.yaml: expected `secrets:` and `hosts:` lists")
     out = []

@@ -189,11 +189,21 @@ class NeighbourIndex:
     manifest: dict[str, Any]
     embeddings_minilm: np.ndarray | None = None  # (n, 384): only when built with [minilm]
     static_center: np.ndarray | None = None  # the reference signatures' mean static embedding
+    # where the MiniLM rows are, read on first use: the default run never needs them (~10 ms)
+    minilm_file: Path | None = None
 
     def rows(self, space: embedding.Space) -> np.ndarray:
         """The reference cases' embeddings in `space`."""
         if space.name == "static":
             return self.embeddings
+        if self.embeddings_minilm is None and self.minilm_file is not None:
+            try:
+                with np.load(self.minilm_file, allow_pickle=False) as arrays:
+                    self.embeddings_minilm = arrays[space.index_key].astype(np.float32)
+            except (OSError, KeyError, ValueError) as exc:
+                raise IndexMissing(
+                    [Problem(str(self.minilm_file), space.index_key, f"unreadable ({exc})")]
+                ) from exc
         if self.embeddings_minilm is None:
             raise IndexMissing(
                 [
@@ -295,7 +305,7 @@ def _load_cached(directory: str) -> NeighbourIndex:
             dense[i, indices[lo:hi]] = data[lo:hi]
         embeddings = arrays["embeddings"].astype(np.float32)
         minilm_key = embedding.SPACES["minilm"].index_key
-        minilm = arrays[minilm_key].astype(np.float32) if minilm_key in arrays.files else None
+        minilm_file = root / "index.npz" if minilm_key in arrays.files else None
         center = arrays["static_center"] if "static_center" in arrays.files else None
     except (OSError, KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
         raise IndexMissing(
@@ -305,7 +315,9 @@ def _load_cached(directory: str) -> NeighbourIndex:
         raise IndexMissing(
             [Problem(str(root), "", "the neighbour index is empty or inconsistent; rebuild it")]
         )
-    return NeighbourIndex(cases, embeddings, tfidf, dense, manifest, minilm, center)
+    return NeighbourIndex(
+        cases, embeddings, tfidf, dense, manifest, static_center=center, minilm_file=minilm_file
+    )
 
 
 def _case_from_row(row: dict[str, Any]) -> ReferenceCase:

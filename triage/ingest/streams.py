@@ -9,7 +9,6 @@ one that trips a limit, simply ends, and the reason is kept in `problem` (see
 from __future__ import annotations
 
 import bz2
-import ctypes
 import functools
 import io
 import lzma
@@ -171,6 +170,8 @@ def _punch_hole(fd: int, offset: int, size: int) -> None:
     fallocate = _fallocate()
     if fallocate is None or size <= 0:
         return
+    import ctypes  # loaded by `_fallocate` already
+
     fallocate(fd, _PUNCH_HOLE | _KEEP_SIZE, ctypes.c_int64(offset), ctypes.c_int64(size))
 
 
@@ -181,6 +182,8 @@ _PUNCH_HOLE, _KEEP_SIZE = 0x02, 0x01  # FALLOC_FL_PUNCH_HOLE, FALLOC_FL_KEEP_SIZ
 def _fallocate() -> Any:
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # here: only archives spooled to disk punch holes; others skip its import
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fallocate = libc.fallocate

@@ -28,6 +28,8 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
+
 KIND = "cascade"
 _KEYS = {
     "kind",
@@ -177,7 +179,7 @@ def _compile(
     text: Any, flags: int, item: str, report: Callable[[str, str], None]
 ) -> regex.Pattern[str] | None:
     try:
-        return regex.compile(text, flags)
+        return regex_cache.compile(text, flags)
     except (regex.error, TypeError) as exc:
         report(item, f"bad regex {text!r}: {exc}")
         return None

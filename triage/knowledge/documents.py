@@ -7,18 +7,13 @@ kind never depends on its name and a team folder can hold any of the kinds it ma
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from triage import diskcache
+from triage import yaml_docs
 from triage.knowledge.problems import Problems
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml is ~10x faster
 RULES = "rules"
 
 
@@ -38,33 +33,11 @@ def knowledge_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def _load_yaml(text: str) -> list[Any]:
-    """The YAML documents of `text`, from the disk cache when this very text was loaded
-    before (`triage.diskcache`: the documents are plain JSON data)."""
-    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    cached = diskcache.section("yaml").get(key)
-    if isinstance(cached, str):  # kept as JSON text: each read builds objects of its own
-        try:
-            docs = json.loads(cached)
-            if isinstance(docs, list):
-                return docs
-        except ValueError:
-            pass
-    docs = list(yaml.load_all(text, Loader=_YAML_LOADER))
-    try:
-        as_json = json.dumps(docs)
-        if json.loads(as_json) == docs:  # nothing JSON would change (dates, int keys)
-            diskcache.put("yaml", key, as_json)
-    except (TypeError, ValueError):
-        pass
-    return docs
-
-
 def read(path: Path, kinds: frozenset[str], problems: Problems) -> Document | None:
     """One file as a Document; an unreadable file or an unknown `kind` is a problem."""
     try:
-        docs = _load_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        docs = yaml_docs.documents(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml_docs.YamlError) as exc:
         problems.add(path, "", f"cannot read knowledge file: {exc}")
         return None
     docs = [d for d in docs if d is not None]

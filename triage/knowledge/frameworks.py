@@ -28,6 +28,8 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
+
 KIND = "frameworks"
 _KEYS = {"kind", "frameworks", "launchers"}
 _ENTRY_KEYS = {"name", "seen", "examples", "named", "engine"}
@@ -160,7 +162,7 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
             report(item, "needs `seen` (regexes) and `examples` (lines they must match)")
             continue
         try:
-            pattern = regex.compile("|".join(f"(?:{p})" for p in seen))
+            pattern = regex_cache.compile("|".join(f"(?:{p})" for p in seen))
         except regex.error as exc:
             report(item, f"bad regex in `seen`: {exc}")
             continue
@@ -189,7 +191,7 @@ def _named(
     if not named:
         return None
     try:
-        pattern = regex.compile("|".join(f"(?:{p})" for p in named))
+        pattern = regex_cache.compile("|".join(f"(?:{p})" for p in named))
     except regex.error as exc:
         report(item, f"bad regex in `named`: {exc}")
         return None

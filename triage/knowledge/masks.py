@@ -22,6 +22,8 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
+
 KIND = "masks"
 _KEYS = {"kind", "prefixes", "masks", "salient", "frame", "examples"}
 _MASK_KEYS = {"name", "pattern", "mask_with", "keep", "keep_after"}
@@ -125,7 +127,7 @@ def _compile(text: Any, item: str, report: Callable[[str, str], None]) -> regex.
         report(item, "needs a `pattern`")
         return None
     try:
-        return regex.compile(text)
+        return regex_cache.compile(text)
     except regex.error as exc:
         report(item, f"bad regex {text!r}: {exc}")
         return None

@@ -27,6 +27,7 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
 from triage.literals import required_literals
 
 KIND = "routine"
@@ -101,7 +102,7 @@ def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine 
         report(item, f"needs {', '.join(missing)}")
         return None
     try:
-        pattern = regex.compile(str(spec["pattern"]))
+        pattern = regex_cache.compile(str(spec["pattern"]))
     except regex.error as exc:
         report(item, f"bad regex: {exc}")
         return None

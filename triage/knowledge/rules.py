@@ -58,7 +58,7 @@ from typing import Any
 
 import regex
 
-from triage import taxonomy
+from triage import regex_cache, taxonomy
 from triage.knowledge.actions import Action, parse_action
 from triage.knowledge.problems import KnowledgeError
 from triage.literals import required_literals
@@ -389,7 +389,7 @@ class _LazyPattern:
 
     def _get(self) -> regex.Pattern[str]:
         if self._compiled is None:
-            self._compiled = regex.compile(self.pattern, FLAGS)
+            self._compiled = regex_cache.compile(self.pattern, FLAGS)
         return self._compiled
 
     def search(self, *args: Any, **kwargs: Any) -> regex.Match[str] | None:
@@ -408,7 +408,7 @@ def compile_pattern(pattern: str, lazy: bool = False) -> regex.Pattern[str]:
     if lazy:
         return _LazyPattern(pattern)  # type: ignore[return-value]
     try:
-        return regex.compile(pattern, FLAGS)
+        return regex_cache.compile(pattern, FLAGS)
     except regex.error as exc:
         raise _Invalid(f"bad regex {pattern!r}: {exc}") from exc
 

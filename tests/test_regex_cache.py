@@ -1,0 +1,127 @@
+"""Compiled regexes kept on disk: a pattern loaded from the cache finds what a fresh compile
+finds, and a damaged, foreign or missing cache costs a compile, never a wrong match."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import regex
+
+from triage import regex_cache
+from triage.knowledge.rules import FLAGS
+
+# named groups, caseless text, a lookbehind, alternation, classes: what rule patterns hold
+PATTERNS = [
+    (r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ [KMG]iB)", FLAGS),
+    (r"(?i)watchdog caught collective operation timeout", FLAGS),
+    (r"(?<=rank )(?P<rank>\d+)\b|NCCL (?:WARN|INFO) \w+", regex.I),
+    (r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d+)", regex.M),
+]
+TEXT = (
+    "[rank 3] ok\nTorch: CUDA out of memory. Tried to allocate 2.50 GiB (GPU 0)\n"
+    "[Rank 7] WATCHDOG caught collective operation timeout: WorkNCCL(SeqNum=9)\n"
+    '  File "/x/train.py", line 42, in step\nnccl warn Net/IB : retry\n'
+)
+
+
+def _found(compiled: list[regex.Pattern[str]]) -> list[list[tuple[int, int, dict[str, Any]]]]:
+    return [[(m.start(), m.end(), m.groupdict()) for m in p.finditer(TEXT)] for p in compiled]
+
+
+def _compile_all() -> list[regex.Pattern[str]]:
+    return [regex_cache.compile(p, f) for p, f in PATTERNS]
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
+    regex_cache.clear_memory()
+    yield folder
+    regex_cache.clear_memory()
+
+
+def _no_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("parsed although a verified copy was on disk")
+
+    monkeypatch.setattr(regex, "compile", refuse)
+
+
+def _next_run() -> None:
+    regex_cache.save()
+    regex_cache.clear_memory()
+
+
+def test_a_second_run_loads_the_patterns_and_finds_the_same_matches(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh = [regex.compile(p, f) for p, f in PATTERNS]
+    expected = _found(fresh)
+    assert _found(_compile_all()) == expected
+    _next_run()
+    assert len(list(cache_dir.glob("regex-*.bin"))) == 1
+    _no_parser(monkeypatch)
+    loaded = _compile_all()
+    assert _found(loaded) == expected
+    assert [p.groupindex for p in loaded] == [p.groupindex for p in fresh]
+    assert expected[0][0][2] == {"size": "2.50 GiB"} and len(expected[1]) == 1
+
+
+def test_a_damaged_cache_is_compiled_again_and_rewritten(cache_dir: Path) -> None:
+    expected = _found(_compile_all())
+    _next_run()
+    (path,) = cache_dir.glob("regex-*.bin")
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    assert _found(_compile_all()) == expected
+    _next_run()
+    assert path.read_bytes() != bytes(blob)
+
+
+def test_a_cache_others_can_write_is_not_read(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _found(_compile_all())
+    _next_run()
+    (path,) = cache_dir.glob("regex-*.bin")
+    path.chmod(0o666)  # the engine trusts the opcodes: only this user's own file is read
+    parsed: list[str] = []
+    real = regex.compile
+
+    def counted(pattern: str, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(pattern)
+        return real(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(regex, "compile", counted)
+    assert _found(_compile_all()) == expected
+    assert parsed == [p for p, _ in PATTERNS]
+
+
+def test_a_bad_pattern_raises_as_regex_does(cache_dir: Path) -> None:
+    with pytest.raises(regex.error):
+        regex_cache.compile(r"unbalanced (", FLAGS)
+
+
+def test_no_cache_writes_nothing(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIAGE_NO_CACHE", "1")
+    expected = _found([regex.compile(p, f) for p, f in PATTERNS])
+    assert _found(_compile_all()) == expected
+    _next_run()
+    assert not cache_dir.exists()
+
+
+def test_patterns_pickle_for_another_process(cache_dir: Path) -> None:
+    expected = _found([regex.compile(p, f) for p, f in PATTERNS])
+    _compile_all()
+    _next_run()
+    loaded = _compile_all()  # from the disk
+    assert _found([pickle.loads(pickle.dumps(p)) for p in loaded]) == expected
+    other = regex.compile(r"any (?P<other>pattern)")  # every pattern, once the cache is in use
+    assert pickle.loads(pickle.dumps(other)).search("is any pattern")["other"] == "pattern"

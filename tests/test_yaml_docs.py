@@ -1,0 +1,84 @@
+"""YAML through the disk cache: a warm read gives exactly what PyYAML gives, without
+parsing; what JSON cannot keep (a date) is parsed every time."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from triage import diskcache, yaml_docs
+
+TEXT = """\
+kind: exits
+codes:
+  -9: {meaning: SIGKILL, role: self_inflicted}
+  2: {meaning: error}
+  true: yes-key
+  null: none-key
+"\\0pairs": a key like the cache's own
+---
+- {id: a, weights: {S01: 0.5}, pattern: 'x\\d+'}
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
+    diskcache.clear_memory()
+    yield folder
+    diskcache.clear_memory()
+
+
+def _next_run() -> None:
+    diskcache.save()
+    diskcache.clear_memory()
+
+
+def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("parsed although the documents were in the cache")
+
+    monkeypatch.setattr(yaml, "load_all", refuse)
+    monkeypatch.setattr(yaml, "load", refuse)
+
+
+def test_a_warm_read_gives_the_same_documents_with_their_int_keys(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = list(yaml.load_all(TEXT, Loader=yaml.SafeLoader))
+    assert yaml_docs.documents(TEXT) == expected
+    _next_run()
+    _no_parse(monkeypatch)
+    warm = yaml_docs.documents(TEXT)
+    assert warm == expected
+    codes = warm[0]["codes"]
+    assert list(codes) == [-9, 2, True, None] and type(list(codes)[1]) is int
+    assert warm[0]["\0pairs"] == "a key like the cache's own"
+
+
+def test_one_document_reads_as_yaml_load(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = "secrets: [{id: token, pattern: 'ghp_\\w+'}]\nhosts: [{id: h, kind: host}]\n"
+    expected = yaml.load(one, Loader=yaml.SafeLoader)
+    assert yaml_docs.document(one) == expected
+    _next_run()
+    _no_parse(monkeypatch)
+    assert yaml_docs.document(one) == expected
+
+
+def test_a_date_is_parsed_every_time(cache_dir: Path) -> None:
+    text = "released: 2024-05-01\n"
+    assert yaml_docs.document(text) == {"released": datetime.date(2024, 5, 1)}
+    _next_run()
+    assert yaml_docs.document(text) == {"released": datetime.date(2024, 5, 1)}
+
+
+def test_text_that_is_not_yaml_raises_its_error(cache_dir: Path) -> None:
+    with pytest.raises(yaml_docs.YamlError):
+        yaml_docs.documents("a: [unclosed\n")
