@@ -48,7 +48,12 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_pasted_generic_error_gets_its_symptom(case: dict[str, Any], no_model: list) -> None:
     diagnosis = pipeline.explain(case["text"])
     got = [s.id for s in diagnosis.symptoms]
-    assert got and got[0] == case["expect"], (case["id"], got, diagnosis.summary)
+    # `also`: a symptom the taxonomy fits as well (the labelling guide leaves both open)
+    assert got and got[0] in {case["expect"], *case.get("also", [])}, (
+        case["id"],
+        got,
+        diagnosis.summary,
+    )
 
 
 @pytest.mark.parametrize("case", [c for c in TABLE if c["expect"] == "S18"], ids=lambda c: c["id"])

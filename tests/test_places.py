@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from triage.cli import main
-from triage.knowledge import frames
+from triage.knowledge import places
 
 # faulthandler's format (`line N in f`, most recent call first), the paste cut before any
 # exception line: a rank that waited inside DeepSpeed's checkpoint-tag all-reduce
@@ -100,7 +100,7 @@ def test_a_place_whose_example_does_not_match_is_refused() -> None:
             },
         ]
     }
-    frames.build(body, lambda item, msg: problems.append((item, msg)), False)
+    places.build(body, lambda item, msg: problems.append((item, msg)), False)
     said = " | ".join(f"{i}: {m}" for i, m in problems)
     assert "example does not match" in said and "no_match example matches" in said
     assert "S99 is not a taxonomy id" in said and "a place says which stage" in said
