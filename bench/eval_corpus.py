@@ -359,10 +359,7 @@ def shipped_of(by_mode: Mapping[str, Sequence[Fused]]) -> tuple[list[Fused], lis
 def fused_answer(result: Fused, abstain_below: float, mode: str) -> Answer:
     if should_abstain(result, abstain_below, mode):
         return {f: [] for f in FIELDS}
-    answer = {f: [(s.label, s.score) for s in result[f]] for f in FIELDS}
-    if fusion.left_open(result["root_cause"]):
-        answer["root_cause"] = []  # as classify answers: no cause named
-    return answer
+    return {f: [(s.label, s.score) for s in result[f]] for f in FIELDS}
 
 
 def keyword_answer(text: str) -> Answer:

@@ -189,5 +189,6 @@ def test_a_bare_exception_line_leaves_the_cause_open() -> None:
     raised it, the user's or the framework's, nothing says)."""
     d = pipeline.explain_many(["KeyError: x"])[0]
     assert d.symptoms and d.symptoms[0].id == "S18"
-    assert not d.root_causes, [(rc.id, rc.score) for rc in d.root_causes]
     assert "most likely cause" not in d.summary
+    if d.root_causes:  # the neighbours' and the model's guess, said to be one
+        assert "cause unsettled, best guess" in d.summary

@@ -410,6 +410,13 @@ class Classification:
     similar_cases: tuple[SimilarCase, ...] = ()
     abstain_reason: str | None = None
     collect_next: tuple[str, ...] = ()  # on an abstention: the steps the reports list
+    # no specific rule names a cause and the generic layer weighs several alike: the causes
+    # shown are the neighbours' and the learned model's best guess
+    cause_open: bool = False
+
+
+# A root cause scored under this is right less often than wrong: reports call it a guess.
+SURE_CAUSE = 0.5
 
 
 # --------------------------------------------------------------------------- recommend
@@ -463,6 +470,7 @@ class Diagnosis:
     stack_groups: tuple[StackGroup, ...] = ()
     evidence_found: bool = True  # False: no input held anything triage could read
     outcome: Outcome | None = None
+    cause_open: bool = False  # the causes are a guess (Classification.cause_open); not in JSON
 
     def to_dict(self) -> dict[str, Any]:
         """The ★ JSON diagnosis (schema triage.diagnosis/1), plus `findings`/`timeline`."""

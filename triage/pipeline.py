@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from triage.budget import JobBudget, JobLimits
 from triage.model import (
+    SURE_CAUSE,
     Analysis,
     Classification,
     Diagnosis,
@@ -617,6 +618,7 @@ def _diagnosis(
         summary=summary,
         symptoms=labels.symptoms,
         root_causes=labels.root_causes,
+        cause_open=labels.cause_open,
         stage=labels.stage,
         fix_patterns=fixes if labels.symptoms or labels.root_causes else (),
         first_failure=found.first_failure,
@@ -743,11 +745,6 @@ def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list
     return sorted(hits, key=lambda h: h.generic)
 
 
-# A calibrated root-cause score under this is right less often than wrong: the summary calls it
-# a guess.
-UNSURE_CAUSE = 0.5
-
-
 def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = None) -> str:
     """One sentence: what happened, why, and who started it (`kb`'s collect-next advice,
     None: the shipped one, when nothing is known)."""
@@ -765,8 +762,9 @@ def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = No
         parts.append(_label_phrase(labels.symptoms[0]))
     if labels.root_causes:
         cause = labels.root_causes[0]
-        # a cause right less often than not is a guess, and said to be one
-        lead = "most likely cause" if cause.score >= UNSURE_CAUSE else "cause unsettled, best guess"
+        # a cause right less often than not, or one no rule names, is a guess and said to be
+        sure = cause.score >= SURE_CAUSE and not labels.cause_open
+        lead = "most likely cause" if sure else "cause unsettled, best guess"
         parts.append(f"{lead}: {_label_phrase(cause, lower=True)}")
     sentence = "; ".join(parts)
     who = _who(found)

@@ -457,7 +457,7 @@ def should_abstain(
 ) -> bool:
     """Weak evidence: neither the top symptom nor the top root cause reaches the calibrated
     threshold, or no rule fired, the learned model is unsure of the symptom and even the
-    nearest reference case that voted for the symptom is far away."""
+    nearest reference case is far away."""
     tops = [result[f][0] for f in ("symptom", "root_cause") if result[f]]
     if not tops or max(t.score for t in tops) < abstain_below:
         return True
@@ -471,14 +471,11 @@ def should_abstain(
     # the symptom is what the evidence itself must show: a root cause's probability alone can
     # be the base rate of the commonest cause
     model_support = result["symptom"][0].features.get("model", 0.0) if result["symptom"] else 0.0
-    # the closest reference case that voted for the symptom: a near case with another label
-    # does not make a far vote for this one count
-    top_symptom = result["symptom"][0] if result["symptom"] else None
-    voter = top_symptom.features.get(f"{mode}_top_sim", 0.0) if top_symptom else 0.0
+    nearest = max(t.features.get(f"{mode}_nearest", 0.0) for t in tops)
     return (
         rule_support < MIN_RULE_SUPPORT
         and model_support < MIN_MODEL_SUPPORT
-        and voter < _floor(NEAREST_FLOOR, mode)
+        and nearest < _floor(NEAREST_FLOOR, mode)
     )
 
 
@@ -513,9 +510,8 @@ def assemble(
         stage = ScoredLabel(cat.id, cat.slug, cat.name, round(stages[0].score, 4))
     return Classification(
         symptoms=symptoms,
-        root_causes=()
-        if fusion.left_open(result["root_cause"])
-        else _labels(result["root_cause"], tax.root_causes),
+        root_causes=_labels(result["root_cause"], tax.root_causes),
+        cause_open=fusion.left_open(result["root_cause"]),
         stage=stage,
         fix_scores={
             s.label: round(s.score, 4) for s in result["fix"] if s.label in tax.fix_patterns

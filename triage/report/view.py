@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from triage.model import (
+    SURE_CAUSE,
     Diagnosis,
     Evidence,
     GroupProgress,
@@ -418,9 +419,11 @@ def verdict(d: Diagnosis) -> str:
     parts = []
     if d.symptoms:
         parts.append(c.short(d.symptoms[0].name, 200))
-    if d.root_causes:
+    if d.root_causes and d.root_causes[0].score >= SURE_CAUSE and not d.cause_open:
         cause = c.short(d.root_causes[0].name, 200)
         parts.append(f"caused by {cause[:1].lower()}{cause[1:]}")
+    elif d.root_causes:
+        parts.append("cause unsettled")
     return ", ".join(parts)
 
 
