@@ -163,7 +163,7 @@ def candidates(
 
     # the generic layer left the cause open (below): a feature of every cause, so the
     # calibrator weighs such guesses apart (`left_open`)
-    left_open = fieldname == "root_cause" and cause_left_open(rule, rule_gen)
+    open_cause = fieldname == "root_cause" and cause_left_open(rule, rule_gen)
     prior: dict[str, float] = {}
     if fieldname == "fix" and rc_probs:
         table = prior_table if prior_table is not None else fix_prior_mod.listed()
@@ -183,7 +183,7 @@ def candidates(
             "model_top": float(model_best > 0 and model.get(label, 0.0) >= model_best),
         }
         if fieldname == "root_cause":
-            feats["generic_open"] = float(left_open)
+            feats["generic_open"] = float(open_cause)
         for src, table in vote_feats.items():
             for name, value in table.get(label, {}).items():
                 feats[f"{src}_{name}"] = value
