@@ -14,6 +14,8 @@ A cache that cannot be read or written is no error: the run derives everything a
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -74,6 +76,40 @@ def put(name: str, key: str, value: Any) -> None:
     _dirty = True
 
 
+_DIGEST = 32  # bytes of SHA-256 at the head of a verified file
+
+
+def write_atomically(path: Path, body: bytes, prefix: str = ".cache-") -> None:
+    """Write `body` to `path` through a temporary file beside it: a reader sees the old file
+    or the new one, never a torn one. OSError when it cannot be written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(body)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_verified(path: Path, body: bytes, prefix: str = ".cache-") -> None:
+    """`body` after its SHA-256, written atomically (`read_verified` gives it back)."""
+    write_atomically(path, hashlib.sha256(body).digest() + body, prefix)
+
+
+def read_verified(path: Path) -> memoryview | None:
+    """What `write_verified` wrote, or None when the file is missing, torn or altered."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    body = memoryview(blob)[_DIGEST:]
+    if len(blob) <= _DIGEST or hashlib.sha256(body).digest() != blob[:_DIGEST]:
+        return None
+    return body
+
+
 def save() -> None:
     """Write what was added this run (atomically; a failure leaves the old file)."""
     global _dirty
@@ -81,18 +117,9 @@ def save() -> None:
     if not _dirty or where is None or _sections is None:
         return
     _dirty = False
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=where, prefix=".knowledge-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": _VERSION, **_sections}, fh)
-            os.replace(tmp, where / _FILE)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass
+    body = json.dumps({"version": _VERSION, **_sections}).encode("utf-8")
+    with contextlib.suppress(OSError):  # a cache that cannot be written is no error
+        write_atomically(where / _FILE, body, ".knowledge-")
 
 
 def clear_memory() -> None:

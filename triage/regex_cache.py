@@ -19,12 +19,11 @@ LOCALE flag is never kept (its code depends on more than its text).
 from __future__ import annotations
 
 import atexit
-import hashlib
+import contextlib
 import importlib
 import marshal
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ import regex
 
 from triage import diskcache
 
-_DIGEST = 32  # bytes of SHA-256 at the head of the file
 _MAX_ENTRIES = 5_000  # team folders come and go; past this the file starts afresh
 _ARGS = 10  # what the engine takes after the pattern: flags, code, groups, required string
 
@@ -96,9 +94,8 @@ def _load() -> dict[tuple[str, int], tuple[Any, ...]]:
     try:
         if not _own(path) or not _own(path.parent):
             return {}
-        blob = path.read_bytes()
-        body = memoryview(blob)[_DIGEST:]
-        if len(blob) <= _DIGEST or hashlib.sha256(body).digest() != blob[:_DIGEST]:
+        body = diskcache.read_verified(path)
+        if body is None:
             return {}
         loaded = marshal.loads(body)
     except (OSError, ValueError, EOFError, TypeError):
@@ -144,19 +141,8 @@ def save() -> None:
             return
         _dirty = False
         body = marshal.dumps({"default_version": _key_version(), "entries": dict(_stored)})
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".regex-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(hashlib.sha256(body).digest())
-                fh.write(body)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass  # a cache that cannot be written is no error
+    with contextlib.suppress(OSError):  # a cache that cannot be written is no error
+        diskcache.write_verified(path, body, ".regex-")
 
 
 def _from_disk(pattern: str, flags: int, engine: Any) -> regex.Pattern[str] | None:

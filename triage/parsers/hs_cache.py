@@ -14,9 +14,7 @@ compiling. Nothing here can run code: a database only ever reports matches.
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,6 @@ from typing import Any
 from triage import diskcache
 
 _SUBFOLDER = "hyperscan-v1"
-_DIGEST = 32  # bytes of SHA-256 at the head of each file
 # Databases kept (a run makes ~5; each team folder or rules change adds its own): past this
 # the oldest are removed when a new one is written.
 _MAX_FILES = 64
@@ -50,12 +47,8 @@ def _path(key: str) -> Path | None:
 
 def _load(hs: Any, path: Path) -> Any:
     """The database in `path`, or None when it is missing, damaged or for another build."""
-    try:
-        blob = path.read_bytes()
-    except OSError:
-        return None
-    body = memoryview(blob)[_DIGEST:]
-    if len(blob) <= _DIGEST or hashlib.sha256(body).digest() != blob[:_DIGEST]:
+    body = diskcache.read_verified(path)
+    if body is None:
         return None
     try:
         return hs.loadb(bytes(body), hs.HS_MODE_BLOCK)
@@ -65,17 +58,7 @@ def _load(hs: Any, path: Path) -> Any:
 
 def _save(hs: Any, path: Path, db: Any) -> None:
     try:
-        body = hs.dumpb(db)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".db-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(hashlib.sha256(body).digest())
-                fh.write(body)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        diskcache.write_verified(path, hs.dumpb(db), ".db-")
         _prune(path.parent)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is no error
         pass
