@@ -23,6 +23,8 @@ from typing import Any
 
 import regex
 
+from triage.knowledge.problems import check_examples
+
 KIND = "exits"
 ROLES = ("self_inflicted", "launcher_killed")
 _KEYS = {"kind", "codes", "restarts"}
@@ -107,16 +109,7 @@ def _restarts(spec: Any, report: Callable[[str, str], None]) -> regex.Pattern[st
     except regex.error as exc:
         report("restarts", f"bad regex: {exc}")
         return None
-    examples = spec.get("examples") or {}
-    match, no_match = examples.get("match") or [], examples.get("no_match") or []
-    if not match or not no_match:
-        report("restarts", "needs examples: match and no_match")
-    for line in match:
-        if not pattern.search(line):
-            report("restarts", f"misses its example {line!r}")
-    for line in no_match:
-        if pattern.search(line):
-            report("restarts", f"matches its no_match example {line!r}")
+    check_examples(pattern, spec.get("examples"), "restarts", report)
     return pattern
 
 

@@ -6,8 +6,9 @@ one run shows everything that is wrong with a folder of rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -52,3 +53,24 @@ class Problems:
     def raise_if_any(self, error: type[KnowledgeError] = KnowledgeError) -> None:
         if self.found:
             raise error(self.found)
+
+
+class _Searches(Protocol):
+    def search(self, string: str, /) -> Any: ...
+
+
+def check_examples(
+    pattern: _Searches, examples: Any, item: str, report: Callable[[str, str], None]
+) -> None:
+    """A pattern's `examples: {match: [...], no_match: [...]}`: both are needed, every `match`
+    line must be found and no `no_match` line may be."""
+    examples = examples if isinstance(examples, Mapping) else {}
+    match, no_match = examples.get("match") or [], examples.get("no_match") or []
+    if not match or not no_match:
+        report(item, "needs examples: match and no_match")
+    for line in match:
+        if not pattern.search(line):
+            report(item, f"misses its example {line!r}")
+    for line in no_match:
+        if pattern.search(line):
+            report(item, f"matches its no_match example {line!r}")

@@ -23,6 +23,8 @@ from typing import Any
 
 import regex
 
+from triage.knowledge.problems import check_examples
+
 KIND = "topology"
 ARGV = ("nnodes", "nproc_per_node", "node_rank")
 _KEYS = {"kind", "argv", "rendezvous_wait"}
@@ -61,17 +63,8 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     if joined is not None and not {"k", "m"} <= set(joined.groupindex):
         report("rendezvous_wait joined", "needs groups (?P<k>...) and (?P<m>...)")
         joined = None
-    examples = wait.get("examples") or {}
-    match, no_match = examples.get("match") or [], examples.get("no_match") or []
-    if not match or not no_match:
-        report("rendezvous_wait", "needs examples: match and no_match")
-    if waiting is not None:
-        for line in match:
-            if not waiting.search(line):
-                report("rendezvous_wait", f"misses its example {line!r}")
-        for line in no_match:
-            if waiting.search(line):
-                report("rendezvous_wait", f"matches its no_match example {line!r}")
+    if waiting is not None:  # a bad pattern is reported already
+        check_examples(waiting, wait.get("examples"), "rendezvous_wait", report)
     return Topology(argv, waiting, joined)
 
 
