@@ -32,6 +32,7 @@ from triage.model import (
     Source,
     SourceKind,
 )
+from triage.report.common import lower_first
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -596,7 +597,7 @@ def _diagnosis(
         # The job ended well and no fault is in its logs: whatever a rule or a neighbour
         # guessed from its routine lines is not a failure to report.
         return Diagnosis(
-            summary=f"{_OUTCOME_WORDS[outcome.id]}: {_lower_first(outcome.why)}.",
+            summary=f"{_OUTCOME_WORDS[outcome.id]}: {lower_first(outcome.why)}.",
             inputs=inputs,
             # what correlate said of a failure (who started it, the cascade, the exits a stop
             # left) would contradict the outcome; facts about the job itself stay
@@ -663,10 +664,6 @@ _OUTCOME_WORDS = {
     OutcomeKind.HUNG: "The job hung",
     OutcomeKind.UNKNOWN: "The job's end is unknown",
 }
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
 # What carries no evidence of a failure by itself: a note that an input could not be read,

@@ -51,8 +51,10 @@ def short(text: str | None, limit: int = 2000) -> str:
 
 
 def lower_first(text: str) -> str:
-    """`The launcher saw ...` -> `the launcher saw ...`; an acronym (`NCCL ...`) stays."""
-    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+    """`The launcher saw ...` -> `the launcher saw ...`, `A user ...` -> `a user ...`; an
+    acronym (`NCCL ...`) stays."""
+    word = text.split(" ", 1)[0]
+    return text if len(word) > 1 and word[:2].isupper() else text[:1].lower() + text[1:]
 
 
 def one_line(text: str | None, limit: int = 200) -> str:
