@@ -68,6 +68,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without what would leak into a job's launcher (the test
+    runner's, torchrun's and a caller's rank and master settings, this venv)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCH", "PYTEST", "VIRTUAL_ENV", "RANK", "MASTER"))
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Scrubbing: nothing of this machine leaves in a bundle.
 
@@ -273,11 +283,7 @@ def run_scenario(sc: Scenario, out_root: Path, keep_run: bool = False) -> Path:
             time.sleep(max(0.0, t0 + node.start_delay_s - time.time()))
         console = run_root / "console" / f"{node.host}.log"
         console.parent.mkdir(parents=True, exist_ok=True)
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("TORCH", "PYTEST", "VIRTUAL_ENV", "RANK", "MASTER"))
-        }
+        env = clean_env()
         env.update(
             PYTHONUNBUFFERED="1",
             TORCH_FR_BUFFER_SIZE="2000",

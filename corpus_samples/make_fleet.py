@@ -41,6 +41,7 @@ from make import (  # noqa: E402
     _free_port,
     _scrubber,
     _wait_for,
+    clean_env,
 )
 
 SCRIPT = "fleet_train.py"
@@ -102,11 +103,7 @@ def run_job(job: PlannedJob, jobs_root: Path, wall_s: float = 90.0) -> None:
     for node_rank, host in enumerate(job.hosts):
         console = run_root / "console" / f"{host}.log"
         console.parent.mkdir(parents=True, exist_ok=True)
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("TORCH", "PYTEST", "VIRTUAL_ENV", "RANK", "MASTER"))
-        }
+        env = clean_env()
         env.update(
             PYTHONUNBUFFERED="1",
             CORPUS_HOST=host,
