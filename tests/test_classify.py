@@ -106,6 +106,23 @@ def test_signature_reads_the_oom_before_the_connection_resets_it_caused() -> Non
     assert "out of memory" in first.lower()
 
 
+def test_a_fatal_signal_is_placed_by_the_first_frame_of_its_innermost_first_stack() -> None:
+    """faulthandler prints the crashing frame first: two segfaults in different code are two
+    signatures, and the one in the user's script names the script's function."""
+    dump = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f3a2c000000 (most recent call first):\n"
+        '  File "/workspace/{file}", line 42 in {func}\n'
+        '  File "/usr/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py", '
+        "line 52 in fetch\n"
+    )
+    mine = signature(*pasted(dump.format(file="train_native_aug.py", func="augment")))
+    other = signature(*pasted(dump.format(file="loader.py", func="decode")))
+    assert mine.splitlines()[0] == "in augment (<path>/train_native_aug.py)"
+    assert "Segmentation fault" in mine.splitlines()[1]
+    assert mine != other
+
+
 # --------------------------------------------------------------------------- labels
 
 

@@ -320,10 +320,22 @@ def _distinct(texts: Sequence[str], playbook: Playbook, said: Sequence[str]) -> 
     playbook's `same_advice` list."""
     kept: list[str] = []
     for text in texts:
-        if any(_similar(text, other, playbook) for other in (*said, *kept)):
+        if any(_similar(text, other, playbook) for other in said):
             continue
-        kept.append(text)
+        same = next((n for n, other in enumerate(kept) if _similar(text, other, playbook)), None)
+        if same is None:
+            kept.append(text)
+        elif (
+            playbook.keeps_located(text, kept[same])
+            and _LOCATION.search(text)
+            and not _LOCATION.search(kept[same])
+        ):
+            # the same step, but this wording says where (file:line): it takes the place
+            kept[same] = text
     return kept
+
+
+_LOCATION = re.compile(r"\.py:\d+")
 
 
 def _no_leading_or(actions: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ from triage.model import Analysis, Event, EventKind, ParsedSource
 
 # Bumped whenever masking or line selection changes: the index manifest records it, so an
 # index built with another version is stale.
-SIGNATURE_VERSION = 3
+SIGNATURE_VERSION = 4
 MAX_CHARS = 700
 MAX_LINES = 8
 MAX_EVENTS = 2000  # events read for one signature
@@ -50,6 +50,7 @@ class _Masker:
         self.masks = masks.masks
         self.salient = masks.salient
         self.frame = masks.frame
+        self.innermost_first = masks.innermost_first
         self.path = masks.named("path")
 
     def strip_prefixes(self, text: str) -> str:
@@ -151,10 +152,22 @@ def salient_lines(text: str, kb: knowledge.Knowledge | None = None) -> list[str]
     lines = [ln for ln in masker.strip_prefixes(text).splitlines() if ln.strip()]
     picked: list[str] = []
     last_frame: str | None = None
+    # a stack printed innermost first (faulthandler's) places the error line above it
+    placing: int | None = None
     for ln in lines:
         frame = masker.frame.match(ln)
         if frame:
-            last_frame = f"in {frame.group('func')} ({masker.mask_path(frame.group('file'))})"
+            place = f"in {frame.group('func')} ({masker.mask_path(frame.group('file'))})"
+            if placing is not None:
+                picked.insert(placing, place)
+                placing = None
+            else:
+                last_frame = place
+            continue
+        if masker.innermost_first is not None and masker.innermost_first.search(ln):
+            last_frame = None
+            # where the error line before this stack sits
+            placing = max(len(picked) - 1, 0) if picked else None
             continue
         if masker.salient.search(ln):
             if last_frame is not None:

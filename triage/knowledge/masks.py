@@ -8,6 +8,7 @@
       - {name, pattern, mask_with: "<path>/{basename}", keep_after: [site-packages/]}
     salient: '<regex>'                       # a line worth embedding
     frame: '<regex with `file` and `func` groups>'
+    innermost_first: '<regex>'               # a stack header whose first frame is innermost
     examples: [{text, masked}]
 
 Shipped only (the index was built with these masks). The engine that applies them is
@@ -25,7 +26,7 @@ import regex
 from triage import regex_cache
 
 KIND = "masks"
-_KEYS = {"kind", "prefixes", "masks", "salient", "frame", "examples"}
+_KEYS = {"kind", "prefixes", "masks", "salient", "frame", "innermost_first", "examples"}
 _MASK_KEYS = {"name", "pattern", "mask_with", "keep", "keep_after"}
 
 
@@ -44,6 +45,7 @@ class Masks:
     masks: tuple[Mask, ...] = ()
     salient: regex.Pattern[str] | None = None
     frame: regex.Pattern[str] | None = None
+    innermost_first: regex.Pattern[str] | None = None
     examples: tuple[tuple[str, str], ...] = ()  # (text, masked)
 
     def named(self, name: str) -> Mask:
@@ -70,6 +72,11 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     frame = _compile(body.get("frame"), "frame", report)
     if frame is not None and not {"file", "func"} <= set(frame.groupindex):
         report("frame", "needs `file` and `func` groups")
+    innermost_first = (
+        _compile(body["innermost_first"], "innermost_first", report)
+        if "innermost_first" in body
+        else None
+    )
     examples = []
     for n, ex in enumerate(body.get("examples") or [], 1):
         if (
@@ -82,7 +89,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             report(f"examples #{n}", "needs `text` and the `masked` text it must give")
     if not examples:
         report("examples", "needs at least one {text, masked} example")
-    return Masks(tuple(prefixes), tuple(masks), salient, frame, tuple(examples))
+    return Masks(tuple(prefixes), tuple(masks), salient, frame, innermost_first, tuple(examples))
 
 
 def _mask(entry: Mapping[str, Any], n: int, report: Callable[[str, str], None]) -> Mask | None:

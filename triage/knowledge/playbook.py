@@ -15,6 +15,7 @@
       same-collectives:
         said: ['(?i)\\bsame collectives\\b']  # regexes: two actions that both match say it once
         examples: ["Make every rank issue the same collectives in the same order."]
+        located: true   # optional: the wording that names a file:line is the one kept
 
 An entry is an action of triage.knowledge.actions: the first alternative that applies to the
 job (its conditions hold, its `{facts}` are known) is the one given, and none may be. The
@@ -42,10 +43,20 @@ class Playbook:
     fallback: Mapping[str, str] = field(default_factory=dict)
     # idea -> how actions say it: two actions that both say one idea are one step for the user
     same_advice: Mapping[str, regex.Pattern[str]] = field(default_factory=dict)
+    # ideas whose wording that names a file:line is kept over an earlier one that names none
+    located_ideas: frozenset[str] = frozenset()
 
     def same_idea(self, a: str, b: str) -> bool:
         """Do these two actions give one piece of advice of `same_advice`?"""
         return any(p.search(a) and p.search(b) for p in self.same_advice.values())
+
+    def keeps_located(self, a: str, b: str) -> bool:
+        """Do these two actions say one idea whose located wording is the one to keep?"""
+        return any(
+            self.same_advice[idea].search(a) and self.same_advice[idea].search(b)
+            for idea in self.located_ideas
+            if idea in self.same_advice
+        )
 
     def advice(self, cause: str, fix: str, facts: Mapping[str, Any]) -> str | None:
         """The action for (cause, fix) filled with this job's facts, or None when none of its
@@ -106,7 +117,14 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
                 "fallback", f"needs an entry for every fix pattern; missing {', '.join(missing)}"
             )
     return Playbook(
-        causes=causes, fallback=fallback, same_advice=_same_advice(body.get("same_advice"), report)
+        causes=causes,
+        fallback=fallback,
+        same_advice=_same_advice(body.get("same_advice"), report),
+        located_ideas=frozenset(
+            str(idea)
+            for idea, spec in (body.get("same_advice") or {}).items()
+            if isinstance(spec, dict) and spec.get("located") is True
+        ),
     )
 
 
@@ -121,8 +139,8 @@ def _same_advice(raw: Any, report: Callable[[str, str], None]) -> dict[str, rege
     out: dict[str, regex.Pattern[str]] = {}
     for idea, spec in raw.items():
         item = f"same_advice {idea}"
-        if not isinstance(spec, dict) or set(spec) - {"said", "examples"}:
-            report(item, "must be a mapping of `said` (regexes) and `examples` (actions)")
+        if not isinstance(spec, dict) or set(spec) - {"said", "examples", "located"}:
+            report(item, "must be a mapping of `said` (regexes), `examples` (actions), `located`")
             continue
         said, examples = spec.get("said"), spec.get("examples")
         if not _texts(said) or not _texts(examples) or len(examples) < 2:
@@ -150,12 +168,16 @@ def merge(playbooks: Sequence[Playbook]) -> Playbook:
     causes: dict[str, dict[str, Action]] = {}
     fallback: dict[str, str] = {}
     same: dict[str, regex.Pattern[str]] = {}
+    located: set[str] = set()
     for book in playbooks:
         same.update(book.same_advice)
+        located |= book.located_ideas
         for cause, per_fix in book.causes.items():
             for fix, action in per_fix.items():
                 mine = causes.setdefault(cause, {})
                 before = mine[fix].alternatives if fix in mine else ()
                 mine[fix] = Action(action.alternatives + before)
         fallback.update(book.fallback)
-    return Playbook(causes=causes, fallback=fallback, same_advice=same)
+    return Playbook(
+        causes=causes, fallback=fallback, same_advice=same, located_ideas=frozenset(located)
+    )
