@@ -1054,3 +1054,39 @@ def test_the_strong_log_prefilter_says_what_the_regex_says(
         bits.insert(min(at, len(bits)), strong)
     text = sep.join(bits)
     assert module._strong_log(text) == (module._STRONG_LOG.search(text) is not None)
+
+
+def test_notes_beside_a_jobs_logs_are_listed_but_never_read_as_its_evidence(tmp_path: Path):
+    """A README or a labels file beside the logs says what someone expects, not what the job
+    printed: it must not steer the diagnosis (here it claims an OOM the log never shows)."""
+    from triage import pipeline
+    from triage.report import render
+
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/workspace/train.py", line 12, in <module>\n'
+        "[rank0]: ValueError: batch 7 has no labels\n"
+    )
+    (tmp_path / "README.md").write_text(
+        "# What happened\n\nRank 3 ran out of GPU memory (CUDA out of memory) at step 9.\n"
+    )
+    (tmp_path / "expected.json").write_text('{"symptom": "S14", "story": "CUDA out of memory"}')
+    d = pipeline.diagnose([str(tmp_path)])
+    out = json.loads(render(d, "json"))
+    assert out["symptoms"][0]["id"] != "S14"
+    assert "out of memory" not in json.dumps(out["fix_patterns"]).lower()
+    notes = {i["path"].rsplit("/", 1)[-1]: i for i in out["inputs"]}
+    for name in ("README.md", "expected.json"):
+        assert any("not read as the job's evidence" in w for w in notes[name]["warnings"])
+    quoted = {e["source"] for f in out["fix_patterns"] for e in f.get("evidence", [])}
+    assert not any(s.endswith(("README.md", "expected.json")) for s in quoted)
+
+
+def test_a_note_alone_is_read_it_is_the_evidence_the_user_gave(tmp_path: Path):
+    from triage import pipeline
+
+    (tmp_path / "error.md").write_text(
+        "# crash\n\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    d = pipeline.diagnose([str(tmp_path)])
+    assert d.symptoms and d.symptoms[0].id == "S14"

@@ -76,8 +76,44 @@ def discover(
         paths = [paths]  # one path given bare: not a sequence of one-letter paths
     names = [os.fsdecode(path) for path in paths]
     walker = _Walker(limits or Limits(), None if follow_links else _roots(names))
+    # Text with no mark of a process's output (a README, notes, one JSON document) is the
+    # evidence when it is all there is (a pasted error saved to a file); beside a job's logs
+    # it is what someone wrote about the job (the answer they expect, a config), not what
+    # the job printed, so it is listed and not read.
+    notes: list[Source] = []
+    logs_seen = False
     for path in names:
-        yield from walker.top(path)
+        for source in walker.top(path):
+            if source.kind is SourceKind.TEXT and source.open is not empty_stream:
+                notes.append(source)
+                continue
+            logs_seen = logs_seen or source.open is not empty_stream
+            yield source
+    for source in notes:
+        yield _set_aside(source) if logs_seen else source
+
+
+NOTES_BESIDE_LOGS = (
+    "text with no log lines beside the job's logs (notes, a README, a JSON document): "
+    "listed, not read as the job's evidence"
+)
+
+
+def _set_aside(source: Source) -> Source:
+    """A note beside the logs: listed with why, its content not read."""
+    if source.release is not None:
+        source.release()
+    return Source(
+        path=source.path,
+        kind=SourceKind.TEXT,
+        size=source.size,
+        open=empty_stream,
+        rank=source.rank,
+        local_rank=source.local_rank,
+        host=source.host,
+        attempt=source.attempt,
+        warnings=(*source.warnings, NOTES_BESIDE_LOGS),
+    )
 
 
 def _roots(paths: Sequence[str]) -> tuple[str, ...]:
