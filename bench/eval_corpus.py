@@ -488,9 +488,10 @@ def reliability_table(pairs: Sequence[tuple[float, bool]], title: str) -> str:
 
 def choose_abstain(cases: Sequence[Case], results: Sequence[Fused], modes: Sequence[str]) -> float:
     """The highest score threshold below which at most one abstention in five drops an answer
-    that was right (top symptom or top root cause): abstain only where the answer is mostly
-    wrong anyway, since score.py counts an abstention as wrong. Only the abstentions the
-    threshold adds count (those for want of any support happen at every threshold)."""
+    that was right (top symptom, root cause or fix: an abstention withholds all three, and
+    the fix is what the user acts on): abstain only where the answer is mostly wrong anyway,
+    since score.py counts an abstention as wrong. Only the abstentions the threshold adds
+    count (those for want of any support happen at every threshold)."""
     best = 0.0
     for t in [x / 100 for x in range(5, 50)]:
         dropped = right = 0
@@ -498,7 +499,8 @@ def choose_abstain(cases: Sequence[Case], results: Sequence[Fused], modes: Seque
             if should_abstain(r, t, m) and not should_abstain(r, 0.0, m):
                 dropped += 1
                 right += any(
-                    r[f] and r[f][0].label in c.accepted[f] for f in ("symptom", "root_cause")
+                    r[f] and r[f][0].label in c.accepted[f]
+                    for f in ("symptom", "root_cause", "fix")
                 )
         if dropped and right / dropped > 0.2:
             break
