@@ -12,7 +12,7 @@ by the same guide (shared/corpus/README.md). Per field it prints:
   alternatives: the second labeller scored exactly as shared/corpus/score.py scores triage;
 - Cohen's kappa of the first labels (chance-corrected agreement).
 
-`--mined` compares instead the two labellings every third-round case keeps (`first_labels`,
+`--mined` compares instead the two labellings every case of the third and later rounds keeps (`first_labels`,
 `second_labels`, made independently before any disagreement was settled), over every case
 file that holds them, reference and held out alike (in aggregate only).
 
@@ -77,7 +77,7 @@ def mined_agreement() -> int:
         if "first_labels" in row and "second_labels" in row
     ]
     found = [(a, b) for a, b in pairs if b.get("thread_found", True)]
-    print(f"# two independent labellings of {len(pairs)} third-round cases\n")
+    print(f"# two independent labellings of {len(pairs)} cases mined from the third round on\n")
     print_table(
         {
             "all": ([a for a, _ in pairs], [b for _, b in pairs]),
@@ -90,7 +90,7 @@ def mined_agreement() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--second", type=Path, default=SECOND)
-    ap.add_argument("--mined", action="store_true", help="the third round's two labellings")
+    ap.add_argument("--mined", action="store_true", help="the two labellings kept since the third round")
     args = ap.parse_args(argv)
     if args.mined:
         return mined_agreement()

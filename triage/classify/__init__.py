@@ -566,11 +566,16 @@ def _evidence(
     agreeing = [v for v in votes if v.symptom == top.get("symptom")]
     if prep.lead is not None and agreeing:
         ev = prep.lead
-        quoted = prep.signature.splitlines()[0] if prep.signature else ev.text[:200]
+        # the error line, not the frame the signature placed it with (`in f (path)`)
+        lines = [ln for ln in prep.signature.splitlines() if not _PLACED_FRAME.match(ln)]
+        quoted = lines[0] if lines else ev.text[:200]
         text = _first_line_containing(ev.text, quoted) or quoted
         line = _line_of(ev, text)
         out.append(Evidence(ev.source, line, ev.rank, text, f"neighbour:{agreeing[0].case_id}"))
     return tuple(out)
+
+
+_PLACED_FRAME = regex.compile(r"^in \S+ \(.*\)$")
 
 
 def _line_of(ev: Event, quoted: str) -> int | None:
