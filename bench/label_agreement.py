@@ -12,9 +12,9 @@ by the same guide (shared/corpus/README.md). Per field it prints:
   alternatives: the second labeller scored exactly as shared/corpus/score.py scores triage;
 - Cohen's kappa of the first labels (chance-corrected agreement).
 
-`--mined` compares instead the two labellings every case of the third and later rounds keeps (`first_labels`,
-`second_labels`, made independently before any disagreement was settled), over every case
-file that holds them, reference and held out alike (in aggregate only).
+`--mined` compares instead the two labellings every case mined since the third round keeps
+(`first_labels`, `second_labels`, made independently before any disagreement was settled),
+over every case file that holds them, reference and held out alike (in aggregate only).
 
 The `accepted` row is the ceiling the labels themselves set: a figure for triage above it
 measures the labeller it was fitted to, not the failure.
@@ -90,7 +90,9 @@ def mined_agreement() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--second", type=Path, default=SECOND)
-    ap.add_argument("--mined", action="store_true", help="the two labellings kept since the third round")
+    ap.add_argument(
+        "--mined", action="store_true", help="the two labellings kept since the third round"
+    )
     args = ap.parse_args(argv)
     if args.mined:
         return mined_agreement()
