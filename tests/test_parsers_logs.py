@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from scan_engines import ENGINES
 
 from triage.model import EventKind, Level, ParsedSource, RankExit, Source, SourceKind
-from triage.parsers import lines, nccl, prefixes, rank_log, timestamps
+from triage.parsers import nccl, prefixes, rank_log, timestamps
 from triage.parsers.common import PARSER_STOPPED
+from triage.scan import engines, reader
+from triage.scan.markers import MarkerSet
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
@@ -55,7 +57,7 @@ def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
     return [e for e in parsed.events if e.kind is kind]
 
 
-_MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, lines.MarkerSet, lines.MarkerSet]] = {}
+_MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, MarkerSet, MarkerSet]] = {}
 
 
 @contextlib.contextmanager
@@ -471,11 +473,11 @@ def test_marker_scan_agrees_with_plain_search(engine: str) -> None:
 
 
 def test_clean_collapses_bars_and_strips_colour() -> None:
-    assert lines.clean(b" 10%|#  | 1/10 [00:01<00:09]\r 20%|## | 2/10 [00:02<00:08]") == [
+    assert reader.clean(b" 10%|#  | 1/10 [00:01<00:09]\r 20%|## | 2/10 [00:02<00:08]") == [
         " 20%|## | 2/10 [00:02<00:08]"
     ]
-    assert lines.clean(b"\x1b[91m[FAIL]\x1b[0m x") == ["[FAIL] x"]
-    assert lines.clean(b"ok\xff\xfe") == ["ok\ufffd\ufffd"]
+    assert reader.clean(b"\x1b[91m[FAIL]\x1b[0m x") == ["[FAIL] x"]
+    assert reader.clean(b"ok\xff\xfe") == ["ok\ufffd\ufffd"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -609,7 +611,7 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
         b"NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."
     )
     data = b"\n".join(out) + b"\n"
-    assert len(data) > 2 * lines.CHUNK_SIZE
+    assert len(data) > 2 * engines.CHUNK_SIZE
     with markers_on(engine, by_shape) as tables:
         parsed = rank_log.parse(source_of(data), tables=tables)
     steps = {e.local_rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
@@ -756,13 +758,13 @@ def test_nccl_warn_message_spanning_lines_is_one_event() -> None:
 
 def test_iter_lines_numbers_physical_lines_and_survives_tiny_chunks() -> None:
     data = b"one\r\ntwo\n 5%|#| 1/20 [00:01]\r[E boom] x\r 10%|#| 2/20 [00:02]\nlast"
-    got = list(lines.iter_lines(io.BytesIO(data), chunk_size=64, max_line=64))
+    got = list(reader.iter_lines(io.BytesIO(data), chunk_size=64, max_line=64))
     assert got == [
-        lines.Line(1, "one"),
-        lines.Line(2, "two"),
-        lines.Line(3, "[E boom] x"),
-        lines.Line(3, " 10%|#| 2/20 [00:02]"),
-        lines.Line(4, "last"),
+        reader.Line(1, "one"),
+        reader.Line(2, "two"),
+        reader.Line(3, "[E boom] x"),
+        reader.Line(3, " 10%|#| 2/20 [00:02]"),
+        reader.Line(4, "last"),
     ]
 
 

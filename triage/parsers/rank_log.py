@@ -46,21 +46,13 @@ from triage.literals import group_literals
 from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import timestamps as ts
 from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
-from triage.parsers.lines import (
-    ChunkReader,
-    Gate,
-    Gated,
-    HotLines,
-    LineCounter,
-    MarkerSet,
-    clean,
-    hyperscan_module,
-    line_text,
-    select_spans,
-)
 from triage.parsers.nccl import NcclTracker, fill_ranks, parse_nccl_line
 from triage.parsers.nccl import line_needles as nccl_line_needles
 from triage.parsers.prefixes import Prefixes, peel
+from triage.scan.engines import LineCounter, hyperscan_module
+from triage.scan.hot_lines import Gate, Gated, HotLines
+from triage.scan.markers import MarkerSet
+from triage.scan.reader import ChunkReader, clean, line_text, select_spans
 
 MAX_EVENTS = 20_000
 MAX_WARNINGS = 200  # generic warning lines kept per source
