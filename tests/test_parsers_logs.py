@@ -20,6 +20,8 @@ from scan_engines import ENGINES
 from triage.model import EventKind, Level, ParsedSource, RankExit, Source, SourceKind
 from triage.parsers import nccl, prefixes, rank_log, timestamps
 from triage.parsers.common import PARSER_STOPPED
+from triage.parsers.rank_log import driver
+from triage.parsers.rank_log import progress as progress_module
 from triage.scan import engines, reader
 from triage.scan.markers import MarkerSet
 
@@ -74,9 +76,9 @@ def markers_on(engine: str, by_shape: bool = True) -> Iterator[rank_log.LogScanT
     tables, progress, notable = _MARKER_SETS[engine]
     assert tables.markers.engine == progress.engine == notable.engine == engine
     with (
-        mock.patch.object(rank_log, "PROGRESS_MARKERS", progress),
+        mock.patch.object(progress_module, "PROGRESS_MARKERS", progress),
         mock.patch.object(nccl, "NOTABLE", notable),
-        mock.patch.object(rank_log._LogParser, "by_shape", by_shape),
+        mock.patch.object(driver._LogParser, "by_shape", by_shape),
     ):
         yield tables
 
@@ -435,7 +437,7 @@ def test_generic_warnings_are_capped_and_the_drop_is_reported() -> None:
 
 
 def test_event_cap_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rank_log, "MAX_EVENTS", 10)
+    monkeypatch.setattr(driver, "MAX_EVENTS", 10)
     data = b"".join(b"RuntimeError: failure %s\n" % w.encode() for w in ("abcdefghijklmnop"))
     parsed = rank_log.parse(source_of(data))
     assert len(parsed.events) == 10
@@ -443,7 +445,7 @@ def test_event_cap_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_bug_in_the_parser_is_a_warning_that_the_never_raise_tests_catch() -> None:
-    with mock.patch.object(rank_log._LogParser, "handle", side_effect=KeyError("oops")):
+    with mock.patch.object(driver._LogParser, "handle", side_effect=KeyError("oops")):
         parsed = rank_log.parse(source_of(b"RuntimeError: x\n"))
     with pytest.raises(AssertionError):
         assert_no_parser_bug(parsed)

@@ -16,6 +16,7 @@ import pytest
 
 from triage.model import EventKind, ParsedSource, Source, SourceKind
 from triage.parsers import nccl, rank_log
+from triage.parsers.rank_log import driver
 from triage.scan import hot_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
@@ -89,7 +90,7 @@ def repeating_log(seed: int) -> bytes:
 def test_repeats_get_the_verdict_parsing_them_gives(seed: int) -> None:
     data = repeating_log(seed)
     fast = rank_log.parse(source_of(data), scan_all=False)
-    with mock.patch.object(rank_log._LogParser, "repeats", False):
+    with mock.patch.object(driver._LogParser, "repeats", False):
         slow = rank_log.parse(source_of(data), scan_all=False)
     assert everything(fast) == everything(slow)
     assert any(e.kind is EventKind.TRACEBACK and "time_before" in e.attrs for e in fast.events)
@@ -103,7 +104,7 @@ def test_repeats_change_nothing_on_the_fixtures(name: str) -> None:
     path = FIXTURES / name if (FIXTURES / name).exists() else SAMPLES / name
     data = path.read_bytes() * 3  # each line comes back: its repeats are replayed
     fast = rank_log.parse(source_of(data, name), scan_all=False)
-    with mock.patch.object(rank_log._LogParser, "repeats", False):
+    with mock.patch.object(driver._LogParser, "repeats", False):
         slow = rank_log.parse(source_of(data, name), scan_all=False)
     assert everything(fast) == everything(slow)
 
