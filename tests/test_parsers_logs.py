@@ -195,7 +195,8 @@ def test_two_ranks_interleaved_tracebacks_are_told_apart() -> None:
     assert [f[0] for f in r0.attrs["user_frames"]] == ["/workspace/train.py"] * 2
     assert "[rank0]" not in r0.text and "batch = next(loader)" not in r0.text
     assert r1.attrs["exc_type"] == "ValueError"
-    assert r1.attrs["chained"] == ["KeyError: 'input_ids'"]
+    assert [link.exc_type for link in r1.traceback.links] == ["KeyError", "ValueError"]
+    assert r1.traceback.exception_lines[0] == "KeyError: 'input_ids'"
     assert "During handling of the above exception" in r1.text
     assert (r1.line, r1.end_line) == (2, 26)
 
@@ -247,7 +248,13 @@ def test_direct_cause_chain_and_multiline_nccl_message_stay_in_one_event() -> No
         )
     )
     (tb,) = of_kind(chained, EventKind.TRACEBACK)
-    assert tb.attrs["chained"] == ["OSError: disk full"]
+    first, last = tb.traceback.links
+    assert (first.exc_type, first.exc_message) == ("OSError", "disk full")
+    assert (last.exc_type, last.exc_message) == ("RuntimeError", "checkpoint save failed")
+    (start,) = tb.traceback.later_links_start  # the separator's line in the event's text
+    assert tb.text.splitlines()[start].startswith("The above exception was the direct cause")
+    assert tb.traceback.raised_at == ("a.py", 1, "<module>")  # the first link's innermost frame
+    assert [f.line for f in last.frames] == [3]
     assert tb.attrs["exc_type"] == "RuntimeError" and tb.end_line == 9
 
 

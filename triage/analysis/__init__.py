@@ -66,6 +66,7 @@ from triage.analysis.ranks import (
     format_ranks,
     quoted_line,
     ref,
+    traceback_of,
 )
 from triage.knowledge.routine import Routine
 from triage.model import (
@@ -700,7 +701,7 @@ def _raising_frame(
             and ev.line <= first.line <= (ev.end_line or ev.line)
             and first.rank == p.rank
         ):
-            return pyspy.raising_frame(ev.text, kb.frames)
+            return pyspy.raising_frame(traceback_of(ev), kb.frames)
     return None
 
 

@@ -12,7 +12,16 @@ from dataclasses import replace
 from typing import IO, Any
 
 from triage import knowledge
-from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source, SourceKind
+from triage.model import (
+    Event,
+    EventKind,
+    Level,
+    ParsedSource,
+    RankExit,
+    Source,
+    SourceKind,
+    Traceback,
+)
 from triage.parsers import timestamps as ts
 from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
 from triage.parsers.nccl import NcclTracker, fill_ranks
@@ -362,6 +371,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         time: float | None = None,
         attrs: dict[str, Any] | None = None,
         payload: Any = None,
+        traceback: Traceback | None = None,
         yearless: tuple[str, str, str, str, str | None] | None = None,
         progress: bool = False,
         agent_pid: int | None = None,
@@ -393,6 +403,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 time=time,
                 level=level,
                 attrs=attrs,
+                traceback=traceback,
                 payload=payload,
             )
         )

@@ -8,6 +8,7 @@ from typing import Any
 
 from triage.model import EventKind, Level, RankExit
 from triage.parsers import timestamps as ts
+from triage.parsers import tracebacks
 from triage.parsers.rank_log.facts import message_facts
 from triage.parsers.rank_log.formats import SUMMARY_EXIT, SUMMARY_RANK, int_or_none, signal_name
 from triage.parsers.rank_log.records import (
@@ -34,7 +35,6 @@ class RecordEvents:
             "exc_message": tb.exc_message,
             "frames": frames,
             "user_frames": user,
-            "chained": list(tb.chained),
             "truncated": tb.exc_type is None and not tb.exc_message,
             "line_numbers": tb.line_numbers(),
         }
@@ -44,15 +44,17 @@ class RecordEvents:
             attrs["headerless"] = True
         msg = f"{tb.exc_type}: {tb.exc_message or ''}" if tb.exc_type else tb.exc_message or ""
         attrs.update(message_facts(msg))
+        text = tb.text()
         self._emit(
             EventKind.TRACEBACK,
-            tb.text(),
+            text,
             tb.start,
             tb.last_line,
             tb.pre,
             level=Level.ERROR,
             msg_rank=attrs.get("rank"),
             attrs=attrs,
+            traceback=tracebacks.read(text, [*tb.earlier, (tb.exc_type, tb.exc_message)]),
         )
 
     def _emit_fault(self, fault: FaultHandlerRecord) -> None:

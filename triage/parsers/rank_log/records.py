@@ -88,7 +88,8 @@ class TracebackRecord(Record):
     frames_dropped: int = 0
     exc_type: str | None = None
     exc_message: str | None = None
-    chained: list[str] = field(default_factory=list)
+    # (type, message) of each link before the last, earliest first
+    earlier: list[tuple[str | None, str | None]] = field(default_factory=list)
     cont: int = 0
     blanks: int = 0
     headerless: bool = False
@@ -146,7 +147,7 @@ class TracebackRecord(Record):
                 self.blanks += 1
                 return CONSUMED if self.blanks <= 2 else CLOSE
             if CHAIN.match(stripped):
-                self.chained.append(self._exc_line())
+                self.earlier.append((self.exc_type, self.exc_message))
                 self.state = "chain"
                 self.blanks = 0
                 self.add(number, text)
@@ -181,12 +182,6 @@ class TracebackRecord(Record):
     def _exception(self, exc_type: str, msg: str | None) -> None:
         self.exc_type = exc_type
         self.exc_message = (msg or "").strip()
-
-    def _exc_line(self) -> str:
-        if self.exc_type is None:
-            return (self.exc_message or "").split("\n", 1)[0]
-        first = (self.exc_message or "").split("\n", 1)[0]
-        return f"{self.exc_type}: {first}" if first else self.exc_type
 
     def all_frames(self) -> list[tuple[str, int, str]]:
         return self.frames + list(self.frames_tail)
