@@ -443,12 +443,12 @@ def test_generic_warnings_are_capped_and_the_drop_is_reported() -> None:
     assert any("not kept" in w for w in parsed.warnings)
 
 
-def test_event_cap_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(driver, "MAX_EVENTS", 10)
+def test_event_cap_is_reported() -> None:
     data = b"".join(b"RuntimeError: failure %s\n" % w.encode() for w in ("abcdefghijklmnop"))
-    parsed = rank_log.parse(source_of(data))
+    parsed = rank_log.parse(source_of(data), max_events=10)
     assert len(parsed.events) == 10
-    assert any("6 more events dropped" in w for w in parsed.warnings)
+    assert any("6 more events dropped after the first 10" in w for w in parsed.warnings)
+    assert len(rank_log.parse(source_of(data)).events) == 16  # under the shipped cap: all kept
 
 
 def test_a_bug_in_the_parser_is_a_warning_that_the_never_raise_tests_catch() -> None:

@@ -78,7 +78,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         scan_all: bool,
         tables: LogScanTables,
         opener: Callable[[], IO[bytes]] | None = None,
+        max_events: int = MAX_EVENTS,
     ) -> None:
+        self.max_events = max_events
         self.source = source
         self.tables = tables
         self.opener = opener or source.open  # a paste already read: its bytes
@@ -334,7 +336,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
             )
         if self.events_dropped:
             self.warnings.append(
-                f"{self.events_dropped} more events dropped after the first {MAX_EVENTS}"
+                f"{self.events_dropped} more events dropped after the first {self.max_events}"
             )
         comms = self.nccl.dropped_warning()
         if comms:
@@ -376,7 +378,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         progress: bool = False,
         agent_pid: int | None = None,
     ) -> int | None:
-        if len(self.events) >= MAX_EVENTS:
+        if len(self.events) >= self.max_events:
             self.events_dropped += 1
             return None
         local_rank = pre.local_rank if pre is not None and pre.local_rank is not None else None
@@ -457,20 +459,22 @@ def parse(
     scan_all: bool | None = None,
     kb: knowledge.Knowledge | None = None,
     tables: LogScanTables | None = None,
+    max_events: int = MAX_EVENTS,
 ) -> ParsedSource:
     """Notable events of one log. Never raises: problems become `warnings`.
 
     `scan_all` parses every line instead of only marked ones; by default it is on for small
     inputs (under `SCAN_ALL_BELOW` bytes, or pasted text). `kb` is the run's knowledge (the
     shipped one when None): its rules' keywords make lines notable, in every reading. `tables`
-    (tests: another scan engine) stands for `scan_tables(kb)`.
+    (tests: another scan engine) stands for `scan_tables(kb)`. Past `max_events` events the
+    rest are counted, not kept.
     """
     tables = tables if tables is not None else scan_tables(kb)
     if scan_all is None:
         scan_all = 0 < source.size <= SCAN_ALL_BELOW  # size 0: unknown, maybe big
     paste = _read_paste(source)
     opener = (lambda: io.BytesIO(paste)) if paste is not None else None
-    parser = _LogParser(source, scan_all, tables, opener)
+    parser = _LogParser(source, scan_all, tables, opener, max_events)
     warnings: list[str] = []
     try:
         parser.run()
