@@ -188,7 +188,7 @@ def analyse(
                 progress_events.append((rank, ev))
                 continue
             if ev.kind is EventKind.NCCL_COMM and ev.time is not None:
-                comm = (ev.attrs or {}).get("comm_id") or (ev.attrs or {}).get("commId")
+                comm = (ev.attrs or {}).get("comm_id")
                 if comm is None:
                     m = _INIT_COMM.search(ev.text)
                     comm = m["c"] if m else None

@@ -165,7 +165,7 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
                 if attrs.get("host") and r is not None:
                     index.host_said.setdefault(r, str(attrs["host"]))
                 index.learn(pid, attrs.get("host") or host, r)
-                n = _int(attrs.get("nranks")) or _int(attrs.get("n"))
+                n = _int(attrs.get("nranks"))
                 if n is None:
                     m = _NRANKS_TEXT.search(ev.text)
                     n = int(m["n"]) if m else None
