@@ -21,7 +21,6 @@ from triage.model import EventKind, Level, ParsedSource, RankExit, Source, Sourc
 from triage.parsers import nccl, prefixes, rank_log, timestamps
 from triage.parsers.common import PARSER_STOPPED
 from triage.parsers.rank_log import driver
-from triage.parsers.rank_log import progress as progress_module
 from triage.scan import engines, reader
 from triage.scan.markers import MarkerSet
 
@@ -59,7 +58,7 @@ def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
     return [e for e in parsed.events if e.kind is kind]
 
 
-_MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, MarkerSet, MarkerSet]] = {}
+_MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, MarkerSet]] = {}
 
 
 @contextlib.contextmanager
@@ -70,13 +69,11 @@ def markers_on(engine: str, by_shape: bool = True) -> Iterator[rank_log.LogScanT
     if engine not in _MARKER_SETS:
         _MARKER_SETS[engine] = (
             rank_log.scan_tables().using(engine),
-            rank_log.PROGRESS_MARKERS.using(engine),
             nccl.NOTABLE.using(engine),
         )
-    tables, progress, notable = _MARKER_SETS[engine]
-    assert tables.markers.engine == progress.engine == notable.engine == engine
+    tables, notable = _MARKER_SETS[engine]
+    assert tables.markers.engine == tables.progress_markers.engine == notable.engine == engine
     with (
-        mock.patch.object(progress_module, "PROGRESS_MARKERS", progress),
         mock.patch.object(nccl, "NOTABLE", notable),
         mock.patch.object(driver._LogParser, "by_shape", by_shape),
     ):

@@ -315,6 +315,8 @@ class LogScanTables:
     rule_markers: MarkerSet
     hot_lines: HotLines
     digit_needles: tuple[bytes, ...]
+    # the progress words a chunk's tail is scanned for
+    progress_markers: MarkerSet = PROGRESS_MARKERS
 
     def has_error_words(self, text: str) -> bool:
         low = text.lower()
@@ -336,13 +338,14 @@ class LogScanTables:
             self,
             markers=markers,
             rule_markers=self.rule_markers.using(engine),
+            progress_markers=self.progress_markers.using(engine),
             hot_lines=HotLines(markers, self.specific_needles, self.verdicts, gated=self.gated),
         )
 
     def warm(self) -> None:
         """Compile the scans now (numpy or hyperscan imported, the databases built): worker
         processes forked afterwards inherit them."""
-        for markers in (self.markers, self.rule_markers, PROGRESS_MARKERS):
+        for markers in (self.markers, self.rule_markers, self.progress_markers):
             _ = markers.engine
         # the database every chunk is scanned with and the NCCL groups' (cheap, and an NCCL
         # init log's every chunk needs one); colour codes' (~0.15 s) only where a chunk holds

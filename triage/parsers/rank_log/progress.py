@@ -234,7 +234,10 @@ class ProgressReading:
                 if misses > 32 and misses * 4 > len(lines) - i:
                     return False
                 line = lines[i]
-                facts = (PROGRESS_MARKERS.contains(shape), *_raw_spans(line, 0, len(line)))
+                facts = (
+                    self.tables.progress_markers.contains(shape),
+                    *_raw_spans(line, 0, len(line)),
+                )
                 if len(shape) <= SHAPE_MAX:  # the cache stays small: long lines are rare
                     if len(known) >= 4096:
                         known.clear()
@@ -258,7 +261,7 @@ class ProgressReading:
     ) -> None:
         """The lines holding a progress marker, found by a scan of the window."""
         line_start_of = window.rfind
-        for line_end in reversed(PROGRESS_MARKERS.line_ends(window)):
+        for line_end in reversed(self.tables.progress_markers.line_ends(window)):
             line_start = line_start_of(b"\n", 0, line_end) + 1
             spans = _raw_spans(window, line_start, line_end)
             line = window[line_start:line_end]
