@@ -43,7 +43,7 @@ class RecordEvents:
         if tb.headerless:
             attrs["headerless"] = True
         msg = f"{tb.exc_type}: {tb.exc_message or ''}" if tb.exc_type else tb.exc_message or ""
-        attrs.update(message_facts(msg))
+        attrs.update(message_facts(msg, self.tables.shapes))
         text = tb.text()
         self._emit(
             EventKind.TRACEBACK,
@@ -83,7 +83,7 @@ class RecordEvents:
             "raised_from": cpp.raised_from,
             "cpp_frames": cpp.frame_count,
         }
-        attrs.update(message_facts(cpp.what or ""))
+        attrs.update(message_facts(cpp.what or "", self.tables.shapes))
         self._emit(
             EventKind.CPP_EXCEPTION,
             cpp.text(),

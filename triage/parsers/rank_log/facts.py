@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from triage.knowledge.log_shapes import LogShapes
 from triage.knowledge.templates import (
     Template,
     Value,
@@ -13,14 +14,7 @@ from triage.knowledge.templates import (
 )
 from triage.parsers import timestamps as ts
 from triage.parsers.rank_log.formats import (
-    DUMP_FROM,
     LEAD,
-    NCCL_ERROR_IN,
-    PG_PREFIX,
-    RANK_TAG,
-    WATCHDOG_STUCK,
-    WATCHDOG_SUMMARY,
-    WATCHDOG_TIMEOUT,
     LineMeta,
     int_or_none,
 )
@@ -83,15 +77,17 @@ def template_value(value: Value, groups: dict[str, str | None], signals: Mapping
     return text
 
 
-def message_facts(msg: str) -> dict[str, Any]:
-    """Watchdog / PG / NCCL facts named in a message (formats.md §2.3.1)."""
+def message_facts(msg: str, shapes: LogShapes) -> dict[str, Any]:
+    """Watchdog / PG / NCCL facts named in a message (formats.md §2.3.1), read with the
+    knowledge's message shapes (`rules/log_shapes.yaml`)."""
     attrs: dict[str, Any] = {}
     if not msg:
         return attrs
     # The reporting rank is the tag a c10 message starts with (after an exception type);
     # tags later in the text (a desync report, "remote error from [Rank 5]") name others.
     start = LEAD.match(msg).end()  # type: ignore[union-attr]
-    m = PG_PREFIX.match(msg, start)
+    facts = shapes.facts
+    m = facts["pg_prefix"].match(msg, start)
     if m is not None:
         attrs["pg_id"] = int(m["pgid"])
         if m["guid"]:
@@ -100,11 +96,11 @@ def message_facts(msg: str) -> dict[str, Any]:
             attrs["pg_desc"] = m["desc"]
         attrs["rank"] = int(m["rank"])
     else:
-        m = RANK_TAG.match(msg, start)
+        m = facts["rank_tag"].match(msg, start)
         if m is not None:
             attrs["rank"] = int(m["rank"])
     if "WorkNCCL(" in msg:
-        m = WATCHDOG_TIMEOUT.search(msg)
+        m = facts["watchdog_timeout"].search(msg)
         if m is not None:
             attrs["watchdog_timeout"] = True
             if m["seq"]:
@@ -116,20 +112,20 @@ def message_facts(msg: str) -> dict[str, Any]:
             if m["ran"]:
                 attrs["ran_ms"] = int(m["ran"])
     if "watchdog" in msg:
-        m = WATCHDOG_SUMMARY.search(msg)
+        m = facts["watchdog_summary"].search(msg)
         if m is not None:
             attrs.setdefault("seq", int(m["seq"]))
             attrs["last_enqueued"] = int(m["enq"])
             attrs["last_completed"] = int(m["comp"])
-        m = WATCHDOG_STUCK.search(msg)
+        m = facts["watchdog_stuck"].search(msg)
         if m is not None:
             attrs["watchdog_stuck_s"] = int(m["sec"])
         if "thread terminated with exception" in msg:
             attrs["watchdog_terminated"] = True
-    m = DUMP_FROM.search(msg)
+    m = facts["dump_from"].search(msg)
     if m is not None:
         attrs["dump_signal_from_rank"] = int(m["src"])
-    m = NCCL_ERROR_IN.search(msg)
+    m = facts["nccl_error_in"].search(msg)
     if m is not None:
         attrs["nccl_reason"] = m["reason"]
         if m["ver"]:

@@ -45,12 +45,6 @@ TB_FILE = re.compile(r'\s+File "(?P<file>[^"]*)", line (?P<line>\d+)(?:,? in (?P
 TB_CUT_FILE = re.compile(
     r'[ \t]*(?P<file>[^\s"][^"]*?\.pyx?)", line (?P<line>\d+), in (?P<func>[^\s"]+)[ \t]*$'
 )
-# Lines torch and NCCL append to an exception message without indenting them
-MESSAGE_TAILS = (
-    "Exception raised from", "frame #", "Last error", "nccl", "socket", "CUDA kernel errors",
-    "For debugging consider", "Compile with `TORCH_USE_CUDA_DSA`", "If reserved but unallocated",
-    "See documentation for Memory Management",
-)  # fmt: skip
 EXC_LINE = re.compile(r"(?P<type>[A-Za-z_][\w.]*(?:::\w+)*)(?::(?: ?(?P<msg>.*))?)?\s*$")
 CHAIN = re.compile(
     r"(During handling of the above exception, another exception occurred:"
@@ -74,30 +68,8 @@ SUMMARY_EXIT = re.compile(
     r"(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?\s*(?:\((?P<sig>[A-Z0-9_/]+)\))?"
 )
 
-WATCHDOG_TIMEOUT = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
-    r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
-    r"(?:, [^)]*?)?, Timeout\(ms\)=(?P<timeout>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
-)
-WATCHDOG_SUMMARY = re.compile(
-    r"detected by watchdog at work(?: sequence id)?: (?P<seq>\d+)"
-    r"(?:,| PG status:) last enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
-    r"last completed (?:NCCL )?work: (?P<comp>-?\d+)"
-)
-PG_PREFIX = re.compile(
-    r"\[PG (?:ID )?(?P<pgid>\d+)(?: PG GUID (?P<guid>[^\s(\]]+)(?:\((?P<desc>[^)]*)\))?)?"
-    r" Rank (?P<rank>\d+)\]"
-)
-RANK_TAG = re.compile(r"\[Rank (?P<rank>-?\d+)\]")
 AGENT_SRC = re.compile(r"distributed/(?:elastic/|run\.py|launcher/)")
 LEAD = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:::\w+)*:\s*)?")
-DUMP_FROM = re.compile(r"dump signal due to a collective timeout from (?:rank )?(?P<src>\d+)")
-WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds")
-NCCL_ERROR_IN = re.compile(
-    r"NCCL error in: (?P<src>\S+):(?P<line>\d+), (?P<reason>.+?)"
-    r"(?:, NCCL version (?P<ver>[\d.]+\S*))?$",
-    re.MULTILINE,
-)
 
 DS_HOST_RANKS = re.compile(r"'(?P<host>[^']+)': \[(?P<ranks>[\d, ]+)\]")
 # faulthandler (on by default for torchrun workers): the fatal signal, then each thread's

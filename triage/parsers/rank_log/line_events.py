@@ -164,7 +164,13 @@ class LineEvents:
         # multi-line openers
         if TB_HEADER.match(msg):
             tb = TracebackRecord(
-                key, pre, number, number, indent=len(msg) - len(msg.lstrip()), pasted=self.pasted
+                key,
+                pre,
+                number,
+                number,
+                indent=len(msg) - len(msg.lstrip()),
+                pasted=self.pasted,
+                tails=self.tables.shapes.message_tails,
             )
             tb.add(number, msg.strip())
             self._open(tb)
@@ -173,7 +179,14 @@ class LineEvents:
             # CPython indents frames by two spaces; more means the paste itself is indented
             indent = max(0, len(msg) - len(msg.lstrip()) - 2)
             tb = TracebackRecord(
-                key, pre, number, number, headerless=True, indent=indent, pasted=self.pasted
+                key,
+                pre,
+                number,
+                number,
+                headerless=True,
+                indent=indent,
+                pasted=self.pasted,
+                tails=self.tables.shapes.message_tails,
             )
             tb.feed(number, msg)
             self._open(tb)
@@ -333,7 +346,7 @@ class LineEvents:
             self._outcome = _NOTHING
             return
         text = pre.rest.strip()
-        attrs = message_facts(msg)
+        attrs = message_facts(msg, self.tables.shapes)
         if meta.src is not None:
             attrs["src"] = meta.src
             attrs["src_line"] = meta.src_line

@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 from triage import diskcache, knowledge
+from triage.knowledge.log_shapes import LogShapes
 from triage.knowledge.templates import (
     Templates,
     literals_of,
@@ -315,6 +316,7 @@ class LogScanTables:
     rule_markers: MarkerSet
     hot_lines: HotLines
     digit_needles: tuple[bytes, ...]
+    shapes: LogShapes  # the message shapes facts and progress are read with
     # the progress words a chunk's tail is scanned for
     progress_markers: MarkerSet = PROGRESS_MARKERS
 
@@ -390,6 +392,7 @@ def _scan_tables(kb: knowledge.Knowledge) -> LogScanTables:
         rule_markers=rule_markers,
         hot_lines=HotLines(markers, specific, verdicts, gated=gated),
         digit_needles=_masked_digit_needles(markers, rule_markers, templates),
+        shapes=kb.log_shapes,
     )
     diskcache.save()  # the literals derived here, for the next run's start (`triage.diskcache`)
     return tables

@@ -27,9 +27,9 @@ PROGRESS_MARKERS = MarkerSet(["step", "epoch", "iteration", "it/s", "s/it"])
 RAW_PREFIXES = re.compile(
     rb"(?:\d{1,6}: |\[[A-Za-z_]+\d+\]: ?|\[\d+,\d+\]<\w+>: ?|[\w.-]{1,64}: |\(\S+ pid=\d+[^)]*\) )*"
 )
-# `[Rank N]` counts only where it names the stream, as `_P_DEEPSPEED` reads it (`[Rank 0]
-# step=`): DeepSpeed's `[Rank 0] time (ms) | ... step: 12` lines are another stream, and two
-# streams under one raw key would hide each other's lines
+# `[Rank N]` counts only where it names the stream, as the `deepspeed` progress shape reads
+# it (`[Rank 0] step=`): DeepSpeed's `[Rank 0] time (ms) | ... step: 12` lines are another
+# stream, and two streams under one raw key would hide each other's lines
 _RAW_RANK = re.compile(rb"\[Rank (-?\d+)\] step=")
 DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
@@ -45,14 +45,6 @@ def _raw_spans(data: bytes, start: int, end: int) -> tuple[int, int, int]:
         return prefix_end, 0, 0
     return prefix_end, rank.start(1) - start, rank.end(1) - start
 
-
-_P_MEGATRON = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|")
-_P_DEEPSPEED = re.compile(r"\[Rank (?P<rank>-?\d+)\] step=(?P<step>\d+)")
-_P_HF = re.compile(r"\{'loss': [^}]*?'epoch': (?P<epoch>[\d.]+)")
-_P_TQDM = re.compile(r"(?:\d+%\|[^|\n]*\|\s*)?(?P<step>\d+)/(?P<total>\d+) \[\d")
-_P_STEP = re.compile(r"\b(?:global[_ ])?[Ss]tep[\s:=\[#]*(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?")
-_P_ITER = re.compile(r"\b[Ii]ter(?:ation)?[\s:=\[#]*(?P<step>\d+)(?:\s*/\s*(?P<total>\d+))?")
-_P_EPOCH = re.compile(r"\b[Ee]poch[\s:=\[]*(?P<epoch>\d+(?:\.\d+)?)(?:\s*/\s*(?P<total>\d+))?")
 
 # --------------------------------------------------------------------------- progress
 
@@ -74,23 +66,26 @@ class StreamProgress:
 def _read_progress(
     text: str, tables: LogScanTables
 ) -> tuple[int | None, int | None, float | None, int | None] | None:
-    """(step, total, epoch, rank named in the message) of a progress line, or None."""
-    # each pattern runs only when its literal is there: most lines have none
+    """(step, total, epoch, rank named in the message) of a progress line, or None, read with
+    the knowledge's progress shapes (`rules/log_shapes.yaml`)."""
+    shapes = tables.shapes.progress
+    # each pattern runs only when its literal is there (most lines have none): the literals
+    # are the shipped shapes', whose examples hold them
     if "iteration" in text:
-        m = _P_MEGATRON.search(text)
+        m = shapes["megatron"].search(text)
         if m is not None:
             return int(m["step"]), int(m["total"]), None, None
     if "step=" in text:
-        m = _P_DEEPSPEED.search(text)
+        m = shapes["deepspeed"].search(text)
         if m is not None:
             return int(m["step"]), None, None, int(m["rank"])
     step = total = None
     epoch: float | None = None
     if "'epoch'" in text:
-        m = _P_HF.search(text)
+        m = shapes["hf"].search(text)
         if m is not None:
             epoch = float(m["epoch"])
-    m = _P_TQDM.search(text) if "/" in text and " [" in text else None
+    m = shapes["tqdm"].search(text) if "/" in text and " [" in text else None
     if m is not None:
         step, total = int(m["step"]), int(m["total"])
     elif text[:1].isspace() or tables.has_error_words(text):
@@ -99,13 +94,13 @@ def _read_progress(
     else:
         m = None
         if "tep" in text:
-            m = _P_STEP.search(text)
+            m = shapes["step"].search(text)
         if m is None and ("ter" in text or "Iter" in text):
-            m = _P_ITER.search(text)
+            m = shapes["iteration"].search(text)
         if m is not None:
             step, total = int(m["step"]), int_or_none(m["total"])
     if epoch is None and "poch" in text:
-        m = _P_EPOCH.search(text)
+        m = shapes["epoch"].search(text)
         if m is not None:
             try:
                 epoch = float(m["epoch"])

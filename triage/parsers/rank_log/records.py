@@ -17,7 +17,6 @@ from triage.parsers.rank_log.formats import (
     DEEPSPEED,
     EXC_LINE,
     FAULT_THREAD,
-    MESSAGE_TAILS,
     OLD_C10,
     PYLOG,
     RAISED_FROM,
@@ -96,6 +95,8 @@ class TracebackRecord(Record):
     indent: int = 0  # a pasted traceback indented as a whole (markdown code block)
     last_was_code: bool = False  # the last frames line was a frame's source line
     pasted: bool = False  # pasted text (`triage explain`): lenient about trimmed exception lines
+    # lines torch and NCCL append to a message unindented (`rules/log_shapes.yaml`)
+    tails: tuple[str, ...] = ()
 
     def frame(self, f: tuple[str, int, str]) -> None:
         if len(self.frames) < MAX_FRAMES // 2:
@@ -174,7 +175,7 @@ class TracebackRecord(Record):
     def _continues(self, text: str) -> bool:
         if BORDER.match(text) or TB_HEADER.match(text) or _looks_structured(text):
             return False
-        if text[:1].isspace() or text.startswith(MESSAGE_TAILS):
+        if text[:1].isspace() or text.startswith(self.tails):
             return True
         last = self.tail[-1] if self.tail else (self.head[-1] if self.head else "")
         return last.rstrip().endswith(":") and not text.startswith("[")
