@@ -48,10 +48,16 @@ def parse_fixture(
     *,
     scan_all: bool | None = None,
     tables: rank_log.LogScanTables | None = None,
+    progress_by_shape: bool = True,
     **kw: object,
 ) -> ParsedSource:
     data = (FIXTURES / name).read_bytes()
-    return rank_log.parse(source_of(data, path=name, **kw), scan_all=scan_all, tables=tables)
+    return rank_log.parse(
+        source_of(data, path=name, **kw),
+        scan_all=scan_all,
+        tables=tables,
+        progress_by_shape=progress_by_shape,
+    )
 
 
 def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
@@ -62,10 +68,9 @@ _MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, MarkerSet]] = {}
 
 
 @contextlib.contextmanager
-def markers_on(engine: str, by_shape: bool = True) -> Iterator[rank_log.LogScanTables]:
+def markers_on(engine: str) -> Iterator[rank_log.LogScanTables]:
     """Every marker scan of the log parsers runs on `engine` inside the block (the log
-    parser's when it is given the tables this yields); progress windows are read line by line
-    with the shape cache, or else from a marker scan."""
+    parser's when it is given the tables this yields)."""
     if engine not in _MARKER_SETS:
         _MARKER_SETS[engine] = (
             rank_log.scan_tables().using(engine),
@@ -73,10 +78,7 @@ def markers_on(engine: str, by_shape: bool = True) -> Iterator[rank_log.LogScanT
         )
     tables, notable = _MARKER_SETS[engine]
     assert tables.markers.engine == tables.progress_markers.engine == notable.engine == engine
-    with (
-        mock.patch.object(nccl, "NOTABLE", notable),
-        mock.patch.object(driver._LogParser, "by_shape", by_shape),
-    ):
+    with mock.patch.object(nccl, "NOTABLE", notable):
         yield tables
 
 
@@ -413,8 +415,8 @@ def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
 @pytest.mark.parametrize("by_shape", [True, False])
 def test_fast_path_finds_what_a_full_read_finds(name: str, engine: str, by_shape: bool) -> None:
     full = parse_fixture(name, scan_all=True)
-    with markers_on(engine, by_shape) as tables:
-        fast = parse_fixture(name, scan_all=False, tables=tables)
+    with markers_on(engine) as tables:
+        fast = parse_fixture(name, scan_all=False, tables=tables, progress_by_shape=by_shape)
     assert [(e.kind, e.line, e.rank, e.text) for e in fast.events] == [
         (e.kind, e.line, e.rank, e.text) for e in full.events
     ]
@@ -618,8 +620,8 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
     )
     data = b"\n".join(out) + b"\n"
     assert len(data) > 2 * engines.CHUNK_SIZE
-    with markers_on(engine, by_shape) as tables:
-        parsed = rank_log.parse(source_of(data), tables=tables)
+    with markers_on(engine) as tables:
+        parsed = rank_log.parse(source_of(data), tables=tables, progress_by_shape=by_shape)
     steps = {e.local_rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
     assert steps == {0: 49_999, 1: 49_999, 2: 40, 3: 49_999}
     (watchdog,) = of_kind(parsed, EventKind.ERROR_LINE)
@@ -657,8 +659,10 @@ def test_progress_read_by_shape_or_by_marker_scan_is_the_same(engine: str) -> No
     data = _mixed_progress_log()
     parsed = {}
     for by_shape in (True, False):
-        with markers_on(engine, by_shape) as tables:
-            parsed[by_shape] = rank_log.parse(source_of(data), tables=tables)
+        with markers_on(engine) as tables:
+            parsed[by_shape] = rank_log.parse(
+                source_of(data), tables=tables, progress_by_shape=by_shape
+            )
     fields = lambda p: [(e.kind, e.line, e.rank, e.text, e.attrs) for e in p.events]  # noqa: E731
     assert fields(parsed[True]) == fields(parsed[False])
     steps = {
@@ -723,8 +727,10 @@ def test_fast_path_matches_a_full_read_on_shuffled_log_lines(
 ) -> None:
     data = b"\n".join(picked) + b"\n"
     full = rank_log.parse(source_of(data), scan_all=True)
-    with markers_on(engine, by_shape) as tables:
-        fast = rank_log.parse(source_of(data), scan_all=False, tables=tables)
+    with markers_on(engine) as tables:
+        fast = rank_log.parse(
+            source_of(data), scan_all=False, tables=tables, progress_by_shape=by_shape
+        )
 
     def notable(parsed: ParsedSource) -> list:
         return [

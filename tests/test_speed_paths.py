@@ -10,13 +10,11 @@ from __future__ import annotations
 import io
 import random
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from triage.model import EventKind, ParsedSource, Source, SourceKind
 from triage.parsers import nccl, rank_log
-from triage.parsers.rank_log import driver
 from triage.scan import hot_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
@@ -90,8 +88,7 @@ def repeating_log(seed: int) -> bytes:
 def test_repeats_get_the_verdict_parsing_them_gives(seed: int) -> None:
     data = repeating_log(seed)
     fast = rank_log.parse(source_of(data), scan_all=False)
-    with mock.patch.object(driver._LogParser, "repeats", False):
-        slow = rank_log.parse(source_of(data), scan_all=False)
+    slow = rank_log.parse(source_of(data), scan_all=False, replay_repeats=False)
     assert everything(fast) == everything(slow)
     assert any(e.kind is EventKind.TRACEBACK and "time_before" in e.attrs for e in fast.events)
     assert any("more warning lines not kept" in w for w in fast.warnings)
@@ -104,8 +101,7 @@ def test_repeats_change_nothing_on_the_fixtures(name: str) -> None:
     path = FIXTURES / name if (FIXTURES / name).exists() else SAMPLES / name
     data = path.read_bytes() * 3  # each line comes back: its repeats are replayed
     fast = rank_log.parse(source_of(data, name), scan_all=False)
-    with mock.patch.object(driver._LogParser, "repeats", False):
-        slow = rank_log.parse(source_of(data, name), scan_all=False)
+    slow = rank_log.parse(source_of(data, name), scan_all=False, replay_repeats=False)
     assert everything(fast) == everything(slow)
 
 

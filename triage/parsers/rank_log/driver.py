@@ -69,9 +69,6 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
     """One log's parse: the state its parts (`LineEvents`, `RecordEvents`, `ProgressReading`)
     share."""
 
-    by_shape = True  # progress windows read line by line with a shape cache (tests turn it off)
-    repeats = True  # a repeat of a line read alone gets its verdict (tests turn it off)
-
     def __init__(
         self,
         source: Source,
@@ -79,8 +76,14 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         tables: LogScanTables,
         opener: Callable[[], IO[bytes]] | None = None,
         max_events: int = MAX_EVENTS,
+        replay_repeats: bool = True,
+        progress_by_shape: bool = True,
     ) -> None:
         self.max_events = max_events
+        # a repeat of a line read alone gets that line's verdict without being parsed
+        self.repeats = replay_repeats
+        # progress windows are read line by line with a shape cache, else from a marker scan
+        self.by_shape = progress_by_shape
         self.source = source
         self.tables = tables
         self.opener = opener or source.open  # a paste already read: its bytes
@@ -460,6 +463,8 @@ def parse(
     kb: knowledge.Knowledge | None = None,
     tables: LogScanTables | None = None,
     max_events: int = MAX_EVENTS,
+    replay_repeats: bool = True,
+    progress_by_shape: bool = True,
 ) -> ParsedSource:
     """Notable events of one log. Never raises: problems become `warnings`.
 
@@ -467,14 +472,18 @@ def parse(
     inputs (under `SCAN_ALL_BELOW` bytes, or pasted text). `kb` is the run's knowledge (the
     shipped one when None): its rules' keywords make lines notable, in every reading. `tables`
     (tests: another scan engine) stands for `scan_tables(kb)`. Past `max_events` events the
-    rest are counted, not kept.
+    rest are counted, not kept. `replay_repeats` and `progress_by_shape` are the big-log path's
+    two shortcuts (a repeated line's verdict replayed, progress windows read by line shape);
+    turned off, the parser reads the same events the long way (tests compare the two).
     """
     tables = tables if tables is not None else scan_tables(kb)
     if scan_all is None:
         scan_all = 0 < source.size <= SCAN_ALL_BELOW  # size 0: unknown, maybe big
     paste = _read_paste(source)
     opener = (lambda: io.BytesIO(paste)) if paste is not None else None
-    parser = _LogParser(source, scan_all, tables, opener, max_events)
+    parser = _LogParser(
+        source, scan_all, tables, opener, max_events, replay_repeats, progress_by_shape
+    )
     warnings: list[str] = []
     try:
         parser.run()
