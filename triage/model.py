@@ -218,6 +218,52 @@ class EnvReport:
 Payload = FlightRecorderDump | PySpyDump | RankExit | EnvReport
 
 
+class TracebackFrame(NamedTuple):
+    """One frame line of a Python traceback as printed: `File "x.py", line 12, in main`."""
+
+    file: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True)
+class TracebackLink:
+    """One exception of a (chained) traceback, as its event's text shows it."""
+
+    exc_type: str | None  # `RuntimeError`; None when the link names no exception
+    exc_message: str | None
+    # the link's last line that names an exception (`RuntimeError: boom`), as printed: what
+    # finally went wrong in it; None when the link names none (a traceback cut short)
+    exception_line: str | None
+    frames: tuple[TracebackFrame, ...]  # outermost first, as Python prints them
+    start: int  # the 0-based line of the event's text where the link begins (0: the first)
+
+
+@dataclass(frozen=True)
+class Traceback:
+    """A Python traceback the parser read, chained links split: later stages read these fields
+    instead of parsing the event's text again."""
+
+    links: tuple[TracebackLink, ...]  # earliest first, as Python prints a chain
+
+    @property
+    def exception_lines(self) -> tuple[str, ...]:
+        """Each link's exception line, earliest first (links that name none left out)."""
+        return tuple(link.exception_line for link in self.links if link.exception_line)
+
+    @property
+    def later_links_start(self) -> tuple[int, ...]:
+        """The text lines where each link after the first begins."""
+        return tuple(link.start for link in self.links[1:])
+
+    @property
+    def raised_at(self) -> TracebackFrame | None:
+        """Where the rank's own exception was raised: the innermost frame of the first link
+        (a later link was raised while handling it)."""
+        frames = self.links[0].frames if self.links else ()
+        return frames[-1] if frames else None
+
+
 @dataclass(frozen=True)
 class Event:
     """One thing a parser found: a line, a traceback, a dump. Line numbers are 1-based."""
@@ -235,6 +281,7 @@ class Event:
     level: Level = Level.INFO
     attrs: Mapping[str, Any] = field(default_factory=dict, compare=False)
     payload: Payload | None = field(default=None, compare=False)
+    traceback: Traceback | None = field(default=None, compare=False)  # a TRACEBACK event's
 
 
 @dataclass(frozen=True)

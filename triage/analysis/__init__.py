@@ -66,6 +66,7 @@ from triage.analysis.ranks import (
     format_ranks,
     quoted_line,
     ref,
+    traceback_of,
 )
 from triage.knowledge.routine import Routine
 from triage.model import (
@@ -187,7 +188,7 @@ def analyse(
                 progress_events.append((rank, ev))
                 continue
             if ev.kind is EventKind.NCCL_COMM and ev.time is not None:
-                comm = (ev.attrs or {}).get("comm_id") or (ev.attrs or {}).get("commId")
+                comm = (ev.attrs or {}).get("comm_id")
                 if comm is None:
                     m = _INIT_COMM.search(ev.text)
                     comm = m["c"] if m else None
@@ -700,7 +701,7 @@ def _raising_frame(
             and ev.line <= first.line <= (ev.end_line or ev.line)
             and first.rank == p.rank
         ):
-            return pyspy.raising_frame(ev.text, kb.frames)
+            return pyspy.raising_frame(traceback_of(ev), kb.frames)
     return None
 
 
