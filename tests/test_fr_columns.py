@@ -12,7 +12,7 @@ from fr_samples import fr_entry
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triage.parsers import flight_recorder
+from triage.parsers.flight_recorder import columns, schema
 
 
 def _entry(seq: int) -> dict[str, Any]:
@@ -30,10 +30,10 @@ _ODD_VALUES = st.sampled_from(_ODD)
 
 
 def _both(raw: list[Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    fast = flight_recorder._entries(raw)
+    fast = schema._entries(raw)
     with monkeypatch.context() as m:
-        m.setattr(flight_recorder, "_entries_by_column", lambda raw, cache: None)
-        slow = flight_recorder._entries(raw)
+        m.setattr(schema, "entries_by_column", lambda raw, cache: None)
+        slow = schema._entries(raw)
     return fast, slow
 
 
@@ -85,7 +85,7 @@ def test_every_odd_value_in_every_field_gives_the_same_entries_either_way(
 
 def test_a_clean_dump_takes_the_fast_path_and_shares_its_shapes() -> None:
     raw = [_entry(seq) for seq in range(1, 2001)]
-    entries = flight_recorder._entries_by_column(raw, {})
+    entries = columns.entries_by_column(raw, {})
     assert entries is not None and len(entries) == 2000
     assert entries[0].input_sizes is entries[-1].input_sizes
     assert entries[0].frames is entries[-1].frames

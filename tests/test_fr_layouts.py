@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from triage.parsers import flight_recorder
+from triage.parsers.flight_recorder import decode as fr_decode
 
 SAMPLES = Path(__file__).resolve().parent.parent / "bench" / "samples" / "fr"
 sys.path.insert(0, str(SAMPLES.parent.parent))
@@ -86,7 +87,7 @@ def test_the_tail_read_cuts_torchs_layout_without_decoding_it_whole(
     def no_whole_read(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the dump was decoded whole")
 
-    monkeypatch.setattr(flight_recorder, "_decode", no_whole_read)
+    monkeypatch.setattr(fr_decode, "_decode", no_whole_read)
     part = _read(name, tail=16)
     assert part.entries == whole.entries[-16:] and part.entries_total == 200
 
