@@ -182,15 +182,15 @@ def _pg_report(
                     not_started = tuple(sorted(set(unfinished) - set(started)))
         elif missing:
             stuck_seq = furthest
-    mismatch = first_mismatch(states)
-    if mismatch and (stuck_seq is None or mismatch["seq"] < stuck_seq):
+    mismatch = first_mismatch(pg, states)
+    if mismatch and (stuck_seq is None or mismatch.seq < stuck_seq):
         # the first collective the ranks disagree on is where the job went wrong: what the
         # waiters entered after it timed out (a `finally:` barrier) is no longer the hang
-        stuck_seq = mismatch["seq"]
+        stuck_seq = mismatch.seq
     if stuck_seq is not None:
         # the collective the others waited in is theirs, not the odd rank's: rank 2's barrier
         # at #22 is not what ranks 0-1 waited in when their #22 was an all_reduce
-        odd = set(lagging) | set(mismatch["ranks"] if mismatch and not mismatch["tie"] else ())
+        odd = set(lagging) | set(mismatch.ranks if mismatch and not mismatch.tie else ())
         order = sorted(states.values(), key=lambda s: s.rank in odd)
         stuck_entry = next((g for s in order if (g := s.by_seq.get(stuck_seq)) is not None), None)
     report = PGReport(

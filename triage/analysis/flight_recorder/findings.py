@@ -3,14 +3,15 @@ reports' progress table."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from triage.analysis.flight_recorder.records import FRAnalysis, PGReport, op_of
+from triage.analysis.flight_recorder.records import FRAnalysis, PGReport, op_of, record_ref
 from triage.analysis.ranks import format_ranks
 from triage.knowledge.frames import LibraryFrames
 from triage.model import (
     CollectiveProgress,
+    CollectiveRef,
     EvidenceRef,
     Finding,
     FlightRecorderDump,
@@ -43,20 +44,6 @@ def window_note(dumps: Sequence[FlightRecorderDump]) -> Finding:
     )
 
 
-def _describe(e: FlightRecorderEntry | None, call_site: str | None) -> dict[str, Any]:
-    if e is None:
-        return {}
-    return {
-        "op": op_of(e.profiling_name),
-        "profiling_name": e.profiling_name,
-        "input_sizes": [list(x) for x in e.input_sizes],
-        "output_sizes": [list(x) for x in e.output_sizes],
-        "dtypes": list(e.input_dtypes),
-        "timeout_ms": e.timeout_ms,
-        **({"call_site": call_site} if call_site else {}),
-    }
-
-
 def call_site_of(e: FlightRecorderEntry | None, library: LibraryFrames) -> str | None:
     """The user's frame that issued the collective (NCCL-era dumps record Python frames)."""
     for f in e.frames if e is not None else ():
@@ -65,10 +52,17 @@ def call_site_of(e: FlightRecorderEntry | None, library: LibraryFrames) -> str |
     return None
 
 
-def collective_of(report: PGReport) -> dict[str, Any]:
-    d = _describe(report.stuck_entry, report.call_site)
-    d["seq"] = report.stuck_seq
-    return d
+def collective_of(report: PGReport) -> CollectiveRef:
+    """The collective the group's ranks wait in, as the record of it says."""
+    e = report.stuck_entry
+    if e is None:
+        return CollectiveRef(seq=report.stuck_seq, process_group=report.pg)
+    return replace(record_ref(e, report.pg, report.call_site), seq=report.stuck_seq)
+
+
+def _sizes(ref: CollectiveRef) -> list[list[int]]:
+    """Input sizes as the findings and their facts write them: `[[1024, 4096]]`."""
+    return [list(shape) for shape in ref.input_sizes]
 
 
 def _ev(report: PGReport, rank: int, text: str) -> EvidenceRef:
@@ -81,7 +75,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
     out: list[Finding] = []
     label = f"{report.pg}" + (f" ({report.desc})" if report.desc else "")
     coll = collective_of(report)
-    op = coll.get("op") or "a collective"
+    op = coll.op or "a collective"
     lasts = {
         r: (s.last_enqueued, s.last_started, s.last_completed)
         for r, s in sorted(report.states.items())
@@ -146,7 +140,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                 facts={
                     "pg": report.pg,
                     "seq": report.stuck_seq,
-                    "op": coll.get("op"),
+                    "op": coll.op,
                     "last_enqueued": {r: v[0] for r, v in lasts.items()},
                     **(
                         {"waits_in_group": sorted(set(report.elsewhere.values()))}
@@ -176,62 +170,61 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                     )
                     for r in report.not_started[:3]
                 ),
-                facts={"pg": report.pg, "seq": report.stuck_seq, "op": coll.get("op")},
+                facts={"pg": report.pg, "seq": report.stuck_seq, "op": coll.op},
             )
         )
     if report.mismatch:
         m = report.mismatch
-        for r in m["ranks"]:
-            suspects.setdefault(r, set()).add("fr_mismatch_tie" if m["tie"] else "fr_mismatch_odd")
-        per = m["per_rank"]
+        for r in m.ranks:
+            suspects.setdefault(r, set()).add("fr_mismatch_tie" if m.tie else "fr_mismatch_odd")
+        per = m.per_rank
         parts = []
         for sig_ranks in _group_by_sig(per):
             ex = per[sig_ranks[0]]
             parts.append(
-                f"rank {format_ranks(sig_ranks)}: {ex['op']} {ex['input_sizes']} "
-                f"{','.join(ex['dtypes'])}"
+                f"rank {format_ranks(sig_ranks)}: {ex.op} {_sizes(ex)} {','.join(ex.input_dtypes)}"
             )
         how = ""
-        if m["pattern"] == "left_loop":
+        if m.pattern == "left_loop":
             how = (
-                f"; rank(s) {format_ranks(m['departed'])} stopped issuing the collective the "
+                f"; rank(s) {format_ranks(m.departed)} stopped issuing the collective the "
                 "group had been repeating: they left the loop before the others"
             )
         out.append(
             Finding(
                 kind="collective_mismatch",
                 summary=(
-                    f"process group {label}: collective #{m['seq']} differs in {m['kind']} across "
+                    f"process group {label}: collective #{m.seq} differs in {m.kind} across "
                     f"ranks ({'; '.join(parts[:4])}){how}"
                 ),
-                ranks=tuple(m["ranks"]),
+                ranks=m.ranks,
                 evidence=tuple(
                     _ev(
                         report,
                         r,
-                        f"rank {r}: {per[r]['profiling_name']} "
-                        f"{per[r]['input_sizes']} {per[r]['dtypes']}",
+                        f"rank {r}: {per[r].profiling_name} "
+                        f"{_sizes(per[r])} {list(per[r].input_dtypes)}",
                     )
                     for r in list(per)[:4]
                 ),
                 facts={
                     "pg": report.pg,
-                    "seq": m["seq"],
-                    "mismatch": m["kind"],
-                    "pattern": m["pattern"],
-                    "op": {r: v["op"] for r, v in per.items()},
-                    "sizes": {r: v["input_sizes"] for r, v in per.items()},
-                    "dtypes": {r: v["dtypes"] for r, v in per.items()},
+                    "seq": m.seq,
+                    "mismatch": m.kind,
+                    "pattern": m.pattern,
+                    "op": {r: v.op for r, v in per.items()},
+                    "sizes": {r: _sizes(v) for r, v in per.items()},
+                    "dtypes": {r: list(v.input_dtypes) for r, v in per.items()},
                 },
             )
         )
     return out
 
 
-def _group_by_sig(per: dict[int, dict[str, Any]]) -> list[list[int]]:
+def _group_by_sig(per: Mapping[int, CollectiveRef]) -> list[list[int]]:
     groups: dict[str, list[int]] = {}
     for r, v in sorted(per.items()):
-        key = repr((v["op"], v["input_sizes"], v["dtypes"]))
+        key = repr((v.op, v.input_sizes, v.input_dtypes))
         groups.setdefault(key, []).append(r)
     return sorted(groups.values(), key=len)
 

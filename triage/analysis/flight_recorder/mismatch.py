@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, Literal
 
-from triage.analysis.flight_recorder.records import RankPGState, op_of
-from triage.model import FlightRecorderEntry
+from triage.analysis.flight_recorder.records import RankPGState, op_of, record_ref
+from triage.model import CollectiveMismatch, FlightRecorderEntry
 
 __all__ = ["first_mismatch"]
 
@@ -41,7 +41,7 @@ def _same(a: FlightRecorderEntry, b: FlightRecorderEntry) -> bool:
     return a.input_sizes == b.input_sizes and a.output_sizes == b.output_sizes
 
 
-def first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
+def first_mismatch(pg: str, states: dict[int, RankPGState]) -> CollectiveMismatch | None:
     holders = [s for s in states.values() if s.by_seq]
     if len(holders) < 2:
         return None
@@ -97,30 +97,19 @@ def first_mismatch(states: dict[int, RankPGState]) -> dict[str, Any] | None:
         odd, clear = departed, True
     else:
         odd = sorted(sigs)  # a tie (two ranks): FR alone cannot say who is wrong
-    per_rank = {}
-    for r, s in states.items():
-        e = s.by_seq.get(first)
-        if e is not None:
-            per_rank[r] = {
-                "op": op_of(e.profiling_name),
-                "profiling_name": e.profiling_name,
-                "input_sizes": [list(x) for x in e.input_sizes],
-                "output_sizes": [list(x) for x in e.output_sizes],
-                "dtypes": list(e.input_dtypes),
-            }
-    return {
-        "seq": first,
-        "kind": kind,
-        "ranks": odd,
-        "tie": not clear,
-        "per_rank": per_rank,
-        # how the ranks parted: `left_loop` when some went on repeating the collective all
-        # had been issuing and the others did something new (they ran out of work first);
-        # `diverged` when each side issued a different new collective (one skipped or added
-        # a call); `differing` for one collective with different sizes or dtypes
-        "pattern": "differing" if kind != "op" else "left_loop" if departed else "diverged",
-        "departed": departed or [],
+    per_rank = {
+        r: record_ref(e, pg) for r, s in states.items() if (e := s.by_seq.get(first)) is not None
     }
+    return CollectiveMismatch(
+        process_group=pg,
+        seq=first,
+        kind=kind,
+        ranks=tuple(odd),
+        tie=not clear,
+        pattern="differing" if kind != "op" else "left_loop" if departed else "diverged",
+        departed=tuple(departed or ()),
+        per_rank=per_rank,
+    )
 
 
 # how far back a collective counts as "the one every rank had been repeating"
@@ -177,7 +166,7 @@ class _Run:
         return mine == theirs
 
 
-def _mismatch_kind(sigs: list[tuple[Any, ...]]) -> str:
+def _mismatch_kind(sigs: list[tuple[Any, ...]]) -> Literal["op", "size", "dtype"]:
     ops = {tuple(x[0] for x in s) for s in sigs}
     if len(ops) > 1:
         return "op"

@@ -4,11 +4,17 @@ group's report and the analysis of a whole job."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from triage.model import Event, Finding, FlightRecorderDump, FlightRecorderEntry
+from triage.model import (
+    CollectiveMismatch,
+    CollectiveRef,
+    Event,
+    Finding,
+    FlightRecorderDump,
+    FlightRecorderEntry,
+)
 
-__all__ = ["FRAnalysis", "FRDump", "PGReport", "RankPGState", "op_of"]
+__all__ = ["FRAnalysis", "FRDump", "PGReport", "RankPGState", "op_of", "record_ref"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class PGReport:
     stuck_seq: int | None  # the collective some ranks wait in
     stuck_entry: FlightRecorderEntry | None
     has_states: bool  # NCCL-era dumps: started/completed are meaningful
-    mismatch: dict[str, Any] | None = None
+    mismatch: CollectiveMismatch | None = None
     not_started: tuple[int, ...] = ()  # all enqueued the stuck op, these never started it
     sources: dict[int, str] = field(default_factory=dict)  # rank -> its dump's path
     # lagging rank -> the other process group its latest record is in: it is waiting in
@@ -84,3 +90,20 @@ def op_of(profiling_name: str) -> str:
         if len(_OP_CACHE) < 4096:
             _OP_CACHE[profiling_name] = op
     return op
+
+
+def record_ref(e: FlightRecorderEntry, pg: str, call_site: str | None = None) -> CollectiveRef:
+    """A rank's record of a collective as the typed reference later stages read."""
+    return CollectiveRef(
+        op=op_of(e.profiling_name),
+        seq=e.collective_seq_id,
+        process_group=pg,
+        profiling_name=e.profiling_name,
+        input_sizes=e.input_sizes,
+        output_sizes=e.output_sizes,
+        input_dtypes=e.input_dtypes,
+        output_dtypes=e.output_dtypes,
+        timeout_ms=e.timeout_ms,
+        state=e.state,
+        call_site=call_site,
+    )
