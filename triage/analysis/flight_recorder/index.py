@@ -40,7 +40,9 @@ def rank_states(dump: FRDump, pg_desc: dict[str, str]) -> dict[str, RankPGState]
     entries = dump.dump.entries
     if not entries:
         return {}
-    pgs = {e.pg_name for e in entries}
+    # in the order the ring buffer first names them: a set's order changes with the hash seed,
+    # and with it the order of the reports' process-group tables
+    pgs = dict.fromkeys(e.pg_name for e in entries)
     p2p_names = {n for n in {e.profiling_name for e in entries} if op_of(n) in _P2P_OPS}
     has_p2p_flag = any(e.is_p2p for e in entries)
     mine: dict[str, RankPGState] = {}
