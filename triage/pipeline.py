@@ -778,8 +778,8 @@ def _who(found: Analysis) -> str:
     if found.hang is not None and found.hang.detected and found.hang.lagging_ranks:
         ranks = ", ".join(str(r) for r in found.hang.lagging_ranks)
         where = ""
-        if found.hang.collective and found.hang.collective.get("op"):
-            where = f" at {found.hang.collective['op']}"
+        if found.hang.collective and found.hang.collective.op:
+            where = f" at {found.hang.collective.op}"
         return f"; the job hung{where}, started by rank {ranks}"
     if found.culprit_ranks:
         ranks = ", ".join(str(r) for r in found.culprit_ranks)

@@ -410,7 +410,7 @@ def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
     assert hang is not None
     lagging = hang.lagging_ranks
     what = f"ranks waited for rank {format_ranks(lagging)}" if lagging else "ranks waited"
-    op = (hang.collective or {}).get("op") if hang.collective else None
+    op = hang.collective.op if hang.collective else None
     if op:
         what += f" in {op}"
     shown = [*found.cascade_events[:2], *extra]
