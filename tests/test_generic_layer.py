@@ -100,7 +100,7 @@ def test_explain_on_a_terminal_says_when_the_similarity_model_loads(
     from triage import cli
 
     _model_not_yet_loaded(monkeypatch)
-    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli.progress, "_stderr_is_terminal", lambda: True)
     try:
         vague = CliRunner().invoke(cli.main, ["explain", "training stopped making progress"])
         settled = CliRunner().invoke(cli.main, ["explain", "ZeroDivisionError: division by zero"])
