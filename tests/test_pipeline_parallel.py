@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from triage import pipeline
+from triage import pipeline, pool
 from triage.knowledge import Knowledge
 from triage.model import FlightRecorderDump, ParsedSource
 
@@ -54,7 +54,7 @@ def test_a_bundle_read_by_workers_matches_a_serial_read(
         here.append(source.path)
         return parse_here(source, fr_tail, kb)
 
-    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "_POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pipeline, "_parse_here", spy)
     progress: list[tuple[int, int, str]] = []
     # two workers whatever threads earlier tests left in this process (default_workers()
@@ -77,7 +77,7 @@ def test_a_small_bundle_is_read_without_starting_workers(
     def no_pool(*args: object, **kwargs: object) -> None:
         raise AssertionError("a worker pool was started for a small bundle")
 
-    monkeypatch.setattr(pipeline._Pool, "_start", no_pool)
+    monkeypatch.setattr(pool.ParsePool, "_start", no_pool)
     parsed = pipeline.read_inputs([str(_bundle(tmp_path))], workers=2)
     assert len(parsed) > 20
 
@@ -91,7 +91,7 @@ def test_the_main_process_gets_on_with_later_work_only_while_workers_parse(
         [str(root)], while_workers_parse=lambda: calls.append(1), workers=2
     )
     assert calls == []  # a small bundle: no workers, nothing to overlap
-    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "_POOL_MIN_BYTES", 0)
     pooled = pipeline.read_inputs(
         [str(root)], while_workers_parse=lambda: calls.append(1), workers=2
     )
@@ -103,7 +103,7 @@ def test_one_worker_means_every_input_is_read_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _bundle(tmp_path)
-    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "_POOL_MIN_BYTES", 0)
     pooled = pipeline.read_inputs([str(root)], workers=2)
     here: list[str] = []
     parse_here = pipeline._parse_here

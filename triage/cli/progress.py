@@ -51,7 +51,7 @@ class Spinner:
     """A transient spinner line on stderr while work of unknown length runs; terminals only.
 
     rich draws it from a thread of its own: never start one while parser workers may be
-    forked (`pipeline.default_workers` reads from one process only when it has no threads).
+    forked (`pool.default_workers` reads from one process only when it has no threads).
     """
 
     active: Spinner | None = None  # the one on screen, for the model-load notice
