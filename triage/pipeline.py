@@ -14,23 +14,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triage import wording
 from triage.budget import JobBudget, JobLimits
 from triage.model import (
-    SURE_CAUSE,
     Analysis,
     Classification,
     Diagnosis,
     EventKind,
     FixRecommendation,
     InputSummary,
-    OutcomeKind,
     ParsedSource,
-    ScoredLabel,
     Source,
     SourceKind,
 )
 from triage.pool import ParsePool, ProgressCallback, ReadProgress, poolable
-from triage.report.common import lower_first
 
 if TYPE_CHECKING:
     from triage.classify.types import RuleHit
@@ -294,7 +291,7 @@ def _diagnosis(
         # The job ended well and no fault is in its logs: whatever a rule or a neighbour
         # guessed from its routine lines is not a failure to report.
         return Diagnosis(
-            summary=f"{_OUTCOME_WORDS[outcome.id]}: {lower_first(outcome.why)}.",
+            summary=wording.ended_well(outcome),
             inputs=inputs,
             # what correlate said of a failure (who started it, the cascade, the exits a stop
             # left) would contradict the outcome; facts about the job itself stay
@@ -307,11 +304,9 @@ def _diagnosis(
             stack_groups=found.stack_groups,
             outcome=outcome,
         )
-    summary = summarize(labels, found, kb)
+    summary = wording.summarize(labels, found, kb)
     if outcome is not None and outcome.fault_too and not pasted:
-        summary = (
-            f"{_OUTCOME_WORDS[outcome.id]} ({outcome.why}), but its logs hold a fault: {summary}"
-        )
+        summary = wording.fault_besides(outcome, summary)
     return Diagnosis(
         summary=summary,
         symptoms=labels.symptoms,
@@ -352,17 +347,6 @@ _FAILURE_FINDINGS = frozenset(
     }
 )
 
-# How a summary names each outcome.
-_OUTCOME_WORDS = {
-    OutcomeKind.SUCCEEDED: "The job finished",
-    OutcomeKind.STOPPED: "The job was stopped on purpose",
-    OutcomeKind.INCOMPLETE: "The job was still running",
-    OutcomeKind.FAILED: "The job failed",
-    OutcomeKind.HUNG: "The job hung",
-    OutcomeKind.UNKNOWN: "The job's end is unknown",
-}
-
-
 # What carries no evidence of a failure by itself: a note that an input could not be read,
 # and the versions of an environment report.
 _NOT_EVIDENCE = (EventKind.INPUT_WARNING, EventKind.ENV_REPORT)
@@ -381,16 +365,8 @@ def no_evidence(inputs: tuple[InputSummary, ...], kb: Knowledge | None = None) -
 
     advice = (kb if kb is not None else knowledge.shipped()).collect_next
     nothing = knowledge.Situation()  # as if nothing was read: every kind of evidence is missing
-    if not inputs:
-        where = "nothing was read"
-    elif len(inputs) == 1:
-        where = "the input holds no"
-    else:
-        where = f"none of the {len(inputs)} inputs holds a"
-    what = "log line, traceback, py-spy or flight-recorder dump triage can read"
-    said = f"{where}: {what}" if not inputs else f"{where} {what}"
     return Diagnosis(
-        summary=f"No evidence found: {said}. Collect: " + "; ".join(advice.asks(nothing)) + ".",
+        summary=wording.nothing_to_read(len(inputs), advice.asks(nothing)),
         inputs=inputs,
         collect_next=tuple(advice.steps(nothing)),
         evidence_found=False,
@@ -437,51 +413,6 @@ def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list
         pasted = parsers.parse_text(text_or_path, kb=kb)
         hits = rules.match_text(text_or_path, pasted.events, None, rules=rules.ruleset(kb))
     return sorted(hits, key=lambda h: h.generic)
-
-
-def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = None) -> str:
-    """One sentence: what happened, why, and who started it (`kb`'s collect-next advice,
-    None: the shipped one, when nothing is known)."""
-    if not labels.symptoms and not labels.root_causes:
-        if labels.abstain_reason:
-            return labels.abstain_reason
-        from triage import knowledge
-        from triage.classify import not_enough
-
-        # nothing known about the evidence: every ask of the collect-next advice
-        advice = (kb if kb is not None else knowledge.shipped()).collect_next
-        return not_enough(advice.asks(knowledge.Situation()))
-    parts: list[str] = []
-    if labels.symptoms:
-        parts.append(_label_phrase(labels.symptoms[0]))
-    if labels.root_causes:
-        cause = labels.root_causes[0]
-        # a cause right less often than not, or one no rule names, is a guess and said to be
-        sure = cause.score >= SURE_CAUSE and not labels.cause_open
-        lead = "most likely cause" if sure else "cause unsettled, best guess"
-        parts.append(f"{lead}: {_label_phrase(cause, lower=True)}")
-    sentence = "; ".join(parts)
-    who = _who(found)
-    return f"{sentence}{who}."
-
-
-def _label_phrase(label: ScoredLabel, lower: bool = False) -> str:
-    name = label.name[0].lower() + label.name[1:] if lower else label.name
-    # a calibrated score is never certainty: shown as 99% at most
-    return f"{name} ({label.id}, {min(label.score, 0.99):.0%})"
-
-
-def _who(found: Analysis) -> str:
-    if found.hang is not None and found.hang.detected and found.hang.lagging_ranks:
-        ranks = ", ".join(str(r) for r in found.hang.lagging_ranks)
-        where = ""
-        if found.hang.collective and found.hang.collective.get("op"):
-            where = f" at {found.hang.collective['op']}"
-        return f"; the job hung{where}, started by rank {ranks}"
-    if found.culprit_ranks:
-        ranks = ", ".join(str(r) for r in found.culprit_ranks)
-        return f"; started by rank {ranks}"
-    return ""
 
 
 def _input_summary(parsed: ParsedSource, found: Analysis) -> InputSummary:
