@@ -21,9 +21,9 @@ def index_build(out_dir: str | None) -> None:
     """Rebuild the nearest-neighbour index from the reference cases."""
     from importlib.util import find_spec
 
-    from triage.knowledge import build
+    from triage.train import indexing
 
     if find_spec("sklearn") is None:  # it fits the TF-IDF space; the default install lacks it
         raise click.ClickException("building the index needs `pip install 'triage[build]'`")
-    path = build.build_index(out_dir=out_dir)
+    path = indexing.build_index(out_dir=out_dir)
     click.echo(f"index written to {path}")
