@@ -27,7 +27,7 @@ from triage.model import (
     Source,
     SourceKind,
 )
-from triage.pool import ParsePool, ProgressCallback, ReadProgress, poolable
+from triage.pool import PARALLEL_FROM_BYTES, ParsePool, ProgressCallback, ReadProgress, poolable
 
 if TYPE_CHECKING:
     from triage.classify.types import RuleHit
@@ -51,6 +51,9 @@ class Options:
     limits: JobLimits = JobLimits()
     # worker processes that parse a big bundle: None asks `pool.default_workers()`, 1 reads here
     workers: int | None = None
+    # a bundle is parsed by those workers once this many bytes of its files are found (starting
+    # them costs ~0.2 s, more than parsing a small bundle here); 0: always, where `workers` allows
+    parallel_from_bytes: int = PARALLEL_FROM_BYTES
 
 
 def read_inputs(
@@ -63,6 +66,7 @@ def read_inputs(
     limits: JobLimits | None = None,
     workers: int | None = None,
     kb: Knowledge | None = None,
+    parallel_from_bytes: int = PARALLEL_FROM_BYTES,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -76,8 +80,9 @@ def read_inputs(
     job is. `while_workers_parse` runs here once everything is handed out (see
     `warm_later_stages`). What the job may cost (`limits`, see `triage.budget`) is counted
     across this process and its workers. `workers` is the pool's size (None:
-    `pool.default_workers()`, which looks at this process; 1: no pool). `kb` is the run's
-    knowledge (None: the shipped one), which the parsers here and in the workers read.
+    `pool.default_workers()`, which looks at this process; 1: no pool), started once
+    `parallel_from_bytes` of files are found. `kb` is the run's knowledge (None: the shipped
+    one), which the parsers here and in the workers read.
     """
     from triage import budget, knowledge
 
@@ -92,6 +97,7 @@ def read_inputs(
             job_budget,
             workers,
             kb,
+            parallel_from_bytes,
         )
 
 
@@ -104,11 +110,12 @@ def _read_inputs(
     job_budget: JobBudget,
     workers: int | None,
     kb: Knowledge,
+    parallel_from_bytes: int,
 ) -> list[ParsedSource]:
     from triage import ingest
 
     progress = ReadProgress(on_progress)
-    pool = ParsePool(job_budget, workers, kb)
+    pool = ParsePool(job_budget, workers, kb, parallel_from_bytes)
     sources: list[Source] = []
     results: list[ParsedSource | None] = []
     held_back: list[int] = []  # flight-recorder dumps, sent once fr_tail is known
@@ -129,7 +136,7 @@ def _read_inputs(
             if poolable(sources[i]):
                 pool.offer(i, sources[i], fr_tail)
         pool.flush()
-        if pool.executor is not None and while_workers_parse is not None:
+        if pool.running and while_workers_parse is not None:
             while_workers_parse()
         # Meanwhile, this process parses what cannot be shipped (archive members' dumps).
         for i, source in enumerate(sources):
@@ -200,6 +207,7 @@ def diagnose(
         limits=options.limits,
         workers=options.workers,
         kb=kb,
+        parallel_from_bytes=options.parallel_from_bytes,
     )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s

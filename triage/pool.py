@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 # (sources done, bytes done, path now being read)
 ProgressCallback = Callable[[int, int, str], None]
 
-# Below this much data on disk, parsing here beats starting workers (~0.2 s per pool).
-_POOL_MIN_BYTES = 32 * 1024 * 1024
+# Below this much data on disk, parsing here beats starting workers (~0.2 s per pool): the
+# default of `Options.parallel_from_bytes`.
+PARALLEL_FROM_BYTES = 32 * 1024 * 1024
 # Work handed to a worker at once: big enough to amortize the hand-off, small enough that
 # the workers finish together.
 _CHUNK_BYTES = 8 * 1024 * 1024
@@ -87,13 +88,20 @@ class ParsePool:
     """Worker processes that parse files by path, started once enough bytes are offered.
 
     Sources are offered in discovery order and shipped in chunks of about _CHUNK_BYTES; until
-    _POOL_MIN_BYTES have been offered nothing starts (and a small input never starts it).
+    `from_bytes` have been offered nothing starts (and a small input never starts it).
     Anything a worker could not do (a file that changed, a result that cannot travel, a
     worker killed by the OS) is left as None in `collect`, for the caller to parse here.
     """
 
-    def __init__(self, job_budget: JobBudget, workers: int | None, kb: Knowledge) -> None:
+    def __init__(
+        self,
+        job_budget: JobBudget,
+        workers: int | None,
+        kb: Knowledge,
+        from_bytes: int = PARALLEL_FROM_BYTES,
+    ) -> None:
         self.job_budget = job_budget
+        self.from_bytes = from_bytes
         self.kb = kb  # handed to the workers when they start (`_start_worker`)
         self.workers = workers  # None: `default_workers()` when the pool would start
         self.executor: Any = None
@@ -111,7 +119,7 @@ class ParsePool:
         self.offered_bytes += source.size
         if self.executor is None:
             self.waiting.append((index, source, fr_tail))
-            if self.offered_bytes >= _POOL_MIN_BYTES and not self.broken:
+            if self.offered_bytes >= self.from_bytes and not self.broken:
                 self._start()
             return
         self._add(index, source, fr_tail)
@@ -120,7 +128,13 @@ class ParsePool:
         if self.executor is not None:
             self._ship()
 
+    @property
+    def running(self) -> bool:
+        """Whether worker processes were started (and not yet closed)."""
+        return self.executor is not None
+
     def took(self, index: int) -> bool:
+        """Whether a worker was handed source `index` (its result comes with `collect`)."""
         return index in self.shipped
 
     def _start(self) -> None:

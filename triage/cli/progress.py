@@ -11,10 +11,6 @@ from typing import Any
 import click
 
 
-def _stderr_is_terminal() -> bool:
-    return sys.stderr.isatty()
-
-
 def announce_model_load(quiet: bool, embed: bool = True) -> None:
     """On a terminal, say so when the similarity model has to load (seconds, once): the rules
     did not settle the case. Never when the rules settle it, since it then does not load.
@@ -24,7 +20,7 @@ def announce_model_load(quiet: bool, embed: bool = True) -> None:
     loaded = sys.modules.get("triage.classify.neighbours")
     if loaded is not None:  # an earlier command in this process (tests, a batch) left one
         loaded.on_model_load(None)
-    if quiet or not embed or not _stderr_is_terminal():
+    if quiet or not embed or not sys.stderr.isatty():
         return
     from triage.classify import neighbours
 
