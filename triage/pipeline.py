@@ -130,7 +130,7 @@ def _read_inputs(
             elif poolable(source):
                 pool.offer(i, source, None)
             else:  # an archive member: parsed now, and its temp space given back
-                results[i] = _parse_counted(source, None, progress, kb)
+                results[i] = _parse_here(source, None, progress, kb)
         fr_tail = fr_tail_for(sources) if fr_entries is None else (fr_entries or None)
         for i in held_back:
             if poolable(sources[i]):
@@ -141,7 +141,7 @@ def _read_inputs(
         # Meanwhile, this process parses what cannot be shipped (archive members' dumps).
         for i, source in enumerate(sources):
             if results[i] is None and not pool.took(i):
-                results[i] = _parse_counted(source, fr_tail, progress, kb)
+                results[i] = _parse_here(source, fr_tail, progress, kb)
         pool.collect(sources, results, progress)
     finally:
         pool.close()
@@ -150,7 +150,7 @@ def _read_inputs(
                 source.release()
     for i, source in enumerate(sources):  # what a worker could not do
         if results[i] is None:
-            results[i] = _parse_counted(source, fr_tail, progress, kb)
+            results[i] = _parse_here(source, fr_tail, progress, kb)
     progress.start("")
     return [parsed for parsed in results if parsed is not None]
 
@@ -168,23 +168,19 @@ def fr_tail_for(sources: Sequence[Source]) -> int | None:
     return FR_TAIL_ENTRIES if total > FR_WHOLE_BELOW else None
 
 
-def _parse_counted(
+def _parse_here(
     source: Source, fr_tail: int | None, progress: ReadProgress, kb: Knowledge
 ) -> ParsedSource:
-    progress.start(source.path)
-    parsed = _parse_here(source, fr_tail, kb)
-    progress.done(source.size)
-    return parsed
-
-
-def _parse_here(source: Source, fr_tail: int | None, kb: Knowledge) -> ParsedSource:
     from triage import parsers
 
+    progress.start(source.path)
     try:
-        return parsers.parse(source, fr_tail=fr_tail, kb=kb)
+        parsed = parsers.parse(source, fr_tail=fr_tail, kb=kb)
     finally:
         if source.release is not None:
             source.release()  # read: its temp space (a spooled archive member) goes back
+    progress.done(source.size)
+    return parsed
 
 
 def diagnose(
