@@ -64,9 +64,11 @@ def child(mode: str, folder: Path) -> dict[str, object]:
     if mode in ("load", "load-serial", "analyze", "load-analyze", "load-whole"):
         from triage import pipeline
 
-        if mode == "load-serial":
-            pipeline._POOL_MIN_BYTES = 1 << 62
-        parsed = pipeline.read_inputs([str(folder)], fr_entries=0 if mode == "load-whole" else None)
+        parsed = pipeline.read_inputs(
+            [str(folder)],
+            fr_entries=0 if mode == "load-whole" else None,
+            workers=1 if mode == "load-serial" else None,
+        )
         found["entries"] = sum(
             len(e.payload.entries) for p in parsed for e in p.events if e.payload is not None
         )
