@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
     "formats": 0,
     "literals": 0,
     "scan": 0,  # the line scanner beside literals: engines, reader, markers, caches
-    "redact": 0,
+    "redact": 8,  # masks what reports quote, beside the pipeline (it re-reads tracebacks)
     "regex_cache": 0,
     "yaml_docs": 0,
     "knowledge": 1,
