@@ -37,7 +37,7 @@ from triage.analysis import correlate  # noqa: E402
 from triage.ingest import discover  # noqa: E402
 from triage.model import SourceKind  # noqa: E402
 from triage.parsers import parse  # noqa: E402
-from triage.parsers.safe_pickle import loads as safe_loads  # noqa: E402
+from triage.parsers.flight_recorder.safe_pickle import loads as safe_loads  # noqa: E402
 
 _ROOT_CAUSE = regex.compile(
     r"Root Cause \(first observed failure\):\s*\n\[\d+\]:\s*\n"

@@ -70,7 +70,8 @@ from triage.classify.calibration import (  # noqa: E402
 from triage.classify.fix_prior import FixPrior  # noqa: E402
 from triage.classify.learned import LearnedClassifier  # noqa: E402
 from triage.classify.types import NeighbourVote  # noqa: E402
-from triage.knowledge import build, corpus  # noqa: E402
+from triage.knowledge import corpus  # noqa: E402
+from triage.train import indexing, references  # noqa: E402
 
 FIELDS = ("symptom", "root_cause", "fix")
 METHODS = ("embed", "tfidf")
@@ -117,7 +118,7 @@ def load_cases(paths: Sequence[Path]) -> list[Case]:
 
     cases = []
     for row in (row for path in paths for row in corpus.read_cases(path)):
-        parsed = build.paste_evidence(row["evidence"])
+        parsed = references.paste_evidence(row["evidence"])
         prep = prepare(parsed, correlate(parsed))
         accepted = {f: {row[f], *row.get(f"{f}_alt", [])} for f in FIELDS}
         cases.append(Case(row, prep, accepted))
@@ -549,7 +550,7 @@ def bundle_table(root: Path) -> str:
     n = ok_s = ok_r = 0
     for exp_path in sorted(root.glob("*/expected.json")):
         exp = json.loads(exp_path.read_text(encoding="utf-8"))
-        parsed = build.bundle_evidence(exp_path.parent)  # without its truth files
+        parsed = references.bundle_evidence(exp_path.parent)  # without its truth files
         result = classify(parsed, correlate(parsed))
         got_s = [x.id for x in result.symptoms[:3]]
         got_r = [x.id for x in result.root_causes[:3]]
@@ -726,8 +727,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(p.resolve() in held_out for p in paths):
         ap.error("held-out cases are scored with --held-out, never fitted or indexed")
     cases = load_cases(paths)
-    if build.stale_reasons(cases_paths=paths):
-        build.build_index(cases_paths=paths)
+    if indexing.stale_reasons(cases_paths=paths):
+        indexing.build_index(cases_paths=paths)
     index = neighbours.load_index()
     names = "+".join(p.name for p in paths)
     print(

@@ -49,7 +49,7 @@ def ranked(hits: list[RuleHit], field: str) -> list[tuple[str, float]]:
 def bundle_cases(root: Path) -> list[tuple[dict, list[RuleHit]]]:
     """Each corpus_samples bundle (a folder with expected.json) through ingest/parse/correlate."""
     from triage.analysis import correlate
-    from triage.knowledge.build import bundle_evidence
+    from triage.train.references import bundle_evidence
 
     out = []
     for expected in sorted(root.glob("*/expected.json")):

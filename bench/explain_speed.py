@@ -123,12 +123,13 @@ def cold_cli(repeat: int) -> None:
 def batch(cases_path: Path) -> None:
     from triage.analysis import correlate
     from triage.classify import classify, classify_many, neighbours
-    from triage.knowledge import build, corpus
+    from triage.knowledge import corpus
+    from triage.train import references
 
     rows = corpus.read_cases(cases_path)
     jobs = []
     for row in rows:
-        parsed = build.paste_evidence(row["evidence"])
+        parsed = references.paste_evidence(row["evidence"])
         jobs.append((parsed, correlate(parsed)))
     t0 = time.perf_counter()
     neighbours.embed(["load the model"])
@@ -144,7 +145,7 @@ def batch(cases_path: Path) -> None:
     print(f"classify one by one, {len(jobs)} cases        {len(jobs) / wall:7.1f} cases/s")
     t0 = time.perf_counter()
     for row in rows:
-        correlate(build.paste_evidence(row["evidence"]))
+        correlate(references.paste_evidence(row["evidence"]))
     wall = time.perf_counter() - t0
     print(f"(parse + correlate alone)             {len(rows) / wall:7.1f} cases/s")
 

@@ -64,9 +64,11 @@ def child(mode: str, folder: Path) -> dict[str, object]:
     if mode in ("load", "load-serial", "analyze", "load-analyze", "load-whole"):
         from triage import pipeline
 
-        if mode == "load-serial":
-            pipeline._POOL_MIN_BYTES = 1 << 62
-        parsed = pipeline.read_inputs([str(folder)], fr_entries=0 if mode == "load-whole" else None)
+        parsed = pipeline.read_inputs(
+            [str(folder)],
+            fr_entries=0 if mode == "load-whole" else None,
+            workers=1 if mode == "load-serial" else None,
+        )
         found["entries"] = sum(
             len(e.payload.entries) for p in parsed for e in p.events if e.payload is not None
         )
@@ -180,14 +182,40 @@ def main() -> None:
         ("triage load whole", "load-whole"),
         ("bare load baseline", "pickle"),
     ]
+    results = []
     for name, mode in runs:
         if mode not in args.steps.split(","):
             continue
         got = run_child(mode, args.folder)
         show(name, got)
+        results.append((name, got))
+    ratios(results)
     if not args.no_fr_trace:
         show("torch fr_trace", run_fr_trace(args.folder, args.fr_trace_timeout))
     print(f"time: {time.strftime('%Y-%m-%d %H:%M')}")
+
+
+def ratios(results: list[tuple[str, dict[str, object]]]) -> None:
+    """Each triage step's wall and CPU time over the bare load's, from this run (the issue's
+    target for Python's protocols 4-5: within 1.2x), and its peak RSS beside the bare load's."""
+    base = dict(results).get("bare load baseline")
+    if base is None or "error" in base:
+        return
+    base_cpu = _cpu(base)
+    print(f"against the bare load of this run ({float(base['wall']):.2f} s wall):")  # type: ignore[arg-type]
+    for name, got in results:
+        if name == "bare load baseline" or "error" in got or got.get("mode") == "analyze":
+            continue
+        wall = float(got["wall"]) / float(base["wall"])  # type: ignore[arg-type]
+        cpu = _cpu(got) / base_cpu if base_cpu else float("nan")
+        print(
+            f"  {name:22s} {wall:5.2f}x wall, {cpu:5.2f}x CPU; peak RSS {got['rss_mib']} MiB "
+            f"(bare load {base['rss_mib']} MiB)"
+        )
+
+
+def _cpu(got: dict[str, object]) -> float:
+    return float(got["cpu"]) + float(got.get("workers_cpu", 0.0))  # type: ignore[arg-type]
 
 
 def show(name: str, got: dict[str, object]) -> None:

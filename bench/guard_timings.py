@@ -43,7 +43,8 @@ from triage.analysis import correlate  # noqa: E402
 from triage.bot.extract import split_post  # noqa: E402
 from triage.classify import rules as engine  # noqa: E402
 from triage.ingest import discover  # noqa: E402
-from triage.parsers import flight_recorder, safe_pickle  # noqa: E402
+from triage.parsers import flight_recorder  # noqa: E402
+from triage.parsers.flight_recorder import safe_pickle  # noqa: E402
 from triage.report import render  # noqa: E402
 
 

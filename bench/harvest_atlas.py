@@ -25,8 +25,8 @@ from pathlib import Path
 
 from triage import knowledge
 from triage.knowledge import atlas
-from triage.knowledge.harvest import CXX_SUFFIXES, PY_SUFFIXES, harvest_tree
-from triage.knowledge.harvest.found import Found
+from triage.train.harvest import CXX_SUFFIXES, PY_SUFFIXES, harvest_tree
+from triage.train.harvest.found import Found
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"

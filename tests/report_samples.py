@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from triage.model import (
     CollectiveProgress,
+    CollectiveRef,
     Diagnosis,
     Evidence,
     FailureRef,
@@ -90,7 +91,13 @@ def hang_on_rank3() -> Diagnosis:
             detected=True,
             lagging_ranks=(3,),
             process_group="0 (default_pg)",
-            collective={"op": "all_reduce", "seq": 57, "sizes": [[1048576]], "dtypes": ["Float"]},
+            collective=CollectiveRef(
+                op="all_reduce",
+                seq=57,
+                profiling_name="nccl:all_reduce",
+                input_sizes=((1048576,),),
+                input_dtypes=("Float",),
+            ),
             explanation="ranks 0-2 completed seq 56 and started seq 57; rank 3 never enqueued it",
         ),
         evidence=(
@@ -193,7 +200,7 @@ def hostile() -> Diagnosis:
         ),
         first_failure=FailureRef(3, "node-b", T0, "logs/3.log", 7, HOSTILE + "\n" + HOSTILE),
         culprit_ranks=(3,),
-        hang=HangReport(True, (3,), HOSTILE, {"op": HOSTILE}, HOSTILE),
+        hang=HangReport(True, (3,), HOSTILE, CollectiveRef(op=HOSTILE), HOSTILE),
         evidence=(Evidence("logs/3.log", 7, 3, HOSTILE + "\n```\n</details>\n", HOSTILE),),
         similar_cases=(SimilarCase(HOSTILE, "https://example.org/x?a=<script>", 0.4),),
         inputs=(InputSummary(f"logs/{HOSTILE}.log", SourceKind.RANK_LOG, 3, HOSTILE, (HOSTILE,)),),

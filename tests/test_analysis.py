@@ -177,8 +177,8 @@ def test_silent_rank_is_the_culprit_of_a_hang_when_everyone_else_times_out() -> 
 
     assert a.culprit_ranks == (3,)
     assert a.hang is not None and a.hang.detected
-    assert a.hang.collective and a.hang.collective["op"] == "allreduce"
-    assert a.hang.collective["timeout_ms"] == 600000
+    assert a.hang.collective and a.hang.collective.op == "allreduce"
+    assert a.hang.collective.timeout_ms == 600000
     assert any(f.kind == "missing_rank" and f.ranks == (3,) for f in a.findings)
     assert a.facts["world_size"] == 4
 
@@ -385,9 +385,7 @@ def test_rank_behind_in_the_flight_recorder_is_the_hang_culprit() -> None:
     assert a.hang.lagging_ranks == (3,)
     assert a.hang.process_group == "0 (default_pg)"
     assert (
-        a.hang.collective
-        and a.hang.collective["seq"] == 42
-        and a.hang.collective["op"] == "all_reduce"
+        a.hang.collective and a.hang.collective.seq == 42 and a.hang.collective.op == "all_reduce"
     )
     lag = next(f for f in a.findings if f.kind == "lagging_rank")
     assert "stopped at collective #41" in lag.summary
@@ -841,7 +839,7 @@ def test_hang_report_names_the_line_of_user_code_that_issued_the_collective() ->
         dumps.append(fr_source(r, es, pg_config={"0": (0, 1)}))
     a = correlate(dumps)
     assert a.hang is not None and a.hang.collective
-    assert a.hang.collective["call_site"] == "sync_metrics (/workspace/train.py:88)"
+    assert a.hang.collective.call_site == "sync_metrics (/workspace/train.py:88)"
 
 
 def test_flight_recorder_records_of_one_collective_line_up_skewed_host_clocks() -> None:
@@ -968,7 +966,7 @@ def test_nccl_console_oom_on_rank_3_is_blamed_over_torchruns_root_cause_of_rank_
     assert a.culprit_ranks == (3,)
     assert a.facts["torchrun_root_cause_rank"] == 0
     assert a.hang is not None and a.hang.detected  # the others sat 10 minutes in allreduce #42
-    assert a.hang.collective and a.hang.collective["seq"] == 42
+    assert a.hang.collective and a.hang.collective.seq == 42
     story = [t for t in a.timeline if t.role != "context"]
     assert story[0].rank == 3 and "out of memory" in story[0].text
     assert all(t.role == "cascade" for t in story[1:])

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from triage import knowledge
 from triage.cli import main
 from triage.knowledge import atlas
-from triage.knowledge.harvest import harvest_tree
 from triage.model import Event, EventKind
+from triage.train.harvest import harvest_tree
 
 FIXTURE = Path(__file__).parent / "fixtures" / "atlas_src"
 

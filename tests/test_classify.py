@@ -18,7 +18,7 @@ from triage.analysis import correlate
 from triage.classify import classify, classify_many, embedding, neighbours
 from triage.classify.calibration import LogisticCalibrator, reliability
 from triage.classify.signature import mask, signature
-from triage.knowledge import build, corpus
+from triage.knowledge import corpus
 from triage.model import (
     Analysis,
     Event,
@@ -30,6 +30,7 @@ from triage.model import (
     SourceKind,
 )
 from triage.report import view
+from triage.train import indexing, references
 
 OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 1 has a total "
@@ -47,7 +48,7 @@ RESET = (
 
 def pasted(text: str) -> tuple[list[ParsedSource], Analysis]:
     """What `triage explain` does with a pasted text before classify."""
-    parsed = build.paste_evidence(text)
+    parsed = references.paste_evidence(text)
     return parsed, correlate(parsed)
 
 
@@ -310,18 +311,18 @@ def test_index_knows_when_it_is_stale_and_rebuilds(
     cases = tmp_path / "cases.jsonl"
     _write_cases(cases, rows)
     no_bundles = tmp_path / "no_bundles"
-    out = build.build_index(tmp_path / "idx", [cases], no_bundles)
-    assert build.stale_reasons(out, [cases], no_bundles) == []
+    out = indexing.build_index(tmp_path / "idx", [cases], no_bundles)
+    assert indexing.stale_reasons(out, [cases], no_bundles) == []
     index = neighbours.load_index(out)
     assert index is not None and len(index) == len(rows)
     assert index.embeddings.dtype == np.float32
 
     rows[2] = {**rows[2], "evidence": rows[2]["evidence"] + "\nRuntimeError: something else"}
     _write_cases(cases, rows)
-    assert build.stale_reasons(out, [cases], no_bundles) == [f"{cases.name} changed"]
+    assert indexing.stale_reasons(out, [cases], no_bundles) == [f"{cases.name} changed"]
 
-    build.build_index(out, [cases], no_bundles)
-    assert build.stale_reasons(out, [cases], no_bundles) == []
+    indexing.build_index(out, [cases], no_bundles)
+    assert indexing.stale_reasons(out, [cases], no_bundles) == []
     # a pasted reference case finds the others, never itself ...
     index = neighbours.load_index(out)
     parsed, analysis = pasted(OOM)
@@ -337,7 +338,7 @@ def test_index_knows_when_it_is_stale_and_rebuilds(
 def test_the_shipped_index_is_fresh_and_loads_without_torch(shipped_index) -> None:
     # stale: the corpus, a bundle, the parsers, correlate or the masks changed since it was
     # built; `triage index build` rebuilds it (the tests never do)
-    assert build.stale_reasons() == []
+    assert indexing.stale_reasons() == []
     assert len(shipped_index) >= 100
     norms = np.linalg.norm(shipped_index.embeddings, axis=1)
     assert np.allclose(norms, 1.0, atol=1e-2)
@@ -389,7 +390,7 @@ def test_reliability_table_bins_scores_against_outcomes() -> None:
 
 # --------------------------------------------------------------------------- real bundles
 
-SAMPLES = build.default_samples()
+SAMPLES = references.default_samples()
 
 
 @pytest.mark.skipif(
@@ -400,7 +401,7 @@ def test_job_that_hung_because_one_node_failed_an_import_is_an_import_case(shipp
     from triage.analysis import correlate
 
     bundle = SAMPLES / "import_error_on_one_node"
-    parsed = build.bundle_evidence(bundle)
+    parsed = references.bundle_evidence(bundle)
     # the bundle's truth and story are never read as evidence
     assert parsed
     assert not any(Path(p.source.path).name in ("expected.json", "README.md") for p in parsed)
@@ -441,7 +442,7 @@ def test_every_real_bundle_gets_its_symptom_and_root_cause(bundle: Path, shipped
 
     expected = json.loads((bundle / "expected.json").read_text(encoding="utf-8"))
     # the bundle is in the shipped index, and never votes for itself (no exclusion needed)
-    parsed = build.bundle_evidence(bundle)
+    parsed = references.bundle_evidence(bundle)
     result = classify(parsed, correlate(parsed))
     symptoms = {expected["symptom"], *expected.get("symptom_alt", [])}
     causes = {expected["root_cause"], *expected.get("root_cause_alt", [])}
@@ -459,12 +460,12 @@ def test_a_shipped_bundle_never_votes_for_itself_wherever_it_lies(
 
     from triage.analysis import correlate
 
-    own = build.bundle_case_id(bundle)
+    own = references.bundle_case_id(bundle)
     index = neighbours.load_index()
     copy = tmp_path / bundle.name
     shutil.copytree(bundle, copy)
     for where in (bundle, copy):
-        parsed = build.bundle_evidence(where)
+        parsed = references.bundle_evidence(where)
         votes = index.query(
             [signature(parsed, correlate(parsed))],
             "tfidf",

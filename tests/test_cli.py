@@ -281,7 +281,7 @@ def test_the_first_screen_of_the_terminal_report_carries_the_answer() -> None:
 def test_explain_shows_a_spinner_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from triage import cli
+    from triage.cli import progress
 
     started: list[str] = []
 
@@ -306,12 +306,12 @@ def test_explain_shows_a_spinner_on_a_terminal_only(monkeypatch: pytest.MonkeyPa
             return True
 
     monkeypatch.setattr(sys, "stderr", Tty())
-    with cli._Spinner(True, cli._working_on("the error", embeddings=True)):
+    with progress.Spinner(True, progress.working_on("the error", embeddings=True)):
         pass
     assert started and "diagnosing the error" in started[0]
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal: nothing drawn
     started.clear()
-    with cli._Spinner(True, "x"):
+    with progress.Spinner(True, "x"):
         pass
     assert started == []
 
@@ -321,7 +321,7 @@ def test_batch_reports_each_job_on_a_terminal(
 ) -> None:
     import io
 
-    from triage import cli
+    from triage.cli import progress
 
     for name in ("job_a", "job_b"):
         (tmp_path / name).mkdir()
@@ -333,23 +333,23 @@ def test_batch_reports_each_job_on_a_terminal(
 
     err = Tty()
     monkeypatch.setattr(sys, "stderr", err)
-    progress = cli._BatchProgress(2)
+    bar = progress.BatchProgress(2)
     seen: list[str] = []
-    with progress:
-        printed = progress.bar.console.print
+    with bar:
+        printed = bar.bar.console.print
 
         def keep(item: object, **kw: object) -> None:
             if isinstance(item, str):
                 seen.append(item)
             printed(item, **kw)
 
-        monkeypatch.setattr(progress.bar.console, "print", keep)
-        progress.row({"job": str(tmp_path / "job_a"), "diagnosis": {"root_causes": []}})
-        progress.row({"job": str(tmp_path / "job_b"), "error": "boom"})
+        monkeypatch.setattr(bar.bar.console, "print", keep)
+        bar.row({"job": str(tmp_path / "job_a"), "diagnosis": {"root_causes": []}})
+        bar.row({"job": str(tmp_path / "job_b"), "error": "boom"})
     assert seen == ["job_a: no cause named", "job_b: error: boom"]
-    assert progress.bar.tasks[0].completed == 2
+    assert bar.bar.tasks[0].completed == 2
     # the batch forks its workers later: the bar must not have started a thread of its own
-    assert not progress.bar.live.auto_refresh
+    assert not bar.bar.live.auto_refresh
 
 
 def test_no_embed_imports_neither_torch_nor_sentence_transformers(tmp_path: Path) -> None:
@@ -375,9 +375,9 @@ def test_quiet_run_does_not_load_the_classifier_before_the_pipeline() -> None:
     # itself imports it up front only to hang a notice on the model load, on a terminal.
     probe = (
         "import sys\n"
-        "from triage import cli\n"
-        "cli._announce_model_load(True, True)\n"
-        "cli._announce_model_load(False, False)\n"
+        "from triage.cli import progress\n"
+        "progress.announce_model_load(True, True)\n"
+        "progress.announce_model_load(False, False)\n"
         "print('triage.classify' in sys.modules)\n"
     )
     out = subprocess.run(

@@ -53,8 +53,8 @@ def _facts(**over: Any) -> dict[str, Any]:
     return base
 
 
-def _checks(facts: dict[str, Any]) -> dict[str, list[checks.Finding]]:
-    found: dict[str, list[checks.Finding]] = {}
+def _checks(facts: dict[str, Any]) -> dict[str, list[checks.PreflightFinding]]:
+    found: dict[str, list[checks.PreflightFinding]] = {}
     for f in run_checks(facts, K):
         found.setdefault(f.check, []).append(f)
     return found

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from triage import pipeline
 from triage.model import EventKind, Source, SourceKind
-from triage.parsers import flight_recorder, safe_pickle
+from triage.parsers import flight_recorder
+from triage.parsers.flight_recorder import pickle_memo
 
 SAMPLES = Path(__file__).resolve().parent.parent / "corpus_samples"
 # Dumps written by torch's own pickler (real torchrun gloo jobs), not by Python's.
@@ -160,7 +161,7 @@ def test_a_memo_bomb_in_the_kept_tail_is_refused() -> None:
 def test_memo_strings_finds_only_strings_and_survives_lookalike_payload() -> None:
     # payload bytes that look like the PUT of slot 1 come before the real one
     data = pickle.dumps(["xq\x01y", "name", ["list"], "name"], protocol=2)
-    found = safe_pickle.memo_strings(data, {0, 1, 2, 3, 4, 200}, len(data))
+    found = pickle_memo.memo_strings(data, {0, 1, 2, 3, 4, 200}, len(data))
     assert found == {1: "xq\x01y", 2: "name", 4: "list"}  # slots 0 and 3 hold lists
 
 
@@ -357,7 +358,7 @@ def test_a_dump_crafted_to_stall_the_tail_read_is_read_whole_instead() -> None:
 def test_memo_string_searches_stop_at_their_budget() -> None:
     data = _stalling_dump(100_000, 50)
     wanted = set(range(1_000, 1_050))
-    with pytest.raises(safe_pickle.SearchBudgetSpent):
-        safe_pickle.memo_strings(data, wanted, len(data) - 10, budget=len(data))
-    with pytest.raises(safe_pickle.SearchBudgetSpent):
-        safe_pickle.memo_strings(data, set(range(10_000)), len(data))
+    with pytest.raises(pickle_memo.SearchBudgetSpent):
+        pickle_memo.memo_strings(data, wanted, len(data) - 10, budget=len(data))
+    with pytest.raises(pickle_memo.SearchBudgetSpent):
+        pickle_memo.memo_strings(data, set(range(10_000)), len(data))

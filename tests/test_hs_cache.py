@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from triage import diskcache
-from triage.parsers import hs_cache
+from triage.scan import hs_cache
 
 hs = pytest.importorskip("hyperscan")
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from triage import knowledge
-from triage.knowledge import build, corpus
+from triage.knowledge import corpus
+from triage.train import indexing
 
 BROKEN_RULES = """
 - id: team-one
@@ -103,7 +104,9 @@ def test_held_out_cases_are_never_indexed(tmp_path: Path, monkeypatch: pytest.Mo
     assert corpus.reference_files() == [models / "corpus" / "ref.jsonl"]
     assert corpus.held_out_files() == [models / "corpus" / "test.jsonl"]
     with pytest.raises(ValueError, match="held-out"):
-        build.build_index(tmp_path / "idx", [models / "corpus" / "test.jsonl"], tmp_path / "none")
+        indexing.build_index(
+            tmp_path / "idx", [models / "corpus" / "test.jsonl"], tmp_path / "none"
+        )
 
 
 def test_the_shipped_held_out_split_follows_its_rule_and_never_meets_the_index() -> None:

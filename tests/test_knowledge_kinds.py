@@ -108,3 +108,34 @@ def test_an_argv_pattern_the_scan_gate_would_skip_is_reported(
     }
     found = _problems(_rules_with(tmp_path, "topology.yaml", {"argv": argv}), monkeypatch)
     assert "`--n`" in found[("topology.yaml", "argv nproc_per_node")]
+
+
+def test_a_log_shape_without_the_groups_its_slot_reads_or_missing_its_example_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shapes = yaml.safe_load((knowledge.rules_dir() / "log_shapes.yaml").read_text())
+    facts = shapes["facts"]
+    facts["dump_from"]["pattern"] = r"collective timeout from (?:rank )?(\d+)"  # no (?P<src>)
+    facts["rank_tag"]["examples"]["match"] = ["[rank 5] boom"]  # `[Rank N]` only
+    found = _problems(_rules_with(tmp_path, "log_shapes.yaml", {"facts": facts}), monkeypatch)
+    assert "['src']" in found[("log_shapes.yaml", "facts dump_from")]
+    assert "misses its example '[rank 5] boom'" in found[("log_shapes.yaml", "facts rank_tag")]
+
+
+def test_the_log_parser_reads_facts_with_the_shapes_of_the_knowledge_it_is_handed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triage.parsers import parse_text
+
+    line = "RuntimeError: [Worker 5] collective failed"
+    shipped = knowledge.load()
+    assert parse_text(line, kb=shipped).events[0].rank is None
+    shapes = yaml.safe_load((knowledge.rules_dir() / "log_shapes.yaml").read_text())
+    shapes["facts"]["rank_tag"] = {
+        "pattern": r"\[Worker (?P<rank>-?\d+)\]",
+        "examples": {"match": ["[Worker 5] boom"], "no_match": ["[Rank 5] boom"]},
+    }
+    rules = _rules_with(tmp_path, "log_shapes.yaml", {"facts": shapes["facts"]})
+    monkeypatch.setenv(knowledge.RULES_ENV, str(rules))
+    (event,) = parse_text(line, kb=knowledge.load()).events
+    assert event.rank == 5 and event.attrs["rank"] == 5

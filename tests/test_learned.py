@@ -15,7 +15,7 @@ import pytest
 from triage.analysis import correlate
 from triage.classify import fusion, learned, load_learned, neighbours
 from triage.classify.learned import LearnedClassifier, ModelInput
-from triage.knowledge import build
+from triage.train import references
 
 LOAD_TRACE = (
     "Traceback (most recent call last):\n"
@@ -29,7 +29,7 @@ LOAD_TRACE = (
 
 
 def test_the_model_reads_where_the_error_was_raised() -> None:
-    parsed = build.paste_evidence(LOAD_TRACE)
+    parsed = references.paste_evidence(LOAD_TRACE)
     words = learned.context_words(parsed, correlate(parsed))
     # the package and function the signature masks away, and the exception class
     assert {"mod_deepspeed", "mod_runtime", "mod_engine", "fn_load_checkpoint"} <= set(words)
@@ -129,8 +129,8 @@ def test_predicting_needs_neither_scikit_learn_nor_torch() -> None:
         "import sys\n"
         "from triage.analysis import correlate\n"
         "from triage.classify import load_learned, learned\n"
-        "from triage.knowledge import build\n"
-        "parsed = build.paste_evidence('KeyError: \\'labels\\'')\n"
+        "from triage.train import references\n"
+        "parsed = references.paste_evidence('KeyError: \\'labels\\'')\n"
         "x = learned.model_input('KeyError', [], parsed, correlate(parsed))\n"
         "probs = load_learned('tfidf').label_probs([x])\n"
         "assert abs(sum(probs[0]['symptom'].values()) - 1) < 1e-6\n"
@@ -153,7 +153,7 @@ def test_a_model_label_is_a_candidate_the_calibrator_weighs() -> None:
 
 def test_the_model_never_adds_a_symptom_to_a_clear_exception() -> None:
     # the generic layer settles a plain ZeroDivisionError: nothing but the rules names symptoms
-    parsed = build.paste_evidence("ZeroDivisionError: division by zero")
+    parsed = references.paste_evidence("ZeroDivisionError: division by zero")
     from triage.classify import prepare
 
     prep = prepare(parsed, correlate(parsed))

@@ -18,8 +18,11 @@ from hypothesis import strategies as st
 from scan_engines import ENGINES
 
 from triage.model import EventKind, Level, ParsedSource, RankExit, Source, SourceKind
-from triage.parsers import lines, nccl, prefixes, rank_log, timestamps
+from triage.parsers import nccl, prefixes, rank_log, timestamps
 from triage.parsers.common import PARSER_STOPPED
+from triage.parsers.rank_log import driver
+from triage.scan import engines, reader
+from triage.scan.markers import MarkerSet
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 
@@ -45,37 +48,37 @@ def parse_fixture(
     *,
     scan_all: bool | None = None,
     tables: rank_log.LogScanTables | None = None,
+    progress_by_shape: bool = True,
     **kw: object,
 ) -> ParsedSource:
     data = (FIXTURES / name).read_bytes()
-    return rank_log.parse(source_of(data, path=name, **kw), scan_all=scan_all, tables=tables)
+    return rank_log.parse(
+        source_of(data, path=name, **kw),
+        scan_all=scan_all,
+        tables=tables,
+        progress_by_shape=progress_by_shape,
+    )
 
 
 def of_kind(parsed: ParsedSource, kind: EventKind) -> list:
     return [e for e in parsed.events if e.kind is kind]
 
 
-_MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, lines.MarkerSet, lines.MarkerSet]] = {}
+_MARKER_SETS: dict[str, tuple[rank_log.LogScanTables, MarkerSet]] = {}
 
 
 @contextlib.contextmanager
-def markers_on(engine: str, by_shape: bool = True) -> Iterator[rank_log.LogScanTables]:
+def markers_on(engine: str) -> Iterator[rank_log.LogScanTables]:
     """Every marker scan of the log parsers runs on `engine` inside the block (the log
-    parser's when it is given the tables this yields); progress windows are read line by line
-    with the shape cache, or else from a marker scan."""
+    parser's when it is given the tables this yields)."""
     if engine not in _MARKER_SETS:
         _MARKER_SETS[engine] = (
             rank_log.scan_tables().using(engine),
-            rank_log.PROGRESS_MARKERS.using(engine),
             nccl.NOTABLE.using(engine),
         )
-    tables, progress, notable = _MARKER_SETS[engine]
-    assert tables.markers.engine == progress.engine == notable.engine == engine
-    with (
-        mock.patch.object(rank_log, "PROGRESS_MARKERS", progress),
-        mock.patch.object(nccl, "NOTABLE", notable),
-        mock.patch.object(rank_log._LogParser, "by_shape", by_shape),
-    ):
+    tables, notable = _MARKER_SETS[engine]
+    assert tables.markers.engine == tables.progress_markers.engine == notable.engine == engine
+    with mock.patch.object(nccl, "NOTABLE", notable):
         yield tables
 
 
@@ -191,7 +194,8 @@ def test_two_ranks_interleaved_tracebacks_are_told_apart() -> None:
     assert [f[0] for f in r0.attrs["user_frames"]] == ["/workspace/train.py"] * 2
     assert "[rank0]" not in r0.text and "batch = next(loader)" not in r0.text
     assert r1.attrs["exc_type"] == "ValueError"
-    assert r1.attrs["chained"] == ["KeyError: 'input_ids'"]
+    assert [link.exc_type for link in r1.traceback.links] == ["KeyError", "ValueError"]
+    assert r1.traceback.exception_lines[0] == "KeyError: 'input_ids'"
     assert "During handling of the above exception" in r1.text
     assert (r1.line, r1.end_line) == (2, 26)
 
@@ -243,7 +247,13 @@ def test_direct_cause_chain_and_multiline_nccl_message_stay_in_one_event() -> No
         )
     )
     (tb,) = of_kind(chained, EventKind.TRACEBACK)
-    assert tb.attrs["chained"] == ["OSError: disk full"]
+    first, last = tb.traceback.links
+    assert (first.exc_type, first.exc_message) == ("OSError", "disk full")
+    assert (last.exc_type, last.exc_message) == ("RuntimeError", "checkpoint save failed")
+    (start,) = tb.traceback.later_links_start  # the separator's line in the event's text
+    assert tb.text.splitlines()[start].startswith("The above exception was the direct cause")
+    assert tb.traceback.raised_at == ("a.py", 1, "<module>")  # the first link's innermost frame
+    assert [f.line for f in last.frames] == [3]
     assert tb.attrs["exc_type"] == "RuntimeError" and tb.end_line == 9
 
 
@@ -405,8 +415,8 @@ def test_progress_bar_overwrites_keep_the_error_printed_over_them() -> None:
 @pytest.mark.parametrize("by_shape", [True, False])
 def test_fast_path_finds_what_a_full_read_finds(name: str, engine: str, by_shape: bool) -> None:
     full = parse_fixture(name, scan_all=True)
-    with markers_on(engine, by_shape) as tables:
-        fast = parse_fixture(name, scan_all=False, tables=tables)
+    with markers_on(engine) as tables:
+        fast = parse_fixture(name, scan_all=False, tables=tables, progress_by_shape=by_shape)
     assert [(e.kind, e.line, e.rank, e.text) for e in fast.events] == [
         (e.kind, e.line, e.rank, e.text) for e in full.events
     ]
@@ -432,16 +442,16 @@ def test_generic_warnings_are_capped_and_the_drop_is_reported() -> None:
     assert any("not kept" in w for w in parsed.warnings)
 
 
-def test_event_cap_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rank_log, "MAX_EVENTS", 10)
+def test_event_cap_is_reported() -> None:
     data = b"".join(b"RuntimeError: failure %s\n" % w.encode() for w in ("abcdefghijklmnop"))
-    parsed = rank_log.parse(source_of(data))
+    parsed = rank_log.parse(source_of(data), max_events=10)
     assert len(parsed.events) == 10
-    assert any("6 more events dropped" in w for w in parsed.warnings)
+    assert any("6 more events dropped after the first 10" in w for w in parsed.warnings)
+    assert len(rank_log.parse(source_of(data)).events) == 16  # under the shipped cap: all kept
 
 
 def test_a_bug_in_the_parser_is_a_warning_that_the_never_raise_tests_catch() -> None:
-    with mock.patch.object(rank_log._LogParser, "handle", side_effect=KeyError("oops")):
+    with mock.patch.object(driver._LogParser, "handle", side_effect=KeyError("oops")):
         parsed = rank_log.parse(source_of(b"RuntimeError: x\n"))
     with pytest.raises(AssertionError):
         assert_no_parser_bug(parsed)
@@ -471,11 +481,11 @@ def test_marker_scan_agrees_with_plain_search(engine: str) -> None:
 
 
 def test_clean_collapses_bars_and_strips_colour() -> None:
-    assert lines.clean(b" 10%|#  | 1/10 [00:01<00:09]\r 20%|## | 2/10 [00:02<00:08]") == [
+    assert reader.clean(b" 10%|#  | 1/10 [00:01<00:09]\r 20%|## | 2/10 [00:02<00:08]") == [
         " 20%|## | 2/10 [00:02<00:08]"
     ]
-    assert lines.clean(b"\x1b[91m[FAIL]\x1b[0m x") == ["[FAIL] x"]
-    assert lines.clean(b"ok\xff\xfe") == ["ok\ufffd\ufffd"]
+    assert reader.clean(b"\x1b[91m[FAIL]\x1b[0m x") == ["[FAIL] x"]
+    assert reader.clean(b"ok\xff\xfe") == ["ok\ufffd\ufffd"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -609,9 +619,9 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
         b"NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."
     )
     data = b"\n".join(out) + b"\n"
-    assert len(data) > 2 * lines.CHUNK_SIZE
-    with markers_on(engine, by_shape) as tables:
-        parsed = rank_log.parse(source_of(data), tables=tables)
+    assert len(data) > 2 * engines.CHUNK_SIZE
+    with markers_on(engine) as tables:
+        parsed = rank_log.parse(source_of(data), tables=tables, progress_by_shape=by_shape)
     steps = {e.local_rank: e.attrs["last_step"] for e in of_kind(parsed, EventKind.PROGRESS)}
     assert steps == {0: 49_999, 1: 49_999, 2: 40, 3: 49_999}
     (watchdog,) = of_kind(parsed, EventKind.ERROR_LINE)
@@ -649,8 +659,10 @@ def test_progress_read_by_shape_or_by_marker_scan_is_the_same(engine: str) -> No
     data = _mixed_progress_log()
     parsed = {}
     for by_shape in (True, False):
-        with markers_on(engine, by_shape) as tables:
-            parsed[by_shape] = rank_log.parse(source_of(data), tables=tables)
+        with markers_on(engine) as tables:
+            parsed[by_shape] = rank_log.parse(
+                source_of(data), tables=tables, progress_by_shape=by_shape
+            )
     fields = lambda p: [(e.kind, e.line, e.rank, e.text, e.attrs) for e in p.events]  # noqa: E731
     assert fields(parsed[True]) == fields(parsed[False])
     steps = {
@@ -715,8 +727,10 @@ def test_fast_path_matches_a_full_read_on_shuffled_log_lines(
 ) -> None:
     data = b"\n".join(picked) + b"\n"
     full = rank_log.parse(source_of(data), scan_all=True)
-    with markers_on(engine, by_shape) as tables:
-        fast = rank_log.parse(source_of(data), scan_all=False, tables=tables)
+    with markers_on(engine) as tables:
+        fast = rank_log.parse(
+            source_of(data), scan_all=False, tables=tables, progress_by_shape=by_shape
+        )
 
     def notable(parsed: ParsedSource) -> list:
         return [
@@ -756,13 +770,13 @@ def test_nccl_warn_message_spanning_lines_is_one_event() -> None:
 
 def test_iter_lines_numbers_physical_lines_and_survives_tiny_chunks() -> None:
     data = b"one\r\ntwo\n 5%|#| 1/20 [00:01]\r[E boom] x\r 10%|#| 2/20 [00:02]\nlast"
-    got = list(lines.iter_lines(io.BytesIO(data), chunk_size=64, max_line=64))
+    got = list(reader.iter_lines(io.BytesIO(data), chunk_size=64, max_line=64))
     assert got == [
-        lines.Line(1, "one"),
-        lines.Line(2, "two"),
-        lines.Line(3, "[E boom] x"),
-        lines.Line(3, " 10%|#| 2/20 [00:02]"),
-        lines.Line(4, "last"),
+        reader.Line(1, "one"),
+        reader.Line(2, "two"),
+        reader.Line(3, "[E boom] x"),
+        reader.Line(3, " 10%|#| 2/20 [00:02]"),
+        reader.Line(4, "last"),
     ]
 
 

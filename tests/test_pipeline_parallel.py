@@ -7,10 +7,8 @@ import shutil
 import tarfile
 from pathlib import Path
 
-import pytest
-
-from triage import pipeline
-from triage.knowledge import Knowledge
+from triage import budget, ingest, knowledge, pipeline, pool
+from triage.budget import JobLimits
 from triage.model import FlightRecorderDump, ParsedSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,78 +39,84 @@ def _fingerprint(parsed: list[ParsedSource]) -> list[object]:
     return out
 
 
-def test_a_bundle_read_by_workers_matches_a_serial_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_bundle_read_by_workers_matches_a_serial_read(tmp_path: Path) -> None:
     root = _bundle(tmp_path)
     serial = pipeline.read_inputs([str(root)])
-
-    here: list[str] = []
-    parse_here = pipeline._parse_here
-
-    def spy(source: pipeline.Source, fr_tail: int | None, kb: Knowledge) -> ParsedSource:
-        here.append(source.path)
-        return parse_here(source, fr_tail, kb)
-
-    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
-    monkeypatch.setattr(pipeline, "_parse_here", spy)
     progress: list[tuple[int, int, str]] = []
     # two workers whatever threads earlier tests left in this process (default_workers()
-    # would read here then)
-    pooled = pipeline.read_inputs([str(root)], lambda *a: progress.append(a), workers=2)
+    # would read here then), started however small the bundle
+    pooled = pipeline.read_inputs(
+        [str(root)], lambda *a: progress.append(a), workers=2, parallel_from_bytes=0
+    )
 
     assert _fingerprint(pooled) == _fingerprint(serial)
     assert gc.isenabled()  # paused while results arrive, and given back
-    # Only the archive member was read in this process; every file on disk went to a worker.
-    assert here == [f"{root}/extra.tar.gz!node1/rank_3.log"]
     assert any(isinstance(e.payload, FlightRecorderDump) for p in pooled for e in p.events)
     # Progress counts up to every input and ends with an empty path.
     assert progress[-1] == (len(serial), sum(p.source.size for p in serial), "")
     assert [n for n, _, _ in progress] == sorted(n for n, _, _ in progress)
 
 
-def test_a_small_bundle_is_read_without_starting_workers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_workers_parse_every_file_on_disk_and_leave_archive_members_here(
+    tmp_path: Path,
 ) -> None:
-    def no_pool(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a worker pool was started for a small bundle")
+    root = _bundle(tmp_path)
+    sources = list(ingest.discover([str(root)]))
+    kb = knowledge.shipped()
+    on_disk = [i for i, s in enumerate(sources) if pool.poolable(s)]
+    member = [s.path for s in sources if not pool.poolable(s)]
+    results: list[ParsedSource | None] = [None] * len(sources)
+    with budget.job(JobLimits(), shared=True) as job_budget:
+        workers = pool.ParsePool(job_budget, workers=2, kb=kb, from_bytes=0)
+        try:
+            for i in on_disk:
+                workers.offer(i, sources[i], None)
+            workers.flush()
+            assert workers.running
+            workers.collect(sources, results, pool.ReadProgress(None))
+        finally:
+            workers.close()
+    # The archive member is parsed by the main process (its temp copy is not shared).
+    assert member == [f"{root}/extra.tar.gz!node1/rank_3.log"]
+    assert len(on_disk) > 20 and all(workers.took(i) for i in on_disk)
+    # Every file on disk came back from a worker, as the serial read makes it.
+    serial = {p.source.path: p for p in pipeline.read_inputs([str(root)], workers=1)}
+    came_back = [r for r in results if r is not None]
+    assert len(came_back) == len(on_disk)
+    assert _fingerprint(came_back) == _fingerprint([serial[r.source.path] for r in came_back])
 
-    monkeypatch.setattr(pipeline._Pool, "_start", no_pool)
-    parsed = pipeline.read_inputs([str(_bundle(tmp_path))], workers=2)
-    assert len(parsed) > 20
 
-
-def test_the_main_process_gets_on_with_later_work_only_while_workers_parse(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_small_bundle_is_read_here_and_later_work_overlaps_only_with_workers(
+    tmp_path: Path,
 ) -> None:
     root = _bundle(tmp_path)
     calls: list[int] = []
     serial = pipeline.read_inputs(
         [str(root)], while_workers_parse=lambda: calls.append(1), workers=2
     )
-    assert calls == []  # a small bundle: no workers, nothing to overlap
-    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
+    assert calls == []  # a small bundle: no workers started, nothing to overlap
     pooled = pipeline.read_inputs(
-        [str(root)], while_workers_parse=lambda: calls.append(1), workers=2
+        [str(root)], while_workers_parse=lambda: calls.append(1), workers=2, parallel_from_bytes=0
     )
     assert calls == [1]
     assert _fingerprint(pooled) == _fingerprint(serial)
 
 
-def test_one_worker_means_every_input_is_read_here(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_one_worker_means_every_input_is_read_here(tmp_path: Path) -> None:
     root = _bundle(tmp_path)
-    monkeypatch.setattr(pipeline, "_POOL_MIN_BYTES", 0)
-    pooled = pipeline.read_inputs([str(root)], workers=2)
-    here: list[str] = []
-    parse_here = pipeline._parse_here
-
-    def spy(source: pipeline.Source, fr_tail: int | None, kb: Knowledge) -> ParsedSource:
-        here.append(source.path)
-        return parse_here(source, fr_tail, kb)
-
-    monkeypatch.setattr(pipeline, "_parse_here", spy)
-    alone = pipeline.read_inputs([str(root)], workers=1)
-    assert len(here) == len(alone)
+    pooled = pipeline.read_inputs([str(root)], workers=2, parallel_from_bytes=0)
+    calls: list[int] = []
+    alone = pipeline.read_inputs(
+        [str(root)], while_workers_parse=lambda: calls.append(1), workers=1, parallel_from_bytes=0
+    )
+    assert calls == []  # no workers were started
     assert _fingerprint(alone) == _fingerprint(pooled)
+
+
+def test_a_diagnosis_reads_the_same_with_or_without_workers(tmp_path: Path) -> None:
+    root = _bundle(tmp_path)
+    here = pipeline.diagnose([str(root)], pipeline.Options(use_embeddings=False, workers=1))
+    pooled = pipeline.diagnose(
+        [str(root)], pipeline.Options(use_embeddings=False, workers=2, parallel_from_bytes=0)
+    )
+    assert pooled.to_dict() == here.to_dict()

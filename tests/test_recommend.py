@@ -10,6 +10,7 @@ from triage.classify import rules
 from triage.model import (
     Analysis,
     Classification,
+    CollectiveRef,
     Evidence,
     FailureRef,
     Finding,
@@ -65,7 +66,7 @@ def test_a_hang_behind_lagging_rank_3_names_rank_3_and_drop_last() -> None:
             detected=True,
             lagging_ranks=(3,),
             process_group="0",
-            collective={"op": "all_reduce", "seq": 42, "timeout_ms": 600000},
+            collective=CollectiveRef(op="all_reduce", seq=42, timeout_ms=600000),
         ),
     )
     classification = Classification(

@@ -24,6 +24,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from triage.model import (
+    CollectiveRef,
     Diagnosis,
     Evidence,
     FailureRef,
@@ -446,7 +447,19 @@ _labels = st.builds(ScoredLabel, _texts, _texts, _texts, st.floats(allow_nan=Tru
             st.booleans(),
             st.lists(st.integers(0, 4096), max_size=5).map(tuple),
             st.none() | _texts,
-            st.none() | st.dictionaries(_texts, _texts | st.integers(), max_size=3),
+            st.none()
+            | st.builds(
+                CollectiveRef,
+                op=st.none() | _texts,
+                seq=st.none() | st.integers(),
+                profiling_name=st.none() | _texts,
+                input_sizes=st.lists(st.lists(st.integers()).map(tuple), max_size=3).map(tuple),
+                input_dtypes=st.lists(_texts, max_size=3).map(tuple),
+                timeout_ms=st.none() | st.integers(),
+                call_site=st.none() | _texts,
+                numel_in=st.none() | st.integers(),
+                gloo_wait=st.none() | _texts,
+            ),
             _texts,
         ),
     ),
@@ -605,7 +618,7 @@ def test_no_hang_is_said_as_such_not_as_not_detected_with_lagging_ranks() -> Non
             False,
             (1,),
             "0 (default_pg)",
-            {"op": "all_reduce", "seq": 12},
+            CollectiveRef(op="all_reduce", seq=12),
             "no hang: the other ranks were in all_reduce #12 when rank(s) 1 failed",
         ),
     )

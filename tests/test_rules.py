@@ -11,7 +11,16 @@ import yaml
 from triage import knowledge
 from triage.classify import rules as engine
 from triage.knowledge.actions import Action, parse_action
-from triage.model import Analysis, Event, EventKind, Finding, HangReport, Level, SourceKind
+from triage.model import (
+    Analysis,
+    CollectiveRef,
+    Event,
+    EventKind,
+    Finding,
+    HangReport,
+    Level,
+    SourceKind,
+)
 from triage.parsers import parse_text
 from triage.pipeline import check_rules
 
@@ -235,7 +244,10 @@ def test_finding_rules_fire_on_findings_and_fill_the_lagging_rank(tmp_path: Path
     analysis = Analysis(
         findings=(Finding(kind="lagging_rank", summary="rank 3 is behind", ranks=(3,)),),
         hang=HangReport(
-            detected=True, lagging_ranks=(3,), process_group="0", collective={"op": "all_reduce"}
+            detected=True,
+            lagging_ranks=(3,),
+            process_group="0",
+            collective=CollectiveRef(op="all_reduce"),
         ),
     )
     hits = [

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triage.parsers import safe_pickle
+from triage.parsers.flight_recorder import safe_pickle
 
 
 def _stop_end(data: bytes) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import io
 import random
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from triage.model import EventKind, ParsedSource, Source, SourceKind
-from triage.parsers import lines, nccl, rank_log
+from triage.parsers import nccl, rank_log
+from triage.scan import hot_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 SAMPLES = Path(__file__).parent.parent / "bench" / "samples" / "logs"
@@ -88,8 +88,7 @@ def repeating_log(seed: int) -> bytes:
 def test_repeats_get_the_verdict_parsing_them_gives(seed: int) -> None:
     data = repeating_log(seed)
     fast = rank_log.parse(source_of(data), scan_all=False)
-    with mock.patch.object(rank_log._LogParser, "repeats", False):
-        slow = rank_log.parse(source_of(data), scan_all=False)
+    slow = rank_log.parse(source_of(data), scan_all=False, replay_repeats=False)
     assert everything(fast) == everything(slow)
     assert any(e.kind is EventKind.TRACEBACK and "time_before" in e.attrs for e in fast.events)
     assert any("more warning lines not kept" in w for w in fast.warnings)
@@ -102,8 +101,7 @@ def test_repeats_change_nothing_on_the_fixtures(name: str) -> None:
     path = FIXTURES / name if (FIXTURES / name).exists() else SAMPLES / name
     data = path.read_bytes() * 3  # each line comes back: its repeats are replayed
     fast = rank_log.parse(source_of(data, name), scan_all=False)
-    with mock.patch.object(rank_log._LogParser, "repeats", False):
-        slow = rank_log.parse(source_of(data, name), scan_all=False)
+    slow = rank_log.parse(source_of(data, name), scan_all=False, replay_repeats=False)
     assert everything(fast) == everything(slow)
 
 
@@ -127,10 +125,9 @@ def nccl_log(communicators: int, extra: str = "") -> bytes:
 
 @pytest.mark.parametrize("parse", [rank_log.parse, nccl.parse])
 def test_communicator_set_ups_past_the_bound_are_counted_not_kept(parse: object) -> None:
-    comms = 3000  # ~1 MB: several chunks of the scan
+    comms = 3000  # ~1 MB
     data = nccl_log(comms)
-    with mock.patch.object(lines, "CHUNK_SIZE", 256 << 10):
-        parsed = parse(source_of(data))  # type: ignore[operator]
+    parsed = parse(source_of(data))  # type: ignore[operator]
     set_ups = [
         e
         for e in parsed.events
@@ -159,7 +156,7 @@ def test_gated_scan_finds_the_lines_one_scan_of_everything_finds() -> None:
     parts.append(b"[2026-01-01 00:00:00] errors=0 failed_steps=0 NCCL_ASYNC_ERROR_HANDLING=1\n")
     tables = rank_log.scan_tables()
     groups = tables.gated
-    ungated = lines.HotLines(
+    ungated = hot_lines.HotLines(
         tables.markers,
         tables.specific_needles,
         [*tables.verdicts, *(p for g in groups for p in g.patterns())],
@@ -193,7 +190,7 @@ def test_muted_matches_come_apart_and_add_up_to_the_unmuted_scan() -> None:
             assert counted[0] == len(comms)
 
 
-def _plain_hot_lines() -> lines.HotLines:
+def _plain_hot_lines() -> hot_lines.HotLines:
     return rank_log.scan_tables().using("numpy").hot_lines
 
 

@@ -15,9 +15,9 @@ data, not structure.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 SCHEMA = "triage.diagnosis/1"
 
@@ -167,6 +167,82 @@ class FlightRecorderDump:
 
 
 @dataclass(frozen=True)
+class CollectiveRef:
+    """One collective as the evidence names it: a rank's flight-recorder record, a watchdog's
+    `WorkNCCL(...)` line, gloo's timeout line, or what they say together (`merged`)."""
+
+    op: str | None = None  # `all_reduce`, `send`: no backend prefix, no peers
+    seq: int | None = None  # the collective sequence id in its process group
+    process_group: str | None = None  # its name; HangReport says name and description
+    profiling_name: str | None = None  # `nccl:all_reduce`: set only from a record
+    input_sizes: tuple[tuple[int, ...], ...] = ()
+    output_sizes: tuple[tuple[int, ...], ...] = ()
+    input_dtypes: tuple[str, ...] = ()
+    output_dtypes: tuple[str, ...] = ()
+    timeout_ms: int | None = None
+    state: str | None = None  # scheduled | started | completed, from a record
+    call_site: str | None = None  # the user's frame that issued it: `fn (file:line)`
+    numel_in: int | None = None  # the watchdog line's NumelIn
+    gloo_wait: str | None = None  # gloo's transport step (recv/send), not the collective
+
+    def merged(self, over: CollectiveRef) -> CollectiveRef:
+        """This reference with every field `over` knows taken from `over`."""
+        known = {
+            name: value
+            for name in _COLLECTIVE_FIELDS
+            if (value := getattr(over, name)) is not None and value != ()
+        }
+        return replace(self, **known)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON diagnosis's `hang.collective`: what is known, sizes and dtypes only from a
+        record (where empty lists say the record had none). The keys keep the order the
+        reports have always listed them in (gloo's wait first, the sequence id last)."""
+        out: dict[str, Any] = {}
+        for key, value in (
+            ("gloo_wait", self.gloo_wait),
+            ("op", self.op),
+            ("numel_in", self.numel_in),
+            ("profiling_name", self.profiling_name),
+        ):
+            if value is not None:
+                out[key] = value
+        if self.profiling_name is not None:
+            out["input_sizes"] = [list(shape) for shape in self.input_sizes]
+            out["output_sizes"] = [list(shape) for shape in self.output_sizes]
+            out["dtypes"] = list(self.input_dtypes)
+        for key, value in (
+            ("timeout_ms", self.timeout_ms),
+            ("call_site", self.call_site),
+            ("seq", self.seq),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+_COLLECTIVE_FIELDS = tuple(CollectiveRef.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class CollectiveMismatch:
+    """The first collective the ranks of one process group recorded differently."""
+
+    process_group: str
+    seq: int
+    kind: Literal["op", "size", "dtype"]  # what differs
+    ranks: tuple[int, ...]  # the odd ones out; every holder on a tie
+    tie: bool  # no majority: the flight recorder alone cannot say who is wrong
+    # how the ranks parted: `left_loop` when some went on repeating the collective all had
+    # been issuing and the others did something new (they ran out of work first); `diverged`
+    # when each side issued a different new collective (one skipped or added a call);
+    # `differing` for one collective with different sizes or dtypes
+    pattern: Literal["differing", "diverged", "left_loop"]
+    departed: tuple[int, ...]  # the ranks that left the loop (`left_loop`)
+    per_rank: Mapping[int, CollectiveRef]  # each holder's record of it
+
+
+@dataclass(frozen=True)
 class PySpyThread:
     thread_id: str
     name: str | None
@@ -218,6 +294,52 @@ class EnvReport:
 Payload = FlightRecorderDump | PySpyDump | RankExit | EnvReport
 
 
+class TracebackFrame(NamedTuple):
+    """One frame line of a Python traceback as printed: `File "x.py", line 12, in main`."""
+
+    file: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True)
+class TracebackLink:
+    """One exception of a (chained) traceback, as its event's text shows it."""
+
+    exc_type: str | None  # `RuntimeError`; None when the link names no exception
+    exc_message: str | None
+    # the link's last line that names an exception (`RuntimeError: boom`), as printed: what
+    # finally went wrong in it; None when the link names none (a traceback cut short)
+    exception_line: str | None
+    frames: tuple[TracebackFrame, ...]  # outermost first, as Python prints them
+    start: int  # the 0-based line of the event's text where the link begins (0: the first)
+
+
+@dataclass(frozen=True)
+class Traceback:
+    """A Python traceback the parser read, chained links split: later stages read these fields
+    instead of parsing the event's text again."""
+
+    links: tuple[TracebackLink, ...]  # earliest first, as Python prints a chain
+
+    @property
+    def exception_lines(self) -> tuple[str, ...]:
+        """Each link's exception line, earliest first (links that name none left out)."""
+        return tuple(link.exception_line for link in self.links if link.exception_line)
+
+    @property
+    def later_links_start(self) -> tuple[int, ...]:
+        """The text lines where each link after the first begins."""
+        return tuple(link.start for link in self.links[1:])
+
+    @property
+    def raised_at(self) -> TracebackFrame | None:
+        """Where the rank's own exception was raised: the innermost frame of the first link
+        (a later link was raised while handling it)."""
+        frames = self.links[0].frames if self.links else ()
+        return frames[-1] if frames else None
+
+
 @dataclass(frozen=True)
 class Event:
     """One thing a parser found: a line, a traceback, a dump. Line numbers are 1-based."""
@@ -235,6 +357,7 @@ class Event:
     level: Level = Level.INFO
     attrs: Mapping[str, Any] = field(default_factory=dict, compare=False)
     payload: Payload | None = field(default=None, compare=False)
+    traceback: Traceback | None = field(default=None, compare=False)  # a TRACEBACK event's
 
 
 @dataclass(frozen=True)
@@ -291,7 +414,7 @@ class HangReport:
     detected: bool
     lagging_ranks: tuple[int, ...]
     process_group: str | None
-    collective: Mapping[str, Any] | None  # op, seq id, sizes, dtypes where known
+    collective: CollectiveRef | None  # op, seq id, sizes, dtypes where known
     explanation: str = ""
 
 
@@ -484,7 +607,7 @@ class Diagnosis:
                 "detected": self.hang.detected,
                 "lagging_ranks": list(self.hang.lagging_ranks),
                 "process_group": self.hang.process_group,
-                "collective": dict(self.hang.collective) if self.hang.collective else None,
+                "collective": self.hang.collective.as_dict() if self.hang.collective else None,
                 "explanation": self.hang.explanation,
             }
         first = None

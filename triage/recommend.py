@@ -168,11 +168,11 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
         facts["ranks"] = plain(ranks)
         facts.setdefault("rank", ranks[0])
     if hang is not None and hang.collective:
-        op = hang.collective.get("op") or hang.collective.get("profiling_name")
+        op = hang.collective.op or hang.collective.profiling_name
         if op and not isinstance(facts.get("collective"), str):
             facts["collective"] = op  # the op's name, never the record it came from
-        if hang.collective.get("timeout_ms"):
-            facts.setdefault("timeout_ms", hang.collective["timeout_ms"])
+        if hang.collective.timeout_ms:
+            facts.setdefault("timeout_ms", hang.collective.timeout_ms)
     if "host" not in facts:
         host = facts.get("culprit_host") or (
             analysis.first_failure.host if analysis.first_failure is not None else None

@@ -37,6 +37,7 @@ from triage.model import (
     ScoredLabel,
     SimilarCase,
 )
+from triage.parsers import tracebacks
 
 __all__ = [
     "MASK",
@@ -278,7 +279,12 @@ def _event(redactor: Redactor, event: Event) -> Event:
         payload = redactor.value(payload)
     if text is event.text and payload is event.payload:
         return event
-    return dataclasses.replace(event, text=text, payload=payload)
+    traceback = event.traceback
+    if traceback is not None and text is not event.text:
+        # the chain read again from the masked text: its quoted lines are the text's
+        named = redactor.value([(link.exc_type, link.exc_message) for link in traceback.links])
+        traceback = tracebacks.read(text, named)
+    return dataclasses.replace(event, text=text, payload=payload, traceback=traceback)
 
 
 def redact_diagnosis(diagnosis: Diagnosis, *, hosts: bool = False) -> Diagnosis:

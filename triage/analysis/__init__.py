@@ -66,10 +66,12 @@ from triage.analysis.ranks import (
     format_ranks,
     quoted_line,
     ref,
+    traceback_of,
 )
 from triage.knowledge.routine import Routine
 from triage.model import (
     Analysis,
+    CollectiveRef,
     Event,
     EventKind,
     EvidenceRef,
@@ -187,7 +189,7 @@ def analyse(
                 progress_events.append((rank, ev))
                 continue
             if ev.kind is EventKind.NCCL_COMM and ev.time is not None:
-                comm = (ev.attrs or {}).get("comm_id") or (ev.attrs or {}).get("commId")
+                comm = (ev.attrs or {}).get("comm_id")
                 if comm is None:
                     m = _INIT_COMM.search(ev.text)
                     comm = m["c"] if m else None
@@ -336,7 +338,7 @@ def analyse(
     if hang is not None:
         evidence = [ref(p.event, p.rank) for p in sorted(waited, key=_t)[:2]]
         evidence += [e for f in structural[:2] for e in f.evidence[:1]]
-        hang_op = (hang.collective or {}).get("op")
+        hang_op = hang.collective.op if hang.collective else None
         findings.append(
             Finding(
                 kind="hang",
@@ -347,7 +349,7 @@ def analyse(
                     "pg": hang.process_group,
                     # a template's `{collective}` is the op's name, never the whole record
                     **({"collective": hang_op} if hang_op else {}),
-                    "collective_record": dict(hang.collective or {}),
+                    "collective_record": hang.collective.as_dict() if hang.collective else {},
                     "op": hang_op,  # what an action may name
                     **({"shape": shape} if shape else {}),
                 },
@@ -563,22 +565,25 @@ def _first_failure(
     return None
 
 
-def _collective_from_text(placed: Sequence[timeline.Placed]) -> tuple[dict[str, Any], int | None]:
+def _collective_from_text(
+    placed: Sequence[timeline.Placed],
+) -> tuple[CollectiveRef | None, int | None]:
     for p in placed:
         m = _WORK.search(p.event.text)
         if m:
-            coll: dict[str, Any] = {"op": m["op"].lower()}
-            if m["seq"]:
-                coll["seq"] = int(m["seq"])
-            if m["nin"]:
-                coll["numel_in"] = int(m["nin"])
+            seq, nin = m["seq"], m["nin"]
+            coll = CollectiveRef(
+                op=m["op"].lower(),
+                seq=int(seq) if seq else None,
+                numel_in=int(nin) if nin else None,
+            )
             return coll, int(m["timeout"])
     for p in placed:
         m = _GLOO_TIMEOUT.search(p.event.text)
         if m:
             # gloo names its transport step (recv/send), not the collective
-            return {"gloo_wait": m["op"]}, int(m["ms"])
-    return {}, None
+            return CollectiveRef(gloo_wait=m["op"]), int(m["ms"])
+    return None, None
 
 
 def _hang(
@@ -621,18 +626,16 @@ def _hang(
     if rep is not None:
         pg = rep.pg + (f" ({rep.desc})" if rep.desc else "")
         fr_coll = flight_recorder.collective_of(rep)
-        coll = {**coll, **{k: v for k, v in fr_coll.items() if v is not None}}
+        coll = fr_coll if coll is None else coll.merged(fr_coll)
         lagging = sorted(set(rep.lagging) | set(rep.missing) | set(rep.not_started))
         if rep.mismatch:
-            lagging = sorted(set(lagging) | set(rep.mismatch["ranks"]))
+            lagging = sorted(set(lagging) | set(rep.mismatch.ranks))
     if not lagging:
         lagging = sorted(spy.suspects) or list(culprits)
-    if timeout and "timeout_ms" not in coll:
-        coll["timeout_ms"] = timeout
-    elif fr.timeout_ms and "timeout_ms" not in coll:
-        coll["timeout_ms"] = fr.timeout_ms
-    op = coll.get("op") or "a collective"
-    seq = coll.get("seq")
+    if (timeout or fr.timeout_ms) and (coll is None or coll.timeout_ms is None):
+        coll = replace(coll or CollectiveRef(), timeout_ms=timeout or fr.timeout_ms)
+    op = (coll.op if coll else None) or "a collective"
+    seq = coll.seq if coll else None
     where = (
         f"{op}"
         + (f" #{seq}" if seq is not None else "")
@@ -655,7 +658,7 @@ def _hang(
         )
         if rep is not None and rep.mismatch and not rep.lagging:
             text = (
-                f"hang: ranks disagree on {where} ({rep.mismatch['kind']} mismatch); "
+                f"hang: ranks disagree on {where} ({rep.mismatch.kind} mismatch); "
                 f"suspect rank(s) {format_ranks(lagging)}"
             )
     elif rep is None or seq is None or _all_last_at(rep, seq, culprits):
@@ -673,7 +676,7 @@ def _hang(
         detected=detected,
         lagging_ranks=tuple(lagging),
         process_group=pg,
-        collective=coll or None,
+        collective=coll if coll is not None and coll.as_dict() else None,
         explanation=text,
     )
 
@@ -700,7 +703,7 @@ def _raising_frame(
             and ev.line <= first.line <= (ev.end_line or ev.line)
             and first.rank == p.rank
         ):
-            return pyspy.raising_frame(ev.text, kb.frames)
+            return pyspy.raising_frame(traceback_of(ev), kb.frames)
     return None
 
 
@@ -923,15 +926,15 @@ def _facts(
         if host:
             facts["culprit_host"] = host
     if hang is not None:
-        coll = dict(hang.collective or {})
+        coll = hang.collective or CollectiveRef()
         facts["hang"] = hang.detected
         facts["lagging_ranks"] = list(hang.lagging_ranks)
-        if coll.get("op"):
-            facts["collective"] = coll["op"]
-        if coll.get("seq") is not None:
-            facts["seq"] = coll["seq"]
-        if coll.get("timeout_ms"):
-            facts["timeout_ms"] = coll["timeout_ms"]
+        if coll.op:
+            facts["collective"] = coll.op
+        if coll.seq is not None:
+            facts["seq"] = coll.seq
+        if coll.timeout_ms:
+            facts["timeout_ms"] = coll.timeout_ms
         if hang.process_group:
             facts["pg"] = hang.process_group
     if fr.reports:

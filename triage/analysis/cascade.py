@@ -23,14 +23,10 @@ from functools import lru_cache
 import regex
 
 from triage import knowledge
-from triage.analysis.ranks import (
-    EXCEPTION_LINE,
-    chain_exceptions,
-    chain_link_starts,
-    final_exception_line,
-)
+from triage.analysis.ranks import traceback_of
 from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, Level
+from triage.parsers.tracebacks import EXCEPTION_LINE
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,8 @@ def headline(ev: Event, kb: knowledge.Knowledge | None = None) -> str:
     happened while it handled it (`finally: dist.barrier()` timing out, an emergency save).
     """
     if ev.kind is EventKind.TRACEBACK:
-        return _own_first_exception(ev.text, kb) or final_exception_line(ev.text) or ev.text
+        heads = traceback_of(ev).exception_lines
+        return _own_first_exception(heads, kb) or (heads[-1] if heads else ev.text)
     if ev.kind is EventKind.CPP_EXCEPTION:
         # `terminate called ...` + `what(): ...`: the what() line carries the meaning
         for line in ev.text.splitlines():
@@ -69,9 +66,9 @@ def headline(ev: Event, kb: knowledge.Knowledge | None = None) -> str:
     return ev.text
 
 
-def _own_first_exception(text: str, kb: knowledge.Knowledge | None) -> str | None:
-    """The first exception of a chained traceback when it is not a cascade message."""
-    heads = chain_exceptions(text)
+def _own_first_exception(heads: tuple[str, ...], kb: knowledge.Knowledge | None) -> str | None:
+    """The first exception of a chained traceback (of its links' exception lines, `heads`)
+    when it is not a cascade message."""
     if len(heads) > 1 and not reads_as_cascade(heads[0], kb):
         return heads[0]
     return None
@@ -81,9 +78,12 @@ def handled_after(ev: Event, line_offset: int, kb: knowledge.Knowledge | None = 
     """Is this line (0-based in the event's text) of a chained traceback in a later link than
     the rank's own first exception? Such a line is what happened while the rank handled its
     failure (the barrier of a `finally:` that then timed out): a consequence, not a cause."""
-    if ev.kind is not EventKind.TRACEBACK or _own_first_exception(ev.text, kb) is None:
+    if ev.kind is not EventKind.TRACEBACK:
         return False
-    starts = chain_link_starts(ev.text)
+    traceback = traceback_of(ev)
+    if _own_first_exception(traceback.exception_lines, kb) is None:
+        return False
+    starts = traceback.later_links_start
     return bool(starts) and line_offset >= starts[0]
 
 
@@ -178,7 +178,7 @@ def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
         family is None
         and ev.kind is EventKind.TRACEBACK
         and not marker
-        and _own_first_exception(ev.text, kb) is None
+        and _own_first_exception(traceback_of(ev).exception_lines, kb) is None
     ):
         # a chained traceback may end generic while an earlier exception of the chain is a
         # cascade error; only the exception lines count, never the frames (`TCPStore(`)

@@ -38,8 +38,8 @@ def sizes_odd_ones(fr: flight_recorder.FRAnalysis) -> set[int]:
     odd: set[int] = set()
     for rep in fr.reports:
         m = rep.mismatch
-        if m and m["kind"] in ("size", "dtype") and not m["tie"]:
-            odd |= set(m["ranks"])
+        if m and m.kind in ("size", "dtype") and not m.tie:
+            odd |= set(m.ranks)
     return odd
 
 

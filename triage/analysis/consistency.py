@@ -143,7 +143,7 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                     if n is None:
                         mm = _NRANKS.search(ev.text)
                         n = mm["n"] if mm else None
-                    c = (ev.attrs or {}).get("comm_id") or (ev.attrs or {}).get("commId")
+                    c = (ev.attrs or {}).get("comm_id")
                     if c is None:
                         cm = _COMMID.search(ev.text)
                         c = cm["c"] if cm else None

@@ -55,10 +55,8 @@ def shape(
     if lagging and lagging <= own:
         return "failed"
     rep = fr.hang_pg
-    if rep is not None and rep.mismatch and set(rep.mismatch["ranks"]) & (lagging or {-1}):
-        pattern = rep.mismatch.get("pattern")
-        if pattern in ("differing", "diverged", "left_loop"):
-            return str(pattern)
+    if rep is not None and rep.mismatch and set(rep.mismatch.ranks) & (lagging or {-1}):
+        return rep.mismatch.pattern
     if rep is not None and rep.elsewhere and set(rep.elsewhere) & lagging:
         return "other_group"
     return _from_stacks(spy, lagging) or "behind"

@@ -21,9 +21,8 @@ rules/templates.yaml), the reasons and stop exceptions are `kind: outcome`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from triage.analysis.ranks import format_ranks, ref
 from triage.knowledge.outcome import Ends
@@ -185,7 +184,7 @@ def _stop_consequences(events: Iterable[Event], ends: Ends) -> set[int]:
     for ev in events:
         attrs = ev.attrs or {}
         if ev.kind is EventKind.TRACEBACK:
-            types = [attrs.get("exc_type"), *(_chain_types(attrs))]
+            types = [attrs.get("exc_type"), *_chain_types(ev)]
             if any(ends.stop_exception(t) for t in types if t):
                 out.add(id(ev))
         elif ev.kind in (EventKind.SIGNAL, EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
@@ -201,9 +200,11 @@ def _stop_consequences(events: Iterable[Event], ends: Ends) -> set[int]:
     return out
 
 
-def _chain_types(attrs: Mapping[str, Any]) -> list[str]:
-    """The exception types of a chained traceback's earlier links (`ValueError: ...`)."""
-    return [str(link).split(":", 1)[0].strip() for link in attrs.get("chained") or ()]
+def _chain_types(ev: Event) -> list[str]:
+    """The exception types of a chained traceback's earlier links (`ValueError`), as the log
+    parser read them (an error file's traceback names its one exception in `exc_type`)."""
+    links = ev.traceback.links[:-1] if ev.traceback is not None else ()
+    return [link.exc_type for link in links if link.exc_type]
 
 
 def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routine) -> list[Event]:
@@ -409,7 +410,7 @@ def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
     assert hang is not None
     lagging = hang.lagging_ranks
     what = f"ranks waited for rank {format_ranks(lagging)}" if lagging else "ranks waited"
-    op = (hang.collective or {}).get("op") if hang.collective else None
+    op = hang.collective.op if hang.collective else None
     if op:
         what += f" in {op}"
     shown = [*found.cascade_events[:2], *extra]

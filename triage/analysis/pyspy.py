@@ -15,9 +15,17 @@ from dataclasses import dataclass, field
 
 import regex
 
-from triage.analysis.ranks import chain_link_starts, format_ranks
+from triage.analysis.ranks import format_ranks
 from triage.knowledge.frames import LibraryFrames
-from triage.model import Event, EvidenceRef, Finding, PySpyDump, StackFrame, StackGroup
+from triage.model import (
+    Event,
+    EvidenceRef,
+    Finding,
+    PySpyDump,
+    StackFrame,
+    StackGroup,
+    Traceback,
+)
 
 # Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
 # out on purpose: a rank stuck on its own GPU is a suspect, not a waiter.
@@ -91,22 +99,12 @@ def user_frame(frames: Sequence[StackFrame], library: LibraryFrames) -> StackFra
     return None
 
 
-_TRACEBACK_FRAME = regex.compile(
-    r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)'
-)
-
-
-def raising_frame(traceback: str, library: LibraryFrames) -> StackFrame | None:
+def raising_frame(traceback: Traceback, library: LibraryFrames) -> StackFrame | None:
     """The user's line that raised: the innermost frame of the user's code in the first link of
     a (chained) traceback. A later link was raised while handling it (a `finally:` barrier),
     and a thread's traceback is its own (`Exception in thread prefetch-1:`)."""
-    lines = traceback.splitlines()
-    starts = chain_link_starts(traceback)
-    frames = [
-        StackFrame(m["func"], m["file"], int(m["line"]))
-        for line in (lines[: starts[0]] if starts else lines)
-        if (m := _TRACEBACK_FRAME.match(line))
-    ]
+    first = traceback.links[0].frames if traceback.links else ()
+    frames = [StackFrame(f.function, f.file, f.line) for f in first]
     return user_frame(frames[::-1], library)
 
 

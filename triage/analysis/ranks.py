@@ -24,7 +24,9 @@ from triage.model import (
     FlightRecorderDump,
     ParsedSource,
     RankExit,
+    Traceback,
 )
+from triage.parsers import tracebacks
 
 _NRANKS_TEXT = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
 _RANK_IN_TEXT = regex.compile(r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]")
@@ -163,7 +165,7 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
                 if attrs.get("host") and r is not None:
                     index.host_said.setdefault(r, str(attrs["host"]))
                 index.learn(pid, attrs.get("host") or host, r)
-                n = _int(attrs.get("nranks")) or _int(attrs.get("n"))
+                n = _int(attrs.get("nranks"))
                 if n is None:
                     m = _NRANKS_TEXT.search(ev.text)
                     n = int(m["n"]) if m else None
@@ -253,7 +255,7 @@ def quoted_line(ev: Event, limit: int = 300) -> tuple[str, int | None]:
     tells. The line is the event's first unless the parser kept where each line came from
     (tracebacks skip blank and interleaved lines) or the event's lines map one to one.
     """
-    text = first_line(ev.text, limit)
+    text = first_line(ev.text, limit, ev.traceback)
     raw = ev.text.splitlines()
     if ev.kind is EventKind.RANK_EXIT:
         text = next((x.strip() for x in raw if x.strip().startswith("exitcode")), text)
@@ -271,8 +273,9 @@ def quoted_line(ev: Event, limit: int = 300) -> tuple[str, int | None]:
     return text, ev.line
 
 
-def first_line(text: str, limit: int = 300) -> str:
-    """The most telling single line of a (possibly multi-line) event text."""
+def first_line(text: str, limit: int = 300, traceback: Traceback | None = None) -> str:
+    """The most telling single line of a (possibly multi-line) event text; `traceback`: the
+    text's chain as the parser read it, when it did."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
         return ""
@@ -280,44 +283,15 @@ def first_line(text: str, limit: int = 300) -> str:
     if line.startswith("Traceback") and len(lines) > 1:
         # a chain prints its first exception first: that one is what went wrong, the later
         # ones were raised while handling it (a `finally:` barrier that then timed out)
-        heads = chain_exceptions(text)
-        line = heads[0] if len(heads) > 1 else final_exception_line(text) or line
+        heads = (traceback or tracebacks.read(text)).exception_lines
+        line = heads[0] if len(heads) > 1 else (heads[-1] if heads else line)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-EXCEPTION_LINE = regex.compile(
-    r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b.*$"
-)
-
-
-# Python's chained tracebacks: the earlier exception is printed first, then one of these
-_CHAIN_SEPARATOR = regex.compile(
-    r"^[^\n]*?(?:During handling of the above exception, another exception occurred:"
-    r"|The above exception was the direct cause of the following exception:)[ \t]*$",
-    regex.M,
-)
-
-
-def chain_exceptions(text: str) -> list[str]:
-    """The final `SomeError: message` line of each link of a (chained) traceback, earliest
-    first; one line for a traceback without a chain, none when no link names an exception."""
-    heads = (final_exception_line(link) for link in _CHAIN_SEPARATOR.split(text))
-    return [h for h in heads if h]
-
-
-def chain_link_starts(text: str) -> list[int]:
-    """The line offsets (0-based, in `text`) where each later link of a chained traceback
-    begins: the separator lines. Empty for a traceback without a chain."""
-    return [text.count("\n", 0, m.start()) for m in _CHAIN_SEPARATOR.finditer(text)]
-
-
-def final_exception_line(text: str) -> str | None:
-    """The last `SomeError: message` line of a traceback: what finally went wrong."""
-    for line in reversed(text.splitlines()):
-        s = line.strip()
-        if EXCEPTION_LINE.match(s) and not s.startswith("File "):
-            return s
-    return None
+def traceback_of(ev: Event) -> Traceback:
+    """A traceback event's chain as the parser read it (`Event.traceback`); an event built
+    without one (a test, a record of another parser) has its text read the same way."""
+    return ev.traceback if ev.traceback is not None else tracebacks.read(ev.text)
 
 
 def format_ranks(ranks: Iterable[int]) -> str:

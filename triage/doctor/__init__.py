@@ -26,13 +26,13 @@ from typing import IO, Any
 from triage.doctor import facts as facts_mod
 from triage.doctor import knowledge, ranks
 from triage.doctor.checks import run_checks
-from triage.doctor.report import EXIT_ERRORS, Finding, Report, render, sort_findings
+from triage.doctor.report import EXIT_ERRORS, PreflightFinding, Report, render, sort_findings
 
 __all__ = [
     "EXIT_ERRORS",
     "DoctorError",
     "DoctorOptions",
-    "Finding",
+    "PreflightFinding",
     "Report",
     "check",
     "render",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from triage import taxonomy
-from triage.doctor.report import Finding
+from triage.doctor.report import PreflightFinding
 
 FINDINGS_FILE = "findings.yaml"
 SEVERITIES = ("error", "warning", "info")
@@ -40,14 +40,14 @@ class FindingSpec:
         hosts: tuple[str, ...] = (),
         source: str | None = None,
         **facts: Any,
-    ) -> Finding:
+    ) -> PreflightFinding:
         """The finding, its templates filled with `facts`; `var`: the variable whose name's
         prefix picks the fix pattern, where the entry maps prefixes."""
         fix = self.fix_pattern
         if isinstance(fix, Mapping):
             name = var or ""
             fix = fix[max((p for p in fix if name.startswith(p)), key=len)]
-        return Finding(
+        return PreflightFinding(
             check=self.check.format(**facts),
             severity=severity or self.severity,
             title=self.title.format(**facts),

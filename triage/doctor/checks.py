@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from triage.doctor.knowledge import EnvSpec, Knowledge, KnownBad, matches, version_tuple
-from triage.doctor.report import Finding
+from triage.doctor.report import PreflightFinding
 
 Facts = Mapping[str, Any]
-Check = Callable[[Facts, Knowledge], list[Finding]]
+Check = Callable[[Facts, Knowledge], list[PreflightFinding]]
 
 GIB = 2**30
 MIB = 2**20
@@ -31,7 +31,7 @@ def _cuda_tag(cuda: str) -> str:
 # --------------------------------------------------------------------------- versions
 
 
-def check_torch_import(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_torch_import(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     error = facts.get("torch_import_error")
     if not error:
         return []
@@ -41,12 +41,12 @@ def check_torch_import(facts: Facts, k: Knowledge) -> list[Finding]:
     return [k.finding("torch-broken", evidence=(error,))]
 
 
-def check_release_table(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_release_table(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     versions = facts.get("versions", {})
     torch, cuda, nccl = versions.get("torch"), versions.get("cuda"), versions.get("nccl")
     if not torch:
         return []
-    out: list[Finding] = []
+    out: list[PreflightFinding] = []
     gpus = facts.get("gpus") or []
     if not cuda and gpus:
         out.append(
@@ -145,7 +145,7 @@ def _expects_gpus(facts: Facts) -> str:
     return ", ".join(said)
 
 
-def check_driver(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_driver(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     versions = facts.get("versions", {})
     cuda, driver = versions.get("cuda"), versions.get("driver")
     if not cuda or not driver:
@@ -200,13 +200,13 @@ def _when_holds(row: KnownBad, facts: Facts) -> tuple[bool, list[str]]:
     return True, evidence
 
 
-def check_known_bad(facts: Facts, k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def check_known_bad(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     for row in k.known_bad:
         holds, evidence = _when_holds(row, facts)
         if holds:
             out.append(
-                Finding(
+                PreflightFinding(
                     check=f"known-bad:{row.id}",
                     severity=row.severity,
                     title=row.title,
@@ -220,8 +220,8 @@ def check_known_bad(facts: Facts, k: Knowledge) -> list[Finding]:
     return out
 
 
-def check_requirements(facts: Facts, k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def check_requirements(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     for broken in facts.get("broken_requirements") or []:
         pkg, req, have = broken["package"], broken["requires"], broken["installed"]
         core = pkg == "torch" or req.startswith(("torch", "nvidia-nccl"))
@@ -241,8 +241,8 @@ def check_requirements(facts: Facts, k: Knowledge) -> list[Finding]:
 # --------------------------------------------------------------------------- devices, memory
 
 
-def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def check_devices(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     env = facts.get("env", {})
     gpus = facts.get("gpus") or []
     visible_env = env.get("CUDA_VISIBLE_DEVICES")
@@ -303,7 +303,7 @@ def check_devices(facts: Facts, k: Knowledge) -> list[Finding]:
     return out
 
 
-def check_shm(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_shm(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     if "shm_size" not in facts:
         return []
     size = facts["shm_size"]
@@ -321,7 +321,7 @@ def check_shm(facts: Facts, k: Knowledge) -> list[Finding]:
     ]
 
 
-def check_memlock(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_memlock(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     limit = facts.get("memlock")
     if limit is None or limit == "unlimited" or limit >= 64 * GIB:
         return []
@@ -336,7 +336,7 @@ def check_memlock(facts: Facts, k: Knowledge) -> list[Finding]:
     return [k.finding("memlock-low", limit=_mib(limit))]
 
 
-def check_host_memory(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_host_memory(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     total, avail = facts.get("mem_total"), facts.get("mem_available")
     if not total or avail is None or avail >= 0.1 * total:
         return []
@@ -353,9 +353,9 @@ def check_host_memory(facts: Facts, k: Knowledge) -> list[Finding]:
 # --------------------------------------------------------------------------- environment
 
 
-def check_env_vars(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_env_vars(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     env = facts.get("env", {})
-    out: list[Finding] = []
+    out: list[PreflightFinding] = []
     names = sorted(n for n in env if n.startswith(k.checked_prefixes))
     known = sorted(k.known_vars | set(k.checked))
     for name in names:
@@ -503,10 +503,10 @@ def interface_problem(spec: EnvSpec, value: str, present: Sequence[str]) -> str 
     return "matches no interface"
 
 
-def check_interfaces(facts: Facts, k: Knowledge) -> list[Finding]:
+def check_interfaces(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
     env = facts.get("env", {})
     present = facts.get("interfaces") or []
-    out: list[Finding] = []
+    out: list[PreflightFinding] = []
     for name, spec in k.checked.items():
         if spec.kind != "interfaces" or name not in env:
             continue
@@ -527,8 +527,8 @@ def check_interfaces(facts: Facts, k: Knowledge) -> list[Finding]:
     return out
 
 
-def check_master(facts: Facts, k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def check_master(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     addr = facts.get("master_addr")
     if addr and addr.get("error"):
         out.append(
@@ -580,8 +580,8 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def run_checks(facts: Facts, k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def run_checks(facts: Facts, k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     for check in CHECKS:
         out += check(facts, k)
     return out

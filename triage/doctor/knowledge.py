@@ -21,7 +21,7 @@ import yaml
 from triage import taxonomy
 from triage.doctor import advice
 from triage.doctor.advice import FindingSpec
-from triage.doctor.report import Finding
+from triage.doctor.report import PreflightFinding
 
 KNOWLEDGE_ENV = "TRIAGE_DOCTOR_DIR"  # another folder with the doctor's three files
 COMPAT_FILE = "compat.yaml"
@@ -169,7 +169,7 @@ class Knowledge:
     # versions whose difference across ranks is a warning, not an error
     mild_version_skew: frozenset[str] = frozenset()
 
-    def finding(self, fid: str, **facts: Any) -> Finding:
+    def finding(self, fid: str, **facts: Any) -> PreflightFinding:
         """Finding `fid` of `rules/doctor/findings.yaml`, filled with the check's facts (see
         `FindingSpec.make` for severity, var, evidence, ranks, hosts and source)."""
         return self.findings[fid].make(**facts)

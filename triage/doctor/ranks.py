@@ -19,7 +19,7 @@ from typing import Any
 from triage.analysis.ranks import format_ranks
 from triage.doctor.checks import run_checks
 from triage.doctor.knowledge import Knowledge
-from triage.doctor.report import Finding
+from triage.doctor.report import PreflightFinding
 
 _POLL_S = 0.05
 _calls = 0  # each check() in a process gets its own keys, so a second call never reads the first
@@ -98,9 +98,9 @@ def compare(
     world_size: int,
     k: Knowledge,
     timeout: float,
-) -> list[Finding]:
+) -> list[PreflightFinding]:
     """Findings about the whole job: ranks missing, versions, env, hosts, devices."""
-    out: list[Finding] = []
+    out: list[PreflightFinding] = []
     missing = [r for r in range(world_size) if r not in facts]
     if missing:
         out.append(
@@ -126,8 +126,8 @@ def compare(
 
 def _world_size(
     facts: Mapping[int, Mapping[str, Any]], world_size: int, k: Knowledge
-) -> list[Finding]:
-    out: list[Finding] = []
+) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     said = {r: str(f.get("world_size")) for r, f in facts.items()}
     groups = _groups(said)
     if len(groups) > 1:
@@ -161,8 +161,8 @@ def _world_size(
     return out
 
 
-def _versions(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def _versions(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     keys = sorted({key for f in facts.values() for key in f.get("versions", {})})
     for key in keys:
         values = {r: f.get("versions", {}).get(key) for r, f in facts.items()}
@@ -199,8 +199,8 @@ def _versions(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Find
     return out
 
 
-def _env(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def _env(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     names = sorted({n for f in facts.values() for n in f.get("env", {})} - k.per_rank)
     for name in names:
         values = {r: f.get("env", {}).get(name) for r, f in facts.items()}
@@ -233,8 +233,8 @@ def _said(name: str, value: str | None) -> str:
     return f"{name}={value}" if value is not None else f"{name} not set"
 
 
-def _hosts(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def _hosts(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     machines: dict[str, set[str]] = defaultdict(set)
     for f in facts.values():
         machines[str(f.get("hostname"))].add(str(f.get("machine")))
@@ -254,8 +254,8 @@ def _hosts(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding
     return out
 
 
-def _devices(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
-    out: list[Finding] = []
+def _devices(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[PreflightFinding]:
+    out: list[PreflightFinding] = []
     used: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r, f in facts.items():
         if f.get("device"):
@@ -281,9 +281,11 @@ def _devices(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Findi
     return out
 
 
-def per_rank_findings(facts: Mapping[int, Mapping[str, Any]], k: Knowledge) -> list[Finding]:
+def per_rank_findings(
+    facts: Mapping[int, Mapping[str, Any]], k: Knowledge
+) -> list[PreflightFinding]:
     """The local checks run on every rank's facts, merged: one finding names all its ranks."""
-    merged: dict[tuple[str, ...], tuple[Finding, set[int], set[str]]] = {}
+    merged: dict[tuple[str, ...], tuple[PreflightFinding, set[int], set[str]]] = {}
     for r, f in sorted(facts.items()):
         for finding in run_checks(f, k):
             key = (finding.check, finding.severity, finding.title, finding.action)

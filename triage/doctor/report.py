@@ -20,7 +20,10 @@ _ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 @dataclass(frozen=True)
-class Finding:
+class PreflightFinding:
+    """One problem the doctor found before the job starts (not `triage.model.Finding`, what
+    correlate says of a job that ran)."""
+
     check: str  # which check found it (`nccl-socket-ifname`, `version-skew`...)
     severity: str  # error | warning | info
     title: str
@@ -58,7 +61,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Report:
-    findings: tuple[Finding, ...]
+    findings: tuple[PreflightFinding, ...]
     distributed: bool
     hostname: str
     versions: dict[str, str] = field(default_factory=dict)
@@ -71,7 +74,7 @@ class Report:
     exit_override: int | None = None
 
     @property
-    def errors(self) -> list[Finding]:
+    def errors(self) -> list[PreflightFinding]:
         return [f for f in self.findings if f.severity == "error"]
 
     @property
@@ -94,7 +97,7 @@ class Report:
         }
 
 
-def sort_findings(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+def sort_findings(findings: Sequence[PreflightFinding]) -> tuple[PreflightFinding, ...]:
     return tuple(sorted(findings, key=lambda f: (_ORDER.get(f.severity, 3), f.check, f.title)))
 
 

@@ -42,6 +42,7 @@ from triage.knowledge import (
     exits,
     frames,
     frameworks,
+    log_shapes,
     masks,
     outcome,
     places,
@@ -65,6 +66,7 @@ from triage.knowledge.locate import (
     package_dir,
     rules_dir,
 )
+from triage.knowledge.log_shapes import LogShapes
 from triage.knowledge.masks import Masks
 from triage.knowledge.outcome import Ends
 from triage.knowledge.places import Places
@@ -120,6 +122,7 @@ KINDS: dict[str, Kind] = {
     topology.KIND: Kind(topology.build, topology.merge, team=False),
     atlas.KIND: Kind(atlas.build, atlas.merge, team=False),
     places.KIND: Kind(places.build, places.merge, team=False),
+    log_shapes.KIND: Kind(log_shapes.build, log_shapes.merge, team=False),
 }
 
 
@@ -144,6 +147,7 @@ class Knowledge:
     atlas_labels: AtlasLabels  # how the atlas's templates are labelled (by the harvester)
     atlas: Atlas  # the libraries' own messages (models/atlas/), read on first use
     places: Places  # where a traceback ran: frame patterns -> place and stage
+    log_shapes: LogShapes  # the message shapes the log parser reads facts from
 
 
 def shipped() -> Knowledge:
@@ -286,6 +290,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         atlas_labels=merged[atlas.KIND],
         atlas=Atlas(models_dir() / "atlas"),
         places=merged[places.KIND],
+        log_shapes=merged[log_shapes.KIND],
     )
 
 

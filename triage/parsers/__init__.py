@@ -151,9 +151,11 @@ def preload(kinds: Iterable[SourceKind] | None = None, kb: Knowledge | None = No
         from triage.parsers import flight_recorder  # noqa: F401 - loaded for the fork
     if not kinds & {k for k, name in _MODULES.items() if name == "rank_log"}:
         return
-    from triage.parsers import lines, rank_log
+    from triage.parsers import rank_log
+    from triage.scan import engines
 
-    lines._numpy()  # every big chunk's line index; hyperscan scans do not import it themselves
+    # every big chunk's line index; hyperscan scans do not import numpy themselves
+    engines.numpy_module()
     rank_log.scan_tables(kb).warm()
 
 

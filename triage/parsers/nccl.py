@@ -21,9 +21,10 @@ from triage.formats import NCCL_BARE_VERSION, NCCL_LINE
 from triage.literals import group_literals
 from triage.model import Event, EventKind, Level, ParsedSource, Source
 from triage.parsers.common import parser_stopped
-from triage.parsers.lines import ChunkReader, MarkerSet, line_text, select_lines
 from triage.parsers.prefixes import peel
 from triage.parsers.timestamps import parse_dated
+from triage.scan.markers import MarkerSet
+from triage.scan.reader import ChunkReader, line_text, select_lines
 
 MAX_EVENTS = 20_000
 

@@ -176,7 +176,7 @@ def hang_collective(d: Diagnosis) -> str:
     """The stuck collective in one line: `all_reduce seq 1204 on pg 0, sizes [[1024]], float`."""
     if d.hang is None or not d.hang.collective:
         return ""
-    c = dict(d.hang.collective)
+    c = d.hang.collective.as_dict()
     op = c.get("op") or c.get("profiling_name") or "collective"
     bits = [str(op)]
     seq = c.get("seq", c.get("collective_seq_id", c.get("seq_id")))

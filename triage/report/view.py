@@ -581,8 +581,8 @@ def _hang(d: Diagnosis) -> Hang | None:
         return Hang(False, f"no hang: {said}" if said else "no hang", "", "")
     where = ""
     if h.collective:
-        op = h.collective.get("op") or h.collective.get("profiling_name")
-        seq = h.collective.get("seq", h.collective.get("collective_seq_id"))
+        op = h.collective.op or h.collective.profiling_name
+        seq = h.collective.seq
         if op:
             where = f" in {c.short(str(op), 80)}" + (f" #{seq}" if seq is not None else "")
     pg = f" on process group {c.short(h.process_group, 120)}" if h.process_group else ""

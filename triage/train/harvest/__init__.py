@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from triage.knowledge.harvest.found import Found
+from triage.train.harvest.found import Found
 
 # A template says little with fewer literal characters than this ("{} != {}", "Error: {}").
 MIN_LITERAL = 12
@@ -52,7 +52,7 @@ def source_files(root: Path) -> Iterator[Path]:
 
 def harvest_tree(root: Path) -> Iterator[Found]:
     """Every message site of the sources under root (paths relative to root)."""
-    from triage.knowledge.harvest import cxx, python
+    from triage.train.harvest import cxx, python
 
     for path in source_files(root):
         rel = path.relative_to(root).as_posix()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from triage.knowledge.harvest.found import FIELD, Found, Piece, found
+from triage.train.harvest.found import FIELD, Found, Piece, found
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Iterator, Sequence
 
-from triage.knowledge.harvest.found import FIELD, Piece, found
+from triage.train.harvest.found import FIELD, Piece, found
 
 # `logger.warning(...)`, `log.error(...)`, `logging.exception(...)`, `self._logger.warn(...)`,
 # `warnings.warn(...)`; transformers' `logger.warning_once` and DeepSpeed's rank-0 loggers too.

@@ -1,0 +1,208 @@
+"""What the commands share: options, the report format, writing the report, exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+FORMATS = ("text", "json", "md", "html")
+SUFFIX_FORMATS = {
+    ".json": "json",
+    ".md": "md",
+    ".markdown": "md",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "text",
+    ".text": "text",
+}
+# The run finished but no input held anything to diagnose: scripts tell it from a diagnosis.
+EXIT_NO_EVIDENCE = 3
+# Stopped by Ctrl-C: 128 + SIGINT, as shells report a command the user interrupted.
+EXIT_INTERRUPTED = 130
+EXIT_CODES = (
+    "Exit codes: 0 diagnosed (even when the cause is unknown), 1 internal failure, 2 usage "
+    f"error, {EXIT_NO_EVIDENCE} no evidence found in the inputs, {EXIT_INTERRUPTED} "
+    "interrupted (Ctrl-C)."
+)
+
+
+# Options several commands share, declared once.
+rules_option = click.option(
+    "--rules",
+    "rules",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Add a folder of your own rules (repeatable).",
+)
+no_embed_option = click.option(
+    "--no-embed",
+    is_flag=True,
+    help="Never load the embedding model: rules, cross-rank analysis and TF-IDF neighbours only.",
+)
+fr_entries_option = click.option(
+    "--fr-entries",
+    "fr_entries",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Flight-recorder entries to read per dump: 0 reads all (default: all, or the last "
+    "128 of each when a big job's dumps add up to over 16 MiB).",
+)
+# where the many jobs of `batch` and `fleet` run
+jobs_option = click.option(
+    "-j",
+    "--jobs",
+    "workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel processes (default: all cores).",
+)
+dask_option = click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Dask scheduler (tcp://host:8786; needs triage[dask]); every "
+    "worker must see JOBS_DIR at the same path.",
+)
+ray_option = click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Run the jobs on this Ray cluster (ray://host:10001 or auto; needs triage[ray]).",
+)
+follow_links_option = click.option(
+    "--follow-links",
+    "follow_links",
+    is_flag=True,
+    help="Also read what symbolic links point to outside the paths given (default: such "
+    "links are listed, not followed).",
+)
+redact_hosts_option = click.option(
+    "--redact-hosts",
+    "redact_hosts",
+    is_flag=True,
+    help="Also replace e-mail addresses, IP addresses, host names and home-folder user names "
+    "with stand-ins (<host-1>, <ip-1>...). Secrets are always masked.",
+)
+output_option = click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Write the report to FILE; its suffix picks the format (.html, .json, .md, .txt).",
+)
+format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="Report format (default: from -o's suffix, else text).",
+)
+brief_option = click.option(
+    "--brief",
+    is_flag=True,
+    help="Only the verdict, the culprit, the top fix and one line of evidence (text, md).",
+)
+
+
+def pipeline_options(
+    no_embed: bool,
+    rules: tuple[str, ...],
+    fr_entries: int | None = None,
+    *,
+    follow_links: bool = False,
+    redact_hosts: bool = False,
+) -> Any:
+    from triage.pipeline import Options
+
+    check_rules(rules)
+    return Options(
+        use_embeddings=not no_embed,
+        extra_rules_dirs=tuple(rules),
+        fr_entries=fr_entries,
+        follow_links=follow_links,
+        redact_hosts=redact_hosts,
+    )
+
+
+def check_rules(extra: tuple[str, ...]) -> None:
+    """A broken rule file is the user's to fix: say which file and rule, exit 2."""
+    if not extra:
+        return
+    from triage.classify import rules as engine
+
+    try:
+        engine.load(extra)
+    except engine.RuleError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def pick_format(fmt: str | None, out: str | None, brief: bool = False) -> str:
+    """The report format, checked before any work is done: a typo costs no minutes."""
+    if out:
+        path = Path(out)
+        folder = path.parent
+        if not folder.is_dir():
+            raise click.BadParameter(
+                f"cannot write {out}: the folder {folder} does not exist", param_hint="-o"
+            )
+        if path.is_dir():
+            raise click.BadParameter(f"{out} is a folder; give a file name", param_hint="-o")
+    if not fmt and out:
+        fmt = SUFFIX_FORMATS.get(Path(out).suffix.lower())
+        if fmt is None:
+            raise click.BadParameter(
+                f"cannot tell the report format from {Path(out).name!r}: name it .html, .json, "
+                f".md or .txt, or give --format {'|'.join(FORMATS)}",
+                param_hint="-o",
+            )
+    fmt = fmt or "text"
+    if brief and fmt not in ("text", "md"):
+        raise click.BadParameter(f"the brief form is text or md, not {fmt}", param_hint="--brief")
+    return fmt
+
+
+def emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool, brief: bool = False) -> None:
+    from triage import report
+
+    if out:
+        try:
+            Path(out).write_text(report.render(diagnosis, fmt, brief), encoding="utf-8")
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot write {out}: {exc.strerror or exc}", param_hint="-o"
+            ) from exc
+        if not quiet:
+            click.echo(f"{diagnosis.summary}\nreport written to {out}", err=True)
+    elif fmt == "text" and sys.stdout.isatty():
+        from rich.console import Console
+
+        report.render_to_console(diagnosis, Console(), brief)
+    else:
+        click.echo(report.render(diagnosis, fmt, brief), nl=not brief)
+    if not diagnosis.evidence_found:
+        # a distinct code: scripts tell "diagnosed" from "there was nothing to read"
+        raise click.exceptions.Exit(EXIT_NO_EVIDENCE)
+
+
+def refuse_streams(paths: tuple[str, ...]) -> None:
+    """A pipe named as a path (`triage <(cat log)`, a FIFO) is read once and cannot be
+    sniffed and read again as a bundle's files are, so ingest leaves it unread: say so,
+    and how to give it, instead of reporting that no evidence was found."""
+    import stat
+
+    for p in paths:
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            continue
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+            what = "a pipe" if stat.S_ISFIFO(mode) else "not a file or folder"
+            raise click.BadParameter(
+                f"{p} is {what} (process substitution `<(...)`, a FIFO or a device): triage "
+                "reads files, folders and archives. Save it first (`cat job.log > job.txt; "
+                "triage job.txt`) or pipe a pasted error to `triage explain`.",
+                param_hint="PATH",
+            )

@@ -1,0 +1,104 @@
+"""The message shapes the log parser reads facts from (`kind: log_shapes`).
+
+    kind: log_shapes
+    message_tails: [prefix, ...]     # a line starting with one continues an exception message
+    facts:                           # searched in an error's message
+      watchdog_timeout: {pattern: '...(?P<op>...)...', examples: {match: [...], no_match: [...]}}
+      ...
+    progress:                        # searched in a line that holds a progress word
+      megatron: {pattern: '...(?P<step>...)...', examples: ...}
+      ...
+
+Each slot is one the parser (`triage.parsers.rank_log`) reads, with the named groups it reads
+(checked here); patterns are Python `re`, the parser's engine. Shipped only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from triage.knowledge.problems import check_examples
+
+KIND = "log_shapes"
+_KEYS = {"kind", "message_tails", "facts", "progress"}
+# slot -> the named groups the parser reads from its match
+FACTS: dict[str, frozenset[str]] = {
+    "watchdog_timeout": frozenset({"seq", "op", "nin", "nout", "timeout", "ran"}),
+    "watchdog_summary": frozenset({"seq", "enq", "comp"}),
+    "watchdog_stuck": frozenset({"sec"}),
+    "dump_from": frozenset({"src"}),
+    "nccl_error_in": frozenset({"reason", "ver"}),
+    "pg_prefix": frozenset({"pgid", "guid", "desc", "rank"}),
+    "rank_tag": frozenset({"rank"}),
+}
+PROGRESS: dict[str, frozenset[str]] = {
+    "megatron": frozenset({"step", "total"}),
+    "deepspeed": frozenset({"rank", "step"}),
+    "hf": frozenset({"epoch"}),
+    "tqdm": frozenset({"step", "total"}),
+    "step": frozenset({"step", "total"}),
+    "iteration": frozenset({"step", "total"}),
+    "epoch": frozenset({"epoch"}),
+}
+_NEVER = re.compile(r"(?!)")  # a slot whose pattern is broken (reported): matches nothing
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: one per load
+class LogShapes:
+    message_tails: tuple[str, ...]
+    facts: Mapping[str, re.Pattern[str]]  # every slot of FACTS
+    progress: Mapping[str, re.Pattern[str]]  # every slot of PROGRESS
+
+
+def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> LogShapes:
+    unknown = set(body) - _KEYS
+    if unknown:
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_KEYS - {'kind'})}")
+    tails = body.get("message_tails")
+    if not isinstance(tails, list) or not tails or not all(isinstance(t, str) and t for t in tails):
+        report("message_tails", "needs a list of line prefixes")
+        tails = []
+    return LogShapes(
+        message_tails=tuple(tails),
+        facts=_slots(body.get("facts"), FACTS, "facts", report),
+        progress=_slots(body.get("progress"), PROGRESS, "progress", report),
+    )
+
+
+def _slots(
+    raw: Any,
+    slots: Mapping[str, frozenset[str]],
+    section: str,
+    report: Callable[[str, str], None],
+) -> dict[str, re.Pattern[str]]:
+    raw = raw if isinstance(raw, dict) else {}
+    if set(raw) != set(slots):
+        report(section, f"needs exactly {sorted(slots)}")
+    out: dict[str, re.Pattern[str]] = {}
+    for slot, groups in slots.items():
+        item = f"{section} {slot}"
+        entry = raw.get(slot)
+        text = entry.get("pattern") if isinstance(entry, dict) else None
+        out[slot] = _NEVER
+        if not isinstance(text, str) or not text:
+            report(item, "needs a pattern")
+            continue
+        try:
+            pattern = re.compile(text)
+        except re.error as exc:
+            report(item, f"bad regex: {exc}")
+            continue
+        missing = groups - set(pattern.groupindex)
+        if missing:
+            report(item, f"needs the named group(s) {sorted(missing)}")
+            continue
+        check_examples(pattern, entry.get("examples"), item, report)
+        out[slot] = pattern
+    return out
+
+
+def merge(values: Sequence[LogShapes]) -> LogShapes:
+    return values[0] if values else LogShapes((), {}, {})

@@ -1,0 +1,237 @@
+"""All entries of a well-formed dump at once, field by field, and the columnar codec the
+worker pool hands parsed dumps back with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from itertools import repeat
+from typing import Any
+
+from triage.model import FlightRecorderEntry
+from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames
+
+__all__ = ["entries_by_column", "entries_from_columns", "entry_columns"]
+
+# Sequence ids, record ids and timeouts repeat on every rank (all ranks number the same
+# collectives): one object per value, shared by all dumps of the process, saves ~100 bytes
+# an entry at 1,024 ranks. Cleared when it grows past the bound, never unbounded.
+_SHARED_INTS: dict[int | None, int | None] = {}
+_SHARED_FLOATS: dict[float | None, float | None] = {}
+_SHARED_MAX = 1 << 20
+_ENTRY_FIELDS = FlightRecorderEntry._fields
+_INT_FIELDS = tuple(
+    i
+    for i, name in enumerate(_ENTRY_FIELDS)
+    if name in ("record_id", "collective_seq_id", "p2p_seq_id", "op_id", "timeout_ms")
+)
+_FLOAT_FIELDS = (_ENTRY_FIELDS.index("duration_ms"),)
+# Entries and frames are NamedTuples: `tuple.__new__` fills one from a row at C speed,
+# skipping the generated keyword-argument `__new__` (rows here always have every field).
+_new_entry = partial(tuple.__new__, FlightRecorderEntry)
+
+
+_NONE = type(None)
+
+
+def _column_types(column: list[Any]) -> set[type]:
+    return set(map(type, column))
+
+
+def entries_by_column(
+    raw: list[Any], cache: dict[Any, Any], first_index: int = 0
+) -> list[FlightRecorderEntry] | None:
+    """All entries at once, field by field: the fast path for a well-formed dump.
+
+    Each field is read for every entry in one comprehension and checked by the set of types
+    it holds, so the per-entry Python work is a few list items instead of ~20 calls. Returns
+    None when any entry would be skipped or needs the era-by-era inference of `entry_of`; the
+    caller then builds entry by entry and counts what it skips. Same result either way.
+    """
+    if not raw or _column_types(raw) != {dict}:
+        return None
+
+    n = len(raw)
+
+    def column(key: str) -> list[Any]:
+        return list(map(dict.get, raw, repeat(key, n)))  # at C speed: no frame per entry
+
+    names = column("profiling_name")
+    if _column_types(names) != {str}:
+        return None
+    names = list(map(cache.setdefault, names, names))
+    seqs = column("collective_seq_id")
+    if _column_types(seqs) == {_NONE}:
+        seqs = column("seq_id")
+    if _column_types(seqs) != {int}:
+        return None
+
+    groups = column("process_group")
+    kinds = _column_types(groups)
+    if kinds == {_NONE}:
+        ids = column("pg_id")
+        pg_names = [str(i) if type(i) is int else "" for i in ids]
+        pg_descs = [""] * len(raw)
+    elif kinds <= {tuple, list}:
+        pairs = {(tuple(g) if type(g) is list else g) for g in groups}
+        if not all(len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs):
+            return None
+        pg_names = [g[0] for g in groups]
+        pg_descs = [g[1] for g in groups]
+        pg_names = list(map(cache.setdefault, pg_names, pg_names))
+        pg_descs = list(map(cache.setdefault, pg_descs, pg_descs))
+    else:
+        return None
+
+    p2p = column("is_p2p")
+    kinds = _column_types(p2p)
+    if kinds == {_NONE}:
+        p2p = [n.split(":", 1)[-1].split(" ", 1)[0] in P2P_OPS for n in names]
+    elif kinds != {bool}:
+        return None
+
+    started = column("time_discovered_started_ns")
+    completed = column("time_discovered_completed_ns")
+    created = column("time_created_ns")
+    if not (
+        _column_types(started) <= {int, _NONE}
+        and _column_types(completed) <= {int, _NONE}
+        and _column_types(created) <= {int, _NONE}
+    ):
+        return None
+    started = [t or None for t in started]  # JSON writes 0 for "not discovered"
+    completed = [t or None for t in completed]
+
+    states = column("state")
+    kinds = _column_types(states)
+    if kinds == {_NONE}:
+        states = [
+            "completed" if c else "started" if s else "scheduled"
+            for s, c in zip(started, completed, strict=True)
+        ]
+    elif kinds == {str} and set(states) <= STATES.keys():
+        states = [STATES[s] for s in states]
+    else:
+        return None
+
+    durations = column("duration_ms")
+    kinds = _column_types(durations)
+    if not kinds <= {float, int, _NONE}:
+        return None
+    if int in kinds:
+        durations = [d if type(d) is not int else float(d) for d in durations]
+    durations = _shared(_SHARED_FLOATS, durations)
+    timeouts = column("timeout_ms")
+    retired = column("retired")
+    if not (_column_types(timeouts) <= {int, _NONE} and _column_types(retired) <= {bool, _NONE}):
+        return None
+
+    records = [e.get("record_id", i) for i, e in enumerate(raw, first_index)]
+    p2p_seqs = [e.get("p2p_seq_id", 0) for e in raw]
+    op_ids = [e.get("op_id", s) for e, s in zip(raw, seqs, strict=True)]
+    if not _column_types(records) == _column_types(p2p_seqs) == _column_types(op_ids) == {int}:
+        return None
+    seqs, records, p2p_seqs, timeouts = (
+        _shared(_SHARED_INTS, seqs),
+        _shared(_SHARED_INTS, records),
+        _shared(_SHARED_INTS, p2p_seqs),
+        _shared(_SHARED_INTS, timeouts),
+    )
+    op_ids = _shared(_SHARED_INTS, op_ids)
+
+    in_sizes = _size_column(column("input_sizes"), cache)
+    out_sizes = _size_column(column("output_sizes"), cache)
+    in_types = _dtype_column(column("input_dtypes"), cache)
+    out_types = _dtype_column(column("output_dtypes"), cache)
+    if in_sizes is None or out_sizes is None or in_types is None or out_types is None:
+        return None
+    frames = [entry_frames(f, cache) for f in column("frames")]
+
+    return list(
+        map(
+            _new_entry,
+            zip(
+                records,
+                pg_names,
+                pg_descs,
+                seqs,
+                p2p_seqs,
+                op_ids,
+                p2p,
+                names,
+                in_sizes,
+                out_sizes,
+                in_types,
+                out_types,
+                states,
+                created,
+                started,
+                completed,
+                durations,
+                timeouts,
+                retired,
+                frames,
+                strict=True,
+            ),
+        )
+    )
+
+
+def _shared(table: dict[Any, Any], values: list[Any]) -> list[Any]:
+    """`values` with equal numbers as one object (one table per type: 1 == 1.0 == True)."""
+    if len(table) > _SHARED_MAX:
+        table.clear()
+    return list(map(table.setdefault, values, values))
+
+
+def entry_columns(entries: Sequence[FlightRecorderEntry]) -> list[tuple[Any, ...]]:
+    """Entries as one plain tuple per field, for handing a parsed dump from a worker process
+    to the main one: plain tuples pickle and unpickle at C speed (a NamedTuple unpickles
+    through its Python `__new__`), and `entries_from_columns` shares numbers again."""
+    return list(zip(*entries, strict=True))
+
+
+def entries_from_columns(columns: Sequence[tuple[Any, ...]]) -> tuple[FlightRecorderEntry, ...]:
+    """The inverse of `entry_columns`, numbers shared as the parser shares them."""
+    if not columns:
+        return ()
+    fields: list[Any] = list(columns)
+    for i in _INT_FIELDS:
+        fields[i] = _shared(_SHARED_INTS, fields[i])
+    for i in _FLOAT_FIELDS:
+        fields[i] = _shared(_SHARED_FLOATS, fields[i])
+    return tuple(map(_new_entry, zip(*fields, strict=True)))
+
+
+def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
+    """Shapes of every entry as shared tuples, or None if any entry's shapes are malformed."""
+    if not _column_types(values) <= {list, tuple, _NONE}:
+        return None
+    # TypeError (a shape that is not a sequence, an unhashable dim) reaches the caller,
+    # which falls back to the entry-by-entry path and its per-entry verdict.
+    keys = [() if v is None else tuple(map(tuple, v)) for v in values]
+    shared: dict[Any, Any] = {}
+    for shapes in set(keys):
+        key = ("sizes", shapes)
+        if key not in cache:
+            if not all(type(dim) is int for shape in shapes for dim in shape):
+                return None
+            cache[key] = shapes
+        shared[shapes] = cache[key]
+    return list(map(shared.__getitem__, keys))
+
+
+def _dtype_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
+    """Dtype names of every entry as shared tuples, or None if any entry's are malformed."""
+    if not _column_types(values) <= {list, tuple, _NONE}:
+        return None
+    keys = [() if v is None else tuple(v) for v in values]
+    shared: dict[Any, Any] = {}
+    for names in set(keys):
+        key = ("dtypes", names)
+        if key not in cache:
+            if not all(type(name) is str for name in names):
+                return None
+            cache[key] = names
+        shared[names] = cache[key]
+    return list(map(shared.__getitem__, keys))

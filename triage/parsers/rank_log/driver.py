@@ -1,0 +1,539 @@
+"""The log parser's driver: the chunks of a log read, each hot line handed to its record or
+read alone, repeats replayed, events emitted and capped; `parse` is the entry point."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import IO, Any
+
+from triage import knowledge
+from triage.model import (
+    Event,
+    EventKind,
+    Level,
+    ParsedSource,
+    RankExit,
+    Source,
+    SourceKind,
+    Traceback,
+)
+from triage.parsers import timestamps as ts
+from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
+from triage.parsers.nccl import NcclTracker, fill_ranks
+from triage.parsers.prefixes import Prefixes, peel
+from triage.parsers.rank_log.events import RecordEvents
+from triage.parsers.rank_log.limits import (
+    MAX_EVENTS,
+    MAX_SAME_ERROR,
+    MAX_WARNINGS,
+    SCAN_ALL_BELOW,
+    STALE_LINES,
+)
+from triage.parsers.rank_log.line_events import (
+    ERROR_AGAIN,
+    NOT_A_REPEAT,
+    WARNING_AGAIN,
+    LineEvents,
+)
+from triage.parsers.rank_log.needles import MUTE_COMMS, LogScanTables, scan_tables
+from triage.parsers.rank_log.progress import (
+    DIGITS_TO_0,
+    RAW_PREFIXES,
+    SHAPE_MAX,
+    ProgressReading,
+    StreamProgress,
+)
+from triage.parsers.rank_log.records import (
+    CLOSE,
+    CONSUMED,
+    DONE,
+    CppExceptionRecord,
+    CppTailRecord,
+    FaultHandlerRecord,
+    Record,
+    SummaryRecord,
+    TracebackRecord,
+)
+from triage.scan.engines import LineCounter
+from triage.scan.reader import ChunkReader, clean, line_text, select_spans
+
+# --------------------------------------------------------------------------- the parser
+
+
+class _LogParser(LineEvents, RecordEvents, ProgressReading):
+    """One log's parse: the state its parts (`LineEvents`, `RecordEvents`, `ProgressReading`)
+    share."""
+
+    def __init__(
+        self,
+        source: Source,
+        scan_all: bool,
+        tables: LogScanTables,
+        opener: Callable[[], IO[bytes]] | None = None,
+        max_events: int = MAX_EVENTS,
+        replay_repeats: bool = True,
+        progress_by_shape: bool = True,
+    ) -> None:
+        self.max_events = max_events
+        # a repeat of a line read alone gets that line's verdict without being parsed
+        self.repeats = replay_repeats
+        # progress windows are read line by line with a shape cache, else from a marker scan
+        self.by_shape = progress_by_shape
+        self.source = source
+        self.tables = tables
+        self.opener = opener or source.open  # a paste already read: its bytes
+        self.scan_all = scan_all
+        self.pasted = source.kind is SourceKind.TEXT
+        self.events: list[Event] = []
+        self.warnings: list[str] = []
+        self.records: dict[str, Record] = {}
+        self.nccl = NcclTracker()
+        self.local_to_rank: dict[tuple[str | None, int], int] = {}
+        self.progress: dict[tuple[str, int | None], StreamProgress] = {}
+        self.last_error_of: dict[str, int] = {}  # stream -> index of its last c10 error event
+        self.warning_count = 0
+        self.warnings_dropped = 0
+        self.same_error: dict[str, int] = {}
+        self.errors_dropped = 0
+        self.events_dropped = 0
+        self.yearless: list[tuple[int, tuple[str, str, str, str, str | None]]] = []
+        self._last_time: float | None = None
+        # A hot line that repeats an earlier one apart from its digits (the same warning every
+        # step, a config dump printed again) gets that one's verdict without being parsed:
+        # digit-masked line -> (outcome, whether it had a time). `_outcome` and `_timed` are
+        # what parsing the line now said; `_pending` the raw repeats since, newest last, whose
+        # times are read only if something asks for `last_time`.
+        self._repeats: dict[bytes, tuple[int, bool]] = {}
+        self._outcome = 0
+        self._timed = False
+        self._pending: list[bytes] = []
+        self.chunk = 0
+        mtime = None
+        try:
+            if source.path and os.path.isfile(source.path):
+                mtime = os.path.getmtime(source.path)
+        except (OSError, ValueError):
+            mtime = None
+        self.hint = ts.YearHint.from_mtime(mtime)
+        self.reader: ChunkReader | None = None
+        self._pre: Prefixes | None = None  # the prefixes of the line `handle` read last
+        # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end)
+        self._line_shapes: dict[bytes, tuple[bool, int, int, int]] = {}
+
+    # ------------------------------------------------------------------ driving
+
+    def dense(self) -> bool:
+        return self.scan_all or bool(self.records)
+
+    def run(self) -> None:
+        stream = self.opener()
+        try:
+            self.reader = reader = ChunkReader(stream)
+            for data, first in reader:
+                self.chunk += 1
+                counter = reader.counter or LineCounter(data, first)
+                self._read_chunk(reader, data, counter)
+                if not self.scan_all:
+                    self.scan_progress(data, counter)
+        finally:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+    def _read_chunk(self, reader: ChunkReader, data: bytes, counter: LineCounter) -> None:
+        """Read the chunk's hot lines (and every line while a record is open).
+
+        The loop is `select_spans` written out, with a repeat's replay inline: a log that
+        prints the same warning every step has thousands of hot lines per chunk, and each
+        generator step and call costs ~1 us here.
+        """
+        if self.scan_all:
+            for number, start, end in select_spans(data, [], self.dense, counter):
+                for text in line_text(reader, data[start:end], number):  # type: ignore[arg-type]
+                    self.handle(number, text)  # type: ignore[arg-type]
+            return
+        muted = self.nccl.comms_full
+        skipped = self.nccl.skipped
+        # While set-ups are still read, their lines come apart (`comms`): once the tracker
+        # holds enough of them, the rest of the chunk goes on without them, unscanned again.
+        comms: list[int] = []
+        if muted:
+            offsets = self.tables.hot_lines.find(data, MUTE_COMMS, skipped)
+        else:
+            others = self.tables.hot_lines.find(data, MUTE_COMMS, None, comms)
+            offsets = sorted(others + comms) if comms else others
+        # Bar redraws, colours and NUL runs make a line more than its decoded text (no
+        # repeat): looked for in each line only where the chunk holds them.
+        odd_bytes = b"".join(c for c in (b"\r", b"\x1b", b"\x00") if c in data)
+        # one C call per line (a generator over the bytes cost ~1 us a hot line)
+        odd = re.compile(b"[" + re.escape(odd_bytes) + b"]").search if odd_bytes else None
+        plain = self.repeats
+        repeats = self._repeats
+        pending = self._pending
+        mask = DIGITS_TO_0
+        prefixes = RAW_PREFIXES.match
+        rfind, find = data.rfind, data.find
+        n = len(data)
+        pos = i = 0
+        k = len(offsets)
+        while pos < n:
+            if self.records:  # a record is open: every line, in order
+                for number, start, end in select_spans(data, [], self.dense, counter, pos):
+                    for text in line_text(reader, data[start:end], number):  # type: ignore[arg-type]
+                        self.handle(number, text)  # type: ignore[arg-type]
+                    if not self.records:
+                        break
+                else:
+                    return
+                pos = end + 1
+                continue
+            while i < k and offsets[i] < pos:
+                i += 1
+            if i >= k:
+                return
+            start = rfind(b"\n", pos, offsets[i]) + 1
+            if start < pos:
+                start = pos
+            end = find(b"\n", start)
+            if end < 0:
+                end = n
+            pos = end + 1
+            raw = data[start:end]
+            if plain and end - start <= SHAPE_MAX and b"NCCL" not in raw and not (odd and odd(raw)):
+                cut = prefixes(raw).end()  # type: ignore[union-attr]
+                key = raw[:cut] + raw[cut:].translate(mask) if cut else raw.translate(mask)
+                verdict = repeats.get(key)
+                if verdict is not None:  # a repeat: its first line's verdict, unparsed
+                    outcome, timed = verdict
+                    if outcome == WARNING_AGAIN:
+                        if self.warning_count >= MAX_WARNINGS:
+                            self.warnings_dropped += 1
+                    elif outcome == ERROR_AGAIN:
+                        self.errors_dropped += 1
+                    if timed:
+                        pending.append(raw)
+                        if len(pending) >= 64:
+                            self._resolve_pending()  # bounded: usually the newest alone is read
+                    continue
+                self._read_new(counter.number_at(start), raw, key, cut)
+            else:
+                number = counter.number_at(start)
+                for text in line_text(reader, raw, number):
+                    self.handle(number, text)
+            if not muted and self.nccl.comms_full:
+                # The communicator set-ups to keep are all read: the rest of this chunk is
+                # scanned again without them (they are ~2 of every ~70 lines of an NCCL init
+                # log, each ~25 us here).
+                muted = True
+                offsets = [o for o in others if o >= pos]
+                skipped[0] += sum(1 for o in comms if o >= pos)
+                i, k = 0, len(offsets)
+
+    def _read_new(self, number: int, raw: bytes, key: bytes, prefix_end: int) -> None:
+        """Parse a line read alone (no record open) whose verdict is not known yet, and keep
+        the verdict for its repeats when their digits cannot change it."""
+        if self._pending and not self.hint.learned:
+            self._resolve_pending()  # read with the year hint the lines were written under
+        events = len(self.events)
+        self._outcome, self._timed = NOT_A_REPEAT, False
+        text = raw.decode("utf-8", "replace").rstrip()
+        self.handle(number, text)
+        pre = self._pre
+        if (
+            self._outcome != NOT_A_REPEAT
+            and len(self.events) == events
+            and not self.records
+            and pre is not None
+            # the rank a line teaches comes from its prefix, kept whole in the key
+            and (
+                pre.rank is None
+                or pre.local_rank is None
+                or len(text) - len(pre.rest) <= prefix_end
+            )
+            and not self.tables.digit_sensitive(key)
+        ):
+            if len(self._repeats) >= 4096:
+                self._repeats.clear()
+            self._repeats[key] = (self._outcome, self._timed)
+
+    @property
+    def last_time(self) -> float | None:
+        """The latest time seen on a line read so far (`time_before` of events without one)."""
+        if self._pending:
+            self._resolve_pending()
+        return self._last_time
+
+    @last_time.setter
+    def last_time(self, value: float | None) -> None:
+        self._pending.clear()
+        self._last_time = value
+
+    def _resolve_pending(self) -> None:
+        # newest first: the first time found is the latest (a repeat's date can be invalid
+        # where its first line's was not, so an older one may still hold the answer)
+        while self._pending:
+            meta = self._meta(peel(clean(self._pending.pop())[-1]).rest)
+            if meta.time is not None:
+                self._pending.clear()
+                self._last_time = meta.time
+
+    def handle(self, number: int, text: str) -> None:
+        self._pre = None
+        if self.records:
+            self._close_stale(number)
+        if not text.strip():
+            rec = self.records.get("")
+            if rec is not None:
+                self._feed(rec, number, text)
+            return
+        pre = self._pre = peel(text)
+        if self.scan_all:
+            self.observe_progress(number, pre.rest, pre)
+        if pre.rank is not None and pre.local_rank is not None and len(self.local_to_rank) < 65536:
+            self.local_to_rank[(pre.host, pre.local_rank)] = pre.rank
+        rec = self.records.get(pre.key)
+        if rec is not None:
+            verdict = self._feed(rec, number, pre.rest)
+            if verdict == CONSUMED:
+                return
+        self.classify(number, pre)
+
+    def _feed(self, rec: Record, number: int, rest: str) -> int:
+        verdict: int = rec.feed(number, rest)  # type: ignore[attr-defined]
+        if verdict in (CLOSE, DONE):
+            self._close(rec)
+        return CONSUMED if verdict == DONE else verdict
+
+    def _open(self, rec: Record) -> None:
+        old = self.records.get(rec.stream)
+        if old is not None:
+            self._close(old)
+        if len(self.records) >= 1024:  # bounded: give up the oldest record
+            self._close(min(self.records.values(), key=lambda r: r.last_line))
+        self.records[rec.stream] = rec
+
+    def _close_stale(self, number: int) -> None:
+        for key in [k for k, r in self.records.items() if number - r.last_line > STALE_LINES]:
+            self._close(self.records[key])
+
+    def finish(self) -> None:
+        for rec in list(self.records.values()):
+            self._close(rec)
+        self._emit_progress()
+        self._fix_years()
+        fill_ranks(self.events, self.nccl)
+        self._fill_local_ranks()
+        if self.warnings_dropped:
+            self.warnings.append(
+                f"{self.warnings_dropped} more warning lines not kept (at most {MAX_WARNINGS} "
+                "per source)"
+            )
+        if self.errors_dropped:
+            self.warnings.append(
+                f"{self.errors_dropped} repeated error lines not kept "
+                f"(at most {MAX_SAME_ERROR} of each)"
+            )
+        if self.events_dropped:
+            self.warnings.append(
+                f"{self.events_dropped} more events dropped after the first {self.max_events}"
+            )
+        comms = self.nccl.dropped_warning()
+        if comms:
+            self.warnings.append(comms)
+
+    # ------------------------------------------------------------------ events
+
+    def _rank(self, pre: Prefixes | None, msg_rank: int | None = None) -> int | None:
+        if pre is not None and pre.rank is not None:
+            return pre.rank
+        if msg_rank is not None and msg_rank >= 0:
+            return msg_rank
+        if pre is not None and pre.local_rank is not None:
+            got = self.local_to_rank.get((pre.host, pre.local_rank))
+            if got is not None:
+                return got
+            return None  # an interleaved console: the file's rank is not this line's
+        if pre is not None and pre.task is not None:
+            return pre.task
+        return self.source.rank
+
+    def _emit(
+        self,
+        kind: EventKind,
+        text: str,
+        line: int,
+        end_line: int,
+        pre: Prefixes | None,
+        *,
+        level: Level,
+        msg_rank: int | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        time: float | None = None,
+        attrs: dict[str, Any] | None = None,
+        payload: Any = None,
+        traceback: Traceback | None = None,
+        yearless: tuple[str, str, str, str, str | None] | None = None,
+        progress: bool = False,
+        agent_pid: int | None = None,
+    ) -> int | None:
+        if len(self.events) >= self.max_events:
+            self.events_dropped += 1
+            return None
+        local_rank = pre.local_rank if pre is not None and pre.local_rank is not None else None
+        if local_rank is None and (pre is None or pre.empty):
+            local_rank = self.source.local_rank
+        attrs = dict(attrs or {})
+        if time is None and self.last_time is not None and not progress:
+            attrs.setdefault("time_before", self.last_time)  # the latest time seen earlier
+        if pre is not None and pre.task is not None:
+            attrs.setdefault("task", pre.task)
+        if agent_pid is not None:
+            attrs.setdefault("agent_pid", agent_pid)
+        self.events.append(
+            Event(
+                source=self.source.path,
+                kind=kind,
+                text=text,
+                line=line,
+                end_line=end_line,
+                rank=self._rank(pre, msg_rank),
+                local_rank=local_rank,
+                host=host or (pre.host if pre is not None else None) or self.source.host,
+                pid=pid,
+                time=time,
+                level=level,
+                attrs=attrs,
+                traceback=traceback,
+                payload=payload,
+            )
+        )
+        index = len(self.events) - 1
+        if yearless is not None and time is not None:
+            self.yearless.append((index, yearless))
+        return index
+
+    def _close(self, rec: Record) -> None:
+        self.records.pop(rec.stream, None)
+        if isinstance(rec, TracebackRecord):
+            self._emit_traceback(rec)
+        elif isinstance(rec, CppExceptionRecord):
+            self._emit_cpp(rec)
+        elif isinstance(rec, FaultHandlerRecord):
+            self._emit_fault(rec)
+        elif isinstance(rec, CppTailRecord):
+            self._extend_error(rec)
+        elif isinstance(rec, SummaryRecord):
+            self._emit_summary(rec)
+
+    # ------------------------------------------------------------------ fix-ups
+
+    def _fix_years(self) -> None:
+        if not self.hint.learned:
+            return
+        for index, yl in self.yearless:
+            ev = self.events[index]
+            when = ts.yearless(*yl, self.hint)
+            if when is not None and when != ev.time:
+                self.events[index] = replace(ev, time=when)
+
+    def _fill_local_ranks(self) -> None:
+        if not self.local_to_rank:
+            return
+        for i, ev in enumerate(self.events):
+            if ev.rank is None and ev.local_rank is not None:
+                rank = self.local_to_rank.get((ev.host, ev.local_rank))
+                if rank is None and ev.host == self.source.host:
+                    rank = self.local_to_rank.get((None, ev.local_rank))
+                if rank is not None:
+                    payload = ev.payload
+                    if isinstance(payload, RankExit) and payload.rank is None:
+                        payload = replace(payload, rank=rank)
+                    self.events[i] = replace(ev, rank=rank, payload=payload)
+
+
+def parse(
+    source: Source,
+    *,
+    scan_all: bool | None = None,
+    kb: knowledge.Knowledge | None = None,
+    tables: LogScanTables | None = None,
+    max_events: int = MAX_EVENTS,
+    replay_repeats: bool = True,
+    progress_by_shape: bool = True,
+) -> ParsedSource:
+    """Notable events of one log. Never raises: problems become `warnings`.
+
+    `scan_all` parses every line instead of only marked ones; by default it is on for small
+    inputs (under `SCAN_ALL_BELOW` bytes, or pasted text). `kb` is the run's knowledge (the
+    shipped one when None): its rules' keywords make lines notable, in every reading. `tables`
+    (tests: another scan engine) stands for `scan_tables(kb)`. Past `max_events` events the
+    rest are counted, not kept. `replay_repeats` and `progress_by_shape` are the big-log path's
+    two shortcuts (a repeated line's verdict replayed, progress windows read by line shape);
+    turned off, the parser reads the same events the long way (tests compare the two).
+    """
+    tables = tables if tables is not None else scan_tables(kb)
+    if scan_all is None:
+        scan_all = 0 < source.size <= SCAN_ALL_BELOW  # size 0: unknown, maybe big
+    paste = _read_paste(source)
+    opener = (lambda: io.BytesIO(paste)) if paste is not None else None
+    parser = _LogParser(
+        source, scan_all, tables, opener, max_events, replay_repeats, progress_by_shape
+    )
+    warnings: list[str] = []
+    try:
+        parser.run()
+    except Exception as exc:  # never let one bad file stop a diagnosis
+        warnings.append(parser_stopped("log", exc))
+    try:
+        parser.finish()
+    except Exception as exc:
+        warnings.append(parser_stopped("log", exc, " while finishing"))
+    reader = parser.reader
+    if reader is not None:
+        warnings[:0] = reader.warnings
+    warnings.extend(parser.warnings)
+    events = sorted(parser.events, key=lambda e: (e.line or 0, e.kind is EventKind.PROGRESS))
+    digest = whole = None
+    if paste is not None:
+        text = paste.decode("utf-8", errors="replace")
+        digest = text_digest(text)
+        # no event the paste is about (only context: INFO lines, lines rules look for, input
+        # warnings): its whole text is evidence too (a py-spy dump, a P2P matrix, a bare
+        # assertion line, NCCL INFO lines that only mean something together)
+        if text.strip() and not any(_about(e) for e in events):
+            whole = text
+    return ParsedSource(
+        source=source,
+        events=tuple(events),
+        warnings=tuple(warnings),
+        lines=reader.lines if reader else 0,
+        bytes_read=reader.bytes_read if reader else 0,
+        text_digest=digest,
+        whole_text=whole,
+    )
+
+
+def _about(event: Event) -> bool:
+    """Is this an event a paste is about: a warning or an error, not context?"""
+    if event.kind is EventKind.INPUT_WARNING or event.attrs.get("notable"):
+        return False
+    return event.level not in (Level.INFO, Level.DEBUG)
+
+
+def _read_paste(source: Source) -> bytes | None:
+    """All of a pasted text (a TEXT input up to MAX_PASTE bytes), read once: its digest and,
+    when no event is found in it, its whole text go with the result. None otherwise, or when
+    it cannot be read (the parser then reports why)."""
+    if source.kind is not SourceKind.TEXT or not 0 < source.size <= MAX_PASTE:
+        return None
+    try:
+        with source.open() as stream:
+            data = stream.read(MAX_PASTE + 1)
+    except Exception:  # noqa: BLE001 - reported when the parser opens it again
+        return None
+    return data if isinstance(data, bytes) else None

@@ -1,0 +1,92 @@
+"""How a diagnosis says what happened, in one sentence: a failure (what, why, who started it),
+a job that ended well, a job whose logs hold a fault besides its outcome, and a folder with
+nothing to read. The pipeline asks; every summary's words are here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from triage.model import SURE_CAUSE, Analysis, Classification, Outcome, OutcomeKind, ScoredLabel
+from triage.report.common import lower_first
+
+if TYPE_CHECKING:
+    from triage.knowledge import Knowledge
+
+# How a summary names each outcome.
+_OUTCOME_WORDS = {
+    OutcomeKind.SUCCEEDED: "The job finished",
+    OutcomeKind.STOPPED: "The job was stopped on purpose",
+    OutcomeKind.INCOMPLETE: "The job was still running",
+    OutcomeKind.FAILED: "The job failed",
+    OutcomeKind.HUNG: "The job hung",
+    OutcomeKind.UNKNOWN: "The job's end is unknown",
+}
+
+
+def ended_well(outcome: Outcome) -> str:
+    """A job that ended well (or was stopped, or still ran) with no fault in its logs."""
+    return f"{_OUTCOME_WORDS[outcome.id]}: {lower_first(outcome.why)}."
+
+
+def fault_besides(outcome: Outcome, summary: str) -> str:
+    """The outcome first, then the fault its logs hold (`summary`)."""
+    return f"{_OUTCOME_WORDS[outcome.id]} ({outcome.why}), but its logs hold a fault: {summary}"
+
+
+def nothing_to_read(inputs: int, asks: Sequence[str]) -> str:
+    """A bundle of `inputs` inputs in which nothing could be diagnosed, and what to collect."""
+    if not inputs:
+        where = "nothing was read"
+    elif inputs == 1:
+        where = "the input holds no"
+    else:
+        where = f"none of the {inputs} inputs holds a"
+    what = "log line, traceback, py-spy or flight-recorder dump triage can read"
+    said = f"{where}: {what}" if not inputs else f"{where} {what}"
+    return f"No evidence found: {said}. Collect: " + "; ".join(asks) + "."
+
+
+def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = None) -> str:
+    """One sentence: what happened, why, and who started it (`kb`'s collect-next advice,
+    None: the shipped one, when nothing is known)."""
+    if not labels.symptoms and not labels.root_causes:
+        if labels.abstain_reason:
+            return labels.abstain_reason
+        from triage import knowledge
+        from triage.classify import not_enough
+
+        # nothing known about the evidence: every ask of the collect-next advice
+        advice = (kb if kb is not None else knowledge.shipped()).collect_next
+        return not_enough(advice.asks(knowledge.Situation()))
+    parts: list[str] = []
+    if labels.symptoms:
+        parts.append(_label_phrase(labels.symptoms[0]))
+    if labels.root_causes:
+        cause = labels.root_causes[0]
+        # a cause right less often than not, or one no rule names, is a guess and said to be
+        sure = cause.score >= SURE_CAUSE and not labels.cause_open
+        lead = "most likely cause" if sure else "cause unsettled, best guess"
+        parts.append(f"{lead}: {_label_phrase(cause, lower=True)}")
+    sentence = "; ".join(parts)
+    who = _who(found)
+    return f"{sentence}{who}."
+
+
+def _label_phrase(label: ScoredLabel, lower: bool = False) -> str:
+    name = label.name[0].lower() + label.name[1:] if lower else label.name
+    # a calibrated score is never certainty: shown as 99% at most
+    return f"{name} ({label.id}, {min(label.score, 0.99):.0%})"
+
+
+def _who(found: Analysis) -> str:
+    if found.hang is not None and found.hang.detected and found.hang.lagging_ranks:
+        ranks = ", ".join(str(r) for r in found.hang.lagging_ranks)
+        where = ""
+        if found.hang.collective and found.hang.collective.op:
+            where = f" at {found.hang.collective.op}"
+        return f"; the job hung{where}, started by rank {ranks}"
+    if found.culprit_ranks:
+        ranks = ", ".join(str(r) for r in found.culprit_ranks)
+        return f"; started by rank {ranks}"
+    return ""
