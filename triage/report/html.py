@@ -22,7 +22,8 @@ import jinja2
 from triage.model import SCHEMA, Diagnosis
 
 from . import common as c
-from .view import Lanes, ReportView, build, generated
+from .view import build, generated
+from .view_model import Lanes, ReportView
 
 TIMELINE_ROWS = 300
 TIMELINE_OPEN = 40  # a longer table starts folded: the picture above tells the story

@@ -18,7 +18,8 @@ import regex
 from triage.model import Diagnosis
 
 from . import common as c
-from .view import EvidenceGroup, Label, ReportView, build
+from .view import build
+from .view_model import EvidenceGroup, Label, ReportView
 
 # GitHub rejects comments over 65,536 characters; stay well below with room for a bot header.
 MAX_CHARS = 60_000

@@ -24,7 +24,8 @@ from rich.text import Text
 from triage.model import Diagnosis
 
 from . import common as c
-from .view import Action, Label, ReportView, build
+from .view import build
+from .view_model import Action, Label, ReportView
 
 TIMELINE_ROWS = 40
 PROBLEM_ROWS = 30
