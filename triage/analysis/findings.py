@@ -6,9 +6,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 
-from triage.analysis import exits, flight_recorder, pyspy, timeline
-from triage.analysis.ranks import RankIndex, format_ranks, ref
-from triage.model import EvidenceRef, FailureRef, Finding, HangReport, TimelineEntry
+from triage.analysis import exits, flight_recorder, launcher, pyspy, timeline
+from triage.analysis.first_failure import by_time
+from triage.analysis.ranks import RankIndex, first_line, format_ranks, ref
+from triage.model import Event, EvidenceRef, FailureRef, Finding, HangReport, TimelineEntry
 
 
 def with_silent(f: Finding, spoke: set[int]) -> Finding:
@@ -146,6 +147,129 @@ def timeline_extras(
                 rank=f.ranks[0] if f.ranks else None,
                 text=f.summary,
                 source=e.source if e else "py-spy",
+                line=e.line if e else None,
+                role="context",
+            )
+        )
+    return out
+
+
+def launch_findings(never_joined: Sequence[int], topo: launcher.Topology) -> list[Finding]:
+    """Ranks of a node that never joined the launcher's rendezvous before it timed out."""
+    if not never_joined or topo.rendezvous_timeout is None:
+        return []
+    joined = (
+        f" ({topo.joined}/{topo.expected_agents} agents joined)" if topo.expected_agents else ""
+    )
+    return [
+        Finding(
+            kind="missing_rank",
+            summary=(
+                f"rank(s) {format_ranks(never_joined)} never started: the launcher expected "
+                f"{topo.nnodes} node(s) x {topo.nproc_per_node} process(es) and its "
+                f"rendezvous timed out waiting for the rest{joined}"
+            ),
+            ranks=tuple(never_joined),
+            evidence=(ref(topo.rendezvous_timeout),),
+            facts={
+                "nnodes": topo.nnodes,
+                "nproc_per_node": topo.nproc_per_node,
+                "node_ranks_seen": sorted(topo.node_ranks),
+            },
+        )
+    ]
+
+
+def silent_findings(
+    silent: Sequence[int],
+    has_initiating: bool,
+    world_size: int | None,
+    cascade_events: Sequence[timeline.Placed],
+) -> list[Finding]:
+    """Ranks that printed nothing while the others complained (when nobody raised)."""
+    if not silent or has_initiating:
+        return []
+    complaint = min(cascade_events, key=by_time, default=None)
+    return [
+        Finding(
+            kind="missing_rank",
+            summary=(
+                f"rank(s) {format_ranks(silent)} of {world_size} printed no error of their "
+                "own while the others failed: they were missing, behind or stuck elsewhere"
+            ),
+            ranks=tuple(silent),
+            evidence=(ref(complaint.event, complaint.rank),) if complaint else (),
+            facts={"world_size": world_size, "silent": list(silent)},
+        )
+    ]
+
+
+def hang_findings(
+    hang: HangReport | None,
+    shape: str | None,
+    waited: Sequence[timeline.Placed],
+    structural: Sequence[Finding],
+) -> list[Finding]:
+    """The hang (or the crash the survivors saw), with the waits and records that show it."""
+    if hang is None:
+        return []
+    evidence = [ref(p.event, p.rank) for p in sorted(waited, key=by_time)[:2]]
+    evidence += [e for f in structural[:2] for e in f.evidence[:1]]
+    hang_op = (hang.collective or {}).get("op")
+    return [
+        Finding(
+            kind="hang",
+            summary=hang.explanation,
+            ranks=hang.lagging_ranks,
+            evidence=tuple(evidence),
+            facts={
+                "pg": hang.process_group,
+                # a template's `{collective}` is the op's name, never the whole record
+                **({"collective": hang_op} if hang_op else {}),
+                "collective_record": dict(hang.collective or {}),
+                "op": hang_op,  # what an action may name
+                **({"shape": shape} if shape else {}),
+            },
+        )
+    ]
+
+
+def mismatches_ended(fr_findings: Sequence[Finding], hang: HangReport | None) -> list[Finding]:
+    """The flight recorder's findings, a collective mismatch marked with how the job ended: a
+    mismatch of sizes or dtypes is a library error (the receiver checked) or a hang."""
+    ended = "hang" if hang is not None and hang.detected else "error"
+    return [
+        replace(f, facts={**f.facts, "ended": ended}) if f.kind == "collective_mismatch" else f
+        for f in fr_findings
+    ]
+
+
+def early_entries(early: Sequence[tuple[int, Event]]) -> list[TimelineEntry]:
+    """The culprit's metric that went bad before anything raised, on the timeline."""
+    return [
+        TimelineEntry(
+            time=ev.time,
+            rank=rank,
+            text=first_line(str((ev.attrs or {}).get("line") or ev.text), 240),
+            source=ev.source,
+            line=ev.line,
+            role="initiating",
+        )
+        for rank, ev in early
+    ]
+
+
+def launch_entries(launch: Sequence[Finding], topo: launcher.Topology) -> list[TimelineEntry]:
+    """The launcher's rendezvous timeout, on the timeline."""
+    out = []
+    for f in launch:
+        e = f.evidence[0] if f.evidence else None
+        out.append(
+            TimelineEntry(
+                time=topo.rendezvous_timeout.time if topo.rendezvous_timeout else None,
+                rank=f.ranks[0] if f.ranks else None,
+                text=f.summary,
+                source=e.source if e else "launcher",
                 line=e.line if e else None,
                 role="context",
             )
