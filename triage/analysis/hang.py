@@ -11,25 +11,23 @@ from triage.analysis import exits, flight_recorder, pyspy, timeline
 from triage.analysis.ranks import format_ranks
 from triage.model import EventKind, HangReport
 
-_WORK = regex.compile(
-    r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), "
-    r"NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<timeout>\d+)\)"
-)
-
-
 _GLOO_TIMEOUT = regex.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send)")
 
 
-def collective_from_text(placed: Sequence[timeline.Placed]) -> tuple[dict[str, Any], int | None]:
+def collective_from_events(
+    placed: Sequence[timeline.Placed],
+) -> tuple[dict[str, Any], int | None]:
+    """The collective a watchdog timed out, as the parser read it from the WorkNCCL record,
+    and its timeout."""
     for p in placed:
-        m = _WORK.search(p.event.text)
-        if m:
-            coll: dict[str, Any] = {"op": m["op"].lower()}
-            if m["seq"]:
-                coll["seq"] = int(m["seq"])
-            if m["nin"]:
-                coll["numel_in"] = int(m["nin"])
-            return coll, int(m["timeout"])
+        attrs = p.event.attrs or {}
+        if attrs.get("watchdog_timeout"):
+            coll: dict[str, Any] = {"op": str(attrs["op"]).lower()}
+            if attrs.get("seq") is not None:
+                coll["seq"] = int(attrs["seq"])
+            if attrs.get("numel_in") is not None:
+                coll["numel_in"] = int(attrs["numel_in"])
+            return coll, int(attrs["timeout_ms"])
     for p in placed:
         m = _GLOO_TIMEOUT.search(p.event.text)
         if m:
@@ -71,7 +69,7 @@ def hang_report(
     # flight-recorder dumps alone (no logs) showing ranks behind: nobody saw an error, so wait
     errored = any(p.family in ("peer_closed", "comm_aborted") for p in placed)
     detected = stall or not (crashed or crashed_exit or errored)
-    coll, timeout = collective_from_text(timeouts or placed)
+    coll, timeout = collective_from_events(timeouts or placed)
     pg = None
     lagging: list[int] = []
     rep = fr.hang_pg
