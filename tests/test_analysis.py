@@ -33,6 +33,7 @@ from triage.model import (
     SourceKind,
     StackFrame,
 )
+from triage.parsers import parse_text
 
 T0 = 1_764_664_800.0  # 2025-12-02 08:40:00 UTC
 
@@ -124,6 +125,12 @@ WATCHDOG = (
 )
 
 
+def watchdog(r: int, t: float) -> Event:
+    """Rank r's watchdog timeout line as the log parser reads it (with its WorkNCCL fields)."""
+    (parsed,) = parse_text(WATCHDOG.format(r=r), kind=SourceKind.RANK_LOG).events
+    return replace(parsed, source="console.log", rank=r, time=t)
+
+
 # ------------------------------------------------------------------ initiating vs cascade
 
 
@@ -169,9 +176,7 @@ def test_silent_rank_is_the_culprit_of_a_hang_when_everyone_else_times_out() -> 
         )
         for r in range(4)
     ]
-    timeouts = [
-        ev(EventKind.ERROR_LINE, WATCHDOG.format(r=r), rank=r, t=T0 + 600 + r) for r in range(3)
-    ]
+    timeouts = [watchdog(r, T0 + 600 + r) for r in range(3)]
     exits = [rank_exit(r, -6, pid=500 + r, root=(r == 0)) for r in range(3)]
     a = correlate([ps(source("console.log"), [*comm, *timeouts, *exits])])
 
