@@ -91,7 +91,7 @@ def hang_on_rank3() -> Diagnosis:
             lagging_ranks=(3,),
             process_group="0 (default_pg)",
             collective={"op": "all_reduce", "seq": 57, "sizes": [[1048576]], "dtypes": ["Float"]},
-            explanation="ranks 0-2 completed seq 56 and started seq 57; rank 3 never enqueued it",
+            account="ranks 0-2 completed seq 56 and started seq 57; rank 3 never enqueued it",
         ),
         evidence=(
             Evidence("logs/0.log", 1201, 0, WATCHDOG.format(r=0), "rule nccl-watchdog-timeout"),

@@ -606,7 +606,7 @@ def test_no_hang_is_said_as_such_not_as_not_detected_with_lagging_ranks() -> Non
             (1,),
             "0 (default_pg)",
             {"op": "all_reduce", "seq": 12},
-            "no hang: the other ranks were in all_reduce #12 when rank(s) 1 failed",
+            "the other ranks were in all_reduce #12 when rank(s) 1 failed",
         ),
     )
     for fmt in ("text", "md", "html"):

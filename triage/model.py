@@ -286,13 +286,38 @@ class FailureRef:
     text: str
 
 
+class HangShape(str, Enum):
+    """What the rank(s) the others waited for were doing (triage.analysis.hang_shape)."""
+
+    FAILED = "failed"  # they had failed by themselves
+    DIFFERING = "differing"  # the same collective with other sizes or dtypes
+    DIVERGED = "diverged"  # another new collective at the same sequence number
+    OTHER_GROUP = "other_group"  # a collective of another process group
+    LEFT_LOOP = "left_loop"  # they stopped issuing the collective the others repeat
+    BUSY_OUTSIDE_COLLECTIVES = "busy_outside_collectives"  # py-spy: in their own code
+    ANOTHER_CALL_SITE = "another_call_site"  # py-spy: waiting at another call site
+    BEHIND = "behind"  # only that they never arrived
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class HangReport:
     detected: bool
     lagging_ranks: tuple[int, ...]
     process_group: str | None
     collective: Mapping[str, Any] | None  # op, seq id, sizes, dtypes where known
-    explanation: str = ""
+    # what happened, without the verdict: "rank(s) 3 never reached all_reduce #42 ..."
+    account: str = ""
+    shape: HangShape | None = None  # of a detected hang, where the evidence tells
+
+    @property
+    def explanation(self) -> str:
+        """The verdict, then what happened: "hang: ..." or "no hang: ..." ("" when unsaid)."""
+        if not self.account:
+            return ""
+        return f"{'hang' if self.detected else 'no hang'}: {self.account}"
 
 
 @dataclass(frozen=True)

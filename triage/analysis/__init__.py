@@ -178,12 +178,15 @@ def analyse(
     )
     own = consequences.own_failures(placed, seen.exit_records)
     shape = hang_shape.shape(hang, fr, spy, own, culprits)
-    if hang is not None and shape in hang_shape.WORDING:
-        hang = replace(hang, explanation=f"{hang.explanation}: {hang_shape.WORDING[shape]}")
+    if hang is not None:
+        said = hang_shape.WORDING.get(shape) if shape is not None else None
+        hang = replace(
+            hang, shape=shape, account=f"{hang.account}: {said}" if said else hang.account
+        )
 
     findings = [
         *culprit_findings(culprits, lead, votes.scores, votes.reasons, first, seen.exit_records),
-        *hang_findings(hang, shape, waited, structural),
+        *hang_findings(hang, waited, structural),
         *mismatches_ended(fr.findings, hang),
         *spy.findings,
         *prog.findings,

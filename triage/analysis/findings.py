@@ -206,7 +206,6 @@ def silent_findings(
 
 def hang_findings(
     hang: HangReport | None,
-    shape: str | None,
     waited: Sequence[timeline.Placed],
     structural: Sequence[Finding],
 ) -> list[Finding]:
@@ -223,12 +222,13 @@ def hang_findings(
             ranks=hang.lagging_ranks,
             evidence=tuple(evidence),
             facts={
+                "detected": hang.detected,  # a rule tells a hang from the crash the others saw
                 "pg": hang.process_group,
                 # a template's `{collective}` is the op's name, never the whole record
                 **({"collective": hang_op} if hang_op else {}),
                 "collective_record": dict(hang.collective or {}),
                 "op": hang_op,  # what an action may name
-                **({"shape": shape} if shape else {}),
+                **({"shape": hang.shape.value} if hang.shape else {}),
             },
         )
     ]

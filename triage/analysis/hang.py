@@ -95,41 +95,35 @@ def hang_report(
     )
     if detected and (crashed or crashed_exit):
         text = (
-            f"hang: the other ranks waited in {where} until they timed out; rank(s) "
+            f"the other ranks waited in {where} until they timed out; rank(s) "
             f"{format_ranks(culprits)} had already failed and never arrived"
         )
     elif detected and not lagging:
         text = (
-            f"hang: ranks waited in {where} until they timed out; the rank they waited for "
+            f"ranks waited in {where} until they timed out; the rank they waited for "
             "is not identified (flight-recorder dumps or py-spy stacks of every rank would say)"
         )
     elif detected:
-        text = (
-            f"hang: rank(s) {format_ranks(lagging)} never reached {where} "
-            "that the other ranks wait in"
-        )
+        text = f"rank(s) {format_ranks(lagging)} never reached {where} that the other ranks wait in"
         if rep is not None and rep.mismatch and not rep.lagging:
             text = (
-                f"hang: ranks disagree on {where} ({rep.mismatch['kind']} mismatch); "
+                f"ranks disagree on {where} ({rep.mismatch['kind']} mismatch); "
                 f"suspect rank(s) {format_ranks(lagging)}"
             )
     elif rep is None or seq is None or all_last_at(rep, seq, culprits):
         text = (
-            f"no hang: the other ranks were in {where} when rank(s) {format_ranks(culprits)} "
+            f"the other ranks were in {where} when rank(s) {format_ranks(culprits)} "
             "failed, and got an error at once"
         )
     else:
         # the others stood at different collectives (#4, #3): no one place to name
-        text = (
-            f"no hang: rank(s) {format_ranks(culprits)} failed and the other ranks got an "
-            "error at once"
-        )
+        text = f"rank(s) {format_ranks(culprits)} failed and the other ranks got an error at once"
     return HangReport(
         detected=detected,
         lagging_ranks=tuple(lagging),
         process_group=pg,
         collective=coll or None,
-        explanation=text,
+        account=text,
     )
 
 

@@ -40,6 +40,7 @@ from triage.model import (
     Event,
     EventKind,
     Evidence,
+    HangShape,
     OutcomeKind,
     ParsedSource,
     ScoredLabel,
@@ -200,7 +201,7 @@ def demote_consequences(
             else h
             for h in hits
         ]
-    if _hang_shape(analysis) == "failed":
+    if analysis.hang is not None and analysis.hang.shape is HangShape.FAILED:
         hits = [_evidence_only(h) if h.from_cascade else h for h in hits]
     if (
         hang_deaths is not None
@@ -220,15 +221,6 @@ def demote_consequences(
             for h in hits
         ]
     return list(hits)
-
-
-def _hang_shape(analysis: Analysis) -> str | None:
-    """What correlate found the rank(s) the others waited for were doing (`hang_shape`)."""
-    for f in analysis.findings:
-        if f.kind == "hang":
-            shape = (f.facts or {}).get("shape")
-            return str(shape) if shape else None
-    return None
 
 
 def _evidence_only(hit: RuleHit) -> RuleHit:

@@ -276,8 +276,7 @@ def _hang(d: Diagnosis) -> Hang | None:
     explanation = c.short(h.explanation, 2000)
     if not h.detected:
         # "not detected · lagging ranks 1" reads as a contradiction: say what did happen
-        said = explanation[len("no hang: ") :] if explanation.startswith("no hang: ") else ""
-        return Hang(False, f"no hang: {said}" if said else "no hang", "", "")
+        return Hang(False, explanation or "no hang", "", "")
     where = ""
     if h.collective:
         op = h.collective.get("op") or h.collective.get("profiling_name")
