@@ -273,7 +273,10 @@ class Finding:
     summary: str  # one line a person can check
     ranks: tuple[int, ...] = ()
     evidence: tuple[EvidenceRef, ...] = ()
+    # what rules may name and test (`{seq}`, `where: {mismatch: ...}`): the finding's facts
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # the ranks whose own failure explains this finding (where they stood afterwards)
+    consequence_of: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

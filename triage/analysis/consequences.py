@@ -19,7 +19,6 @@ from dataclasses import replace
 from triage import knowledge
 from triage.analysis import exits, flight_recorder, timeline
 from triage.analysis.cascade import reports_peer_mismatch
-from triage.analysis.ranks import format_ranks
 from triage.model import EventKind, Finding
 
 # the events that say a rank failed by itself (an ERROR line alone may be a warning in red)
@@ -100,12 +99,6 @@ def mark(findings: Sequence[Finding], own: set[int]) -> list[Finding]:
             and set(f.ranks) <= own
             and facts.get("mismatch") not in ("size", "dtype")
         ):
-            f = replace(
-                f,
-                facts={
-                    **facts,
-                    "consequence_of": f"the failure of rank(s) {format_ranks(f.ranks)}",
-                },
-            )
+            f = replace(f, consequence_of=f.ranks)
         out.append(f)
     return out

@@ -176,13 +176,19 @@ def demote_consequences(
     """
     initiating = set(analysis.initiating_events)
     parsed_events = set(events)
-    explained = {f.summary for f in analysis.findings if (f.facts or {}).get("consequence_of")}
     hits = [
         replace(h, from_cascade=True)
         if not h.from_cascade
         and (
             _while_handling(h, initiating, kb)
-            or (h.evidence_text in explained and (h.event is None or h.event not in parsed_events))
+            or (
+                # a consequence finding without a line of its own; one that quotes a record
+                # is weighed as that record (marking those too moves two bundles' evidence)
+                h.finding is not None
+                and bool(h.finding.consequence_of)
+                and not h.finding.evidence
+                and (h.event is None or h.event not in parsed_events)
+            )
         )
         else h
         for h in hits

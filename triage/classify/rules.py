@@ -411,6 +411,7 @@ def match_events(
                         # own sentence is triage's, never a quote of that file
                         "evidence_text": ev.text if ev is not None else finding.summary,
                         "evidence_line": ev.line if ev is not None else None,
+                        "finding": finding,
                     }
                 )
             )
