@@ -15,7 +15,7 @@ data, not structure.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import IO, Any, NamedTuple
 
@@ -385,6 +385,65 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class AnalysisFacts:
+    """What correlate found about the job as a whole: later stages read these fields, and
+    action templates and playbook conditions name them (`values()`: `{culprit_rank}`,
+    `{collective}`, `{timeout_ms}`, `{torch}`, ...)."""
+
+    world_size: int | None = None
+    culprit_ranks: tuple[int, ...] = ()
+    culprit_rank: int | None = None  # the lead culprit: the strongest case
+    culprit_host: str | None = None
+    hosts: tuple[str, ...] = ()
+    # of the hang report, when there is one (hang: whether the survivors waited)
+    hang: bool | None = None
+    lagging_ranks: tuple[int, ...] | None = None
+    collective: str | None = None  # the op's name
+    seq: int | None = None
+    timeout_ms: int | None = None
+    pg: str | None = None
+    # pg -> rank -> (last enqueued, last started, last completed), when dumps were read
+    fr_status: Mapping[str, Mapping[int, tuple[int | None, int | None, int | None]]] | None = None
+    fr_ranks_dumped: tuple[int, ...] | None = None
+    missing_ranks: tuple[int, ...] = ()  # members of a process group that left no dump
+    user_frame: str | None = None  # "function (file:line)" the first failure raised at
+    last_progress: Mapping[int, Any] | None = None  # rank -> last step logged
+    # the majority's versions across ranks
+    torch: str | None = None
+    nccl: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    driver: str | None = None
+    deepspeed: str | None = None
+    gpu_models: str | None = None
+    exitcode: int | None = None  # the culprit's own exit
+    signal: str | None = None
+    torchrun_root_cause_rank: int | None = None
+    first_failure_text: str | None = None
+    source_ranks: Mapping[str, int] = field(default_factory=dict)  # input path -> rank
+    source_hosts: Mapping[str, str] = field(default_factory=dict)  # input path -> host
+    frameworks: tuple[str, ...] = ()
+    launchers: tuple[str, ...] = ()
+    input_kinds: tuple[str, ...] = ()  # what the user gave (advice never asks for it again)
+    analysis_error: str | None = None  # the analysis failed: culprit and hang are unknown
+
+    def values(self) -> dict[str, Any]:
+        """The facts by the names templates and conditions use; sequences as lists, facts
+        not found left out."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True)
 class Analysis:
     findings: tuple[Finding, ...] = ()
     first_failure: FailureRef | None = None
@@ -394,7 +453,7 @@ class Analysis:
     cascade_events: tuple[Event, ...] = ()
     rank_exits: tuple[RankExit, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()
-    facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    facts: AnalysisFacts = field(default_factory=AnalysisFacts, compare=False)
     process_groups: tuple[GroupProgress, ...] = ()
     stack_groups: tuple[StackGroup, ...] = ()
     outcome: Outcome | None = None

@@ -50,7 +50,7 @@ from triage.analysis import (
 )
 from triage.analysis.cascade import waited_until_timeout
 from triage.analysis.collect import Collected, add_dump_anchors, collect, with_dumps, world
-from triage.analysis.facts import frameworks, job_facts, source_identity
+from triage.analysis.facts import job_facts
 from triage.analysis.findings import (
     cascade_findings,
     culprit_findings,
@@ -73,7 +73,7 @@ from triage.analysis.first_failure import (
 from triage.analysis.hang import hang_report
 from triage.analysis.ranks import build_index
 from triage.knowledge.routine import Routine
-from triage.model import Analysis, Finding, ParsedSource
+from triage.model import Analysis, AnalysisFacts, Finding, ParsedSource
 
 __all__ = ["analyse", "correlate"]
 
@@ -97,7 +97,7 @@ def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = N
                     "culprit and hang are unknown",
                 ),
             ),
-            facts={"analysis_error": f"{type(exc).__name__}: {exc}"},
+            facts=AnalysisFacts(analysis_error=f"{type(exc).__name__}: {exc}"),
         )
     try:
         return replace(found, outcome=outcome.decide(parsed, found, kb.ends, kb.routine))
@@ -209,10 +209,12 @@ def analyse(
     extra += early_entries(early)
     extra += launch_entries(launch, topo)
     facts = job_facts(
+        parsed,
         w.size,
         culprits,
         lead,
         first,
+        raising_frame(first, placed, kb),
         hang,
         fr,
         spy,
@@ -221,16 +223,9 @@ def analyse(
         seen.exit_records,
         seen.hosts,
         index,
+        seen.loose_text,
+        kb,
     )
-    raised = raising_frame(first, placed, kb)
-    if raised is not None:
-        # the line the first failure's traceback raised at; py-spy's frame is only where the
-        # rank waited afterwards (its `finally:` barrier, a `Queue.get` of the main thread)
-        facts["user_frame"] = f"{raised.function} ({raised.filename}:{raised.line})"
-    facts["source_ranks"], facts["source_hosts"] = source_identity(parsed, index)
-    facts["frameworks"], facts["launchers"] = frameworks(parsed, seen.loose_text, kb)
-    # what the user already gave: advice never asks for a kind of input that is here
-    facts["input_kinds"] = sorted({ps.source.kind.value for ps in parsed})
     return Analysis(
         findings=tuple(findings),
         first_failure=first,

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from triage import knowledge
 from triage.analysis import consistency, exits, flight_recorder, progress, pyspy
 from triage.analysis.ranks import RankIndex, event_rank
-from triage.model import FailureRef, HangReport, ParsedSource, SourceKind
+from triage.model import (
+    AnalysisFacts,
+    FailureRef,
+    HangReport,
+    ParsedSource,
+    SourceKind,
+    StackFrame,
+)
 
 
 def frameworks(
@@ -64,10 +70,12 @@ def source_identity(
 
 
 def job_facts(
+    parsed: Sequence[ParsedSource],
     world_size: int | None,
     culprits: Sequence[int],
     lead: int | None,
     first: FailureRef | None,
+    raised: StackFrame | None,
     hang: HangReport | None,
     fr: flight_recorder.FRAnalysis,
     spy: pyspy.PySpyAnalysis,
@@ -76,56 +84,65 @@ def job_facts(
     exit_records: Sequence[exits.ExitRecord],
     hosts: set[str],
     index: RankIndex,
-) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "world_size": world_size,
-        "culprit_ranks": list(culprits),
-        "hosts": sorted(hosts),
-    }
+    loose_text: bool,
+    kb: knowledge.Knowledge,
+) -> AnalysisFacts:
+    """`raised`: the frame the first failure's traceback raised at, if it was found."""
+    culprit_host = None
     if lead is not None:
-        facts["culprit_rank"] = lead
-        host = index.host_said.get(lead) or index.host_of_rank.get(lead)
-        if host:
-            facts["culprit_host"] = host
-    if hang is not None:
-        coll = dict(hang.collective or {})
-        facts["hang"] = hang.detected
-        facts["lagging_ranks"] = list(hang.lagging_ranks)
-        if coll.get("op"):
-            facts["collective"] = coll["op"]
-        if coll.get("seq") is not None:
-            facts["seq"] = coll["seq"]
-        if coll.get("timeout_ms"):
-            facts["timeout_ms"] = coll["timeout_ms"]
-        if hang.process_group:
-            facts["pg"] = hang.process_group
-    if fr.reports:
-        facts["fr_status"] = flight_recorder.status_table(fr)
-        facts["fr_ranks_dumped"] = list(fr.ranks_dumped)
-        missing = sorted({r for rep in fr.reports for r in rep.missing})
-        if missing:
-            facts["missing_ranks"] = missing
-    if lead is not None and lead in spy.user_frames:
+        culprit_host = index.host_said.get(lead) or index.host_of_rank.get(lead) or None
+    coll = dict(hang.collective or {}) if hang is not None else {}
+    missing = sorted({r for rep in fr.reports for r in rep.missing})
+    user_frame = None
+    if raised is not None:
+        # the line the first failure's traceback raised at; py-spy's frame is only where the
+        # rank waited afterwards (its `finally:` barrier, a `Queue.get` of the main thread)
+        user_frame = f"{raised.function} ({raised.filename}:{raised.line})"
+    elif lead is not None and lead in spy.user_frames:
         uf = spy.user_frames[lead]
-        facts["user_frame"] = f"{uf.function} ({uf.filename}:{uf.line})"
-    if prog.last:
-        facts["last_progress"] = {r: v for r, (_, v) in sorted(prog.last.items())}
-    for key in ("torch", "nccl", "cuda", "python", "driver", "deepspeed", "gpu_models"):
-        if key in cons.facts:
-            facts[key] = cons.facts[key]
-    cuda = cons.facts.get("cuda_build") or cons.facts.get("cuda_runtime")
-    if cuda and "cuda" not in facts:
-        facts["cuda"] = cuda
-    if "nccl" not in facts and fr.comm_lib_versions:
-        facts["nccl"] = Counter(fr.comm_lib_versions.values()).most_common(1)[0][0]
+        user_frame = f"{uf.function} ({uf.filename}:{uf.line})"
+    versions = {k: v for k, v in cons.facts.items() if k in _VERSIONS}
+    if "cuda" not in versions:
+        versions["cuda"] = cons.facts.get("cuda_build") or cons.facts.get("cuda_runtime") or None
+    if "nccl" not in versions and fr.comm_lib_versions:
+        versions["nccl"] = Counter(fr.comm_lib_versions.values()).most_common(1)[0][0]
+    exitcode, signal = None, None
     for rec in exit_records:
         if rec.exit.rank in culprits and rec.exit.exitcode not in (None, 0):
-            facts["exitcode"] = rec.exit.exitcode
-            facts["signal"] = rec.signal
+            exitcode, signal = rec.exit.exitcode, rec.signal
             break
     root = [r.exit.rank for r in exit_records if r.exit.is_root_cause_block]
-    if root:
-        facts["torchrun_root_cause_rank"] = root[0]
-    if first is not None:
-        facts["first_failure_text"] = first.text
-    return facts
+    source_ranks, source_hosts = source_identity(parsed, index)
+    found, launchers = frameworks(parsed, loose_text, kb)
+    return AnalysisFacts(
+        world_size=world_size,
+        culprit_ranks=tuple(culprits),
+        culprit_rank=lead,
+        culprit_host=culprit_host,
+        hosts=tuple(sorted(hosts)),
+        hang=hang.detected if hang is not None else None,
+        lagging_ranks=tuple(hang.lagging_ranks) if hang is not None else None,
+        collective=coll.get("op") or None,
+        seq=coll.get("seq"),
+        timeout_ms=coll.get("timeout_ms") or None,
+        pg=(hang.process_group or None) if hang is not None else None,
+        fr_status=flight_recorder.status_table(fr) if fr.reports else None,
+        fr_ranks_dumped=tuple(fr.ranks_dumped) if fr.reports else None,
+        missing_ranks=tuple(missing),
+        user_frame=user_frame,
+        last_progress={r: v for r, (_, v) in sorted(prog.last.items())} or None,
+        exitcode=exitcode,
+        signal=signal,
+        torchrun_root_cause_rank=root[0] if root else None,
+        first_failure_text=first.text if first is not None else None,
+        source_ranks=source_ranks,
+        source_hosts=source_hosts,
+        frameworks=tuple(found),
+        launchers=tuple(launchers),
+        input_kinds=tuple(sorted({ps.source.kind.value for ps in parsed})),
+        **versions,
+    )
+
+
+# the versions the job's environment reports give, as the majority of ranks has them
+_VERSIONS = ("torch", "nccl", "cuda", "python", "driver", "deepspeed", "gpu_models")

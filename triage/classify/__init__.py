@@ -600,7 +600,7 @@ def situation(prep: Prepared) -> knowledge.Situation:
     if any(ev.kind in nccl_events for ps in prep.parsed for ev in ps.events):
         kinds.add(SourceKind.NCCL.value)  # NCCL lines inside the logs are NCCL's account too
     analysis = prep.analysis
-    source_ranks = (analysis.facts or {}).get("source_ranks", {})
+    source_ranks = analysis.facts.source_ranks
     ranks = {
         ps.source.rank if ps.source.rank is not None else source_ranks.get(ps.source.path)
         for ps in prep.parsed
