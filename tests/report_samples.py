@@ -8,6 +8,7 @@ from triage.model import (
     Evidence,
     FailureRef,
     Finding,
+    FindingKind,
     FixRecommendation,
     GroupProgress,
     HangReport,
@@ -197,7 +198,8 @@ def hostile() -> Diagnosis:
         evidence=(Evidence("logs/3.log", 7, 3, HOSTILE + "\n```\n</details>\n", HOSTILE),),
         similar_cases=(SimilarCase(HOSTILE, "https://example.org/x?a=<script>", 0.4),),
         inputs=(InputSummary(f"logs/{HOSTILE}.log", SourceKind.RANK_LOG, 3, HOSTILE, (HOSTILE,)),),
-        findings=(Finding(HOSTILE, HOSTILE, (3,)),),
+        # a finding's kind is one of the FindingKind values: only its summary can be hostile
+        findings=(Finding(FindingKind.HANG, HOSTILE, (3,)),),
         timeline=(TimelineEntry(T0, 3, HOSTILE, HOSTILE, 7, "initiating"),),
     )
 

@@ -265,11 +265,34 @@ class EvidenceRef:
     text: str
 
 
+class FindingKind(str, Enum):
+    """What a finding is about; rules name these (`match: {finding: lagging_rank}`)."""
+
+    FIRST_FAILURE = "first_failure"  # who started it
+    CASCADE = "cascade"  # the errors that only followed
+    HANG = "hang"  # the hang, or the crash the survivors saw instead
+    LAGGING_RANK = "lagging_rank"  # behind the others in a process group's collectives
+    MISSING_RANK = "missing_rank"  # never started, left no dump, or printed nothing
+    COLLECTIVE_MISMATCH = "collective_mismatch"  # another collective, sizes or dtypes
+    STACK_OUTLIER = "stack_outlier"  # py-spy: somewhere else than the others
+    PROGRESS_DIVERGENCE = "progress_divergence"  # its last step or metric differs
+    RANK_EXIT = "rank_exit"  # exits with a code or a signal
+    RESTART = "restart"  # the launcher restarted the workers
+    VERSION_MISMATCH = "version_mismatch"  # versions differ across ranks or hosts
+    ENV_MISMATCH = "env_mismatch"  # settings differ
+    TRANSPORT_MISMATCH = "transport_mismatch"  # NCCL transports differ
+    FR_WINDOW = "fr_window"  # what of the flight-recorder dumps was read
+    ANALYSIS_ERROR = "analysis_error"  # a bug of the analysis: culprit and hang unknown
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Finding:
     """One conclusion of the cross-rank analysis, checkable by a person."""
 
-    kind: str  # first_failure | cascade | hang | lagging_rank | collective_mismatch | ...
+    kind: FindingKind
     summary: str  # one line a person can check
     ranks: tuple[int, ...] = ()
     evidence: tuple[EvidenceRef, ...] = ()
@@ -277,6 +300,10 @@ class Finding:
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
     # the ranks whose own failure explains this finding (where they stood afterwards)
     consequence_of: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # a kind given by its name is the kind (an unknown name is a bug: ValueError)
+        object.__setattr__(self, "kind", FindingKind(self.kind))
 
 
 @dataclass(frozen=True)
@@ -634,7 +661,7 @@ class Diagnosis:
                 for i in self.inputs
             ],
             "findings": [
-                {"kind": f.kind, "summary": f.summary, "ranks": list(f.ranks)}
+                {"kind": f.kind.value, "summary": f.summary, "ranks": list(f.ranks)}
                 for f in self.findings
             ],
             "timeline": [

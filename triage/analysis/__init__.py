@@ -73,7 +73,7 @@ from triage.analysis.first_failure import (
 from triage.analysis.hang import hang_report
 from triage.analysis.ranks import build_index
 from triage.knowledge.routine import Routine
-from triage.model import Analysis, AnalysisFacts, Finding, ParsedSource
+from triage.model import Analysis, AnalysisFacts, Finding, FindingKind, ParsedSource
 
 __all__ = ["analyse", "correlate"]
 
@@ -92,7 +92,7 @@ def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = N
         return Analysis(
             findings=(
                 Finding(
-                    kind="analysis_error",
+                    kind=FindingKind.ANALYSIS_ERROR,
                     summary=f"cross-rank analysis failed ({type(exc).__name__}: {exc}); "
                     "culprit and hang are unknown",
                 ),
@@ -107,7 +107,7 @@ def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = N
             findings=(
                 *found.findings,
                 Finding(
-                    kind="analysis_error",
+                    kind=FindingKind.ANALYSIS_ERROR,
                     summary=f"deciding the job's outcome failed ({type(exc).__name__}: {exc})",
                 ),
             ),
@@ -203,7 +203,9 @@ def analyse(
     # one whose py-spy stack shows it alive in its own code
     spoke = own | {p.rank for p in placed if p.rank is not None and p.role != "context"}
     spoke |= {r for c in spy.clusters for r in c.ranks}
-    findings = [with_silent(f, spoke) if f.kind == "missing_rank" else f for f in findings]
+    findings = [
+        with_silent(f, spoke) if f.kind is FindingKind.MISSING_RANK else f for f in findings
+    ]
 
     extra = timeline_extras(seen.exit_records, fr, spy, hang, offsets, index)
     extra += early_entries(early)

@@ -9,7 +9,15 @@ from dataclasses import replace
 from triage.analysis import exits, flight_recorder, launcher, pyspy, timeline
 from triage.analysis.first_failure import by_time
 from triage.analysis.ranks import RankIndex, first_line, format_ranks, ref
-from triage.model import Event, EvidenceRef, FailureRef, Finding, HangReport, TimelineEntry
+from triage.model import (
+    Event,
+    EvidenceRef,
+    FailureRef,
+    Finding,
+    FindingKind,
+    HangReport,
+    TimelineEntry,
+)
 
 
 def with_silent(f: Finding, spoke: set[int]) -> Finding:
@@ -45,7 +53,7 @@ def culprit_findings(
             evidence = (EvidenceRef(first.source, first.line, first.rank, first.text),)
         out.append(
             Finding(
-                kind="first_failure",
+                kind=FindingKind.FIRST_FAILURE,
                 summary=summary,
                 ranks=tuple(culprits),
                 evidence=evidence,
@@ -60,7 +68,7 @@ def culprit_findings(
     elif first is not None:
         out.append(
             Finding(
-                kind="first_failure",
+                kind=FindingKind.FIRST_FAILURE,
                 summary=f"earliest error seen (no rank stands out): {first.text}",
                 ranks=(first.rank,) if first.rank is not None else (),
                 evidence=(EvidenceRef(first.source, first.line, first.rank, first.text),),
@@ -82,7 +90,7 @@ def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]
     ]
     return [
         Finding(
-            kind="cascade",
+            kind=FindingKind.CASCADE,
             summary=(
                 f"{len(cascade_events)} error(s) on rank(s) {format_ranks(ranks)} are consequences "
                 f"of the first failure ({', '.join(parts)})"
@@ -163,7 +171,7 @@ def launch_findings(never_joined: Sequence[int], topo: launcher.Topology) -> lis
     )
     return [
         Finding(
-            kind="missing_rank",
+            kind=FindingKind.MISSING_RANK,
             summary=(
                 f"rank(s) {format_ranks(never_joined)} never started: the launcher expected "
                 f"{topo.nnodes} node(s) x {topo.nproc_per_node} process(es) and its "
@@ -192,7 +200,7 @@ def silent_findings(
     complaint = min(cascade_events, key=by_time, default=None)
     return [
         Finding(
-            kind="missing_rank",
+            kind=FindingKind.MISSING_RANK,
             summary=(
                 f"rank(s) {format_ranks(silent)} of {world_size} printed no error of their "
                 "own while the others failed: they were missing, behind or stuck elsewhere"
@@ -217,7 +225,7 @@ def hang_findings(
     hang_op = (hang.collective or {}).get("op")
     return [
         Finding(
-            kind="hang",
+            kind=FindingKind.HANG,
             summary=hang.explanation,
             ranks=hang.lagging_ranks,
             evidence=tuple(evidence),
@@ -239,7 +247,9 @@ def mismatches_ended(fr_findings: Sequence[Finding], hang: HangReport | None) ->
     mismatch of sizes or dtypes is a library error (the receiver checked) or a hang."""
     ended = "hang" if hang is not None and hang.detected else "error"
     return [
-        replace(f, facts={**f.facts, "ended": ended}) if f.kind == "collective_mismatch" else f
+        replace(f, facts={**f.facts, "ended": ended})
+        if f.kind is FindingKind.COLLECTIVE_MISMATCH
+        else f
         for f in fr_findings
     ]
 

@@ -17,7 +17,7 @@ import regex
 
 from triage.analysis.ranks import chain_link_starts, format_ranks
 from triage.knowledge.frames import LibraryFrames
-from triage.model import Event, EvidenceRef, Finding, PySpyDump, StackFrame, StackGroup
+from triage.model import Event, EvidenceRef, Finding, FindingKind, PySpyDump, StackFrame, StackGroup
 
 # Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
 # out on purpose: a rank stuck on its own GPU is a suspect, not a waiter.
@@ -176,7 +176,7 @@ def analyze(
         )
         out.findings.append(
             Finding(
-                kind="stack_outlier",
+                kind=FindingKind.STACK_OUTLIER,
                 summary=(
                     f"py-spy: rank(s) {format_ranks(c.ranks)} {why}: main thread in {where}; "
                     f"{len(majority.ranks)} rank(s) are in {majority.top}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from triage.model import Diagnosis, GroupProgress, StackGroup
+from triage.model import Diagnosis, FindingKind, GroupProgress, StackGroup
 
 from . import common as c
 from .view_model import Lane, Lanes, Mark, ProgressRow, ProgressTable, Stacks
@@ -90,7 +90,9 @@ def lanes(d: Diagnosis) -> Lanes | None:
     rest = [r for r in ordered if r not in set(own)]
     if rest:
         lanes.append(_shared_lane(rest, by_rank))
-    restarts = next((c.short(f.summary, 200) for f in d.findings if f.kind == "restart"), "")
+    restarts = next(
+        (c.short(f.summary, 200) for f in d.findings if f.kind is FindingKind.RESTART), ""
+    )
     return Lanes(
         lanes=tuple(lanes),
         start=c.iso_time(start),

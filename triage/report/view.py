@@ -100,7 +100,7 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
             Similar(c.short(s.id, 200), c.safe_url(s.url), c.pct(s.score)) for s in d.similar_cases
         ),
         findings=tuple(
-            FindingRow(c.short(f.kind, 80), c.ranks_str(f.ranks), c.short(f.summary))
+            FindingRow(c.short(str(f.kind), 80), c.ranks_str(f.ranks), c.short(f.summary))
             for f in d.findings
         ),
         timeline=_timeline(d.timeline, base),
