@@ -6,6 +6,7 @@ import io
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +37,7 @@ from triage.model import (
     SourceKind,
     TimelineEntry,
 )
+from triage.pipeline import Options, diagnose
 from triage.report import FORMATS, render, render_to_console
 from triage.report.common import ranks_str
 from triage.report.html import COPY_SCRIPT, script_hash
@@ -582,14 +584,13 @@ def test_the_same_message_on_many_ranks_is_one_line_naming_the_ranks() -> None:
         assert seen.count("Watchdog caught collective operation timeout") == 1
 
 
-def test_an_empty_log_of_a_killed_rank_is_not_a_read_failure() -> None:
-    d = Diagnosis(
-        summary="s",
-        inputs=(
-            InputSummary("job/1/stderr.log", SourceKind.TEXT, 1, "n1", ("empty file",)),
-            InputSummary("job/0/stderr.log", SourceKind.RANK_LOG, 0, "n1", events=3),
-        ),
-    )
+def test_an_empty_log_of_a_killed_rank_is_not_a_read_failure(tmp_path: Path) -> None:
+    # torchrun's --log-dir layout: rank 1 was killed before it wrote a byte
+    for rank, text in ((0, "step 10 loss 2.1\nRuntimeError: CUDA error: out of memory\n"), (1, "")):
+        log = tmp_path / "job" / "attempt_0" / str(rank) / "stderr.log"
+        log.parent.mkdir(parents=True)
+        log.write_text(text, encoding="utf-8")
+    d = diagnose([str(tmp_path / "job")], Options(use_embeddings=False))
     for fmt in ("text", "md", "html"):
         seen = _visible(d, fmt)
         assert "could not be read" not in seen

@@ -74,6 +74,17 @@ class Level(str, Enum):
     FATAL = "fatal"
 
 
+class InputNote(str, Enum):
+    """Warnings about an input that are facts about the job, not read failures: a killed
+    rank's zero-byte stderr.log, a rank's empty log folder (`inputs[].warnings` says them)."""
+
+    EMPTY_FILE = "empty file"
+    EMPTY_DIRECTORY = "empty directory: nothing to read"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Source:
     """One input: a file on disk or a member of an archive.

@@ -26,6 +26,7 @@ from triage.model import (
     SURE_CAUSE,
     Diagnosis,
     Evidence,
+    InputNote,
     InputSummary,
     OutcomeKind,
     ScoredLabel,
@@ -66,8 +67,8 @@ FIX_MIN_SHARE = 0.3
 FIX_MAX = 4
 
 # A zero-byte input (a killed rank's stderr.log) or an empty folder is a fact about the job,
-# not a read failure; ingest notes them with these warnings.
-EMPTY_NOTES = frozenset({"empty file", "empty directory: nothing to read"})
+# not a read failure.
+EMPTY_NOTES = frozenset(InputNote)
 
 
 # --------------------------------------------------------------------------- building
