@@ -388,6 +388,17 @@ def test_rank_lists_stay_short_for_big_jobs() -> None:
     assert ranks_str([]) == "-"
 
 
+def test_a_report_writes_a_set_of_ranks_one_way_in_sentences_and_tables() -> None:
+    # ranks 1 and 3 raised, 0 and 2 were stopped: the exits' findings and the culprit line
+    # of the report say the same set the same way
+    bundle = Path(__file__).parent.parent / "corpus_samples/uneven_shards_rank_exits_loop/bundle"
+    d = diagnose([str(bundle)], Options(use_embeddings=False))
+    text = render(d, "text")
+    said = [f.summary for f in d.findings if f.kind == "rank_exit"]
+    assert any("ranks 1, 3 exited" in s for s in said) and any("ranks 0, 2 " in s for s in said)
+    assert "1,3" not in text and "0,2" not in text
+
+
 def test_html_timeline_highlights_initiating_rows_and_mutes_cascade() -> None:
     page = _page(render(hang_on_rank3(), "html"))
     roles = {"initiating", "cascade", "context"}
