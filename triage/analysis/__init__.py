@@ -27,6 +27,11 @@ slow rank or uneven work.
 
 This beats torchrun's "Root Cause (first observed failure)", which is only the first exit
 the agent noticed (usually a survivor that timed out first).
+
+`analyse` only runs the steps, each in its own module: `collect` (events sorted by use, the
+world size), the flight recorder, py-spy, progress and consistency analyses, `culprit` (the
+vote), `first_failure` (the line that started it), `hang` and `hang_shape`, `findings` (the
+job's findings and the timeline's extras) and `facts` (the `AnalysisFacts` later stages read).
 """
 
 from __future__ import annotations
