@@ -276,7 +276,7 @@ def test_skewed_host_clock_is_aligned_on_shared_init_events() -> None:
             host=host,
             t=T0 + (30 if host == "node02" else 0),
             level=Level.INFO,
-            attrs={"rank": r, "nranks": 4},
+            attrs={"rank": r, "nranks": 4, "comm_id": "0xabc"},  # as the NCCL parser reads it
         )
         for r, host in ((0, "node01"), (1, "node01"), (2, "node02"), (3, "node02"))
     ]

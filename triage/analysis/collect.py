@@ -28,7 +28,6 @@ from triage.model import (
     SourceKind,
 )
 
-_INIT_COMM = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
 _BOOTSTRAP_IP = regex.compile(
     r"(?:Bootstrap ?:|NET/Socket ?:) Using (?:\[\d+\])?\w+:(?P<ip>[\d.]+)<"
 )
@@ -119,10 +118,8 @@ def _one(
         out.progress_events.append((rank, ev))
         return
     if ev.kind is EventKind.NCCL_COMM and ev.time is not None:
-        comm = (ev.attrs or {}).get("comm_id") or (ev.attrs or {}).get("commId")
-        if comm is None:
-            m = _INIT_COMM.search(ev.text)
-            comm = m["c"] if m else None
+        # the communicator's id as the NCCL parser read it from `Init COMPLETE`
+        comm = (ev.attrs or {}).get("comm_id")
         if comm is not None:
             out.anchors[("comm", str(comm))][domain] = ev.time
     if ev.kind in (EventKind.NCCL_INFO, EventKind.NCCL_COMM) and host:
