@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from triage.model import OutcomeKind, SourceKind
 
@@ -37,3 +38,25 @@ def ranks_phrase(ranks: Sequence[int]) -> str:
         return "no rank"
     noun = "rank" if len(ranks) == 1 else "ranks"
     return f"{noun} {c.ranks_str(ranks)}"
+
+
+@dataclass(frozen=True)
+class Titles:
+    """The report's section titles, the same in the terminal, Markdown and HTML."""
+
+    collect_next: str = "What to collect next"
+    fixes: str = "What to do"
+    details: str = "Details"
+    who: str = "Who"
+    first_failure: str = "First failure"
+    evidence: str = "Evidence"
+    stacks: str = "Stacks (py-spy)"
+    flight_recorder: str = "Flight recorder: last collective per rank"
+    flight_recorder_short: str = "Flight recorder"  # HTML: its note says the rest
+    similar: str = "Similar cases"
+    findings: str = "Findings"
+    timeline: str = "What happened, in order"
+    inputs: str = "Inputs"
+
+
+TITLES = Titles()
