@@ -30,12 +30,11 @@ from triage.model import (
     InputSummary,
     OutcomeKind,
     ScoredLabel,
-    SourceKind,
     TimelineEntry,
 )
 
 from . import common as c
-from . import pictures
+from . import pictures, wording
 from .view_model import (
     Action,
     EvidenceGroup,
@@ -54,7 +53,7 @@ from .view_model import (
     TimelineRow,
     Who,
 )
-from .wording import ABSTAIN_TITLE, KIND_NOUN, NO_EVIDENCE_TITLE, OUTCOME_WORDS, ranks_phrase
+from .wording import ABSTAIN_TITLE, NO_EVIDENCE_TITLE, OUTCOME_WORDS, ranks_phrase
 
 if TYPE_CHECKING:
     from triage.knowledge import Knowledge
@@ -254,19 +253,10 @@ def _first_failure_note(d: Diagnosis) -> str:
         said = [(e.source, e.rank) for e in d.evidence]
         said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
         if (f.source, f.rank) not in said:
-            return (
-                f"a line of the job's log, by no rank: rank {f.rank} printed nothing of its "
-                "own; this line shows it missing"
-            )
+            return wording.by_no_rank(f.rank)
     if source is None or source.rank is None or source.rank == f.rank:
         return ""
-    noun = KIND_NOUN.get(source.kind, "log")
-    if source.kind is SourceKind.FLIGHT_RECORDER:
-        return (
-            f"quoted from rank {source.rank}'s {noun}: compared with the other ranks' dumps, "
-            f"it shows rank {f.rank} out of step"
-        )
-    return f"quoted from rank {source.rank}'s {noun}, which reports it about rank {f.rank}"
+    return wording.quoted_from(source.rank, source.kind, f.rank)
 
 
 def _hang(d: Diagnosis) -> Hang | None:
@@ -278,20 +268,13 @@ def _hang(d: Diagnosis) -> Hang | None:
     if not h.detected:
         # "not detected · lagging ranks 1" reads as a contradiction: say what did happen
         return Hang(False, explanation or "no hang", "", "")
-    where = ""
+    op, seq = None, None
     if h.collective:
         op = h.collective.get("op") or h.collective.get("profiling_name")
         seq = h.collective.get("seq", h.collective.get("collective_seq_id"))
-        if op:
-            where = f" in {c.short(str(op), 80)}" + (f" #{seq}" if seq is not None else "")
-    pg = f" on process group {c.short(h.process_group, 120)}" if h.process_group else ""
-    if h.lagging_ranks:
-        one = len(h.lagging_ranks) == 1
-        noun = "rank" if one else "ranks"
-        waited = f"waited{where}{pg}" if where or pg else f"waited for {'it' if one else 'them'}"
-        head = f"{noun} {c.ranks_str(h.lagging_ranks)} behind; the others {waited}"
-    else:
-        head = f"the ranks waited{where}{pg}"
+    op_text = c.short(str(op), 80) if op else None
+    pg = c.short(h.process_group, 120) if h.process_group else None
+    head = wording.hang_headline(h.lagging_ranks, op_text, seq, pg)
     return Hang(True, head, collective, explanation)
 
 

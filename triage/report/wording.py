@@ -25,7 +25,7 @@ OUTCOME_WORDS = {
 
 
 # What a report calls an input of each kind, where "log" would be wrong.
-KIND_NOUN = {
+_KIND_NOUN = {
     SourceKind.FLIGHT_RECORDER: "flight-recorder dump",
     SourceKind.PYSPY: "py-spy dump",
     SourceKind.ELASTIC_ERROR: "error file",
@@ -60,3 +60,35 @@ class Titles:
 
 
 TITLES = Titles()
+
+
+def by_no_rank(rank: int) -> str:
+    """Why a first failure of `rank` is a line of a shared log that no rank printed."""
+    return (
+        f"a line of the job's log, by no rank: rank {rank} printed nothing of its "
+        "own; this line shows it missing"
+    )
+
+
+def quoted_from(source_rank: int, kind: SourceKind, rank: int) -> str:
+    """Why rank `rank`'s first failure is quoted from rank `source_rank`'s input."""
+    noun = _KIND_NOUN.get(kind, "log")
+    if kind is SourceKind.FLIGHT_RECORDER:
+        return (
+            f"quoted from rank {source_rank}'s {noun}: compared with the other ranks' dumps, "
+            f"it shows rank {rank} out of step"
+        )
+    return f"quoted from rank {source_rank}'s {noun}, which reports it about rank {rank}"
+
+
+def hang_headline(
+    lagging: Sequence[int], op: str | None, seq: object | None, pg: str | None
+) -> str:
+    """ "rank 3 behind; the others waited in all_reduce #57 on process group 0"."""
+    where = f" in {op}" + (f" #{seq}" if seq is not None else "") if op else ""
+    on = f" on process group {pg}" if pg else ""
+    if not lagging:
+        return f"the ranks waited{where}{on}"
+    one = len(lagging) == 1
+    waited = f"waited{where}{on}" if where or on else f"waited for {'it' if one else 'them'}"
+    return f"{ranks_phrase(lagging)} behind; the others {waited}"
