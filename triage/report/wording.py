@@ -84,7 +84,7 @@ def quoted_from(source_rank: int, kind: SourceKind, rank: int) -> str:
 def hang_headline(
     lagging: Sequence[int], op: str | None, seq: object | None, pg: str | None
 ) -> str:
-    """ "rank 3 behind; the others waited in all_reduce #57 on process group 0"."""
+    """The hang in one line: `rank 3 behind; the others waited in all_reduce #57 on pg 0`."""
     where = f" in {op}" + (f" #{seq}" if seq is not None else "") if op else ""
     on = f" on process group {pg}" if pg else ""
     if not lagging:
