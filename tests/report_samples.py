@@ -9,6 +9,7 @@ from triage.model import (
     Evidence,
     FailureRef,
     Finding,
+    FindingKind,
     FixRecommendation,
     GroupProgress,
     HangReport,
@@ -98,7 +99,7 @@ def hang_on_rank3() -> Diagnosis:
                 input_sizes=((1048576,),),
                 input_dtypes=("Float",),
             ),
-            explanation="ranks 0-2 completed seq 56 and started seq 57; rank 3 never enqueued it",
+            account="ranks 0-2 completed seq 56 and started seq 57; rank 3 never enqueued it",
         ),
         evidence=(
             Evidence("logs/0.log", 1201, 0, WATCHDOG.format(r=0), "rule nccl-watchdog-timeout"),
@@ -204,7 +205,8 @@ def hostile() -> Diagnosis:
         evidence=(Evidence("logs/3.log", 7, 3, HOSTILE + "\n```\n</details>\n", HOSTILE),),
         similar_cases=(SimilarCase(HOSTILE, "https://example.org/x?a=<script>", 0.4),),
         inputs=(InputSummary(f"logs/{HOSTILE}.log", SourceKind.RANK_LOG, 3, HOSTILE, (HOSTILE,)),),
-        findings=(Finding(HOSTILE, HOSTILE, (3,)),),
+        # a finding's kind is one of the FindingKind values: only its summary can be hostile
+        findings=(Finding(FindingKind.HANG, HOSTILE, (3,)),),
         timeline=(TimelineEntry(T0, 3, HOSTILE, HOSTILE, 7, "initiating"),),
     )
 

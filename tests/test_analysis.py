@@ -33,6 +33,7 @@ from triage.model import (
     SourceKind,
     StackFrame,
 )
+from triage.parsers import parse_text
 
 T0 = 1_764_664_800.0  # 2025-12-02 08:40:00 UTC
 
@@ -124,6 +125,12 @@ WATCHDOG = (
 )
 
 
+def watchdog(r: int, t: float) -> Event:
+    """Rank r's watchdog timeout line as the log parser reads it (with its WorkNCCL fields)."""
+    (parsed,) = parse_text(WATCHDOG.format(r=r), kind=SourceKind.RANK_LOG).events
+    return replace(parsed, source="console.log", rank=r, time=t)
+
+
 # ------------------------------------------------------------------ initiating vs cascade
 
 
@@ -154,8 +161,8 @@ def test_rank_that_raised_is_blamed_even_when_the_victims_print_first() -> None:
     assert {e.rank for e in a.cascade_events} == {0, 1, 3}
     first = next(f for f in a.findings if f.kind == "first_failure")
     assert "torchrun" in first.summary and "rank 3" in first.summary  # we say why we disagree
-    assert a.facts["torchrun_root_cause_rank"] == 3
-    assert a.facts["culprit_rank"] == 2
+    assert a.facts.torchrun_root_cause_rank == 3
+    assert a.facts.culprit_rank == 2
 
 
 def test_silent_rank_is_the_culprit_of_a_hang_when_everyone_else_times_out() -> None:
@@ -169,9 +176,7 @@ def test_silent_rank_is_the_culprit_of_a_hang_when_everyone_else_times_out() -> 
         )
         for r in range(4)
     ]
-    timeouts = [
-        ev(EventKind.ERROR_LINE, WATCHDOG.format(r=r), rank=r, t=T0 + 600 + r) for r in range(3)
-    ]
+    timeouts = [watchdog(r, T0 + 600 + r) for r in range(3)]
     exits = [rank_exit(r, -6, pid=500 + r, root=(r == 0)) for r in range(3)]
     a = correlate([ps(source("console.log"), [*comm, *timeouts, *exits])])
 
@@ -180,7 +185,7 @@ def test_silent_rank_is_the_culprit_of_a_hang_when_everyone_else_times_out() -> 
     assert a.hang.collective and a.hang.collective.op == "allreduce"
     assert a.hang.collective.timeout_ms == 600000
     assert any(f.kind == "missing_rank" and f.ranks == (3,) for f in a.findings)
-    assert a.facts["world_size"] == 4
+    assert a.facts.world_size == 4
 
 
 def test_oom_killed_rank_is_blamed_and_the_sigterm_survivors_are_not() -> None:
@@ -197,7 +202,7 @@ def test_oom_killed_rank_is_blamed_and_the_sigterm_survivors_are_not() -> None:
     killed = next(f for f in a.findings if f.kind == "rank_exit" and f.facts["exitcode"] == -9)
     assert killed.ranks == (1,)
     assert "OOM killer" in killed.facts["meaning"]
-    assert a.facts["exitcode"] == -9 and a.facts["signal"] == "SIGKILL"
+    assert a.facts.exitcode == -9 and a.facts.signal == "SIGKILL"
     survivors = next(f for f in a.findings if f.kind == "rank_exit" and f.facts["exitcode"] == -15)
     assert survivors.ranks == (0, 2, 3) and "survivor" in survivors.summary
 
@@ -271,7 +276,7 @@ def test_skewed_host_clock_is_aligned_on_shared_init_events() -> None:
             host=host,
             t=T0 + (30 if host == "node02" else 0),
             level=Level.INFO,
-            attrs={"rank": r, "nranks": 4},
+            attrs={"rank": r, "nranks": 4, "comm_id": "0xabc"},  # as the NCCL parser reads it
         )
         for r, host in ((0, "node01"), (1, "node01"), (2, "node02"), (3, "node02"))
     ]
@@ -559,7 +564,7 @@ def test_rank_saving_a_checkpoint_while_the_others_wait_in_barrier_is_the_suspec
     outlier = next(f for f in a.findings if f.kind == "stack_outlier")
     assert outlier.ranks == (1,)
     assert "save_checkpoint" in outlier.summary and "/workspace/train.py" in outlier.summary
-    assert a.facts["user_frame"].startswith("save_checkpoint")
+    assert a.facts.user_frame.startswith("save_checkpoint")
     assert a.hang is not None and a.hang.detected and a.hang.lagging_ranks == (1,)
 
 
@@ -637,7 +642,7 @@ def test_one_node_with_a_different_nccl_and_transport_is_flagged() -> None:
     assert kinds["version_mismatch"].ranks == (3,)
     assert "NCCL_IB_DISABLE" in kinds["env_mismatch"].summary
     assert "Socket" in kinds["transport_mismatch"].summary
-    assert a.facts["nccl"] == "2.21.5" and a.facts["torch"] == "2.13.0+cu124"
+    assert a.facts.nccl == "2.21.5" and a.facts.torch == "2.13.0+cu124"
 
 
 # ------------------------------------------------------------------ exits and restarts
@@ -701,7 +706,7 @@ def test_ranks_of_a_node_that_never_joined_the_rendezvous_are_the_culprits() -> 
     ]
     a = correlate(parsed)
     assert a.culprit_ranks == (2, 3)
-    assert a.facts["world_size"] == 4
+    assert a.facts.world_size == 4
     assert a.hang is not None and a.hang.detected
     joined = next(f for f in a.findings if f.kind == "missing_rank")
     assert "never started" in joined.summary and "1/2 agents joined" in joined.summary
@@ -934,7 +939,7 @@ def test_pip_and_collect_env_spellings_of_one_torch_are_not_a_mismatch() -> None
 
     a = correlate([report("pip", "2.3.0"), report("collect_env", "2.3.0+cu121")])
     assert not [f for f in a.findings if f.kind == "version_mismatch"]
-    assert a.facts["torch"] == "2.3.0+cu121" and a.facts["cuda"] == "12.1"
+    assert a.facts.torch == "2.3.0+cu121" and a.facts.cuda == "12.1"
 
 
 def test_two_rank_job_the_rank_that_only_got_sigterm_is_the_one_the_other_waited_for() -> None:
@@ -950,7 +955,7 @@ def test_two_rank_job_the_rank_that_only_got_sigterm_is_the_one_the_other_waited
     a = correlate([ps(source("console.log"), events)])
     assert a.culprit_ranks == (0,)
     assert a.hang is not None and a.hang.detected
-    assert a.facts["torchrun_root_cause_rank"] == 1
+    assert a.facts.torchrun_root_cause_rank == 1
 
 
 # ------------------------------------------------------------------ through the real log parser
@@ -964,7 +969,7 @@ def test_nccl_console_oom_on_rank_3_is_blamed_over_torchruns_root_cause_of_rank_
 
     a = correlate([parse_text(NCCL_CONSOLE.read_text(), "console.log")])
     assert a.culprit_ranks == (3,)
-    assert a.facts["torchrun_root_cause_rank"] == 0
+    assert a.facts.torchrun_root_cause_rank == 0
     assert a.hang is not None and a.hang.detected  # the others sat 10 minutes in allreduce #42
     assert a.hang.collective and a.hang.collective.seq == 42
     story = [t for t in a.timeline if t.role != "context"]

@@ -41,9 +41,9 @@ def test_bundle_culprit_and_hang_match_expected(bundle: Path) -> None:
     assert any(t.role in ("initiating", "context") for t in a.timeline)
     # every finding carries evidence a person can open: file, line, rank
     assert all(f.evidence for f in a.findings), [f.kind for f in a.findings if not f.evidence]
-    if expected.get("world_size") and a.facts["world_size"] is not None:
+    if expected.get("world_size") and a.facts.world_size is not None:
         # a job that died before any worker started may not tell its size; if told, it is right
-        assert a.facts["world_size"] == expected["world_size"]
+        assert a.facts.world_size == expected["world_size"]
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
@@ -63,7 +63,7 @@ def test_hang_bundles_beat_torchruns_root_cause_where_it_is_wrong() -> None:
     for bundle in BUNDLES:
         expected = json.loads((bundle / "expected.json").read_text())
         a = analyse(bundle)
-        root = a.facts.get("torchrun_root_cause_rank")
+        root = a.facts.torchrun_root_cause_rank
         if root is not None and root not in expected["culprit_ranks"]:
             wrong += 1
             assert sorted(a.culprit_ranks) == sorted(expected["culprit_ranks"])

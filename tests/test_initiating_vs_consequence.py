@@ -129,7 +129,7 @@ def test_where_the_rank_that_raised_stood_afterwards_is_a_consequence_not_a_mism
     a = correlate(parsed)
     # the flight recorder and py-spy do see rank 2 at another collective: true, and explained
     for kind in ("collective_mismatch", "stack_outlier", "hang"):
-        assert finding(a, kind).facts.get("consequence_of"), kind
+        assert finding(a, kind).consequence_of, kind
     hits = rule_hits(parsed, a)
     assert label_weight(hits, "R08") == 0.0  # nothing but the consequences said R08
     assert label_weight(hits, "S17") == 0.0
@@ -237,7 +237,7 @@ def test_the_rank_whose_collective_had_another_dtype_is_the_cause_not_the_one_gl
     assert a.hang is not None and not a.hang.detected  # gloo stopped the job at once
     mismatch = finding(a, "collective_mismatch")
     assert mismatch.ranks == (3,) and mismatch.facts["ended"] == "error"
-    assert not mismatch.facts.get("consequence_of")
+    assert not mismatch.consequence_of
     hits = rule_hits(parsed, a)
     # a communication-library error (S12) caused by mismatched collectives (R08)
     assert label_weight(hits, "S12") >= 0.7 and label_weight(hits, "R08") >= 0.75

@@ -9,6 +9,7 @@ from triage.classify import rule_actions as classify_actions
 from triage.classify import rules
 from triage.model import (
     Analysis,
+    AnalysisFacts,
     Classification,
     CollectiveRef,
     Evidence,
@@ -81,7 +82,7 @@ def test_a_hang_behind_lagging_rank_3_names_rank_3_and_drop_last() -> None:
 
 def test_a_timeout_during_setup_suggests_a_longer_timeout_sized_from_the_job() -> None:
     analysis = Analysis(
-        facts={"collective": "ALLREDUCE", "timeout_ms": 1800000},
+        facts=AnalysisFacts(collective="ALLREDUCE", timeout_ms=1800000),
         first_failure=FailureRef(2, "node3", None, "rank2.log", 10, "Watchdog caught ..."),
     )
     classification = Classification(root_causes=(_label("root_causes", "R11", 0.8),))
@@ -92,7 +93,7 @@ def test_a_timeout_during_setup_suggests_a_longer_timeout_sized_from_the_job() -
 
 
 def test_a_version_mismatch_pins_the_torch_the_env_report_found() -> None:
-    analysis = Analysis(facts={"torch": "2.3.1+cu121", "nccl": "2.20.5"})
+    analysis = Analysis(facts=AnalysisFacts(torch="2.3.1+cu121", nccl="2.20.5"))
     classification = Classification(root_causes=(_label("root_causes", "R01", 0.9),))
     fixes = recommend(classification, analysis)
     assert fixes[0].id == "F1"
@@ -116,7 +117,7 @@ def test_evidence_can_reorder_the_taxonomy_prior() -> None:
 
 
 def test_a_faulty_node_is_named_in_the_drain_action() -> None:
-    analysis = Analysis(facts={"culprit_host": "gpu-node-17"}, culprit_ranks=(12,))
+    analysis = Analysis(facts=AnalysisFacts(culprit_host="gpu-node-17"), culprit_ranks=(12,))
     fixes = recommend(Classification(root_causes=(_label("root_causes", "R28", 0.9),)), analysis)
     assert fixes[0].id == "F5" and "gpu-node-17" in fixes[0].actions[0]
 
@@ -148,11 +149,11 @@ def test_the_playbook_is_knowledge_with_advice_for_every_root_cause() -> None:
 
 def test_a_plain_ddp_job_killed_for_host_memory_is_not_told_about_zero() -> None:
     causes = Classification(root_causes=(_label("root_causes", "R17", 0.9),))
-    ddp = recommend(causes, Analysis(facts={"frameworks": ["ddp"]}))
+    ddp = recommend(causes, Analysis(facts=AnalysisFacts(frameworks=("ddp",))))
     said = " ".join(a for f in ddp for a in f.actions)
     assert "ZeRO" not in said and "DeepSpeed" not in said
     assert ddp[0].id == "F5" and "DataLoader workers" in ddp[0].actions[0]
-    deepspeed = recommend(causes, Analysis(facts={"frameworks": ["deepspeed"]}))
+    deepspeed = recommend(causes, Analysis(facts=AnalysisFacts(frameworks=("deepspeed",))))
     assert any("ZeRO config" in a for f in deepspeed for a in f.actions)
 
 

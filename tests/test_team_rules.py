@@ -189,3 +189,30 @@ def test_importing_the_stages_reads_no_knowledge(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_team_rule_on_a_finding_kind_that_does_not_exist_is_reported(tmp_path: Path) -> None:
+    # correlate never reports a `lagging_ranks` finding (it is `lagging_rank`): the rule could
+    # never fire, so loading it says so instead of leaving it silent
+    rule = f"""
+- id: {RULE_ID}
+  title: A rank behind the others
+  match:
+    finding: lagging_ranks
+  concludes:
+    symptom: {{S17: 0.5}}
+  examples:
+    match: [{{finding: lagging_ranks}}]
+"""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank0.log").write_text(_log_of_size(0), encoding="utf-8")
+
+    result = CliRunner().invoke(
+        main, [str(job), "--rules", str(_team(tmp_path, rule)), "--format", "json"]
+    )
+
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert "team.yaml" in message and RULE_ID in message
+    assert "'lagging_ranks'" in message and "lagging_rank," in message

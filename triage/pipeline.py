@@ -424,8 +424,8 @@ def _input_summary(parsed: ParsedSource, found: Analysis) -> InputSummary:
     source = parsed.source
     rank = source.rank
     if rank is None:
-        rank = found.facts.get("source_ranks", {}).get(source.path)
-    host = source.host or found.facts.get("source_hosts", {}).get(source.path)
+        rank = found.facts.source_ranks.get(source.path)
+    host = source.host or found.facts.source_hosts.get(source.path)
     if host is None:
         hosts = Counter(e.host for e in parsed.events if e.host)
         if len(hosts) == 1:

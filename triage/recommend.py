@@ -157,7 +157,7 @@ def _prior(
 
 def job_facts(analysis: Analysis) -> dict[str, Any]:
     """The facts actions may name, from the analysis (ranks, collective, timeout, versions)."""
-    facts: dict[str, Any] = {k: v for k, v in (analysis.facts or {}).items() if v not in (None, "")}
+    facts: dict[str, Any] = {k: v for k, v in analysis.facts.values().items() if v != ""}
     ranks = list(analysis.culprit_ranks)
     hang = analysis.hang
     if hang is not None and hang.detected and hang.lagging_ranks:

@@ -19,15 +19,20 @@ from dataclasses import replace
 from triage import knowledge
 from triage.analysis import exits, flight_recorder, timeline
 from triage.analysis.cascade import reports_peer_mismatch
-from triage.analysis.ranks import format_ranks
-from triage.model import EventKind, Finding
+from triage.model import EventKind, Finding, FindingKind
 
 # the events that say a rank failed by itself (an ERROR line alone may be a warning in red)
 _OWN_FAILURE_KINDS = (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION, EventKind.SIGNAL)
 # findings about where a rank stood (behind, elsewhere, silent, the hang itself): what a rank
 # that already failed shows, whatever its failure was
 _POSITION_KINDS = frozenset(
-    {"lagging_rank", "stack_outlier", "collective_mismatch", "missing_rank", "hang"}
+    {
+        FindingKind.LAGGING_RANK,
+        FindingKind.STACK_OUTLIER,
+        FindingKind.COLLECTIVE_MISMATCH,
+        FindingKind.MISSING_RANK,
+        FindingKind.HANG,
+    }
 )
 # the family given to a detector's error once the flight recorder names the rank it detected
 DETECTED_FAMILY = "peer_mismatch_detected"
@@ -100,12 +105,6 @@ def mark(findings: Sequence[Finding], own: set[int]) -> list[Finding]:
             and set(f.ranks) <= own
             and facts.get("mismatch") not in ("size", "dtype")
         ):
-            f = replace(
-                f,
-                facts={
-                    **facts,
-                    "consequence_of": f"the failure of rank(s) {format_ranks(f.ranks)}",
-                },
-            )
+            f = replace(f, consequence_of=f.ranks)
         out.append(f)
     return out

@@ -20,6 +20,7 @@ from triage.model import (
     EventKind,
     EvidenceRef,
     Finding,
+    FindingKind,
     FlightRecorderDump,
     ParsedSource,
 )
@@ -156,14 +157,16 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
         majority = max(by_value.items(), key=lambda kv: len(kv[1]))[0]
         out.facts[name] = majority
         if len(by_value) > 1:
-            out.findings.append(_mismatch("version_mismatch", name, by_value, versions, out))
+            out.findings.append(
+                _mismatch(FindingKind.VERSION_MISMATCH, name, by_value, versions, out)
+            )
     for name, by_value in env.values.items():
         if len(by_value) > 1:
-            out.findings.append(_mismatch("env_mismatch", name, by_value, env, out))
+            out.findings.append(_mismatch(FindingKind.ENV_MISMATCH, name, by_value, env, out))
     if len(transport.values.get("NCCL transport", {})) > 1:
         out.findings.append(
             _mismatch(
-                "transport_mismatch",
+                FindingKind.TRANSPORT_MISMATCH,
                 "NCCL transport",
                 transport.values["NCCL transport"],
                 transport,
@@ -174,7 +177,7 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
         if len(sizes) > 1:
             out.findings.append(
                 Finding(
-                    kind="env_mismatch",
+                    kind=FindingKind.ENV_MISMATCH,
                     summary=f"communicator {comm}: ranks disagree on its size ({dict(sizes)})",
                     facts={"name": "nranks", "values": {str(k): v for k, v in sizes.items()}},
                 )
@@ -184,7 +187,7 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
     if len(real) > 1 and "WORLD_SIZE" not in env.values:
         out.findings.append(
             Finding(
-                kind="env_mismatch",
+                kind=FindingKind.ENV_MISMATCH,
                 summary=f"the inputs claim different world sizes: {sorted(real)}",
                 facts={"name": "world_size", "values": {str(k): v for k, v in real.items()}},
             )
@@ -202,7 +205,7 @@ def _merge_spellings(by_value: dict[str, set[str]], seen: Observed, name: str) -
 
 
 def _mismatch(
-    kind: str,
+    kind: FindingKind,
     name: str,
     by_value: dict[str, set[str]],
     seen: Observed,
@@ -221,9 +224,9 @@ def _mismatch(
         for r in minority_ranks:
             out.suspects.setdefault(r, set()).add("settings_minority")
     label = {
-        "version_mismatch": "versions",
-        "env_mismatch": "settings",
-        "transport_mismatch": "transports",
+        FindingKind.VERSION_MISMATCH: "versions",
+        FindingKind.ENV_MISMATCH: "settings",
+        FindingKind.TRANSPORT_MISMATCH: "transports",
     }[kind]
     return Finding(
         kind=kind,

@@ -14,7 +14,7 @@ from triage import knowledge
 from triage.analysis.ranks import RankIndex, format_ranks, ref
 from triage.knowledge.exits import ExitCodes, signal_name
 from triage.literals import Screened, lowered_ascii
-from triage.model import Event, EventKind, EvidenceRef, Finding, ParsedSource, RankExit
+from triage.model import Event, EventKind, EvidenceRef, Finding, FindingKind, ParsedSource, RankExit
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def exit_findings(records: Sequence[ExitRecord]) -> list[Finding]:
             where = f"{len(recs)} worker(s) of unknown rank"
         out.append(
             Finding(
-                kind="rank_exit",
+                kind=FindingKind.RANK_EXIT,
                 summary=f"{where} exited with {code} ({what})",
                 ranks=tuple(ranks),
                 evidence=tuple(ref(r.event, r.exit.rank) for r in recs[:5]),
@@ -190,7 +190,7 @@ def restart_findings(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge) ->
         summary += f"; max restarts configured: {max_restarts}"
     return [
         Finding(
-            kind="restart",
+            kind=FindingKind.RESTART,
             summary=summary,
             evidence=tuple(lines[:5]),
             facts={"attempts": n_attempts, "attempt_ids": attempts, "max_restarts": max_restarts},

@@ -27,17 +27,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from triage.analysis import flight_recorder, pyspy
-from triage.model import HangReport
+from triage.model import HangReport, HangShape
 
 # how a person reads each shape, appended to the hang's explanation
 WORDING = {
-    "differing": "they passed other sizes or dtypes to the same collective",
-    "diverged": "they issued another collective than the others at that point",
-    "other_group": "they wait in a collective of another process group",
-    "left_loop": "they stopped issuing the collective the others repeat (less work: they left "
-    "the loop first)",
-    "busy_outside_collectives": "py-spy shows them busy in their own code, outside any collective",
-    "another_call_site": "py-spy shows them waiting in another collective than the others",
+    HangShape.DIFFERING: "they passed other sizes or dtypes to the same collective",
+    HangShape.DIVERGED: "they issued another collective than the others at that point",
+    HangShape.OTHER_GROUP: "they wait in a collective of another process group",
+    HangShape.LEFT_LOOP: "they stopped issuing the collective the others repeat (less work: "
+    "they left the loop first)",
+    HangShape.BUSY_OUTSIDE_COLLECTIVES: "py-spy shows them busy in their own code, outside any "
+    "collective",
+    HangShape.ANOTHER_CALL_SITE: "py-spy shows them waiting in another collective than the others",
 }
 
 
@@ -47,22 +48,24 @@ def shape(
     spy: pyspy.PySpyAnalysis,
     own: set[int],
     culprits: Sequence[int],
-) -> str | None:
+) -> HangShape | None:
     """The shape of a detected hang (see the module), or None when nothing hung."""
     if hang is None or not hang.detected:
         return None
     lagging = set(hang.lagging_ranks) or set(culprits)
     if lagging and lagging <= own:
-        return "failed"
+        return HangShape.FAILED
     rep = fr.hang_pg
     if rep is not None and rep.mismatch and set(rep.mismatch.ranks) & (lagging or {-1}):
-        return rep.mismatch.pattern
+        pattern = rep.mismatch.pattern
+        if pattern in ("differing", "diverged", "left_loop"):
+            return HangShape(pattern)
     if rep is not None and rep.elsewhere and set(rep.elsewhere) & lagging:
-        return "other_group"
-    return _from_stacks(spy, lagging) or "behind"
+        return HangShape.OTHER_GROUP
+    return _from_stacks(spy, lagging) or HangShape.BEHIND
 
 
-def _from_stacks(spy: pyspy.PySpyAnalysis, lagging: set[int]) -> str | None:
+def _from_stacks(spy: pyspy.PySpyAnalysis, lagging: set[int]) -> HangShape | None:
     """What py-spy saw the lagging ranks do while the others waited in a collective. Two
     ranks, one each side, still tell: the waiter is known by its stack, the lagging rank by
     the flight recorder or the culprit vote."""
@@ -76,7 +79,7 @@ def _from_stacks(spy: pyspy.PySpyAnalysis, lagging: set[int]) -> str | None:
     if {c.signature for c in mine} & {c.signature for c in theirs}:
         return None  # the lagging rank stands where the waiters stand: py-spy cannot tell
     if all(c.waiting for c in mine):
-        return "another_call_site"
+        return HangShape.ANOTHER_CALL_SITE
     if not any(c.waiting for c in mine):
-        return "busy_outside_collectives"
+        return HangShape.BUSY_OUTSIDE_COLLECTIVES
     return None

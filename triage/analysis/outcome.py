@@ -32,6 +32,7 @@ from triage.model import (
     Event,
     EventKind,
     EvidenceRef,
+    HangShape,
     Level,
     Outcome,
     OutcomeKind,
@@ -388,8 +389,7 @@ def _waited_for_failed(found: Analysis, fatal: Sequence[Event], ends: Ends) -> l
     """The fatal faults of the ranks the others waited for, when correlate found that those
     ranks had failed by themselves (the hang's shape `failed`, triage.analysis.hang_shape);
     the watchdog's own abort is the wait's consequence, not such a fault."""
-    shape = next(((f.facts or {}).get("shape") for f in found.findings if f.kind == "hang"), None)
-    if shape != "failed":
+    if found.hang is None or found.hang.shape is not HangShape.FAILED:
         return []
     culprits = set(found.culprit_ranks)
     deaths = ends.hang_deaths

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.analysis.ranks import format_ranks, ref
-from triage.model import Event, Finding
+from triage.model import Event, Finding, FindingKind
 
 # a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`)
 _NON_FINITE = regex.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", regex.I)
@@ -92,7 +92,7 @@ def analyze(progress: Iterable[tuple[int, Event]]) -> ProgressAnalysis:
         shown = ", ".join(f"rank {r}: {unit} {values[r]:g}" for r in group[:6])
         out.findings.append(
             Finding(
-                kind="progress_divergence",
+                kind=FindingKind.PROGRESS_DIVERGENCE,
                 summary=(
                     f"rank(s) {format_ranks(group)} are {word} the others: last {unit} logged "
                     f"{shown} vs {mode:g} on {counts[mode]} rank(s)"
@@ -122,7 +122,7 @@ def _non_finite(out: ProgressAnalysis) -> None:
     unit = out.last[out.non_finite[0]][0]
     out.findings.append(
         Finding(
-            kind="progress_divergence",
+            kind=FindingKind.PROGRESS_DIVERGENCE,
             summary=(
                 f"rank(s) {format_ranks(out.non_finite)} logged a non-finite value at {unit} "
                 f"{first:g} while the other {len(out.events) - len(bad)} rank(s) stayed finite: "

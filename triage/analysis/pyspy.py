@@ -21,6 +21,7 @@ from triage.model import (
     Event,
     EvidenceRef,
     Finding,
+    FindingKind,
     PySpyDump,
     StackFrame,
     StackGroup,
@@ -174,7 +175,7 @@ def analyze(
         )
         out.findings.append(
             Finding(
-                kind="stack_outlier",
+                kind=FindingKind.STACK_OUTLIER,
                 summary=(
                     f"py-spy: rank(s) {format_ranks(c.ranks)} {why}: main thread in {where}; "
                     f"{len(majority.ranks)} rank(s) are in {majority.top}"

@@ -27,6 +27,7 @@ from triage.model import (
     Traceback,
 )
 from triage.parsers import tracebacks
+from triage.rank_ranges import ranks_text
 
 _NRANKS_TEXT = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
 _RANK_IN_TEXT = regex.compile(r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]")
@@ -295,20 +296,8 @@ def traceback_of(ev: Event) -> Traceback:
 
 
 def format_ranks(ranks: Iterable[int]) -> str:
-    """`[0, 1, 2, 5]` -> `0-2,5`: compact for 1,024-rank jobs."""
-    rs = sorted(set(ranks))
-    if not rs:
-        return "none"
-    parts: list[str] = []
-    start = prev = rs[0]
-    for r in rs[1:]:
-        if r == prev + 1:
-            prev = r
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = r
-    parts.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(parts)
+    """`[0, 1, 2, 5]` -> `0-2, 5`: compact for 1,024-rank jobs (`triage.rank_ranges`)."""
+    return ranks_text(ranks)
 
 
 def _int(value: object) -> int | None:

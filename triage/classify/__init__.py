@@ -40,6 +40,7 @@ from triage.model import (
     Event,
     EventKind,
     Evidence,
+    HangShape,
     OutcomeKind,
     ParsedSource,
     ScoredLabel,
@@ -175,13 +176,19 @@ def demote_consequences(
     """
     initiating = set(analysis.initiating_events)
     parsed_events = set(events)
-    explained = {f.summary for f in analysis.findings if (f.facts or {}).get("consequence_of")}
     hits = [
         replace(h, from_cascade=True)
         if not h.from_cascade
         and (
             _while_handling(h, initiating, kb)
-            or (h.evidence_text in explained and (h.event is None or h.event not in parsed_events))
+            or (
+                # a consequence finding without a line of its own; one that quotes a record
+                # is weighed as that record (marking those too moves two bundles' evidence)
+                h.finding is not None
+                and bool(h.finding.consequence_of)
+                and not h.finding.evidence
+                and (h.event is None or h.event not in parsed_events)
+            )
         )
         else h
         for h in hits
@@ -200,7 +207,7 @@ def demote_consequences(
             else h
             for h in hits
         ]
-    if _hang_shape(analysis) == "failed":
+    if analysis.hang is not None and analysis.hang.shape is HangShape.FAILED:
         hits = [_evidence_only(h) if h.from_cascade else h for h in hits]
     if (
         hang_deaths is not None
@@ -220,15 +227,6 @@ def demote_consequences(
             for h in hits
         ]
     return list(hits)
-
-
-def _hang_shape(analysis: Analysis) -> str | None:
-    """What correlate found the rank(s) the others waited for were doing (`hang_shape`)."""
-    for f in analysis.findings:
-        if f.kind == "hang":
-            shape = (f.facts or {}).get("shape")
-            return str(shape) if shape else None
-    return None
 
 
 def _evidence_only(hit: RuleHit) -> RuleHit:
@@ -607,7 +605,7 @@ def situation(prep: Prepared) -> knowledge.Situation:
     if any(ev.kind in nccl_events for ps in prep.parsed for ev in ps.events):
         kinds.add(SourceKind.NCCL.value)  # NCCL lines inside the logs are NCCL's account too
     analysis = prep.analysis
-    source_ranks = (analysis.facts or {}).get("source_ranks", {})
+    source_ranks = analysis.facts.source_ranks
     ranks = {
         ps.source.rank if ps.source.rank is not None else source_ranks.get(ps.source.path)
         for ps in prep.parsed

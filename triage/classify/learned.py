@@ -86,9 +86,8 @@ def context_words(parsed: Sequence[ParsedSource], analysis: Analysis) -> list[st
             exc = attrs.get("exc_type")
             if exc:
                 words.append("exc_" + str(exc).rsplit(".", 1)[-1])
-    facts = analysis.facts or {}
-    for key, prefix in (("frameworks", "fw_"), ("launchers", "launcher_")):
-        words += [prefix + _slug(str(x)) for x in facts.get(key) or ()]
+    words += ["fw_" + _slug(x) for x in analysis.facts.frameworks]
+    words += ["launcher_" + _slug(x) for x in analysis.facts.launchers]
     return words
 
 

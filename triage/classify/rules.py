@@ -211,7 +211,7 @@ def _find_all(
 def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
     if analysis is None:
         return {}
-    facts: dict[str, Any] = {str(k): v for k, v in (analysis.facts or {}).items()}
+    facts: dict[str, Any] = analysis.facts.values()
     if analysis.culprit_ranks and "ranks" not in facts:
         facts["ranks"] = ", ".join(str(r) for r in analysis.culprit_ranks)
     hang = analysis.hang
@@ -411,6 +411,7 @@ def match_events(
                         # own sentence is triage's, never a quote of that file
                         "evidence_text": ev.text if ev is not None else finding.summary,
                         "evidence_line": ev.line if ev is not None else None,
+                        "finding": finding,
                     }
                 )
             )

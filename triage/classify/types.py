@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from triage.model import Event
+from triage.model import Event, Finding
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class RuleHit:
     from_cascade: bool = False  # the matched event is cascade, not initiating
     generic: bool = False  # from a `layer: generic` rule: a family prior, not a mechanism
     atlas: bool = False  # a library's own message, matched in the atlas (classify.atlas)
+    finding: Finding | None = None  # the correlate finding a finding rule hit
 
 
 @dataclass(frozen=True)

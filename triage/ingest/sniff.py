@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import regex
 
 from triage import formats
-from triage.model import SourceKind
+from triage.model import InputNote, SourceKind
 
 HEAD_BYTES = 64 * 1024
 
@@ -160,7 +160,7 @@ def _not_read(why: str) -> Sniffed:
 
 def _detect(head: bytes) -> Sniffed:
     if not head:
-        return _not_read("empty file")
+        return _not_read(InputNote.EMPTY_FILE)
     if len(head) >= 2 and head[0] == 0x80 and head[1] in _PICKLE_PROTOCOLS:
         if _looks_like_flight_recorder(head):
             return Sniffed(SourceKind.FLIGHT_RECORDER)

@@ -48,7 +48,7 @@ from triage.ingest.streams import (
     stream_problem,
     zstd_available,
 )
-from triage.model import Source, SourceKind
+from triage.model import InputNote, Source, SourceKind
 
 _DIGITS = regex.compile(r"(\d+)")
 TAIL_BYTES = 16 * 1024
@@ -198,7 +198,7 @@ class _Walker:
             self._seen_dirs.add(key)
             found = yield from self._dir(path, frozenset({key}))
             if not found:
-                yield _problem(path, _parts(path), ("empty directory: nothing to read",))
+                yield _problem(path, _parts(path), (InputNote.EMPTY_DIRECTORY,))
         elif stat.S_ISREG(st.st_mode):
             yield from self._file(path, st)
         else:
@@ -263,7 +263,7 @@ class _Walker:
             # An empty folder next to real files is worth a line (a rank that wrote nothing);
             # a wholly empty tree is reported once, at its top, by the caller.
             for child in empty_children:
-                yield _problem(child, _parts(child), ("empty directory: nothing to read",))
+                yield _problem(child, _parts(child), (InputNote.EMPTY_DIRECTORY,))
         return found
 
     def _link_out(self, path: str) -> str | None:

@@ -62,7 +62,7 @@ from triage import regex_cache, taxonomy
 from triage.knowledge.actions import Action, parse_action
 from triage.knowledge.problems import KnowledgeError
 from triage.literals import required_literals
-from triage.model import EventKind, SourceKind
+from triage.model import EventKind, FindingKind, SourceKind
 
 EVENT_KINDS = frozenset(k.value for k in EventKind)
 SOURCE_KINDS = frozenset(k.value for k in SourceKind)
@@ -261,6 +261,9 @@ def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
         finding = finding["kind"]
     elif finding is not None and not isinstance(finding, str):
         raise _Invalid("match.finding must be a finding kind or {kind: ..., where: {...}}")
+    if finding is not None and finding not in {k.value for k in FindingKind}:
+        known = ", ".join(k.value for k in FindingKind)
+        raise _Invalid(f"match.finding: no finding is of kind {finding!r} (kinds: {known})")
     if not (any_ or all_ or finding):
         raise _Invalid("match needs at least one of `any`, `all` or `finding`")
     return kinds, any_, all_, not_, finding, finding_where

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import regex
 
 from triage.model import Diagnosis, TimelineEntry
+from triage.rank_ranges import ranks_text
 
 # Log text arrives with terminal colour codes (ANSI CSI/OSC sequences) and stray control bytes.
 # They are stripped in every format: raw escapes would repaint a user's terminal and are noise
@@ -107,21 +108,7 @@ def rank_str(rank: int | None) -> str:
 
 def ranks_str(ranks: Sequence[int], limit: int = 32) -> str:
     """Ranks as a compact list: `0-3, 7, 12-15` so 1,024 ranks stay one line."""
-    if not ranks:
-        return "-"
-    ordered = sorted(set(ranks))
-    spans: list[str] = []
-    start = prev = ordered[0]
-    for r in [*ordered[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        spans.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    if len(spans) > limit:
-        return ", ".join(spans[:limit]) + f", … ({len(ordered)} ranks)"
-    return ", ".join(spans)
+    return ranks_text(ranks, limit, empty="-")
 
 
 def iso_time(epoch: float | None) -> str:

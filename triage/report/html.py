@@ -22,7 +22,9 @@ import jinja2
 from triage.model import SCHEMA, Diagnosis
 
 from . import common as c
-from .view import Lanes, ReportView, build, generated
+from .view import build, generated
+from .view_model import Lanes, ReportView
+from .wording import TITLES
 
 TIMELINE_ROWS = 300
 TIMELINE_OPEN = 40  # a longer table starts folded: the picture above tells the story
@@ -94,6 +96,7 @@ def _values(v: ReportView, d: Diagnosis) -> dict[str, Any]:
     rows, note = v.timeline.capped(TIMELINE_ROWS)
     return {
         "schema": SCHEMA,
+        "titles": TITLES,
         "v": v,
         "script": COPY_SCRIPT,
         "script_hash": script_hash(),

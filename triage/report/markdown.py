@@ -18,7 +18,9 @@ import regex
 from triage.model import Diagnosis
 
 from . import common as c
-from .view import EvidenceGroup, Label, ReportView, build
+from .view import build
+from .view_model import EvidenceGroup, Label, ReportView
+from .wording import TITLES
 
 # GitHub rejects comments over 65,536 characters; stay well below with room for a bot header.
 MAX_CHARS = 60_000
@@ -157,14 +159,14 @@ def _render(v: ReportView, caps: _Caps) -> str:
         add(f"> {v.unreadable} {noun} could not be read completely; see **Inputs** below.")
         add("")
     if v.abstain:
-        add("#### What to collect next")
+        add(f"#### {TITLES.collect_next}")
         add("")
         for item in v.collect_next:
             add(f"- {_action(item.text, 1000)}")
         add("")
     _who(v, add)
     if v.fixes:
-        add("#### What to do")
+        add(f"#### {TITLES.fixes}")
         add("")
         for n, fix in enumerate(v.fixes, 1):
             why = f": {md_text(fix.why)}" if fix.why else ""
@@ -179,7 +181,7 @@ def _render(v: ReportView, caps: _Caps) -> str:
             add(f"_{v.fixes_hidden} less likely fix {noun} in the JSON report._")
         add("")
     if v.evidence:
-        add("#### Evidence")
+        add(f"#### {TITLES.evidence}")
         add("")
         shown = v.evidence[: caps.evidence]
         for e in shown[:3]:
@@ -197,7 +199,7 @@ def _render(v: ReportView, caps: _Caps) -> str:
     _stacks(v, add)
     _progress(v, add)
     if v.similar:
-        add("#### Similar cases")
+        add(f"#### {TITLES.similar}")
         add("")
         for case in v.similar[:10]:
             name = md_text(case.id) or "case"
@@ -205,7 +207,7 @@ def _render(v: ReportView, caps: _Caps) -> str:
             add(f"- {link} ({case.pct} match)")
         add("")
     if v.findings:
-        add("#### Findings")
+        add(f"#### {TITLES.findings}")
         add("")
         add("| Kind | Ranks | Summary |")
         add("|---|---|---|")
@@ -225,7 +227,7 @@ def _who(v: ReportView, add: Callable[[str], None]) -> None:
     who = v.who
     if who is None:
         return
-    add("#### Who")
+    add(f"#### {TITLES.who}")
     add("")
     f = who.first
     culprit = who.culprit_line()
@@ -263,7 +265,7 @@ def _evidence(e: EvidenceGroup, caps: _Caps, add: Callable[[str], None]) -> None
 def _stacks(v: ReportView, add: Callable[[str], None]) -> None:
     if not v.stacks:
         return
-    add("#### Stacks (py-spy)")
+    add(f"#### {TITLES.stacks}")
     add("")
     add("| Ranks | Main thread, innermost first | |")
     add("|---|---|---|")
@@ -279,7 +281,7 @@ def _stacks(v: ReportView, add: Callable[[str], None]) -> None:
 def _progress(v: ReportView, add: Callable[[str], None]) -> None:
     if not v.progress:
         return
-    add("#### Flight recorder: last collective per rank")
+    add(f"#### {TITLES.flight_recorder}")
     add("")
     for t in v.progress:
         stuck = f" · {md_text(t.stuck)}" if t.stuck else ""
@@ -302,7 +304,7 @@ def _progress(v: ReportView, add: Callable[[str], None]) -> None:
 def _timeline(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
     rows, note = v.timeline.capped(caps.timeline)
     total = len(v.timeline.rows)
-    add(f"<details><summary>What happened, in order ({total} events)</summary>")
+    add(f"<details><summary>{TITLES.timeline} ({total} events)</summary>")
     add("")
     add("| Time | Rank | Role | What |")
     add("|---|---:|---|---|")
@@ -320,7 +322,7 @@ def _timeline(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
 
 
 def _inputs(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
-    add("#### Inputs")
+    add(f"#### {TITLES.inputs}")
     add("")
     add(md_text(v.inputs.overview))
     add("")

@@ -24,7 +24,9 @@ from rich.text import Text
 from triage.model import Diagnosis
 
 from . import common as c
-from .view import Action, Label, ReportView, build
+from .view import build
+from .view_model import Action, Label, ReportView
+from .wording import TITLES
 
 TIMELINE_ROWS = 40
 PROBLEM_ROWS = 30
@@ -102,42 +104,42 @@ def renderables(v: ReportView, plain: bool = False) -> Iterable[RenderableType]:
             style="bold yellow",
         )
     if v.abstain:
-        yield _section("What to collect next")
+        yield _section(TITLES.collect_next)
         yield Padding(_bullets([_action(a.text, plain) for a in v.collect_next]), (0, 0, 0, 2))
     if v.fixes:
-        yield _section("What to do")
+        yield _section(TITLES.fixes)
         yield _fixes(v, plain)
     details = list(_details(v))
     if details:
         yield Text("")
-        yield Rule(Text("Details", style="bold"), style="cyan", characters="═")
+        yield Rule(Text(TITLES.details, style="bold"), style="cyan", characters="═")
         yield from details
 
 
 def _details(v: ReportView) -> Iterable[RenderableType]:
     first = v.who.first if v.who is not None else None
     if first is not None and first.text:
-        yield _section("First failure")
+        yield _section(TITLES.first_failure)
         yield _first_failure(v)
     if v.evidence:
-        yield _section("Evidence")
+        yield _section(TITLES.evidence)
         yield _evidence(v)
     if v.stacks:
-        yield _section("Stacks (py-spy)")
+        yield _section(TITLES.stacks)
         yield _stacks(v)
     if v.progress:
-        yield _section("Flight recorder: last collective per rank")
+        yield _section(TITLES.flight_recorder)
         yield _progress(v)
     if v.similar:
-        yield _section("Similar cases")
+        yield _section(TITLES.similar)
         yield _similar(v)
     if v.findings:
-        yield _section("Findings")
+        yield _section(TITLES.findings)
         yield _findings(v)
     if v.timeline.rows:
-        yield _section("What happened, in order")
+        yield _section(TITLES.timeline)
         yield _timeline(v)
-    yield _section("Inputs")
+    yield _section(TITLES.inputs)
     yield _inputs(v)
 
 

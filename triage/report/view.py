@@ -9,15 +9,16 @@ own in the timeline picture, what the flight-recorder table and the py-spy group
 odd one out, how 1,024 inputs fold into a few lines by kind and status, and what a contradiction
 would be ("Hang: not detected · lagging ranks 1" is said as "no hang: ..."). Strings here are
 cleaned of escape codes (`common.clean`) but not escaped: each renderer escapes for its format.
+The view's parts are `view_model.py`, its pictures (lanes, progress, stacks) `pictures.py`, and
+what it calls things `wording.py`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -25,22 +26,38 @@ from triage.model import (
     SURE_CAUSE,
     Diagnosis,
     Evidence,
-    GroupProgress,
+    InputNote,
     InputSummary,
     OutcomeKind,
     ScoredLabel,
-    SourceKind,
-    StackGroup,
     TimelineEntry,
 )
 
 from . import common as c
+from . import pictures, wording
+from .view_model import (
+    Action,
+    EvidenceGroup,
+    FindingRow,
+    FirstFailure,
+    Fix,
+    Hang,
+    InputGroup,
+    InputProblem,
+    Inputs,
+    Label,
+    OutcomeLine,
+    ReportView,
+    Similar,
+    Timeline,
+    TimelineRow,
+    Who,
+)
+from .wording import ABSTAIN_TITLE, NO_EVIDENCE_TITLE, OUTCOME_WORDS, ranks_phrase
 
 if TYPE_CHECKING:
     from triage.knowledge import Knowledge
 
-ABSTAIN_TITLE = "Not enough evidence for a diagnosis"
-NO_EVIDENCE_TITLE = "No evidence found"
 
 # Fixes worth trying: the best one always; the others only while they are not far behind it.
 # Below these a pattern is a long shot (the JSON keeps every pattern for programs).
@@ -49,319 +66,8 @@ FIX_MIN_SHARE = 0.3
 FIX_MAX = 4
 
 # A zero-byte input (a killed rank's stderr.log) or an empty folder is a fact about the job,
-# not a read failure; ingest notes them with these warnings.
-EMPTY_NOTES = frozenset({"empty file", "empty directory: nothing to read"})
-
-LANE_RANKS = 16  # ranks drawn on a lane of their own; the others share one lane
-LANE_MARKS = 240  # marks per lane: more would only overdraw each other
-AGGREGATE_BUCKETS = 200  # the shared lane draws one mark per bucket of time and role
-
-
-Segments = tuple[tuple[bool, str], ...]
-
-
-# What each outcome is called in a report's first line, and the style it is shown in.
-OUTCOME_WORDS = {
-    OutcomeKind.SUCCEEDED: "Finished",
-    OutcomeKind.STOPPED: "Stopped on purpose",
-    OutcomeKind.FAILED: "Failed",
-    OutcomeKind.HUNG: "Hung",
-    OutcomeKind.INCOMPLETE: "Still running when the logs end",
-    OutcomeKind.UNKNOWN: "End not known",
-}
-
-
-# --------------------------------------------------------------------------- the parts
-
-
-@dataclass(frozen=True)
-class OutcomeLine:
-    """What became of the job: the first thing every report says."""
-
-    id: str  # succeeded | stopped | failed | hung | incomplete | unknown
-    word: str  # "Finished", "Stopped on purpose", ...
-    why: str
-    evidence: tuple[tuple[str, str], ...]  # (where, line)
-    fault_too: bool  # ended well, but a fault is in the logs too
-
-    @property
-    def line(self) -> str:
-        return f"{self.word}: {c.lower_first(self.why)}" if self.why else self.word
-
-
-@dataclass(frozen=True)
-class Label:
-    id: str
-    name: str
-    pct: str  # "91%"
-    share: float  # in [0, 1], for a bar
-
-
-@dataclass(frozen=True)
-class Action:
-    text: str  # as written (backticks mark what to type): what a copy button copies
-    segments: Segments  # (is_code, text) pieces
-
-
-@dataclass(frozen=True)
-class Fix:
-    id: str
-    name: str
-    pct: str
-    share: float
-    actions: tuple[Action, ...]
-    why: str
-
-
-@dataclass(frozen=True)
-class FirstFailure:
-    rank: str
-    host: str
-    time: str  # ISO time, "" when unknown
-    where: str  # file:line under the common folder
-    text: str  # the whole message (cleaned); renderers cut it to their length
-    note: str  # why a line of another rank's input names this rank, "" when it is its own
-
-
-@dataclass(frozen=True)
-class Hang:
-    detected: bool
-    headline: str  # "rank 3 behind, in all_reduce seq 57 on process group 0" or "no hang"
-    collective: str  # "all_reduce, seq 57, sizes [[1048576]], ..."
-    explanation: str
-
-
-@dataclass(frozen=True)
-class Who:
-    first: FirstFailure | None
-    culprits: str  # "3", "0-2, 7"; "" when none was named
-    hang: Hang | None
-
-    def culprit_line(self) -> str:
-        """Who started it, in one line: `rank 3 on node-b (logs/3.log:880)`, or with several
-        culprits `ranks 2-3 (first: rank 2 on node-b, logs/2.log:7)`."""
-        several = any(ch in self.culprits for ch in ",-")
-        if self.first is not None and self.first.rank != "-":
-            f = self.first
-            host = f" on {f.host}" if f.host else ""
-            if several:
-                return f"ranks {self.culprits} (first: rank {f.rank}{host}, {f.where})"
-            return f"rank {f.rank}{host} ({f.where})"
-        if self.culprits:
-            return f"{'ranks' if several else 'rank'} {self.culprits}"
-        return ""
-
-
-@dataclass(frozen=True)
-class EvidenceGroup:
-    """One message, and every rank that printed it."""
-
-    ranks: tuple[int, ...]
-    who: str  # "rank 3", "ranks 0-126", "no rank"
-    where: str  # the first line's file:line
-    count: int  # evidence lines folded into this one
-    why: str
-    text: str  # the first line's text
-    varies: bool  # the folded lines differ in their numbers or names
-
-
-@dataclass(frozen=True)
-class TimelineRow:
-    clock: str
-    iso: str
-    offset: str
-    rank: str
-    role: str  # initiating | cascade | context
-    text: str
-    where: str
-
-
-@dataclass(frozen=True)
-class Timeline:
-    rows: tuple[TimelineRow, ...]  # every entry, in time order
-    priority: tuple[int, ...]  # row indices, most worth showing first
-
-    def capped(self, cap: int) -> tuple[tuple[TimelineRow, ...], str]:
-        """At most `cap` rows in time order, initiating ones first to survive, and a note on
-        what the cap hid. A big job has one initiating error and thousands of cascade lines:
-        a head-cut would show only the part a reader should skip."""
-        if len(self.rows) <= cap:
-            return self.rows, ""
-        keep = sorted(self.priority[:cap])
-        kept = set(keep)
-        hidden = Counter(r.role for i, r in enumerate(self.rows) if i not in kept)
-        roles = ", ".join(
-            f"{hidden[role]} {role}"
-            for role in ("initiating", "context", "cascade")
-            if hidden[role]
-        )
-        note = (
-            f"{len(self.rows) - cap} more entries not shown ({roles}); "
-            "the JSON report has all of them."
-        )
-        return tuple(self.rows[i] for i in keep), note
-
-
-@dataclass(frozen=True)
-class Mark:
-    x: float  # 0..1 along the time axis
-    kind: str  # initiating | cascade | context | exit | stopped
-    title: str  # what a pointer over it says
-    count: int = 1  # events folded into this mark (the shared lane)
-
-
-@dataclass(frozen=True)
-class Lane:
-    label: str  # "rank 3" or "1,023 other ranks"
-    culprit: bool
-    marks: tuple[Mark, ...]
-    shared: bool = False
-    note: str = ""  # said on an empty lane: why the culprit has nothing drawn
-
-
-@dataclass(frozen=True)
-class Lanes:
-    lanes: tuple[Lane, ...]
-    start: str  # ISO time of the left edge
-    span: float  # seconds from the left to the right edge
-    ticks: tuple[tuple[float, str], ...]  # (x, "+2.5s")
-    earlier: int  # events before the window, drawn on its left edge
-    restarts: str  # "the job ran 3 attempts (elastic restarts)", "" when none
-
-
-@dataclass(frozen=True)
-class ProgressRow:
-    ranks: str
-    count: int
-    enqueued: str
-    started: str
-    completed: str
-    outlier: bool
-    note: str  # "behind", "no dump", ""
-
-
-@dataclass(frozen=True)
-class ProgressTable:
-    """One process group: the last collective each rank entered, started and completed."""
-
-    group: str  # "0 (default_pg)"
-    stuck: str  # "the others wait in all_reduce #57", "" when none
-    rows: tuple[ProgressRow, ...]
-    states_known: bool  # started/completed columns mean something (NCCL dumps)
-
-
-@dataclass(frozen=True)
-class Stacks:
-    """Ranks whose main thread stood at the same place (py-spy)."""
-
-    ranks: str
-    count: int
-    top: str
-    frames: tuple[str, ...]  # "function (file:line)", innermost first
-    waiting: bool
-    outlier: bool  # py-spy alone sets it apart from the others
-    culprit: bool = False  # holds a rank the analysis blames (a 1-1 split has no outlier)
-
-
-@dataclass(frozen=True)
-class InputGroup:
-    kind: str
-    status: str  # read | empty | problem
-    count: int
-    ranks: str  # "0-1023" or ""
-    hosts: int
-    example: str  # one path, under the common folder
-
-
-@dataclass(frozen=True)
-class InputProblem:
-    path: str
-    kind: str
-    rank: str
-    host: str
-    warnings: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Inputs:
-    overview: str  # "1024 inputs under job/: 1020 rank_log, 4 pyspy; 1 could not be read"
-    groups: tuple[InputGroup, ...]
-    problems: tuple[InputProblem, ...]  # every input that could not be read completely
-
-
-@dataclass(frozen=True)
-class Similar:
-    id: str
-    url: str | None  # only plain web links
-    pct: str
-
-
-@dataclass(frozen=True)
-class FindingRow:
-    kind: str
-    ranks: str
-    summary: str
-
-
-@dataclass(frozen=True)
-class ReportView:
-    verdict: str
-    summary: str
-    abstain: bool
-    outcome: OutcomeLine | None
-    ended_well: bool  # the job ended well and nothing in its logs says a fault happened
-    symptoms: tuple[Label, ...]
-    root_causes: tuple[Label, ...]
-    stage: str  # "ST4 Training execution", "" when none
-    collect_next: tuple[Action, ...]
-    who: Who | None
-    fixes: tuple[Fix, ...]  # the fixes worth trying, best first
-    fixes_hidden: int  # long shots left out (in the JSON)
-    evidence: tuple[EvidenceGroup, ...]
-    similar: tuple[Similar, ...]
-    findings: tuple[FindingRow, ...]
-    timeline: Timeline
-    lanes: Lanes | None
-    progress: tuple[ProgressTable, ...]
-    stacks: tuple[Stacks, ...]
-    inputs: Inputs
-
-    @property
-    def unreadable(self) -> int:
-        """Inputs that could not be read completely: what they held is missing."""
-        return len(self.inputs.problems)
-
-    def brief(self) -> tuple[tuple[str, str], ...]:
-        """The short form (`--brief`): verdict, culprit, top fix, one line of evidence."""
-        # the first line leads with what became of the job, then what failed, if anything
-        head = self.verdict_with_score()
-        if self.outcome is not None:
-            if self.symptoms or self.root_causes or self.abstain:
-                head = f"{self.outcome.word}: {head}"
-            else:
-                head = self.outcome.line
-        out = [("triage", head)]
-        who = self.who.culprit_line() if self.who is not None else ""
-        if self.who is not None and self.who.hang is not None and self.who.hang.detected:
-            who = f"{who}; {self.who.hang.headline}" if who else self.who.hang.headline
-        if who:
-            out.append(("culprit", who))
-        if self.fixes and self.fixes[0].actions:
-            fix = self.fixes[0]
-            out.append(("fix", f"{fix.actions[0].text} ({fix.id} {fix.name}, {fix.pct})"))
-        elif self.collect_next:
-            out.append(("collect", self.collect_next[0].text))
-        if self.evidence:
-            e = self.evidence[0]
-            line = c.one_line(e.text, 160)
-            out.append(("evidence", f"{e.where}: {line}" if e.where else line))
-        return tuple(out)
-
-    def verdict_with_score(self) -> str:
-        if self.abstain or not (self.root_causes or self.symptoms):
-            return self.verdict
-        best = self.root_causes[0] if self.root_causes else self.symptoms[0]
-        return f"{self.verdict} ({best.pct})"
+# not a read failure.
+EMPTY_NOTES = frozenset(InputNote)
 
 
 # --------------------------------------------------------------------------- building
@@ -394,15 +100,16 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
             Similar(c.short(s.id, 200), c.safe_url(s.url), c.pct(s.score)) for s in d.similar_cases
         ),
         findings=tuple(
-            FindingRow(c.short(f.kind, 80), c.ranks_str(f.ranks), c.short(f.summary))
+            FindingRow(c.short(str(f.kind), 80), c.ranks_str(f.ranks), c.short(f.summary))
             for f in d.findings
         ),
         timeline=_timeline(d.timeline, base),
-        lanes=_lanes(d),
+        lanes=pictures.lanes(d),
         progress=tuple(
-            _progress(g, hung=d.hang is not None and d.hang.detected) for g in d.process_groups
+            pictures.progress(g, hung=d.hang is not None and d.hang.detected)
+            for g in d.process_groups
         ),
-        stacks=tuple(_stacks(g, _blamed(d)) for g in d.stack_groups),
+        stacks=tuple(pictures.stacks(g, pictures.blamed(d)) for g in d.stack_groups),
         inputs=_inputs(d.inputs, base),
     )
 
@@ -517,14 +224,6 @@ def _fixes(d: Diagnosis) -> tuple[Fix, ...]:
 # --------------------------------------------------------------------------- who
 
 
-_KIND_NOUN = {
-    SourceKind.FLIGHT_RECORDER: "flight-recorder dump",
-    SourceKind.PYSPY: "py-spy dump",
-    SourceKind.ELASTIC_ERROR: "error file",
-    SourceKind.ENV_REPORT: "environment report",
-}
-
-
 def _who(d: Diagnosis, base: str) -> Who | None:
     if d.first_failure is None and not d.culprit_ranks and d.hang is None:
         return None
@@ -554,19 +253,10 @@ def _first_failure_note(d: Diagnosis) -> str:
         said = [(e.source, e.rank) for e in d.evidence]
         said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
         if (f.source, f.rank) not in said:
-            return (
-                f"a line of the job's log, by no rank: rank {f.rank} printed nothing of its "
-                "own; this line shows it missing"
-            )
+            return wording.by_no_rank(f.rank)
     if source is None or source.rank is None or source.rank == f.rank:
         return ""
-    noun = _KIND_NOUN.get(source.kind, "log")
-    if source.kind is SourceKind.FLIGHT_RECORDER:
-        return (
-            f"quoted from rank {source.rank}'s {noun}: compared with the other ranks' dumps, "
-            f"it shows rank {f.rank} out of step"
-        )
-    return f"quoted from rank {source.rank}'s {noun}, which reports it about rank {f.rank}"
+    return wording.quoted_from(source.rank, source.kind, f.rank)
 
 
 def _hang(d: Diagnosis) -> Hang | None:
@@ -577,22 +267,14 @@ def _hang(d: Diagnosis) -> Hang | None:
     explanation = c.short(h.explanation, 2000)
     if not h.detected:
         # "not detected · lagging ranks 1" reads as a contradiction: say what did happen
-        said = explanation[len("no hang: ") :] if explanation.startswith("no hang: ") else ""
-        return Hang(False, f"no hang: {said}" if said else "no hang", "", "")
-    where = ""
+        return Hang(False, explanation or "no hang", "", "")
+    op, seq = None, None
     if h.collective:
         op = h.collective.op or h.collective.profiling_name
         seq = h.collective.seq
-        if op:
-            where = f" in {c.short(str(op), 80)}" + (f" #{seq}" if seq is not None else "")
-    pg = f" on process group {c.short(h.process_group, 120)}" if h.process_group else ""
-    if h.lagging_ranks:
-        one = len(h.lagging_ranks) == 1
-        noun = "rank" if one else "ranks"
-        waited = f"waited{where}{pg}" if where or pg else f"waited for {'it' if one else 'them'}"
-        head = f"{noun} {c.ranks_str(h.lagging_ranks)} behind; the others {waited}"
-    else:
-        head = f"the ranks waited{where}{pg}"
+    op_text = c.short(str(op), 80) if op else None
+    pg = c.short(h.process_group, 120) if h.process_group else None
+    head = wording.hang_headline(h.lagging_ranks, op_text, seq, pg)
     return Hang(True, head, collective, explanation)
 
 
@@ -622,7 +304,7 @@ def _evidence(
         texts = {c.clean(strip_prefixes(m.text, kb)).strip() for m in members}
         group = EvidenceGroup(
             ranks=ranks,
-            who=_ranks_phrase(ranks),
+            who=ranks_phrase(ranks),
             where=_where(e.source, e.line, base),
             count=len(members),
             why=c.short(e.why, 200),
@@ -641,16 +323,9 @@ def _evidence(
     return tuple(out.values())
 
 
-def _ranks_phrase(ranks: Sequence[int]) -> str:
-    if not ranks:
-        return "no rank"
-    noun = "rank" if len(ranks) == 1 else "ranks"
-    return f"{noun} {c.ranks_str(ranks)}"
-
-
 # --------------------------------------------------------------------------- timeline
 
-_ROLES = ("initiating", "cascade", "context")
+_ROLES = pictures.ROLES
 _ROLE_PRIORITY = {"initiating": 0, "context": 1, "cascade": 2}
 
 
@@ -675,187 +350,10 @@ def _timeline(entries: Sequence[TimelineEntry], base: str) -> Timeline:
     return Timeline(rows, priority)
 
 
-def _lanes(d: Diagnosis) -> Lanes | None:
-    """Per-rank swimlanes: each rank's events and exit on one time axis.
-
-    The window opens at the first initiating or cascade event: a start-up line hours earlier
-    would otherwise squeeze the whole failure into the right edge; earlier events sit on the
-    left edge. The culprit, lagging and initiating ranks get lanes first; past LANE_RANKS the
-    other ranks share one lane, drawn as one mark per stretch of time and role.
-    """
-    # only what is drawn sets the axis: a job-wide note hours later must not squeeze the lanes
-    timed = [e for e in d.timeline if e.time is not None and e.rank is not None]
-    exits = [x for x in d.rank_exits if x.time is not None and x.rank is not None]
-    times = [e.time for e in timed if e.time is not None] + [
-        x.time for x in exits if x.time is not None
-    ]
-    if len(times) < 2 or max(times) <= min(times):
-        return None
-    start, end = min(times), max(times)
-    failing = [e.time for e in timed if e.role != "context" and e.time is not None]
-    if failing and min(failing) < end:
-        start = min(failing)
-    earlier = sum(1 for t in times if t < start)
-    by_rank: dict[int, list[Mark]] = defaultdict(list)
-
-    def x_of(t: float) -> float:
-        return max(0.0, min(1.0, (t - start) / (end - start)))
-
-    for e in timed:
-        if e.rank is None or e.time is None:
-            continue
-        role = e.role if e.role in _ROLES else "context"
-        title = f"{c.clock_time(e.time)} rank {e.rank} {role}: {c.one_line(e.text, 160)}"
-        by_rank[e.rank].append(Mark(x_of(e.time), role, title))
-    for x in exits:
-        if x.rank is None or x.time is None:
-            continue
-        kind = "stopped" if x.exitcode in (-15, -2, 143) else "exit"
-        how = f"exit {x.exitcode}" + (f" ({x.signal})" if x.signal else "")
-        title = f"{c.clock_time(x.time)} rank {x.rank} {how}"
-        by_rank[x.rank].append(Mark(x_of(x.time), kind, title))
-    if not by_rank:
-        return None
-    culprits = set(d.culprit_ranks)
-    if d.hang is not None and d.hang.detected:
-        culprits |= set(d.hang.lagging_ranks)
-
-    def priority(rank: int) -> tuple[int, int]:
-        marks = by_rank[rank]
-        if rank in culprits:
-            return (0, rank)
-        if any(m.kind == "initiating" for m in marks):
-            return (1, rank)
-        if any(m.kind == "exit" for m in marks):
-            return (2, rank)
-        return (3, rank)
-
-    ordered = sorted(by_rank, key=priority)
-    own = ordered if len(ordered) <= LANE_RANKS + 1 else ordered[:LANE_RANKS]
-    own = sorted(own, key=lambda r: (r not in culprits, r))
-    lanes = [Lane(f"rank {r}", r in culprits, _thin(by_rank[r])) for r in own]
-    # a culprit whose own error carries no timestamp still gets its lane, saying so
-    untimed = {e.rank for e in d.timeline if e.time is None and e.role == "initiating"}
-    for r in sorted(set(d.culprit_ranks) - set(by_rank), reverse=True):
-        note = "its error has no timestamp" if r in untimed else "nothing of it is timed"
-        lanes.insert(0, Lane(f"rank {r}", True, (), note=note))
-    rest = [r for r in ordered if r not in set(own)]
-    if rest:
-        lanes.append(_shared_lane(rest, by_rank))
-    restarts = next((c.short(f.summary, 200) for f in d.findings if f.kind == "restart"), "")
-    return Lanes(
-        lanes=tuple(lanes),
-        start=c.iso_time(start),
-        span=end - start,
-        ticks=_ticks(end - start),
-        earlier=earlier,
-        restarts=restarts,
-    )
-
-
-_DRAW_ORDER = {"cascade": 0, "context": 1, "stopped": 2, "exit": 3, "initiating": 4}
-
-
-def _thin(marks: list[Mark]) -> tuple[Mark, ...]:
-    """One mark per spot and kind, the loud ones drawn last (on top)."""
-    seen: dict[tuple[int, str], Mark] = {}
-    for m in marks:
-        seen.setdefault((int(m.x * 400), m.kind), m)
-    kept = sorted(seen.values(), key=lambda m: (_DRAW_ORDER.get(m.kind, 1), m.x))
-    return tuple(kept[-LANE_MARKS:])
-
-
-def _shared_lane(ranks: list[int], by_rank: dict[int, list[Mark]]) -> Lane:
-    buckets: dict[tuple[int, str], list[tuple[int, Mark]]] = defaultdict(list)
-    for r in ranks:
-        for m in by_rank[r]:
-            buckets[(int(m.x * AGGREGATE_BUCKETS), m.kind)].append((r, m))
-    marks = []
-    for (_, kind), members in buckets.items():
-        who = sorted({r for r, _ in members})
-        first = members[0][1]
-        what = first.title.split(": ", 1)[-1] if ": " in first.title else first.title
-        title = f"{len(members)} × {kind} on {_ranks_phrase(who)}: {what}"
-        marks.append(Mark(sum(m.x for _, m in members) / len(members), kind, title, len(members)))
-    marks.sort(key=lambda m: (_DRAW_ORDER.get(m.kind, 1), m.x))
-    label = f"{len(ranks):,} other ranks"
-    return Lane(label, False, tuple(marks[-LANE_MARKS:]), shared=True)
-
-
-def _ticks(span: float) -> tuple[tuple[float, str], ...]:
-    """Four to ten round steps along the axis, in seconds, minutes or hours (1, 2 or 5 times a
-    power of ten of the unit): `+0s`, `+2s`, ... or `+0min`, `+10min`, ..."""
-    if not span > 0 or span == float("inf"):
-        return ((0.0, "+0s"),)
-    raw = span / 5
-    unit, name = (1.0, "s") if raw < 60 else (60.0, "min") if raw < 3600 else (3600.0, "h")
-    power = 10 ** math.floor(math.log10(raw / unit))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw / unit) * unit
-    count = int(span / step + 1e-9)
-    return tuple((n * step / span, f"+{n * step / unit:g}{name}") for n in range(count + 1))
-
-
 # --------------------------------------------------------------------------- flight recorder
 
 
-def _progress(g: GroupProgress, hung: bool = True) -> ProgressTable:
-    """Ranks folded by where they stood; the rows that are not the majority's are marked."""
-    states_known = any(p.started is not None or p.completed is not None for p in g.ranks)
-    rows: dict[tuple[int | None, int | None, int | None], list[int]] = defaultdict(list)
-    for p in g.ranks:
-        rows[(p.enqueued, p.started, p.completed)].append(p.rank)
-    majority = max(rows, key=lambda k: (len(rows[k]), k[0] or -1), default=None)
-    lagging = set(g.lagging)
-    out = []
-    for key, ranks in sorted(rows.items(), key=lambda kv: (-(kv[0][0] or -1), kv[1][0])):
-        behind = bool(lagging & set(ranks))
-        outlier = key != majority or behind
-        out.append(
-            ProgressRow(
-                ranks=c.ranks_str(ranks),
-                count=len(ranks),
-                enqueued=_seq(key[0]),
-                started=_seq(key[1]) if states_known else "",
-                completed=_seq(key[2]) if states_known else "",
-                outlier=outlier,
-                note="behind" if behind else ("odd one out" if outlier else ""),
-            )
-        )
-    if g.missing:
-        out.append(
-            ProgressRow(c.ranks_str(g.missing), len(g.missing), "-", "", "", True, "no dump")
-        )
-    stuck = ""
-    if g.stuck_seq is not None:
-        op = f"{c.short(g.stuck_op, 60)} " if g.stuck_op else ""
-        # "stuck" beside "no hang" would contradict it: the others got an error there
-        stuck = f"{'stuck' if hung else 'went wrong'} at {op}#{g.stuck_seq}"
-    group = c.short(g.pg if not g.desc else f"{g.pg} ({g.desc})", 120)
-    return ProgressTable(group, stuck, tuple(out), states_known)
-
-
-def _seq(value: int | None) -> str:
-    return "-" if value is None else f"#{value}"
-
-
 # --------------------------------------------------------------------------- py-spy
-
-
-def _blamed(d: Diagnosis) -> set[int]:
-    blamed = set(d.culprit_ranks)
-    if d.hang is not None and d.hang.detected:
-        blamed |= set(d.hang.lagging_ranks)
-    return blamed
-
-
-def _stacks(g: StackGroup, blamed: set[int]) -> Stacks:
-    frames = tuple(
-        c.short(f"{f.function} ({f.filename}" + (f":{f.line})" if f.line else ")"), 200)
-        for f in g.frames
-    )
-    top = c.short(g.frames[0].function, 120) if g.frames else "?"
-    culprit = bool(blamed & set(g.ranks))
-    return Stacks(c.ranks_str(g.ranks), len(g.ranks), top, frames, g.waiting, g.outlier, culprit)
 
 
 # --------------------------------------------------------------------------- inputs

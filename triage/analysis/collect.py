@@ -1,0 +1,169 @@
+"""Collect: the events of all inputs, sorted by what the cross-rank analysis does with them.
+
+Flight-recorder dumps, py-spy stacks and progress lines go to their own analyses; every other
+event is placed on its rank and clock domain with its role (initiating, cascade, context).
+Clock anchors (NCCL communicator inits) and the IP each host bootstraps from are noted on the
+way, and the world size is worked out from everything that names a rank.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import regex
+
+from triage import knowledge
+from triage.analysis import exits, flight_recorder, launcher, pyspy
+from triage.analysis.cascade import ERROR_KINDS, Role, classify_event
+from triage.analysis.ranks import RankIndex, event_rank
+from triage.knowledge.routine import Routine
+from triage.model import (
+    Event,
+    EventKind,
+    FlightRecorderDump,
+    ParsedSource,
+    PySpyDump,
+    SourceKind,
+)
+
+_BOOTSTRAP_IP = regex.compile(
+    r"(?:Bootstrap ?:|NET/Socket ?:) Using (?:\[\d+\])?\w+:(?P<ip>[\d.]+)<"
+)
+
+_CONTEXT = Role("context", None, 0.0)
+
+
+@dataclass
+class Collected:
+    """What the inputs hold, sorted by use."""
+
+    # every event that is not a dump, a stack or a progress line: its rank, clock domain, role
+    placed: list[tuple[Event, int | None, str, Role]] = field(default_factory=list)
+    fr_dumps: list[flight_recorder.FRDump] = field(default_factory=list)
+    stacks: list[pyspy.RankStack] = field(default_factory=list)
+    unmatched_stacks: int = 0  # py-spy dumps no rank could be found for
+    progress_events: list[tuple[int, Event]] = field(default_factory=list)
+    # clock anchors: one moment seen from several clock domains (hosts)
+    anchors: dict[object, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
+    ranks_seen: set[int] = field(default_factory=set)
+    ranks_with_events: set[int] = field(default_factory=set)  # ranks that printed an error
+    hosts: set[str] = field(default_factory=set)
+    ip_hosts: dict[str, str] = field(default_factory=dict)  # bootstrap IP -> host
+    # real rank logs are here: a loose text file beside them is a note, not the job's output
+    loose_text: bool = False
+    exit_records: list[exits.ExitRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class World:
+    size: int | None
+    explicit: bool  # stated by the job (a log, the launcher, a dump), not guessed from ranks seen
+
+
+def collect(
+    parsed: Sequence[ParsedSource],
+    index: RankIndex,
+    kb: knowledge.Knowledge,
+    routine: Routine | None,
+) -> Collected:
+    out = Collected()
+    out.loose_text = any(
+        ps.source.kind in (SourceKind.RANK_LOG, SourceKind.NCCL) and ps.events for ps in parsed
+    )
+    for ps in parsed:
+        if ps.source.host:
+            out.hosts.add(ps.source.host)
+        for ev in ps.events:
+            _one(out, ps, ev, index, kb, routine)
+    out.exit_records = exits.collect_exits(parsed, index, kb)
+    for rec in out.exit_records:
+        if rec.exit.rank is not None:
+            out.ranks_seen.add(rec.exit.rank)
+        if rec.exit.host:
+            out.hosts.add(rec.exit.host)
+    return out
+
+
+def _one(
+    out: Collected,
+    ps: ParsedSource,
+    ev: Event,
+    index: RankIndex,
+    kb: knowledge.Knowledge,
+    routine: Routine | None,
+) -> None:
+    rank = event_rank(ev, index, ps.source.rank)
+    host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
+    if host:
+        out.hosts.add(host)
+    domain = host or ""
+    if rank is not None:
+        out.ranks_seen.add(rank)
+    payload = ev.payload
+    if ev.kind is EventKind.FLIGHT_RECORDER and isinstance(payload, FlightRecorderDump):
+        if rank is not None:
+            out.fr_dumps.append(flight_recorder.FRDump(rank, payload, ev, ps.source.attempt))
+        return
+    if ev.kind is EventKind.PYSPY and isinstance(payload, PySpyDump):
+        r = rank if rank is not None else index.rank_for(payload.pid, host)
+        if r is None:
+            out.unmatched_stacks += 1
+        else:
+            out.stacks.append(pyspy.RankStack(r, payload, ev))
+            out.ranks_seen.add(r)
+        return
+    if ev.kind is EventKind.PROGRESS and rank is not None:
+        out.progress_events.append((rank, ev))
+        return
+    if ev.kind is EventKind.NCCL_COMM and ev.time is not None:
+        # the communicator's id as the NCCL parser read it from `Init COMPLETE`
+        comm = (ev.attrs or {}).get("comm_id")
+        if comm is not None:
+            out.anchors[("comm", str(comm))][domain] = ev.time
+    if ev.kind in (EventKind.NCCL_INFO, EventKind.NCCL_COMM) and host:
+        m = _BOOTSTRAP_IP.search(ev.text)
+        if m and not m["ip"].startswith("127."):
+            out.ip_hosts.setdefault(m["ip"], host)
+    role = classify_event(ev, kb)
+    if role.role != "context" and routine is not None and routine.which(ev.text):
+        # what healthy jobs print (rules/routine.yaml) starts no failure
+        role = _CONTEXT
+    if out.loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
+        # a stray note or README beside real logs narrates the failure; it is not one
+        role = _CONTEXT
+    out.placed.append((ev, rank, domain, role))
+    if rank is not None and ev.kind in ERROR_KINDS:
+        out.ranks_with_events.add(rank)
+
+
+def world(index: RankIndex, ranks_seen: set[int], topo: launcher.Topology) -> World:
+    """The world size the logs and the launcher state, or the ranks seen imply."""
+    size = index.world_size
+    explicit = size is not None
+    if ranks_seen:
+        size = max(size or 0, max(ranks_seen) + 1)
+    if topo.world_size:
+        size = max(size or 0, topo.world_size)
+        explicit = True
+    return World(size, explicit)
+
+
+def with_dumps(w: World, fr: flight_recorder.FRAnalysis) -> World:
+    """The world once the flight recorder's process groups name their members."""
+    size, explicit = w.size, w.explicit
+    for rep in fr.reports:
+        size = max(size or 0, max(rep.members, default=-1) + 1) or None
+        explicit = True
+    return World(size, explicit)
+
+
+def add_dump_anchors(
+    anchors: dict[object, dict[str, float]], fr: flight_recorder.FRAnalysis, index: RankIndex
+) -> None:
+    """A collective's creation time on each rank's clock is one moment seen from each host."""
+    for (pg, seq), times in fr.anchors.items():
+        for r, t_ns in times.items():
+            dom = index.host_of_rank.get(r, "")
+            anchors[("fr", pg, seq)].setdefault(dom, t_ns / 1e9)

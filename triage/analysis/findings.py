@@ -1,0 +1,287 @@
+"""The findings about the whole job: who started it, what is cascade, the timeline's extras."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+
+from triage.analysis import exits, flight_recorder, launcher, pyspy, timeline
+from triage.analysis.first_failure import by_time
+from triage.analysis.ranks import RankIndex, first_line, format_ranks, ref
+from triage.model import (
+    Event,
+    EvidenceRef,
+    FailureRef,
+    Finding,
+    FindingKind,
+    HangReport,
+    TimelineEntry,
+)
+
+
+def with_silent(f: Finding, spoke: set[int]) -> Finding:
+    """A missing rank's finding with the ranks of it that printed nothing (`silent_ranks`)."""
+    silent = [r for r in f.ranks if r not in spoke]
+    if not silent:
+        return f
+    return replace(f, facts={**f.facts, "silent_ranks": format_ranks(silent)})
+
+
+def culprit_findings(
+    culprits: Sequence[int],
+    lead: int | None,
+    scores: Counter[int],
+    reasons: dict[int, list[str]],
+    first: FailureRef | None,
+    exit_records: Sequence[exits.ExitRecord],
+) -> list[Finding]:
+    root = [
+        r.exit.rank for r in exit_records if r.exit.is_root_cause_block and r.exit.rank is not None
+    ]
+    out: list[Finding] = []
+    if culprits and lead is not None:
+        why = "; ".join(reasons[lead][:4])
+        summary = f"rank(s) {format_ranks(culprits)} started it: {why}"
+        if root and root[0] not in culprits:
+            summary += (
+                f". torchrun's 'Root Cause (first observed failure)' names rank {root[0]}, "
+                "but that is only the first exit the agent noticed"
+            )
+        evidence: tuple[EvidenceRef, ...] = ()
+        if first is not None:
+            evidence = (EvidenceRef(first.source, first.line, first.rank, first.text),)
+        out.append(
+            Finding(
+                kind=FindingKind.FIRST_FAILURE,
+                summary=summary,
+                ranks=tuple(culprits),
+                evidence=evidence,
+                facts={
+                    "scores": {
+                        r: round(scores[r], 2) for r in sorted(scores, key=lambda r: -scores[r])[:8]
+                    },
+                    "torchrun_root_cause_rank": root[0] if root else None,
+                },
+            )
+        )
+    elif first is not None:
+        out.append(
+            Finding(
+                kind=FindingKind.FIRST_FAILURE,
+                summary=f"earliest error seen (no rank stands out): {first.text}",
+                ranks=(first.rank,) if first.rank is not None else (),
+                evidence=(EvidenceRef(first.source, first.line, first.rank, first.text),),
+            )
+        )
+    return out
+
+
+def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]:
+    if not cascade_events:
+        return []
+    by_family: dict[str, list[timeline.Placed]] = defaultdict(list)
+    for p in cascade_events:
+        by_family[p.family or "other"].append(p)
+    ranks = sorted({p.rank for p in cascade_events if p.rank is not None})
+    parts = [
+        f"{fam.replace('_', ' ')} x{len(ps)}"
+        for fam, ps in sorted(by_family.items(), key=lambda kv: -len(kv[1]))
+    ]
+    return [
+        Finding(
+            kind=FindingKind.CASCADE,
+            summary=(
+                f"{len(cascade_events)} error(s) on rank(s) {format_ranks(ranks)} are consequences "
+                f"of the first failure ({', '.join(parts)})"
+            ),
+            ranks=tuple(ranks),
+            evidence=tuple(ref(ps[0].event, ps[0].rank) for ps in list(by_family.values())[:4]),
+            facts={"families": {k: len(v) for k, v in by_family.items()}},
+        )
+    ]
+
+
+def timeline_extras(
+    exit_records: Sequence[exits.ExitRecord],
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    hang: HangReport | None,
+    offsets: dict[str, float],
+    index: RankIndex,
+) -> list[TimelineEntry]:
+    out: list[TimelineEntry] = []
+    groups: dict[int | None, list[exits.ExitRecord]] = defaultdict(list)
+    for rec in exit_records:
+        if rec.exit.exitcode != 0:
+            groups[rec.exit.exitcode].append(rec)
+    for code, recs in groups.items():
+        ranks = [r.exit.rank for r in recs if r.exit.rank is not None]
+        times = []
+        for r in recs:
+            if r.exit.time is not None:
+                dom = r.exit.host or (
+                    index.host_of_rank.get(r.exit.rank, "") if r.exit.rank is not None else ""
+                )
+                times.append(r.exit.time - offsets.get(dom or "", 0.0))
+        out.append(
+            TimelineEntry(
+                time=min(times) if times else None,
+                rank=ranks[0] if len(ranks) == 1 else None,
+                text=f"rank(s) {format_ranks(ranks)} exited {code}: {recs[0].meaning}",
+                source=recs[0].event.source,
+                line=recs[0].event.line,
+                role="context",
+            )
+        )
+    if hang is not None and fr.hang_pg is not None and fr.hang_pg.stuck_entry is not None:
+        e = fr.hang_pg.stuck_entry
+        t = e.time_created_ns / 1e9 if e.time_created_ns else None
+        out.append(
+            TimelineEntry(
+                time=t,
+                rank=None,
+                text=f"flight recorder: {hang.explanation}",
+                source="flight recorder",
+                line=None,
+                role="context",
+            )
+        )
+    for f in spy.findings[:2]:
+        e = f.evidence[0] if f.evidence else None
+        out.append(
+            TimelineEntry(
+                time=None,
+                rank=f.ranks[0] if f.ranks else None,
+                text=f.summary,
+                source=e.source if e else "py-spy",
+                line=e.line if e else None,
+                role="context",
+            )
+        )
+    return out
+
+
+def launch_findings(never_joined: Sequence[int], topo: launcher.Topology) -> list[Finding]:
+    """Ranks of a node that never joined the launcher's rendezvous before it timed out."""
+    if not never_joined or topo.rendezvous_timeout is None:
+        return []
+    joined = (
+        f" ({topo.joined}/{topo.expected_agents} agents joined)" if topo.expected_agents else ""
+    )
+    return [
+        Finding(
+            kind=FindingKind.MISSING_RANK,
+            summary=(
+                f"rank(s) {format_ranks(never_joined)} never started: the launcher expected "
+                f"{topo.nnodes} node(s) x {topo.nproc_per_node} process(es) and its "
+                f"rendezvous timed out waiting for the rest{joined}"
+            ),
+            ranks=tuple(never_joined),
+            evidence=(ref(topo.rendezvous_timeout),),
+            facts={
+                "nnodes": topo.nnodes,
+                "nproc_per_node": topo.nproc_per_node,
+                "node_ranks_seen": sorted(topo.node_ranks),
+            },
+        )
+    ]
+
+
+def silent_findings(
+    silent: Sequence[int],
+    has_initiating: bool,
+    world_size: int | None,
+    cascade_events: Sequence[timeline.Placed],
+) -> list[Finding]:
+    """Ranks that printed nothing while the others complained (when nobody raised)."""
+    if not silent or has_initiating:
+        return []
+    complaint = min(cascade_events, key=by_time, default=None)
+    return [
+        Finding(
+            kind=FindingKind.MISSING_RANK,
+            summary=(
+                f"rank(s) {format_ranks(silent)} of {world_size} printed no error of their "
+                "own while the others failed: they were missing, behind or stuck elsewhere"
+            ),
+            ranks=tuple(silent),
+            evidence=(ref(complaint.event, complaint.rank),) if complaint else (),
+            facts={"world_size": world_size, "silent": list(silent)},
+        )
+    ]
+
+
+def hang_findings(
+    hang: HangReport | None,
+    waited: Sequence[timeline.Placed],
+    structural: Sequence[Finding],
+) -> list[Finding]:
+    """The hang (or the crash the survivors saw), with the waits and records that show it."""
+    if hang is None:
+        return []
+    evidence = [ref(p.event, p.rank) for p in sorted(waited, key=by_time)[:2]]
+    evidence += [e for f in structural[:2] for e in f.evidence[:1]]
+    hang_op = hang.collective.op if hang.collective else None
+    return [
+        Finding(
+            kind=FindingKind.HANG,
+            summary=hang.explanation,
+            ranks=hang.lagging_ranks,
+            evidence=tuple(evidence),
+            facts={
+                "detected": hang.detected,  # a rule tells a hang from the crash the others saw
+                "pg": hang.process_group,
+                # a template's `{collective}` is the op's name, never the whole record
+                **({"collective": hang_op} if hang_op else {}),
+                "collective_record": hang.collective.as_dict() if hang.collective else {},
+                "op": hang_op,  # what an action may name
+                **({"shape": hang.shape.value} if hang.shape else {}),
+            },
+        )
+    ]
+
+
+def mismatches_ended(fr_findings: Sequence[Finding], hang: HangReport | None) -> list[Finding]:
+    """The flight recorder's findings, a collective mismatch marked with how the job ended: a
+    mismatch of sizes or dtypes is a library error (the receiver checked) or a hang."""
+    ended = "hang" if hang is not None and hang.detected else "error"
+    return [
+        replace(f, facts={**f.facts, "ended": ended})
+        if f.kind is FindingKind.COLLECTIVE_MISMATCH
+        else f
+        for f in fr_findings
+    ]
+
+
+def early_entries(early: Sequence[tuple[int, Event]]) -> list[TimelineEntry]:
+    """The culprit's metric that went bad before anything raised, on the timeline."""
+    return [
+        TimelineEntry(
+            time=ev.time,
+            rank=rank,
+            text=first_line(str((ev.attrs or {}).get("line") or ev.text), 240),
+            source=ev.source,
+            line=ev.line,
+            role="initiating",
+        )
+        for rank, ev in early
+    ]
+
+
+def launch_entries(launch: Sequence[Finding], topo: launcher.Topology) -> list[TimelineEntry]:
+    """The launcher's rendezvous timeout, on the timeline."""
+    out = []
+    for f in launch:
+        e = f.evidence[0] if f.evidence else None
+        out.append(
+            TimelineEntry(
+                time=topo.rendezvous_timeout.time if topo.rendezvous_timeout else None,
+                rank=f.ranks[0] if f.ranks else None,
+                text=f.summary,
+                source=e.source if e else "launcher",
+                line=e.line if e else None,
+                role="context",
+            )
+        )
+    return out

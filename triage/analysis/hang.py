@@ -1,0 +1,135 @@
+"""The hang: did the survivors wait, in which collective, and for whom."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import regex
+
+from triage.analysis import exits, flight_recorder, pyspy, timeline
+from triage.analysis.ranks import format_ranks
+from triage.model import CollectiveRef, EventKind, HangReport
+
+_GLOO_TIMEOUT = regex.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send)")
+
+
+def collective_from_events(
+    placed: Sequence[timeline.Placed],
+) -> tuple[CollectiveRef | None, int | None]:
+    """The collective a watchdog timed out, as the parser read it from the WorkNCCL record,
+    and its timeout."""
+    for p in placed:
+        attrs = p.event.attrs or {}
+        if attrs.get("watchdog_timeout"):
+            seq, nin = attrs.get("seq"), attrs.get("numel_in")
+            coll = CollectiveRef(
+                op=str(attrs["op"]).lower(),
+                seq=int(seq) if seq is not None else None,
+                numel_in=int(nin) if nin is not None else None,
+            )
+            return coll, int(attrs["timeout_ms"])
+    for p in placed:
+        m = _GLOO_TIMEOUT.search(p.event.text)
+        if m:
+            # gloo names its transport step (recv/send), not the collective
+            return CollectiveRef(gloo_wait=m["op"]), int(m["ms"])
+    return None, None
+
+
+def hang_report(
+    placed: Sequence[timeline.Placed],
+    culprits: Sequence[int],
+    fr: flight_recorder.FRAnalysis,
+    spy: pyspy.PySpyAnalysis,
+    initiating: Sequence[timeline.Placed],
+    exit_records: Sequence[exits.ExitRecord],
+    waited: set[int],
+) -> HangReport | None:
+    """`waited`: ids of the cascade entries of `placed` whose text says they waited until a
+    timeout fired (`waited_until_timeout`)."""
+    # A hang is the survivors *waiting*: until a timeout fired, or still waiting when py-spy
+    # looked. Survivors that got an immediate error (peer closed, reset) saw a crash, even if
+    # the flight recorder shows them inside a collective. So do the real bundles and the
+    # labelled corpus: watchdog timeouts after a rank's OOM are labelled a hang.
+    timeouts = [
+        p
+        for p in placed
+        if p.family == "collective_timeout" or (p.role == "cascade" and id(p) in waited)
+    ]
+    stall = bool(timeouts) or bool(spy.waiting_ranks and spy.suspects)
+    if not stall and fr.hang_pg is None:
+        return None
+    crashed = [
+        p
+        for p in initiating
+        if p.rank in culprits
+        and p.event.kind in (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION, EventKind.SIGNAL)
+    ]
+    crashed_exit = [r for r in exit_records if r.exit.rank in culprits and r.self_inflicted]
+    # flight-recorder dumps alone (no logs) showing ranks behind: nobody saw an error, so wait
+    errored = any(p.family in ("peer_closed", "comm_aborted") for p in placed)
+    detected = stall or not (crashed or crashed_exit or errored)
+    coll, timeout = collective_from_events(timeouts or placed)
+    pg = None
+    lagging: list[int] = []
+    rep = fr.hang_pg
+    if rep is not None:
+        pg = rep.pg + (f" ({rep.desc})" if rep.desc else "")
+        fr_coll = flight_recorder.collective_of(rep)
+        coll = fr_coll if coll is None else coll.merged(fr_coll)
+        lagging = sorted(set(rep.lagging) | set(rep.missing) | set(rep.not_started))
+        if rep.mismatch:
+            lagging = sorted(set(lagging) | set(rep.mismatch.ranks))
+    if not lagging:
+        lagging = sorted(spy.suspects) or list(culprits)
+    if (timeout or fr.timeout_ms) and (coll is None or coll.timeout_ms is None):
+        coll = replace(coll or CollectiveRef(), timeout_ms=timeout or fr.timeout_ms)
+    op = (coll.op if coll else None) or "a collective"
+    seq = coll.seq if coll else None
+    where = (
+        f"{op}"
+        + (f" #{seq}" if seq is not None else "")
+        + (f" on process group {pg}" if pg else "")
+    )
+    if detected and (crashed or crashed_exit):
+        text = (
+            f"the other ranks waited in {where} until they timed out; rank(s) "
+            f"{format_ranks(culprits)} had already failed and never arrived"
+        )
+    elif detected and not lagging:
+        text = (
+            f"ranks waited in {where} until they timed out; the rank they waited for "
+            "is not identified (flight-recorder dumps or py-spy stacks of every rank would say)"
+        )
+    elif detected:
+        text = f"rank(s) {format_ranks(lagging)} never reached {where} that the other ranks wait in"
+        if rep is not None and rep.mismatch and not rep.lagging:
+            text = (
+                f"ranks disagree on {where} ({rep.mismatch.kind} mismatch); "
+                f"suspect rank(s) {format_ranks(lagging)}"
+            )
+    elif rep is None or seq is None or all_last_at(rep, seq, culprits):
+        text = (
+            f"the other ranks were in {where} when rank(s) {format_ranks(culprits)} "
+            "failed, and got an error at once"
+        )
+    else:
+        # the others stood at different collectives (#4, #3): no one place to name
+        text = f"rank(s) {format_ranks(culprits)} failed and the other ranks got an error at once"
+    return HangReport(
+        detected=detected,
+        lagging_ranks=tuple(lagging),
+        process_group=pg,
+        collective=coll if coll is not None and coll.as_dict() else None,
+        account=text,
+    )
+
+
+def all_last_at(rep: flight_recorder.PGReport, seq: int, culprits: Sequence[int]) -> bool:
+    """Did every other rank that left a record stop at collective `seq`?"""
+    return all(
+        st.last_enqueued == seq
+        for r, st in rep.states.items()
+        if r not in culprits and st.last_enqueued is not None
+    )

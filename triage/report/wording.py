@@ -1,0 +1,94 @@
+"""What a report calls things: its titles and the names of outcomes and inputs, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from triage.model import OutcomeKind, SourceKind
+
+from . import common as c
+
+ABSTAIN_TITLE = "Not enough evidence for a diagnosis"
+NO_EVIDENCE_TITLE = "No evidence found"
+
+
+# What each outcome is called in a report's first line, and the style it is shown in.
+OUTCOME_WORDS = {
+    OutcomeKind.SUCCEEDED: "Finished",
+    OutcomeKind.STOPPED: "Stopped on purpose",
+    OutcomeKind.FAILED: "Failed",
+    OutcomeKind.HUNG: "Hung",
+    OutcomeKind.INCOMPLETE: "Still running when the logs end",
+    OutcomeKind.UNKNOWN: "End not known",
+}
+
+
+# What a report calls an input of each kind, where "log" would be wrong.
+_KIND_NOUN = {
+    SourceKind.FLIGHT_RECORDER: "flight-recorder dump",
+    SourceKind.PYSPY: "py-spy dump",
+    SourceKind.ELASTIC_ERROR: "error file",
+    SourceKind.ENV_REPORT: "environment report",
+}
+
+
+def ranks_phrase(ranks: Sequence[int]) -> str:
+    if not ranks:
+        return "no rank"
+    noun = "rank" if len(ranks) == 1 else "ranks"
+    return f"{noun} {c.ranks_str(ranks)}"
+
+
+@dataclass(frozen=True)
+class Titles:
+    """The report's section titles, the same in the terminal, Markdown and HTML."""
+
+    collect_next: str = "What to collect next"
+    fixes: str = "What to do"
+    details: str = "Details"
+    who: str = "Who"
+    first_failure: str = "First failure"
+    evidence: str = "Evidence"
+    stacks: str = "Stacks (py-spy)"
+    flight_recorder: str = "Flight recorder: last collective per rank"
+    flight_recorder_short: str = "Flight recorder"  # HTML: its note says the rest
+    similar: str = "Similar cases"
+    findings: str = "Findings"
+    timeline: str = "What happened, in order"
+    inputs: str = "Inputs"
+
+
+TITLES = Titles()
+
+
+def by_no_rank(rank: int) -> str:
+    """Why a first failure of `rank` is a line of a shared log that no rank printed."""
+    return (
+        f"a line of the job's log, by no rank: rank {rank} printed nothing of its "
+        "own; this line shows it missing"
+    )
+
+
+def quoted_from(source_rank: int, kind: SourceKind, rank: int) -> str:
+    """Why rank `rank`'s first failure is quoted from rank `source_rank`'s input."""
+    noun = _KIND_NOUN.get(kind, "log")
+    if kind is SourceKind.FLIGHT_RECORDER:
+        return (
+            f"quoted from rank {source_rank}'s {noun}: compared with the other ranks' dumps, "
+            f"it shows rank {rank} out of step"
+        )
+    return f"quoted from rank {source_rank}'s {noun}, which reports it about rank {rank}"
+
+
+def hang_headline(
+    lagging: Sequence[int], op: str | None, seq: object | None, pg: str | None
+) -> str:
+    """The hang in one line: `rank 3 behind; the others waited in all_reduce #57 on pg 0`."""
+    where = f" in {op}" + (f" #{seq}" if seq is not None else "") if op else ""
+    on = f" on process group {pg}" if pg else ""
+    if not lagging:
+        return f"the ranks waited{where}{on}"
+    one = len(lagging) == 1
+    waited = f"waited{where}{on}" if where or on else f"waited for {'it' if one else 'them'}"
+    return f"{ranks_phrase(lagging)} behind; the others {waited}"
