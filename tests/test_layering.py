@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "diskcache": 0,
     "formats": 0,
     "literals": 0,
+    "rank_ranges": 0,  # one way to write a set of ranks, for every stage
     "scan": 0,  # the line scanner beside literals: engines, reader, markers, caches
     "redact": 8,  # masks what reports quote, beside the pipeline (it re-reads tracebacks)
     "regex_cache": 0,
