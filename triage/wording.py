@@ -54,7 +54,7 @@ def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = No
         if labels.abstain_reason:
             return labels.abstain_reason
         from triage import knowledge
-        from triage.classify import not_enough
+        from triage.classify.abstention import not_enough
 
         # nothing known about the evidence: every ask of the collect-next advice
         advice = (kb if kb is not None else knowledge.shipped()).collect_next

@@ -24,9 +24,10 @@ import regex
 
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
+from triage.classify import abstention, embedding, fusion, learned, neighbours, places, rules
 from triage.classify import atlas as atlas_mod
 from triage.classify import calibration as calibration_mod
-from triage.classify import embedding, fusion, learned, neighbours, places, rules
+from triage.classify import evidence as evidence_mod
 from triage.classify.calibration import Calibration
 from triage.classify.learned import LearnedClassifier
 from triage.classify.neighbours import NeighbourIndex
@@ -38,14 +39,11 @@ from triage.model import (
     Analysis,
     Classification,
     Event,
-    EventKind,
-    Evidence,
     HangShape,
     OutcomeKind,
     ParsedSource,
     ScoredLabel,
     SimilarCase,
-    SourceKind,
 )
 
 __all__ = [
@@ -72,7 +70,6 @@ DECIDED_SCORE = 0.8
 MAX_SIMILAR = 5
 # below: not shown as a similar case (the embedding's floor is its space's: `embedding.SPACES`)
 MIN_SIMILARITY = {"tfidf": 0.15}
-MAX_EVIDENCE = 8
 # Without a rule, a neighbour vote counts only when the nearest reference case is at least
 # this close: below it, leave-one-out on the corpus found the nearest case's symptom right
 # in under one case in five (bench/eval_corpus.py prints the table).
@@ -497,8 +494,8 @@ def assemble(
     if should_abstain(result, abstain_below, method):
         return Classification(
             similar_cases=similar,
-            abstain_reason=abstain_reason(prep, result, abstain_below, advice),
-            collect_next=tuple(advice.steps(situation(prep))),
+            abstain_reason=abstention.abstain_reason(prep, result, abstain_below, advice),
+            collect_next=tuple(advice.steps(abstention.situation(prep))),
         )
     symptoms = _labels(result["symptom"], tax.symptoms)
     stages = fusion.stage_scores(result["symptom"], prep.hits, votes)
@@ -515,7 +512,7 @@ def assemble(
             s.label: round(s.score, 4) for s in result["fix"] if s.label in tax.fix_patterns
         },
         actions=rule_actions(prep.hits),
-        evidence=_evidence(prep, result, votes),
+        evidence=evidence_mod.evidence(prep, result, votes),
         similar_cases=similar,
     )
 
@@ -532,132 +529,3 @@ def rule_actions(hits: Sequence[RuleHit]) -> dict[str, tuple[str, ...]]:
         fix: tuple(dict.fromkeys(a for *_, a in sorted(rows, key=lambda r: r[:3])))
         for fix, rows in ranked.items()
     }
-
-
-def _evidence(
-    prep: Prepared, result: dict[str, list[fusion.Scored]], votes: Sequence[NeighbourVote]
-) -> tuple[Evidence, ...]:
-    top = {f: result[f][0].label for f in ("symptom", "root_cause") if result[f]}
-
-    def supports(hit: RuleHit) -> float:
-        return max(
-            hit.symptom.get(top.get("symptom", ""), 0.0),
-            hit.root_cause.get(top.get("root_cause", ""), 0.0),
-        )
-
-    out: list[Evidence] = []
-    seen: set[tuple[str, int | None, str]] = set()
-    for hit in sorted(prep.hits, key=lambda h: (h.from_cascade, -supports(h))):
-        ev = hit.event
-        text = (hit.evidence_text or (ev.text if ev is not None else "")).strip()
-        if not text:
-            continue
-        source = ev.source if ev is not None else "analysis"
-        line = hit.evidence_line if hit.evidence_line is not None else (ev.line if ev else None)
-        key = (source, line, hit.rule_id)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(Evidence(source, line, ev.rank if ev else None, text, hit.rule_id))
-        if len(out) >= MAX_EVIDENCE - 1:
-            break
-    agreeing = [v for v in votes if v.symptom == top.get("symptom")]
-    if prep.lead is not None and agreeing:
-        ev = prep.lead
-        # the error line, not the frame the signature placed it with (`in f (path)`)
-        lines = [ln for ln in prep.signature.splitlines() if not _PLACED_FRAME.match(ln)]
-        quoted = lines[0] if lines else ev.text[:200]
-        text = _first_line_containing(ev.text, quoted) or quoted
-        line = _line_of(ev, text)
-        out.append(Evidence(ev.source, line, ev.rank, text, f"neighbour:{agreeing[0].case_id}"))
-    return tuple(out)
-
-
-_PLACED_FRAME = regex.compile(r"^in \S+ \(.*\)$")
-
-
-def _line_of(ev: Event, quoted: str) -> int | None:
-    """The file line of a quoted line of the event, where the parser kept each line's number
-    (a traceback skips blank and interleaved lines); else the event's first line."""
-    numbers = (ev.attrs or {}).get("line_numbers")
-    at = next((i for i, x in enumerate(ev.text.splitlines()) if x.strip() == quoted), None)
-    if numbers and at is not None and at < len(numbers) and numbers[at] is not None:
-        return int(numbers[at])
-    return ev.line
-
-
-def _first_line_containing(text: str, masked: str) -> str | None:
-    """The raw line of the event that the masked signature line came from (best effort)."""
-    words = [w for w in masked.split() if "<" not in w][:4]
-    for line in text.splitlines():
-        if words and all(w in line for w in words):
-            return line.strip()[:400]
-    return None
-
-
-# --------------------------------------------------------------------------- abstention
-
-
-def situation(prep: Prepared) -> knowledge.Situation:
-    """What this job's evidence holds, for the collect-next advice (`rules/collect_next.yaml`)."""
-    kinds = {ps.source.kind.value for ps in prep.parsed}
-    nccl_events = {EventKind.NCCL_INFO, EventKind.NCCL_WARN}
-    if any(ev.kind in nccl_events for ps in prep.parsed for ev in ps.events):
-        kinds.add(SourceKind.NCCL.value)  # NCCL lines inside the logs are NCCL's account too
-    analysis = prep.analysis
-    source_ranks = analysis.facts.source_ranks
-    ranks = {
-        ps.source.rank if ps.source.rank is not None else source_ranks.get(ps.source.path)
-        for ps in prep.parsed
-    }
-    hang = analysis.hang is not None and analysis.hang.detected
-    stuck = None
-    if analysis.hang is not None and analysis.hang.lagging_ranks:
-        stuck = analysis.hang.lagging_ranks[0]
-    elif analysis.culprit_ranks:
-        stuck = analysis.culprit_ranks[0]
-    return knowledge.Situation(
-        kinds=frozenset(kinds),
-        inputs=len(prep.parsed),
-        ranks=len(ranks - {None}),
-        hang=hang,
-        facts={"stuck_rank": stuck} if stuck is not None else {},
-    )
-
-
-def abstain_reason(
-    prep: Prepared,
-    result: dict[str, list[fusion.Scored]],
-    abstain_below: float,
-    advice: knowledge.CollectNext | None = None,
-) -> str:
-    """What to collect next, given what this job's evidence already has."""
-    advice = advice if advice is not None else knowledge.shipped().collect_next
-    best = [r[0] for r in (result["symptom"], result["root_cause"]) if r]
-    guess = ""
-    if best:
-        tax = taxonomy.load()
-        b = max(best, key=lambda s: s.score)
-        name = f"{b.label} {tax.get(b.label).name}"
-        if b.score < abstain_below:
-            # as many digits as it takes for the smaller number to read smaller
-            digits = next(
-                (d for d in (0, 1, 2) if round(b.score, d + 2) < round(abstain_below, d + 2)), 3
-            )
-            guess = (
-                f" (best guess {name}: {b.score:.{digits}%}, below the "
-                f"{abstain_below:.{digits}%} needed)"
-            )
-        else:
-            # scored high enough, but nothing backs it (`should_abstain`): "12% < 8%" would
-            # contradict itself
-            guess = (
-                f" (best guess {name}: {b.score:.0%}, but no rule matched and no reference "
-                "case is close)"
-            )
-    return not_enough(advice.asks(situation(prep)), guess)
-
-
-def not_enough(asks: Sequence[str], guess: str = "") -> str:
-    """The abstention sentence: no cause named, and what to collect next."""
-    return f"Not enough evidence to name a cause{guess}. Collect next: " + "; ".join(asks) + "."
