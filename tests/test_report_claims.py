@@ -409,6 +409,9 @@ def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
             problems.append(f"{fmt}: the hang line {head[:50]!r} is missing")
         if re.search(r"\{'\w+': ", out):
             problems.append(f"{fmt}: a raw record is printed")
+        # a set of ranks that is empty is not a rank: "rank(s) none", "ranks -"
+        if re.search(r"\branks?(?:\(s\))? (?:none|-)(?![\w-])", flat):
+            problems.append(f"{fmt}: an empty set of ranks is named as ranks")
     return problems
 
 

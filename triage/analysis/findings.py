@@ -92,8 +92,10 @@ def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]
         Finding(
             kind=FindingKind.CASCADE,
             summary=(
-                f"{len(cascade_events)} error(s) on rank(s) {format_ranks(ranks)} are consequences "
-                f"of the first failure ({', '.join(parts)})"
+                f"{len(cascade_events)} error(s)"
+                # errors no rank printed (the launcher's, a store's) are not "on rank(s) none"
+                + (f" on rank(s) {format_ranks(ranks)}" if ranks else "")
+                + f" are consequences of the first failure ({', '.join(parts)})"
             ),
             ranks=tuple(ranks),
             evidence=tuple(ref(ps[0].event, ps[0].rank) for ps in list(by_family.values())[:4]),

@@ -267,7 +267,7 @@ def _fixes(v: ReportView, plain: bool) -> RenderableType:
 def _first_failure(v: ReportView) -> RenderableType:
     assert v.who is not None and v.who.first is not None
     f = v.who.first
-    head = Text(f"rank {f.rank}", style="bold red")
+    head = Text(f.label, style="bold red")
     if f.host:
         head.append(f" on {f.host}")
     if f.time:

@@ -61,6 +61,11 @@ class FirstFailure:
     text: str  # the whole message (cleaned); renderers cut it to their length
     note: str  # why a line of another rank's input names this rank, "" when it is its own
 
+    @property
+    def label(self) -> str:
+        """`rank 3`; an error no rank printed (the launcher's, a store's) names none."""
+        return f"rank {self.rank}" if self.rank not in ("", "-") else "no rank named"
+
 
 @dataclass(frozen=True)
 class Hang:
