@@ -1,0 +1,241 @@
+"""What correlate hands classify: the Analysis of the whole job (findings, the first failure,
+the hang, the timeline, the outcome and the typed facts later stages read)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+from triage.model.inputs import OutcomeKind
+from triage.model.payloads import CollectiveRef, Event, RankExit, StackFrame
+
+
+@dataclass(frozen=True)
+class EvidenceRef:
+    source: str
+    line: int | None
+    rank: int | None
+    text: str
+
+
+class FindingKind(str, Enum):
+    """What a finding is about; rules name these (`match: {finding: lagging_rank}`)."""
+
+    FIRST_FAILURE = "first_failure"  # who started it
+    CASCADE = "cascade"  # the errors that only followed
+    HANG = "hang"  # the hang, or the crash the survivors saw instead
+    LAGGING_RANK = "lagging_rank"  # behind the others in a process group's collectives
+    MISSING_RANK = "missing_rank"  # never started, left no dump, or printed nothing
+    COLLECTIVE_MISMATCH = "collective_mismatch"  # another collective, sizes or dtypes
+    STACK_OUTLIER = "stack_outlier"  # py-spy: somewhere else than the others
+    PROGRESS_DIVERGENCE = "progress_divergence"  # its last step or metric differs
+    RANK_EXIT = "rank_exit"  # exits with a code or a signal
+    RESTART = "restart"  # the launcher restarted the workers
+    VERSION_MISMATCH = "version_mismatch"  # versions differ across ranks or hosts
+    ENV_MISMATCH = "env_mismatch"  # settings differ
+    TRANSPORT_MISMATCH = "transport_mismatch"  # NCCL transports differ
+    FR_WINDOW = "fr_window"  # what of the flight-recorder dumps was read
+    ANALYSIS_ERROR = "analysis_error"  # a bug of the analysis: culprit and hang unknown
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One conclusion of the cross-rank analysis, checkable by a person."""
+
+    kind: FindingKind
+    summary: str  # one line a person can check
+    ranks: tuple[int, ...] = ()
+    evidence: tuple[EvidenceRef, ...] = ()
+    # what rules may name and test (`{seq}`, `where: {mismatch: ...}`): the finding's facts
+    facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # the ranks whose own failure explains this finding (where they stood afterwards)
+    consequence_of: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # a kind given by its name is the kind (an unknown name is a bug: ValueError)
+        object.__setattr__(self, "kind", FindingKind(self.kind))
+
+
+@dataclass(frozen=True)
+class FailureRef:
+    rank: int | None
+    host: str | None
+    time: float | None
+    source: str
+    line: int | None
+    text: str
+
+
+class HangShape(str, Enum):
+    """What the rank(s) the others waited for were doing (triage.analysis.hang_shape)."""
+
+    FAILED = "failed"  # they had failed by themselves
+    DIFFERING = "differing"  # the same collective with other sizes or dtypes
+    DIVERGED = "diverged"  # another new collective at the same sequence number
+    OTHER_GROUP = "other_group"  # a collective of another process group
+    LEFT_LOOP = "left_loop"  # they stopped issuing the collective the others repeat
+    BUSY_OUTSIDE_COLLECTIVES = "busy_outside_collectives"  # py-spy: in their own code
+    ANOTHER_CALL_SITE = "another_call_site"  # py-spy: waiting at another call site
+    BEHIND = "behind"  # only that they never arrived
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class HangReport:
+    detected: bool
+    lagging_ranks: tuple[int, ...]
+    process_group: str | None
+    collective: CollectiveRef | None  # op, seq id, sizes, dtypes where known
+    # what happened, without the verdict: "rank(s) 3 never reached all_reduce #42 ..."
+    account: str = ""
+    shape: HangShape | None = None  # of a detected hang, where the evidence tells
+
+    @property
+    def explanation(self) -> str:
+        """The verdict, then what happened: "hang: ..." or "no hang: ..." ("" when unsaid)."""
+        if not self.account:
+            return ""
+        return f"{'hang' if self.detected else 'no hang'}: {self.account}"
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    time: float | None
+    rank: int | None
+    text: str
+    source: str
+    line: int | None
+    role: str  # initiating | cascade | context
+
+
+@dataclass(frozen=True)
+class CollectiveProgress:
+    """Where one rank stood in one process group's collectives (its flight-recorder dump)."""
+
+    rank: int
+    enqueued: int | None  # the last collective (sequence id) it called
+    started: int | None  # ... that ran on the device (NCCL; None where the dump cannot tell)
+    completed: int | None  # ... that finished (None where the dump cannot tell)
+
+
+@dataclass(frozen=True)
+class GroupProgress:
+    """One process group across ranks: how far each rank got, who is behind or missing."""
+
+    pg: str
+    desc: str
+    ranks: tuple[CollectiveProgress, ...]  # every rank that left a dump, by rank
+    missing: tuple[int, ...] = ()  # members that left no dump
+    lagging: tuple[int, ...] = ()  # behind the furthest rank
+    stuck_seq: int | None = None  # the collective the others wait in
+    stuck_op: str | None = None
+
+
+@dataclass(frozen=True)
+class StackGroup:
+    """Ranks whose main thread stood at the same place (py-spy), biggest group first."""
+
+    ranks: tuple[int, ...]
+    frames: tuple[StackFrame, ...]  # innermost first, the top few
+    waiting: bool  # inside a collective or a distributed wait
+    outlier: bool  # the odd one out: somewhere else than the others
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of the job, why we say so, and the lines that show it."""
+
+    id: OutcomeKind
+    why: str
+    evidence: tuple[EvidenceRef, ...] = ()
+    # a succeeded, stopped or incomplete job whose logs also hold a real fault (a rank's own
+    # exception, a crash): the report says both
+    fault_too: bool = False
+
+    @property
+    def clean(self) -> bool:
+        """The job did not fail or hang, and nothing in its logs says a fault happened."""
+        quiet = (OutcomeKind.SUCCEEDED, OutcomeKind.STOPPED, OutcomeKind.INCOMPLETE)
+        return self.id in quiet and not self.fault_too
+
+
+@dataclass(frozen=True)
+class AnalysisFacts:
+    """What correlate found about the job as a whole: later stages read these fields, and
+    action templates and playbook conditions name them (`values()`: `{culprit_rank}`,
+    `{collective}`, `{timeout_ms}`, `{torch}`, ...)."""
+
+    world_size: int | None = None
+    culprit_ranks: tuple[int, ...] = ()
+    culprit_rank: int | None = None  # the lead culprit: the strongest case
+    culprit_host: str | None = None
+    hosts: tuple[str, ...] = ()
+    # of the hang report, when there is one (hang: whether the survivors waited)
+    hang: bool | None = None
+    lagging_ranks: tuple[int, ...] | None = None
+    collective: str | None = None  # the op's name
+    seq: int | None = None
+    timeout_ms: int | None = None
+    pg: str | None = None
+    # pg -> rank -> (last enqueued, last started, last completed), when dumps were read
+    fr_status: Mapping[str, Mapping[int, tuple[int | None, int | None, int | None]]] | None = None
+    fr_ranks_dumped: tuple[int, ...] | None = None
+    missing_ranks: tuple[int, ...] = ()  # members of a process group that left no dump
+    user_frame: str | None = None  # "function (file:line)" the first failure raised at
+    last_progress: Mapping[int, Any] | None = None  # rank -> last step logged
+    # the majority's versions across ranks
+    torch: str | None = None
+    nccl: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    driver: str | None = None
+    deepspeed: str | None = None
+    gpu_models: str | None = None
+    exitcode: int | None = None  # the culprit's own exit
+    signal: str | None = None
+    torchrun_root_cause_rank: int | None = None
+    first_failure_text: str | None = None
+    source_ranks: Mapping[str, int] = field(default_factory=dict)  # input path -> rank
+    source_hosts: Mapping[str, str] = field(default_factory=dict)  # input path -> host
+    frameworks: tuple[str, ...] = ()
+    launchers: tuple[str, ...] = ()
+    input_kinds: tuple[str, ...] = ()  # what the user gave (advice never asks for it again)
+    analysis_error: str | None = None  # the analysis failed: culprit and hang are unknown
+
+    def values(self) -> dict[str, Any]:
+        """The facts by the names templates and conditions use; sequences as lists, facts
+        not found left out."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class Analysis:
+    findings: tuple[Finding, ...] = ()
+    first_failure: FailureRef | None = None
+    culprit_ranks: tuple[int, ...] = ()
+    hang: HangReport | None = None
+    initiating_events: tuple[Event, ...] = ()  # the events that started it, best first
+    cascade_events: tuple[Event, ...] = ()
+    rank_exits: tuple[RankExit, ...] = ()
+    timeline: tuple[TimelineEntry, ...] = ()
+    facts: AnalysisFacts = field(default_factory=AnalysisFacts, compare=False)
+    process_groups: tuple[GroupProgress, ...] = ()
+    stack_groups: tuple[StackGroup, ...] = ()
+    outcome: Outcome | None = None
