@@ -18,6 +18,7 @@ from pathlib import Path
 import regex
 
 from triage import knowledge, pipeline
+from triage.analysis import correlate
 from triage.knowledge.actions import parse_action
 from triage.model import Diagnosis
 
@@ -153,3 +154,38 @@ def test_reports_keep_titles_capitals_and_never_nest_a_frame_in_itself() -> None
     assert not re.search(r"\brank \d+, \d+", text), "rank 0, 1"
     assert not re.search(r"(\w+) \(\1 \(", text), "upload (upload (...))"
     assert not re.search(r"\{'\w+':", text), "a Python repr"
+
+
+GPU_ADVICE = re.compile(r"\bCUDA\b|\bGPUs?\b|\bfp16\b|\bbf16\b|flash-attn|TransformerEngine|apex")
+
+
+def test_a_job_its_environment_report_shows_on_cpus_gets_no_gpu_advice() -> None:
+    """The nan and segfault bundles ran on gloo with `Is CUDA available: False` in their
+    collect_env: fp16, CUDA_LAUNCH_BLOCKING or flash-attn advice would be for another job."""
+    for name in ("nan_from_one_rank_shard", "segfault_native_augment", "second_node_never_joins"):
+        parsed = pipeline.read_inputs([str(ROOT / "corpus_samples" / name / "bundle")])
+        assert correlate(parsed).facts.device == "cpu", name
+        d = pipeline.diagnose_parsed(parsed)
+        said = [a for f in d.fix_patterns for a in f.actions]
+        assert said, name
+        assert not [a for a in said if GPU_ADVICE.search(a)], (name, said)
+
+
+def test_the_device_condition_keeps_gpu_advice_where_nothing_says_cpu() -> None:
+    problems: list[tuple[str, str]] = []
+    action = parse_action(
+        [
+            {"text": "Use bf16 instead of fp16.", "when": {"device": "gpu"}},
+            {"text": "Look at the batch that made the NaN.", "when": {"device": "cpu"}},
+        ],
+        "test",
+        lambda item, msg: problems.append((item, msg)),
+    )
+    assert action is not None and problems == []
+    assert action.fill({}) == "Use bf16 instead of fp16."  # a paste: nothing says CPU
+    assert action.fill({"device": "gpu"}) == "Use bf16 instead of fp16."
+    assert action.fill({"device": "cpu"}) == "Look at the batch that made the NaN."
+    parse_action(
+        {"text": "x", "when": {"device": "tpu"}}, "bad", lambda i, m: problems.append((i, m))
+    )
+    assert problems and "device" in problems[-1][1]

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
+import regex
+
 from triage import knowledge
 from triage.analysis import consistency, exits, flight_recorder, progress, pyspy
 from triage.analysis.ranks import RankIndex, event_rank
 from triage.model import (
     AnalysisFacts,
+    EnvReport,
+    EventKind,
     FailureRef,
     HangReport,
     ParsedSource,
@@ -140,8 +144,39 @@ def job_facts(
         frameworks=tuple(found),
         launchers=tuple(launchers),
         input_kinds=tuple(sorted({ps.source.kind.value for ps in parsed})),
+        device=device_of(parsed, versions.get("gpu_models")),
         **versions,
     )
+
+
+_NCCL_EVENTS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)
+# a message only a GPU job prints (an environment report from a login node may say no CUDA)
+_GPU_SAID = regex.compile(
+    r"\bCUDA (?:error|out of memory)|\bcuda:\d|\bcudaError|\bNCCL (?:WARN|INFO)"
+)
+
+
+def device_of(parsed: Sequence[ParsedSource], gpu_models: str | None) -> str | None:
+    """What the job ran on: "gpu" when it shows GPUs (NCCL's own lines, GPU models, an
+    environment report that saw CUDA), "cpu" when its environment report says CUDA was not
+    available and nothing shows a GPU; None when nothing says (most pasted errors)."""
+    if gpu_models or any(
+        ev.kind in _NCCL_EVENTS or _GPU_SAID.search(ev.text[:4000])
+        for ps in parsed
+        for ev in ps.events
+    ):
+        return "gpu"
+    said = {
+        str(ev.payload.facts.get("cuda_available", "")).strip().lower()
+        for ps in parsed
+        for ev in ps.events
+        if isinstance(ev.payload, EnvReport)
+    }
+    if said & {"true", "yes"}:
+        return "gpu"
+    if said & {"false", "no"}:
+        return "cpu"
+    return None
 
 
 # the versions the job's environment reports give, as the majority of ranks has them

@@ -27,6 +27,9 @@ Conditions (`when`), all of which must hold:
     hang: true | false                         # a hang was detected, or not
     missing: pyspy | [pyspy, flight_recorder]  # the job's inputs hold none of these kinds: an
                                                # action never asks for what is already there
+    device: gpu | cpu                          # gpu: not for a job its evidence shows ran on
+                                               # CPUs only (unknown counts as gpu); cpu: only
+                                               # for such a job
 """
 
 from __future__ import annotations
@@ -38,13 +41,14 @@ from typing import Any
 
 import regex
 
-CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing")
+CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing", "device")
 # The facts conditions read (set by correlate: triage.analysis)
 FRAMEWORKS_FACT = "frameworks"
 LAUNCHERS_FACT = "launchers"
 CULPRIT_FACT = "culprit_rank"
 HANG_FACT = "hang"
 INPUT_KINDS_FACT = "input_kinds"
+DEVICE_FACT = "device"
 # the input kinds `missing` may name (triage.model.SourceKind values)
 INPUT_KINDS = (
     "rank_log",
@@ -189,6 +193,8 @@ def applies(when: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
             return False
         if key == "missing" and _any_of(value, facts.get(INPUT_KINDS_FACT)):
             return False
+        if key == "device" and (facts.get(DEVICE_FACT) == "cpu") != (value == "cpu"):
+            return False
     return True
 
 
@@ -275,6 +281,9 @@ def check_when(when: Any, item: str, report: Callable[[str, str], None]) -> bool
             if not isinstance(kinds, list) or not kinds or set(kinds) - set(INPUT_KINDS):
                 report(item, f"`missing` names input kinds: {', '.join(INPUT_KINDS)}")
                 ok = False
+        elif key == "device" and value not in ("gpu", "cpu"):
+            report(item, "`device` must be `gpu` or `cpu`")
+            ok = False
     return ok
 
 

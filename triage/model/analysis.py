@@ -207,6 +207,7 @@ class AnalysisFacts:
     frameworks: tuple[str, ...] = ()
     launchers: tuple[str, ...] = ()
     input_kinds: tuple[str, ...] = ()  # what the user gave (advice never asks for it again)
+    device: str | None = None  # "gpu" | "cpu": what the job ran on, where its evidence says
     analysis_error: str | None = None  # the analysis failed: culprit and hang are unknown
 
     def values(self) -> dict[str, Any]:
