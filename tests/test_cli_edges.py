@@ -67,6 +67,22 @@ def test_a_dry_run_asks_a_failing_api_once_per_read_and_says_what_it_missed(
     assert "not read from the github API" in result.message and "503" in result.message
 
 
+def _wait_until_it_reads_stdin(pid: int, limit: float = 60.0) -> None:
+    """Where the user presses Ctrl-C: while `triage explain` waits for the paste. A fixed
+    sleep raced a slow import on a loaded machine (the signal landed before the wait)."""
+    reading = {"0", "63"}  # read(2) on x86-64 and on arm64
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            call = Path(f"/proc/{pid}/syscall").read_text().split()
+        except OSError:
+            time.sleep(1.0)  # no /proc: the old fixed wait
+            return
+        if call and call[0] in reading:
+            return
+        time.sleep(0.05)
+
+
 def test_ctrl_c_exits_130_and_says_it_was_interrupted(tmp_path: Path) -> None:
     # `triage explain` waits on stdin; SIGINT is what Ctrl-C sends
     code = "import sys; from triage.cli import run; print('ready', flush=True); run()"
@@ -80,7 +96,7 @@ def test_ctrl_c_exits_130_and_says_it_was_interrupted(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    time.sleep(1.0)  # inside run() by now: importing the stages or reading stdin
+    _wait_until_it_reads_stdin(proc.pid)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
