@@ -189,3 +189,19 @@ def test_the_device_condition_keeps_gpu_advice_where_nothing_says_cpu() -> None:
         {"text": "x", "when": {"device": "tpu"}}, "bad", lambda i, m: problems.append((i, m))
     )
     assert problems and "device" in problems[-1][1]
+
+
+def test_the_same_advice_in_other_words_is_given_once() -> None:
+    """Raising the timeout, lowering the learning rate, one collective order for every rank:
+    a rule's wording and the playbook's are one step for the user (review of the bundles)."""
+    once = {
+        "rank0_preprocessing_exceeds_timeout": r"(?i)\braise\b.{0,40}timeout",
+        "nan_from_one_rank_shard": r"(?i)^lower the learning rate",
+        "process_groups_entered_out_of_order": (
+            r"(?i)same order|outside the branch|same collectives"
+        ),
+    }
+    for name, idea in once.items():
+        d = pipeline.diagnose([str(ROOT / "corpus_samples" / name / "bundle")])
+        said = [a for f in d.fix_patterns for a in f.actions if re.search(idea, a)]
+        assert len(said) == 1, (name, said)
