@@ -369,13 +369,17 @@ def printed_by_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts
 
 
 def record_problems(view: report_view.ReportView) -> list[str]:
-    """An action names a collective by its name, never by a dumped record (`{'op': ...}`)."""
-    return [
+    """An action names a collective by its name, never by a dumped record (`{'op': ...}`),
+    and the job's line never quotes a Python list (`[[6]] ['Double']`)."""
+    out = [
         f"action shows a raw record: {a.text[:70]!r}"
         for f in view.fixes
         for a in f.actions
         if re.search(r"\{'\w+': ", a.text)
     ]
+    if view.outcome is not None and re.search(r"\[\[|\['", view.outcome.why):
+        out.append(f"the job's line quotes a list: {view.outcome.why[:80]!r}")
+    return out
 
 
 def host_problems(d: Diagnosis, facts: Facts) -> list[str]:

@@ -65,6 +65,13 @@ def _sizes(ref: CollectiveRef) -> list[list[int]]:
     return [list(shape) for shape in ref.input_sizes]
 
 
+def _shapes_text(ref: CollectiveRef) -> str:
+    """Input sizes and dtypes as a sentence says them: `6 Double`, `1024x4096, 16 Float`."""
+    shapes = ", ".join("x".join(str(d) for d in shape) or "scalar" for shape in ref.input_sizes)
+    dtypes = ",".join(ref.input_dtypes)
+    return " ".join(p for p in (shapes, dtypes) if p) or "no inputs recorded"
+
+
 def _ev(report: PGReport, rank: int, text: str) -> EvidenceRef:
     """Evidence that points at the rank's own dump file (or says none exists)."""
     source = report.sources.get(rank, f"flight recorder (no dump from rank {rank})")
@@ -181,9 +188,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
         parts = []
         for sig_ranks in _group_by_sig(per):
             ex = per[sig_ranks[0]]
-            parts.append(
-                f"rank {format_ranks(sig_ranks)}: {ex.op} {_sizes(ex)} {','.join(ex.input_dtypes)}"
-            )
+            parts.append(f"rank {format_ranks(sig_ranks)}: {ex.op} {_shapes_text(ex)}")
         how = ""
         if m.pattern == "left_loop":
             how = (
@@ -202,8 +207,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                     _ev(
                         report,
                         r,
-                        f"rank {r}: {per[r].profiling_name} "
-                        f"{_sizes(per[r])} {list(per[r].input_dtypes)}",
+                        f"rank {r}: {per[r].profiling_name} {_shapes_text(per[r])}",
                     )
                     for r in list(per)[:4]
                 ),
