@@ -67,6 +67,14 @@ def test_a_dry_run_asks_a_failing_api_once_per_read_and_says_what_it_missed(
     assert "not read from the github API" in result.message and "503" in result.message
 
 
+def _ctrl_c_as_a_terminal_delivers_it() -> None:
+    """The child starts with SIGINT at its default and unblocked, as under a shell: a child
+    inherits an ignored or blocked SIGINT (something earlier in the full test run leaves the
+    test process so), and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _wait_until_it_reads_stdin(pid: int, limit: float = 60.0) -> None:
     """Where the user presses Ctrl-C: while `triage explain` waits for the paste. A fixed
     sleep raced a slow import on a loaded machine (the signal landed before the wait)."""
@@ -94,6 +102,7 @@ def test_ctrl_c_exits_130_and_says_it_was_interrupted(tmp_path: Path) -> None:
         text=True,
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=_ctrl_c_as_a_terminal_delivers_it,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     _wait_until_it_reads_stdin(proc.pid)
