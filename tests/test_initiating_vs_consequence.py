@@ -120,7 +120,7 @@ def test_the_first_exception_of_a_chain_is_the_failure_when_its_last_is_a_timeou
     assert [e.rank for e in a.initiating_events] == [2]
     assert {e.rank for e in a.cascade_events} == {0, 1}
     assert a.hang is not None and a.hang.detected
-    assert "had already failed" in a.hang.explanation
+    assert "had already hit an error" in a.hang.explanation
     assert finding(a, "hang").facts["shape"] == "failed"
 
 

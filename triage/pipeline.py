@@ -21,6 +21,7 @@ from triage.model import (
     Classification,
     Diagnosis,
     EventKind,
+    FindingKind,
     FixRecommendation,
     InputSummary,
     ParsedSource,
@@ -339,15 +340,15 @@ def _diagnosis(
 # Findings that speak of a failure: a job that ended well shows none of them.
 _FAILURE_FINDINGS = frozenset(
     {
-        "first_failure",
-        "cascade",
-        "hang",
-        "lagging_rank",
-        "missing_rank",
-        "collective_mismatch",
-        "rank_exit",
-        "stack_outlier",
-        "progress_divergence",
+        FindingKind.FIRST_FAILURE,
+        FindingKind.CASCADE,
+        FindingKind.HANG,
+        FindingKind.LAGGING_RANK,
+        FindingKind.MISSING_RANK,
+        FindingKind.COLLECTIVE_MISMATCH,
+        FindingKind.RANK_EXIT,
+        FindingKind.STACK_OUTLIER,
+        FindingKind.PROGRESS_DIVERGENCE,
     }
 )
 

@@ -95,7 +95,7 @@ def hang_report(
     if detected and (crashed or crashed_exit):
         text = (
             f"the other ranks waited in {where} until they timed out; rank(s) "
-            f"{format_ranks(culprits)} had already failed and never arrived"
+            f"{format_ranks(culprits)} had already hit an error and never arrived"
         )
     elif detected and not lagging:
         text = (
