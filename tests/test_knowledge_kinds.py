@@ -139,3 +139,18 @@ def test_the_log_parser_reads_facts_with_the_shapes_of_the_knowledge_it_is_hande
     monkeypatch.setenv(knowledge.RULES_ENV, str(rules))
     (event,) = parse_text(line, kb=knowledge.load()).events
     assert event.rank == 5 and event.attrs["rank"] == 5
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "item"),
+    [
+        ("masks.yaml", {"salient": "(unclosed"}, "salient"),
+        ("exits.yaml", {"restarts": {"pattern": "(", "examples": {}}}, "restarts"),
+        ("outcome.yaml", {"hang_deaths": ["[z-a]"]}, "hang_deaths"),
+    ],
+)
+def test_a_broken_regex_of_any_kind_is_reported_with_its_file_and_item(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, edit: dict, item: str
+) -> None:
+    found = _problems(_rules_with(tmp_path, name, edit), monkeypatch)
+    assert "bad regex" in found[(name, item)]

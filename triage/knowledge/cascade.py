@@ -28,7 +28,7 @@ from typing import Any
 
 import regex
 
-from triage import regex_cache
+from triage.knowledge.problems import compile_regex
 
 KIND = "cascade"
 _KEYS = {
@@ -105,13 +105,13 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             )
     points: list[regex.Pattern[str]] = []
     for text in _strings(body.get("points_at_rank"), "points_at_rank", report):
-        compiled = _compile(text, 0, "points_at_rank", report)
+        compiled = compile_regex(text, "points_at_rank", report, 0)
         if compiled is not None and "rank" not in compiled.groupindex:
             report("points_at_rank", f"{text!r} needs a `rank` group")
         elif compiled is not None:
             points.append(compiled)
     peer = body.get("peer_address")
-    peer_pattern = _compile(peer, 0, "peer_address", report) if isinstance(peer, str) else None
+    peer_pattern = compile_regex(peer, "peer_address", report, 0) if isinstance(peer, str) else None
     if peer_pattern is None or not {"ip", "port"} <= set(peer_pattern.groupindex):
         report("peer_address", "needs one regex with `ip` and `port` groups")
     mismatch, mismatch_examples = _peer_mismatch(body.get("peer_mismatch"), report)
@@ -170,16 +170,6 @@ def _alternation(
         report(item, "needs at least one message regex")
         return None
     for text in messages:
-        if _compile(text, regex.I, item, report) is None:
+        if compile_regex(text, item, report, regex.I) is None:
             return None
-    return _compile("|".join(messages), regex.I, item, report)
-
-
-def _compile(
-    text: Any, flags: int, item: str, report: Callable[[str, str], None]
-) -> regex.Pattern[str] | None:
-    try:
-        return regex_cache.compile(text, flags)
-    except (regex.error, TypeError) as exc:
-        report(item, f"bad regex {text!r}: {exc}")
-        return None
+    return compile_regex("|".join(messages), item, report, regex.I)

@@ -23,7 +23,7 @@ from typing import Any
 
 import regex
 
-from triage.knowledge.problems import check_examples
+from triage.knowledge.problems import check_examples, compile_regex
 
 KIND = "exits"
 ROLES = ("self_inflicted", "launcher_killed")
@@ -104,10 +104,8 @@ def _restarts(spec: Any, report: Callable[[str, str], None]) -> regex.Pattern[st
     if not isinstance(spec, dict) or not isinstance(spec.get("pattern"), str):
         report("restarts", "needs `pattern` and `examples`")
         return None
-    try:
-        pattern = regex.compile(spec["pattern"], regex.I)
-    except regex.error as exc:
-        report("restarts", f"bad regex: {exc}")
+    pattern = compile_regex(spec["pattern"], "restarts", report, regex.I)
+    if pattern is None:
         return None
     check_examples(pattern, spec.get("examples"), "restarts", report)
     return pattern

@@ -20,6 +20,8 @@ from typing import Any
 
 import regex
 
+from triage.knowledge.problems import compile_regex
+
 KIND = "frames"
 _KEYS = {"kind", "library", "examples"}
 _SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
@@ -51,10 +53,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         if not isinstance(spec, dict) or not spec.get("pattern") or not spec.get("why"):
             report(item, "needs pattern and why")
             continue
-        try:
-            regex.compile(spec["pattern"])
-        except regex.error as exc:
-            report(item, f"bad regex: {exc}")
+        if compile_regex(spec["pattern"], item, report) is None:
             continue
         parts.append(f"(?:{spec['pattern']})")
     frames = LibraryFrames(regex.compile("|".join(parts)) if parts else None)

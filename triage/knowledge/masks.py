@@ -23,7 +23,7 @@ from typing import Any
 
 import regex
 
-from triage import regex_cache
+from triage.knowledge.problems import compile_regex
 
 KIND = "masks"
 _KEYS = {"kind", "prefixes", "masks", "salient", "frame", "innermost_first", "examples"}
@@ -58,7 +58,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         report("", f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_KEYS - {'kind'})}")
     prefixes = []
     for n, entry in enumerate(_entries(body.get("prefixes"), "prefixes", report), 1):
-        compiled = _compile(entry.get("pattern"), f"prefix {entry.get('name') or n}", report)
+        compiled = compile_regex(entry.get("pattern"), f"prefix {entry.get('name') or n}", report)
         if compiled is not None:
             prefixes.append(compiled)
     masks: list[Mask] = []
@@ -68,12 +68,12 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             masks.append(mask)
     if "path" not in {m.name for m in masks}:
         report("masks", "needs a mask named `path` (frames keep their file through it)")
-    salient = _compile(body.get("salient"), "salient", report)
-    frame = _compile(body.get("frame"), "frame", report)
+    salient = compile_regex(body.get("salient"), "salient", report)
+    frame = compile_regex(body.get("frame"), "frame", report)
     if frame is not None and not {"file", "func"} <= set(frame.groupindex):
         report("frame", "needs `file` and `func` groups")
     innermost_first = (
-        _compile(body["innermost_first"], "innermost_first", report)
+        compile_regex(body["innermost_first"], "innermost_first", report)
         if "innermost_first" in body
         else None
     )
@@ -100,7 +100,7 @@ def _mask(entry: Mapping[str, Any], n: int, report: Callable[[str, str], None]) 
     if not isinstance(entry.get("name"), str):
         report(item, "needs a `name`")
         return None
-    compiled = _compile(entry.get("pattern"), item, report)
+    compiled = compile_regex(entry.get("pattern"), item, report)
     if compiled is None:
         return None
     mask_with, keep = entry.get("mask_with"), entry.get("keep")
@@ -127,17 +127,6 @@ def _entries(value: Any, item: str, report: Callable[[str, str], None]) -> list[
         report(item, "must be a list of {name, pattern, ...}")
         return []
     return value
-
-
-def _compile(text: Any, item: str, report: Callable[[str, str], None]) -> regex.Pattern[str] | None:
-    if not isinstance(text, str):
-        report(item, "needs a `pattern`")
-        return None
-    try:
-        return regex_cache.compile(text)
-    except regex.error as exc:
-        report(item, f"bad regex {text!r}: {exc}")
-        return None
 
 
 def merge(values: Sequence[Masks]) -> Masks:

@@ -25,6 +25,8 @@ from typing import Any
 
 import regex
 
+from triage.knowledge.problems import compile_regex
+
 KIND = "outcome"
 _KEYS = {
     "kind",
@@ -91,13 +93,15 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         report("stop_reasons", "must map a stop key to its wording")
         stops = {}
     deaths = _names(body.get("hang_deaths"), "hang_deaths", report)
-    try:
-        hang_deaths = regex.compile("|".join(f"(?:{p})" for p in deaths), regex.M | regex.I)
-    except regex.error as exc:
-        report("hang_deaths", f"bad regex: {exc}")
-        hang_deaths = None
+    hang_deaths = (
+        compile_regex(
+            "|".join(f"(?:{p})" for p in deaths), "hang_deaths", report, regex.M | regex.I
+        )
+        if deaths
+        else None
+    )
     return Ends(
-        hang_deaths=hang_deaths if deaths else None,
+        hang_deaths=hang_deaths,
         stop_exceptions=frozenset(_names(body.get("stop_exceptions"), "stop_exceptions", report)),
         outside_signals=frozenset(_names(body.get("outside_signals"), "outside_signals", report)),
         scheduler_reasons=reasons,

@@ -38,6 +38,7 @@ from typing import Any
 import regex
 
 from triage import taxonomy
+from triage.knowledge.problems import compile_regex
 
 KIND = "places"
 _KEYS = {"kind", "places"}
@@ -116,14 +117,6 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     return Places(tuple(out))
 
 
-def _compile(value: Any, item: str, key: str, report: Callable[[str, str], None]) -> Any:
-    try:
-        return regex.compile(str(value))
-    except regex.error as exc:
-        report(item, f"bad regex in {key}: {exc}")
-        return None
-
-
 def _place(
     spec: Any, n: int, report: Callable[[str, str], None], tax: taxonomy.Taxonomy
 ) -> Place | None:
@@ -146,8 +139,12 @@ def _place(
         if not isinstance(entry, dict) or not entry or set(entry) - _FRAME_KEYS:
             report(item, f"frames[{k}] needs `file` and/or `function` (regexes), nothing else")
             continue
-        f = _compile(entry["file"], item, "file", report) if "file" in entry else None
-        g = _compile(entry["function"], item, "function", report) if "function" in entry else None
+        f = compile_regex(entry["file"], f"{item} file", report) if "file" in entry else None
+        g = (
+            compile_regex(entry["function"], f"{item} function", report)
+            if "function" in entry
+            else None
+        )
         patterns.append(FramePattern(f, g))
     concludes = spec["concludes"]
     weights: dict[str, dict[str, float]] = {}

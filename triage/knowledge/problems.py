@@ -10,6 +10,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import regex
+
+from triage import regex_cache
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -74,3 +78,18 @@ def check_examples(
     for line in no_match:
         if pattern.search(line):
             report(item, f"matches its no_match example {line!r}")
+
+
+def compile_regex(
+    text: Any, item: str, report: Callable[[str, str], None], flags: int = 0
+) -> regex.Pattern[str] | None:
+    """A knowledge file's regex, compiled (through the disk cache); a missing or broken one
+    is reported with its item and gives None, so loading goes on and says every problem."""
+    if not isinstance(text, str) or not text:
+        report(item, "needs a regex")
+        return None
+    try:
+        return regex_cache.compile(text, flags)
+    except regex.error as exc:
+        report(item, f"bad regex {text!r}: {exc}")
+        return None

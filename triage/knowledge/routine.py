@@ -27,7 +27,7 @@ from typing import Any
 
 import regex
 
-from triage import regex_cache
+from triage.knowledge.problems import compile_regex
 from triage.literals import required_literals
 
 KIND = "routine"
@@ -101,10 +101,8 @@ def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine 
     if missing:
         report(item, f"needs {', '.join(missing)}")
         return None
-    try:
-        pattern = regex_cache.compile(str(spec["pattern"]))
-    except regex.error as exc:
-        report(item, f"bad regex: {exc}")
+    pattern = compile_regex(str(spec["pattern"]), item, report)
+    if pattern is None:
         return None
     examples = spec.get("examples") or {}
     must = tuple(str(x) for x in examples.get("match") or ())

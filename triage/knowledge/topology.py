@@ -23,7 +23,7 @@ from typing import Any
 
 import regex
 
-from triage.knowledge.problems import check_examples
+from triage.knowledge.problems import check_examples, compile_regex
 
 KIND = "topology"
 ARGV = ("nnodes", "nproc_per_node", "node_rank")
@@ -47,7 +47,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         report("argv", f"needs exactly {list(ARGV)}")
         raw = {}
     for key, text in raw.items():
-        pattern = _compile(text, f"argv {key}", report)
+        pattern = compile_regex(text, f"argv {key}", report)
         if pattern is None:
             continue
         if "n" not in pattern.groupindex or "--n" not in str(text):
@@ -58,27 +58,14 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     if not isinstance(wait, dict):
         report("rendezvous_wait", "needs pattern, joined and examples")
         return Topology(argv)
-    waiting = _compile(wait.get("pattern"), "rendezvous_wait pattern", report, regex.I)
-    joined = _compile(wait.get("joined"), "rendezvous_wait joined", report)
+    waiting = compile_regex(wait.get("pattern"), "rendezvous_wait pattern", report, regex.I)
+    joined = compile_regex(wait.get("joined"), "rendezvous_wait joined", report)
     if joined is not None and not {"k", "m"} <= set(joined.groupindex):
         report("rendezvous_wait joined", "needs groups (?P<k>...) and (?P<m>...)")
         joined = None
     if waiting is not None:  # a bad pattern is reported already
         check_examples(waiting, wait.get("examples"), "rendezvous_wait", report)
     return Topology(argv, waiting, joined)
-
-
-def _compile(
-    text: Any, item: str, report: Callable[[str, str], None], flags: int = 0
-) -> regex.Pattern[str] | None:
-    if not isinstance(text, str) or not text:
-        report(item, "needs a regex")
-        return None
-    try:
-        return regex.compile(text, flags)
-    except regex.error as exc:
-        report(item, f"bad regex: {exc}")
-        return None
 
 
 def merge(values: Sequence[Topology]) -> Topology:
