@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,25 @@ redact_hosts_option = click.option(
     help="Also replace e-mail addresses, IP addresses, host names and home-folder user names "
     "with stand-ins (<host-1>, <ip-1>...). Secrets are always masked.",
 )
+
+
+def many_jobs_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """What `batch` and `fleet` both take: where the jobs run and how each is read."""
+    for option in reversed(
+        (
+            jobs_option,
+            dask_option,
+            ray_option,
+            no_embed_option,
+            rules_option,
+            fr_entries_option,
+            follow_links_option,
+        )
+    ):
+        command = option(command)
+    return command
+
+
 output_option = click.option(
     "-o",
     "--output",

@@ -8,15 +8,9 @@ import click
 
 from triage.cli.common import (
     SUFFIX_FORMATS,
-    dask_option,
-    follow_links_option,
-    fr_entries_option,
-    jobs_option,
-    no_embed_option,
+    many_jobs_options,
     pipeline_options,
-    ray_option,
     redact_hosts_option,
-    rules_option,
 )
 from triage.cli.progress import BatchProgress, FleetProgress
 
@@ -31,13 +25,7 @@ from triage.cli.progress import BatchProgress, FleetProgress
     type=click.Path(dir_okay=False),
     help="JSON lines, one per job.",
 )
-@jobs_option
-@dask_option
-@ray_option
-@no_embed_option
-@rules_option
-@fr_entries_option
-@follow_links_option
+@many_jobs_options
 @redact_hosts_option
 def batch(
     jobs_dir: str,
@@ -102,13 +90,7 @@ def batch(
     type=click.Path(dir_okay=False),
     help="The SQLite history: jobs already in it (by content digest) are not read again.",
 )
-@jobs_option
-@dask_option
-@ray_option
-@no_embed_option
-@rules_option
-@fr_entries_option
-@follow_links_option
+@many_jobs_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def fleet(
     jobs_dir: str,
