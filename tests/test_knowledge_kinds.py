@@ -147,6 +147,7 @@ def test_the_log_parser_reads_facts_with_the_shapes_of_the_knowledge_it_is_hande
         ("masks.yaml", {"salient": "(unclosed"}, "salient"),
         ("exits.yaml", {"restarts": {"pattern": "(", "examples": {}}}, "restarts"),
         ("outcome.yaml", {"hang_deaths": ["[z-a]"]}, "hang_deaths"),
+        ("frameworks.yaml", {"gpu_seen": {"pattern": "cuda:(", "examples": {}}}, "gpu_seen"),
     ],
 )
 def test_a_broken_regex_of_any_kind_is_reported_with_its_file_and_item(

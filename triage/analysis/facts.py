@@ -144,24 +144,24 @@ def job_facts(
         frameworks=tuple(found),
         launchers=tuple(launchers),
         input_kinds=tuple(sorted({ps.source.kind.value for ps in parsed})),
-        device=device_of(parsed, versions.get("gpu_models")),
+        device=device_of(parsed, versions.get("gpu_models"), kb.frameworks.gpu_seen),
         **versions,
     )
 
 
 _NCCL_EVENTS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)
-# a message only a GPU job prints (an environment report from a login node may say no CUDA)
-_GPU_SAID = regex.compile(
-    r"\bCUDA (?:error|out of memory)|\bcuda:\d|\bcudaError|\bNCCL (?:WARN|INFO)"
-)
 
 
-def device_of(parsed: Sequence[ParsedSource], gpu_models: str | None) -> str | None:
+def device_of(
+    parsed: Sequence[ParsedSource],
+    gpu_models: str | None,
+    gpu_seen: regex.Pattern[str] | None,
+) -> str | None:
     """What the job ran on: "gpu" when it shows GPUs (NCCL's own lines, GPU models, an
     environment report that saw CUDA), "cpu" when its environment report says CUDA was not
     available and nothing shows a GPU; None when nothing says (most pasted errors)."""
     if gpu_models or any(
-        ev.kind in _NCCL_EVENTS or _GPU_SAID.search(ev.text[:4000])
+        ev.kind in _NCCL_EVENTS or (gpu_seen is not None and gpu_seen.search(ev.text[:4000]))
         for ps in parsed
         for ev in ps.events
     ):

@@ -10,6 +10,7 @@
         engine: true                        # false: a wrapper on an engine (Accelerate)
     launchers:
       torchrun: {name: torchrun, seen: [...], examples: [...]}
+    gpu_seen: {pattern: '\\bCUDA error', examples: {match: [...], no_match: [...]}}
 
 Correlate reads the job's lines (tracebacks hold the frameworks' file paths, launchers narrate
 themselves) and sets the facts `frameworks` and `launchers`; actions name them in their
@@ -29,9 +30,10 @@ from typing import Any
 import regex
 
 from triage import regex_cache
+from triage.knowledge.problems import check_examples, compile_regex
 
 KIND = "frameworks"
-_KEYS = {"kind", "frameworks", "launchers"}
+_KEYS = {"kind", "frameworks", "launchers", "gpu_seen"}
 _ENTRY_KEYS = {"name", "seen", "examples", "named", "engine"}
 # Lines counted per framework before the count stops mattering, and the share of the most
 # named engine's count another engine needs to count as run on: a job shards its model with
@@ -62,6 +64,9 @@ class Frameworks:
     # every marker's literals (case-sensitive ones, case-insensitive ones lowercased): a
     # text that holds none cannot match any marker (None: some marker has no literals)
     screen: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    # a line only a job on GPUs prints (`gpu_seen`): the job's `device` fact (actions'
+    # `when: {device: gpu}`); None: no line tells
+    gpu_seen: regex.Pattern[str] | None = None
 
     def _may_match(self, text: str) -> bool:
         if self.screen is None:
@@ -123,10 +128,16 @@ class Frameworks:
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Frameworks:
     unknown = set(body) - _KEYS
     if unknown:
-        report("", f"unknown key(s) {sorted(unknown)}; allowed: frameworks, launchers")
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_KEYS - {'kind'})}")
     frameworks = _markers(body.get("frameworks"), "frameworks", report)
     launchers = _markers(body.get("launchers"), "launchers", report)
-    return Frameworks(frameworks, launchers, _screen((*frameworks, *launchers)))
+    gpu_seen = None
+    if "gpu_seen" in body:
+        spec = body["gpu_seen"] if isinstance(body["gpu_seen"], Mapping) else {}
+        gpu_seen = compile_regex(spec.get("pattern"), "gpu_seen", report)
+        if gpu_seen is not None:
+            check_examples(gpu_seen, spec.get("examples"), "gpu_seen", report)
+    return Frameworks(frameworks, launchers, _screen((*frameworks, *launchers)), gpu_seen)
 
 
 def _screen(markers: Sequence[Marker]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
