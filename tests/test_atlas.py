@@ -99,6 +99,37 @@ def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_l
     assert report["symptoms"][0]["id"] == "S29"
 
 
+def test_a_message_of_several_lines_cut_after_its_first_is_still_named() -> None:
+    # transformers' DeepSpeed integration prints the mismatched settings on the lines after
+    # this one; a paste that kept only the first line is still that check refusing a config
+    paste = (
+        "ValueError: Please correct the following DeepSpeed config values that mismatch "
+        "TrainingArguments values:\n"
+    )
+    out = CliRunner().invoke(main, ["explain", paste, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    why = [e["why"] for e in report["evidence"]]
+    assert "atlas:transformers:HfTrainerDeepSpeedConfig.trainer_config_finalize" in why
+    assert report["symptoms"][0]["id"] == "S09"
+
+
+def test_a_config_dataclass_check_is_a_rejected_config_not_data_loading() -> None:
+    # accelerate validates its plugins in utils/dataclasses.py: a path that once read as the
+    # data pipeline's (`utils/data`)
+    shipped = knowledge.shipped().atlas.templates
+    plugin = [t for t in shipped if t.file == "accelerate/utils/dataclasses.py" and t.labels]
+    assert plugin, "accelerate's plugin checks are in the atlas"
+    assert not [t for t in plugin if t.labels.get("symptom") == "S08"]
+    checks = [t for t in plugin if t.function.endswith("__post_init__")]
+    # a setting refused is S09; "X is not available, please install it" stays an install issue
+    assert {t.labels["symptom"] for t in checks if "install" not in " ".join(t.parts)} <= {
+        "S09",
+        "S03",
+    }
+    assert {t.labels["symptom"] for t in checks if "install" in " ".join(t.parts)} == {"S02"}
+
+
 def _row(parts: list[str], labels: dict[str, str]) -> list[object]:
     return ["a", "lib", "raise", "ValueError", parts, False, False, "f.py", "", "", [], 1, labels,
             "", False, ""]  # fmt: skip

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from triage.classify.types import RuleHit
 from triage.knowledge import Knowledge, shipped
-from triage.knowledge.atlas import Atlas, AtlasError, Template
+from triage.knowledge.atlas import Atlas, AtlasError, Template, first_line
 from triage.model import Analysis, Event, ParsedSource
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
@@ -42,6 +42,7 @@ class Match:
     ties: tuple[Template, ...]  # every template with the same literal text that matched
     text: str  # the line(s) the match spans
     line: int | None  # its file line, where the event has one
+    literal: int = 0  # the template's literal characters the text holds (all, or its first line)
 
 
 @dataclass
@@ -52,9 +53,11 @@ class Matcher:
     atlas: Atlas
     anchors: dict[str, list[int]] = field(default_factory=dict)
     compiled: dict[int, re.Pattern[str]] = field(default_factory=dict)
+    first_lines: dict[int, re.Pattern[str] | None] = field(default_factory=dict)
 
-    def matches(self, text: str) -> list[tuple[Template, re.Match[str]]]:
-        """(template, match) of every template the text instantiates."""
+    def matches(self, text: str) -> list[tuple[Template, re.Match[str], tuple[str, ...]]]:
+        """(template, match, the literal chunks matched) of every template the text
+        instantiates, in full or, for a message of several lines, by its first line."""
         seen: set[int] = set()
         out = []
         for word in set(_WORD.findall(text)):
@@ -62,12 +65,20 @@ class Matcher:
                 if i in seen:
                     continue
                 seen.add(i)
+                t = self.atlas.template(i)
                 pattern = self.compiled.get(i)
                 if pattern is None:
-                    pattern = self.compiled[i] = pattern_of(self.atlas.template(i))
+                    pattern = self.compiled[i] = pattern_of(t)
                 m = pattern.search(text)
                 if m is not None:
-                    out.append((self.atlas.template(i), m))
+                    out.append((t, m, t.parts))
+                    continue
+                if i not in self.first_lines:
+                    self.first_lines[i] = first_line_pattern_of(t)
+                head = self.first_lines[i]
+                m = head.search(text) if head is not None else None
+                if m is not None:
+                    out.append((t, m, t.parts[:1]))
         return out
 
 
@@ -100,6 +111,16 @@ def pattern_of(t: Template) -> re.Pattern[str]:
     return re.compile(_FIELD.join(c for c in chunks if c))
 
 
+def first_line_pattern_of(t: Template) -> re.Pattern[str] | None:
+    """The first line of a message the template prints over several lines (`first_line`), as
+    a regex that ends where a line ends; None when it has none that names it."""
+    head = first_line(t)
+    if head is None:
+        return None
+    chunk = r"\s+".join(re.escape(w) for w in head.split())
+    return re.compile(chunk + r"[ \t]*$", re.M)
+
+
 def find(atlas: Atlas, events: Iterable[Event]) -> list[Match]:
     """The templates the events instantiate: for each matched span, the most specific one
     (the most literal text)."""
@@ -112,23 +133,26 @@ def find(atlas: Atlas, events: Iterable[Event]) -> list[Match]:
             break
         text = ev.text[:MAX_TEXT]
         found = m.matches(text)
-        best: dict[int, tuple[int, Template, re.Match[str]]] = {}
         ties: dict[int, list[Template]] = {}
-        for t, hit in found:
-            size = sum(len(p) for p in t.parts)
+        best: dict[int, tuple[tuple[str, ...], Template, re.Match[str]]] = {}
+        for t, hit, chunks in found:
             line = text.count("\n", 0, hit.start())
-            if line not in best or size > best[line][0]:
-                best[line] = (size, t, hit)
+            if line not in best or _size(chunks) > _size(best[line][0]):
+                best[line] = (chunks, t, hit)
                 ties[line] = [t]
-            elif size == best[line][0] and t.parts == best[line][1].parts:
+            elif chunks == best[line][0]:
                 ties[line].append(t)
-        for line, (_size, t, hit) in sorted(best.items()):
+        for line, (chunks, t, hit) in sorted(best.items()):
             # quoted as the whole line(s) it spans: evidence quotes lines as the file has them
             start = text.rfind("\n", 0, hit.start()) + 1
             end = text.find("\n", hit.end())
             quoted = text[start : end if end >= 0 else len(text)].strip()
-            out.append(Match(t, ev, tuple(ties[line]), quoted, _file_line(ev, line)))
+            out.append(Match(t, ev, tuple(ties[line]), quoted, _file_line(ev, line), _size(chunks)))
     return out
+
+
+def _size(chunks: Sequence[str]) -> int:
+    return sum(len(c.strip()) for c in chunks)
 
 
 def _file_line(ev: Event, offset: int) -> int | None:
@@ -175,7 +199,7 @@ def hits(matches: Sequence[Match]) -> list[RuleHit]:
         }
         if not (agreed.get("symptom") or agreed.get("root_cause")):
             continue
-        literal = sum(len(p.strip()) for p in t.parts)
+        literal = match.literal
         sure = all(other.reviewed for other in match.ties)
         weight = (REVIEWED_WEIGHT if sure else RULE_WEIGHT) * min(1.0, literal / FULL_LITERAL)
         fields = ("symptom", "root_cause", "fix", "stage")

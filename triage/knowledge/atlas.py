@@ -402,14 +402,29 @@ _WORD = regex.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 MIN_ANCHORED = 16  # literal characters below which a template names nothing by itself
 
 
-def anchor_words(t: Template) -> set[str]:
-    """Whole words of the literal text that no field can run into: any line the template
-    prints holds them as words."""
+# A message printed over several lines is often cut after its first (the parser's event ends
+# there, or the user pasted one line): its first line alone names it when it holds at least
+# this much literal text (`classify.atlas` matches it so), and the anchor is taken from it.
+FIRST_LINE_LITERAL = 25
+
+
+def first_line(t: Template) -> str | None:
+    """The literal first line of a message the template prints over several lines; None when
+    the message is one line or its first line is too short to name it."""
+    head = t.parts[0] if t.parts else ""
+    if len(t.parts) < 2 or not head.endswith("\n") or len(head.strip()) < FIRST_LINE_LITERAL:
+        return None
+    return head
+
+
+def anchor_words(t: Template, parts: int | None = None) -> set[str]:
+    """Whole words of the literal text (of its first `parts` chunks: all by default) that no
+    field can run into: any line the template prints holds them as words."""
     if sum(len(p.strip()) for p in t.parts) < MIN_ANCHORED:
         return set()
     out: set[str] = set()
     last = len(t.parts) - 1
-    for n, part in enumerate(t.parts):
+    for n, part in enumerate(t.parts[:parts]):
         field_before = n > 0 or t.leading
         field_after = n < last or t.trailing
         for m in _WORD.finditer(part):
@@ -424,10 +439,11 @@ def anchor_words(t: Template) -> set[str]:
 
 
 def with_anchors(templates: list[Template]) -> list[Template]:
-    """Each template anchored on its rarest such word (fewest templates share it)."""
+    """Each template anchored on its rarest such word (fewest templates share it); a message
+    of several lines on a word of its first line, which names it alone (`first_line`)."""
     from dataclasses import replace
 
-    words = [anchor_words(t) for t in templates]
+    words = [(first_line(t) and anchor_words(t, 1)) or anchor_words(t) for t in templates]
     df: dict[str, int] = {}
     for ws in words:
         for w in ws:
