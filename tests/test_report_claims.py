@@ -56,6 +56,7 @@ _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
 _ERROR_WORDS = re.compile(r"Error\b|terminate called|Fatal Python error|Segmentation fault")
 _REPEATS = re.compile(r"\s+\[x\d+ on .*$")
 _FILE_LINE = re.compile(r"\(([\w./-]+\.py):(\d+)\)")
+_STAMP = re.compile(r"\b\d{2}:\d{2}:\d{2}\b")  # a clock time on a line, in any of the formats
 
 
 @dataclass
@@ -390,6 +391,38 @@ def host_problems(d: Diagnosis, facts: Facts) -> list[str]:
     return [f"host {h!r}; the logs say {sorted(facts.log_hosts)}" for h in named - facts.log_hosts]
 
 
+def time_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
+    """The timeline dates a quoted line only with a stamp that line carries; a line without
+    one is shown between stamps its file prints before and after it, never later than the
+    exits it caused; the picture's start is the table's +0."""
+    problems = []
+    for t in d.timeline:
+        lines = facts.files.get(t.source)
+        if t.role == "context" or t.line is None or lines is None or not 0 < t.line <= len(lines):
+            continue
+        where = f"{Path(t.source).name}:{t.line}"
+        if t.time is not None and not _STAMP.search(lines[t.line - 1]):
+            problems.append(f"timeline dates {where} though that line has no time")
+        before = any(_STAMP.search(x) for x in lines[: t.line - 1])
+        if t.time is None and t.earliest is not None and not before:
+            problems.append(f"timeline: {where} 'after' a stamp its file does not print before")
+        after = any(_STAMP.search(x) for x in lines[t.line :])
+        if t.time is None and t.latest is not None and not after:
+            problems.append(f"timeline: {where} 'before' a stamp its file does not print after")
+    rows = view.timeline.rows
+    exits = [i for i, r in enumerate(rows) if " exited " in r.text]
+    for i, r in enumerate(rows):
+        if r.role == "initiating" and exits and i > min(exits):
+            problems.append(f"timeline: the initiating row {r.where} comes after an exit")
+    if view.lanes is not None:
+        zero = [r.iso for r in rows if r.offset in ("+0.000s", "-0.000s")]
+        if view.lanes.start not in zero:
+            problems.append(
+                f"timeline: the picture starts at {view.lanes.start}, the table at {zero}"
+            )
+    return problems
+
+
 def _ranks(text: str) -> set[int]:
     out: set[int] = set()
     for part in text.replace(", ", ",").split(","):
@@ -435,6 +468,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + record_problems(view)
         + host_problems(d, facts)
         + rendered_problems(d, view)
+        + time_problems(d, view, facts)
     )
 
 

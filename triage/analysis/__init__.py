@@ -259,6 +259,7 @@ def _place(seen: Collected, offsets: dict[str, float]) -> list[timeline.Placed]:
             role.role,
             role.family,
             approx=ev.time is None,
+            latest=timeline.align_after(ev, domain, offsets),
         )
         for ev, rank, domain, role in seen.placed
     ]

@@ -15,7 +15,7 @@ import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import regex
 
@@ -63,6 +63,7 @@ class Placed:
     role: str
     family: str | None
     approx: bool = False  # the line had no stamp: `time` is the last stamp printed before it
+    latest: float | None = None  # ... and this the first printed after it (None: unknown)
 
 
 def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | None:
@@ -76,6 +77,16 @@ def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | No
     return t - offsets.get(domain, 0.0)
 
 
+def align_after(event: Event, domain: str, offsets: Mapping[str, float]) -> float | None:
+    """For a line without a stamp: the first stamp printed after it, aligned (else None)."""
+    if event.time is not None:
+        return None
+    after = (event.attrs or {}).get("time_after")
+    if not isinstance(after, (int, float)):
+        return None
+    return after - offsets.get(domain, 0.0)
+
+
 def signature(text: str) -> str:
     """A message with its numbers, addresses, ranks and hosts blanked: equal for all victims."""
     line = first_line(text, 400)
@@ -87,36 +98,14 @@ def build(
 ) -> tuple[TimelineEntry, ...]:
     """Initiating events once per rank and message (a --tee job prints each error in the
     console, the rank's own log and its error.json), cascade events folded into one line per
-    message kind across all ranks."""
-    entries: list[tuple[float | None, int, TimelineEntry]] = []
+    message kind across all ranks.
+
+    A line without a stamp keeps no time of its own: its entry carries the stamps around it in
+    its file (`earliest`, `latest`), sorts by the first, and one with neither sits by its
+    file's neighbours."""
+    entries: list[TimelineEntry] = []
     folded: dict[tuple[str, str], list[Placed]] = defaultdict(list)
     seen: set[tuple[int | None, str]] = set()
-    order = 0
-    placed = list(placed)
-    # an unstamped cause whose only time bound falls after its consequences began says
-    # nothing about when it happened: drop the bound, it sorts before the consequences
-    c0 = min(
-        (p.time for p in placed if p.role == "cascade" and not p.approx and p.time is not None),
-        default=None,
-    )
-    if c0 is not None:
-        placed = [
-            replace(p, time=None)
-            if p.approx and p.role == "initiating" and p.time is not None and p.time > c0
-            else p
-            for p in placed
-        ]
-    t0 = min(
-        (p.time for p in placed if p.role == "initiating" and p.time is not None), default=None
-    )
-    if t0 is not None:
-        # an unstamped consequence only has a lower bound; it cannot precede its cause
-        placed = [
-            replace(p, time=t0)
-            if p.approx and p.role == "cascade" and p.time is not None and p.time < t0
-            else p
-            for p in placed
-        ]
     for p in sorted(placed, key=lambda p: (p.time is None, p.time or 0.0, p.role != "initiating")):
         if p.role == "cascade":
             folded[(p.family or "", signature(p.event.text))].append(p)
@@ -127,22 +116,8 @@ def build(
         if key in seen:
             continue
         seen.add(key)
-        quoted = quoted_line(p.event, 240)
-        entries.append(
-            (
-                p.time,
-                order,
-                TimelineEntry(
-                    time=p.time,
-                    rank=p.rank,
-                    text=quoted[0],
-                    source=p.event.source,
-                    line=quoted[1],  # the quoted line's own, not the traceback's first
-                    role="initiating",
-                ),
-            )
-        )
-        order += 1
+        text, line = quoted_line(p.event, 240)  # the quoted line's own, not the traceback's first
+        entries.append(_entry(p, text, line))
     for (family, _), group in folded.items():
         group.sort(key=lambda p: (p.time is None, p.time or 0.0))
         head = group[0]
@@ -153,38 +128,8 @@ def build(
                 f"ranks {format_ranks(ranks)}" if len(ranks) > 1 else f"rank {format_ranks(ranks)}"
             )
             text = f"{text}  [x{len(group)} on {who}; {family.replace('_', ' ')}]"
-        entries.append(
-            (
-                head.time,
-                order,
-                TimelineEntry(
-                    time=head.time,
-                    rank=head.rank,
-                    text=text,
-                    source=head.event.source,
-                    line=line,
-                    role="cascade",
-                ),
-            )
-        )
-        order += 1
-    for e in extra:
-        entries.append((e.time, order, e))
-        order += 1
-    # a cause whose line carried no time still comes before its consequences
-    first_cascade = min(
-        (e.time for _, _, e in entries if e.role == "cascade" and e.time is not None),
-        default=None,
-    )
-
-    def when(x: tuple[float | None, int, TimelineEntry]) -> tuple[bool, float, int]:
-        t = x[0]
-        if t is None and x[2].role == "initiating" and first_cascade is not None:
-            t = first_cascade - 1e-6
-        return (t is None, t or 0.0, x[1])
-
-    entries.sort(key=when)
-    out = [e for _, _, e in entries]
+        entries.append(_entry(head, text, line))
+    out = _in_order([*entries, *extra])
     if len(out) > limit:
         # keep every initiating line and the earliest of the rest
         keep = [e for e in out if e.role == "initiating"][: limit // 2]
@@ -192,3 +137,75 @@ def build(
         kept = {id(e) for e in keep + rest}
         out = [e for e in out if id(e) in kept]
     return tuple(out)
+
+
+def _entry(p: Placed, text: str, line: int | None) -> TimelineEntry:
+    if p.approx:
+        return TimelineEntry(
+            None, p.rank, text, p.event.source, line, p.role, earliest=p.time, latest=p.latest
+        )
+    return TimelineEntry(p.time, p.rank, text, p.event.source, line, p.role)
+
+
+_ROLE_ORDER = {"initiating": 0, "cascade": 1}
+
+
+def _in_order(entries: Sequence[TimelineEntry]) -> list[TimelineEntry]:
+    """Entries by time (a line without a stamp by the stamp before it, else the one after);
+    a cause before its consequences where its own line cannot say; a line with no stamp
+    around it beside its file's neighbours."""
+    keys: dict[int, float] = {}
+    for i, e in enumerate(entries):
+        t = e.time if e.time is not None else e.earliest
+        if t is None and e.latest is not None:
+            # only a stamp after it: it sorts before that stamp, and before anything stamped
+            # in the second before it (stamps to the second, an exit's, read up to 1 s early)
+            t = e.latest - 1.0
+        if t is not None:
+            keys[i] = t
+    cascades = [keys[i] for i, e in enumerate(entries) if e.role == "cascade" and i in keys]
+    first_cascade = min(cascades, default=None)
+    if first_cascade is not None:
+        # an unstamped cause whose stamp before falls after its consequences began says
+        # nothing about when it happened: it sorts before the consequences
+        for i, e in enumerate(entries):
+            if e.role == "initiating" and e.time is None and keys.get(i, -1.0) >= first_cascade:
+                keys[i] = first_cascade - 1e-6
+    causes = [keys[i] for i, e in enumerate(entries) if e.role == "initiating" and i in keys]
+    if causes:
+        # an unstamped consequence only has a lower bound; it cannot precede its cause
+        t0 = min(causes)
+        for i, e in enumerate(entries):
+            if e.role == "cascade" and e.time is None and i in keys and keys[i] < t0:
+                keys[i] = t0
+
+    def order(i: int) -> tuple[float, int, str, int, int]:
+        e = entries[i]
+        return (keys[i], _ROLE_ORDER.get(e.role, 2), e.source, e.line or 0, i)
+
+    out = [entries[i] for i in sorted(keys, key=order)]
+    for i in sorted(
+        set(range(len(entries))) - set(keys),
+        key=lambda i: (entries[i].source, entries[i].line or 0, i),
+    ):
+        e = entries[i]
+        out.insert(_file_place(out, e), e)
+    return out
+
+
+def _file_place(out: Sequence[TimelineEntry], e: TimelineEntry) -> int:
+    """Where an entry with no time at all goes: before the next line of its own file, else
+    after the last one before it; else, a cause, before the first consequence; else last."""
+    if e.line is not None:
+        same = [
+            (j, x.line) for j, x in enumerate(out) if x.source == e.source and x.line is not None
+        ]
+        after = [j for j, line in same if line > e.line]
+        if after:
+            return min(after)
+        before = [j for j, line in same if line <= e.line]
+        if before:
+            return max(before) + 1
+    if e.role == "initiating":
+        return next((j for j, x in enumerate(out) if x.role == "cascade"), len(out))
+    return len(out)

@@ -113,6 +113,9 @@ class TimelineEntry:
     source: str
     line: int | None
     role: str  # initiating | cascade | context
+    # a line without a stamp: the stamps before and after it in its own file (`time` is None)
+    earliest: float | None = None
+    latest: float | None = None
 
 
 @dataclass(frozen=True)

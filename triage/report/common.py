@@ -208,7 +208,18 @@ def time_span(entries: Sequence[TimelineEntry]) -> tuple[float, float] | None:
 
 
 def offset(epoch: float | None, start: float | None) -> str:
-    """Seconds since the first timed event: `+12.345s`; reads faster than two clocks."""
+    """Seconds since the start of the drawn window: `+12.345s` (`-3.000s` before it); reads
+    faster than two clocks."""
     if epoch is None or start is None:
         return ""
-    return f"+{epoch - start:.3f}s"
+    return f"{epoch - start:+.3f}s"
+
+
+def bounds(earliest: float | None, latest: float | None) -> str:
+    """Where a line without a stamp lies: `after 10:06:05.000, before 10:06:16.445`."""
+    parts = []
+    if earliest is not None:
+        parts.append(f"after {clock_time(earliest)}")
+    if latest is not None:
+        parts.append(f"before {clock_time(latest)}")
+    return ", ".join(parts)

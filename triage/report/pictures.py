@@ -23,6 +23,23 @@ LANE_MARKS = 240  # marks per lane: more would only overdraw each other
 AGGREGATE_BUCKETS = 200  # the shared lane draws one mark per bucket of time and role
 
 
+def window(d: Diagnosis) -> tuple[float, float] | None:
+    """The drawn axis: from the first failing event with a stamp (else the first drawn one)
+    to the last drawn one; the timeline table counts its offsets from the same start."""
+    # only what is drawn sets the axis: a job-wide note hours later must not squeeze the lanes
+    timed = [e for e in d.timeline if e.time is not None and e.rank is not None]
+    times = [e.time for e in timed if e.time is not None] + [
+        x.time for x in d.rank_exits if x.time is not None and x.rank is not None
+    ]
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    start, end = min(times), max(times)
+    failing = [e.time for e in timed if e.role != "context" and e.time is not None]
+    if failing and min(failing) < end:
+        start = min(failing)
+    return start, end
+
+
 def lanes(d: Diagnosis) -> Lanes | None:
     """Per-rank swimlanes: each rank's events and exit on one time axis.
 
@@ -31,18 +48,15 @@ def lanes(d: Diagnosis) -> Lanes | None:
     left edge. The culprit, lagging and initiating ranks get lanes first; past LANE_RANKS the
     other ranks share one lane, drawn as one mark per stretch of time and role.
     """
-    # only what is drawn sets the axis: a job-wide note hours later must not squeeze the lanes
+    span = window(d)
+    if span is None:
+        return None
+    start, end = span
     timed = [e for e in d.timeline if e.time is not None and e.rank is not None]
     exits = [x for x in d.rank_exits if x.time is not None and x.rank is not None]
     times = [e.time for e in timed if e.time is not None] + [
         x.time for x in exits if x.time is not None
     ]
-    if len(times) < 2 or max(times) <= min(times):
-        return None
-    start, end = min(times), max(times)
-    failing = [e.time for e in timed if e.role != "context" and e.time is not None]
-    if failing and min(failing) < end:
-        start = min(failing)
     earlier = sum(1 for t in times if t < start)
     by_rank: dict[int, list[Mark]] = defaultdict(list)
 
@@ -83,9 +97,15 @@ def lanes(d: Diagnosis) -> Lanes | None:
     own = sorted(own, key=lambda r: (r not in culprits, r))
     lanes = [Lane(f"rank {r}", r in culprits, _thin(by_rank[r])) for r in own]
     # a culprit whose own error carries no timestamp still gets its lane, saying so
-    untimed = {e.rank for e in d.timeline if e.time is None and e.role == "initiating"}
+    untimed = {
+        e.rank: c.bounds(e.earliest, e.latest)
+        for e in reversed(d.timeline)
+        if e.time is None and e.role == "initiating"
+    }
     for r in sorted(set(d.culprit_ranks) - set(by_rank), reverse=True):
-        note = "its error has no timestamp" if r in untimed else "nothing of it is timed"
+        note = "nothing of it is timed"
+        if r in untimed:
+            note = "its error has no timestamp" + (f" ({untimed[r]})" if untimed[r] else "")
         lanes.insert(0, Lane(f"rank {r}", True, (), note=note))
     rest = [r for r in ordered if r not in set(own)]
     if rest:

@@ -368,7 +368,9 @@ def _timeline(v: ReportView) -> RenderableType:
     table.add_column("role", no_wrap=True)
     table.add_column("what", overflow="fold")
     for r in rows:
-        when = f"{r.clock} {r.offset}".strip()
+        # a line without a stamp: its bounds under it, one per line, keep the column narrow
+        when = f"{r.clock} {r.offset}".strip() if r.iso != r.offset else f"{r.clock}\n{r.offset}"
+        when = when.replace(", before", "\nbefore")
         what = Text(c.one_line(r.text, 160))
         what.append(f"  {r.where}", style="dim")
         table.add_row(when, r.rank, Text(r.role), what, style=_ROLE_STYLE.get(r.role, ""))

@@ -30,7 +30,6 @@ from triage.model import (
     InputSummary,
     OutcomeKind,
     ScoredLabel,
-    TimelineEntry,
 )
 
 from . import common as c
@@ -103,7 +102,7 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
             FindingRow(c.short(str(f.kind), 80), c.ranks_str(f.ranks), c.short(f.summary))
             for f in d.findings
         ),
-        timeline=_timeline(d.timeline, base),
+        timeline=_timeline(d, base),
         lanes=pictures.lanes(d),
         progress=tuple(
             pictures.progress(g, hung=d.hang is not None and d.hang.detected)
@@ -329,14 +328,20 @@ _ROLES = pictures.ROLES
 _ROLE_PRIORITY = {"initiating": 0, "context": 1, "cascade": 2}
 
 
-def _timeline(entries: Sequence[TimelineEntry], base: str) -> Timeline:
-    span = c.time_span(entries)
+def _timeline(d: Diagnosis, base: str) -> Timeline:
+    entries = d.timeline
+    drawn = pictures.window(d)
+    span = drawn or c.time_span(entries)
     start = span[0] if span else None
     rows = tuple(
         TimelineRow(
-            clock=c.clock_time(e.time),
-            iso=c.iso_time(e.time),
-            offset=c.offset(e.time, start),
+            clock=c.clock_time(e.time)
+            if e.time is not None or (e.earliest is None and e.latest is None)
+            else "no stamp",
+            iso=c.iso_time(e.time) if e.time is not None else c.bounds(e.earliest, e.latest),
+            offset=c.offset(e.time, start)
+            if e.time is not None
+            else c.bounds(e.earliest, e.latest),
             rank=c.rank_str(e.rank),
             role=e.role if e.role in _ROLES else "context",
             text=c.short(e.text, 20_000),

@@ -3,6 +3,7 @@ read alone, repeats replayed, events emitted and capped; `parse` is the entry po
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import os
@@ -64,6 +65,18 @@ from triage.scan.reader import ChunkReader, clean, line_text, select_spans
 
 # --------------------------------------------------------------------------- the parser
 
+_NOW = object()  # no record is closing: an event's stamp before is the latest one read
+
+Stream = tuple[str | None, int | None, int | None, int | None]
+_WHOLE: Stream = (None, None, None, None)  # a line without prefixes: the launcher, a rank's file
+
+
+def _stream(pre: Prefixes | None) -> Stream:
+    """One output stream of an interleaved log: its host, task and rank prefixes."""
+    if pre is None:
+        return _WHOLE
+    return (pre.host, pre.task, pre.local_rank, pre.rank if pre.local_rank is None else None)
+
 
 class _LogParser(LineEvents, RecordEvents, ProgressReading):
     """One log's parse: the state its parts (`LineEvents`, `RecordEvents`, `ProgressReading`)
@@ -105,13 +118,25 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         self._last_time: float | None = None
         # A hot line that repeats an earlier one apart from its digits (the same warning every
         # step, a config dump printed again) gets that one's verdict without being parsed:
-        # digit-masked line -> (outcome, whether it had a time). `_outcome` and `_timed` are
-        # what parsing the line now said; `_pending` the raw repeats since, newest last, whose
-        # times are read only if something asks for `last_time`.
-        self._repeats: dict[bytes, tuple[int, bool]] = {}
+        # digit-masked line -> (outcome, whether it had a time, its stream). `_outcome` and
+        # `_timed` are what parsing the line now said; `_pending` the raw repeats since with
+        # their streams, newest last, whose times are read only if something asks for them.
+        self._repeats: dict[bytes, tuple[int, bool, Stream]] = {}
         self._outcome = 0
         self._timed = False
-        self._pending: list[bytes] = []
+        self._pending: list[tuple[bytes, Stream]] = []
+        # An untimed event lies between the stamps around it in its own output stream (a
+        # console interleaves ranks whose buffers flush late): the one read before its first
+        # line (at a record's opening: a record emits only when it closes, after later lines;
+        # the launcher's where its stream has none yet) and the first read after its last
+        # line, of its stream or of the launcher's, which reports an exit after it happened.
+        # Bounded: the latest stamps with their lines and streams, the latest per stream, the
+        # events still waiting for a stamp after them.
+        self._stamps: collections.deque[tuple[int, float, Stream]] = collections.deque(maxlen=64)
+        self._stream_time: dict[Stream, float] = {}
+        self._after_wanted: dict[Stream, list[int]] = {}
+        self._opened_before: dict[str, float | None] = {}
+        self._closing_before: float | None | object = _NOW
         self.chunk = 0
         mtime = None
         try:
@@ -208,16 +233,22 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 key = raw[:cut] + raw[cut:].translate(mask) if cut else raw.translate(mask)
                 verdict = repeats.get(key)
                 if verdict is not None:  # a repeat: its first line's verdict, unparsed
-                    outcome, timed = verdict
+                    outcome, timed, stream = verdict
                     if outcome == WARNING_AGAIN:
                         if self.warning_count >= MAX_WARNINGS:
                             self.warnings_dropped += 1
                     elif outcome == ERROR_AGAIN:
                         self.errors_dropped += 1
                     if timed:
-                        pending.append(raw)
+                        if stream in self._after_wanted or (
+                            stream == _WHOLE and self._after_wanted
+                        ):
+                            # an event waits for its stream's next stamp: this line's
+                            self._stamped_repeat(counter.number_at(start), raw, stream)
+                            continue
+                        pending.append((raw, stream))
                         if len(pending) >= 64:
-                            self._resolve_pending()  # bounded: usually the newest alone is read
+                            self._resolve_pending()  # bounded: each stream's newest is read
                     continue
                 self._read_new(counter.number_at(start), raw, key, cut)
             else:
@@ -258,28 +289,79 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         ):
             if len(self._repeats) >= 4096:
                 self._repeats.clear()
-            self._repeats[key] = (self._outcome, self._timed)
+            self._repeats[key] = (self._outcome, self._timed, _stream(pre))
 
     @property
     def last_time(self) -> float | None:
-        """The latest time seen on a line read so far (`time_before` of events without one)."""
+        """The latest time seen on a line read so far."""
         if self._pending:
             self._resolve_pending()
         return self._last_time
 
     @last_time.setter
     def last_time(self, value: float | None) -> None:
-        self._pending.clear()
+        if self._pending:
+            self._resolve_pending()  # the other streams' latest stamps among them
         self._last_time = value
 
+    def stamped(self, number: int, when: float, stream: Stream | None = None) -> None:
+        """Line `number` (the line read now) carries the time `when`: the upper bound of the
+        untimed events before it, of its stream (all of them for the launcher's)."""
+        self.last_time = when
+        if stream is None:
+            stream = _stream(self._pre)
+        if len(self._stream_time) >= 4096:
+            self._stream_time.clear()
+        self._stream_time[stream] = when
+        self._stamps.append((number, when, stream))
+        if not self._after_wanted:
+            return
+        streams = list(self._after_wanted) if stream == _WHOLE else [stream]
+        for theirs in streams:
+            waiting = []
+            for index in self._after_wanted.pop(theirs, ()):
+                ev = self.events[index]
+                if (ev.end_line or ev.line or 0) >= number:
+                    waiting.append(index)
+                else:
+                    self.events[index] = replace(ev, attrs={**ev.attrs, "time_after": when})
+            if waiting:
+                self._after_wanted[theirs] = waiting
+
+    def _stamped_repeat(self, number: int, raw: bytes, stream: Stream) -> None:
+        """A repeat read as a stamp: parsed for its time alone (its date may not exist)."""
+        when = self._meta(peel(clean(raw)[-1]).rest).time
+        if when is not None:
+            self.stamped(number, when, stream)
+
+    def _before(self, stream: Stream) -> float | None:
+        """The latest stamp of the stream, else the launcher's (its banner precedes every
+        worker's line)."""
+        if self._pending:
+            self._resolve_pending()
+        own = self._stream_time.get(stream)
+        return own if own is not None else self._stream_time.get(_WHOLE)
+
     def _resolve_pending(self) -> None:
-        # newest first: the first time found is the latest (a repeat's date can be invalid
-        # where its first line's was not, so an older one may still hold the answer)
-        while self._pending:
-            meta = self._meta(peel(clean(self._pending.pop())[-1]).rest)
-            if meta.time is not None:
-                self._pending.clear()
-                self._last_time = meta.time
+        # newest first: the first time found of a stream is its latest (a repeat's date can
+        # be invalid where its first line's was not, so an older one may still hold it)
+        pending = self._pending[:]
+        self._pending.clear()  # in place: the chunk loop holds this list
+        found: set[Stream] = set()
+        latest = None
+        while pending:
+            raw, stream = pending.pop()
+            if stream in found:
+                continue
+            when = self._meta(peel(clean(raw)[-1]).rest).time
+            if when is None:
+                continue
+            found.add(stream)
+            if latest is None:
+                latest = self._last_time = when
+            if len(self._stream_time) >= 4096:
+                self._stream_time.clear()
+            self._stream_time[stream] = when
 
     def handle(self, number: int, text: str) -> None:
         self._pre = None
@@ -315,6 +397,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         if len(self.records) >= 1024:  # bounded: give up the oldest record
             self._close(min(self.records.values(), key=lambda r: r.last_line))
         self.records[rec.stream] = rec
+        self._opened_before[rec.stream] = self._before(_stream(getattr(rec, "pre", None)))
 
     def _close_stale(self, number: int) -> None:
         for key in [k for k, r in self.records.items() if number - r.last_line > STALE_LINES]:
@@ -388,8 +471,25 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         if local_rank is None and (pre is None or pre.empty):
             local_rank = self.source.local_rank
         attrs = dict(attrs or {})
-        if time is None and self.last_time is not None and not progress:
-            attrs.setdefault("time_before", self.last_time)  # the latest time seen earlier
+        untimed = time is None and not progress
+        stream = _stream(pre)
+        if untimed:
+            before = self._closing_before
+            if before is _NOW:
+                before = self._before(stream)
+            if isinstance(before, (int, float)):
+                attrs.setdefault("time_before", before)  # the latest stamp of its stream
+            last = end_line if end_line is not None else line
+            after = next(
+                (
+                    t
+                    for n, t, theirs in self._stamps
+                    if last is not None and n > last and theirs in (stream, _WHOLE)
+                ),
+                None,
+            )
+            if after is not None:
+                attrs.setdefault("time_after", after)  # the first stamp after it
         if pre is not None and pre.task is not None:
             attrs.setdefault("task", pre.task)
         if agent_pid is not None:
@@ -413,12 +513,24 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
             )
         )
         index = len(self.events) - 1
+        if untimed and "time_after" not in attrs:
+            waiting = self._after_wanted.setdefault(stream, [])
+            if len(waiting) >= 256:  # bounded: the oldest stays without one
+                del waiting[0]
+            waiting.append(index)
         if yearless is not None and time is not None:
             self.yearless.append((index, yearless))
         return index
 
     def _close(self, rec: Record) -> None:
         self.records.pop(rec.stream, None)
+        self._closing_before = self._opened_before.pop(rec.stream, _NOW)
+        try:
+            self._emit_record(rec)
+        finally:
+            self._closing_before = _NOW
+
+    def _emit_record(self, rec: Record) -> None:
         if isinstance(rec, TracebackRecord):
             self._emit_traceback(rec)
         elif isinstance(rec, CppExceptionRecord):

@@ -150,11 +150,11 @@ class LineEvents:
                         attrs=found.attrs,
                     )
                 if nl.time is not None:
-                    self.last_time = nl.time
+                    self.stamped(number, nl.time)
                 return
         meta = self._meta(rest)
         if meta.time is not None:
-            self.last_time = meta.time
+            self.stamped(number, meta.time)
         # A repeat of this line may have a time where this one has none (a date that does
         # not exist): what looks like one is read when `last_time` is asked for.
         self._timed = meta.time is not None or _TIME_SHAPED.search(rest, 0, 96) is not None

@@ -1,0 +1,82 @@
+"""The timeline never gives a line a time it does not carry (issue #22).
+
+A traceback has no stamp of its own: it lies between the stamp its stream printed before it and
+the first one printed after it (its stream's, or the launcher's, which reports the exit after
+it). The report shows that interval, not the time of an unrelated line, and the cause stays
+before the exit it caused.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime
+from pathlib import Path
+
+from triage.model import Diagnosis
+from triage.pipeline import Options, diagnose
+from triage.report import render
+
+# torchrun --tee: the launcher's banner, two ranks' stamped lines, rank 1's traceback with no
+# stamp, rank 0 going on after it, then the launcher noticing rank 1's exit
+CONSOLE = """\
+W1203 08:12:15.142000 19490 torch/distributed/run.py:874] Setting OMP_NUM_THREADS environment \
+variable for each process to be 1
+[default0]:2026-12-03 08:12:22 INFO train: epoch 0 train loss 1.2068
+[default1]:2026-12-03 08:12:24 INFO train: epoch 0 train loss 1.1469
+[default1]:[rank1]: Traceback (most recent call last):
+[default1]:[rank1]:   File "/workspace/train.py", line 60, in main
+[default1]:[rank1]:     total[0] += F.cross_entropy(model(x), y, reduction="sum")
+[default1]:[rank1]: ValueError: Expected input batch_size (8) to match target batch_size (7).
+[default0]:2026-12-03 08:12:30 INFO train: still waiting
+E1203 08:12:37.268000 19490 torch/distributed/elastic/multiprocessing/api.py:1002] failed \
+(exitcode: 1) local_rank: 1 (pid: 19494) of binary: /opt/venv/bin/python3
+"""
+
+
+def _at(clock: str) -> float:
+    return datetime.fromisoformat(f"2026-12-03T{clock}+00:00").timestamp()
+
+
+def _diagnose(tmp_path: Path, text: str) -> Diagnosis:
+    log = tmp_path / "job" / "console.log"
+    log.parent.mkdir()
+    log.write_text(text)
+    return diagnose([str(log.parent)], Options(use_embeddings=False, workers=1))
+
+
+def test_a_traceback_without_a_stamp_lies_between_its_streams_stamps(tmp_path: Path) -> None:
+    d = _diagnose(tmp_path, CONSOLE)
+    raised = next(t for t in d.timeline if t.role == "initiating")
+    assert "ValueError" in raised.text and raised.line == 7
+    # not the launcher's exit time (read when the traceback's record closed), nor rank 0's
+    # stamps: rank 1's own line before it, the launcher's line after it
+    assert raised.time is None
+    assert raised.earliest == _at("08:12:24")
+    assert raised.latest == _at("08:12:37.268")
+    roles = [t.role for t in d.timeline]
+    assert roles.index("initiating") < next(
+        i for i, t in enumerate(d.timeline) if "exited" in t.text
+    )
+
+
+def test_every_format_shows_the_interval_not_a_time(tmp_path: Path) -> None:
+    d = _diagnose(tmp_path, CONSOLE)
+    for fmt in ("text", "md", "html"):
+        out = " ".join(html.unescape(render(d, fmt)).split())
+        assert "no stamp" in out, fmt
+        assert "after 08:12:24.000" in out and "before 08:12:37.268" in out, fmt
+
+
+def test_a_line_with_no_stamp_around_it_is_untimed(tmp_path: Path) -> None:
+    # a rank's own file without any stamp: nothing bounds its traceback
+    d = _diagnose(
+        tmp_path,
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 60, in main\n'
+        "    step()\n"
+        "ValueError: bad batch\n",
+    )
+    raised = next(t for t in d.timeline if t.role == "initiating")
+    assert (raised.time, raised.earliest, raised.latest) == (None, None, None)
+    text = render(d, "text")
+    assert "after 0" not in text and "before 0" not in text
