@@ -56,6 +56,8 @@ _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
 _ERROR_WORDS = re.compile(r"Error\b|terminate called|Fatal Python error|Segmentation fault")
 _REPEATS = re.compile(r"\s+\[x\d+ on .*$")
 _FILE_LINE = re.compile(r"\(([\w./-]+\.py):(\d+)\)")
+# torchrun's failure summary: `rank : 2 (local_rank: 2)` then `exitcode : -6 (pid: 19906)`
+_SUMMARY_EXIT = re.compile(r"^\s*rank\s*:\s*(\d+).*\n\s*exitcode\s*:\s*(-?\d+)", re.M)
 _STAMP = re.compile(r"\b\d{2}:\d{2}:\d{2}\b")  # a clock time on a line, in any of the formats
 
 
@@ -71,6 +73,7 @@ class Facts:
     fr_last: dict[int, tuple[int, str]] = field(default_factory=dict)  # rank -> (seq, op)
     fr_ops: dict[int, dict[int, str]] = field(default_factory=dict)  # rank -> seq -> op
     log_hosts: set[str] = field(default_factory=set)  # torchrun's `host :`, NCCL's `host:pid:`
+    exit_codes: dict[int, int] = field(default_factory=dict)  # rank -> torchrun's exitcode
 
 
 def _user_frame(frames: list[tuple[str, int, str]]) -> str | None:
@@ -177,6 +180,8 @@ def facts_of(bundle: Path) -> Facts:
         facts.files[str(f)] = lines
         _read_tracebacks(lines, facts)
         _read_errors(lines, first_rank_of_console.get(f), facts)
+        for rank, code in _SUMMARY_EXIT.findall("\n".join(lines)):
+            facts.exit_codes[int(rank)] = int(code)
         for line in lines:
             if hm := (_HOST_LINE.match(line) or _NCCL_HOST.match(_PREFIX.sub("", line, count=1))):
                 facts.log_hosts.add(hm["host"])
@@ -423,6 +428,37 @@ def time_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
     return problems
 
 
+def failed_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """ "When rank(s) N failed" names ranks the launcher saw fail (an exit that is not its own
+    SIGTERM), where it saw any: not the odd one out that was stopped after another aborted."""
+    failed = {r for r, code in facts.exit_codes.items() if code not in (0, -15)}
+    problems = []
+    for f in d.findings:
+        m = re.search(r"rank\(s\) ([\d, -]+) failed\b", f.summary)
+        if m and failed and not _ranks(m[1]) <= failed:
+            problems.append(f"{f.summary[:60]!r}: the launcher saw ranks {sorted(failed)} fail")
+    return problems
+
+
+def branch_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """ "The code of rank N branches around communication" is said only where the flight
+    recorder shows rank N issuing another collective than the others at the same step."""
+    problems = []
+    for f in d.fix_patterns:
+        for action in f.actions:
+            m = re.search(r"code of ranks? ([\d, -]+) branches around", action)
+            if m is None:
+                continue
+            for r in _ranks(m[1]):
+                mine = facts.fr_ops.get(r, {})
+                theirs = [ops for other, ops in facts.fr_ops.items() if other != r]
+                if not any(
+                    ops.get(seq) not in (None, op) for seq, op in mine.items() for ops in theirs
+                ):
+                    problems.append(f"{action[:60]!r}: rank {r} issued what the others did")
+    return problems
+
+
 def _ranks(text: str) -> set[int]:
     out: set[int] = set()
     for part in text.replace(", ", ",").split(","):
@@ -469,6 +505,8 @@ def claim_problems(bundle: Path) -> list[str]:
         + host_problems(d, facts)
         + rendered_problems(d, view)
         + time_problems(d, view, facts)
+        + failed_problems(d, facts)
+        + branch_problems(d, facts)
     )
 
 

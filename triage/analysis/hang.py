@@ -92,6 +92,19 @@ def hang_report(
         + (f" #{seq}" if seq is not None else "")
         + (f" on process group {pg}" if pg else "")
     )
+    # who failed: the culprits whose own error or exit shows it, else the ranks whose exit
+    # came first and was not the launcher's stop (a mismatch's odd one out need not be the
+    # rank that aborted on it: gloo aborts on the rank that receives the odd message)
+    failed = sorted(
+        {p.rank for p in crashed if p.rank is not None}
+        | {r.exit.rank for r in crashed_exit if r.exit.rank is not None}
+    )
+    ended = [r for r in exit_records if not r.launcher_killed and r.exit.exitcode]
+    first_end = min((r.exit.time for r in ended if r.exit.time is not None), default=None)
+    if not failed and first_end is not None:
+        failed = sorted(
+            {r.exit.rank for r in ended if r.exit.time == first_end and r.exit.rank is not None}
+        )
     if detected and (crashed or crashed_exit):
         text = (
             f"the other ranks waited in {where} until they timed out; rank(s) "
@@ -111,12 +124,13 @@ def hang_report(
             )
     elif rep is None or seq is None or all_last_at(rep, seq, culprits):
         text = (
-            f"the other ranks were in {where} when rank(s) {format_ranks(culprits)} "
+            f"the other ranks were in {where} when rank(s) {format_ranks(failed or culprits)} "
             "failed, and got an error at once"
         )
     else:
         # the others stood at different collectives (#4, #3): no one place to name
-        text = f"rank(s) {format_ranks(culprits)} failed and the other ranks got an error at once"
+        who = format_ranks(failed or culprits)
+        text = f"rank(s) {who} failed and the other ranks got an error at once"
     return HangReport(
         detected=detected,
         lagging_ranks=tuple(lagging),
