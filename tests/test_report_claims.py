@@ -18,6 +18,7 @@ import importlib.util
 import re
 import sys
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -56,8 +57,13 @@ _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
 _ERROR_WORDS = re.compile(r"Error\b|terminate called|Fatal Python error|Segmentation fault")
 _REPEATS = re.compile(r"\s+\[x\d+ on .*$")
 _FILE_LINE = re.compile(r"\(([\w./-]+\.py):(\d+)\)")
-# torchrun's failure summary: `rank : 2 (local_rank: 2)` then `exitcode : -6 (pid: 19906)`
-_SUMMARY_EXIT = re.compile(r"^\s*rank\s*:\s*(\d+).*\n\s*exitcode\s*:\s*(-?\d+)", re.M)
+# torchrun's failure summary: `time : 2026-12-03_08:12:37`, `host : node22`,
+# `rank : 2 (local_rank: 2)`, `exitcode : -6 (pid: 19906)`
+_SUMMARY_EXIT = re.compile(
+    r"^\s*time\s*:\s*\S+_(\d\d:\d\d:\d\d)\s*\n.*\n\s*rank\s*:\s*(\d+).*\n\s*exitcode\s*:\s*(-?\d+)",
+    re.M,
+)
+_EXITED = re.compile(r"rank\(s\) ([\d, -]+) exited (-?\d+)")
 _STAMP = re.compile(r"\b\d{2}:\d{2}:\d{2}\b")  # a clock time on a line, in any of the formats
 
 
@@ -74,6 +80,7 @@ class Facts:
     fr_ops: dict[int, dict[int, str]] = field(default_factory=dict)  # rank -> seq -> op
     log_hosts: set[str] = field(default_factory=set)  # torchrun's `host :`, NCCL's `host:pid:`
     exit_codes: dict[int, int] = field(default_factory=dict)  # rank -> torchrun's exitcode
+    exit_times: dict[int, str] = field(default_factory=dict)  # rank -> its `HH:MM:SS` there
 
 
 def _user_frame(frames: list[tuple[str, int, str]]) -> str | None:
@@ -180,8 +187,9 @@ def facts_of(bundle: Path) -> Facts:
         facts.files[str(f)] = lines
         _read_tracebacks(lines, facts)
         _read_errors(lines, first_rank_of_console.get(f), facts)
-        for rank, code in _SUMMARY_EXIT.findall("\n".join(lines)):
+        for clock, rank, code in _SUMMARY_EXIT.findall("\n".join(lines)):
             facts.exit_codes[int(rank)] = int(code)
+            facts.exit_times[int(rank)] = clock
         for line in lines:
             if hm := (_HOST_LINE.match(line) or _NCCL_HOST.match(_PREFIX.sub("", line, count=1))):
                 facts.log_hosts.add(hm["host"])
@@ -414,6 +422,16 @@ def time_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
         after = any(_STAMP.search(x) for x in lines[t.line :])
         if t.time is None and t.latest is not None and not after:
             problems.append(f"timeline: {where} 'before' a stamp its file does not print after")
+    for t in d.timeline:
+        m = _EXITED.match(t.text)
+        if m is None or t.time is None:
+            continue
+        for r in _ranks(m[1]):
+            said = datetime.fromtimestamp(t.time, tz=timezone.utc).strftime("%H:%M:%S")
+            if r in facts.exit_times and facts.exit_times[r] != said:
+                problems.append(
+                    f"timeline: rank {r} exited at {said}; torchrun says {facts.exit_times[r]}"
+                )
     rows = view.timeline.rows
     exits = [i for i, r in enumerate(rows) if " exited " in r.text]
     for i, r in enumerate(rows):
@@ -482,6 +500,9 @@ def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
             problems.append(f"{fmt}: the hang line {head[:50]!r} is missing")
         if re.search(r"\{'\w+': ", out):
             problems.append(f"{fmt}: a raw record is printed")
+        # the noun agrees with the count: "ranks 0, 1", never "rank 0, 1"
+        if m := re.search(r"\brank \d+(?:-\d+)?(?:, \d+)+", flat):
+            problems.append(f"{fmt}: {m[0]!r} names several ranks as one")
         # a set of ranks that is empty is not a rank: "rank(s) none", "ranks -"
         if re.search(r"\branks?(?:\(s\))? (?:none|-)(?![\w-])", flat):
             problems.append(f"{fmt}: an empty set of ranks is named as ranks")

@@ -81,12 +81,15 @@ def _label_phrase(label: ScoredLabel, lower: bool = False) -> str:
 
 def _who(found: Analysis) -> str:
     if found.hang is not None and found.hang.detected and found.hang.lagging_ranks:
-        ranks = ", ".join(str(r) for r in found.hang.lagging_ranks)
         where = ""
         if found.hang.collective and found.hang.collective.op:
             where = f" at {found.hang.collective.op}"
-        return f"; the job hung{where}, started by rank {ranks}"
+        return f"; the job hung{where}, started by {_ranks(found.hang.lagging_ranks)}"
     if found.culprit_ranks:
-        ranks = ", ".join(str(r) for r in found.culprit_ranks)
-        return f"; started by rank {ranks}"
+        return f"; started by {_ranks(found.culprit_ranks)}"
     return ""
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    """`rank 2`, `ranks 0, 1`: the noun agrees with the count."""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)

@@ -113,22 +113,24 @@ def timeline_extras(
     index: RankIndex,
 ) -> list[TimelineEntry]:
     out: list[TimelineEntry] = []
-    groups: dict[int | None, list[exits.ExitRecord]] = defaultdict(list)
+    # one row per exit code and time: ranks that exited with one code at different times (a
+    # node's ranks 20 s after another's) are not dated by the earliest of them
+    groups: dict[tuple[int | None, float | None], list[exits.ExitRecord]] = defaultdict(list)
     for rec in exit_records:
-        if rec.exit.exitcode != 0:
-            groups[rec.exit.exitcode].append(rec)
-    for code, recs in groups.items():
+        if rec.exit.exitcode == 0:
+            continue
+        when = None
+        if rec.exit.time is not None:
+            dom = rec.exit.host or (
+                index.host_of_rank.get(rec.exit.rank, "") if rec.exit.rank is not None else ""
+            )
+            when = rec.exit.time - offsets.get(dom or "", 0.0)
+        groups[(rec.exit.exitcode, when)].append(rec)
+    for (code, when), recs in groups.items():
         ranks = [r.exit.rank for r in recs if r.exit.rank is not None]
-        times = []
-        for r in recs:
-            if r.exit.time is not None:
-                dom = r.exit.host or (
-                    index.host_of_rank.get(r.exit.rank, "") if r.exit.rank is not None else ""
-                )
-                times.append(r.exit.time - offsets.get(dom or "", 0.0))
         out.append(
             TimelineEntry(
-                time=min(times) if times else None,
+                time=when,
                 rank=ranks[0] if len(ranks) == 1 else None,
                 text=f"rank(s) {format_ranks(ranks)} exited {code}: {recs[0].meaning}",
                 source=recs[0].event.source,
