@@ -129,7 +129,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         # console interleaves ranks whose buffers flush late): the one read before its first
         # line (at a record's opening: a record emits only when it closes, after later lines;
         # the launcher's where its stream has none yet) and the first read after its last
-        # line, of its stream or of the launcher's, which reports an exit after it happened.
+        # line, of the launcher's (unprefixed) lines only: it reports an exit after it
+        # happened, where a rank's own later line may have sat in its stdout buffer, stamped
+        # before an error its stderr printed at once.
         # Bounded: the latest stamps with their lines and streams, the latest per stream, the
         # events still waiting for a stamp after them.
         self._stamps: collections.deque[tuple[int, float, Stream]] = collections.deque(maxlen=64)
@@ -240,10 +242,8 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                     elif outcome == ERROR_AGAIN:
                         self.errors_dropped += 1
                     if timed:
-                        if stream in self._after_wanted or (
-                            stream == _WHOLE and self._after_wanted
-                        ):
-                            # an event waits for its stream's next stamp: this line's
+                        if stream == _WHOLE and self._after_wanted:
+                            # events wait for the launcher's next stamp: this line's
                             self._stamped_repeat(counter.number_at(start), raw, stream)
                             continue
                         pending.append((raw, stream))
@@ -306,7 +306,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
 
     def stamped(self, number: int, when: float, stream: Stream | None = None) -> None:
         """Line `number` (the line read now) carries the time `when`: the upper bound of the
-        untimed events before it, of its stream (all of them for the launcher's)."""
+        untimed events before it, if it is the launcher's (an unprefixed line)."""
         self.last_time = when
         if stream is None:
             stream = _stream(self._pre)
@@ -316,8 +316,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         self._stamps.append((number, when, stream))
         if not self._after_wanted:
             return
-        streams = list(self._after_wanted) if stream == _WHOLE else [stream]
-        for theirs in streams:
+        if stream != _WHOLE:
+            return
+        for theirs in list(self._after_wanted):
             waiting = []
             for index in self._after_wanted.pop(theirs, ()):
                 ev = self.events[index]
@@ -484,7 +485,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 (
                     t
                     for n, t, theirs in self._stamps
-                    if last is not None and n > last and theirs in (stream, _WHOLE)
+                    if last is not None and n > last and theirs == _WHOLE
                 ),
                 None,
             )
