@@ -409,7 +409,8 @@ def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
     hang = found.hang
     assert hang is not None
     lagging = hang.lagging_ranks
-    what = f"ranks waited for rank {format_ranks(lagging)}" if lagging else "ranks waited"
+    noun = "rank" if len(lagging) == 1 else "ranks"
+    what = f"ranks waited for {noun} {format_ranks(lagging)}" if lagging else "ranks waited"
     op = hang.collective.op if hang.collective else None
     if op:
         what += f" in {op}"
