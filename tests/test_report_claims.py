@@ -477,6 +477,26 @@ def branch_problems(d: Diagnosis, facts: Facts) -> list[str]:
     return problems
 
 
+# advice that states a rank ran out of data (less work, the loop left early) as a fact
+_UNEVEN_SAID = re.compile(
+    r"(?<![Ii]f )\b(?:one rank ran an extra or missing step|rank \d+ ran out of step)"
+)
+
+
+def uneven_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """Advice never states that a rank ran out of data where the bundle shows another reason
+    it stopped: an exception of its own, or py-spy finding it busy outside any collective."""
+    busy = facts.pyspy_ranks - set(facts.pyspy_op)
+    if not (facts.raised or busy):
+        return []
+    return [
+        f"{action[:70]!r} though the bundle shows an error raised or a rank busy elsewhere"
+        for f in d.fix_patterns
+        for action in f.actions
+        if _UNEVEN_SAID.search(action)
+    ]
+
+
 def _ranks(text: str) -> set[int]:
     out: set[int] = set()
     for part in text.replace(", ", ",").split(","):
@@ -528,6 +548,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + time_problems(d, view, facts)
         + failed_problems(d, facts)
         + branch_problems(d, facts)
+        + uneven_problems(d, facts)
     )
 
 
