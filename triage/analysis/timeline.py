@@ -63,7 +63,10 @@ class Placed:
     role: str
     family: str | None
     approx: bool = False  # the line had no stamp: `time` is the last stamp printed before it
-    latest: float | None = None  # ... and this the first printed after it (None: unknown)
+    # a line without a stamp lies after `earliest` (its own stream's last stamp) and before
+    # `latest` (the launcher's next): what the timeline shows (None: unknown)
+    earliest: float | None = None
+    latest: float | None = None
 
 
 def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | None:
@@ -77,14 +80,14 @@ def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | No
     return t - offsets.get(domain, 0.0)
 
 
-def align_after(event: Event, domain: str, offsets: Mapping[str, float]) -> float | None:
-    """For a line without a stamp: the first stamp printed after it, aligned (else None)."""
+def align_bound(event: Event, key: str, domain: str, offsets: Mapping[str, float]) -> float | None:
+    """For a line without a stamp: the stamp `attrs[key]` names around it, aligned (else None)."""
     if event.time is not None:
         return None
-    after = (event.attrs or {}).get("time_after")
-    if not isinstance(after, (int, float)):
+    value = (event.attrs or {}).get(key)
+    if not isinstance(value, (int, float)):
         return None
-    return after - offsets.get(domain, 0.0)
+    return value - offsets.get(domain, 0.0)
 
 
 def signature(text: str) -> str:
@@ -142,7 +145,7 @@ def build(
 def _entry(p: Placed, text: str, line: int | None) -> TimelineEntry:
     if p.approx:
         return TimelineEntry(
-            None, p.rank, text, p.event.source, line, p.role, earliest=p.time, latest=p.latest
+            None, p.rank, text, p.event.source, line, p.role, earliest=p.earliest, latest=p.latest
         )
     return TimelineEntry(p.time, p.rank, text, p.event.source, line, p.role)
 

@@ -65,8 +65,6 @@ from triage.scan.reader import ChunkReader, clean, line_text, select_spans
 
 # --------------------------------------------------------------------------- the parser
 
-_NOW = object()  # no record is closing: an event's stamp before is the latest one read
-
 Stream = tuple[str | None, int | None, int | None, int | None]
 _WHOLE: Stream = (None, None, None, None)  # a line without prefixes: the launcher, a rank's file
 
@@ -137,8 +135,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         self._stamps: collections.deque[tuple[int, float, Stream]] = collections.deque(maxlen=64)
         self._stream_time: dict[Stream, float] = {}
         self._after_wanted: dict[Stream, list[int]] = {}
-        self._opened_before: dict[str, float | None] = {}
-        self._closing_before: float | None | object = _NOW
+        # a record's stamps before its first line: the file's latest, its stream's latest
+        self._opened_before: dict[str, tuple[float | None, float | None]] = {}
+        self._closing_before: tuple[float | None, float | None] | None = None
         self.chunk = 0
         mtime = None
         try:
@@ -398,7 +397,8 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         if len(self.records) >= 1024:  # bounded: give up the oldest record
             self._close(min(self.records.values(), key=lambda r: r.last_line))
         self.records[rec.stream] = rec
-        self._opened_before[rec.stream] = self._before(_stream(getattr(rec, "pre", None)))
+        stream = _stream(getattr(rec, "pre", None))
+        self._opened_before[rec.stream] = (self.last_time, self._before(stream))
 
     def _close_stale(self, number: int) -> None:
         for key in [k for k, r in self.records.items() if number - r.last_line > STALE_LINES]:
@@ -475,11 +475,13 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         untimed = time is None and not progress
         stream = _stream(pre)
         if untimed:
-            before = self._closing_before
-            if before is _NOW:
-                before = self._before(stream)
-            if isinstance(before, (int, float)):
-                attrs.setdefault("time_before", before)  # the latest stamp of its stream
+            # `time_before`, the file's latest stamp, orders events across a file (correlate
+            # reads it so); `stream_time_before`, its own stream's, is what it is shown after
+            latest, own = self._closing_before or (self.last_time, self._before(stream))
+            if latest is not None:
+                attrs.setdefault("time_before", latest)
+            if own is not None:
+                attrs.setdefault("stream_time_before", own)
             last = end_line if end_line is not None else line
             after = next(
                 (
@@ -525,11 +527,11 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
 
     def _close(self, rec: Record) -> None:
         self.records.pop(rec.stream, None)
-        self._closing_before = self._opened_before.pop(rec.stream, _NOW)
+        self._closing_before = self._opened_before.pop(rec.stream, None)
         try:
             self._emit_record(rec)
         finally:
-            self._closing_before = _NOW
+            self._closing_before = None
 
     def _emit_record(self, rec: Record) -> None:
         if isinstance(rec, TracebackRecord):
