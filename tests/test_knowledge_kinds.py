@@ -138,7 +138,7 @@ def test_the_log_parser_reads_facts_with_the_shapes_of_the_knowledge_it_is_hande
     rules = _rules_with(tmp_path, "log_shapes.yaml", {"facts": shapes["facts"]})
     monkeypatch.setenv(knowledge.RULES_ENV, str(rules))
     (event,) = parse_text(line, kb=knowledge.load()).events
-    assert event.rank == 5 and event.attrs["rank"] == 5
+    assert event.rank == 5 and event.c10d.rank == 5
 
 
 @pytest.mark.parametrize(

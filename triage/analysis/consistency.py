@@ -22,6 +22,7 @@ from triage.model import (
     Finding,
     FindingKind,
     FlightRecorderDump,
+    NcclLineFacts,
     ParsedSource,
 )
 
@@ -140,11 +141,12 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                     transport.add("NCCL transport", net, twhere, rank, eref)
                     out.transports[twhere] = net
                 if ev.kind is EventKind.NCCL_COMM:
-                    n = (ev.attrs or {}).get("nranks")
+                    record = ev.payload if isinstance(ev.payload, NcclLineFacts) else None
+                    n = record.nranks if record is not None else None
                     if n is None:
                         mm = _NRANKS.search(ev.text)
                         n = mm["n"] if mm else None
-                    c = (ev.attrs or {}).get("comm_id")
+                    c = record.comm_id if record is not None else None
                     if c is None:
                         cm = _COMMID.search(ev.text)
                         c = cm["c"] if cm else None

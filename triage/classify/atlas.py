@@ -132,7 +132,7 @@ def find(atlas: Atlas, events: Iterable[Event]) -> list[Match]:
 
 
 def _file_line(ev: Event, offset: int) -> int | None:
-    numbers = (ev.attrs or {}).get("line_numbers")
+    numbers = ev.line_numbers
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         return int(numbers[offset])
     return ev.line + offset if ev.line is not None else None

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from triage.model import EventKind, Level
+from triage.model import EventKind, Level, ProgressFacts
 from triage.parsers import timestamps as ts
 from triage.parsers.prefixes import Prefixes, peel
 from triage.parsers.rank_log.formats import int_or_none
@@ -300,12 +300,6 @@ class ProgressReading:
             if old is None or p.line > old.line:
                 best[slot] = p
         for p in best.values():
-            attrs = {
-                "last_step": p.step,
-                "total_steps": p.total,
-                "last_epoch": p.epoch,
-                "line": p.text,
-            }
             self._emit(
                 EventKind.PROGRESS,
                 p.text,
@@ -315,6 +309,6 @@ class ProgressReading:
                 level=Level.INFO,
                 msg_rank=p.msg_rank,
                 time=ts.parse_any(p.text, self.hint),
-                attrs=attrs,
+                payload=ProgressFacts(p.step, p.total, p.epoch),
                 progress=True,
             )
