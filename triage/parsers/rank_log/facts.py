@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from triage.knowledge.log_shapes import LogShapes
+from triage.knowledge.log_shapes import LogShapes, holds
 from triage.knowledge.templates import (
     Template,
     Value,
@@ -95,7 +95,7 @@ def message_facts(msg: str, shapes: LogShapes) -> C10dFacts | None:
     # The reporting rank is the tag a c10 message starts with (after an exception type);
     # tags later in the text (a desync report, "remote error from [Rank 5]") name others.
     start = LEAD.match(msg).end()  # type: ignore[union-attr]
-    facts = shapes.facts
+    facts, guards = shapes.facts, shapes.fact_guards
     rank = group = timeout = progress = stuck = dump_from = nccl_error = None
     terminated = False
     m = facts["pg_prefix"].match(msg, start)
@@ -106,7 +106,7 @@ def message_facts(msg: str, shapes: LogShapes) -> C10dFacts | None:
         m = facts["rank_tag"].match(msg, start)
         if m is not None:
             rank = int(m["rank"])
-    if "WorkNCCL(" in msg:
+    if holds(msg, guards["watchdog_timeout"]):
         m = facts["watchdog_timeout"].search(msg)
         if m is not None:
             collective = CollectiveRef(
@@ -120,21 +120,23 @@ def message_facts(msg: str, shapes: LogShapes) -> C10dFacts | None:
                 numel_out=int(m["nout"]) if m["nin"] else None,
                 ran_ms=int(m["ran"]) if m["ran"] else None,
             )
-    if "watchdog" in msg:
+    if holds(msg, guards["watchdog_summary"]):
         m = facts["watchdog_summary"].search(msg)
         if m is not None:
             progress = WatchdogProgress(int(m["seq"]), int(m["enq"]), int(m["comp"]))
+    if holds(msg, guards["watchdog_stuck"]):
         m = facts["watchdog_stuck"].search(msg)
         if m is not None:
             stuck = int(m["sec"])
-        terminated = "thread terminated with exception" in msg
+    if holds(msg, guards["watchdog_terminated"]):
+        terminated = facts["watchdog_terminated"].search(msg) is not None
     if timeout is not None and timeout.collective.seq is None and progress is not None:
         # an older record names no SeqNum: the same message's summary does
         timeout = replace(timeout, collective=replace(timeout.collective, seq=progress.seq))
-    m = facts["dump_from"].search(msg)
+    m = facts["dump_from"].search(msg) if holds(msg, guards["dump_from"]) else None
     if m is not None:
         dump_from = int(m["src"])
-    m = facts["nccl_error_in"].search(msg)
+    m = facts["nccl_error_in"].search(msg) if holds(msg, guards["nccl_error_in"]) else None
     if m is not None:
         nccl_error = NcclErrorNote(m["reason"], m["ver"] or None)
     found = C10dFacts(
