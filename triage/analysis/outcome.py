@@ -189,10 +189,9 @@ def _stop_consequences(events: Iterable[Event], ends: Ends) -> set[int]:
             if any(ends.stop_exception(t) for t in types if t):
                 out.add(id(ev))
         elif ev.kind in (EventKind.SIGNAL, EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
-            sig, code = _signal(ev), notice.exitcode
-            if ev.payload is not None and hasattr(ev.payload, "exitcode"):
-                code = code if code is not None else ev.payload.exitcode  # type: ignore[union-attr]
-                sig = sig or ev.payload.signal  # type: ignore[union-attr]
+            sig, code = _signal(ev), _exitcode(ev)
+            if isinstance(ev.payload, RankExit):
+                sig = sig or ev.payload.signal
             if sig in ends.outside_signals or code in ends.stop_exit_codes or code == 1:
                 out.add(id(ev))
         elif ev.kind is EventKind.AGENT and notice.role == "victim":
@@ -226,9 +225,7 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
             if notice.reason == "oom" or _signal(ev) in ends.fault_signals:
                 out.append(ev)
         elif ev.kind in (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
-            code = notice.exitcode
-            if code is None and ev.payload is not None and hasattr(ev.payload, "exitcode"):
-                code = ev.payload.exitcode  # type: ignore[union-attr]
+            code = _exitcode(ev)
             if code not in (None, 0):
                 out.append(ev)
         elif (

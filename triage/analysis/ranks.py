@@ -30,7 +30,6 @@ from triage.model import (
 from triage.parsers import tracebacks
 from triage.rank_ranges import ranks_text
 
-_NRANKS_TEXT = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
 _RANK_IN_TEXT = regex.compile(r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]")
 _SELF_NAMING = {
     EventKind.ERROR_LINE,
@@ -171,9 +170,6 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
                     index.host_said.setdefault(r, comm.host)
                 index.learn(pid, comm.host or host, r)
                 n = comm.nranks
-                if n is None:
-                    m = _NRANKS_TEXT.search(ev.text)
-                    n = int(m["n"]) if m else None
                 if n:
                     index.largest_comm = max(index.largest_comm, n)
                 continue

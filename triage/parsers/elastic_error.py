@@ -146,8 +146,6 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
         message=message,
     )
     attrs: dict[str, Any] = {"schema": schema, "has_callstack": callstack is not None}
-    if error_code is not None:
-        attrs["error_code"] = error_code
     traits = raw.get("errorTraits")
     if isinstance(traits, dict):
         attrs["error_traits"] = {str(k): str(v) for k, v in traits.items()}

@@ -158,13 +158,8 @@ class RecordEvents:
                 message=message,
                 is_root_cause_block=entry.root,
             )
-            attrs = {
-                "summary_index": entry.idx,
-                "title": summary.title,
-                "root_cause": entry.root,
-                "exitcode": exitcode,
-                "signal": sig,
-            }
+            # the exit itself is the payload; the table's place and title stay here
+            attrs = {"summary_index": entry.idx, "title": summary.title}
             pre = replace(summary.pre, rank=None, local_rank=None)
             index = self._emit(
                 EventKind.RANK_EXIT,
