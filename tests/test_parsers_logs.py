@@ -16,16 +16,19 @@ from hypothesis import strategies as st
 from scan_engines import ENGINES
 
 from triage.model import (
+    CollectiveRef,
     Event,
     EventKind,
     Level,
     LineNotice,
     ParsedSource,
+    ProcessGroupTag,
     RankExit,
     Source,
     SourceKind,
+    WatchdogTimeout,
 )
-from triage.parsers import nccl, prefixes, rank_log, timestamps
+from triage.parsers import nccl, parse_text, prefixes, rank_log, timestamps
 from triage.parsers.common import PARSER_STOPPED
 from triage.scan import engines, reader
 
@@ -106,6 +109,31 @@ def test_watchdog_timeout_on_rank1_is_read_with_its_collective_facts() -> None:
     progress = summary.c10d.watchdog_progress
     assert progress.last_enqueued == 243 and progress.last_completed == 242
     assert summary.c10d.process_group.desc == "default_pg" and summary.c10d.rank == 1
+
+
+def test_a_dump_request_a_stuck_watchdog_and_an_older_timeout_record_are_read() -> None:
+    log = (
+        "[rank1]:[E1105 10:12:05.100000000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 1] Observed flight recorder dump signal from another rank via "
+        "TCPStore. Received a dump signal due to a collective timeout from rank 3 and we will "
+        "try our best to dump the debug info.\n"
+        "[rank0]:[E1105 10:12:06.100000000 ProcessGroupNCCL.cpp:1423] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 0] Heartbeat monitor timed out! Process will be terminated after "
+        "dumping debug info. workMetaList_.size()=1. The watchdog got stuck for 480 seconds "
+        "without making progress in monitoring enqueued collectives.\n"
+        "[rank2]:[E1105 10:12:07.100000000 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught "
+        "collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for "
+        "1800515 milliseconds before timing out.\n"
+    )
+    asked, stuck, timed_out = parse_text(log).events
+    assert asked.c10d.dump_signal_from_rank == 3 and asked.rank == 1
+    assert asked.c10d.process_group == ProcessGroupTag(0, "0", "default_pg")
+    assert stuck.c10d.stuck_s == 480 and stuck.c10d.dump_signal_from_rank is None
+    # a record with no SeqNum and no sizes: the collective is what it names
+    assert timed_out.rank == 2 and timed_out.c10d.process_group is None
+    assert timed_out.c10d.timeout == WatchdogTimeout(
+        CollectiveRef(op="broadcast", timeout_ms=1_800_000), ran_ms=1_800_515
+    )
 
 
 def test_c10_time_takes_its_year_from_the_summary_table() -> None:

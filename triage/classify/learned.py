@@ -34,8 +34,7 @@ from triage import taxonomy
 from triage.classify.embedding import SPACES, Space
 from triage.classify.neighbours import Tfidf
 from triage.classify.types import RuleHit
-from triage.model import Analysis, ParsedSource
-from triage.model.payloads import log_frames
+from triage.model import Analysis, ParsedSource, log_frames
 
 SCHEMA = "triage.learned/1"
 FIELDS = ("symptom", "root_cause", "fix")

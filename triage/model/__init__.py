@@ -78,6 +78,7 @@ from triage.model.payloads import (
     TracebackLink,
     WatchdogProgress,
     WatchdogTimeout,
+    log_frames,
 )
 
 __all__ = [
@@ -138,4 +139,5 @@ __all__ = [
     "TracebackFacts",
     "WatchdogProgress",
     "WatchdogTimeout",
+    "log_frames",
 ]

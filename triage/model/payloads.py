@@ -1,6 +1,6 @@
 """What the parsers hand correlate: Events with their typed payloads (tracebacks, flight-recorder
-dumps and collective references, py-spy dumps, exits, environment reports) and one
-ParsedSource per input."""
+dumps and collective references, py-spy dumps, exits, environment reports, and what a log's
+records and lines say) and one ParsedSource per input."""
 
 from __future__ import annotations
 
@@ -375,7 +375,7 @@ class LineNotice:
     process: str | None = None  # the kernel's name of a killed process
     role: str | None = None  # `victim`: killed by the launcher, not failing on its own
     action: str | None = None
-    reason: str | None = None  # `oom`, or Slurm's reason (`TIME LIMIT`)
+    reason: str | None = None  # `oom`, or Slurm's reason (`TIME LIMIT`; None: a user's scancel)
     oom_kills: int | None = None
     core_dumped: bool | None = None
     # the launcher's worker group and rendezvous
@@ -386,8 +386,8 @@ class LineNotice:
     world_size: int | None = None
     data_parallel_size: int | None = None
     # the scheduler
-    slurm: str | None = None  # `cancelled`: Slurm's word for the step's end
-    job: str | None = None
+    slurm: str | None = None  # what Slurm cancelled: `job` or `step`
+    job: str | None = None  # its id, `1234.0`
     node: str | None = None
     slurm_tasks: str | None = None
     task: int | None = None
