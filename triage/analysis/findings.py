@@ -262,7 +262,7 @@ def early_entries(early: Sequence[tuple[int, Event]]) -> list[TimelineEntry]:
         TimelineEntry(
             time=ev.time,
             rank=rank,
-            text=first_line(str((ev.attrs or {}).get("line") or ev.text), 240),
+            text=first_line(ev.text, 240),
             source=ev.source,
             line=ev.line,
             role="initiating",

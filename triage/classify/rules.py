@@ -309,7 +309,7 @@ def _hit(
     context.update(caps)
     quoted, offset = _quote(text, m) if text else ("", 0)
     line = event.line + offset if event is not None and event.line is not None else None
-    numbers = event.attrs.get("line_numbers") if event is not None else None
+    numbers = event.line_numbers if event is not None else None
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         line = numbers[offset]  # the quoted line's own line, past skipped blank lines
     return RuleHit(

@@ -8,8 +8,8 @@ JSON schema `triage.diagnosis/1` (see DESIGN.md) through `Diagnosis.to_dict()`.
 
 All records are frozen dataclasses, except flight-recorder entries and stack frames: those are
 NamedTuples (a 1,024-rank job loads millions, and tuples build fastest). Stages never hand each
-other raw dicts; the only dicts are `attrs` (named regex captures and small facts), which are
-data, not structure.
+other raw dicts: what a parser read from a log record is a typed field of its Event (`payload`,
+`exception`, `c10d`, `notice`); `Event.attrs` holds only what no later stage reads.
 """
 
 from __future__ import annotations
@@ -49,30 +49,47 @@ from triage.model.inputs import (
     SourceKind,
 )
 from triage.model.payloads import (
+    LINE_NOTICE_FIELDS,
+    C10dFacts,
     CollectiveMismatch,
     CollectiveRef,
+    CppExceptionFacts,
     EnvReport,
     Event,
+    FaultHandlerFacts,
     FlightRecorderDump,
     FlightRecorderEntry,
+    LineNotice,
+    LogLineFacts,
+    NcclErrorNote,
+    NcclLineFacts,
     ParsedSource,
     Payload,
+    ProcessGroupTag,
+    ProgressFacts,
     PySpyDump,
     PySpyThread,
+    RaisedException,
     RankExit,
     StackFrame,
     Traceback,
+    TracebackFacts,
     TracebackFrame,
     TracebackLink,
+    WatchdogProgress,
+    WatchdogTimeout,
+    log_frames,
 )
 
 __all__ = [
     "Analysis",
     "AnalysisFacts",
+    "C10dFacts",
     "Classification",
     "CollectiveMismatch",
     "CollectiveProgress",
     "CollectiveRef",
+    "CppExceptionFacts",
     "Diagnosis",
     "EnvReport",
     "Event",
@@ -80,6 +97,7 @@ __all__ = [
     "Evidence",
     "EvidenceRef",
     "FailureRef",
+    "FaultHandlerFacts",
     "Finding",
     "FindingKind",
     "FixRecommendation",
@@ -90,13 +108,21 @@ __all__ = [
     "HangShape",
     "InputNote",
     "InputSummary",
+    "LINE_NOTICE_FIELDS",
     "Level",
+    "LineNotice",
+    "LogLineFacts",
+    "NcclErrorNote",
+    "NcclLineFacts",
     "Outcome",
     "OutcomeKind",
     "ParsedSource",
     "Payload",
+    "ProcessGroupTag",
+    "ProgressFacts",
     "PySpyDump",
     "PySpyThread",
+    "RaisedException",
     "RankExit",
     "SCHEMA",
     "SURE_CAUSE",
@@ -110,4 +136,8 @@ __all__ = [
     "Traceback",
     "TracebackFrame",
     "TracebackLink",
+    "TracebackFacts",
+    "WatchdogProgress",
+    "WatchdogTimeout",
+    "log_frames",
 ]

@@ -13,10 +13,14 @@ from typing import IO, Any
 
 from triage import knowledge
 from triage.model import (
+    C10dFacts,
     Event,
     EventKind,
     Level,
+    LineNotice,
+    LogLineFacts,
     ParsedSource,
+    RaisedException,
     RankExit,
     Source,
     SourceKind,
@@ -377,6 +381,10 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         attrs: dict[str, Any] | None = None,
         payload: Any = None,
         traceback: Traceback | None = None,
+        exception: RaisedException | None = None,
+        c10d: C10dFacts | None = None,
+        notice: LineNotice | None = None,
+        line_numbers: tuple[int | None, ...] | None = None,
         yearless: tuple[str, str, str, str, str | None] | None = None,
         progress: bool = False,
         agent_pid: int | None = None,
@@ -388,8 +396,8 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         if local_rank is None and (pre is None or pre.empty):
             local_rank = self.source.local_rank
         attrs = dict(attrs or {})
-        if time is None and self.last_time is not None and not progress:
-            attrs.setdefault("time_before", self.last_time)  # the latest time seen earlier
+        # the latest time seen earlier
+        time_before = self.last_time if time is None and not progress else None
         if pre is not None and pre.task is not None:
             attrs.setdefault("task", pre.task)
         if agent_pid is not None:
@@ -410,6 +418,11 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 attrs=attrs,
                 traceback=traceback,
                 payload=payload,
+                exception=exception,
+                c10d=c10d,
+                notice=notice,
+                line_numbers=line_numbers,
+                time_before=time_before,
             )
         )
         index = len(self.events) - 1
@@ -520,7 +533,9 @@ def parse(
 
 def _about(event: Event) -> bool:
     """Is this an event a paste is about: a warning or an error, not context?"""
-    if event.kind is EventKind.INPUT_WARNING or event.attrs.get("notable"):
+    if event.kind is EventKind.INPUT_WARNING or (
+        isinstance(event.payload, LogLineFacts) and event.payload.notable
+    ):
         return False
     return event.level not in (Level.INFO, Level.DEBUG)
 
