@@ -136,6 +136,7 @@ for _op in pickletools.opcodes:
 _STOP = ord(".")
 _LONG_BINPUT = ord("r")
 _PUT = ord("p")
+_BINGET, _LONG_BINGET, _GET = ord("h"), ord("j"), ord("g")
 _LONG_OPS = {ord("\x8a"), ord("\x8b"), ord("L")}  # LONG1, LONG4, LONG (text)
 _LONG1 = 0x8A
 # Short counted strings the regex reads itself: (opcode, width of the length field).
@@ -143,67 +144,94 @@ _SHORT_STRINGS = ((ord("X"), 4), (0x8C, 1), (ord("C"), 1), (ord("U"), 1))
 _SHORT_STRING_MAX = 127  # longer strings are rare in a dump; the Python loop reads them
 _LONG1_MAX = 9  # a 64-bit timestamp needs 8 bytes (9 with the sign byte)
 
-# Fixed-width opcodes needing no check run through the regex; STOP and LONG_BINPUT stay out
-# of this table (LONG_BINPUT gets its own bounded branch).
+# Fixed-width opcodes needing no check run through the regex; STOP, LONG_BINPUT and the memo
+# gets stay out of this table (each gets its own, possibly bounded, branch).
 _RUN_WIDTHS: dict[int, list[int]] = {}
 for _code, _width in _FIXED.items():
-    if _code not in (_STOP, _LONG_BINPUT):
+    if _code not in (_STOP, _LONG_BINPUT, _BINGET, _LONG_BINGET):
         _RUN_WIDTHS.setdefault(_width, []).append(_code)
+# A dump's opcodes with an argument, most frequent first: the regex tries its branches in
+# order, so BINGET (~40% of a dump's opcodes) is matched by the first.
+_FREQUENT = [ord(c) for c in "MJKG"]  # BININT2, BININT, BININT1, BINFLOAT
 
 
 def _byte(code: int) -> bytes:
     return re.escape(bytes([code]))
 
 
-def _below(bits: int) -> bytes:
-    """A regex for a 4-byte little-endian unsigned integer below 2**bits."""
-    if bits >= 32:
-        return b"...."
+def _class(codes: list[int]) -> bytes:
+    return b"[" + b"".join(_byte(c) for c in sorted(codes)) + b"]"
+
+
+def _below(bits: int, width: int = 4) -> bytes:
+    """A regex for a `width`-byte little-endian unsigned integer below 2**bits."""
+    if bits >= 8 * width:
+        return b"." * width
     byte, rest = divmod(bits, 8)  # `byte` whole free bytes, then one byte below 2**rest
     top = b"[" + _byte(0) + b"-" + _byte((1 << rest) - 1) + b"]"
-    return b"." * byte + top + b"\x00" * (3 - byte)
+    return b"." * byte + top + b"\x00" * (width - 1 - byte)
 
 
 def _counted(code: int, width: int, longest: int) -> bytes:
     """A regex for opcode `code` with a `width`-byte length field of at most `longest`."""
     branches = [
         _byte(length) + b"\x00" * (width - 1) + (b".{%d}" % length if length else b"")
-        for length in range(longest + 1)
+        for length in range(longest, -1, -1)  # longest first: LONG1 timestamps are 8 bytes
     ]
     return _byte(code) + b"(?:" + b"|".join(branches) + b")"
 
 
 @functools.lru_cache(maxsize=64)
-def _fast_run(memo_bits: int, long_bytes: int) -> re.Pattern[bytes]:
+def _fast_run(memo_bits: int, long_bytes: int, get_bits: int = 32) -> re.Pattern[bytes]:
     """One compiled regex that eats a run of opcodes needing no check beyond their shape.
 
     Fixed-width opcodes, short strings (the length byte picks a branch of exactly that
     many payload bytes, so payload bytes are never read as opcodes), LONG1 up to
-    `long_bytes` bytes and LONG_BINPUT below `2**memo_bits`. Anything else stops the run and
-    the Python loop in `scan` decides. The possessive `*+` keeps no backtracking state.
+    `long_bytes` bytes, LONG_BINPUT below `2**memo_bits` and memo gets below `2**get_bits`.
+    Anything else stops the run and the Python loop in `scan` decides. Each opcode byte
+    starts exactly one branch, so the order of the branches changes the speed, never what
+    is read. Argument-less opcodes are eaten by a character class (a tight loop in sre),
+    the group iterates once per opcode with an argument: 1.7 ms for a 148k-opcode dump,
+    against 3.2 ms for one iteration per opcode. The possessive `*+` keeps no backtracking.
     """
-    alternatives = [
-        b"[" + b"".join(_byte(c) for c in sorted(codes)) + b"]" + b"." * width
-        for width, codes in sorted(_RUN_WIDTHS.items())
-    ]
-    if memo_bits > 0:
-        alternatives.append(_byte(_LONG_BINPUT) + _below(memo_bits))
-    alternatives += [_counted(c, w, _SHORT_STRING_MAX) for c, w in _SHORT_STRINGS]
+    # get_bits < 0: no memo get is allowed at all; the loop refuses each
+    gets = [_byte(_BINGET) + _below(get_bits, 1), _byte(_LONG_BINGET) + _below(get_bits)]
+    if get_bits < 0:
+        gets = []
+    alternatives = gets[:1]
     if long_bytes >= 0:
         alternatives.append(_counted(_LONG1, 1, long_bytes))
-    return re.compile(b"(?:" + b"|".join(alternatives) + b")*+", re.DOTALL)
+    alternatives += [_byte(c) + b"." * _FIXED[c] for c in _FREQUENT]
+    alternatives += gets[1:]
+    alternatives.append(_byte(_LONG_BINPUT) + _below(memo_bits))
+    for width, codes in sorted(_RUN_WIDTHS.items()):
+        rest = [c for c in codes if c not in _FREQUENT]
+        if width and rest:
+            alternatives.append(_class(rest) + b"." * width)
+    alternatives += [_counted(c, w, _SHORT_STRING_MAX) for c, w in _SHORT_STRINGS]
+    bare = _class(_RUN_WIDTHS[0]) + b"*+"
+    return re.compile(b"(?:" + bare + b"(?:" + b"|".join(alternatives) + b"))*+" + bare, re.DOTALL)
 
 
 def _name(code: int) -> str:
     return _NAMES.get(code, f"unknown opcode 0x{code:02x}")
 
 
-def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, *, memo_bound: int | None = None) -> int:
+def scan(
+    data: bytes,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    memo_bound: int | None = None,
+    get_bound: int | None = None,
+) -> int:
     """Check that `data` is a data-only pickle within `limits`; return its length up to STOP.
 
     Memo slots may be numbered up to `memo_bound` (default: the input length); a piece cut
-    from a bigger pickle passes the whole pickle's length. Raises PickleRefused for a
-    forbidden opcode or a bound exceeded, PickleCorrupt for truncation or an unknown opcode.
+    from a bigger pickle passes the whole pickle's length. `get_bound`: memo slots below it
+    are the only ones the pickle may read (a piece whose later slots are numbered otherwise
+    than in the pickle it was cut from); a read of another is a MemoMissing naming the slot.
+    Raises PickleRefused for a forbidden opcode or a bound exceeded, PickleCorrupt for
+    truncation or an unknown opcode.
     """
     n = len(data)
     bound = n if memo_bound is None else min(memo_bound, limits.max_bytes)
@@ -214,8 +242,10 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, *, memo_bound: int | None
         raise PickleRefused(f"pickle could hold over {limits.max_items} objects")
     pos = 0
     # LONG_BINPUT indices below the largest power of two <= n pass inside the regex; the
-    # loop checks the rest exactly (index <= n).
-    run = _fast_run(max(bound.bit_length() - 1, 0), min(_LONG1_MAX, limits.max_int_bytes)).match
+    # loop checks the rest exactly (index <= n). Memo gets likewise against `get_bound`.
+    get_bits = 32 if get_bound is None else get_bound.bit_length() - 1
+    longest = min(_LONG1_MAX, limits.max_int_bytes)
+    run = _fast_run(max(bound.bit_length() - 1, 0), longest, min(get_bits, 32)).match
     while True:
         pos = run(data, pos).end()
         if pos >= n:
@@ -236,6 +266,13 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, *, memo_bound: int | None
                     f"more than a {bound}-byte pickle can fill"
                 )
             pos += 4
+            continue
+        if get_bound is not None and code in (_BINGET, _LONG_BINGET):
+            width = 1 if code == _BINGET else 4
+            if pos + width > n:
+                raise PickleCorrupt(f"pickle is truncated at byte {pos}")
+            _check_get(int.from_bytes(data[pos : pos + width], "little"), get_bound, pos - 1)
+            pos += width
             continue
         counted = _COUNTED.get(code)
         if counted is not None:
@@ -261,6 +298,10 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, *, memo_bound: int | None
             if code == _PUT:
                 if not arg.isdigit() or len(arg) > 12 or int(arg) > bound:
                     raise PickleRefused(f"pickle asks for memo slot {arg[:20]!r} at byte {pos - 1}")
+            elif code == _GET and get_bound is not None:
+                # read as the unpickler reads it; anything but a short number is corrupt
+                slot = int(arg) if arg.isdigit() and len(arg) <= 12 else -1
+                _check_get(slot, get_bound, pos - 1)
             elif code in _LONG_OPS and len(arg) > 2 * limits.max_int_bytes + 2:
                 raise PickleRefused(f"integer of {len(arg)} digits at byte {pos - 1}")
             pos = end + 1
@@ -275,6 +316,15 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, *, memo_bound: int | None
                 "dumps are plain data and an untrusted pickle could run code"
             )
         raise PickleCorrupt(f"not a valid pickle: {name} at byte {pos - 1}")
+
+
+def _check_get(slot: int, get_bound: int, at: int) -> None:
+    if not 0 <= slot < get_bound:
+        raise MemoMissing(
+            f"pickle piece reads memo slot {slot} at byte {at}; only slots below {get_bound} "
+            "are numbered as in the pickle it was cut from",
+            slot,
+        )
 
 
 class _DataOnlyUnpickler(pickle.Unpickler):
