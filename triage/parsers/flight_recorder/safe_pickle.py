@@ -43,6 +43,7 @@ __all__ = [
     "PickleRefused",
     "load",
     "loads",
+    "loads_joined",
     "loads_piece",
     "loads_prefix",
     "scan",
@@ -137,6 +138,7 @@ _STOP = ord(".")
 _LONG_BINPUT = ord("r")
 _PUT = ord("p")
 _BINGET, _LONG_BINGET, _GET = ord("h"), ord("j"), ord("g")
+_FRAME = 0x95
 _LONG_OPS = {ord("\x8a"), ord("\x8b"), ord("L")}  # LONG1, LONG4, LONG (text)
 _LONG1 = 0x8A
 # Short counted strings the regex reads itself: (opcode, width of the length field).
@@ -145,10 +147,11 @@ _SHORT_STRING_MAX = 127  # longer strings are rare in a dump; the Python loop re
 _LONG1_MAX = 9  # a 64-bit timestamp needs 8 bytes (9 with the sign byte)
 
 # Fixed-width opcodes needing no check run through the regex; STOP, LONG_BINPUT and the memo
-# gets stay out of this table (each gets its own, possibly bounded, branch).
+# gets stay out of this table (each gets its own, possibly bounded, branch), and FRAME (a few
+# a dump), whose length the loop checks.
 _RUN_WIDTHS: dict[int, list[int]] = {}
 for _code, _width in _FIXED.items():
-    if _code not in (_STOP, _LONG_BINPUT, _BINGET, _LONG_BINGET):
+    if _code not in (_STOP, _LONG_BINPUT, _BINGET, _LONG_BINGET, _FRAME):
         _RUN_WIDTHS.setdefault(_width, []).append(_code)
 # A dump's opcodes with an argument, most frequent first: the regex tries its branches in
 # order, so BINGET (~40% of a dump's opcodes) is matched by the first.
@@ -223,6 +226,7 @@ def scan(
     *,
     memo_bound: int | None = None,
     get_bound: int | None = None,
+    read_ahead: int = 0,
 ) -> int:
     """Check that `data` is a data-only pickle within `limits`; return its length up to STOP.
 
@@ -230,8 +234,9 @@ def scan(
     from a bigger pickle passes the whole pickle's length. `get_bound`: memo slots below it
     are the only ones the pickle may read (a piece whose later slots are numbered otherwise
     than in the pickle it was cut from); a read of another is a MemoMissing naming the slot.
-    Raises PickleRefused for a forbidden opcode or a bound exceeded, PickleCorrupt for
-    truncation or an unknown opcode.
+    `read_ahead`: bytes that follow `data` where the unpickler reads it, which a FRAME may
+    span (see `loads_joined`). Raises PickleRefused for a forbidden opcode or a bound
+    exceeded, PickleCorrupt for truncation or an unknown opcode.
     """
     n = len(data)
     bound = n if memo_bound is None else min(memo_bound, limits.max_bytes)
@@ -266,6 +271,19 @@ def scan(
                     f"more than a {bound}-byte pickle can fill"
                 )
             pos += 4
+            continue
+        if code == _FRAME:
+            if pos + 8 > n:
+                raise PickleCorrupt(f"pickle is truncated at byte {pos}")
+            length = int.from_bytes(data[pos : pos + 8], "little")
+            pos += 8
+            # CPython's unpickler reads a whole frame at once, asking the stream for its
+            # declared length: a frame longer than the input would allocate that much first
+            if length > n + read_ahead - pos:
+                raise PickleCorrupt(
+                    f"pickle is truncated or corrupt: FRAME at byte {pos - 9} claims {length} "
+                    f"bytes but only {n + read_ahead - pos} remain"
+                )
             continue
         if get_bound is not None and code in (_BINGET, _LONG_BINGET):
             width = 1 if code == _BINGET else 4
@@ -386,12 +404,43 @@ def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = T
     return obj
 
 
-def loads_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[Any, Memo]:
+def loads_prefix(
+    data: bytes, limits: Limits = DEFAULT_LIMITS, *, read_ahead: bytes = b""
+) -> tuple[Any, Memo]:
     """`loads(data, check_depth=False)`, and the memo the load left: what a piece cut from
-    later in the same pickle may refer to (`loads_piece(..., known=...)`)."""
-    end = scan(data, limits)
-    unpickler = _unpickler(data[:end])
+    later in the same pickle may refer to (`loads_piece(..., known=...)`). `data` must end
+    with its STOP (see `loads_joined` for `read_ahead`)."""
+    end = scan(data, limits, read_ahead=len(read_ahead))
+    unpickler = _unpickler(_whole(data, end) + read_ahead)
     return _load(unpickler), Memo(unpickler)
+
+
+def loads_joined(
+    data: bytes,
+    get_bound: int,
+    memo_bound: int,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    read_ahead: bytes = b"",
+) -> Any:
+    """Load opcodes joined from parts of a bigger pickle (its beginning, then a piece cut from
+    later) as plain data, with no depth walk. `data` must end with its STOP.
+
+    The join numbers the memo slots the piece adds otherwise than the bigger pickle does,
+    so the piece may read only slots below `get_bound` (what the beginning defined); a read
+    of another is a MemoMissing naming the slot. Slots may be put up to `memo_bound`, the
+    bigger pickle's length. `read_ahead`: bytes after the STOP that the unpickler may buffer
+    but never runs: a FRAME opcode (protocol 4+) makes CPython's unpickler read its whole
+    frame at once, and a frame cut by the join would otherwise read as truncated.
+    """
+    end = scan(data, limits, memo_bound=memo_bound, get_bound=get_bound, read_ahead=len(read_ahead))
+    return _load(_unpickler(_whole(data, end) + read_ahead))
+
+
+def _whole(data: bytes, end: int) -> bytes:
+    if end != len(data):
+        raise PickleCorrupt(f"pickle stops at byte {end} of {len(data)}: a part is misjoined")
+    return data
 
 
 class Memo:
@@ -405,6 +454,12 @@ class Memo:
 
     def give(self, unpickler: pickle.Unpickler) -> None:
         unpickler.memo = self._proxy
+
+    def slots(self) -> int | None:
+        """How many slots the memo holds when they are 0 to n-1 with no gap (as protocol 4+
+        numbers them: MEMOIZE takes the next), else None."""
+        held = self._proxy.copy()
+        return len(held) if not held or max(held) == len(held) - 1 else None
 
 
 def loads_piece(
