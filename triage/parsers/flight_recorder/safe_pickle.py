@@ -226,7 +226,7 @@ def scan(
     *,
     memo_bound: int | None = None,
     get_bound: int | None = None,
-    read_ahead: int = 0,
+    cut_frames: list[int] | None = None,
 ) -> int:
     """Check that `data` is a data-only pickle within `limits`; return its length up to STOP.
 
@@ -234,8 +234,9 @@ def scan(
     from a bigger pickle passes the whole pickle's length. `get_bound`: memo slots below it
     are the only ones the pickle may read (a piece whose later slots are numbered otherwise
     than in the pickle it was cut from); a read of another is a MemoMissing naming the slot.
-    `read_ahead`: bytes that follow `data` where the unpickler reads it, which a FRAME may
-    span (see `loads_joined`). Raises PickleRefused for a forbidden opcode or a bound
+    `cut_frames`: a list for the places of the FRAMEs that run past the input (a pickle
+    joined from parts of another: see `loads_joined`), which are then no error. Raises
+    PickleRefused for a forbidden opcode or a bound
     exceeded, PickleCorrupt for truncation or an unknown opcode.
     """
     n = len(data)
@@ -279,11 +280,13 @@ def scan(
             pos += 8
             # CPython's unpickler reads a whole frame at once, asking the stream for its
             # declared length: a frame longer than the input would allocate that much first
-            if length > n + read_ahead - pos:
-                raise PickleCorrupt(
-                    f"pickle is truncated or corrupt: FRAME at byte {pos - 9} claims {length} "
-                    f"bytes but only {n + read_ahead - pos} remain"
-                )
+            if length > n - pos:
+                if cut_frames is None:
+                    raise PickleCorrupt(
+                        f"pickle is truncated or corrupt: FRAME at byte {pos - 9} claims "
+                        f"{length} bytes but only {n - pos} remain"
+                    )
+                cut_frames.append(pos - 9)
             continue
         if get_bound is not None and code in (_BINGET, _LONG_BINGET):
             width = 1 if code == _BINGET else 4
@@ -404,24 +407,18 @@ def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = T
     return obj
 
 
-def loads_prefix(
-    data: bytes, limits: Limits = DEFAULT_LIMITS, *, read_ahead: bytes = b""
-) -> tuple[Any, Memo]:
+def loads_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[Any, Memo]:
     """`loads(data, check_depth=False)`, and the memo the load left: what a piece cut from
     later in the same pickle may refer to (`loads_piece(..., known=...)`). `data` must end
-    with its STOP (see `loads_joined` for `read_ahead`)."""
-    end = scan(data, limits, read_ahead=len(read_ahead))
-    unpickler = _unpickler(_whole(data, end) + read_ahead)
+    with its STOP; a FRAME it cuts short is read as `loads_joined` reads it."""
+    cut: list[int] = []
+    end = scan(data, limits, cut_frames=cut)
+    unpickler = _unpickler(_frames_trimmed(_whole(data, end), cut))
     return _load(unpickler), Memo(unpickler)
 
 
 def loads_joined(
-    data: bytes,
-    get_bound: int,
-    memo_bound: int,
-    limits: Limits = DEFAULT_LIMITS,
-    *,
-    read_ahead: bytes = b"",
+    data: bytes, get_bound: int, memo_bound: int, limits: Limits = DEFAULT_LIMITS
 ) -> Any:
     """Load opcodes joined from parts of a bigger pickle (its beginning, then a piece cut from
     later) as plain data, with no depth walk. `data` must end with its STOP.
@@ -429,18 +426,29 @@ def loads_joined(
     The join numbers the memo slots the piece adds otherwise than the bigger pickle does,
     so the piece may read only slots below `get_bound` (what the beginning defined); a read
     of another is a MemoMissing naming the slot. Slots may be put up to `memo_bound`, the
-    bigger pickle's length. `read_ahead`: bytes after the STOP that the unpickler may buffer
-    but never runs: a FRAME opcode (protocol 4+) makes CPython's unpickler read its whole
-    frame at once, and a frame cut by the join would otherwise read as truncated.
+    bigger pickle's length. A FRAME (protocol 4+) the join cut short is trimmed to the data:
+    CPython's unpickler reads a whole frame at once and would find it truncated, and a
+    frame's length changes nothing else it reads.
     """
-    end = scan(data, limits, memo_bound=memo_bound, get_bound=get_bound, read_ahead=len(read_ahead))
-    return _load(_unpickler(_whole(data, end) + read_ahead))
+    cut: list[int] = []
+    end = scan(data, limits, memo_bound=memo_bound, get_bound=get_bound, cut_frames=cut)
+    return _load(_unpickler(_frames_trimmed(_whole(data, end), cut)))
 
 
 def _whole(data: bytes, end: int) -> bytes:
     if end != len(data):
         raise PickleCorrupt(f"pickle stops at byte {end} of {len(data)}: a part is misjoined")
     return data
+
+
+def _frames_trimmed(data: bytes, frames: list[int]) -> bytes:
+    """`data` with each FRAME at `frames` (as the scan found them) ending at its end."""
+    if not frames:
+        return data
+    trimmed = bytearray(data)
+    for at in frames:
+        trimmed[at + 1 : at + 9] = (len(data) - at - 9).to_bytes(8, "little")
+    return bytes(trimmed)
 
 
 class Memo:

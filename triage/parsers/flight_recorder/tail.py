@@ -146,7 +146,7 @@ def _read_tail_framed(data: bytes, keep: int) -> tuple[dict[str, Any], int] | No
     try:
         # the first entry's dict takes the slot after the header's last, its first key the
         # next: every later entry opens by naming that slot
-        _, header = safe_pickle.loads_prefix(data[: key.end()] + b"eu.", read_ahead=data)
+        _, header = safe_pickle.loads_prefix(data[: key.end()] + b"eu.")
         before = header.slots()
         if before is None:
             return None
@@ -162,14 +162,12 @@ def _read_tail_framed(data: bytes, keep: int) -> tuple[dict[str, Any], int] | No
             return None
         begin = _nth_opening(data, opening, split, _PREFIX_ENTRIES_FRAMED, key_end) or cut
         begin = min(begin, cut)
-        head, known = safe_pickle.loads_prefix(data[:begin] + b"eu.", read_ahead=data)
+        head, known = safe_pickle.loads_prefix(data[:begin] + b"eu.")
         defined = known.slots()
         if defined is None or type(head) is not dict or "_" in head:
             return None
         joined = data[:begin] + b"eu" + _JOIN_FRAMED + data[cut:]
-        whole = safe_pickle.loads_joined(
-            joined, defined, len(data), read_ahead=bytes(max(cut - begin, 0))
-        )
+        whole = safe_pickle.loads_joined(joined, defined, len(data))
     except safe_pickle.PickleError:
         return None
     if type(whole) is not dict or type(whole.get("_")) is not list:
