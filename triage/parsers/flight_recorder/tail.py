@@ -114,25 +114,26 @@ _ENTRIES_KEY_FRAMED = re.compile(rb"\x8c\x07entries\x94" + _FRAME + rb"\]\x94\("
 _FIRST_ENTRY_FRAMED = re.compile(_FRAME + rb"\}\x94\(" + _FRAME + rb"\x8c(.)", re.DOTALL)
 _OPENING_FRAMED = b"}\x94("
 _SPLIT_OPENING = re.compile(rb"\}\x94\(\x95.{8}", re.DOTALL)  # a frame began inside one
-# Between the beginning and the piece: MARK, a key and the list the kept entries fill, MARK;
-# the piece's own APPENDS and SETITEMS put them into the top-level dict.
-_JOIN_FRAMED = b"(X\x01\x00\x00\x00_]("
 # Entries in the beginning of a protocol 4-5 dump: the kept ones may read only objects it
 # defined, and a real loop's stacks and state names are all written within its first dozens
 # of entries (a re-saved gloo dump of 200: within 32). Each costs ~2.5 us to load.
 _PREFIX_ENTRIES_FRAMED = 64
+# Beginnings tried, each longer, when the kept entries name an object first written after
+# the one before (a stack first seen mid-buffer): each ends past where that object can be.
+_LONGER_BEGINNINGS = 3
 
 
 def _read_tail_framed(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     """`read_tail` for Python's protocols 4-5.
 
     The beginning (the header and the first entries) and the piece from the first kept
-    entry on are joined into one pickle, loaded through the same safety scan as any. In
-    the join the piece's MEMOIZEs number their slots right after the beginning's, where the
-    dump numbers them after every entry in between; so the piece may read only slots the
-    beginning defined (the keys, op and group names, the training loop's stacks), checked
-    exactly by the scan: one that reads another (an object first written between the two
-    parts, or inside the piece) is read whole by the caller.
+    entry on are read as two pickles by one unpickler, each through the same safety scan as
+    any (`safe_pickle.loads_continued`). The piece's MEMOIZEs then number their slots right
+    after the beginning's, where the dump numbers them after every entry in between; so the
+    piece may read only slots the beginning defined (the keys, op and group names, the
+    training loop's stacks), checked exactly by the scan. When it names a later one (a stack
+    first seen mid-buffer), a longer beginning that holds it is tried; an object first
+    written inside the piece itself makes the caller read the dump whole.
     """
     key = _ENTRIES_KEY_FRAMED.search(data)
     if key is None:
@@ -161,22 +162,53 @@ def _read_tail_framed(data: bytes, keep: int) -> tuple[dict[str, Any], int] | No
         if cut is None:
             return None
         begin = _nth_opening(data, opening, split, _PREFIX_ENTRIES_FRAMED, key_end) or cut
-        begin = min(begin, cut)
-        head, known = safe_pickle.loads_prefix(data[:begin] + b"eu.")
-        defined = known.slots()
-        if defined is None or type(head) is not dict or "_" in head:
+        for _ in range(_LONGER_BEGINNINGS + 1):
+            begin = min(begin, cut)
+            try:
+                head, rest = safe_pickle.loads_continued(
+                    data[:begin] + b"eu.", data[:2] + _PIECE_HEAD + data[cut:], len(data)
+                )
+                break
+            except safe_pickle.MemoMissing as missing:
+                if missing.defined is None:  # not the piece's scan: a corrupt beginning
+                    return None
+                begin = _past_slot(data, missing.slot, begin, missing.defined, opening, split, cut)
+                if begin >= cut:  # first written in the kept piece: the dump is read whole
+                    return None
+        else:
             return None
-        joined = data[:begin] + b"eu" + _JOIN_FRAMED + data[cut:]
-        whole = safe_pickle.loads_joined(joined, defined, len(data))
     except safe_pickle.PickleError:
         return None
-    if type(whole) is not dict or type(whole.get("_")) is not list:
+    if type(head) is not dict or type(rest) is not dict or type(rest.get("_")) is not list:
         return None
-    entries = whole.pop("_")
-    if len(entries) != keep:
+    entries = rest.pop("_")
+    if len(entries) != keep or "entries" in rest:
         return None
-    whole["entries"] = entries
-    return whole, total
+    head.pop("entries", None)  # the first entries: only their memo was wanted
+    return {**head, **rest, "entries": entries}, total
+
+
+def _past_slot(
+    data: bytes, slot: int, begin: int, defined: int, opening: bytes, split: list[int], cut: int
+) -> int:
+    """The first entry opening past where memo `slot` is likely written, or `cut`.
+
+    Every slot is a MEMOIZE byte; before `begin` the dump holds `defined` slots, so its other
+    MEMOIZE-valued bytes there are payload, and slot n is at or past the (n + 1 + that many)-th
+    such byte. Payload bytes after `begin` put it later still: they are guessed at the rate
+    seen before `begin`, with a margin (too long a beginning costs a little time; too short
+    one more try, from there).
+    """
+    import numpy as np  # here: only a re-saved dump whose tail names a late object
+
+    places = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=cut) == 0x94)
+    payload = max(int(np.count_nonzero(places < begin)) - defined, 0)
+    guessed = int(1.5 * payload * max(slot - defined, 0) / max(defined, 1)) + 16
+    nth = slot + payload + guessed
+    if nth >= len(places):
+        return cut
+    later = _nth_opening(data, opening, split, 1, int(places[nth]))
+    return cut if later is None else later
 
 
 def _names(data: bytes, split: re.Match[bytes], get: bytes) -> bool:
