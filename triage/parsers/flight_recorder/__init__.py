@@ -17,8 +17,9 @@ INPUT_WARNING event. The parser never raises.
 Big jobs: with `tail=N` only the dump's header (version, pg_config, pg_status) and its last
 N entries are decoded. Even the C unpickler needs ~15 ms for a 2,000-entry dump, so 1,024
 of them cannot be read whole in seconds; a hang is decided at the end of the ring buffers,
-which is what the last entries hold. The cut works on the protocol-2 layout torch writes
-(`tail`); any other layout is read whole.
+which is what the last entries hold. The cut works on the protocol-2 layout torch writes and
+on Python's at protocols 2-5 (`tail`); JSON, and a protocol 4-5 dump whose last entries name
+an object first written after its beginning, are read whole.
 
 This module is the gate (size limits, the job's memory and entry budgets) and the event it
 makes; the package's other modules each do one step:
