@@ -40,6 +40,7 @@ from triage.model.diagnosis import (
     ScoredLabel,
     SimilarCase,
 )
+from triage.model.entry_table import EntryTable
 from triage.model.inputs import (
     EventKind,
     InputNote,
@@ -74,6 +75,7 @@ __all__ = [
     "CollectiveProgress",
     "CollectiveRef",
     "Diagnosis",
+    "EntryTable",
     "EnvReport",
     "Event",
     "EventKind",
