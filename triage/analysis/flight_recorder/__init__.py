@@ -87,13 +87,13 @@ def analyze(
         out.timeout_ms = timeouts.most_common(1)[0][0]
 
     dumped = {d.rank for d in dumps}
+    latest = {d.rank: d.dump.entries[-1] for d in dumps if d.dump.entries}
     for pg, ranks in per_pg.items():
         desc = pg_desc.get(pg, "")
         members = _members(pg, desc, dumps, ranks, world_size)
         report = _pg_report(pg, desc, members, ranks, dumped, partial)
         report.sources = {d.rank: d.event.source for d in dumps}
         report.call_site = call_site_of(report.stuck_entry, library)
-        latest = {d.rank: d.dump.entries[-1] for d in dumps if d.dump.entries}
         report.elsewhere = {
             r: latest[r].pg_name
             for r in report.lagging
@@ -158,7 +158,7 @@ def _pg_report(
     # a member whose whole dump holds no record of this group never entered it
     for r in members:
         if r in dumped and r not in partial and r not in states:
-            states[r] = RankPGState(r, {})
+            states[r] = RankPGState(r)
     missing = tuple(r for r in members if r not in dumped)
     has_states = any(s.last_started is not None for s in states.values())
     furthest = max(
@@ -221,7 +221,7 @@ def _anchor(out: FRAnalysis, pg: str, ranks: dict[int, RankPGState]) -> None:
     for seq in sorted(common or ())[-16:]:
         times = {}
         for r, st in ranks.items():
-            t = st.by_seq[seq].time_created_ns
+            t = st.by_seq.value(seq, "time_created_ns")
             if t:
                 times[r] = t
         if len(times) > 1:

@@ -3,18 +3,31 @@ group's report and the analysis of a whole job."""
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from triage.model import (
     CollectiveMismatch,
     CollectiveRef,
+    EntryTable,
     Event,
     Finding,
     FlightRecorderDump,
     FlightRecorderEntry,
 )
 
-__all__ = ["FRAnalysis", "FRDump", "PGReport", "RankPGState", "op_of", "record_ref"]
+__all__ = [
+    "FRAnalysis",
+    "FRDump",
+    "PGReport",
+    "RankPGState",
+    "SeqRows",
+    "op_of",
+    "record_ref",
+]
 
 
 @dataclass(frozen=True)
@@ -25,12 +38,100 @@ class FRDump:
     attempt: int | None = None  # elastic restart attempt, from the dump's folder
 
 
+class SeqRows(Mapping[int, FlightRecorderEntry]):
+    """One rank's records of one process group, keyed by collective sequence id (the first
+    record of each), held as rows of the dump's EntryTable: an entry is built only when
+    asked for, so a whole 2,000-entry ring buffer costs a few numbers, not 2,000 objects.
+
+    `rows`: the group's rows of the table in ring-buffer order; `seqs`: their sequence ids.
+    """
+
+    __slots__ = ("_first", "_keys", "_places", "_pos", "rows", "table")
+
+    def __init__(self, table: EntryTable, rows: Sequence[int], seqs: list[int]) -> None:
+        self.table = table
+        self.rows: Sequence[int] = rows if isinstance(rows, range) else array("I", rows)
+        self._first = seqs[0] if seqs else 0
+        # a gap-free run (the usual ring buffer): place = seq - first, nothing stored
+        self._keys: array | None = None
+        self._places: array | None = None
+        self._pos: dict[int, int] | None = None
+        if seqs == list(range(self._first, self._first + len(seqs))):
+            return
+        if all(a <= b for a, b in zip(seqs, seqs[1:], strict=False)):
+            # gaps or coalesced ops (repeated ids): each id once, with its first place
+            firsts = dict(zip(reversed(seqs), range(len(seqs) - 1, -1, -1), strict=True))
+            keys = sorted(firsts)
+            try:
+                self._keys = array("q", keys)
+            except OverflowError:
+                self._pos = firsts
+                return
+            self._places = array("I", map(firsts.__getitem__, keys))
+        else:  # ids out of order (an odd dump): a plain dict
+            self._pos = dict(zip(reversed(seqs), range(len(seqs) - 1, -1, -1), strict=True))
+
+    @classmethod
+    def empty(cls) -> SeqRows:
+        return cls(EntryTable.of(()), range(0), [])
+
+    @property
+    def contiguous(self) -> bool:
+        """True when the sequence ids are a gap-free run, one record each."""
+        return self._keys is None and self._pos is None
+
+    @property
+    def first(self) -> int:
+        """The lowest sequence id of a gap-free run (see `contiguous`)."""
+        return self._first
+
+    def place(self, seq: int) -> int | None:
+        """Where the first record of `seq` is among `rows`, or None."""
+        if self._pos is not None:
+            return self._pos.get(seq)
+        if self._keys is None:
+            at = seq - self._first
+            return at if 0 <= at < len(self.rows) else None
+        i = bisect_left(self._keys, seq)
+        if i < len(self._keys) and self._keys[i] == seq:
+            return self._places[i]  # type: ignore[index]
+        return None
+
+    def value(self, seq: int, name: str) -> Any:
+        """One field of the record of `seq` (KeyError when there is none)."""
+        at = self.place(seq)
+        if at is None:
+            raise KeyError(seq)
+        return self.table.value(self.rows[at], name)
+
+    def __getitem__(self, seq: int) -> FlightRecorderEntry:
+        at = self.place(seq)
+        if at is None:
+            raise KeyError(seq)
+        return self.table[self.rows[at]]
+
+    def __contains__(self, seq: object) -> bool:
+        return type(seq) is int and self.place(seq) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        if self._pos is not None:
+            return iter(sorted(self._pos))
+        if self._keys is not None:
+            return iter(self._keys)
+        return iter(range(self._first, self._first + len(self.rows)))
+
+    def __len__(self) -> int:
+        if self._pos is not None:
+            return len(self._pos)
+        return len(self._keys) if self._keys is not None else len(self.rows)
+
+
 @dataclass
 class RankPGState:
     """One rank's view of one process group: its records keyed by collective sequence id."""
 
     rank: int
-    by_seq: dict[int, FlightRecorderEntry]  # the first record of each sequence id
+    by_seq: SeqRows = field(default_factory=SeqRows.empty)  # the first record of each id
     first_seq: int | None = None
     last_enqueued: int | None = None
     last_started: int | None = None
