@@ -1,20 +1,22 @@
 """Hang localization from flight-recorder dumps: who is behind, who is missing, who disagrees.
 
-Per process group we index each rank's ring buffer by collective sequence id (one dict per
-rank, built in one pass), then read off: the last enqueued / started / completed collective of
-every rank, the ranks behind the others, the member ranks without any dump, and the first
-collective where ranks disagree on op, sizes or dtypes. Everything is linear in the number of
-entries, so 1,024 ranks x 2,000 entries stay well under a few seconds.
+Per process group we index each rank's ring buffer by collective sequence id (rows of the
+dump's EntryTable, read a field at a time: no object per record), then read off: the last
+enqueued / started / completed collective of every rank, the ranks behind the others, the
+member ranks without any dump, and the first collective where ranks disagree on op, sizes or
+dtypes. Everything is linear in the number of entries, so 1,024 ranks x 2,000 entries stay
+well under a few seconds.
 
 Unlike torch's `fr_trace` this does not need every rank's dump, a clean `<prefix><rank>`
 file naming, a correct `pg_config` (gloo writes `{'': ...}`) or a single schema version.
 Ring buffers that wrapped at different points are compared only on the window every rank
 still holds.
 
-The package's modules: `records` (what the analysis holds: a rank's view of a group, a
-group's report, the whole analysis), `index` (one rank's ring buffer indexed by sequence id),
-`mismatch` (the first collective the ranks disagree on) and `findings` (what a person reads:
-findings, the reports' progress table, the stuck collective). This module joins them.
+The package's modules: `records` (what the analysis holds: a rank's view of a group and its
+records as table rows, a group's report, the whole analysis), `index` (one rank's ring buffer
+indexed by sequence id), `mismatch` (the first collective the ranks disagree on) and
+`findings` (what a person reads: findings, the reports' progress table, the stuck
+collective). This module joins them.
 """
 
 from __future__ import annotations

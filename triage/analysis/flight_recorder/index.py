@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from triage.analysis.flight_recorder.records import FRDump, RankPGState, SeqRows, op_of
@@ -68,11 +67,6 @@ def rank_states(dump: FRDump, pg_desc: dict[str, str]) -> dict[str, RankPGState]
             pg_desc[pg] = desc
         seqs = all_seqs if isinstance(rows, range) else [all_seqs[i] for i in rows]
         st = RankPGState(dump.rank, SeqRows(table, rows, seqs))
-        if len(st.by_seq) != len(rows):  # coalesced ops share one sequence id
-            held = list(zip(rows, seqs, strict=True))
-            for seq, count in Counter(seqs).items():
-                if count > 1:
-                    st.coalesced[seq] = [table[r] for r, s in held if s == seq]
         st.first_seq = min(seqs)
         st.last_enqueued = max(seqs)
         # records are in creation order and sequence ids grow with it: scan from the end

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from operator import attrgetter, ne, or_
@@ -51,11 +52,12 @@ def first_mismatch(pg: str, states: dict[int, RankPGState]) -> CollectiveMismatc
     start = max(s.first_seq for s in holders if s.first_seq is not None)
     ref = max(holders, key=lambda s: len(s.by_seq))
     ref_seqs = ref.by_seq
+    ref_ids = ref_seqs.seq_ids()
     first: int | None = None
     for s in holders:
         if s is ref:
             continue
-        if _agree(ref, s, start):
+        if _agree(ref, ref_ids, s, start):
             continue  # the common case: identical records over the shared window, checked in C
         # a field-by-field screen over all records, then the exact check on the few hits
         hits = _differing(ref_seqs, s.by_seq)
@@ -124,19 +126,23 @@ def _departed(holders: Sequence[RankPGState], seq: int) -> list[int]:
 _FINGERPRINT = attrgetter(*_COMPARED)
 
 
-def _agree(ref: RankPGState, other: RankPGState, start: int) -> bool:
-    """True when both ranks hold equal records (op name, sizes, dtypes) on every sequence id
-    they share from `start`, compared column by column; False also when it cannot be told
-    that way (gaps in the ids, coalesced ops)."""
+def _agree(ref: RankPGState, ref_ids: list[int], other: RankPGState, start: int) -> bool:
+    """True when both ranks hold the same records (sequence ids, op names, sizes, dtypes, in
+    order, coalesced ones too) over the ids they share from `start`, compared column by
+    column; False also when it cannot be told that way (ids out of order)."""
     a, b = ref.by_seq, other.by_seq
-    if ref.coalesced or other.coalesced or not (a.contiguous and b.contiguous):
+    if not (a.ordered and b.ordered):
         return False
-    lo = max(start, a.first, b.first)
-    hi = min(a.first + len(a), b.first + len(b))
-    if hi <= lo:
+    other_ids = b.seq_ids()
+    lo = max(start, ref_ids[0], other_ids[0])
+    hi = min(ref_ids[-1], other_ids[-1])
+    if hi < lo:
         return True
-    rows_a = a.rows[lo - a.first : hi - a.first]
-    rows_b = b.rows[lo - b.first : hi - b.first]
+    a_lo, a_hi = bisect_left(ref_ids, lo), bisect_right(ref_ids, hi)
+    b_lo, b_hi = bisect_left(other_ids, lo), bisect_right(other_ids, hi)
+    if ref_ids[a_lo:a_hi] != other_ids[b_lo:b_hi]:
+        return False
+    rows_a, rows_b = a.rows[a_lo:a_hi], b.rows[b_lo:b_hi]
     return all(a.table.equal_field(name, rows_a, b.table, rows_b) for name in _COMPARED)
 
 

@@ -46,7 +46,7 @@ class SeqRows(Mapping[int, FlightRecorderEntry]):
     `rows`: the group's rows of the table in ring-buffer order; `seqs`: their sequence ids.
     """
 
-    __slots__ = ("_first", "_keys", "_places", "_pos", "rows", "table")
+    __slots__ = ("_first", "_keys", "_more", "_places", "_pos", "rows", "table")
 
     def __init__(self, table: EntryTable, rows: Sequence[int], seqs: list[int]) -> None:
         self.table = table
@@ -56,34 +56,40 @@ class SeqRows(Mapping[int, FlightRecorderEntry]):
         self._keys: array | None = None
         self._places: array | None = None
         self._pos: dict[int, int] | None = None
+        self._more: dict[int, list[int]] = {}
         if seqs == list(range(self._first, self._first + len(seqs))):
             return
         if all(a <= b for a, b in zip(seqs, seqs[1:], strict=False)):
-            # gaps or coalesced ops (repeated ids): each id once, with its first place
+            # gaps or coalesced ops (a repeated id's records are neighbours): each id once,
+            # with the place of its first record; its last is before the next id's first
             firsts = dict(zip(reversed(seqs), range(len(seqs) - 1, -1, -1), strict=True))
             keys = sorted(firsts)
             try:
                 self._keys = array("q", keys)
-            except OverflowError:
-                self._pos = firsts
+                self._places = array("I", map(firsts.__getitem__, keys))
                 return
-            self._places = array("I", map(firsts.__getitem__, keys))
-        else:  # ids out of order (an odd dump): a plain dict
-            self._pos = dict(zip(reversed(seqs), range(len(seqs) - 1, -1, -1), strict=True))
+            except OverflowError:  # ids past 64 bits: kept as a dict below
+                self._keys = None
+        # ids out of order (an odd dump): each id's first place, and the others apart
+        self._pos = {}
+        for place, seq in enumerate(seqs):
+            if seq in self._pos:
+                self._more.setdefault(seq, []).append(place)
+            else:
+                self._pos[seq] = place
 
     @classmethod
     def empty(cls) -> SeqRows:
         return cls(EntryTable.of(()), range(0), [])
 
     @property
-    def contiguous(self) -> bool:
-        """True when the sequence ids are a gap-free run, one record each."""
-        return self._keys is None and self._pos is None
+    def ordered(self) -> bool:
+        """True when the sequence ids never go down from one record to the next."""
+        return self._pos is None
 
-    @property
-    def first(self) -> int:
-        """The lowest sequence id of a gap-free run (see `contiguous`)."""
-        return self._first
+    def seq_ids(self) -> list[int]:
+        """The sequence id of every record, in ring-buffer order (coalesced ones repeat)."""
+        return self.table.field("collective_seq_id", self.rows)
 
     def place(self, seq: int) -> int | None:
         """Where the first record of `seq` is among `rows`, or None."""
@@ -96,6 +102,25 @@ class SeqRows(Mapping[int, FlightRecorderEntry]):
         if i < len(self._keys) and self._keys[i] == seq:
             return self._places[i]  # type: ignore[index]
         return None
+
+    def records(self, seq: int) -> list[FlightRecorderEntry]:
+        """Every record of `seq` (coalesced ops share one id), in ring-buffer order."""
+        at = self.place(seq)
+        if at is None:
+            return []
+        places: Sequence[int] = [at, *self._more.get(seq, ())]
+        if self._keys is not None and self._places is not None:
+            i = bisect_left(self._keys, seq)
+            end = self._places[i + 1] if i + 1 < len(self._places) else len(self.rows)
+            places = range(at, end)
+        return [self.table[self.rows[p]] for p in places]
+
+    def repeated(self) -> list[int]:
+        """The ids held by more than one record (coalesced ops)."""
+        if self._keys is None or self._places is None:
+            return list(self._more)
+        ends = [*self._places[1:], len(self.rows)]
+        return [k for k, a, b in zip(self._keys, self._places, ends, strict=True) if b - a > 1]
 
     def value(self, seq: int, name: str) -> Any:
         """One field of the record of `seq` (KeyError when there is none)."""
@@ -136,14 +161,14 @@ class RankPGState:
     last_enqueued: int | None = None
     last_started: int | None = None
     last_completed: int | None = None
-    coalesced: dict[int, list[FlightRecorderEntry]] = field(default_factory=dict)
+
+    @property
+    def coalesced(self) -> list[int]:
+        """The ids of coalesced ops: more than one record each."""
+        return self.by_seq.repeated()
 
     def entries_at(self, seq: int) -> list[FlightRecorderEntry]:
-        got = self.coalesced.get(seq)
-        if got is not None:
-            return got
-        one = self.by_seq.get(seq)
-        return [one] if one is not None else []
+        return self.by_seq.records(seq)
 
 
 @dataclass
