@@ -63,16 +63,15 @@ class Column:
         # 1 == 1.0 == True hash alike: a column mixing them is kept item by item
         if len(kinds & {bool, int, float}) > 1:
             return cls(items=tuple(data))
-        # -0.0 == 0.0 too: a value table would give one for the other
-        signed_zero = float in kinds and any(
-            x == 0 and math.copysign(1, x) < 0 for x in data if type(x) is float
-        )
         try:
             distinct = dict.fromkeys(data)
         except TypeError:  # an unhashable value (a list someone built an entry with)
             return cls(items=tuple(data))
         few = len(distinct) <= _MAX_CODED and len(distinct) * 4 <= max(len(data), 4)
-        if few and not signed_zero:
+        # -0.0 == 0.0 too: a value table would give one for the other
+        if few and float in kinds and 0.0 in distinct:
+            few = not any(x == 0 and math.copysign(1, x) < 0 for x in data if type(x) is float)
+        if few:
             values = _shared_values(tuple(distinct))
             index = {v: i for i, v in enumerate(values)}
             code = "B" if len(values) <= 256 else "H"
