@@ -5,7 +5,8 @@ FlightRecorderEntry, read as a sequence of entries or by column.
 distinct timestamps each) they hold ~330 bytes apiece, which is what `--fr-entries 0` cost.
 Here a field with few distinct values (op names, shapes, dtypes, stacks, states, process
 groups) is a table of those values and one small code per entry, and any other integer or
-float field is a typed `array`: ~45 bytes an entry. An entry is built only when asked for.
+float field is a typed `array`: 44 bytes an entry of bench/fr_scale.py's dumps. An entry is
+built only when asked for.
 """
 
 from __future__ import annotations
