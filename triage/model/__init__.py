@@ -40,6 +40,7 @@ from triage.model.diagnosis import (
     ScoredLabel,
     SimilarCase,
 )
+from triage.model.entry_table import EntryTable
 from triage.model.inputs import (
     EventKind,
     InputNote,
@@ -91,6 +92,7 @@ __all__ = [
     "CollectiveRef",
     "CppExceptionFacts",
     "Diagnosis",
+    "EntryTable",
     "EnvReport",
     "Event",
     "EventKind",

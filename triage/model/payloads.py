@@ -4,7 +4,7 @@ records and lines say) and one ParsedSource per input."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
@@ -73,7 +73,8 @@ class FlightRecorderDump:
     pg_desc: Mapping[str, str]  # pg name -> description
     pg_status: Mapping[str, Mapping[str, int]]  # pg id -> last_enqueued/started/completed
     comm_lib_version: str | None
-    entries: tuple[FlightRecorderEntry, ...]
+    # the parser gives an EntryTable (entry_table.py): the entries held field by field
+    entries: Sequence[FlightRecorderEntry]
     # entries the ring buffer held, when only the last `len(entries)` were read (big jobs)
     entries_total: int | None = None
 

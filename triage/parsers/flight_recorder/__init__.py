@@ -38,7 +38,15 @@ from dataclasses import replace
 from typing import Any
 
 from triage import budget
-from triage.model import Event, EventKind, FlightRecorderDump, Level, ParsedSource, Source
+from triage.model import (
+    EntryTable,
+    Event,
+    EventKind,
+    FlightRecorderDump,
+    Level,
+    ParsedSource,
+    Source,
+)
 from triage.parsers.common import input_warning
 from triage.parsers.flight_recorder import safe_pickle
 from triage.parsers.flight_recorder.columns import entries_from_columns, entry_columns
@@ -178,7 +186,8 @@ def _summary(dump: FlightRecorderDump) -> str:
     if dump.entries_total is not None:
         held = f"{dump.entries_total} entries (last {len(dump.entries)} read)"
     parts = [f"FR dump {version}", held]
-    names = list(dict.fromkeys([*dump.pg_config, *(e.pg_name for e in dump.entries[-256:])]))
+    recent = EntryTable.of(dump.entries)[-256:].field("pg_name")  # no entry built for this
+    names = list(dict.fromkeys([*dump.pg_config, *recent]))
     names = [n for n in names if n]
     if names:
         shown = [f"{n}:{dump.pg_desc[n]}" if dump.pg_desc.get(n) else n for n in names[:6]]
