@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from triage.scan import hs_cache, prefilter
 from triage.scan.engines import hyperscan_module, scratch
 from triage.scan.markers import MarkerSet
-from triage.scan.prefilter import Prefilter, line_local
+from triage.scan.prefilter import Prefilter
 
 
 class Gate(NamedTuple):
@@ -97,6 +97,7 @@ class HotLines:
         self._prefilter = prefilter
         self._ordinary = tuple(ordinary)  # healthy lines: no prefilter piece is in them
         self._hs_first: Any = None  # the prefilter's database
+        self._first_test: Prefilter | None = None
         self._hs_cross: Any = None  # `_crossing()`, False when there is none
         self._hs_local: tuple[Any, dict[bytes, list[int]]] | None = None
         self._local_gate_ids: dict[int, int] = {}
@@ -153,7 +154,8 @@ class HotLines:
         return db, ids
 
     def _split(self, patterns: list[bytes], local: bool) -> list[bytes]:
-        return [p for p in patterns if line_local(p) is local]
+        crossing = set(self.first_test().crossing)
+        return [p for p in patterns if (p not in crossing) is local]
 
     def _main(self, local: bool = False) -> tuple[Any, dict[bytes, list[int]]]:
         """The main scan of a whole chunk, or (`local`) of a chunk from the line of its first
@@ -197,9 +199,11 @@ class HotLines:
 
     def first_test(self) -> Prefilter:
         """What a chunk must hold for the main scan to find a line in it (`prefilter`)."""
-        return prefilter.derive(
-            self._strong, [*self._verdicts, *self._once], ordinary=self._ordinary
-        )
+        if self._first_test is None:
+            self._first_test = prefilter.derive(
+                self._strong, [*self._verdicts, *self._once], ordinary=self._ordinary
+            )
+        return self._first_test
 
     def _first(self) -> Any:
         if self._hs_first is None:
@@ -216,7 +220,7 @@ class HotLines:
             self._hs_first = hs_cache.database(
                 hs, expressions, list(range(len(expressions))), flags
             )
-            self._first_local = all(map(line_local, first.patterns))
+            self._first_local = not set(first.patterns) & set(first.crossing)
         return self._hs_first
 
     def _first_line(self, data: bytes) -> int:

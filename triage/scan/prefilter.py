@@ -36,10 +36,12 @@ _MIN_LITERAL = 3
 
 class Prefilter(NamedTuple):
     """`literals` (lower-case ASCII, scanned caseless) and `patterns` (scanned as they are):
-    a line that holds none of them and matches none of them makes no event."""
+    a line that holds none of them and matches none of them makes no event. `crossing`: the
+    scan's patterns a match of which may span lines (not `line_local`)."""
 
     literals: tuple[bytes, ...]
     patterns: tuple[bytes, ...]
+    crossing: tuple[bytes, ...] = ()
 
     def holds(self, text: bytes) -> bool:
         """Whether `text` holds a literal or matches a pattern (the check the tests run; the
@@ -56,7 +58,7 @@ def derive(
     """The prefilter of a scan for caseless `needles` (lower-case bytes) and `patterns`
     (case-sensitive byte regexes in the syntax hyperscan and `re` share). `ordinary` lines
     (healthy progress output) hold no piece chosen: a piece they hold would fire on every
-    chunk. Kept in the disk cache (`triage.diskcache`): choosing the pieces costs ~0.1 s."""
+    chunk. Kept in the disk cache (`triage.diskcache`): choosing the pieces costs ~0.2 s."""
     needles, patterns, ordinary = sorted(set(needles)), list(patterns), list(ordinary)
     h = hashlib.sha256()
     for part in (needles, patterns, [o.encode("utf-8", "replace") for o in ordinary]):
@@ -67,6 +69,7 @@ def derive(
         return Prefilter(*(tuple(x.encode("latin-1") for x in part) for part in known))
     found = _derive(needles, patterns, ordinary)
     diskcache.put(_CACHE, key, [[x.decode("latin-1") for x in part] for part in found])
+    diskcache.save()
     return found
 
 
@@ -76,7 +79,7 @@ _CACHE = "scan-prefilter"
 def _valid(known: object) -> bool:
     return (
         isinstance(known, list)
-        and len(known) == 2
+        and len(known) == 3
         and all(isinstance(part, list) and all(type(x) is str for x in part) for part in known)
     )
 
@@ -91,7 +94,8 @@ def _derive(needles: list[bytes], patterns: list[bytes], ordinary: list[str]) ->
         else:
             must_cover.update(literals)
     plain = [line.lower().encode("utf-8", "replace") for line in ordinary]
-    return Prefilter(tuple(sorted(_cover(must_cover, plain))), tuple(kept))
+    crossing = tuple(p for p in patterns if not line_local(p))
+    return Prefilter(tuple(sorted(_cover(must_cover, plain))), tuple(kept), crossing)
 
 
 def _literals(pattern: bytes) -> list[bytes] | None:
