@@ -29,7 +29,7 @@ from typing import Any
 from triage import knowledge, taxonomy
 from triage.classify import fix_prior as fix_prior_mod
 from triage.classify.fix_prior import FixPrior
-from triage.knowledge.actions import FRAMEWORKS_FACT, plain
+from triage.knowledge.actions import JobConditions, plain
 from triage.knowledge.playbook import Playbook
 from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
 
@@ -81,10 +81,13 @@ def recommend(
         key=lambda f: (-round(scores[f], 2), f not in rule_backed, -prior.get(f, 0.0), f),
     )
     facts = job_facts(analysis)
+    job = JobConditions.of(analysis.facts)
     sources = _ActionSources.of(kb)
     # the advice is ordered by the most likely cause only when that cause is likely at all
     top_cause = causes[0].id if causes and causes[0].score >= LEAD_CAUSE_SCORE else None
-    ranked = {f: _actions(f, classification, causes, facts, kb, sources, top_cause) for f in order}
+    ranked = {
+        f: _actions(f, classification, causes, facts, job, kb, sources, top_cause) for f in order
+    }
     order = _lead_with_the_cause(order, scores, ranked)
     out: list[FixRecommendation] = []
     said: list[str] = []  # every action already given, under any fix pattern
@@ -234,6 +237,7 @@ def _actions(
     classification: Classification,
     causes: Sequence[ScoredLabel],
     facts: Mapping[str, Any],
+    job: JobConditions,
     kb: knowledge.Knowledge,
     sources: _ActionSources,
     top_cause: str | None,
@@ -247,9 +251,8 @@ def _actions(
     from_playbook = [
         (rc.id, advice)
         for rc in causes[:TOP_CAUSES]
-        if rc.score >= floor and (advice := kb.playbook.advice(rc.id, fix, facts)) is not None
+        if rc.score >= floor and (advice := kb.playbook.advice(rc.id, fix, facts, job)) is not None
     ]
-    frameworks = set(facts.get(FRAMEWORKS_FACT) or ())
     out: list[_Ranked] = []
     for text in from_rules:
         concluded = sources.causes(fix, text)
@@ -259,8 +262,8 @@ def _actions(
         out.append(_Ranked(text, top_cause is None or cause == top_cause, by_rule=False))
     # Advice that names a framework the job does not run on is for another job (a DeepSpeed
     # OOM is not told to move to FSDP); when the job's lines name none, nothing is known.
-    if frameworks:
-        out = [a for a in out if _fits_frameworks(a.text, frameworks, kb)]
+    if job.frameworks:
+        out = [a for a in out if _fits_frameworks(a.text, job.frameworks, kb)]
     # Two rule actions, then the playbook (it carries the job's ranks and values), then the
     # rest; within that, what speaks to the most likely cause first.
     rules_first = out[: len(from_rules)]
@@ -268,7 +271,7 @@ def _actions(
     return sorted(ordered, key=lambda a: not a.on_cause)
 
 
-def _fits_frameworks(text: str, frameworks: set[str], kb: knowledge.Knowledge) -> bool:
+def _fits_frameworks(text: str, frameworks: frozenset[str], kb: knowledge.Knowledge) -> bool:
     named = kb.frameworks.named_in(text)
     return not named or bool(named & frameworks)
 
