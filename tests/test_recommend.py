@@ -33,17 +33,13 @@ def _label(table: str, label_id: str, score: float) -> ScoredLabel:
 def _classified(text: str, root_causes: dict[str, float], fix_scores: dict[str, float]):
     """A classification the way classify builds one: rule actions merged per fix."""
     hits = rules.match_text(text, parse_text(text).events)
-    actions: dict[str, list[str]] = {}
-    for hit in hits:
-        for fix, acts in hit.actions.items():
-            actions.setdefault(fix, []).extend(a for a in acts if a not in actions.get(fix, []))
     evidence = tuple(
         Evidence("<pasted>", h.evidence_line, None, h.evidence_text, h.rule_id) for h in hits
     )
     return Classification(
         root_causes=tuple(_label("root_causes", r, s) for r, s in root_causes.items()),
         fix_scores=fix_scores,
-        actions={k: tuple(v) for k, v in actions.items()},
+        actions=classify_actions(hits),
         evidence=evidence,
     )
 

@@ -107,7 +107,9 @@ def test_a_team_folder_adds_its_rules_and_fills_actions_from_groups(tmp_path: Pa
     assert hit.evidence_text.startswith("OSError: [Errno 28]")
     assert hit.evidence_line == 42
     # The node is not known here: its clause is left out, never shown as a placeholder.
-    assert hit.actions["F5"] == ("Free space under /scratch/ckpt/step_10.pt on rank 3",)
+    assert [a.text for a in hit.actions["F5"]] == [
+        "Free space under /scratch/ckpt/step_10.pt on rank 3"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -262,7 +264,7 @@ def test_finding_rules_fire_on_findings_and_fill_the_lagging_rank(tmp_path: Path
         h for h in engine.match_events([], analysis, [folder]) if h.rule_id == "team-hang-lagging"
     ]
     assert len(hits) == 1
-    assert hits[0].actions["F3"] == ("Look at what rank 3 does before all_reduce",)
+    assert [a.text for a in hits[0].actions["F3"]] == ["Look at what rank 3 does before all_reduce"]
     assert hits[0].evidence_text == "rank 3 is behind"
 
 

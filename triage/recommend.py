@@ -73,7 +73,7 @@ def recommend(
         return ()
     w = EVIDENCE_WEIGHT if evidence else 0.0
     scores = {f: w * evidence.get(f, 0.0) + (1.0 - w) * prior.get(f, 0.0) for f in candidates}
-    rule_backed = {f for f, acts in (classification.actions or {}).items() if acts}
+    rule_backed = {f for f, acts in classification.actions.items() if acts}
     # Scores that agree to two places are a tie a user cannot see: the fix a matched rule gives
     # its own advice for (the most specific) goes first, then the root causes' prior.
     order = sorted(
@@ -82,12 +82,9 @@ def recommend(
     )
     facts = job_facts(analysis)
     job = JobConditions.of(analysis.facts)
-    sources = _ActionSources.of(kb)
     # the advice is ordered by the most likely cause only when that cause is likely at all
     top_cause = causes[0].id if causes and causes[0].score >= LEAD_CAUSE_SCORE else None
-    ranked = {
-        f: _actions(f, classification, causes, facts, job, kb, sources, top_cause) for f in order
-    }
+    ranked = {f: _actions(f, classification, causes, facts, job, kb, top_cause) for f in order}
     order = _lead_with_the_cause(order, scores, ranked)
     out: list[FixRecommendation] = []
     said: list[str] = []  # every action already given, under any fix pattern
@@ -239,13 +236,12 @@ def _actions(
     facts: Mapping[str, Any],
     job: JobConditions,
     kb: knowledge.Knowledge,
-    sources: _ActionSources,
     top_cause: str | None,
 ) -> list[_Ranked]:
     """Rule actions (most specific) first, then the playbook's; only those that apply to this
     job (none, possibly); those that speak to the most likely root cause before the others."""
     # classify orders them: the rules that back this fix most strongly first
-    from_rules = list(dict.fromkeys((classification.actions or {}).get(fix, ())))
+    from_rules = classification.actions.get(fix, ())
     # Playbook advice only from causes that are still plausible next to the best one.
     floor = max(MIN_CAUSE_SCORE, CAUSE_RATIO * (causes[0].score if causes else 0.0))
     from_playbook = [
@@ -254,10 +250,9 @@ def _actions(
         if rc.score >= floor and (advice := kb.playbook.advice(rc.id, fix, facts, job)) is not None
     ]
     out: list[_Ranked] = []
-    for text in from_rules:
-        concluded = sources.causes(fix, text)
-        on_cause = top_cause is None or not concluded or top_cause in concluded
-        out.append(_Ranked(text, on_cause, by_rule=True))
+    for action in from_rules:
+        on_cause = top_cause is None or not action.causes or top_cause in action.causes
+        out.append(_Ranked(action.text, on_cause, by_rule=True))
     for cause, text in from_playbook:
         out.append(_Ranked(text, top_cause is None or cause == top_cause, by_rule=False))
     # Advice that names a framework the job does not run on is for another job (a DeepSpeed
@@ -274,47 +269,6 @@ def _actions(
 def _fits_frameworks(text: str, frameworks: frozenset[str], kb: knowledge.Knowledge) -> bool:
     named = kb.frameworks.named_in(text)
     return not named or bool(named & frameworks)
-
-
-class _ActionSources:
-    """Which rule wrote an action: each rule's action alternatives by their longest literal
-    run (the text between `{facts}`), so an action can be traced to the root causes its rule
-    concludes. Built once per knowledge base."""
-
-    _cache: dict[int, tuple[knowledge.Knowledge, _ActionSources]] = {}
-
-    def __init__(self, kb: knowledge.Knowledge) -> None:
-        # fix -> (literal, the causes the advice is for)
-        self.by_fix: dict[str, list[tuple[str, frozenset[str]]]] = {}
-        for rule in kb.rules:
-            concluded = frozenset(c for c, w in rule.root_cause.items() if w > 0)
-            for fix, action in rule.actions.items():
-                for alt in action.alternatives:
-                    literal = _longest_literal(alt.template)
-                    if len(literal) >= 12:
-                        causes = frozenset(alt.causes) or concluded
-                        self.by_fix.setdefault(fix, []).append((literal, causes))
-
-    @classmethod
-    def of(cls, kb: knowledge.Knowledge) -> _ActionSources:
-        hit = cls._cache.get(id(kb))
-        if hit is None or hit[0] is not kb:
-            if len(cls._cache) > 8:
-                cls._cache.clear()
-            hit = (kb, cls(kb))
-            cls._cache[id(kb)] = hit
-        return hit[1]
-
-    def causes(self, fix: str, text: str) -> frozenset[str] | None:
-        """The root causes the advice `text` addresses (None: no rule known to write it;
-        empty: any)."""
-        found = [c for literal, c in self.by_fix.get(fix, ()) if literal in text]
-        return frozenset().union(*found) if found else None
-
-
-def _longest_literal(template: str) -> str:
-    pieces = re.split(r"\{[^{}]*\}|\s?\([^()`]*\{[^{}]*\}[^()`]*\)", template)
-    return max(pieces, key=len).strip() if pieces else ""
 
 
 def _distinct(texts: Sequence[str], playbook: Playbook, said: Sequence[str]) -> list[str]:

@@ -22,7 +22,7 @@ import regex
 
 from triage.classify.types import RuleHit
 from triage.knowledge.places import Place, Places
-from triage.model import Event, EventKind, PySpyDump, SourceKind
+from triage.model import Event, EventKind, PySpyDump, RuleAction, SourceKind
 
 # frame lines of a pasted text: a Python traceback's or faulthandler's, and py-spy's (either
 # may be cut at the end of the paste)
@@ -100,6 +100,7 @@ def _text_frames(text: str) -> FrameList | None:
 
 def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
     text, offset = _quote(ev.text, file, function)
+    concluded = frozenset(c for c, w in place.root_cause.items() if w > 0)
     line = ev.line + offset if ev.line is not None else None
     numbers = (ev.attrs or {}).get("line_numbers")
     if numbers and offset < len(numbers) and numbers[offset] is not None:
@@ -112,7 +113,7 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
         root_cause=dict(place.root_cause),
         fix=dict(place.fix),
         stage=dict(place.stage),
-        actions={f: (a,) for f, a in place.actions.items()},
+        actions={f: (RuleAction(a, concluded),) for f, a in place.actions.items()},
         evidence_text=text,
         evidence_line=line,
         generic=True,

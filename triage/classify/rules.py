@@ -35,7 +35,16 @@ from triage.knowledge.actions import JobConditions, plain
 from triage.knowledge.finding_examples import finding_example
 from triage.knowledge.rules import Rule, RuleError, rule_keywords
 from triage.literals import required_literals
-from triage.model import Analysis, Event, EventKind, Finding, Level, ParsedSource, SourceKind
+from triage.model import (
+    Analysis,
+    Event,
+    EventKind,
+    Finding,
+    Level,
+    ParsedSource,
+    RuleAction,
+    SourceKind,
+)
 from triage.parsers.common import whole_text_event
 
 __all__ = [
@@ -310,6 +319,14 @@ def _hit(
         if event.host:
             context["host"] = event.host
     context.update(caps)
+    concluded = frozenset(c for c, w in rule.root_cause.items() if w > 0)
+    actions: dict[str, tuple[RuleAction, ...]] = {}
+    for fix, action in rule.actions.items():
+        chosen = action.choose(context, job)
+        if chosen is not None:
+            alt, filled = chosen
+            # advice for the causes its alternative says (`for:`), else its rule's
+            actions[fix] = (RuleAction(filled, frozenset(alt.causes) or concluded),)
     quoted, offset = _quote(text, m) if text else ("", 0)
     line = event.line + offset if event is not None and event.line is not None else None
     numbers = event.attrs.get("line_numbers") if event is not None else None
@@ -324,9 +341,7 @@ def _hit(
         fix=dict(rule.fix),
         stage=dict(rule.stage),
         captures=caps,
-        actions={
-            f: (text,) for f, action in rule.actions.items() if (text := action.fill(context, job))
-        },
+        actions=actions,
         evidence_text=quoted,
         evidence_line=line,
         from_cascade=from_cascade,

@@ -124,12 +124,19 @@ class Action:
     def fill(self, facts: Mapping[str, Any], job: JobConditions) -> str | None:
         """The text for this job, filled with `facts`, or None when no alternative applies to
         it."""
+        chosen = self.choose(facts, job)
+        return chosen[1] if chosen is not None else None
+
+    def choose(
+        self, facts: Mapping[str, Any], job: JobConditions
+    ) -> tuple[Alternative, str] | None:
+        """The first alternative that applies to this job, and its text filled with `facts`."""
         for alt in self.alternatives:
             if not applies(alt.when, job):
                 continue
             text = _fill(alt, facts)
             if text is not None:
-                return text
+                return alt, text
         return None
 
 

@@ -105,4 +105,10 @@ def _is_union(hint: Any) -> bool:
 
 
 def _show(hint: Any) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    """`int`, `HangShape (failed, differing, ...)`: what a person writes instead."""
+    if _is_union(hint):
+        return " or ".join(_show(h) for h in typing.get_args(hint) if h is not type(None))
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return f"{hint.__name__} ({', '.join(str(m.value) for m in hint)})"
+    origin = typing.get_origin(hint) or hint
+    return getattr(origin, "__name__", None) or str(hint)

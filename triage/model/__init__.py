@@ -35,6 +35,7 @@ from triage.model.diagnosis import (
     Evidence,
     FixRecommendation,
     InputSummary,
+    RuleAction,
     ScoredLabel,
     SimilarCase,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "RankExit",
     "RankExitFacts",
     "RestartFacts",
+    "RuleAction",
     "SCHEMA",
     "SURE_CAUSE",
     "ScoredLabel",
