@@ -258,3 +258,22 @@ def test_conditions_read_the_jobs_facts_never_a_rules_capture(tmp_path: Path) ->
     assert JobConditions.of(AnalysisFacts(device="cpu", culprit_rank=0)) == JobConditions(
         culprit_known=True, device="cpu"
     )
+
+
+def test_collect_next_advice_names_only_what_the_situation_knows(tmp_path: Path) -> None:
+    said = _problem(
+        tmp_path,
+        """
+kind: collect_next
+advice:
+  - situation: no stacks
+    when: {missing: pyspy}
+    ask: ["`py-spy dump` of {stuck_host}", "`py-spy dump` of every rank"]
+""",
+        name="collect.yaml",
+    )
+    assert "collect.yaml" in said and "{stuck_host}" in said
+    kb = knowledge.shipped()
+    asked = kb.collect_next.asks(knowledge.Situation(stuck_rank=3))
+    assert any("rank 3" in a for a in asked)
+    assert not any("{" in a for a in kb.collect_next.asks(knowledge.Situation()))

@@ -100,7 +100,6 @@ def _text_frames(text: str) -> FrameList | None:
 
 def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
     text, offset = _quote(ev.text, file, function)
-    concluded = frozenset(c for c, w in place.root_cause.items() if w > 0)
     line = ev.line + offset if ev.line is not None else None
     numbers = (ev.attrs or {}).get("line_numbers")
     if numbers and offset < len(numbers) and numbers[offset] is not None:
@@ -113,7 +112,10 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
         root_cause=dict(place.root_cause),
         fix=dict(place.fix),
         stage=dict(place.stage),
-        actions={f: (RuleAction(a, concluded),) for f, a in place.actions.items()},
+        # a place says where the stack stood, not why: its advice is for any likely cause (the
+        # generic prior it gives stays a prior; on the reference cases and bundles tying it to
+        # those causes moved it below other advice)
+        actions={f: (RuleAction(a),) for f, a in place.actions.items()},
         evidence_text=text,
         evidence_line=line,
         generic=True,
