@@ -277,3 +277,19 @@ advice:
     asked = kb.collect_next.asks(knowledge.Situation(stuck_rank=3))
     assert any("rank 3" in a for a in asked)
     assert not any("{" in a for a in kb.collect_next.asks(knowledge.Situation()))
+
+
+@pytest.mark.parametrize(
+    "bundle", ["skip_collective_empty_val_shard", "second_node_never_joins", "raise_mid_step"]
+)
+def test_the_names_the_loader_accepts_are_the_names_the_engines_fill(bundle: str) -> None:
+    """`JOB_FACT_NAMES` is what the loader lets an action name: every fact recommend and the
+    rule engine fill is among them (one filled but not accepted could never be used)."""
+    from triage import pipeline, recommend
+    from triage.analysis import correlate
+    from triage.knowledge.actions import JOB_FACT_NAMES
+
+    root = Path(__file__).resolve().parent.parent / "corpus_samples" / bundle / "bundle"
+    analysis = correlate(pipeline.read_inputs([str(root)]))
+    for filled in (recommend.job_facts(analysis), engine.job_facts(analysis)):
+        assert filled and set(filled) <= JOB_FACT_NAMES, set(filled) - JOB_FACT_NAMES

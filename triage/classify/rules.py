@@ -55,6 +55,7 @@ __all__ = [
     "describe",
     "example_problems",
     "example_readings",
+    "job_facts",
     "list_rules",
     "load",
     "match_events",
@@ -219,7 +220,8 @@ def _find_all(
 # --------------------------------------------------------------------------- matching
 
 
-def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
+def job_facts(analysis: Analysis | None) -> dict[str, Any]:
+    """The job's facts a rule's action may name (the names are `JOB_FACT_NAMES`)."""
     if analysis is None:
         return {}
     facts: dict[str, Any] = analysis.facts.values()
@@ -378,7 +380,7 @@ def match_events(
     MAX_HITS_PER_RULE times overall.
     """
     ruleset = rules if rules is not None else load(extra_dirs)
-    facts = _job_facts(analysis)
+    facts = job_facts(analysis)
     job = JobConditions.of(analysis.facts) if analysis is not None else JobConditions()
     all_findings = tuple(analysis.findings) if analysis is not None else ()
     findings = {
