@@ -157,34 +157,31 @@ def _prior(
 
 def job_facts(analysis: Analysis) -> dict[str, Any]:
     """The facts actions may name, from the analysis (ranks, collective, timeout, versions)."""
-    facts: dict[str, Any] = {k: v for k, v in analysis.facts.values().items() if v != ""}
+    known = analysis.facts
+    facts: dict[str, Any] = {k: v for k, v in known.values().items() if v != ""}
     ranks = list(analysis.culprit_ranks)
     hang = analysis.hang
+    first = analysis.first_failure
     if hang is not None and hang.detected and hang.lagging_ranks:
         ranks = list(hang.lagging_ranks)
-    if not ranks and analysis.first_failure is not None and analysis.first_failure.rank is not None:
-        ranks = [analysis.first_failure.rank]
+    if not ranks and first is not None and first.rank is not None:
+        ranks = [first.rank]
     if ranks:
         facts["ranks"] = plain(ranks)
-        facts.setdefault("rank", ranks[0])
+        facts["rank"] = ranks[0]
+    timeout_ms = known.timeout_ms
     if hang is not None and hang.collective:
         op = hang.collective.op or hang.collective.profiling_name
-        if op and not isinstance(facts.get("collective"), str):
+        if op and not known.collective:
             facts["collective"] = op  # the op's name, never the record it came from
-        if hang.collective.timeout_ms:
-            facts.setdefault("timeout_ms", hang.collective.timeout_ms)
-    if "host" not in facts:
-        host = facts.get("culprit_host") or (
-            analysis.first_failure.host if analysis.first_failure is not None else None
-        )
-        if host:
-            facts["host"] = host
-    try:
-        minutes = int(facts["timeout_ms"]) // 60000
+        timeout_ms = timeout_ms or hang.collective.timeout_ms or None
+    host = known.culprit_host or (first.host if first is not None else None)
+    if host:
+        facts["host"] = host
+    if timeout_ms:
+        facts["timeout_ms"] = timeout_ms
         # Twice the timeout that fired, at least an hour: setup work is rarely just over it.
-        facts["timeout_suggest_min"] = max(60, 2 * minutes)
-    except (KeyError, TypeError, ValueError):
-        pass
+        facts["timeout_suggest_min"] = max(60, 2 * (timeout_ms // 60000))
     return facts
 
 
