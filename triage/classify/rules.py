@@ -224,18 +224,19 @@ def job_facts(analysis: Analysis | None) -> dict[str, Any]:
     """The job's facts a rule's action may name (the names are `JOB_FACT_NAMES`)."""
     if analysis is None:
         return {}
-    facts: dict[str, Any] = analysis.facts.values()
-    if analysis.culprit_ranks and "ranks" not in facts:
+    known = analysis.facts
+    facts: dict[str, Any] = known.values()
+    if analysis.culprit_ranks:
         facts["ranks"] = ", ".join(str(r) for r in analysis.culprit_ranks)
     hang = analysis.hang
     if hang is not None:
-        if hang.lagging_ranks and "lagging_ranks" not in facts:
+        if hang.lagging_ranks and known.lagging_ranks is None:
             facts["lagging_ranks"] = ", ".join(str(r) for r in hang.lagging_ranks)
-        if hang.collective and "collective" not in facts:
+        if hang.collective and known.collective is None:
             op = hang.collective.op or hang.collective.profiling_name
             if op:
                 facts["collective"] = op
-        if hang.process_group and "process_group" not in facts:
+        if hang.process_group:
             facts["process_group"] = hang.process_group
     return facts
 
