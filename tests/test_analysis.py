@@ -205,11 +205,11 @@ def test_oom_killed_rank_is_blamed_and_the_sigterm_survivors_are_not() -> None:
     a = correlate([ps(source("console.log"), events)])
     assert a.culprit_ranks == (1,)
     assert a.hang is None
-    killed = next(f for f in a.findings if f.kind == "rank_exit" and f.facts["exitcode"] == -9)
+    killed = next(f for f in a.findings if f.kind == "rank_exit" and f.facts.exitcode == -9)
     assert killed.ranks == (1,)
-    assert "OOM killer" in killed.facts["meaning"]
+    assert "OOM killer" in killed.facts.meaning
     assert a.facts.exitcode == -9 and a.facts.signal == "SIGKILL"
-    survivors = next(f for f in a.findings if f.kind == "rank_exit" and f.facts["exitcode"] == -15)
+    survivors = next(f for f in a.findings if f.kind == "rank_exit" and f.facts.exitcode == -15)
     assert survivors.ranks == (0, 2, 3) and "survivor" in survivors.summary
 
 
@@ -427,7 +427,7 @@ def test_mismatch_inside_wrapped_buffers_is_still_found() -> None:
     d2 = fr_source(2, [entry(s) for s in range(120, 201)], pg_config={"0": (0, 1, 2)})
     a = correlate([d0, d1, d2])
     mm = next(f for f in a.findings if f.kind == "collective_mismatch")
-    assert mm.ranks == (1,) and mm.facts["seq"] == 180 and mm.facts["mismatch"] == "size"
+    assert mm.ranks == (1,) and mm.facts.seq == 180 and mm.facts.mismatch == "size"
 
 
 def test_first_dtype_mismatch_names_the_odd_rank_and_the_collective() -> None:
@@ -440,8 +440,8 @@ def test_first_dtype_mismatch_names_the_odd_rank_and_the_collective() -> None:
     a = correlate(dumps)
     mm = next(f for f in a.findings if f.kind == "collective_mismatch")
     assert mm.ranks == (2,)
-    assert mm.facts["seq"] == 10 and mm.facts["mismatch"] == "dtype"
-    assert mm.facts["dtypes"][2] == ["Int"]
+    assert mm.facts.seq == 10 and mm.facts.mismatch == "dtype"
+    assert mm.facts.dtypes[2] == ("Int",)
     assert a.culprit_ranks == (2,)
 
 
@@ -666,7 +666,7 @@ def test_elastic_restarts_are_counted_from_attempt_folders() -> None:
     ]
     a = correlate(parsed)
     restart = next(f for f in a.findings if f.kind == "restart")
-    assert restart.facts["attempts"] == 3
+    assert restart.facts.attempts == 3
     assert len(a.rank_exits) == 3
 
 
@@ -950,7 +950,7 @@ def test_a_difference_inside_a_coalesced_group_is_a_mismatch() -> None:
         dumps.append(fr_source(r, es, pg_config={"0": (0, 1, 2)}))
     a = correlate(dumps)
     mm = next(f for f in a.findings if f.kind == "collective_mismatch")
-    assert mm.ranks == (2,) and mm.facts["seq"] == 3
+    assert mm.ranks == (2,) and mm.facts.seq == 3
 
 
 def test_pip_and_collect_env_spellings_of_one_torch_are_not_a_mismatch() -> None:

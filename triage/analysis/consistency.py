@@ -24,6 +24,7 @@ from triage.model import (
     FlightRecorderDump,
     NcclLineFacts,
     ParsedSource,
+    SettingFacts,
 )
 
 _VERSION_FACTS = (
@@ -170,7 +171,9 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                 Finding(
                     kind=FindingKind.ENV_MISMATCH,
                     summary=f"communicator {comm}: ranks disagree on its size ({dict(sizes)})",
-                    facts={"name": "nranks", "values": {str(k): v for k, v in sizes.items()}},
+                    facts=SettingFacts(
+                        name="nranks", by_value={str(k): v for k, v in sizes.items()}
+                    ),
                 )
             )
     ws = index.world_sizes
@@ -180,7 +183,9 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
             Finding(
                 kind=FindingKind.ENV_MISMATCH,
                 summary=f"the inputs claim different world sizes: {sorted(real)}",
-                facts={"name": "world_size", "values": {str(k): v for k, v in real.items()}},
+                facts=SettingFacts(
+                    name="world_size", by_value={str(k): v for k, v in real.items()}
+                ),
             )
         )
     return out
@@ -224,7 +229,7 @@ def _mismatch(
         summary=f"{name} differs across ranks/hosts ({label}): " + "; ".join(parts[:4]),
         ranks=tuple(sorted(minority_ranks)),
         evidence=tuple(seen.evidence[(name, v)] for v, _ in ordered[:3]),
-        facts={"name": name, "values": {v: sorted(w) for v, w in ordered}},
+        facts=SettingFacts(name=name, by_value={v: sorted(w) for v, w in ordered}),
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.analysis.ranks import format_ranks, ref
-from triage.model import Event, Finding, FindingKind, ProgressFacts
+from triage.model import Event, Finding, FindingKind, ProgressDivergenceFacts, ProgressFacts
 
 # a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`)
 _NON_FINITE = regex.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", regex.I)
@@ -95,7 +95,7 @@ def analyze(progress: Iterable[tuple[int, Event]]) -> ProgressAnalysis:
                 ),
                 ranks=group,
                 evidence=tuple(ref(out.events[r], r) for r in list(group)[:4]),
-                facts={"unit": unit, "majority": mode, "last": {r: values[r] for r in values}},
+                facts=ProgressDivergenceFacts(unit=unit, majority=mode, last=dict(values)),
             )
         )
     return out
@@ -126,7 +126,7 @@ def _non_finite(out: ProgressAnalysis) -> None:
             ),
             ranks=out.non_finite,
             evidence=tuple(ref(out.events[r], r) for r in out.non_finite[:4]),
-            facts={"unit": unit, "step": first, "non_finite": list(out.non_finite)},
+            facts=ProgressDivergenceFacts(unit=unit, step=first, non_finite=tuple(out.non_finite)),
         )
     )
 

@@ -27,6 +27,7 @@ from triage.model import (
     EventKind,
     FaultHandlerFacts,
     PySpyDump,
+    RuleAction,
     SourceKind,
     TracebackFacts,
 )
@@ -121,7 +122,10 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
         root_cause=dict(place.root_cause),
         fix=dict(place.fix),
         stage=dict(place.stage),
-        actions={f: (a,) for f, a in place.actions.items()},
+        # a place says where the stack stood, not why: its advice is for any likely cause (the
+        # generic prior it gives stays a prior; on the reference cases and bundles tying it to
+        # those causes moved it below other advice)
+        actions={f: (RuleAction(a),) for f, a in place.actions.items()},
         evidence_text=text,
         evidence_line=line,
         generic=True,
