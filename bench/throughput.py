@@ -121,20 +121,40 @@ def measure(bundle: Path, repeat: int, with_embed: bool, before: Path | None) ->
     runs = {"triage": [*triage, "--no-embed"]}
     if with_embed:
         runs["triage+embed"] = triage
-    envs: dict[str, dict[str, str]] = {}
+    # Each version keeps its own cache folder (compiled patterns and scan databases), made
+    # warm by a first run that is not timed: a run's cache is its own, as a user's is, and
+    # no other process on a shared machine rewrites it between rounds.
+    caches = Path(tempfile.mkdtemp(prefix="throughput-cache-"))
+    envs: dict[str, dict[str, str]] = {
+        "triage": {**os.environ, "TRIAGE_CACHE_DIR": str(caches / "now")},
+        "triage+embed": {**os.environ, "TRIAGE_CACHE_DIR": str(caches / "now")},
+    }
     if before is not None:
         runs["triage+before"] = [*triage, "--no-embed"]
-        envs["triage+before"] = {**os.environ, "PYTHONPATH": str(before.resolve())}
+        old = before.resolve()
+        # its own source and its own knowledge folders (the installed triage maps them
+        # into the package only for itself)
+        envs["triage+before"] = {
+            **os.environ,
+            "PYTHONPATH": str(old),
+            "TRIAGE_RULES_DIR": str(old / "rules"),
+            "TRIAGE_MODELS_DIR": str(old / "models"),
+            "TRIAGE_CACHE_DIR": str(caches / "before"),
+        }
     runs["grep"] = ["grep", "-r", "-c", "-E", GREP_PATTERN, str(bundle)]
     if shutil.which("rg"):
         runs["rg"] = ["rg", "-c", "--no-ignore", GREP_PATTERN, str(bundle)]
     # Read every file once before timing anything: whoever runs first would otherwise pay
     # for the disk and the others would read from the page cache.
     subprocess.run(runs["grep"], capture_output=True)
+    for name, cmd in runs.items():
+        if name.startswith("triage"):
+            subprocess.run(cmd, capture_output=True, env=envs.get(name), cwd=tempfile.gettempdir())
     tries: dict[str, list[Any]] = {name: [] for name in runs}
     for _ in range(max(repeat, 1)):
         for name, cmd in runs.items():
             tries[name].append(timed(cmd, envs.get(name)))
+    shutil.rmtree(caches, ignore_errors=True)
     got = {name: sorted(t, key=lambda r: r[0])[len(t) // 2] for name, t in tries.items()}
     wall, _cpu, rss, tree, proc = got["triage"]
     verdict = "triage failed"

@@ -19,7 +19,7 @@ import regex
 
 from triage import knowledge, pipeline
 from triage.analysis import correlate
-from triage.knowledge.actions import parse_action
+from triage.knowledge.actions import JobConditions, parse_action
 from triage.model import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,13 +135,15 @@ def test_a_fact_that_is_a_record_is_never_quoted() -> None:
     )
     assert action is not None and not problems
     record = {"op": "barrier", "seq": 22, "input_sizes": []}
-    assert action.fill({"ranks": [2], "collective": record}) == (
+    assert action.fill({"ranks": [2], "collective": record}, JobConditions()) == (
         "Rank 2 issued another collective than the others."
     )
-    assert action.fill({"ranks": [0, 1], "collective": "barrier"}) == (
+    assert action.fill({"ranks": [0, 1], "collective": "barrier"}, JobConditions()) == (
         "Ranks 0, 1 issued another collective at `barrier`."
     )
-    assert action.fill({"ranks": [0, 1, 2, 3], "collective": "barrier"}).startswith("Ranks 0-3 ")
+    assert action.fill(
+        {"ranks": [0, 1, 2, 3], "collective": "barrier"}, JobConditions()
+    ).startswith("Ranks 0-3 ")
 
 
 def test_reports_keep_titles_capitals_and_never_nest_a_frame_in_itself() -> None:
@@ -182,9 +184,11 @@ def test_the_device_condition_keeps_gpu_advice_where_nothing_says_cpu() -> None:
         lambda item, msg: problems.append((item, msg)),
     )
     assert action is not None and problems == []
-    assert action.fill({}) == "Use bf16 instead of fp16."  # a paste: nothing says CPU
-    assert action.fill({"device": "gpu"}) == "Use bf16 instead of fp16."
-    assert action.fill({"device": "cpu"}) == "Look at the batch that made the NaN."
+    assert (
+        action.fill({}, JobConditions()) == "Use bf16 instead of fp16."
+    )  # a paste: nothing says CPU
+    assert action.fill({}, JobConditions(device="gpu")) == "Use bf16 instead of fp16."
+    assert action.fill({}, JobConditions(device="cpu")) == "Look at the batch that made the NaN."
     parse_action(
         {"text": "x", "when": {"device": "tpu"}}, "bad", lambda i, m: problems.append((i, m))
     )

@@ -25,7 +25,10 @@ from triage.model import (
     FlightRecorderDump,
     FlightRecorderEntry,
     Level,
+    LineNotice,
+    NcclLineFacts,
     ParsedSource,
+    ProgressFacts,
     PySpyDump,
     PySpyThread,
     RankExit,
@@ -71,7 +74,6 @@ def ev(
     host: str | None = None,
     pid: int | None = None,
     level: Level = Level.ERROR,
-    attrs: dict | None = None,
     payload: object = None,
 ) -> Event:
     return Event(
@@ -84,9 +86,13 @@ def ev(
         pid=pid,
         time=t,
         level=level,
-        attrs=attrs or {},
         payload=payload,  # type: ignore[arg-type]
     )
+
+
+def _progress(step: int) -> ProgressFacts:
+    """A rank's last progress line as the log parser reads it."""
+    return ProgressFacts(step=step, total_steps=None, epoch=None)
 
 
 def rank_exit(
@@ -172,7 +178,7 @@ def test_silent_rank_is_the_culprit_of_a_hang_when_everyone_else_times_out() -> 
             f"ncclCommInitRank comm 0x55 rank {r} nranks 4 cudaDev {r} busId 3b000 - Init COMPLETE",
             rank=r,
             level=Level.INFO,
-            attrs={"rank": r, "nranks": 4, "pid": 500 + r},
+            payload=NcclLineFacts(None, 500 + r, None, rank=r, nranks=4),
         )
         for r in range(4)
     ]
@@ -199,11 +205,11 @@ def test_oom_killed_rank_is_blamed_and_the_sigterm_survivors_are_not() -> None:
     a = correlate([ps(source("console.log"), events)])
     assert a.culprit_ranks == (1,)
     assert a.hang is None
-    killed = next(f for f in a.findings if f.kind == "rank_exit" and f.facts["exitcode"] == -9)
+    killed = next(f for f in a.findings if f.kind == "rank_exit" and f.facts.exitcode == -9)
     assert killed.ranks == (1,)
-    assert "OOM killer" in killed.facts["meaning"]
+    assert "OOM killer" in killed.facts.meaning
     assert a.facts.exitcode == -9 and a.facts.signal == "SIGKILL"
-    survivors = next(f for f in a.findings if f.kind == "rank_exit" and f.facts["exitcode"] == -15)
+    survivors = next(f for f in a.findings if f.kind == "rank_exit" and f.facts.exitcode == -15)
     assert survivors.ranks == (0, 2, 3) and "survivor" in survivors.summary
 
 
@@ -277,7 +283,8 @@ def test_skewed_host_clock_is_aligned_on_shared_init_events() -> None:
             host=host,
             t=T0 + (30 if host == "node02" else 0),
             level=Level.INFO,
-            attrs={"rank": r, "nranks": 4, "comm_id": "0xabc"},  # as the NCCL parser reads it
+            # as the NCCL parser reads it
+            payload=NcclLineFacts(host, None, None, rank=r, nranks=4, comm_id="0xabc"),
         )
         for r, host in ((0, "node01"), (1, "node01"), (2, "node02"), (3, "node02"))
     ]
@@ -420,7 +427,7 @@ def test_mismatch_inside_wrapped_buffers_is_still_found() -> None:
     d2 = fr_source(2, [entry(s) for s in range(120, 201)], pg_config={"0": (0, 1, 2)})
     a = correlate([d0, d1, d2])
     mm = next(f for f in a.findings if f.kind == "collective_mismatch")
-    assert mm.ranks == (1,) and mm.facts["seq"] == 180 and mm.facts["mismatch"] == "size"
+    assert mm.ranks == (1,) and mm.facts.seq == 180 and mm.facts.mismatch == "size"
 
 
 def test_first_dtype_mismatch_names_the_odd_rank_and_the_collective() -> None:
@@ -433,8 +440,8 @@ def test_first_dtype_mismatch_names_the_odd_rank_and_the_collective() -> None:
     a = correlate(dumps)
     mm = next(f for f in a.findings if f.kind == "collective_mismatch")
     assert mm.ranks == (2,)
-    assert mm.facts["seq"] == 10 and mm.facts["mismatch"] == "dtype"
-    assert mm.facts["dtypes"][2] == ["Int"]
+    assert mm.facts.seq == 10 and mm.facts.mismatch == "dtype"
+    assert mm.facts.dtypes[2] == ("Int",)
     assert a.culprit_ranks == (2,)
 
 
@@ -580,7 +587,7 @@ def test_py_spy_dump_without_a_known_pid_is_not_guessed_onto_a_rank() -> None:
 
 def test_rank_whose_last_logged_step_is_behind_is_a_suspect() -> None:
     events = [
-        ev(EventKind.PROGRESS, f"step {s}", rank=r, level=Level.INFO, attrs={"last_step": s})
+        ev(EventKind.PROGRESS, f"step {s}", rank=r, level=Level.INFO, payload=_progress(s))
         for r, s in ((0, 120), (1, 120), (2, 119), (3, 120))
     ]
     events += [ev(EventKind.ERROR_LINE, WATCHDOG.format(r=r), rank=r, t=T0) for r in range(4)]
@@ -659,7 +666,7 @@ def test_elastic_restarts_are_counted_from_attempt_folders() -> None:
     ]
     a = correlate(parsed)
     restart = next(f for f in a.findings if f.kind == "restart")
-    assert restart.facts["attempts"] == 3
+    assert restart.facts.attempts == 3
     assert len(a.rank_exits) == 3
 
 
@@ -672,7 +679,7 @@ def test_rank_whose_own_loss_went_nan_is_blamed_when_every_rank_raises_the_same_
             f"step 23 local_loss {'nan' if r == 1 else '0.51'}",
             rank=r,
             level=Level.INFO,
-            attrs={"last_step": 23, "line": f"step 23 local_loss {'nan' if r == 1 else '0.51'}"},
+            payload=_progress(23),
         )
         for r in range(4)
     ]
@@ -742,7 +749,7 @@ def test_peer_closed_messages_point_at_the_host_that_went_away() -> None:
             host=host,
             pid=700 + r,
             level=Level.INFO,
-            attrs={"rank": r, "nranks": 4, "host": host, "pid": 700 + r},
+            payload=NcclLineFacts(host, 700 + r, None, rank=r, nranks=4),
         )
         for r, host in ((0, "node01"), (1, "node01"), (2, "node02"), (3, "node02"))
     ]
@@ -789,6 +796,9 @@ _TEXTS = [
 ]
 
 
+_ODD_INT = st.one_of(st.none(), st.integers(-3, 10))
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
@@ -797,17 +807,29 @@ _TEXTS = [
             st.sampled_from(_TEXTS),
             st.one_of(st.none(), st.integers(-5, 2000)),
             st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
-            st.dictionaries(
-                st.sampled_from(["rank", "nranks", "last_step", "pid", "line", "world_size"]),
-                st.one_of(st.none(), st.integers(-3, 10), st.text(max_size=5), st.floats()),
-                max_size=3,
+            st.one_of(
+                st.none(),
+                st.builds(
+                    NcclLineFacts,
+                    st.one_of(st.none(), st.text(max_size=5)),
+                    _ODD_INT,
+                    _ODD_INT,
+                    rank=_ODD_INT,
+                    nranks=_ODD_INT,
+                    comm_id=st.one_of(st.none(), st.text(max_size=5)),
+                ),
+                st.builds(ProgressFacts, _ODD_INT, _ODD_INT, st.one_of(st.none(), st.floats())),
             ),
+            st.one_of(st.none(), st.builds(LineNotice, world_size=_ODD_INT, exitcode=_ODD_INT)),
         ),
         max_size=25,
     )
 )
 def test_odd_events_never_crash_the_analysis(rows: list) -> None:
-    events = [ev(k, t, rank=r, t=time_, attrs=attrs) for k, t, r, time_, attrs in rows]
+    events = [
+        replace(ev(k, t, rank=r, t=time_, payload=payload), notice=notice)
+        for k, t, r, time_, payload, notice in rows
+    ]
     a = analyse([ps(source("x.log"), events)])  # the unguarded core: bugs show up here
     assert all(isinstance(r, int) for r in a.culprit_ranks)
 
@@ -928,7 +950,7 @@ def test_a_difference_inside_a_coalesced_group_is_a_mismatch() -> None:
         dumps.append(fr_source(r, es, pg_config={"0": (0, 1, 2)}))
     a = correlate(dumps)
     mm = next(f for f in a.findings if f.kind == "collective_mismatch")
-    assert mm.ranks == (2,) and mm.facts["seq"] == 3
+    assert mm.ranks == (2,) and mm.facts.seq == 3
 
 
 def test_pip_and_collect_env_spellings_of_one_torch_are_not_a_mismatch() -> None:

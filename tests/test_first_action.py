@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from triage import knowledge, pipeline, taxonomy
+from triage.knowledge.actions import JobConditions
 from triage.model import Analysis, Classification, Diagnosis, ScoredLabel
 from triage.recommend import recommend
 from triage.report import render
@@ -169,8 +170,8 @@ def test_playbook_advice_comes_only_from_causes_that_are_probable() -> None:
     """A SIGKILL told to "fix the training script" because user code scored 17%: advice for an
     improbable cause is advice for another failure."""
     kb = knowledge.load()
-    host_oom = kb.playbook.advice("R17", "F5", {})
-    user_code = kb.playbook.advice("R26", "F6", {})
+    host_oom = kb.playbook.advice("R17", "F5", {}, JobConditions())
+    user_code = kb.playbook.advice("R26", "F6", {}, JobConditions())
     assert host_oom and user_code
 
     def actions(user_code_score: float) -> list[str]:

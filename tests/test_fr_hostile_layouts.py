@@ -25,30 +25,52 @@ class _Touch:
         return (Path.touch, (self.path,))
 
 
-def _dump(protocol: int, entries: int = 300, extra: Any = None) -> bytes:
+def _dump(protocol: int, entries: int = 300, extra: Any = None, at: int | None = None) -> bytes:
     rows: list[Any] = [fr_entry(seq) for seq in range(1, entries + 1)]
     if extra is not None:
-        rows.insert(entries // 2, extra)
+        rows.insert(entries // 2 if at is None else at, extra)
     return pickle.dumps({"version": "2.10", "entries": rows}, protocol=protocol)
 
 
 @pytest.mark.parametrize("protocol", [4, 5])
-@pytest.mark.parametrize("tail", [None, 16])
+@pytest.mark.parametrize(("tail", "at"), [(None, 150), (None, 295), (16, 295)])
 def test_a_call_inside_a_re_saved_dump_is_refused_and_never_run(
-    protocol: int, tail: int | None, tmp_path: Path
+    protocol: int, tail: int | None, at: int, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    data = _dump(protocol, extra={"profiling_name": _Touch(marker)})
+    data = _dump(protocol, extra={"profiling_name": _Touch(marker)}, at=at)
     dump, why = flight_recorder.load_dump(data, tail=tail)
     assert dump is None and why is not None
     assert "refused" in why and "imports a global" in why
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_a_call_in_the_part_a_tail_read_skips_is_never_run(protocol: int, tmp_path: Path) -> None:
+    # a big job reads only the beginning and the last entries: what lies between is never
+    # loaded, so it can run nothing (as in torch's own layout)
+    marker = tmp_path / "ran"
+    data = _dump(protocol, extra={"profiling_name": _Touch(marker)}, at=150)
+    dump, why = flight_recorder.load_dump(data, tail=16, whole=False)
+    assert dump is not None, why
+    assert [e.collective_seq_id for e in dump.entries] == list(range(285, 301))
+    assert not marker.exists()
+
+
+def _framed(body: bytes) -> bytes:
+    """`body` as protocol 4 writes it: in a frame whose header says its length."""
+    return b"\x80\x04\x95" + len(body).to_bytes(8, "little") + body
+
+
 @pytest.mark.parametrize(
     ("data", "said"),
     [
         (b"\x80\x04]r\x00\xca\x9a\x3b.", "memo slot 1000000000"),  # a 16 GB memo table
+        (_framed(b"]r\x00\xca\x9a\x3b."), "memo slot 1000000000"),  # the same inside a frame
+        (_framed(b"]p1000000000\n."), "memo slot b'1000000000'"),  # PUT, as text
+        (_framed(b"B\xff\xff\xff\x7f."), "claims 2147483647 bytes"),  # BINBYTES, 2 GB
+        (_framed(b"\x8e" + (1 << 62).to_bytes(8, "little") + b"."), "claims 461168"),
+        (_framed(b"\x95" + (1 << 40).to_bytes(8, "little") + b"N."), "truncated or corrupt"),
         (b"\x80\x05\x97.", "out-of-band buffer"),  # NEXT_BUFFER
         (pickle.dumps(bytearray(b"x" * 8), protocol=5), "bytearray"),
         (pickle.dumps({"entries": [{1, 2}]}, protocol=4), "builds a set"),
@@ -79,3 +101,48 @@ def test_a_re_saved_dump_gives_the_same_entries_read_whole_or_in_part(protocol: 
     part, _ = flight_recorder.load_dump(data, tail=16)
     assert whole is not None and part is not None
     assert part.entries == whole.entries[-16:] and part.entries_total == 300
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_a_re_saved_dump_is_cut_without_decoding_it_whole(protocol: int) -> None:
+    data = _dump(protocol)
+    whole, _ = flight_recorder.load_dump(data)
+    # whole=False: what a job too big to decode does; a dump the cut fails on is not read
+    part, why = flight_recorder.load_dump(data, tail=16, whole=False)
+    assert whole is not None and part is not None, why
+    assert part.entries == whole.entries[-16:] and part.entries_total == 300
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+@pytest.mark.parametrize(("first_at", "cut"), [(150, True), (290, False)])
+def test_kept_entries_naming_an_object_first_written_late_read_the_same(
+    protocol: int, first_at: int, cut: bool
+) -> None:
+    # Protocol 4 numbers memo slots by counting: the kept entries name an object first
+    # written at entry `first_at` by a slot only a beginning that holds it numbers. Mid-
+    # buffer (a new stack): a longer beginning is read. Inside the kept entries (a state
+    # only the last ones have): the dump is read whole. Either way, the same entries.
+    rows: list[Any] = [fr_entry(seq) for seq in range(1, 301)]
+    late = "".join(["sched", "uled"])  # one str object, written once, then named by slot
+    frame = {"name": "eval_step", "filename": "/workspace/eval.py", "line": 7}
+    for row in rows[first_at:]:
+        row["state"] = late
+        row["frames"] = [frame]
+    data = pickle.dumps({"version": "2.10", "entries": rows}, protocol=protocol)
+    whole, _ = flight_recorder.load_dump(data)
+    part, why = flight_recorder.load_dump(data, tail=16)
+    assert whole is not None and part is not None, why
+    assert part.entries == whole.entries[-16:] and part.entries_total == 300
+    assert part.entries[-1].state == "scheduled" and part.entries[-1].frames
+    # whole=False: a dump the cut fails on is not read
+    assert (flight_recorder.load_dump(data, tail=16, whole=False)[0] is not None) == cut
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_a_memo_bomb_in_the_kept_tail_of_a_re_saved_dump_is_refused(protocol: int) -> None:
+    data = _dump(protocol)
+    assert data.endswith(b"eu.")  # APPENDS (entries), SETITEMS (top dict), STOP
+    bomb = data[:-3] + b"Nr\x00\x00\x00\x400" + data[-3:]  # LONG_BINPUT slot 2**30, in a frame
+    for tail in (None, 16):
+        dump, why = flight_recorder.load_dump(bomb, tail=tail)
+        assert dump is None and why is not None and "memo slot 1073741824" in why

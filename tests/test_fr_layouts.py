@@ -1,6 +1,6 @@
 """Flight-recorder dumps in every layout users have: torch's own pickle (real gloo dumps in
 bench/samples/fr/), Python's pickler at protocols 2-5 (a dump re-saved) and torch's JSON. Each
-reads to the same entries, and a big job's tail read engages on torch's layout."""
+reads to the same entries, and a big job's tail read engages on every pickle layout."""
 
 from __future__ import annotations
 
@@ -76,9 +76,14 @@ def test_the_tail_of_every_layout_is_the_end_of_its_whole_read(name: str, keep: 
 
 
 @pytest.mark.parametrize(
-    "name", ["torch_rank_1.pkl", "torch_nostack_rank_1.pkl", "python_p2_rank_1.pkl"]
+    "name",
+    [
+        "torch_rank_1.pkl",
+        "torch_nostack_rank_1.pkl",
+        *(f"python_p{p}_rank_1.pkl" for p in (2, 3, 4, 5)),
+    ],
 )
-def test_the_tail_read_cuts_torchs_layout_without_decoding_it_whole(name: str) -> None:
+def test_the_tail_read_cuts_every_pickle_layout_without_decoding_it_whole(name: str) -> None:
     whole = _read(name)
     # whole=False: what a job too big to decode does; a dump the cut fails on is not read
     part, why = flight_recorder.load_dump((SAMPLES / name).read_bytes(), tail=16, whole=False)

@@ -29,7 +29,7 @@ from test_analysis import (
 from triage.analysis import correlate
 from triage.classify import rule_hits
 from triage.classify.types import RuleHit
-from triage.model import Analysis, EventKind, Finding, ParsedSource, SourceKind
+from triage.model import Analysis, EventKind, Finding, HangShape, ParsedSource, SourceKind
 
 GLOO_RECV = (
     "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
@@ -121,7 +121,7 @@ def test_the_first_exception_of_a_chain_is_the_failure_when_its_last_is_a_timeou
     assert {e.rank for e in a.cascade_events} == {0, 1}
     assert a.hang is not None and a.hang.detected
     assert "had already hit an error" in a.hang.explanation
-    assert finding(a, "hang").facts["shape"] == "failed"
+    assert finding(a, "hang").facts.shape is HangShape.FAILED
 
 
 def test_where_the_rank_that_raised_stood_afterwards_is_a_consequence_not_a_mismatch() -> None:
@@ -185,7 +185,7 @@ def test_an_exception_in_a_helper_thread_of_a_ranks_own_log_is_that_ranks_failur
     assert a.first_failure is not None and a.first_failure.text == "KeyError: 'attention_mask'"
     # the excepthook's heading is not a failure of its own
     assert [e.kind for e in a.initiating_events] == [EventKind.TRACEBACK]
-    assert finding(a, "hang").facts["shape"] == "failed"
+    assert finding(a, "hang").facts.shape is HangShape.FAILED
 
 
 # ------------------------------------------------------------------ dtype odd one out
@@ -236,7 +236,7 @@ def test_the_rank_whose_collective_had_another_dtype_is_the_cause_not_the_one_gl
     assert 2 in {e.rank for e in a.cascade_events} and a.initiating_events == ()
     assert a.hang is not None and not a.hang.detected  # gloo stopped the job at once
     mismatch = finding(a, "collective_mismatch")
-    assert mismatch.ranks == (3,) and mismatch.facts["ended"] == "error"
+    assert mismatch.ranks == (3,) and mismatch.facts.ended == "error"
     assert not mismatch.consequence_of
     hits = rule_hits(parsed, a)
     # a communication-library error (S12) caused by mismatched collectives (R08)
@@ -285,9 +285,9 @@ def test_a_rank_busy_uploading_past_the_timeout_is_a_short_timeout_not_a_mismatc
     )
     a = correlate(parsed)
     assert a.culprit_ranks == (0,)
-    assert finding(a, "hang").facts["shape"] == "busy_outside_collectives"
+    assert finding(a, "hang").facts.shape is HangShape.BUSY_OUTSIDE_COLLECTIVES
     outlier = finding(a, "stack_outlier")
-    assert outlier.ranks == (0,) and not outlier.facts["in_collective"]
+    assert outlier.ranks == (0,) and not outlier.facts.in_collective
     hits = rule_hits(parsed, a)
     assert label_weight(hits, "R11") > label_weight(hits, "R09") > label_weight(hits, "R08")
 
@@ -300,7 +300,7 @@ def test_a_rank_waiting_in_another_collective_is_not_called_slow() -> None:
         )
     )
     a = correlate(parsed)
-    assert finding(a, "hang").facts["shape"] == "another_call_site"
+    assert finding(a, "hang").facts.shape is HangShape.ANOTHER_CALL_SITE
     hits = rule_hits(parsed, a)
     assert label_weight(hits, "R08") > label_weight(hits, "R11")
 
@@ -325,8 +325,8 @@ def test_a_rank_that_ran_out_of_batches_first_is_uneven_work() -> None:
     parsed = mismatch_at_the_end("barrier", ((1665,),))
     a = correlate(parsed)
     assert a.culprit_ranks == (3,)
-    assert finding(a, "collective_mismatch").facts["pattern"] == "left_loop"
-    assert finding(a, "hang").facts["shape"] == "left_loop"
+    assert finding(a, "collective_mismatch").facts.pattern is HangShape.LEFT_LOOP
+    assert finding(a, "hang").facts.shape is HangShape.LEFT_LOOP
     hits = rule_hits(parsed, a)
     assert label_weight(hits, "R09") > label_weight(hits, "R08")
 
@@ -336,7 +336,7 @@ def test_a_rank_that_skipped_a_collective_is_a_collective_mismatch() -> None:
     parsed = mismatch_at_the_end("barrier", ((2,),))
     a = correlate(parsed)
     assert a.culprit_ranks == (3,)
-    assert finding(a, "hang").facts["shape"] == "diverged"
+    assert finding(a, "hang").facts.shape is HangShape.DIVERGED
     hits = rule_hits(parsed, a)
     assert label_weight(hits, "R08") > label_weight(hits, "R09")
     assert label_weight(hits, "R08") > label_weight(hits, "R11")
@@ -355,9 +355,9 @@ def test_a_rank_waiting_on_another_process_group_is_a_collective_mismatch() -> N
     )
     a = correlate([log, *dumps])
     assert a.culprit_ranks == (0,)
-    lag = next(f for f in a.findings if f.kind == "lagging_rank" and f.facts["pg"] == "0")
-    assert lag.facts["waits_in_group"] == ["1"]
-    assert finding(a, "hang").facts["shape"] == "other_group"
+    lag = next(f for f in a.findings if f.kind == "lagging_rank" and f.facts.pg == "0")
+    assert lag.facts.waits_in_group == ("1",)
+    assert finding(a, "hang").facts.shape is HangShape.OTHER_GROUP
 
 
 def test_two_ranks_split_on_a_collective_the_one_that_left_the_loop_is_the_odd_one() -> None:

@@ -138,7 +138,40 @@ def test_the_log_parser_reads_facts_with_the_shapes_of_the_knowledge_it_is_hande
     rules = _rules_with(tmp_path, "log_shapes.yaml", {"facts": shapes["facts"]})
     monkeypatch.setenv(knowledge.RULES_ENV, str(rules))
     (event,) = parse_text(line, kb=knowledge.load()).events
-    assert event.rank == 5 and event.attrs["rank"] == 5
+    assert event.rank == 5 and event.c10d.rank == 5
+
+
+def test_a_shape_guard_its_own_example_does_not_hold_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shapes = yaml.safe_load((knowledge.rules_dir() / "log_shapes.yaml").read_text())
+    shapes["progress"]["step"]["guard"] = ["Step"]  # `global_step 120/5000` holds no `Step`
+    shapes["progress"]["epoch"]["guard"] = "poch"  # a list is needed
+    found = _problems(_rules_with(tmp_path, "log_shapes.yaml", shapes), monkeypatch)
+    assert (
+        "guard ['Step'] is not in its example 'global_step 120/5000 loss 1.9'"
+        in (found[("log_shapes.yaml", "progress step")])
+    )
+    assert "must be a list" in found[("log_shapes.yaml", "progress epoch")]
+
+
+def test_the_log_parser_searches_a_progress_shape_only_where_its_guard_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triage.parsers import parse_text
+
+    log = "global_step 7 loss 1.2\nglobal_step 8 loss 1.1\n"
+    (progress,) = parse_text(log, kb=knowledge.load()).events
+    assert progress.payload.step == 8
+    shapes = yaml.safe_load((knowledge.rules_dir() / "log_shapes.yaml").read_text())
+    step = shapes["progress"]["step"]
+    step["guard"] = ["Step"]
+    step["examples"]["match"] = [x for x in step["examples"]["match"] if "Step" in x]
+    monkeypatch.setenv(knowledge.RULES_ENV, str(_rules_with(tmp_path, "log_shapes.yaml", shapes)))
+    kb = knowledge.load()
+    assert parse_text(log, kb=kb).events == ()
+    (progress,) = parse_text(log.replace("global_step", "Step"), kb=kb).events
+    assert progress.payload.step == 8
 
 
 @pytest.mark.parametrize(

@@ -137,3 +137,32 @@ def test_a_climbing_import_is_caught_wherever_it_is_written() -> None:
         "triage.parsers.rank_log:2 imports triage.classify",
         "triage.report.text:3 imports triage.cli.common",
     ]
+
+
+def parser_only_reads(sources: Mapping[str, tuple[str, bool]]) -> list[str]:
+    """Every `x.attrs` read in a module past the parsers, as `module:line`: what the parser
+    read from a record reaches the later stages as typed fields, never as `Event.attrs` keys."""
+    found = []
+    for module, (source, _) in sorted(sources.items()):
+        layer = _layer(module)
+        if layer is None or layer <= LAYERS["parsers"]:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Attribute) and node.attr == "attrs":
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_no_stage_after_the_parsers_reads_an_events_attrs() -> None:
+    assert parser_only_reads(_package_sources()) == []
+
+
+def test_an_attrs_read_past_the_parsers_is_caught() -> None:
+    sources = {
+        "triage.analysis.outcome": ("def f(ev):\n    return (ev.attrs or {}).get('end')\n", False),
+        "triage.report.text": ("x = 1\nsignal = event.attrs['signal']\n", False),
+        # the parsers keep what no later stage reads; a webhook's own `attrs` is no event's
+        "triage.parsers.pyspy": ("ev.attrs.get('failure')\n", False),
+        "triage.bot.gitlab": ("attrs = body['object_attributes']\nattrs.get('action')\n", False),
+    }
+    assert parser_only_reads(sources) == ["triage.analysis.outcome:2", "triage.report.text:2"]

@@ -727,11 +727,13 @@ def test_a_worker_error_file_gives_the_exit_and_the_traceback() -> None:
     assert exit_record.time == 1796205857.0 and error.time == 1796205857.0
     assert exit_record.error_file == str(ELASTIC / "worker_error.json")
     assert (exit_record.rank, exit_record.local_rank, exit_record.exitcode) == (1, 1, None)
-    assert error.attrs["schema"] == "worker" and error.attrs["exc_type"] == "torch.OutOfMemoryError"
+    assert (
+        error.attrs["schema"] == "worker" and error.exception.exc_type == "torch.OutOfMemoryError"
+    )
     assert trace.text.startswith("Traceback (most recent call last):")
     assert trace.text.endswith("of which 1.02 GiB is free.")
-    assert trace.attrs["exc_type"] == "torch.OutOfMemoryError"
-    assert trace.attrs["exc_message"].startswith("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert trace.exception.exc_type == "torch.OutOfMemoryError"
+    assert trace.exception.exc_message.startswith("CUDA out of memory. Tried to allocate 2.00 GiB")
     assert trace.rank == 1 and parsed.warnings == ()
 
 
@@ -747,9 +749,9 @@ def test_an_indented_agent_copy_of_a_segfault_names_the_signal() -> None:
     (error,) = only(parsed, EventKind.ELASTIC_ERROR)
     (trace,) = only(parsed, EventKind.TRACEBACK)
     assert (error.payload.exitcode, error.payload.signal) == (-11, "SIGSEGV")
-    assert trace.attrs["exc_type"] == "RuntimeError"
-    assert trace.attrs["exc_message"].startswith("CUDA error: an illegal memory access")
-    assert "CUDA_LAUNCH_BLOCKING=1" in trace.attrs["exc_message"]
+    assert trace.exception.exc_type == "RuntimeError"
+    assert trace.exception.exc_message.startswith("CUDA error: an illegal memory access")
+    assert "CUDA_LAUNCH_BLOCKING=1" in trace.exception.exc_message
 
 
 def test_a_legacy_string_message_is_read_with_its_top_level_timestamp() -> None:
@@ -757,7 +759,7 @@ def test_a_legacy_string_message_is_read_with_its_top_level_timestamp() -> None:
     (error,) = parsed.events
     assert error.kind is EventKind.ELASTIC_ERROR and error.time == 1767607928.0
     assert error.text.startswith("RuntimeError: NCCL communicator was aborted on rank 5")
-    assert error.attrs["exc_type"] == "RuntimeError" and error.attrs["schema"] == "legacy"
+    assert error.exception.exc_type == "RuntimeError" and error.attrs["schema"] == "legacy"
 
 
 def test_an_error_recorded_outside_an_except_block_has_no_traceback_event() -> None:
@@ -771,7 +773,7 @@ def test_an_error_recorded_outside_an_except_block_has_no_traceback_event() -> N
     ).encode()
     parsed = elastic_error.parse(source(data, SourceKind.ELASTIC_ERROR))
     assert [e.kind for e in parsed.events] == [EventKind.ELASTIC_ERROR]
-    assert parsed.events[0].attrs["exc_type"] == "ValueError"
+    assert parsed.events[0].exception.exc_type == "ValueError"
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,9 @@ def _fingerprint(parsed: list[ParsedSource]) -> list[object]:
                 # Entries and frames are NamedTuples, equal to plain tuples: check the types too.
                 types = {type(x) for en in payload.entries for x in (en, *en.frames)}
                 payload = (payload.pg_config, payload.pg_status, payload.entries, types)
-            events.append((e, dict(e.attrs), payload))
+            events.append(
+                (e, dict(e.attrs), payload, e.exception, e.c10d, e.notice, e.line_numbers)
+            )
         out.append((p.source.path, p.source.kind, p.source.rank, p.warnings, p.lines, events))
     return out
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from triage import knowledge, taxonomy
 from triage.classify import rule_actions as classify_actions
 from triage.classify import rules
+from triage.knowledge.actions import JobConditions
 from triage.model import (
     Analysis,
     AnalysisFacts,
@@ -16,6 +17,7 @@ from triage.model import (
     FailureRef,
     Finding,
     HangReport,
+    LaggingRankFacts,
     ScoredLabel,
 )
 from triage.parsers import parse_text
@@ -31,17 +33,13 @@ def _label(table: str, label_id: str, score: float) -> ScoredLabel:
 def _classified(text: str, root_causes: dict[str, float], fix_scores: dict[str, float]):
     """A classification the way classify builds one: rule actions merged per fix."""
     hits = rules.match_text(text, parse_text(text).events)
-    actions: dict[str, list[str]] = {}
-    for hit in hits:
-        for fix, acts in hit.actions.items():
-            actions.setdefault(fix, []).extend(a for a in acts if a not in actions.get(fix, []))
     evidence = tuple(
         Evidence("<pasted>", h.evidence_line, None, h.evidence_text, h.rule_id) for h in hits
     )
     return Classification(
         root_causes=tuple(_label("root_causes", r, s) for r, s in root_causes.items()),
         fix_scores=fix_scores,
-        actions={k: tuple(v) for k, v in actions.items()},
+        actions=classify_actions(hits),
         evidence=evidence,
     )
 
@@ -141,9 +139,9 @@ def test_the_playbook_is_knowledge_with_advice_for_every_root_cause() -> None:
     # with no fact known, every cause's usual fix still gives advice; none names a placeholder
     tax = taxonomy.load()
     for rc, per_fix in book.causes.items():
-        assert book.advice(rc, tax.root_causes[rc].fixes[0], {}), rc
+        assert book.advice(rc, tax.root_causes[rc].fixes[0], {}, JobConditions()), rc
         for fix in per_fix:
-            advice = book.advice(rc, fix, {})
+            advice = book.advice(rc, fix, {}, JobConditions())
             assert advice is None or "{" not in advice, (rc, fix)
 
 
@@ -212,7 +210,7 @@ def test_the_rule_that_backs_a_fix_most_speaks_first() -> None:
                 kind="lagging_rank",
                 summary="rank(s) 0 stopped at collective #1 while rank(s) 1-2 went on to #2",
                 ranks=(0,),
-                facts={"seq": 2, "op": "barrier"},
+                facts=LaggingRankFacts(seq=2, op="barrier"),
             ),
         )
     )

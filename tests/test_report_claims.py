@@ -25,7 +25,7 @@ from types import ModuleType
 
 import pytest
 
-from triage.knowledge.actions import parse_action
+from triage.knowledge.actions import JobConditions, parse_action
 from triage.model import Diagnosis, SourceKind
 from triage.pipeline import Options, diagnose
 from triage.report import render
@@ -572,10 +572,16 @@ def test_an_action_never_asks_for_inputs_the_job_already_holds() -> None:
     )
     assert action is not None and problems == []
     assert (
-        action.fill({"input_kinds": ["rank_log"]}) == "Take py-spy dumps and flight-recorder dumps."
+        action.fill({}, JobConditions(input_kinds=frozenset({"rank_log"})))
+        == "Take py-spy dumps and flight-recorder dumps."
     )
-    assert action.fill({"input_kinds": ["rank_log", PYSPY]}) == "Dump the flight recorder too."
-    assert action.fill({"input_kinds": [PYSPY, FR]}) is None  # a snapshot: nothing to ask
+    assert (
+        action.fill({}, JobConditions(input_kinds=frozenset({"rank_log", PYSPY})))
+        == "Dump the flight recorder too."
+    )
+    assert (
+        action.fill({}, JobConditions(input_kinds=frozenset({PYSPY, FR}))) is None
+    )  # a snapshot: nothing to ask
     # a kind that is no input kind is a mistake of the rule, reported when it is read
     assert (
         parse_action(

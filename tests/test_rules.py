@@ -10,7 +10,7 @@ import yaml
 
 from triage import knowledge
 from triage.classify import rules as engine
-from triage.knowledge.actions import Action, parse_action
+from triage.knowledge.actions import Action, JobConditions, parse_action
 from triage.model import (
     Analysis,
     CollectiveRef,
@@ -107,7 +107,9 @@ def test_a_team_folder_adds_its_rules_and_fills_actions_from_groups(tmp_path: Pa
     assert hit.evidence_text.startswith("OSError: [Errno 28]")
     assert hit.evidence_line == 42
     # The node is not known here: its clause is left out, never shown as a placeholder.
-    assert hit.actions["F5"] == ("Free space under /scratch/ckpt/step_10.pt on rank 3",)
+    assert [a.text for a in hit.actions["F5"]] == [
+        "Free space under /scratch/ckpt/step_10.pt on rank 3"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -143,16 +145,18 @@ def _action(raw: object) -> Action:
 
 def test_a_missing_fact_drops_its_clause_or_the_action_never_a_placeholder() -> None:
     clause = _action("Check every node joins ({joined} of {expected} clients joined).")
-    assert clause.fill({"joined": 1, "expected": 2}) == (
+    assert clause.fill({"joined": 1, "expected": 2}, JobConditions()) == (
         "Check every node joins (1 of 2 clients joined)."
     )
-    assert clause.fill({}) == "Check every node joins."
+    assert clause.fill({}, JobConditions()) == "Check every node joins."
     bare = _action("Raise the timeout above {timeout_ms} ms.")
-    assert bare.fill({"timeout_ms": 600000}) == "Raise the timeout above 600000 ms."
-    assert bare.fill({}) is None
+    assert (
+        bare.fill({"timeout_ms": 600000}, JobConditions()) == "Raise the timeout above 600000 ms."
+    )
+    assert bare.fill({}, JobConditions()) is None
     # parentheses inside code are code, not a clause that can go
     code = _action("Raise it: `timedelta(minutes={m})`.")
-    assert code.fill({}) is None
+    assert code.fill({}, JobConditions()) is None
 
 
 def test_an_action_for_another_framework_is_not_given() -> None:
@@ -163,14 +167,20 @@ def test_an_action_for_another_framework_is_not_given() -> None:
             "Use fewer DataLoader workers.",
         ]
     )
-    assert action.fill({"frameworks": ["deepspeed"]}) == "Offload less in the ZeRO config."
-    assert action.fill({"frameworks": ["ddp"], "host": "n1"}) == (
+    assert (
+        action.fill({}, JobConditions(frameworks=frozenset({"deepspeed"})))
+        == "Offload less in the ZeRO config."
+    )
+    assert action.fill({"host": "n1"}, JobConditions(frameworks=frozenset({"ddp"}))) == (
         "Use fewer DataLoader workers on n1."
     )
-    assert action.fill({}) == "Use fewer DataLoader workers."
+    assert action.fill({}, JobConditions()) == "Use fewer DataLoader workers."
     peer = _action({"text": "Read the log of {peer}.", "when": {"culprit": "unknown"}})
-    assert peer.fill({"peer": "[10.0.0.3]:1745"}) == "Read the log of [10.0.0.3]:1745."
-    assert peer.fill({"peer": "[10.0.0.3]:1745", "culprit_rank": 1}) is None
+    assert (
+        peer.fill({"peer": "[10.0.0.3]:1745"}, JobConditions())
+        == "Read the log of [10.0.0.3]:1745."
+    )
+    assert peer.fill({"peer": "[10.0.0.3]:1745"}, JobConditions(culprit_known=True)) is None
 
 
 def test_a_misspelt_framework_in_a_team_rule_is_reported(tmp_path: Path) -> None:
@@ -254,7 +264,7 @@ def test_finding_rules_fire_on_findings_and_fill_the_lagging_rank(tmp_path: Path
         h for h in engine.match_events([], analysis, [folder]) if h.rule_id == "team-hang-lagging"
     ]
     assert len(hits) == 1
-    assert hits[0].actions["F3"] == ("Look at what rank 3 does before all_reduce",)
+    assert [a.text for a in hits[0].actions["F3"]] == ["Look at what rank 3 does before all_reduce"]
     assert hits[0].evidence_text == "rank 3 is behind"
 
 

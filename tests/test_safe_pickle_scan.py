@@ -72,3 +72,28 @@ def test_a_big_dump_full_of_memo_puts_scans_to_its_end_and_loads_exactly() -> No
     data = pickle.dumps({"entries": rows}, protocol=2)
     assert b"r" in data and safe_pickle.scan(data) == len(data)
     assert safe_pickle.loads(data) == {"entries": rows}
+
+
+def test_a_piece_may_read_only_the_memo_slots_below_its_bound_exactly() -> None:
+    # BINGET (1-byte slot) and LONG_BINGET (4-byte slot) of slots 0..299 in turn
+    gets = b"".join(
+        (b"h" + bytes((s,))) if s < 256 else (b"j" + s.to_bytes(4, "little")) for s in range(300)
+    )
+    data = b"\x80\x04(" + gets + b"l."
+    assert safe_pickle.scan(data, get_bound=300) == len(data)
+    for bound in (0, 1, 100, 128, 255, 256, 299):
+        with pytest.raises(safe_pickle.MemoMissing, match=f"slot {bound} ") as missing:
+            safe_pickle.scan(data, get_bound=bound)
+        assert missing.value.slot == bound
+    assert safe_pickle.scan(data) == len(data)  # a whole pickle: any slot may be read
+
+
+def test_a_frame_is_read_only_as_far_as_the_input_goes() -> None:
+    body = b"N."
+    fits = b"\x80\x04\x95" + len(body).to_bytes(8, "little") + body
+    assert safe_pickle.scan(fits) == len(fits)
+    longer = b"\x80\x04\x95" + (len(body) + 1).to_bytes(8, "little") + body
+    with pytest.raises(safe_pickle.PickleCorrupt, match="FRAME at byte 2 claims 3 bytes"):
+        safe_pickle.scan(longer)
+    cut: list[int] = []  # a pickle joined from parts: the frame is trimmed, not refused
+    assert safe_pickle.scan(longer, cut_frames=cut) == len(longer) and cut == [2]

@@ -4,6 +4,7 @@ scan's lines are read), and no needle of the scan is in healthy progress output.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -25,9 +26,9 @@ def _parse(text: str) -> ParsedSource:
 
 
 def _made(template: Template, parsed: ParsedSource, line: str) -> list[dict]:
-    """The attrs of the events of the template's kind made from this line."""
+    """What the events of the template's kind made from this line say (their notices)."""
     return [
-        dict(e.attrs)
+        dataclasses.asdict(e.notice) if e.notice is not None else {}
         for e in parsed.events
         if e.kind is template.event and line.strip().endswith(e.text.strip()[-40:])
     ]
@@ -79,6 +80,34 @@ def test_a_template_without_a_literal_for_the_scan_is_refused(tmp_path) -> None:
     found = dict(problems)
     assert "marker scan" in found["template 'no-literal'"]
     assert any(i == "template 'odd'" and "bad regex" in m for i, m in problems)
+
+
+def test_a_template_fact_the_event_has_no_field_for_is_refused() -> None:
+    from triage.knowledge import templates
+
+    problems: list[tuple[str, str]] = []
+    built = templates.build(
+        {
+            "kind": "templates",
+            "error_words": "Error",
+            "warning_words": "Warning",
+            "fatal_in_info": "Traceback",
+            "templates": [
+                {
+                    "id": "typo",
+                    "pattern": r"worker (?P<code>\d+) exited",
+                    "event": "rank_exit",
+                    "level": "error",
+                    "attrs": {"exit_code": "$code:int", "launcher": "torchrun"},
+                    "examples": [{"line": "worker 3 exited"}],
+                },
+            ],
+        },
+        lambda item, message: problems.append((item, message)),
+        team=True,
+    )
+    assert built.templates == ()
+    assert ("template 'typo'", "`attrs.exit_code` is not a field of a line notice") in problems
 
 
 def test_the_needles_are_derived_never_listed() -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from triage import knowledge, taxonomy
 from triage.classify import fix_prior as fix_prior_mod
 from triage.classify.fix_prior import FixPrior
-from triage.knowledge.actions import FRAMEWORKS_FACT, plain
+from triage.knowledge.actions import JobConditions, plain
 from triage.knowledge.playbook import Playbook
 from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
 
@@ -73,7 +73,7 @@ def recommend(
         return ()
     w = EVIDENCE_WEIGHT if evidence else 0.0
     scores = {f: w * evidence.get(f, 0.0) + (1.0 - w) * prior.get(f, 0.0) for f in candidates}
-    rule_backed = {f for f, acts in (classification.actions or {}).items() if acts}
+    rule_backed = {f for f, acts in classification.actions.items() if acts}
     # Scores that agree to two places are a tie a user cannot see: the fix a matched rule gives
     # its own advice for (the most specific) goes first, then the root causes' prior.
     order = sorted(
@@ -81,10 +81,10 @@ def recommend(
         key=lambda f: (-round(scores[f], 2), f not in rule_backed, -prior.get(f, 0.0), f),
     )
     facts = job_facts(analysis)
-    sources = _ActionSources.of(kb)
+    job = JobConditions.of(analysis.facts)
     # the advice is ordered by the most likely cause only when that cause is likely at all
     top_cause = causes[0].id if causes and causes[0].score >= LEAD_CAUSE_SCORE else None
-    ranked = {f: _actions(f, classification, causes, facts, kb, sources, top_cause) for f in order}
+    ranked = {f: _actions(f, classification, causes, facts, job, kb, top_cause) for f in order}
     order = _lead_with_the_cause(order, scores, ranked)
     out: list[FixRecommendation] = []
     said: list[str] = []  # every action already given, under any fix pattern
@@ -157,34 +157,31 @@ def _prior(
 
 def job_facts(analysis: Analysis) -> dict[str, Any]:
     """The facts actions may name, from the analysis (ranks, collective, timeout, versions)."""
-    facts: dict[str, Any] = {k: v for k, v in analysis.facts.values().items() if v != ""}
+    known = analysis.facts
+    facts: dict[str, Any] = {k: v for k, v in known.values().items() if v != ""}
     ranks = list(analysis.culprit_ranks)
     hang = analysis.hang
+    first = analysis.first_failure
     if hang is not None and hang.detected and hang.lagging_ranks:
         ranks = list(hang.lagging_ranks)
-    if not ranks and analysis.first_failure is not None and analysis.first_failure.rank is not None:
-        ranks = [analysis.first_failure.rank]
+    if not ranks and first is not None and first.rank is not None:
+        ranks = [first.rank]
     if ranks:
         facts["ranks"] = plain(ranks)
-        facts.setdefault("rank", ranks[0])
+        facts["rank"] = ranks[0]
+    timeout_ms = known.timeout_ms
     if hang is not None and hang.collective:
         op = hang.collective.op or hang.collective.profiling_name
-        if op and not isinstance(facts.get("collective"), str):
+        if op and not known.collective:
             facts["collective"] = op  # the op's name, never the record it came from
-        if hang.collective.timeout_ms:
-            facts.setdefault("timeout_ms", hang.collective.timeout_ms)
-    if "host" not in facts:
-        host = facts.get("culprit_host") or (
-            analysis.first_failure.host if analysis.first_failure is not None else None
-        )
-        if host:
-            facts["host"] = host
-    try:
-        minutes = int(facts["timeout_ms"]) // 60000
+        timeout_ms = timeout_ms or hang.collective.timeout_ms or None
+    host = known.culprit_host or (first.host if first is not None else None)
+    if host:
+        facts["host"] = host
+    if timeout_ms:
+        facts["timeout_ms"] = timeout_ms
         # Twice the timeout that fired, at least an hour: setup work is rarely just over it.
-        facts["timeout_suggest_min"] = max(60, 2 * minutes)
-    except (KeyError, TypeError, ValueError):
-        pass
+        facts["timeout_suggest_min"] = max(60, 2 * (timeout_ms // 60000))
     return facts
 
 
@@ -234,33 +231,31 @@ def _actions(
     classification: Classification,
     causes: Sequence[ScoredLabel],
     facts: Mapping[str, Any],
+    job: JobConditions,
     kb: knowledge.Knowledge,
-    sources: _ActionSources,
     top_cause: str | None,
 ) -> list[_Ranked]:
     """Rule actions (most specific) first, then the playbook's; only those that apply to this
     job (none, possibly); those that speak to the most likely root cause before the others."""
     # classify orders them: the rules that back this fix most strongly first
-    from_rules = list(dict.fromkeys((classification.actions or {}).get(fix, ())))
+    from_rules = classification.actions.get(fix, ())
     # Playbook advice only from causes that are still plausible next to the best one.
     floor = max(MIN_CAUSE_SCORE, CAUSE_RATIO * (causes[0].score if causes else 0.0))
     from_playbook = [
         (rc.id, advice)
         for rc in causes[:TOP_CAUSES]
-        if rc.score >= floor and (advice := kb.playbook.advice(rc.id, fix, facts)) is not None
+        if rc.score >= floor and (advice := kb.playbook.advice(rc.id, fix, facts, job)) is not None
     ]
-    frameworks = set(facts.get(FRAMEWORKS_FACT) or ())
     out: list[_Ranked] = []
-    for text in from_rules:
-        concluded = sources.causes(fix, text)
-        on_cause = top_cause is None or not concluded or top_cause in concluded
-        out.append(_Ranked(text, on_cause, by_rule=True))
+    for action in from_rules:
+        on_cause = top_cause is None or not action.causes or top_cause in action.causes
+        out.append(_Ranked(action.text, on_cause, by_rule=True))
     for cause, text in from_playbook:
         out.append(_Ranked(text, top_cause is None or cause == top_cause, by_rule=False))
     # Advice that names a framework the job does not run on is for another job (a DeepSpeed
     # OOM is not told to move to FSDP); when the job's lines name none, nothing is known.
-    if frameworks:
-        out = [a for a in out if _fits_frameworks(a.text, frameworks, kb)]
+    if job.frameworks:
+        out = [a for a in out if _fits_frameworks(a.text, job.frameworks, kb)]
     # Two rule actions, then the playbook (it carries the job's ranks and values), then the
     # rest; within that, what speaks to the most likely cause first.
     rules_first = out[: len(from_rules)]
@@ -268,50 +263,9 @@ def _actions(
     return sorted(ordered, key=lambda a: not a.on_cause)
 
 
-def _fits_frameworks(text: str, frameworks: set[str], kb: knowledge.Knowledge) -> bool:
+def _fits_frameworks(text: str, frameworks: frozenset[str], kb: knowledge.Knowledge) -> bool:
     named = kb.frameworks.named_in(text)
     return not named or bool(named & frameworks)
-
-
-class _ActionSources:
-    """Which rule wrote an action: each rule's action alternatives by their longest literal
-    run (the text between `{facts}`), so an action can be traced to the root causes its rule
-    concludes. Built once per knowledge base."""
-
-    _cache: dict[int, tuple[knowledge.Knowledge, _ActionSources]] = {}
-
-    def __init__(self, kb: knowledge.Knowledge) -> None:
-        # fix -> (literal, the causes the advice is for)
-        self.by_fix: dict[str, list[tuple[str, frozenset[str]]]] = {}
-        for rule in kb.rules:
-            concluded = frozenset(c for c, w in rule.root_cause.items() if w > 0)
-            for fix, action in rule.actions.items():
-                for alt in action.alternatives:
-                    literal = _longest_literal(alt.template)
-                    if len(literal) >= 12:
-                        causes = frozenset(alt.causes) or concluded
-                        self.by_fix.setdefault(fix, []).append((literal, causes))
-
-    @classmethod
-    def of(cls, kb: knowledge.Knowledge) -> _ActionSources:
-        hit = cls._cache.get(id(kb))
-        if hit is None or hit[0] is not kb:
-            if len(cls._cache) > 8:
-                cls._cache.clear()
-            hit = (kb, cls(kb))
-            cls._cache[id(kb)] = hit
-        return hit[1]
-
-    def causes(self, fix: str, text: str) -> frozenset[str] | None:
-        """The root causes the advice `text` addresses (None: no rule known to write it;
-        empty: any)."""
-        found = [c for literal, c in self.by_fix.get(fix, ()) if literal in text]
-        return frozenset().union(*found) if found else None
-
-
-def _longest_literal(template: str) -> str:
-    pieces = re.split(r"\{[^{}]*\}|\s?\([^()`]*\{[^{}]*\}[^()`]*\)", template)
-    return max(pieces, key=len).strip() if pieces else ""
 
 
 def _distinct(texts: Sequence[str], playbook: Playbook, said: Sequence[str]) -> list[str]:

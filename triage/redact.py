@@ -271,8 +271,8 @@ def redact_events(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
 
 
 def _event(redactor: Redactor, event: Event) -> Event:
-    # attrs (named captures, facts) are whole values: the Diagnosis pass masks those that a
-    # report shows (filled into actions, facts), uncut.
+    # the typed facts (a notice's, c10d's, a record's) are whole values: the Diagnosis pass
+    # masks those that a report shows (filled into actions, facts), uncut.
     text = redactor.text(event.text)
     payload = event.payload
     if isinstance(payload, (RankExit, EnvReport)):

@@ -23,6 +23,7 @@ from triage.model import (
     Event,
     EventKind,
     FlightRecorderDump,
+    NcclLineFacts,
     ParsedSource,
     PySpyDump,
     SourceKind,
@@ -119,7 +120,7 @@ def _one(
         return
     if ev.kind is EventKind.NCCL_COMM and ev.time is not None:
         # the communicator's id as the NCCL parser read it from `Init COMPLETE`
-        comm = (ev.attrs or {}).get("comm_id")
+        comm = ev.payload.comm_id if isinstance(ev.payload, NcclLineFacts) else None
         if comm is not None:
             out.anchors[("comm", str(comm))][domain] = ev.time
     if ev.kind in (EventKind.NCCL_INFO, EventKind.NCCL_COMM) and host:

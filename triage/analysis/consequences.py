@@ -19,7 +19,7 @@ from dataclasses import replace
 from triage import knowledge
 from triage.analysis import exits, flight_recorder, timeline
 from triage.analysis.cascade import reports_peer_mismatch
-from triage.model import EventKind, Finding, FindingKind
+from triage.model import CollectiveMismatchFacts, EventKind, Finding, FindingKind
 
 # the events that say a rank failed by itself (an ERROR line alone may be a warning in red)
 _OWN_FAILURE_KINDS = (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION, EventKind.SIGNAL)
@@ -98,13 +98,11 @@ def mark(findings: Sequence[Finding], own: set[int]) -> list[Finding]:
         return list(findings)
     out = []
     for f in findings:
-        facts = f.facts or {}
-        if (
-            f.kind in _POSITION_KINDS
-            and f.ranks
-            and set(f.ranks) <= own
-            and facts.get("mismatch") not in ("size", "dtype")
-        ):
+        differing = isinstance(f.facts, CollectiveMismatchFacts) and f.facts.mismatch in (
+            "size",
+            "dtype",
+        )
+        if f.kind in _POSITION_KINDS and f.ranks and set(f.ranks) <= own and not differing:
             f = replace(f, consequence_of=f.ranks)
         out.append(f)
     return out

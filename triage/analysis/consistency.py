@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from triage.analysis.ranks import RankIndex, _int, event_rank, format_ranks
+from triage.analysis.ranks import RankIndex, event_rank, format_ranks
 from triage.model import (
     EnvReport,
     EventKind,
@@ -22,7 +22,9 @@ from triage.model import (
     Finding,
     FindingKind,
     FlightRecorderDump,
+    NcclLineFacts,
     ParsedSource,
+    SettingFacts,
 )
 
 _VERSION_FACTS = (
@@ -53,8 +55,6 @@ _NCCL_VERSION = regex.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
 _TRANSPORT = regex.compile(
     r"Using network (?P<net>\w+)|NET/(?P<net2>IB|Socket|OFI|AWS Libfabric|\w+) ?: Using"
 )
-_NRANKS = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
-_COMMID = regex.compile(r"commId (?P<c>0x[0-9a-f]+)")
 _NCCL_KINDS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)
 
 
@@ -140,18 +140,10 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                     transport.add("NCCL transport", net, twhere, rank, eref)
                     out.transports[twhere] = net
                 if ev.kind is EventKind.NCCL_COMM:
-                    n = (ev.attrs or {}).get("nranks")
-                    if n is None:
-                        mm = _NRANKS.search(ev.text)
-                        n = mm["n"] if mm else None
-                    c = (ev.attrs or {}).get("comm_id")
-                    if c is None:
-                        cm = _COMMID.search(ev.text)
-                        c = cm["c"] if cm else None
-                    if n is not None and c is not None:
-                        size = _int(n)
-                        if size is not None:
-                            comm_sizes[str(c)][size] += 1
+                    # the communicator's size and id, as the NCCL parser read them
+                    record = ev.payload
+                    if isinstance(record, NcclLineFacts) and record.nranks and record.comm_id:
+                        comm_sizes[record.comm_id][record.nranks] += 1
     for name, by_value in versions.values.items():
         _merge_spellings(by_value, versions, name)
         majority = max(by_value.items(), key=lambda kv: len(kv[1]))[0]
@@ -179,7 +171,9 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                 Finding(
                     kind=FindingKind.ENV_MISMATCH,
                     summary=f"communicator {comm}: ranks disagree on its size ({dict(sizes)})",
-                    facts={"name": "nranks", "values": {str(k): v for k, v in sizes.items()}},
+                    facts=SettingFacts(
+                        name="nranks", by_value={str(k): v for k, v in sizes.items()}
+                    ),
                 )
             )
     ws = index.world_sizes
@@ -189,7 +183,9 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
             Finding(
                 kind=FindingKind.ENV_MISMATCH,
                 summary=f"the inputs claim different world sizes: {sorted(real)}",
-                facts={"name": "world_size", "values": {str(k): v for k, v in real.items()}},
+                facts=SettingFacts(
+                    name="world_size", by_value={str(k): v for k, v in real.items()}
+                ),
             )
         )
     return out
@@ -233,7 +229,7 @@ def _mismatch(
         summary=f"{name} differs across ranks/hosts ({label}): " + "; ".join(parts[:4]),
         ranks=tuple(sorted(minority_ranks)),
         evidence=tuple(seen.evidence[(name, v)] for v, _ in ordered[:3]),
-        facts={"name": name, "values": {v: sorted(w) for v, w in ordered}},
+        facts=SettingFacts(name=name, by_value={v: sorted(w) for v, w in ordered}),
     )
 
 

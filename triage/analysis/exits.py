@@ -14,7 +14,17 @@ from triage import knowledge
 from triage.analysis.ranks import RankIndex, format_ranks, ref
 from triage.knowledge.exits import ExitCodes, signal_name
 from triage.literals import Screened, lowered_ascii
-from triage.model import Event, EventKind, EvidenceRef, Finding, FindingKind, ParsedSource, RankExit
+from triage.model import (
+    Event,
+    EventKind,
+    EvidenceRef,
+    Finding,
+    FindingKind,
+    ParsedSource,
+    RankExit,
+    RankExitFacts,
+    RestartFacts,
+)
 
 
 @dataclass(frozen=True)
@@ -138,7 +148,7 @@ def exit_findings(records: Sequence[ExitRecord]) -> list[Finding]:
                 summary=f"{where} exited with {code} ({what})",
                 ranks=tuple(ranks),
                 evidence=tuple(ref(r.event, r.exit.rank) for r in recs[:5]),
-                facts={"exitcode": code, "signal": sig, "meaning": what, "count": len(recs)},
+                facts=RankExitFacts(exitcode=code, signal=sig, meaning=what, count=len(recs)),
             )
         )
     return out
@@ -193,6 +203,8 @@ def restart_findings(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge) ->
             kind=FindingKind.RESTART,
             summary=summary,
             evidence=tuple(lines[:5]),
-            facts={"attempts": n_attempts, "attempt_ids": attempts, "max_restarts": max_restarts},
+            facts=RestartFacts(
+                attempts=n_attempts, attempt_ids=tuple(attempts), max_restarts=max_restarts
+            ),
         )
     ]

@@ -10,12 +10,17 @@ from triage.analysis import exits, flight_recorder, launcher, pyspy, timeline
 from triage.analysis.first_failure import by_time
 from triage.analysis.ranks import RankIndex, first_line, format_ranks, ref
 from triage.model import (
+    CascadeFacts,
+    CollectiveMismatchFacts,
     Event,
     EvidenceRef,
     FailureRef,
     Finding,
     FindingKind,
+    FirstFailureFacts,
+    HangFacts,
     HangReport,
+    MissingRankFacts,
     TimelineEntry,
 )
 
@@ -25,7 +30,9 @@ def with_silent(f: Finding, spoke: set[int]) -> Finding:
     silent = [r for r in f.ranks if r not in spoke]
     if not silent:
         return f
-    return replace(f, facts={**f.facts, "silent_ranks": format_ranks(silent)})
+    if not isinstance(f.facts, MissingRankFacts):
+        return f
+    return replace(f, facts=replace(f.facts, silent_ranks=format_ranks(silent)))
 
 
 def culprit_findings(
@@ -57,12 +64,12 @@ def culprit_findings(
                 summary=summary,
                 ranks=tuple(culprits),
                 evidence=evidence,
-                facts={
-                    "scores": {
+                facts=FirstFailureFacts(
+                    scores={
                         r: round(scores[r], 2) for r in sorted(scores, key=lambda r: -scores[r])[:8]
                     },
-                    "torchrun_root_cause_rank": root[0] if root else None,
-                },
+                    torchrun_root_cause_rank=root[0] if root else None,
+                ),
             )
         )
     elif first is not None:
@@ -99,7 +106,7 @@ def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]
             ),
             ranks=tuple(ranks),
             evidence=tuple(ref(ps[0].event, ps[0].rank) for ps in list(by_family.values())[:4]),
-            facts={"families": {k: len(v) for k, v in by_family.items()}},
+            facts=CascadeFacts(families={k: len(v) for k, v in by_family.items()}),
         )
     ]
 
@@ -183,11 +190,11 @@ def launch_findings(never_joined: Sequence[int], topo: launcher.Topology) -> lis
             ),
             ranks=tuple(never_joined),
             evidence=(ref(topo.rendezvous_timeout),),
-            facts={
-                "nnodes": topo.nnodes,
-                "nproc_per_node": topo.nproc_per_node,
-                "node_ranks_seen": sorted(topo.node_ranks),
-            },
+            facts=MissingRankFacts(
+                nnodes=topo.nnodes,
+                nproc_per_node=topo.nproc_per_node,
+                node_ranks_seen=tuple(sorted(topo.node_ranks)),
+            ),
         )
     ]
 
@@ -211,7 +218,7 @@ def silent_findings(
             ),
             ranks=tuple(silent),
             evidence=(ref(complaint.event, complaint.rank),) if complaint else (),
-            facts={"world_size": world_size, "silent": list(silent)},
+            facts=MissingRankFacts(world_size=world_size, silent=tuple(silent)),
         )
     ]
 
@@ -226,22 +233,21 @@ def hang_findings(
         return []
     evidence = [ref(p.event, p.rank) for p in sorted(waited, key=by_time)[:2]]
     evidence += [e for f in structural[:2] for e in f.evidence[:1]]
-    hang_op = hang.collective.op if hang.collective else None
+    coll = hang.collective
     return [
         Finding(
             kind=FindingKind.HANG,
             summary=hang.explanation,
             ranks=hang.lagging_ranks,
             evidence=tuple(evidence),
-            facts={
-                "detected": hang.detected,  # a rule tells a hang from the crash the others saw
-                "pg": hang.process_group,
+            facts=HangFacts(
+                detected=hang.detected,  # a rule tells a hang from the crash the others saw
+                pg=hang.process_group,
                 # a template's `{collective}` is the op's name, never the whole record
-                **({"collective": hang_op} if hang_op else {}),
-                "collective_record": hang.collective.as_dict() if hang.collective else {},
-                "op": hang_op,  # what an action may name
-                **({"shape": hang.shape.value} if hang.shape else {}),
-            },
+                collective=(coll.op or coll.profiling_name or None) if coll else None,
+                op=coll.op if coll else None,
+                shape=hang.shape,
+            ),
         )
     ]
 
@@ -251,8 +257,8 @@ def mismatches_ended(fr_findings: Sequence[Finding], hang: HangReport | None) ->
     mismatch of sizes or dtypes is a library error (the receiver checked) or a hang."""
     ended = "hang" if hang is not None and hang.detected else "error"
     return [
-        replace(f, facts={**f.facts, "ended": ended})
-        if f.kind is FindingKind.COLLECTIVE_MISMATCH
+        replace(f, facts=replace(f.facts, ended=ended))
+        if isinstance(f.facts, CollectiveMismatchFacts)
         else f
         for f in fr_findings
     ]
@@ -264,7 +270,7 @@ def early_entries(early: Sequence[tuple[int, Event]]) -> list[TimelineEntry]:
         TimelineEntry(
             time=ev.time,
             rank=rank,
-            text=first_line(str((ev.attrs or {}).get("line") or ev.text), 240),
+            text=first_line(ev.text, 240),
             source=ev.source,
             line=ev.line,
             role="initiating",

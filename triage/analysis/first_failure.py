@@ -102,7 +102,7 @@ def pick_first_failure(
             time=ev.time,
             source=ev.source,
             line=ev.line,
-            text=first_line(str((ev.attrs or {}).get("line") or ev.text), 400),
+            text=first_line(ev.text, 400),
         )
     mine = [p for p in initiating if p.rank in culprits]
     if mine:

@@ -20,15 +20,10 @@ def collective_from_events(
     """The collective a watchdog timed out, as the parser read it from the WorkNCCL record,
     and its timeout."""
     for p in placed:
-        attrs = p.event.attrs or {}
-        if attrs.get("watchdog_timeout"):
-            seq, nin = attrs.get("seq"), attrs.get("numel_in")
-            coll = CollectiveRef(
-                op=str(attrs["op"]).lower(),
-                seq=int(seq) if seq is not None else None,
-                numel_in=int(nin) if nin is not None else None,
-            )
-            return coll, int(attrs["timeout_ms"])
+        c10d = p.event.c10d
+        if c10d is not None and c10d.timeout is not None:
+            coll = c10d.timeout.collective
+            return replace(coll, timeout_ms=None), coll.timeout_ms
     for p in placed:
         m = _GLOO_TIMEOUT.search(p.event.text)
         if m:

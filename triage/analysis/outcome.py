@@ -32,11 +32,15 @@ from triage.model import (
     Event,
     EventKind,
     EvidenceRef,
+    FaultHandlerFacts,
     HangShape,
     Level,
+    LineNotice,
     Outcome,
     OutcomeKind,
     ParsedSource,
+    ProgressFacts,
+    RankExit,
     SourceKind,
 )
 
@@ -109,12 +113,8 @@ def decide(
             )
         return _hung(found, "", [])
     succeeded = _success(events)
-    ended_badly = [
-        ev for ev in fatal if ev.kind in _ENDING_KINDS or (ev.attrs or {}).get("end") == "failed"
-    ]
-    if succeeded is not None and not any(
-        (ev.attrs or {}).get("target_pid") is not None for ev in succeeded[1]
-    ):
+    ended_badly = [ev for ev in fatal if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed"]
+    if succeeded is not None and not any(_notice(ev).target_pid is not None for ev in succeeded[1]):
         # a script's own end line (not a launcher's exit count) says nothing of what came after
         # it: an exception raised later in the same file (the final save) is how it ended
         ended_badly += [
@@ -136,7 +136,7 @@ def decide(
             return Outcome(OutcomeKind.SUCCEEDED, why, _refs([shown]), fault_too=bool(logged))
         furthest = max(last_progress.values(), key=lambda ev: _step(ev) or 0)
         step = _step(furthest)
-        total = (furthest.attrs or {}).get("total_steps")
+        total = _total_steps(furthest)
         at = f" at step {step}" + (f" of {total}" if total else "") if step is not None else ""
         return Outcome(
             OutcomeKind.INCOMPLETE,
@@ -156,23 +156,23 @@ def decide(
 def _stops(events: Iterable[Event], ends: Ends) -> list[_Stop]:
     out: list[_Stop] = []
     for ev in events:
-        attrs = ev.attrs or {}
-        if attrs.get("end") == "stopped":
-            key = str(attrs.get("stop") or "signal")
+        notice = _notice(ev)
+        if notice.end == "stopped":
+            key = str(notice.stop or "signal")
             out.append(_Stop(ev, ends.stop_reasons.get(key, key), OutcomeKind.STOPPED))
-        elif attrs.get("slurm") and "reason" in attrs:
-            reason = ends.scheduler_reasons.get(str(attrs.get("reason") or "").upper())
+        elif notice.slurm:
+            reason = ends.scheduler_reasons.get(str(notice.reason or "").upper())
             if reason is None:  # a reason Slurm gives that we do not know: not a stop we know
                 continue
-            what = f"{attrs['slurm']} {attrs.get('job')}" if attrs.get("job") else ""
+            what = f"{notice.slurm} {notice.job}" if notice.job else ""
             why = reason.why + (f" (Slurm {what})" if what else "")
             out.append(_Stop(ev, why, OutcomeKind(reason.outcome)))
-        elif attrs.get("scheduler_end"):
-            reason = ends.scheduler_reasons.get(str(attrs["scheduler_end"]).upper())
+        elif notice.scheduler_end:
+            reason = ends.scheduler_reasons.get(notice.scheduler_end.upper())
             if reason is not None:
                 out.append(_Stop(ev, reason.why, OutcomeKind(reason.outcome)))
-        elif ev.kind is EventKind.TRACEBACK and ends.stop_exception(attrs.get("exc_type")):
-            key = "ctrl_c" if "KeyboardInterrupt" in str(attrs.get("exc_type")) else "signal"
+        elif ev.kind is EventKind.TRACEBACK and ends.stop_exception(_exc_type(ev)):
+            key = "ctrl_c" if "KeyboardInterrupt" in str(_exc_type(ev)) else "signal"
             out.append(_Stop(ev, ends.stop_reasons.get(key, key), OutcomeKind.STOPPED))
     return out
 
@@ -183,20 +183,18 @@ def _stop_consequences(events: Iterable[Event], ends: Ends) -> set[int]:
     whose any link is KeyboardInterrupt/SignalException too)."""
     out: set[int] = set()
     for ev in events:
-        attrs = ev.attrs or {}
+        notice = _notice(ev)
         if ev.kind is EventKind.TRACEBACK:
-            types = [attrs.get("exc_type"), *_chain_types(ev)]
+            types = [_exc_type(ev), *_chain_types(ev)]
             if any(ends.stop_exception(t) for t in types if t):
                 out.add(id(ev))
         elif ev.kind in (EventKind.SIGNAL, EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
-            sig = attrs.get("signal")
-            code = attrs.get("exitcode")
-            if ev.payload is not None and hasattr(ev.payload, "exitcode"):
-                code = code if code is not None else ev.payload.exitcode  # type: ignore[union-attr]
-                sig = sig or ev.payload.signal  # type: ignore[union-attr]
+            sig, code = _signal(ev), _exitcode(ev)
+            if isinstance(ev.payload, RankExit):
+                sig = sig or ev.payload.signal
             if sig in ends.outside_signals or code in ends.stop_exit_codes or code == 1:
                 out.add(id(ev))
-        elif ev.kind is EventKind.AGENT and attrs.get("role") == "victim":
+        elif ev.kind is EventKind.AGENT and notice.role == "victim":
             out.add(id(ev))
     return out
 
@@ -214,22 +212,20 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
     initiating = {id(ev) for ev in found.initiating_events}
     out: list[Event] = []
     for ev in events:
-        attrs = ev.attrs or {}
-        if attrs.get("end") == "failed":  # the job's own word that it failed (MLPerf aborted)
+        notice = _notice(ev)
+        if notice.end == "failed":  # the job's own word that it failed (MLPerf aborted)
             out.append(ev)
         elif ev.kind in _FAULT_KINDS:
-            if ends.stop_exception(attrs.get("exc_type")):
+            if ends.stop_exception(_exc_type(ev)):
                 continue
             out.append(ev)
         elif ev.kind is EventKind.SIGNAL:
-            if attrs.get("end") or attrs.get("scheduler_end") or attrs.get("slurm"):
+            if notice.end or notice.scheduler_end or notice.slurm:
                 continue
-            if attrs.get("reason") == "oom" or attrs.get("signal") in ends.fault_signals:
+            if notice.reason == "oom" or _signal(ev) in ends.fault_signals:
                 out.append(ev)
         elif ev.kind in (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
-            code = attrs.get("exitcode")
-            if code is None and ev.payload is not None and hasattr(ev.payload, "exitcode"):
-                code = ev.payload.exitcode  # type: ignore[union-attr]
+            code = _exitcode(ev)
             if code not in (None, 0):
                 out.append(ev)
         elif (
@@ -242,15 +238,11 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
 
 
 def _success(events: Sequence[Event]) -> tuple[str, list[Event]] | None:
-    marks = [ev for ev in events if (ev.attrs or {}).get("end") == "succeeded"]
-    zero_exits = [
-        ev
-        for ev in events
-        if ev.kind is EventKind.RANK_EXIT and (ev.attrs or {}).get("exitcode") == 0
-    ]
+    marks = [ev for ev in events if _notice(ev).end == "succeeded"]
+    zero_exits = [ev for ev in events if ev.kind is EventKind.RANK_EXIT and _exitcode(ev) == 0]
     if not marks and not zero_exits:
         return None
-    launcher_exits = [ev for ev in marks if (ev.attrs or {}).get("target_pid") is not None]
+    launcher_exits = [ev for ev in marks if _notice(ev).target_pid is not None]
     if launcher_exits:
         n = len(launcher_exits)
         why = f"The launcher saw {n} worker process{'es' if n > 1 else ''} exit 0"
@@ -266,7 +258,7 @@ def _success(events: Sequence[Event]) -> tuple[str, list[Event]] | None:
 
 def _progress_done(last: Iterable[Event]) -> tuple[str, Event] | None:
     for ev in last:
-        step, total = _step(ev), (ev.attrs or {}).get("total_steps")
+        step, total = _step(ev), _total_steps(ev)
         if step is not None and isinstance(total, int) and total > 1 and step >= total:
             return f"Training reached its last step ({step} of {total})", ev
     return None
@@ -290,7 +282,7 @@ def _last_progress(events: Iterable[Event]) -> dict[tuple[str, int | None], Even
 def _went_on_past(ev: Event, last: dict[tuple[str, int | None], Event]) -> bool:
     """Training logged progress after this event (in its file, on its rank when known): the
     job survived it."""
-    if ev.kind in _ENDING_KINDS or (ev.attrs or {}).get("end") == "failed":
+    if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed":
         return False
     progress = last.get((ev.source, ev.rank)) or (
         last.get((ev.source, None)) if ev.rank is None else None
@@ -314,8 +306,8 @@ def _after_any(ev: Event, marks: Sequence[Event]) -> bool:
 
 
 def _scheduler_stop(ev: Event) -> bool:
-    attrs = ev.attrs or {}
-    return bool(attrs.get("slurm") or attrs.get("scheduler_end"))
+    notice = _notice(ev)
+    return bool(notice.slurm or notice.scheduler_end)
 
 
 def _before_all(ev: Event, marks: Sequence[Event]) -> bool:
@@ -339,7 +331,7 @@ def _before_all(ev: Event, marks: Sequence[Event]) -> bool:
 def _readable(ev: Event) -> bool:
     """A fault whose exception can be read: a traceback garbled by many ranks writing at once
     (no exception line left) cannot outweigh a stop that can."""
-    return ev.kind is not EventKind.TRACEBACK or bool((ev.attrs or {}).get("exc_type"))
+    return ev.kind is not EventKind.TRACEBACK or bool(_exc_type(ev))
 
 
 def _after_stop(found: Analysis, stop: Event) -> bool:
@@ -429,8 +421,36 @@ def _line_of(ev: Event) -> str:
 
 
 def _step(ev: Event) -> int | None:
-    step = (ev.attrs or {}).get("last_step")
-    return step if isinstance(step, int) else None
+    return ev.payload.step if isinstance(ev.payload, ProgressFacts) else None
+
+
+def _total_steps(ev: Event) -> int | None:
+    return ev.payload.total_steps if isinstance(ev.payload, ProgressFacts) else None
+
+
+_NO_NOTICE = LineNotice()
+
+
+def _notice(ev: Event) -> LineNotice:
+    """What the event's line template said (nothing for an event no template made)."""
+    return ev.notice if ev.notice is not None else _NO_NOTICE
+
+
+def _exc_type(ev: Event) -> str | None:
+    return ev.exception.exc_type if ev.exception is not None else None
+
+
+def _signal(ev: Event) -> str | None:
+    """The signal a line template or a faulthandler block names."""
+    if ev.notice is not None:
+        return ev.notice.signal
+    return ev.payload.signal if isinstance(ev.payload, FaultHandlerFacts) else None
+
+
+def _exitcode(ev: Event) -> int | None:
+    if ev.notice is not None and ev.notice.exitcode is not None:
+        return ev.notice.exitcode
+    return ev.payload.exitcode if isinstance(ev.payload, RankExit) else None
 
 
 def _refs(events: Sequence[Event]) -> tuple[EvidenceRef, ...]:

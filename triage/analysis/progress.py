@@ -14,13 +14,10 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.analysis.ranks import format_ranks, ref
-from triage.model import Event, Finding, FindingKind
+from triage.model import Event, Finding, FindingKind, ProgressDivergenceFacts, ProgressFacts
 
 # a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`)
 _NON_FINITE = regex.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", regex.I)
-
-# attrs keys, most specific first; parsers use `last_step` for the per-rank summary
-_KEYS = ("last_step", "step", "last_iteration", "iteration", "global_step", "epoch", "last_epoch")
 
 
 @dataclass
@@ -37,15 +34,14 @@ class ProgressAnalysis:
 
 
 def _value(ev: Event) -> tuple[str, float] | None:
-    attrs = ev.attrs or {}
-    for key in _KEYS:
-        v = attrs.get(key)
-        if v is None:
-            continue
-        try:
-            return key.replace("last_", ""), float(v)
-        except (TypeError, ValueError):
-            continue
+    """The rank's progress: its step, else its epoch."""
+    progress = ev.payload
+    if not isinstance(progress, ProgressFacts):
+        return None
+    if progress.step is not None:
+        return "step", float(progress.step)
+    if progress.epoch is not None:
+        return "epoch", float(progress.epoch)
     return None
 
 
@@ -99,7 +95,7 @@ def analyze(progress: Iterable[tuple[int, Event]]) -> ProgressAnalysis:
                 ),
                 ranks=group,
                 evidence=tuple(ref(out.events[r], r) for r in list(group)[:4]),
-                facts={"unit": unit, "majority": mode, "last": {r: values[r] for r in values}},
+                facts=ProgressDivergenceFacts(unit=unit, majority=mode, last=dict(values)),
             )
         )
     return out
@@ -110,7 +106,7 @@ def _non_finite(out: ProgressAnalysis) -> None:
     all-reduce then spreads the NaN, and every rank fails on the same step."""
     bad: dict[int, float] = {}
     for rank, ev in out.events.items():
-        line = str((ev.attrs or {}).get("line") or ev.text)
+        line = ev.text
         if _NON_FINITE.search(line):
             bad[rank] = out.last[rank][1]
     if not bad or len(bad) * 2 >= len(out.events):
@@ -130,7 +126,7 @@ def _non_finite(out: ProgressAnalysis) -> None:
             ),
             ranks=out.non_finite,
             evidence=tuple(ref(out.events[r], r) for r in out.non_finite[:4]),
-            facts={"unit": unit, "step": first, "non_finite": list(out.non_finite)},
+            facts=ProgressDivergenceFacts(unit=unit, step=first, non_finite=tuple(out.non_finite)),
         )
     )
 

@@ -25,6 +25,7 @@ from triage.model import (
     PySpyDump,
     StackFrame,
     StackGroup,
+    StackOutlierFacts,
     Traceback,
 )
 
@@ -185,14 +186,14 @@ def analyze(
                     _ref(c),
                     _ref(majority),
                 ),
-                facts={
-                    "stack_top": c.top,
-                    "majority_top": majority.top,
+                facts=StackOutlierFacts(
+                    stack_top=c.top,
+                    majority_top=majority.top,
                     # in a collective of its own (another call site) or busy outside any
-                    "in_collective": c.waiting,
-                    "user_frame": f"{uf.function} ({uf.filename}:{uf.line})" if uf else None,
-                    "clusters": [(format_ranks(x.ranks), x.top) for x in out.clusters[:8]],
-                },
+                    in_collective=c.waiting,
+                    user_frame=f"{uf.function} ({uf.filename}:{uf.line})" if uf else None,
+                    clusters=tuple((format_ranks(x.ranks), x.top) for x in out.clusters[:8]),
+                ),
             )
         )
     return out

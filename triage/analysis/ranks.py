@@ -22,6 +22,7 @@ from triage.model import (
     EventKind,
     EvidenceRef,
     FlightRecorderDump,
+    NcclLineFacts,
     ParsedSource,
     RankExit,
     Traceback,
@@ -29,7 +30,6 @@ from triage.model import (
 from triage.parsers import tracebacks
 from triage.rank_ranges import ranks_text
 
-_NRANKS_TEXT = regex.compile(r"\bn[Rr]anks (?P<n>\d+)")
 _RANK_IN_TEXT = regex.compile(r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]")
 _SELF_NAMING = {
     EventKind.ERROR_LINE,
@@ -159,17 +159,17 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
                 index.learn_local(payload.host or host, payload.local_rank, payload.rank)
                 continue
             if ev.kind is EventKind.NCCL_COMM:
-                attrs = ev.attrs or {}
-                r = _int(attrs.get("rank"))
-                r = r if r is not None else ev.rank
-                pid = _int(attrs.get("pid")) or ev.pid
-                if attrs.get("host") and r is not None:
-                    index.host_said.setdefault(r, str(attrs["host"]))
-                index.learn(pid, attrs.get("host") or host, r)
-                n = _int(attrs.get("nranks"))
-                if n is None:
-                    m = _NRANKS_TEXT.search(ev.text)
-                    n = int(m["n"]) if m else None
+                comm = (
+                    payload
+                    if isinstance(payload, NcclLineFacts)
+                    else NcclLineFacts(None, None, None)
+                )
+                r = comm.rank if comm.rank is not None else ev.rank
+                pid = comm.pid or ev.pid
+                if comm.host and r is not None:
+                    index.host_said.setdefault(r, comm.host)
+                index.learn(pid, comm.host or host, r)
+                n = comm.nranks
                 if n:
                     index.largest_comm = max(index.largest_comm, n)
                 continue
@@ -187,7 +187,7 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
             if ev.pid is not None and rank is not None and ev.kind is not EventKind.AGENT:
                 # an agent line's pid is torchrun's own, never a worker's
                 index.learn(ev.pid, host, rank)
-            ws = _int((ev.attrs or {}).get("world_size"))
+            ws = ev.notice.world_size if ev.notice is not None else None
             if ws:
                 index.world_sizes[ws] += 1
     index.finish()
@@ -264,7 +264,7 @@ def quoted_line(ev: Event, limit: int = 300) -> tuple[str, int | None]:
         return text, None
     head = text.removesuffix("…")
     at = next((i for i, x in enumerate(raw) if head and head in x), None)
-    numbers = (ev.attrs or {}).get("line_numbers")
+    numbers = ev.line_numbers
     if at is None:
         return text, ev.line
     if numbers and at < len(numbers) and numbers[at] is not None:

@@ -73,8 +73,7 @@ def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | No
     """Aligned epoch seconds; a line without a stamp takes the last stamp printed before it."""
     t = event.time
     if t is None:
-        before = (event.attrs or {}).get("time_before")
-        t = before if isinstance(before, (int, float)) else None
+        t = event.time_before
     if t is None:
         return None
     return t - offsets.get(domain, 0.0)

@@ -42,6 +42,7 @@ from triage.model import (
     HangShape,
     OutcomeKind,
     ParsedSource,
+    RuleAction,
     ScoredLabel,
     SimilarCase,
 )
@@ -517,15 +518,20 @@ def assemble(
     )
 
 
-def rule_actions(hits: Sequence[RuleHit]) -> dict[str, tuple[str, ...]]:
+def rule_actions(hits: Sequence[RuleHit]) -> dict[str, tuple[RuleAction, ...]]:
     """Per fix: the actions of the rules that back it most strongly first; among equals,
-    initiating hits before cascade ones (their actions name the failing rank's facts)."""
-    ranked: dict[str, list[tuple[float, bool, int, str]]] = {}
+    initiating hits before cascade ones (their actions name the failing rank's facts). One
+    text given by several rules is one action, advice for the causes of them all."""
+    ranked: dict[str, list[tuple[float, bool, int, RuleAction]]] = {}
     for order, hit in enumerate(hits):
         for fix, acts in hit.actions.items():
             weight = hit.fix.get(fix, 0.0)
             ranked.setdefault(fix, []).extend((-weight, hit.from_cascade, order, a) for a in acts)
-    return {
-        fix: tuple(dict.fromkeys(a for *_, a in sorted(rows, key=lambda r: r[:3])))
-        for fix, rows in ranked.items()
-    }
+    out: dict[str, tuple[RuleAction, ...]] = {}
+    for fix, rows in ranked.items():
+        by_text: dict[str, RuleAction] = {}
+        for *_, a in sorted(rows, key=lambda r: r[:3]):
+            seen = by_text.get(a.text)
+            by_text[a.text] = a if seen is None else RuleAction(a.text, seen.causes | a.causes)
+        out[fix] = tuple(by_text.values())
+    return out

@@ -37,7 +37,7 @@ def situation(prep: Prepared) -> knowledge.Situation:
         inputs=len(prep.parsed),
         ranks=len(ranks - {None}),
         hang=hang,
-        facts={"stuck_rank": stuck} if stuck is not None else {},
+        stuck_rank=stuck,
     )
 
 

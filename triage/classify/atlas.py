@@ -156,7 +156,7 @@ def _size(chunks: Sequence[str]) -> int:
 
 
 def _file_line(ev: Event, offset: int) -> int | None:
-    numbers = (ev.attrs or {}).get("line_numbers")
+    numbers = ev.line_numbers
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         return int(numbers[offset])
     return ev.line + offset if ev.line is not None else None

@@ -63,7 +63,7 @@ _PLACED_FRAME = regex.compile(r"^in \S+ \(.*\)$")
 def line_of(ev: Event, quoted: str) -> int | None:
     """The file line of a quoted line of the event, where the parser kept each line's number
     (a traceback skips blank and interleaved lines); else the event's first line."""
-    numbers = (ev.attrs or {}).get("line_numbers")
+    numbers = ev.line_numbers
     at = next((i for i, x in enumerate(ev.text.splitlines()) if x.strip() == quoted), None)
     if numbers and at is not None and at < len(numbers) and numbers[at] is not None:
         return int(numbers[at])

@@ -34,7 +34,7 @@ from triage import taxonomy
 from triage.classify.embedding import SPACES, Space
 from triage.classify.neighbours import Tfidf
 from triage.classify.types import RuleHit
-from triage.model import Analysis, ParsedSource
+from triage.model import Analysis, ParsedSource, log_frames
 
 SCHEMA = "triage.learned/1"
 FIELDS = ("symptom", "root_cause", "fix")
@@ -79,11 +79,9 @@ def context_words(parsed: Sequence[ParsedSource], analysis: Analysis) -> list[st
     words: list[str] = []
     for ps in parsed:
         for ev in ps.events:
-            attrs = ev.attrs or {}
-            frames = attrs.get("frames") or ()
-            for frame in list(frames)[-MAX_FRAMES:]:
+            for frame in log_frames(ev.payload)[-MAX_FRAMES:]:
                 words += _frame_words(frame)
-            exc = attrs.get("exc_type")
+            exc = ev.exception.exc_type if ev.exception is not None else None
             if exc:
                 words.append("exc_" + str(exc).rsplit(".", 1)[-1])
     words += ["fw_" + _slug(x) for x in analysis.facts.frameworks]

@@ -22,7 +22,15 @@ import regex
 
 from triage.classify.types import RuleHit
 from triage.knowledge.places import Place, Places
-from triage.model import Event, EventKind, PySpyDump, SourceKind
+from triage.model import (
+    Event,
+    EventKind,
+    FaultHandlerFacts,
+    PySpyDump,
+    RuleAction,
+    SourceKind,
+    TracebackFacts,
+)
 
 # frame lines of a pasted text: a Python traceback's or faulthandler's, and py-spy's (either
 # may be cut at the end of the paste)
@@ -56,16 +64,18 @@ def frame_hits(
 
 
 def _frames_of(ev: Event, kind: SourceKind | None) -> FrameList | None:
-    attrs = ev.attrs or {}
-    if ev.kind is EventKind.TRACEBACK and attrs.get("frames"):
-        frames = tuple((str(f[0]), str(f[2])) for f in attrs["frames"])
-        raised = bool(attrs.get("exc_type") or attrs.get("exc_message"))
-        if attrs.get("headerless") and not raised and _faulthandler_order(ev.text):
+    record = ev.payload
+    if ev.kind is EventKind.TRACEBACK and isinstance(record, TracebackFacts) and record.frames:
+        frames = tuple((str(f[0]), str(f[2])) for f in record.frames)
+        raised = ev.exception is not None and bool(
+            ev.exception.exc_type or ev.exception.exc_message
+        )
+        if record.headerless and not raised and _faulthandler_order(ev.text):
             # faulthandler's "File ..., line N in f" lines: innermost first already
             return frames, None
         return tuple(reversed(frames)), (False if raised else None)
-    if ev.kind is EventKind.SIGNAL and attrs.get("frames"):
-        return tuple((str(f[0]), str(f[2])) for f in attrs["frames"]), None
+    if ev.kind is EventKind.SIGNAL and isinstance(record, FaultHandlerFacts) and record.frames:
+        return tuple((str(f[0]), str(f[2])) for f in record.frames), None
     if ev.kind is EventKind.PYSPY and isinstance(ev.payload, PySpyDump):
         # a job's dumps are read across ranks by correlate (who waited where); a pasted stack
         # is the user's evidence of where this process was
@@ -101,7 +111,7 @@ def _text_frames(text: str) -> FrameList | None:
 def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
     text, offset = _quote(ev.text, file, function)
     line = ev.line + offset if ev.line is not None else None
-    numbers = (ev.attrs or {}).get("line_numbers")
+    numbers = ev.line_numbers
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         line = numbers[offset]
     return RuleHit(
@@ -112,7 +122,10 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
         root_cause=dict(place.root_cause),
         fix=dict(place.fix),
         stage=dict(place.stage),
-        actions={f: (a,) for f, a in place.actions.items()},
+        # a place says where the stack stood, not why: its advice is for any likely cause (the
+        # generic prior it gives stays a prior; on the reference cases and bundles tying it to
+        # those causes moved it below other advice)
+        actions={f: (RuleAction(a),) for f, a in place.actions.items()},
         evidence_text=text,
         evidence_line=line,
         generic=True,

@@ -4,8 +4,9 @@ against parsed events and correlate's findings.
 A rule hit carries the rule's weighted conclusions, the line to quote and the rule's action
 templates filled from the regex's named groups and the job's facts: the named groups, `rank`
 / `host` of the event, `analysis.facts` (torch, nccl, world_size, collective, timeout_ms, ...)
-and, for finding rules, the finding's facts and `summary`. A missing fact renders as a
-readable stand-in (`the failing rank`), never an error.
+and, for finding rules, the finding's typed facts (`triage.model.finding_facts`, whose names
+the loader checked) and `summary`. An action whose facts are unknown is not given (see
+triage.knowledge.actions); its `when` conditions read the job's `JobConditions`.
 
 The engine holds no rules: `load()` takes them from the knowledge base (the shipped folder
 and the team folders), and a `RuleSet` adds what matching needs (the keyword prefilter).
@@ -30,10 +31,20 @@ import regex
 from triage import knowledge
 from triage.classify.types import RuleHit
 from triage.knowledge import Problem
-from triage.knowledge.actions import plain
+from triage.knowledge.actions import JobConditions, plain
+from triage.knowledge.finding_examples import finding_example
 from triage.knowledge.rules import Rule, RuleError, rule_keywords
 from triage.literals import required_literals
-from triage.model import Analysis, Event, EventKind, Finding, Level, ParsedSource, SourceKind
+from triage.model import (
+    Analysis,
+    Event,
+    EventKind,
+    Finding,
+    Level,
+    ParsedSource,
+    RuleAction,
+    SourceKind,
+)
 from triage.parsers.common import whole_text_event
 
 __all__ = [
@@ -44,6 +55,7 @@ __all__ = [
     "describe",
     "example_problems",
     "example_readings",
+    "job_facts",
     "list_rules",
     "load",
     "match_events",
@@ -208,21 +220,23 @@ def _find_all(
 # --------------------------------------------------------------------------- matching
 
 
-def _job_facts(analysis: Analysis | None) -> dict[str, Any]:
+def job_facts(analysis: Analysis | None) -> dict[str, Any]:
+    """The job's facts a rule's action may name (the names are `JOB_FACT_NAMES`)."""
     if analysis is None:
         return {}
-    facts: dict[str, Any] = analysis.facts.values()
-    if analysis.culprit_ranks and "ranks" not in facts:
+    known = analysis.facts
+    facts: dict[str, Any] = known.values()
+    if analysis.culprit_ranks:
         facts["ranks"] = ", ".join(str(r) for r in analysis.culprit_ranks)
     hang = analysis.hang
     if hang is not None:
-        if hang.lagging_ranks and "lagging_ranks" not in facts:
+        if hang.lagging_ranks and known.lagging_ranks is None:
             facts["lagging_ranks"] = ", ".join(str(r) for r in hang.lagging_ranks)
-        if hang.collective and "collective" not in facts:
+        if hang.collective and known.collective is None:
             op = hang.collective.op or hang.collective.profiling_name
             if op:
                 facts["collective"] = op
-        if hang.process_group and "process_group" not in facts:
+        if hang.process_group:
             facts["process_group"] = hang.process_group
     return facts
 
@@ -297,6 +311,7 @@ def _hit(
     m: regex.Match[str] | None,
     text: str,
     facts: Mapping[str, Any],
+    job: JobConditions,
     from_cascade: bool,
 ) -> RuleHit:
     caps = _captures(m, rule, text) if rule.needs_text else {}
@@ -307,9 +322,17 @@ def _hit(
         if event.host:
             context["host"] = event.host
     context.update(caps)
+    concluded = frozenset(c for c, w in rule.root_cause.items() if w > 0)
+    actions: dict[str, tuple[RuleAction, ...]] = {}
+    for fix, action in rule.actions.items():
+        chosen = action.choose(context, job)
+        if chosen is not None:
+            alt, filled = chosen
+            # advice for the causes its alternative says (`for:`), else its rule's
+            actions[fix] = (RuleAction(filled, frozenset(alt.causes) or concluded),)
     quoted, offset = _quote(text, m) if text else ("", 0)
     line = event.line + offset if event is not None and event.line is not None else None
-    numbers = event.attrs.get("line_numbers") if event is not None else None
+    numbers = event.line_numbers if event is not None else None
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         line = numbers[offset]  # the quoted line's own line, past skipped blank lines
     return RuleHit(
@@ -321,9 +344,7 @@ def _hit(
         fix=dict(rule.fix),
         stage=dict(rule.stage),
         captures=caps,
-        actions={
-            f: (text,) for f, action in rule.actions.items() if (text := action.fill(context))
-        },
+        actions=actions,
         evidence_text=quoted,
         evidence_line=line,
         from_cascade=from_cascade,
@@ -360,7 +381,8 @@ def match_events(
     MAX_HITS_PER_RULE times overall.
     """
     ruleset = rules if rules is not None else load(extra_dirs)
-    facts = _job_facts(analysis)
+    facts = job_facts(analysis)
+    job = JobConditions.of(analysis.facts) if analysis is not None else JobConditions()
     all_findings = tuple(analysis.findings) if analysis is not None else ()
     findings = {
         r.id: [f for f in all_findings if _finding_ok(r, f)] for r in ruleset.rules if r.finding
@@ -392,7 +414,7 @@ def match_events(
             hit_facts = dict(facts)
             if rule.finding:
                 hit_facts.update(_finding_facts(findings[rule.id][0]))
-            hits.append(_hit(rule, event, quoted_match, text, hit_facts, from_cascade))
+            hits.append(_hit(rule, event, quoted_match, text, hit_facts, job, from_cascade))
             counts[rule.id] = counts.get(rule.id, 0) + 1
 
     # Finding-only rules: one hit per finding of that kind.
@@ -402,7 +424,7 @@ def match_events(
         for finding in findings[rule.id][:MAX_HITS_PER_RULE]:
             ev = _finding_event(finding)
             hit_facts = {**facts, **_finding_facts(finding)}
-            hit = _hit(rule, ev, None, "", hit_facts, rule.cascade)
+            hit = _hit(rule, ev, None, "", hit_facts, job, rule.cascade)
             hits.append(
                 RuleHit(
                     **{
@@ -421,21 +443,20 @@ def match_events(
 def _finding_ok(rule: Rule, finding: Finding) -> bool:
     if finding.kind != rule.finding:
         return False
-    facts = {"summary": finding.summary, **(finding.facts or {})}
     for key, pat in rule.finding_where.items():
-        # an absent fact reads as "" so that negative patterns ('^(?!...)') still pass
-        value = facts.get(key)
+        # an unknown fact reads as "" so that negative patterns ('^(?!...)') still pass
+        value = finding.facts.value(key)
         if not pat.search("" if value is None else plain(value)):
             return False
     return True
 
 
 def _finding_facts(finding: Finding) -> dict[str, Any]:
-    facts = {str(k): v for k, v in (finding.facts or {}).items() if isinstance(k, str)}
-    facts.setdefault("summary", finding.summary)
+    facts = finding.facts.values()
+    facts["summary"] = finding.summary
     if finding.ranks:
-        facts.setdefault("ranks", ", ".join(str(r) for r in finding.ranks))
-        facts.setdefault("rank", finding.ranks[0])
+        facts["ranks"] = ", ".join(str(r) for r in finding.ranks)
+        facts["rank"] = finding.ranks[0]
     return facts
 
 
@@ -455,14 +476,7 @@ def example_readings(
     correlate's conclusion, matched as one.
     """
     if isinstance(example, dict) and example.get("finding"):
-        facts = example.get("facts") or {}
-        finding = Finding(
-            kind=example["finding"],
-            summary=example.get("summary", example["finding"]),
-            ranks=tuple(facts.get("ranks", ())),
-            facts=facts,
-        )
-        return {"finding": _example_hit(rule, [], kb, Analysis(findings=(finding,)))}
+        return {"finding": _example_hit(rule, [], kb, finding_example(example))}
     from triage import parsers
 
     text = example if isinstance(example, str) else example["text"]  # type: ignore[index]

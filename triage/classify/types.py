@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from triage.model import Event, Finding
+from triage.model import Event, Finding, RuleAction
 
 
 @dataclass(frozen=True)
@@ -13,8 +13,8 @@ class RuleHit:
     """One rule matching one event (or one correlate finding).
 
     `symptom`, `root_cause`, `fix` and `stage` map taxonomy ids to the rule's weight in
-    [0, 1]. `actions` are the rule's action templates already filled with the captured
-    groups and job facts, keyed by fix id.
+    [0, 1]. `actions` are the rule's actions already filled with the captured groups and job
+    facts, keyed by fix id, each with the root causes it is advice for.
     """
 
     rule_id: str
@@ -25,7 +25,7 @@ class RuleHit:
     fix: Mapping[str, float] = field(default_factory=dict)
     stage: Mapping[str, float] = field(default_factory=dict)
     captures: Mapping[str, str] = field(default_factory=dict)
-    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    actions: Mapping[str, tuple[RuleAction, ...]] = field(default_factory=dict)
     evidence_text: str = ""  # the line(s) to quote as evidence
     evidence_line: int | None = None  # absolute line number of the quoted text
     from_cascade: bool = False  # the matched event is cascade, not initiating

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import regex
 
+from triage import regex_cache
+
 
 @dataclass(frozen=True)
 class PathFacts:
@@ -80,18 +82,22 @@ _EXTENSIONS = frozenset(
     ]
 )
 
-_ATTEMPT = regex.compile(r"attempt[_-]?(\d{1,4})", regex.IGNORECASE)
-_LOCAL_RANK = regex.compile(r"(?<![a-z])local[_-]?rank[_.-]?(\d{1,6})(?!\d)", regex.IGNORECASE)
-_EXPLICIT_RANK = regex.compile(r"(?<![a-z])(?:rank|worker)[_.-]?(\d{1,6})(?!\d)", regex.IGNORECASE)
-_TRACE_INDEX = regex.compile(r"(?<![a-z])trace[_.-]?(\d{1,6})$", regex.IGNORECASE)
-_FR_WITH_HOST = regex.compile(
+_ATTEMPT = regex_cache.compile(r"attempt[_-]?(\d{1,4})", regex.IGNORECASE)
+_LOCAL_RANK = regex_cache.compile(
+    r"(?<![a-z])local[_-]?rank[_.-]?(\d{1,6})(?!\d)", regex.IGNORECASE
+)
+_EXPLICIT_RANK = regex_cache.compile(
+    r"(?<![a-z])(?:rank|worker)[_.-]?(\d{1,6})(?!\d)", regex.IGNORECASE
+)
+_TRACE_INDEX = regex_cache.compile(r"(?<![a-z])trace[_.-]?(\d{1,6})$", regex.IGNORECASE)
+_FR_WITH_HOST = regex_cache.compile(
     r"trace_rank_(?P<host>[A-Za-z0-9][\w.-]*?[A-Za-z][\w.-]*?)[_-](?P<rank>\d{1,6})$",
     regex.IGNORECASE,
 )
-_NCCL_HOST_PID = regex.compile(
+_NCCL_HOST_PID = regex_cache.compile(
     r"(?:.*[._-])?nccl[\w-]*\.(?P<host>[A-Za-z][\w-]*)\.(?P<pid>\d+)", regex.IGNORECASE
 )
-_TRAILING_INDEX = regex.compile(
+_TRAILING_INDEX = regex_cache.compile(
     r"(?:^|[_.-])(?P<word>[a-z]+)[_-](?P<idx>\d{1,4})$", regex.IGNORECASE
 )
 # Words after which a small number is, by convention, the rank of the process that wrote it.
@@ -119,18 +125,18 @@ _RANK_WORDS = frozenset(
         "process",
     ]
 )
-_DIR_RANK = regex.compile(r"(?:rank|worker)[_-]?(\d{1,6})", regex.IGNORECASE)
+_DIR_RANK = regex_cache.compile(r"(?:rank|worker)[_-]?(\d{1,6})", regex.IGNORECASE)
 
-_HOST_PREFIXED = regex.compile(
+_HOST_PREFIXED = regex_cache.compile(
     r"(?:host|hostname|node)[=_-](?P<rest>[A-Za-z0-9][\w.-]*)", regex.IGNORECASE
 )
-_HOST_WORD_NUMBER = regex.compile(
+_HOST_WORD_NUMBER = regex_cache.compile(
     r"(?:[A-Za-z][A-Za-z0-9-]*?)?(?:node|nid|host|compute|dgx|hgx|srv|server)[-_]?\d+",
     regex.IGNORECASE,
 )
 # A file named after its host: stricter than folders (`torchrun-node01.txt` is not a host).
-_HOST_FILE = regex.compile(r"(?:node|nid|host|compute|dgx|hgx)[-_]?\d+", regex.IGNORECASE)
-_IPV4 = regex.compile(r"(?:ip-)?\d{1,3}(?P<sep>[.-])\d{1,3}(?P=sep)\d{1,3}(?P=sep)\d{1,3}")
+_HOST_FILE = regex_cache.compile(r"(?:node|nid|host|compute|dgx|hgx)[-_]?\d+", regex.IGNORECASE)
+_IPV4 = regex_cache.compile(r"(?:ip-)?\d{1,3}(?P<sep>[.-])\d{1,3}(?P=sep)\d{1,3}(?P=sep)\d{1,3}")
 
 
 def strip_extensions(name: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import regex
 
-from triage import formats
+from triage import formats, regex_cache
 from triage.model import InputNote, SourceKind
 
 HEAD_BYTES = 64 * 1024
@@ -40,11 +40,11 @@ _CONTROL_TABLE = bytes.maketrans(_CONTROL, b"\x00" * len(_CONTROL))
 # ------------------------------------------------------------------ text formats
 
 # py-spy's own failure output (no ptrace rights, process gone): the pyspy parser reports it.
-_PYSPY_FAILURE_FIRST = regex.compile(r"^(?:Error: |Permission Denied)")
-_PYSPY_FAILURE_SIGN = regex.compile(r"py_spy::|SYS_PTRACE|ptrace|py-spy")
+_PYSPY_FAILURE_FIRST = regex_cache.compile(r"^(?:Error: |Permission Denied)")
+_PYSPY_FAILURE_SIGN = regex_cache.compile(r"py_spy::|SYS_PTRACE|ptrace|py-spy")
 
 # Strong signs that a file is a process's own log, whatever else it holds at the top.
-_STRONG_LOG = regex.compile(
+_STRONG_LOG = regex_cache.compile(
     r"^(?:\[rank\d+\]:|\[default\d+\]:|Traceback \(most recent call last\):"
     r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ |\[[IWEF]\d{3,4} \d{2}:\d{2}:\d{2}"
     r"|\[[IWEF] [\w.]+:\d+\])"
@@ -83,7 +83,7 @@ def _strong_log(text: str) -> bool:
 
 # Anything that makes a text a log rather than prose: timestamps, levels, tracebacks,
 # launcher and NCCL output, training progress.
-_LOG_MARKER = regex.compile(
+_LOG_MARKER = regex_cache.compile(
     r"Traceback \(most recent call last\)|\b(?:Error|Exception|Warning)\b"
     r"|\b[A-Z]\w*(?:Error|Exception)\b|^\s*File \"[^\"]+\", line \d+|No module named|\bNCCL\b"
     r"|\btimed? ?out\b|\bassert(?:ion)?\b|\bpython\d|\bPyTorch\b|\btorch\b"
@@ -106,26 +106,26 @@ _COLLECT_ENV = (
     "Is CUDA available:",
     "Versions of relevant libraries:",
 )
-_NVIDIA_SMI = regex.compile(
+_NVIDIA_SMI = regex_cache.compile(
     r"NVIDIA-SMI \d+\.\d+.*Driver Version:|^=+NVSMI LOG=+$|^Driver Version\s+: \d"
     r"|^\s*GPU0\s.*\bCPU Affinity\b",  # `nvidia-smi topo -m`
     regex.MULTILINE,
 )
 _NVIDIA_SMI_WORDS = ("NVIDIA-SMI", "NVSMI LOG", "Driver Version", "GPU0")
-_PIP_LIST_HEADER = regex.compile(
+_PIP_LIST_HEADER = regex_cache.compile(
     r"^Package +Version *(?:Location|Editable project location)?\s*\n-{3,} +-{3,}", regex.MULTILINE
 )
-_CONDA_LIST_HEADER = regex.compile(r"^# packages in environment at ", regex.MULTILINE)
-_PIP_FREEZE_LINE = regex.compile(
+_CONDA_LIST_HEADER = regex_cache.compile(r"^# packages in environment at ", regex.MULTILINE)
+_PIP_FREEZE_LINE = regex_cache.compile(
     r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[\w,.-]+\])? *(?:===?|~=|>=) *\S+"
     r"|[A-Za-z0-9][A-Za-z0-9._-]* @ \S+|-e \S+|--?[a-z][a-z-]*(?: \S+)?)$"
 )
-_ENV_LINE = regex.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=(?!=)")
+_ENV_LINE = regex_cache.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=(?!=)")
 
-_MARKDOWN_HEADING = regex.compile(r"^#{1,6} \S")
+_MARKDOWN_HEADING = regex_cache.compile(r"^#{1,6} \S")
 
-_JSON_ELASTIC_MESSAGE = regex.compile(rb'^\s*\{\s*"message"\s*:')
-_JSON_KEY = regex.compile(rb'"(py_callstack|extraInfo|errorCode|errorTraits|timestamp)"\s*:')
+_JSON_ELASTIC_MESSAGE = regex_cache.compile(rb'^\s*\{\s*"message"\s*:')
+_JSON_KEY = regex_cache.compile(rb'"(py_callstack|extraInfo|errorCode|errorTraits|timestamp)"\s*:')
 
 
 @dataclass(frozen=True)
@@ -398,7 +398,7 @@ def _nccl_file_line(line: str) -> bool:
 
 # What a process's own output holds and NCCL_DEBUG_FILE output never does: training progress,
 # a Python traceback.
-_NOT_NCCL_OUTPUT = regex.compile(
+_NOT_NCCL_OUTPUT = regex_cache.compile(
     r"Traceback \(most recent call last\)|^\s*File \"|\b(?:iteration|epoch|step|loss)\b.{0,40}\d",
     regex.IGNORECASE,
 )

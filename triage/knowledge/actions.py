@@ -9,17 +9,21 @@ most specific first; each alternative is a text or a mapping with conditions:
     - "Lower host memory per node: fewer DataLoader workers."       # for every other job
 
 The first alternative that applies to the job is the one given: its conditions hold and every
-`{fact}` it names is known. A fact the job did not reveal may sit in a parenthesised clause,
-`(segment {segment} needed {size} bytes)`: that clause is then left out and the rest is given.
-A fact outside parentheses that is not known rules the alternative out; when no alternative is
-left, the action is not given at all. So no action ever shows `<rank>` or "rank the failing
-rank", and none assumes a framework, launcher or situation the job does not have.
+`{fact}` it names is known. A `{fact}` is one the engine fills: the job's facts
+(`JOB_FACT_NAMES`), a rule pattern's named groups, a finding rule's finding facts; the loader
+reports any other name with its file and rule. A fact the job did not reveal may sit in a
+parenthesised clause, `(segment {segment} needed {size} bytes)`: that clause is then left out
+and the rest is given. A fact outside parentheses that is not known rules the alternative out;
+when no alternative is left, the action is not given at all. So no action ever shows `<rank>`
+or "rank the failing rank", and none assumes a framework, launcher or situation the job does
+not have.
 
 An alternative may also say which root causes it addresses (`for: [R21]`, taxonomy ids) when
 that is narrower than what its rule concludes: recommend then leads with the advice for the
 most likely cause.
 
-Conditions (`when`), all of which must hold:
+Conditions (`when`), all of which must hold, test the job's `JobConditions` (built once per
+job from correlate's facts, never from what a rule captured):
 
     framework: deepspeed | [deepspeed, fsdp]   # the job runs on one of them (rules/frameworks.yaml)
     launcher: torchrun | [deepspeed, slurm]    # it was started by one of them
@@ -36,19 +40,25 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import regex
 
+from triage.model import AnalysisFacts
+
 CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing", "device")
-# The facts conditions read (set by correlate: triage.analysis)
-FRAMEWORKS_FACT = "frameworks"
-LAUNCHERS_FACT = "launchers"
-CULPRIT_FACT = "culprit_rank"
-HANG_FACT = "hang"
-INPUT_KINDS_FACT = "input_kinds"
-DEVICE_FACT = "device"
+# What every action may name: the job's facts, and what the engines derive from the analysis
+# for any action (the ranks it is about, one of them, its host, the hang's lagging ranks and
+# process group, a timeout to suggest; triage.recommend.job_facts, triage.classify.rules)
+JOB_FACT_NAMES = frozenset(f.name for f in fields(AnalysisFacts)) | {
+    "ranks",
+    "rank",
+    "host",
+    "lagging_ranks",
+    "process_group",
+    "timeout_suggest_min",
+}
 # the input kinds `missing` may name (triage.model.SourceKind values)
 INPUT_KINDS = (
     "rank_log",
@@ -63,6 +73,30 @@ INPUT_KINDS = (
 # A parenthesised clause that holds no other parentheses, with the space before it.
 _CLAUSE = regex.compile(r"\s?\([^()`]*\)")
 _CODE = regex.compile(r"(`+[^`]*`+)")
+
+
+@dataclass(frozen=True)
+class JobConditions:
+    """What `when` conditions test about one job, read by field."""
+
+    frameworks: frozenset[str] = frozenset()  # what its lines name (rules/frameworks.yaml)
+    launchers: frozenset[str] = frozenset()
+    culprit_known: bool = False  # correlate named the rank that started it
+    hang: bool = False  # a hang was detected
+    input_kinds: frozenset[str] = frozenset()  # the kinds of input the user gave
+    device: str | None = None  # "gpu" | "cpu" where the evidence says
+
+    @classmethod
+    def of(cls, facts: AnalysisFacts) -> JobConditions:
+        """The conditions of the job correlate described."""
+        return cls(
+            frameworks=frozenset(facts.frameworks),
+            launchers=frozenset(facts.launchers),
+            culprit_known=facts.culprit_rank is not None,
+            hang=bool(facts.hang),
+            input_kinds=frozenset(facts.input_kinds),
+            device=facts.device,
+        )
 
 
 @dataclass(frozen=True)
@@ -87,14 +121,22 @@ class Action:
         """The most specific wording (what `triage rules list` and reviewers read)."""
         return self.alternatives[0].template
 
-    def fill(self, facts: Mapping[str, Any]) -> str | None:
-        """The text for this job, or None when no alternative applies to it."""
+    def fill(self, facts: Mapping[str, Any], job: JobConditions) -> str | None:
+        """The text for this job, filled with `facts`, or None when no alternative applies to
+        it."""
+        chosen = self.choose(facts, job)
+        return chosen[1] if chosen is not None else None
+
+    def choose(
+        self, facts: Mapping[str, Any], job: JobConditions
+    ) -> tuple[Alternative, str] | None:
+        """The first alternative that applies to this job, and its text filled with `facts`."""
         for alt in self.alternatives:
-            if not applies(alt.when, facts):
+            if not applies(alt.when, job):
                 continue
             text = _fill(alt, facts)
             if text is not None:
-                return text
+                return alt, text
         return None
 
 
@@ -180,27 +222,28 @@ def _drop_clauses(template: str, missing: list[str]) -> str:
     return "".join(p if i % 2 else _CLAUSE.sub(keep, p) for i, p in enumerate(pieces))
 
 
-def applies(when: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
-    """Do the conditions hold for a job with these facts?"""
+def applies(when: Mapping[str, Any], job: JobConditions) -> bool:
+    """Do the conditions (checked on load: `check_when`) hold for this job?"""
     for key, value in when.items():
-        if key == "framework" and not _any_of(value, facts.get(FRAMEWORKS_FACT)):
+        if key == "framework" and not _any_of(value, job.frameworks):
             return False
-        if key == "launcher" and not _any_of(value, facts.get(LAUNCHERS_FACT)):
+        if key == "launcher" and not _any_of(value, job.launchers):
             return False
-        if key == "culprit" and known(facts, CULPRIT_FACT) != (value == "known"):
+        if key == "culprit" and job.culprit_known != (value == "known"):
             return False
-        if key == "hang" and bool(facts.get(HANG_FACT)) != bool(value):
+        if key == "hang" and job.hang != bool(value):
             return False
-        if key == "missing" and _any_of(value, facts.get(INPUT_KINDS_FACT)):
+        if key == "missing" and _any_of(value, job.input_kinds):
             return False
-        if key == "device" and (facts.get(DEVICE_FACT) == "cpu") != (value == "cpu"):
+        # unknown counts as a GPU job: most pasted errors say nothing of the device
+        if key == "device" and (job.device == "cpu") != (value == "cpu"):
             return False
     return True
 
 
-def _any_of(wanted: Any, have: Any) -> bool:
+def _any_of(wanted: str | list[str], have: frozenset[str]) -> bool:
     wanted_set = {wanted} if isinstance(wanted, str) else set(wanted)
-    return bool(wanted_set & set(have or ()))
+    return bool(wanted_set & have)
 
 
 # --------------------------------------------------------------------------- reading

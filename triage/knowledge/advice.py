@@ -22,7 +22,7 @@ happened; `ask_rank` is used instead of `ask` when the rank the others waited fo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from triage.knowledge.actions import template_fields
@@ -44,7 +44,15 @@ class Situation:
     inputs: int = 0
     ranks: int = 0  # distinct ranks of the inputs
     hang: bool = False
-    facts: Mapping[str, Any] = field(default_factory=dict)  # {stuck_rank}
+    stuck_rank: int | None = None  # the rank the others waited for, else the culprit
+
+    def facts(self) -> dict[str, Any]:
+        """What an advice's `{names}` may read (`FACTS`), the unknown left out."""
+        return {"stuck_rank": self.stuck_rank} if self.stuck_rank is not None else {}
+
+
+# The `{names}` advice may fill (Situation.facts)
+FACTS = frozenset({"stuck_rank"})
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ class CollectNext:
         for advice in self.advice:
             if not advice.applies(situation):
                 continue
-            text = _first_known(getattr(advice, which), situation.facts)
+            text = _first_known(getattr(advice, which), situation.facts())
             if text is not None:
                 out.append(text)
         return out
@@ -245,6 +253,10 @@ def _options(
             needs = tuple(dict.fromkeys(template_fields(template)))
         except ValueError as exc:
             report(item, f"malformed template ({exc}): {template!r}")
+            return ()
+        unknown = sorted(set(needs) - FACTS)
+        if unknown:
+            report(item, f"names {{{unknown[0]}}}; advice may name {', '.join(sorted(FACTS))}")
             return ()
         out.append((template, needs))
     if out and out[-1][1]:

@@ -40,7 +40,7 @@ from typing import Any
 
 import regex
 
-from triage import taxonomy
+from triage import regex_cache, taxonomy
 from triage.knowledge.problems import KnowledgeError, Problem
 
 KIND = "atlas_labels"
@@ -170,7 +170,7 @@ def build(body: Any, report: Callable[[str, str], None], _team: bool) -> AtlasLa
         for key in _SELECTS:
             if key in item:
                 try:
-                    selects[key] = regex.compile(str(item[key]))
+                    selects[key] = regex_cache.compile(str(item[key]))
                 except regex.error as exc:
                     report(where, f"`{key}` is not a regex: {exc}")
         kinds = _names(item.get("kind"), where, "kind", report)

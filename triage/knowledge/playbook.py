@@ -32,7 +32,7 @@ from typing import Any
 import regex
 
 from triage import taxonomy
-from triage.knowledge.actions import Action, parse_action
+from triage.knowledge.actions import JOB_FACT_NAMES, Action, JobConditions, parse_action
 
 KIND = "playbook"
 
@@ -58,11 +58,13 @@ class Playbook:
             if idea in self.same_advice
         )
 
-    def advice(self, cause: str, fix: str, facts: Mapping[str, Any]) -> str | None:
+    def advice(
+        self, cause: str, fix: str, facts: Mapping[str, Any], job: JobConditions
+    ) -> str | None:
         """The action for (cause, fix) filled with this job's facts, or None when none of its
         alternatives applies to the job."""
         action = self.causes.get(cause, {}).get(fix)
-        return action.fill(facts) if action is not None else None
+        return action.fill(facts, job) if action is not None else None
 
     def entries(self) -> int:
         """(cause, fix) pairs with advice."""
@@ -95,7 +97,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
                     f"{item} / {fix}",
                     f"unknown fix pattern id; known: {', '.join(tax.fix_patterns)}",
                 )
-            elif action is not None:
+            elif action is not None and _names_known(action, f"{item} / {fix}", report):
                 causes.setdefault(cause, {})[fix] = action
     fallback: dict[str, str] = {}
     raw_fallback = body.get("fallback") or {}
@@ -126,6 +128,14 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             if isinstance(spec, dict) and spec.get("located") is True
         ),
     )
+
+
+def _names_known(action: Action, item: str, report: Callable[[str, str], None]) -> bool:
+    """Playbook advice is filled with the job's facts alone: any other `{name}` is a problem."""
+    unknown = sorted({n for alt in action.alternatives for n in alt.needs} - JOB_FACT_NAMES)
+    if unknown:
+        report(item, f"names {{{unknown[0]}}}, which is no job fact (see AnalysisFacts)")
+    return not unknown
 
 
 def _same_advice(raw: Any, report: Callable[[str, str], None]) -> dict[str, regex.Pattern[str]]:

@@ -59,10 +59,11 @@ from typing import Any
 import regex
 
 from triage import regex_cache, taxonomy
-from triage.knowledge.actions import Action, parse_action
+from triage.knowledge.actions import JOB_FACT_NAMES, Action, parse_action
+from triage.knowledge.finding_examples import finding_example
 from triage.knowledge.problems import KnowledgeError
 from triage.literals import required_literals
-from triage.model import EventKind, FindingKind, SourceKind
+from triage.model import FACTS_OF, EventKind, FindingKind, SourceKind
 
 EVENT_KINDS = frozenset(k.value for k in EventKind)
 SOURCE_KINDS = frozenset(k.value for k in SourceKind)
@@ -187,6 +188,7 @@ def build_rule(
     weights = section(lambda: _concludes(item.get("concludes")), {})
     actions = section(lambda: _actions(item.get("actions"), weights.get("fix", {})), {})
     examples = section(lambda: _examples_of(item.get("examples")), ((), ()))
+    section(lambda: _names_known(matched, actions))
     references = section(lambda: tuple(_str_list(item.get("references"), "references")), ())
     description = section(lambda: _text(item.get("description"), "description"), "")
     sources = section(lambda: tuple(_str_list(item.get("sources"), "sources")), ())
@@ -249,8 +251,7 @@ def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
     finding = match.get("finding")
     finding_where: dict[str, regex.Pattern[str]] = {}
     if isinstance(finding, dict):
-        # {kind: rank_exit, where: {signal: 'SIGKILL'}}: facts of the finding (and `summary`)
-        # matched by regex
+        # {kind: rank_exit, where: {signal: 'SIGKILL'}}: facts of the finding matched by regex
         bad = set(finding) - {"kind", "where"}
         if bad or not isinstance(finding.get("kind"), str):
             raise _Invalid("match.finding is a kind, or {kind: ..., where: {fact: regex}}")
@@ -264,6 +265,14 @@ def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
     if finding is not None and finding not in {k.value for k in FindingKind}:
         known = ", ".join(k.value for k in FindingKind)
         raise _Invalid(f"match.finding: no finding is of kind {finding!r} (kinds: {known})")
+    if finding is not None:
+        names = FACTS_OF[FindingKind(finding)].names()
+        for name in finding_where:
+            if name not in names:
+                raise _Invalid(
+                    f"match.finding.where names {name!r}, a fact no {finding} finding has "
+                    f"(its facts: {', '.join(sorted(names)) or 'none'})"
+                )
     if not (any_ or all_ or finding):
         raise _Invalid("match needs at least one of `any`, `all` or `finding`")
     return kinds, any_, all_, not_, finding, finding_where
@@ -325,6 +334,31 @@ def _collector(problems: list[str]) -> Callable[[str, str], None]:
     return report
 
 
+# What an action of a finding rule may name besides the finding's facts and the job's
+_FINDING_CONTEXT = frozenset({"summary", "ranks", "rank"})
+# A named group of a pattern, read from its text (a lazy pattern is not compiled to see it)
+_GROUP = regex.compile(r"\(\?P?<([A-Za-z_]\w*)>")
+
+
+def _names_known(matched: tuple[Any, ...], actions: Mapping[str, Action]) -> None:
+    """Every `{name}` of the rule's actions is something the engine fills: a named group of
+    its patterns, the event's `rank` / `host`, the job's facts, or its finding's facts."""
+    _, any_, all_, _, finding, _ = matched
+    allowed = set(JOB_FACT_NAMES)
+    for pattern in (*any_, *all_):
+        allowed.update(_GROUP.findall(pattern.pattern))
+    if finding is not None:
+        allowed |= FACTS_OF[FindingKind(finding)].names() | _FINDING_CONTEXT
+    for fix, action in actions.items():
+        for alt in action.alternatives:
+            unknown = [n for n in alt.needs if n not in allowed]
+            if unknown:
+                what = f"{finding} finding" if finding else "pattern's named group"
+                raise _Invalid(
+                    f"actions.{fix} names {{{unknown[0]}}}: no {what} and no job fact has it"
+                )
+
+
 def _examples_of(examples: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     if not isinstance(examples, dict):
         raise _Invalid("needs `examples` with `match` and `no_match` lists")
@@ -341,6 +375,11 @@ def _example_list(value: Any, what: str) -> list[Any]:
         if isinstance(ex, str):
             continue
         if isinstance(ex, dict) and set(ex) <= EXAMPLE_KEYS:
+            if ex.get("finding"):
+                try:
+                    finding_example(ex)
+                except ValueError as exc:
+                    raise _Invalid(f"`{what}` example {ex!r}: {exc}") from exc
             continue
         raise _Invalid(f"`{what}` entries are text or maps of {sorted(EXAMPLE_KEYS)}")
     return list(value)

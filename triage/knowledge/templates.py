@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triage.literals import group_literals, required_literals
-from triage.model import EventKind, Level
+from triage.model import LINE_NOTICE_FIELDS, EventKind, Level
 
 KIND = "templates"
 _KEYS = {
@@ -236,6 +236,10 @@ def _template(raw: Any, n: int, report: Callable[[str, str], None]) -> Template 
         problems.append("`attrs` must map names to values")
         raw_attrs = {}
     for name, value in raw_attrs.items():
+        if str(name) not in LINE_NOTICE_FIELDS:
+            # the event carries them as a LineNotice: a name it has no field for is lost
+            problems.append(f"`attrs.{name}` is not a field of a line notice")
+            continue
         values[str(name)] = _value(value, groups, f"attrs.{name}", problems)
     fields = {
         key: _value(raw[key], groups, key, problems) if key in raw else None

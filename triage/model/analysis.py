@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from enum import Enum
 from typing import Any
 
+from triage.model.finding_facts import FACTS_OF, FindingFacts, FindingKind, HangShape
 from triage.model.inputs import OutcomeKind
 from triage.model.payloads import CollectiveRef, Event, RankExit, StackFrame
 
@@ -20,29 +20,6 @@ class EvidenceRef:
     text: str
 
 
-class FindingKind(str, Enum):
-    """What a finding is about; rules name these (`match: {finding: lagging_rank}`)."""
-
-    FIRST_FAILURE = "first_failure"  # who started it
-    CASCADE = "cascade"  # the errors that only followed
-    HANG = "hang"  # the hang, or the crash the survivors saw instead
-    LAGGING_RANK = "lagging_rank"  # behind the others in a process group's collectives
-    MISSING_RANK = "missing_rank"  # never started, left no dump, or printed nothing
-    COLLECTIVE_MISMATCH = "collective_mismatch"  # another collective, sizes or dtypes
-    STACK_OUTLIER = "stack_outlier"  # py-spy: somewhere else than the others
-    PROGRESS_DIVERGENCE = "progress_divergence"  # its last step or metric differs
-    RANK_EXIT = "rank_exit"  # exits with a code or a signal
-    RESTART = "restart"  # the launcher restarted the workers
-    VERSION_MISMATCH = "version_mismatch"  # versions differ across ranks or hosts
-    ENV_MISMATCH = "env_mismatch"  # settings differ
-    TRANSPORT_MISMATCH = "transport_mismatch"  # NCCL transports differ
-    FR_WINDOW = "fr_window"  # what of the flight-recorder dumps was read
-    ANALYSIS_ERROR = "analysis_error"  # a bug of the analysis: culprit and hang unknown
-
-    def __str__(self) -> str:
-        return self.value
-
-
 @dataclass(frozen=True)
 class Finding:
     """One conclusion of the cross-rank analysis, checkable by a person."""
@@ -51,14 +28,22 @@ class Finding:
     summary: str  # one line a person can check
     ranks: tuple[int, ...] = ()
     evidence: tuple[EvidenceRef, ...] = ()
-    # what rules may name and test (`{seq}`, `where: {mismatch: ...}`): the finding's facts
-    facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # what rules may name and test (`{seq}`, `where: {mismatch: ...}`): the facts of its kind
+    # (triage.model.finding_facts); left out, its kind's facts with nothing known
+    facts: FindingFacts = field(default_factory=FindingFacts, compare=False)
     # the ranks whose own failure explains this finding (where they stood afterwards)
     consequence_of: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         # a kind given by its name is the kind (an unknown name is a bug: ValueError)
-        object.__setattr__(self, "kind", FindingKind(self.kind))
+        kind = FindingKind(self.kind)
+        object.__setattr__(self, "kind", kind)
+        wanted = FACTS_OF[kind]
+        if type(self.facts) is FindingFacts:
+            object.__setattr__(self, "facts", wanted())
+        elif type(self.facts) is not wanted:
+            # a bug of the stage that made it: rules read this kind's fields
+            raise TypeError(f"a {kind} finding's facts are {wanted.__name__}, not {self.facts!r}")
 
 
 @dataclass(frozen=True)
@@ -69,22 +54,6 @@ class FailureRef:
     source: str
     line: int | None
     text: str
-
-
-class HangShape(str, Enum):
-    """What the rank(s) the others waited for were doing (triage.analysis.hang_shape)."""
-
-    FAILED = "failed"  # they had failed by themselves
-    DIFFERING = "differing"  # the same collective with other sizes or dtypes
-    DIVERGED = "diverged"  # another new collective at the same sequence number
-    OTHER_GROUP = "other_group"  # a collective of another process group
-    LEFT_LOOP = "left_loop"  # they stopped issuing the collective the others repeat
-    BUSY_OUTSIDE_COLLECTIVES = "busy_outside_collectives"  # py-spy: in their own code
-    ANOTHER_CALL_SITE = "another_call_site"  # py-spy: waiting at another call site
-    BEHIND = "behind"  # only that they never arrived
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

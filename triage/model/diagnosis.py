@@ -47,12 +47,22 @@ class SimilarCase:
 
 
 @dataclass(frozen=True)
+class RuleAction:
+    """An action a matched rule gave, filled for the job, and the root causes it is advice for
+    (the alternative's `for`, else what its rule concludes; empty: any cause)."""
+
+    text: str
+    causes: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Classification:
     symptoms: tuple[ScoredLabel, ...] = ()
     root_causes: tuple[ScoredLabel, ...] = ()
     stage: ScoredLabel | None = None
     fix_scores: Mapping[str, float] = field(default_factory=dict)  # fix id -> evidence score
-    actions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # fix id -> actions
+    # fix id -> the matched rules' actions, the rules that back the fix most first
+    actions: Mapping[str, tuple[RuleAction, ...]] = field(default_factory=dict)
     evidence: tuple[Evidence, ...] = ()
     similar_cases: tuple[SimilarCase, ...] = ()
     abstain_reason: str | None = None

@@ -32,8 +32,8 @@ class EventKind(str, Enum):
     RANK_EXIT = "rank_exit"  # one rank's exit (payload RankExit): summary block, launcher
     NCCL_WARN = "nccl_warn"  # `NCCL WARN ...`
     NCCL_INFO = "nccl_info"  # NCCL INFO lines worth keeping (version, transport, errors)
-    NCCL_COMM = "nccl_comm"  # communicator init: rank <-> host/pid/device (attrs)
-    PROGRESS = "progress"  # last training progress seen on a rank (attrs: step, ...)
+    NCCL_COMM = "nccl_comm"  # communicator init: rank <-> host/pid/device (NcclLineFacts)
+    PROGRESS = "progress"  # last training progress seen on a rank (ProgressFacts)
     SIGNAL = "signal"  # a signal or kill reported in text (Slurm OOM, Killed, SIGTERM)
     FLIGHT_RECORDER = "flight_recorder"  # payload FlightRecorderDump
     PYSPY = "pyspy"  # payload PySpyDump

@@ -1,10 +1,10 @@
 """What the parsers hand correlate: Events with their typed payloads (tracebacks, flight-recorder
-dumps and collective references, py-spy dumps, exits, environment reports) and one
-ParsedSource per input."""
+dumps and collective references, py-spy dumps, exits, environment reports, and what a log's
+records and lines say) and one ParsedSource per input."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
@@ -73,7 +73,8 @@ class FlightRecorderDump:
     pg_desc: Mapping[str, str]  # pg name -> description
     pg_status: Mapping[str, Mapping[str, int]]  # pg id -> last_enqueued/started/completed
     comm_lib_version: str | None
-    entries: tuple[FlightRecorderEntry, ...]
+    # the parser gives an EntryTable (entry_table.py): the entries held field by field
+    entries: Sequence[FlightRecorderEntry]
     # entries the ring buffer held, when only the last `len(entries)` were read (big jobs)
     entries_total: int | None = None
 
@@ -203,7 +204,223 @@ class EnvReport:
     env_vars: Mapping[str, str] = field(default_factory=dict)  # NCCL_*, MASTER_ADDR, ...
 
 
-Payload = FlightRecorderDump | PySpyDump | RankExit | EnvReport
+# --------------------------------------------------------------------------- log records
+# What the log parsers read from one record of a log. Each event kind carries its own record
+# (`Event.payload`); facts several kinds share (the exception a record names, the c10d facts a
+# message names, a line template's facts) are typed fields of the Event itself.
+
+# A frame as a log's traceback or faulthandler block prints it: (file, line, function).
+LogFrame = tuple[str, int, str]
+
+
+@dataclass(frozen=True)
+class TracebackFacts:
+    """A Python traceback block of a log (the exception it names is `Event.exception`)."""
+
+    frames: tuple[LogFrame, ...]  # outermost first, every link of a chain
+    user_frames: tuple[LogFrame, ...]  # those outside site-packages and the interpreter
+    truncated: bool  # neither an exception type nor a message: the block was cut short
+    frames_dropped: int = 0  # frames past the parser's per-traceback limit
+    headerless: bool = False  # frames with no `Traceback (most recent call last):` above
+
+
+@dataclass(frozen=True)
+class FaultHandlerFacts:
+    """faulthandler's `Fatal Python error: Segmentation fault` block."""
+
+    fatal_error: str  # `Segmentation fault`, `Aborted`
+    signal: str | None  # the signal that word names (`SIGSEGV`)
+    frames: tuple[LogFrame, ...]  # innermost first, as faulthandler prints them
+    user_frames: tuple[LogFrame, ...]
+    innermost_is_user_code: bool
+
+
+@dataclass(frozen=True)
+class CppExceptionFacts:
+    """A c10 C++ exception (`terminate called after throwing an instance of ...`)."""
+
+    exception_class: str | None
+    what: str | None
+    raised_from: str | None = None  # `Exception raised from f at file.cpp:12`
+    cpp_frames: int = 0  # the frames of its C++ stack
+
+
+@dataclass(frozen=True)
+class LogLineFacts:
+    """An error or warning line, or an INFO line a rule looks for (`notable`)."""
+
+    src: str | None = None  # glog / c10 `file.cpp` the line was logged from
+    src_line: int | None = None
+    logger: str | None = None  # Python logging's logger name
+    notable: bool = False  # kept only because a rule looks for it: context, not a complaint
+    # a c10 error line's C++ stack below it: where it was raised, how many frames
+    raised_from: str | None = None
+    cpp_frames: int = 0
+
+
+@dataclass(frozen=True)
+class NcclLineFacts:
+    """One NCCL_DEBUG line worth keeping: a warning, a communicator set-up, a version, a
+    transport, an environment setting or an error chain."""
+
+    host: str | None
+    pid: int | None
+    cuda_dev: int | None
+    rank: int | None = None  # the rank in this communicator
+    nranks: int | None = None  # the communicator's size
+    comm: str | None = None  # its address, `0x5581...`
+    comm_id: str | None = None  # its commId, from `Init COMPLETE`
+    nvml_dev: int | None = None
+    bus_id: str | None = None
+    nnodes: int | None = None
+    local_ranks: int | None = None
+    local_rank: int | None = None
+    nccl_version: str | None = None
+    src: str | None = None  # `init.cc` of a warning or an error chain's step
+    src_line: int | None = None
+    func: str | None = None
+    result: int | None = None  # an error chain's ncclResult_t
+    result_name: str | None = None
+    transport: str | None = None  # `P2P`, `NET/IB`
+    via: str | None = None
+    channel: int | None = None
+    peer_from: int | None = None
+    peer_to: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)  # a `NCCL_X set by environment to Y`
+    network: str | None = None  # what a network / bootstrap line names
+    net: str | None = None
+    bootstrap: str | None = None
+    cuda_driver: str | None = None
+
+
+@dataclass(frozen=True)
+class ProgressFacts:
+    """The last training progress line of a rank (or a stream with no rank)."""
+
+    step: int | None
+    total_steps: int | None
+    epoch: float | None
+
+
+@dataclass(frozen=True)
+class ProcessGroupTag:
+    """`[PG ID 0 PG GUID 0(default_pg) Rank 3]` at the start of a c10d message."""
+
+    pg_id: int
+    guid: str | None
+    desc: str | None
+
+
+@dataclass(frozen=True)
+class WatchdogTimeout:
+    """`Watchdog caught collective operation timeout: WorkNCCL(SeqNum=.., OpType=.., ...)`."""
+
+    # op as the record prints it, lowercased (`allreduce`), seq, timeout_ms and numel_in
+    collective: CollectiveRef
+    numel_out: int | None = None
+    ran_ms: int | None = None  # `ran for N milliseconds before timing out`
+
+
+@dataclass(frozen=True)
+class WatchdogProgress:
+    """The watchdog's summary of a process group: last enqueued and completed work."""
+
+    seq: int
+    last_enqueued: int
+    last_completed: int
+
+
+@dataclass(frozen=True)
+class NcclErrorNote:
+    """`NCCL error in: file.cpp:12, <reason>, NCCL version 2.21.5`."""
+
+    reason: str
+    version: str | None
+
+
+@dataclass(frozen=True)
+class C10dFacts:
+    """What a c10d / ProcessGroupNCCL message names (read with `rules/log_shapes.yaml`)."""
+
+    rank: int | None = None  # the reporting rank: the tag the message starts with
+    process_group: ProcessGroupTag | None = None
+    timeout: WatchdogTimeout | None = None
+    watchdog_progress: WatchdogProgress | None = None
+    stuck_s: int | None = None  # the watchdog thread stuck for this many seconds
+    watchdog_terminated: bool = False  # `thread terminated with exception`
+    dump_signal_from_rank: int | None = None  # a flight-recorder dump asked for by that rank
+    nccl_error: NcclErrorNote | None = None
+
+
+@dataclass(frozen=True)
+class RaisedException:
+    """The exception a traceback, an error line or a torchrun error file names."""
+
+    exc_type: str | None
+    exc_message: str | None
+
+
+@dataclass(frozen=True)
+class LineNotice:
+    """What a launcher, scheduler or job line says, as its line template (`rules/templates.yaml`,
+    `attrs`) reads it. Each template fills the fields it names; the rest stay None."""
+
+    # a process's end as the launcher reports it
+    exitcode: int | None = None
+    signal: str | None = None  # `SIGTERM`
+    launcher: str | None = None  # torchrun | deepspeed | srun
+    binary: str | None = None
+    names_last_spawned: bool | None = None  # the deepspeed launcher names its last rank
+    # a process the line is about, and what happened to it
+    target_pid: int | None = None
+    process: str | None = None  # the kernel's name of a killed process
+    role: str | None = None  # `victim`: killed by the launcher, not failing on its own
+    action: str | None = None
+    reason: str | None = None  # `oom`, or Slurm's reason (`TIME LIMIT`; None: a user's scancel)
+    oom_kills: int | None = None
+    core_dumped: bool | None = None
+    # the launcher's worker group and rendezvous
+    worker_group: str | None = None
+    attempts_left: int | None = None
+    max_attempts: int | None = None
+    rendezvous: bool | None = None
+    world_size: int | None = None
+    data_parallel_size: int | None = None
+    # the scheduler
+    slurm: str | None = None  # what Slurm cancelled: `job` or `step`
+    job: str | None = None  # its id, `1234.0`
+    node: str | None = None
+    slurm_tasks: str | None = None
+    task: int | None = None
+    scheduler_end: str | None = None  # LSF's / PBS's word for the end (`WALLTIME`)
+    # the job's own word on how it ended
+    end: str | None = None  # succeeded | stopped | failed
+    stop: str | None = None  # why it stopped (a key of `rules/outcome.yaml` stop reasons)
+    non_finite: bool | None = None  # a metric went nan / inf
+
+
+LINE_NOTICE_FIELDS = frozenset(LineNotice.__dataclass_fields__)
+
+
+def log_frames(payload: object) -> tuple[LogFrame, ...]:
+    """The frames of a log's traceback or faulthandler record, in the order printed."""
+    if isinstance(payload, (TracebackFacts, FaultHandlerFacts)):
+        return payload.frames
+    return ()
+
+
+Payload = (
+    FlightRecorderDump
+    | PySpyDump
+    | RankExit
+    | EnvReport
+    | TracebackFacts
+    | FaultHandlerFacts
+    | CppExceptionFacts
+    | LogLineFacts
+    | NcclLineFacts
+    | ProgressFacts
+)
 
 
 class TracebackFrame(NamedTuple):
@@ -267,9 +484,17 @@ class Event:
     pid: int | None = None
     time: float | None = None  # epoch seconds; None when the line carries no timestamp
     level: Level = Level.INFO
+    # what only the parser and its tests read (no later stage reads a key of it)
     attrs: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    payload: Payload | None = field(default=None, compare=False)
+    payload: Payload | None = field(default=None, compare=False)  # the record, by kind
     traceback: Traceback | None = field(default=None, compare=False)  # a TRACEBACK event's
+    exception: RaisedException | None = field(default=None, compare=False)
+    c10d: C10dFacts | None = field(default=None, compare=False)
+    notice: LineNotice | None = field(default=None, compare=False)  # a line template's facts
+    # where each line of `text` sits in its file, when not consecutive (other lines between)
+    line_numbers: tuple[int | None, ...] | None = field(default=None, compare=False)
+    # a line with no stamp of its own: the latest time the file printed before it
+    time_before: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import regex
 
-from triage.model import Event, EventKind, Level, ParsedSource, RankExit, Source
+from triage.model import Event, EventKind, Level, ParsedSource, RaisedException, RankExit, Source
 from triage.parsers.common import input_warning, parser_stopped
 
 __all__ = ["MAX_BYTES", "exception_of", "parse"]
@@ -145,14 +145,7 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
         error_file=source.path,
         message=message,
     )
-    attrs: dict[str, Any] = {
-        "schema": schema,
-        "exc_type": exc_type,
-        "exc_message": exc_message,
-        "has_callstack": callstack is not None,
-    }
-    if error_code is not None:
-        attrs["error_code"] = error_code
+    attrs: dict[str, Any] = {"schema": schema, "has_callstack": callstack is not None}
     traits = raw.get("errorTraits")
     if isinstance(traits, dict):
         attrs["error_traits"] = {str(k): str(v) for k, v in traits.items()}
@@ -169,6 +162,7 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
             level=Level.ERROR,
             attrs=attrs,
             payload=exit_record,
+            exception=RaisedException(exc_type, exc_message),
         )
     ]
     if callstack is not None:
@@ -183,11 +177,8 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
                 host=source.host,
                 time=timestamp,
                 level=Level.ERROR,
-                attrs={
-                    "exc_type": stack_type,
-                    "exc_message": stack_message,
-                    "origin": "elastic_error_file",
-                },
+                attrs={"origin": "elastic_error_file"},
+                exception=RaisedException(stack_type, stack_message),
             )
         )
     return events

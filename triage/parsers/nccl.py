@@ -15,11 +15,10 @@ import contextlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
 
 from triage.formats import NCCL_BARE_VERSION, NCCL_LINE
 from triage.literals import group_literals
-from triage.model import Event, EventKind, Level, ParsedSource, Source
+from triage.model import Event, EventKind, Level, NcclLineFacts, ParsedSource, Source
 from triage.parsers.common import parser_stopped
 from triage.parsers.prefixes import peel
 from triage.parsers.timestamps import parse_dated
@@ -121,11 +120,11 @@ def parse_nccl_line(text: str) -> NcclLine | None:
 
 @dataclass(frozen=True, slots=True)
 class NcclFinding:
-    """What one NCCL line is worth keeping as: kind, level and attrs."""
+    """What one NCCL line is worth keeping as: kind, level and what it says."""
 
     kind: EventKind
     level: Level
-    attrs: dict[str, Any]
+    record: NcclLineFacts
 
 
 # Communicator set-up lines (`comm 0x.. rank R nRanks N`, `... Init COMPLETE`) kept per input:
@@ -196,14 +195,16 @@ class NcclTracker:
     def assess(self, line: NcclLine) -> NcclFinding | None:
         """The event a line makes, or None for INFO noise."""
         msg = line.message
-        base: dict[str, Any] = {"host": line.host, "pid": line.pid, "cuda_dev": line.dev}
+        base = NcclLineFacts(host=line.host, pid=line.pid, cuda_dev=line.dev)
         if line.level == "WARN":
-            attrs = dict(base, src=line.src, src_line=line.src_line, func=line.func)
-            return NcclFinding(EventKind.NCCL_WARN, Level.WARNING, attrs)
+            record = replace(base, src=line.src, src_line=line.src_line, func=line.func)
+            return NcclFinding(EventKind.NCCL_WARN, Level.WARNING, record)
         if line.level == "VERSION":
             v = _VERSION.search(msg)
             return NcclFinding(
-                EventKind.NCCL_INFO, Level.INFO, {"nccl_version": v["ver"] if v else None}
+                EventKind.NCCL_INFO,
+                Level.INFO,
+                NcclLineFacts(None, None, None, nccl_version=v["ver"] if v else None),
             )
         if line.level != "INFO":
             return None
@@ -213,7 +214,7 @@ class NcclTracker:
             self._learn(line.host, line.pid, rank, nranks)
             if not self._comm_kept():
                 return None
-            attrs = dict(
+            record = replace(
                 base,
                 rank=rank,
                 nranks=nranks,
@@ -223,28 +224,29 @@ class NcclTracker:
                 comm=m["comm"],
                 comm_id=m["commid"],
             )
-            return NcclFinding(EventKind.NCCL_COMM, Level.INFO, attrs)
+            return NcclFinding(EventKind.NCCL_COMM, Level.INFO, record)
         m = _CHAIN.match(msg)
         if m is not None:
             code = int(m["code"])
-            attrs = dict(
+            record = replace(
                 base,
                 src=m["src"],
                 src_line=int(m["srcline"]),
                 result=code,
                 result_name=RESULT_NAMES.get(code),
-                chain=True,
             )
-            return NcclFinding(EventKind.NCCL_INFO, Level.ERROR if code else Level.INFO, attrs)
+            return NcclFinding(EventKind.NCCL_INFO, Level.ERROR if code else Level.INFO, record)
         m = _VERSION.search(msg)
         if m is not None:
-            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, dict(base, nccl_version=m["ver"]))
+            return NcclFinding(
+                EventKind.NCCL_INFO, Level.INFO, replace(base, nccl_version=m["ver"])
+            )
         m = _ENV_SET.search(msg)
         if m is not None:
             if not self._once(f"{line.host}:{line.pid}:env:{m['var']}"):
                 return None
             env = {m["var"]: m["value"].rstrip(".")}
-            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, dict(base, env=env))
+            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, replace(base, env=env))
         m = _CHANNEL.search(msg)
         if m is not None:
             via = m["via"]
@@ -254,7 +256,7 @@ class NcclTracker:
             if transport in self._seen_transports or len(self._seen_transports) > 64:
                 return None
             self._seen_transports.add(transport)
-            attrs = dict(
+            record = replace(
                 base,
                 transport=transport,
                 via=via,
@@ -262,18 +264,23 @@ class NcclTracker:
                 peer_from=int(m["src"]),
                 peer_to=int(m["dst"]),
             )
-            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, attrs)
+            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, record)
         m = _COMM.search(msg)
         if m is not None and "Init COMPLETE" not in msg:
             rank, nranks = int(m["rank"]), int(m["nranks"])
             self._learn(line.host, line.pid, rank, nranks)
             if not self._comm_kept():
                 return None
-            attrs = dict(base, comm=m["comm"], rank=rank, nranks=nranks)
-            for key in ("nnodes", "local_ranks", "local_rank"):
-                if m[key] is not None:
-                    attrs[key] = int(m[key])
-            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, attrs)
+            record = replace(
+                base,
+                comm=m["comm"],
+                rank=rank,
+                nranks=nranks,
+                nnodes=int(m["nnodes"]) if m["nnodes"] is not None else None,
+                local_ranks=int(m["local_ranks"]) if m["local_ranks"] is not None else None,
+                local_rank=int(m["local_rank"]) if m["local_rank"] is not None else None,
+            )
+            return NcclFinding(EventKind.NCCL_INFO, Level.INFO, record)
         for rx, key in (
             (_NETWORK, "network"),
             (_NET_USING, "net"),
@@ -285,7 +292,7 @@ class NcclTracker:
                 if not self._once(f"{line.host}:{line.pid}:{key}:{msg}"):
                     return None
                 value = m[1] if key != "net" else f"{m['net']}: {m['what']}"
-                return NcclFinding(EventKind.NCCL_INFO, Level.INFO, dict(base, **{key: value}))
+                return NcclFinding(EventKind.NCCL_INFO, Level.INFO, replace(base, **{key: value}))
         if _INFO_TROUBLE.search(msg):
             return NcclFinding(EventKind.NCCL_INFO, Level.WARNING, base)
         return None
@@ -342,21 +349,29 @@ class _Continuation:
 
 
 def _notable_lines(
-    reader: ChunkReader, dense: Callable[[], bool], tracker: NcclTracker
+    reader: ChunkReader,
+    dense: Callable[[], bool],
+    tracker: NcclTracker,
+    scans: tuple[MarkerSet, MarkerSet],
 ) -> Iterator[tuple[int, str]]:
+    notable, no_comm = scans
     for data, first in reader:
         counter = reader.counter
-        markers = NOTABLE
+        markers = notable
         if tracker.comms_full:
-            markers = NOTABLE_NO_COMM  # what it no longer looks at is still counted
+            markers = no_comm  # what it no longer looks at is still counted
             tracker.skipped[0] += data.count(b" nRanks ") + data.count(b" nranks ")
         for number, raw in select_lines(data, first, markers.find(data), dense, counter):
             for text in line_text(reader, raw, number):
                 yield number, text
 
 
-def parse(source: Source) -> ParsedSource:
-    """All notable events of an NCCL-only debug file. Never raises."""
+def parse(source: Source, *, engine: str = "auto") -> ParsedSource:
+    """All notable events of an NCCL-only debug file. Never raises. `engine` is the marker
+    scan's (`MarkerSet.ENGINES`; tests run each)."""
+    scans = (NOTABLE, NOTABLE_NO_COMM)
+    if engine != "auto":
+        scans = (NOTABLE.using(engine), NOTABLE_NO_COMM.using(engine))
     warnings: list[str] = list()
     events: list[Event] = []
     tracker = NcclTracker()
@@ -369,7 +384,7 @@ def parse(source: Source) -> ParsedSource:
         return ParsedSource(source, (), (f"cannot open: {exc!r}",))
     try:
         reader = ChunkReader(stream)
-        for number, text in _notable_lines(reader, cont.reading, tracker):
+        for number, text in _notable_lines(reader, cont.reading, tracker, scans):
             pre = peel(text)
             line = parse_nccl_line(pre.rest)
             if line is None:
@@ -408,7 +423,7 @@ def parse(source: Source) -> ParsedSource:
                     pid=line.pid,
                     time=line.time,
                     level=found.level,
-                    attrs=found.attrs,
+                    payload=found.record,
                 )
             )
             if found.kind is EventKind.NCCL_WARN:

@@ -7,9 +7,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from triage.scan import hs_cache
+from triage.scan import hs_cache, prefilter
 from triage.scan.engines import hyperscan_module, scratch
 from triage.scan.markers import MarkerSet
+from triage.scan.prefilter import Prefilter
 
 
 class Gate(NamedTuple):
@@ -65,7 +66,10 @@ class HotLines:
     it is scanned again for that group's patterns (after its `words` test, if it has one).
 
     On hyperscan each scan is one database; without it the `markers` scan finds the candidate
-    lines and each is checked with `re` (the same lines, slower).
+    lines and each is checked with `re` (the same lines, slower). With `prefilter` (the
+    default), each chunk is first scanned for the few pieces every pattern's line must hold
+    (`triage.scan.prefilter`) and the gates' literals, up to the first hit: a chunk with none
+    has no hot line, and skips the main scan.
     """
 
     def __init__(
@@ -75,6 +79,9 @@ class HotLines:
         verdicts: Iterable[bytes],
         once: Iterable[bytes] = (),
         gated: Iterable[Gated] = (),
+        *,
+        prefilter: bool = True,
+        ordinary: Iterable[str] = (),
     ) -> None:
         self._markers = markers
         self._strong = sorted({n.lower().encode("ascii") for n in strong})
@@ -87,6 +94,14 @@ class HotLines:
         self._gate_ids: dict[int, int] = {}  # main database id of a gate literal -> group
         self._word_dbs: dict[int, Any] = {}
         self._after_ids: dict[int, dict[int, int]] = {}  # group -> {id of a word: its length}
+        self._prefilter = prefilter
+        self._ordinary = tuple(ordinary)  # healthy lines: no prefilter piece is in them
+        self._hs_first: Any = None  # the prefilter's database
+        self._first_test: Prefilter | None = None
+        self._hs_cross: Any = None  # `_crossing()`, False when there is none
+        self._hs_local: tuple[Any, dict[bytes, list[int]]] | None = None
+        self._local_gate_ids: dict[int, int] = {}
+        self._first_local = True  # whether the prefilter's whole patterns stay in a line
         self._local = threading.local()
         # the fallback: one `re` per kind, run on a candidate line only; compiled on first use
         # (~0.2 s of start-up that hyperscan never needs)
@@ -138,21 +153,95 @@ class HotLines:
             ids.setdefault(pattern, []).append(i)
         return db, ids
 
-    def _main(self) -> tuple[Any, dict[bytes, list[int]]]:
-        if self._hs_main is None:
+    def _split(self, patterns: list[bytes], local: bool) -> list[bytes]:
+        crossing = set(self.first_test().crossing)
+        return [p for p in patterns if (p not in crossing) is local]
+
+    def _main(self, local: bool = False) -> tuple[Any, dict[bytes, list[int]]]:
+        """The main scan of a whole chunk, or (`local`) of a chunk from the line of its first
+        prefilter hit on: only the patterns whose matches stay within a line (`line_local`;
+        the others are `_crossing()`, a scan of the whole chunk of their own)."""
+        got = self._hs_local if local else self._hs_main
+        if got is None:
             hs = hyperscan_module()
             gates = [_escaped(g.gate.literal) for g in self._gated]
-            self._hs_main = self._compile(
+            strong = [*map(_escaped, self._strong)]
+            verdicts = self._split(self._verdicts, True) if local else self._verdicts
+            once = self._split(self._once, True) if local else self._once
+            got = self._compile(
                 [
-                    ([*map(_escaped, self._strong)], hs.HS_FLAG_CASELESS),
-                    (self._verdicts, 0),
-                    (self._once, hs.HS_FLAG_SINGLEMATCH),
+                    (strong, hs.HS_FLAG_CASELESS),
+                    (verdicts, 0),
+                    (once, hs.HS_FLAG_SINGLEMATCH),
                     (gates, hs.HS_FLAG_SINGLEMATCH),
                 ]
             )
-            first = len(self._strong) + len(self._verdicts) + len(self._once)
-            self._gate_ids = {first + i: i for i in range(len(gates))}
-        return self._hs_main
+            first = len(strong) + len(verdicts) + len(once)
+            gate_ids = {first + i: i for i in range(len(gates))}
+            if local:
+                self._hs_local, self._local_gate_ids = got, gate_ids
+            else:
+                self._hs_main, self._gate_ids = got, gate_ids
+        return got
+
+    def _crossing(self) -> tuple[Any, dict[bytes, list[int]]] | None:
+        """The scan of the patterns a match of which may span lines (None: there are none)."""
+        if self._hs_cross is None:
+            hs = hyperscan_module()
+            verdicts = self._split(self._verdicts, False)
+            once = self._split(self._once, False)
+            self._hs_cross = (
+                self._compile([(verdicts, 0), (once, hs.HS_FLAG_SINGLEMATCH)])
+                if verdicts or once
+                else False
+            )
+        return self._hs_cross or None
+
+    def first_test(self) -> Prefilter:
+        """What a chunk must hold for the main scan to find a line in it (`prefilter`)."""
+        if self._first_test is None:
+            self._first_test = prefilter.derive(
+                self._strong, [*self._verdicts, *self._once], ordinary=self._ordinary
+            )
+        return self._first_test
+
+    def _first(self) -> Any:
+        if self._hs_first is None:
+            hs = hyperscan_module()
+            first = self.first_test()
+            gates = [g.gate.literal for g in self._gated]
+            expressions = [
+                *map(_escaped, first.literals),
+                *first.patterns,
+                *map(_escaped, gates),
+            ]
+            flags = [hs.HS_FLAG_CASELESS] * len(first.literals)
+            flags += [0] * (len(first.patterns) + len(gates))
+            self._hs_first = hs_cache.database(
+                hs, expressions, list(range(len(expressions))), flags
+            )
+            self._first_local = not set(first.patterns) & set(first.crossing)
+        return self._hs_first
+
+    def _first_line(self, data: bytes) -> int:
+        """The start of the first line of `data` that holds a prefilter piece, a pattern
+        kept whole or a gate's literal (the scan stops there); -1 when none does."""
+        db = self._first()
+        hit: list[int] = []
+
+        def on_match(_i: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            hit.append(end)
+            return True  # ends the scan
+
+        try:
+            db.scan(data, match_event_handler=on_match, scratch=scratch(self._local, db))
+        except hyperscan_module().ScanTerminated:
+            pass
+        if not hit:
+            return -1
+        if not self._first_local:
+            return 0  # a pattern kept whole may have begun lines before: read it all
+        return data.rfind(b"\n", 0, max(hit[0] - 1, 0)) + 1
 
     def _group(self, index: int) -> tuple[Any, dict[bytes, list[int]]]:
         got = self._hs_groups.get(index)
@@ -176,6 +265,10 @@ class HotLines:
         and those of `groups` (indexes into `gated`)."""
         if hyperscan_module() is not None and self._markers.engine == "hyperscan":
             self._main()
+            if self._prefilter:
+                self._first()
+                self._main(local=True)
+                self._crossing()
             for i in groups:
                 self._group(i)
 
@@ -195,9 +288,24 @@ class HotLines:
             return []
         if hyperscan_module() is None or self._markers.engine != "hyperscan":
             return self.find_plain(data, mute, skipped, muted_out)
+        begin = self._first_line(data) if self._prefilter else 0
+        if begin < 0:
+            return []  # no line of the chunk can be hot
         out: list[int] = []
-        db, ids = self._main()
-        gates = self._scan(db, ids, data, mute, skipped, out, self._gate_ids, muted_out)
+        if begin == 0:  # every pattern over the whole chunk, in one pass
+            db, ids = self._main()
+            gates = self._scan(db, ids, data, mute, skipped, out, self._gate_ids, muted_out)
+        else:
+            already = len(muted_out) if muted_out is not None else 0
+            db, ids = self._main(local=True)
+            view = memoryview(data)[begin:]
+            gates = self._scan(db, ids, view, mute, skipped, out, self._local_gate_ids, muted_out)
+            out[:] = [o + begin for o in out]
+            if muted_out:
+                muted_out[already:] = [o + begin for o in muted_out[already:]]
+            crossing = self._crossing()
+            if crossing is not None:
+                self._scan(crossing[0], crossing[1], data, mute, skipped, out, {}, muted_out)
         for index in sorted(gates):
             if self._words_pass(index, data):
                 group_db, group_ids = self._group(index)
@@ -228,7 +336,7 @@ class HotLines:
         self,
         db: Any,
         ids: dict[bytes, list[int]],
-        data: bytes,
+        data: bytes | memoryview,
         mute: frozenset[bytes],
         skipped: list[int] | None,
         out: list[int],

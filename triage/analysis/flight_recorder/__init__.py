@@ -1,20 +1,22 @@
 """Hang localization from flight-recorder dumps: who is behind, who is missing, who disagrees.
 
-Per process group we index each rank's ring buffer by collective sequence id (one dict per
-rank, built in one pass), then read off: the last enqueued / started / completed collective of
-every rank, the ranks behind the others, the member ranks without any dump, and the first
-collective where ranks disagree on op, sizes or dtypes. Everything is linear in the number of
-entries, so 1,024 ranks x 2,000 entries stay well under a few seconds.
+Per process group we index each rank's ring buffer by collective sequence id (rows of the
+dump's EntryTable, read a field at a time: no object per record), then read off: the last
+enqueued / started / completed collective of every rank, the ranks behind the others, the
+member ranks without any dump, and the first collective where ranks disagree on op, sizes or
+dtypes. Everything is linear in the number of entries, so 1,024 ranks x 2,000 entries stay
+well under a few seconds.
 
 Unlike torch's `fr_trace` this does not need every rank's dump, a clean `<prefix><rank>`
 file naming, a correct `pg_config` (gloo writes `{'': ...}`) or a single schema version.
 Ring buffers that wrapped at different points are compared only on the window every rank
 still holds.
 
-The package's modules: `records` (what the analysis holds: a rank's view of a group, a
-group's report, the whole analysis), `index` (one rank's ring buffer indexed by sequence id),
-`mismatch` (the first collective the ranks disagree on) and `findings` (what a person reads:
-findings, the reports' progress table, the stuck collective). This module joins them.
+The package's modules: `records` (what the analysis holds: a rank's view of a group and its
+records as table rows, a group's report, the whole analysis), `index` (one rank's ring buffer
+indexed by sequence id), `mismatch` (the first collective the ranks disagree on) and
+`findings` (what a person reads: findings, the reports' progress table, the stuck
+collective). This module joins them.
 """
 
 from __future__ import annotations
@@ -87,13 +89,13 @@ def analyze(
         out.timeout_ms = timeouts.most_common(1)[0][0]
 
     dumped = {d.rank for d in dumps}
+    latest = {d.rank: d.dump.entries[-1] for d in dumps if d.dump.entries}
     for pg, ranks in per_pg.items():
         desc = pg_desc.get(pg, "")
         members = _members(pg, desc, dumps, ranks, world_size)
         report = _pg_report(pg, desc, members, ranks, dumped, partial)
         report.sources = {d.rank: d.event.source for d in dumps}
         report.call_site = call_site_of(report.stuck_entry, library)
-        latest = {d.rank: d.dump.entries[-1] for d in dumps if d.dump.entries}
         report.elsewhere = {
             r: latest[r].pg_name
             for r in report.lagging
@@ -158,7 +160,7 @@ def _pg_report(
     # a member whose whole dump holds no record of this group never entered it
     for r in members:
         if r in dumped and r not in partial and r not in states:
-            states[r] = RankPGState(r, {})
+            states[r] = RankPGState(r)
     missing = tuple(r for r in members if r not in dumped)
     has_states = any(s.last_started is not None for s in states.values())
     furthest = max(
@@ -221,7 +223,7 @@ def _anchor(out: FRAnalysis, pg: str, ranks: dict[int, RankPGState]) -> None:
     for seq in sorted(common or ())[-16:]:
         times = {}
         for r, st in ranks.items():
-            t = st.by_seq[seq].time_created_ns
+            t = st.by_seq.value(seq, "time_created_ns")
             if t:
                 times[r] = t
         if len(times) > 1:

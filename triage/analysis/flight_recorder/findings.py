@@ -10,13 +10,19 @@ from triage.analysis.flight_recorder.records import FRAnalysis, PGReport, op_of,
 from triage.analysis.ranks import format_ranks
 from triage.knowledge.frames import LibraryFrames
 from triage.model import (
+    CollectiveMismatchFacts,
     CollectiveProgress,
     CollectiveRef,
     EvidenceRef,
     Finding,
+    FindingKind,
     FlightRecorderDump,
     FlightRecorderEntry,
+    FrWindowFacts,
     GroupProgress,
+    HangShape,
+    LaggingRankFacts,
+    MissingRankFacts,
 )
 
 __all__ = [
@@ -34,13 +40,13 @@ def window_note(dumps: Sequence[FlightRecorderDump]) -> Finding:
     kept = max(len(d.entries) for d in dumps)
     held = max(d.entries_total or 0 for d in dumps)
     return Finding(
-        kind="fr_window",
+        kind=FindingKind.FR_WINDOW,
         summary=(
             f"flight recorder: {len(dumps)} dumps read in part (a big job): the last {kept} "
             f"of up to {held:,} entries each, and every group's last enqueued, started and "
             "completed collective from pg_status; `--fr-entries 0` reads them whole"
         ),
-        facts={"dumps": len(dumps), "entries_kept": kept, "entries_held": held},
+        facts=FrWindowFacts(dumps=len(dumps), entries_kept=kept, entries_held=held),
     )
 
 
@@ -58,11 +64,6 @@ def collective_of(report: PGReport) -> CollectiveRef:
     if e is None:
         return CollectiveRef(seq=report.stuck_seq, process_group=report.pg)
     return replace(record_ref(e, report.pg, report.call_site), seq=report.stuck_seq)
-
-
-def _sizes(ref: CollectiveRef) -> list[list[int]]:
-    """Input sizes as the findings and their facts write them: `[[1024, 4096]]`."""
-    return [list(shape) for shape in ref.input_sizes]
 
 
 def _shapes_text(ref: CollectiveRef) -> str:
@@ -92,7 +93,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
             suspects.setdefault(r, set()).add("fr_missing_dump")
         out.append(
             Finding(
-                kind="missing_rank",
+                kind=FindingKind.MISSING_RANK,
                 summary=(
                     f"process group {label}: no flight-recorder dump from rank(s) "
                     f"{format_ranks(report.missing)} of {len(report.members)} members; the rank "
@@ -103,11 +104,9 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                     _ev(report, r, f"rank {r}: last enqueued {lasts[r][0]}")
                     for r in list(lasts)[:3]
                 ),
-                facts={
-                    "pg": report.pg,
-                    "members": len(report.members),
-                    "missing": list(report.missing),
-                },
+                facts=MissingRankFacts(
+                    pg=report.pg, members=len(report.members), missing=tuple(report.missing)
+                ),
             )
         )
     if report.lagging:
@@ -133,7 +132,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
         far_op = f" ({op_of(far.profiling_name)})" if far is not None else ""
         out.append(
             Finding(
-                kind="lagging_rank",
+                kind=FindingKind.LAGGING_RANK,
                 summary=(
                     f"process group {label}: rank(s) {format_ranks(report.lagging)} stopped at "
                     f"{stopped} while rank(s) {format_ranks(ahead)} went on to #{furthest}"
@@ -144,17 +143,13 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                     _ev(report, r, f"rank {r}: last enqueued collective #{lasts[r][0]}")
                     for r in (list(report.lagging)[:3] + ahead[:2])
                 ),
-                facts={
-                    "pg": report.pg,
-                    "seq": report.stuck_seq,
-                    "op": coll.op,
-                    "last_enqueued": {r: v[0] for r, v in lasts.items()},
-                    **(
-                        {"waits_in_group": sorted(set(report.elsewhere.values()))}
-                        if report.elsewhere
-                        else {}
-                    ),
-                },
+                facts=LaggingRankFacts(
+                    pg=report.pg,
+                    seq=report.stuck_seq,
+                    op=coll.op,
+                    last_enqueued={r: v[0] for r, v in lasts.items()},
+                    waits_in_group=tuple(sorted(set(report.elsewhere.values()))),
+                ),
             )
         )
     if report.not_started:
@@ -162,7 +157,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
             suspects.setdefault(r, set()).add("fr_not_started")
         out.append(
             Finding(
-                kind="lagging_rank",
+                kind=FindingKind.LAGGING_RANK,
                 summary=(
                     f"process group {label}: every rank enqueued collective #{report.stuck_seq} "
                     f"({op}) but rank(s) {format_ranks(report.not_started)} never started it "
@@ -177,7 +172,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                     )
                     for r in report.not_started[:3]
                 ),
-                facts={"pg": report.pg, "seq": report.stuck_seq, "op": coll.op},
+                facts=LaggingRankFacts(pg=report.pg, seq=report.stuck_seq, op=coll.op),
             )
         )
     if report.mismatch:
@@ -197,7 +192,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
             )
         out.append(
             Finding(
-                kind="collective_mismatch",
+                kind=FindingKind.COLLECTIVE_MISMATCH,
                 summary=(
                     f"process group {label}: collective #{m.seq} differs in {m.kind} across "
                     f"ranks ({'; '.join(parts[:4])}){how}"
@@ -211,15 +206,15 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                     )
                     for r in list(per)[:4]
                 ),
-                facts={
-                    "pg": report.pg,
-                    "seq": m.seq,
-                    "mismatch": m.kind,
-                    "pattern": m.pattern,
-                    "op": {r: v.op for r, v in per.items()},
-                    "sizes": {r: _sizes(v) for r, v in per.items()},
-                    "dtypes": {r: list(v.input_dtypes) for r, v in per.items()},
-                },
+                facts=CollectiveMismatchFacts(
+                    pg=report.pg,
+                    seq=m.seq,
+                    mismatch=m.kind,
+                    pattern=HangShape(m.pattern),
+                    ops={r: v.op for r, v in per.items()},
+                    sizes={r: v.input_sizes for r, v in per.items()},
+                    dtypes={r: v.input_dtypes for r, v in per.items()},
+                ),
             )
         )
     return out

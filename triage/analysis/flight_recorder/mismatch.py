@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
-from operator import attrgetter
+from operator import attrgetter, ne, or_
 from typing import Any, Literal
 
-from triage.analysis.flight_recorder.records import RankPGState, op_of, record_ref
+from triage.analysis.flight_recorder.records import RankPGState, SeqRows, op_of, record_ref
 from triage.model import CollectiveMismatch, FlightRecorderEntry
 
 __all__ = ["first_mismatch"]
 
 # ops whose per-rank sizes legitimately differ (uneven splits), so only op and dtype are compared
 _UNEVEN_OPS = {"all_to_all", "all_to_all_single", "alltoall", "alltoall_base", "gather", "scatter"}
+# what two ranks' records of one collective must agree on
+_COMPARED = ("profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
 
 
 def _signature(entries: list[FlightRecorderEntry]) -> tuple[Any, ...]:
@@ -49,27 +52,15 @@ def first_mismatch(pg: str, states: dict[int, RankPGState]) -> CollectiveMismatc
     start = max(s.first_seq for s in holders if s.first_seq is not None)
     ref = max(holders, key=lambda s: len(s.by_seq))
     ref_seqs = ref.by_seq
-    ref_run = _Run(ref)
+    ref_ids = ref_seqs.seq_ids()
     first: int | None = None
     for s in holders:
         if s is ref:
             continue
-        if not s.coalesced and not ref.coalesced and ref_run.agrees_with(_Run(s), start):
+        if _agree(ref, ref_ids, s, start):
             continue  # the common case: identical records over the shared window, checked in C
         # a field-by-field screen over all records, then the exact check on the few hits
-        hits = [
-            seq
-            for seq, e in s.by_seq.items()
-            if (w := ref_seqs.get(seq)) is not None
-            and w is not e
-            and (
-                w.profiling_name != e.profiling_name
-                or w.input_dtypes != e.input_dtypes
-                or w.input_sizes != e.input_sizes
-                or w.output_sizes != e.output_sizes
-                or w.output_dtypes != e.output_dtypes
-            )
-        ]
+        hits = _differing(ref_seqs, s.by_seq)
         hits += [seq for seq in s.coalesced if seq in ref_seqs]
         hits += [seq for seq in ref.coalesced if seq in s.by_seq]
         for seq in sorted(set(hits)):
@@ -132,38 +123,46 @@ def _departed(holders: Sequence[RankPGState], seq: int) -> list[int]:
     return sorted(stopped) if going_on and stopped else []
 
 
-_FINGERPRINT = attrgetter(
-    "profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes"
-)
+_FINGERPRINT = attrgetter(*_COMPARED)
 
 
-class _Run:
-    """One rank's records as a gap-free run of sequence ids, when they are one (usual)."""
+def _agree(ref: RankPGState, ref_ids: list[int], other: RankPGState, start: int) -> bool:
+    """True when both ranks hold the same records (sequence ids, op names, sizes, dtypes, in
+    order, coalesced ones too) over the ids they share from `start`, compared column by
+    column; False also when it cannot be told that way (ids out of order)."""
+    a, b = ref.by_seq, other.by_seq
+    if not (a.ordered and b.ordered):
+        return False
+    other_ids = b.seq_ids()
+    lo = max(start, ref_ids[0], other_ids[0])
+    hi = min(ref_ids[-1], other_ids[-1])
+    if hi < lo:
+        return True
+    a_lo, a_hi = bisect_left(ref_ids, lo), bisect_right(ref_ids, hi)
+    b_lo, b_hi = bisect_left(other_ids, lo), bisect_right(other_ids, hi)
+    if ref_ids[a_lo:a_hi] != other_ids[b_lo:b_hi]:
+        return False
+    rows_a, rows_b = a.rows[a_lo:a_hi], b.rows[b_lo:b_hi]
+    return all(a.table.equal_field(name, rows_a, b.table, rows_b) for name in _COMPARED)
 
-    def __init__(self, st: RankPGState) -> None:
-        self.first = st.first_seq or 0
-        self.values = list(st.by_seq.values())
-        last = st.last_enqueued if st.last_enqueued is not None else -1
-        # by_seq keeps insertion order, and sequence ids grow with it
-        self.contiguous = last - self.first + 1 == len(self.values)
-        self._fps: list[tuple[Any, ...]] | None = None
 
-    def fingerprints(self) -> list[tuple[Any, ...]]:
-        if self._fps is None:
-            self._fps = list(map(_FINGERPRINT, self.values))
-        return self._fps
-
-    def agrees_with(self, other: _Run, start: int) -> bool:
-        """True when both runs hold equal records on every shared sequence id from `start`."""
-        if not (self.contiguous and other.contiguous):
-            return False
-        lo = max(start, self.first, other.first)
-        hi = min(self.first + len(self.values), other.first + len(other.values))
-        if hi <= lo:
-            return True
-        mine = self.fingerprints()[lo - self.first : hi - self.first]
-        theirs = list(map(_FINGERPRINT, other.values[lo - other.first : hi - other.first]))
-        return mine == theirs
+def _differing(a: SeqRows, b: SeqRows) -> list[int]:
+    """The sequence ids both hold whose records differ in op name, sizes or dtypes, read a
+    field at a time."""
+    seqs: list[int] = []
+    rows_a: list[int] = []
+    rows_b: list[int] = []
+    for seq in b:
+        at = a.place(seq)
+        if at is not None:
+            seqs.append(seq)
+            rows_a.append(a.rows[at])
+            rows_b.append(b.rows[b.place(seq)])  # type: ignore[index]
+    differs = [False] * len(seqs)
+    for name in _COMPARED:
+        pairs = map(ne, a.table.field(name, rows_a), b.table.field(name, rows_b))
+        differs = list(map(or_, differs, pairs))
+    return [seq for seq, odd in zip(seqs, differs, strict=True) if odd]
 
 
 def _mismatch_kind(sigs: list[tuple[Any, ...]]) -> Literal["op", "size", "dtype"]:

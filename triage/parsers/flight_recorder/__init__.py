@@ -17,8 +17,9 @@ INPUT_WARNING event. The parser never raises.
 Big jobs: with `tail=N` only the dump's header (version, pg_config, pg_status) and its last
 N entries are decoded. Even the C unpickler needs ~15 ms for a 2,000-entry dump, so 1,024
 of them cannot be read whole in seconds; a hang is decided at the end of the ring buffers,
-which is what the last entries hold. The cut works on the protocol-2 layout torch writes
-(`tail`); any other layout is read whole.
+which is what the last entries hold. The cut works on the protocol-2 layout torch writes and
+on Python's at protocols 2-5 (`tail`); JSON, and a protocol 4-5 dump whose last entries name
+an object first written after its beginning, are read whole.
 
 This module is the gate (size limits, the job's memory and entry budgets) and the event it
 makes; the package's other modules each do one step:
@@ -37,7 +38,15 @@ from dataclasses import replace
 from typing import Any
 
 from triage import budget
-from triage.model import Event, EventKind, FlightRecorderDump, Level, ParsedSource, Source
+from triage.model import (
+    EntryTable,
+    Event,
+    EventKind,
+    FlightRecorderDump,
+    Level,
+    ParsedSource,
+    Source,
+)
 from triage.parsers.common import input_warning
 from triage.parsers.flight_recorder import safe_pickle
 from triage.parsers.flight_recorder.columns import entries_from_columns, entry_columns
@@ -177,7 +186,8 @@ def _summary(dump: FlightRecorderDump) -> str:
     if dump.entries_total is not None:
         held = f"{dump.entries_total} entries (last {len(dump.entries)} read)"
     parts = [f"FR dump {version}", held]
-    names = list(dict.fromkeys([*dump.pg_config, *(e.pg_name for e in dump.entries[-256:])]))
+    recent = EntryTable.of(dump.entries)[-256:].field("pg_name")  # no entry built for this
+    names = list(dict.fromkeys([*dump.pg_config, *recent]))
     names = [n for n in names if n]
     if names:
         shown = [f"{n}:{dump.pg_desc[n]}" if dump.pg_desc.get(n) else n for n in names[:6]]

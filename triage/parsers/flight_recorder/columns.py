@@ -1,35 +1,16 @@
-"""All entries of a well-formed dump at once, field by field, and the columnar codec the
-worker pool hands parsed dumps back with."""
+"""All entries of a well-formed dump at once, field by field, into the EntryTable the
+analysis reads (the codec the worker pool hands parsed dumps back with)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from itertools import repeat
 from typing import Any
 
-from triage.model import FlightRecorderEntry
+from triage.model import EntryTable, FlightRecorderEntry
 from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames
 
 __all__ = ["entries_by_column", "entries_from_columns", "entry_columns"]
-
-# Sequence ids, record ids and timeouts repeat on every rank (all ranks number the same
-# collectives): one object per value, shared by all dumps of the process, saves ~100 bytes
-# an entry at 1,024 ranks. Cleared when it grows past the bound, never unbounded.
-_SHARED_INTS: dict[int | None, int | None] = {}
-_SHARED_FLOATS: dict[float | None, float | None] = {}
-_SHARED_MAX = 1 << 20
-_ENTRY_FIELDS = FlightRecorderEntry._fields
-_INT_FIELDS = tuple(
-    i
-    for i, name in enumerate(_ENTRY_FIELDS)
-    if name in ("record_id", "collective_seq_id", "p2p_seq_id", "op_id", "timeout_ms")
-)
-_FLOAT_FIELDS = (_ENTRY_FIELDS.index("duration_ms"),)
-# Entries and frames are NamedTuples: `tuple.__new__` fills one from a row at C speed,
-# skipping the generated keyword-argument `__new__` (rows here always have every field).
-_new_entry = partial(tuple.__new__, FlightRecorderEntry)
-
 
 _NONE = type(None)
 
@@ -40,7 +21,7 @@ def _column_types(column: list[Any]) -> set[type]:
 
 def entries_by_column(
     raw: list[Any], cache: dict[Any, Any], first_index: int = 0
-) -> list[FlightRecorderEntry] | None:
+) -> EntryTable | None:
     """All entries at once, field by field: the fast path for a well-formed dump.
 
     Each field is read for every entry in one comprehension and checked by the set of types
@@ -120,7 +101,6 @@ def entries_by_column(
         return None
     if int in kinds:
         durations = [d if type(d) is not int else float(d) for d in durations]
-    durations = _shared(_SHARED_FLOATS, durations)
     timeouts = column("timeout_ms")
     retired = column("retired")
     if not (_column_types(timeouts) <= {int, _NONE} and _column_types(retired) <= {bool, _NONE}):
@@ -131,13 +111,6 @@ def entries_by_column(
     op_ids = [e.get("op_id", s) for e, s in zip(raw, seqs, strict=True)]
     if not _column_types(records) == _column_types(p2p_seqs) == _column_types(op_ids) == {int}:
         return None
-    seqs, records, p2p_seqs, timeouts = (
-        _shared(_SHARED_INTS, seqs),
-        _shared(_SHARED_INTS, records),
-        _shared(_SHARED_INTS, p2p_seqs),
-        _shared(_SHARED_INTS, timeouts),
-    )
-    op_ids = _shared(_SHARED_INTS, op_ids)
 
     in_sizes = _size_column(column("input_sizes"), cache)
     out_sizes = _size_column(column("output_sizes"), cache)
@@ -147,60 +120,41 @@ def entries_by_column(
         return None
     frames = [entry_frames(f, cache) for f in column("frames")]
 
-    return list(
-        map(
-            _new_entry,
-            zip(
-                records,
-                pg_names,
-                pg_descs,
-                seqs,
-                p2p_seqs,
-                op_ids,
-                p2p,
-                names,
-                in_sizes,
-                out_sizes,
-                in_types,
-                out_types,
-                states,
-                created,
-                started,
-                completed,
-                durations,
-                timeouts,
-                retired,
-                frames,
-                strict=True,
-            ),
-        )
+    return EntryTable.from_columns(
+        [
+            records,
+            pg_names,
+            pg_descs,
+            seqs,
+            p2p_seqs,
+            op_ids,
+            p2p,
+            names,
+            in_sizes,
+            out_sizes,
+            in_types,
+            out_types,
+            states,
+            created,
+            started,
+            completed,
+            durations,
+            timeouts,
+            retired,
+            frames,
+        ]
     )
 
 
-def _shared(table: dict[Any, Any], values: list[Any]) -> list[Any]:
-    """`values` with equal numbers as one object (one table per type: 1 == 1.0 == True)."""
-    if len(table) > _SHARED_MAX:
-        table.clear()
-    return list(map(table.setdefault, values, values))
+def entry_columns(entries: Sequence[FlightRecorderEntry]) -> EntryTable:
+    """Entries as the table a worker process hands a parsed dump back in: its typed arrays
+    and small value tables pickle as a few byte strings, not one object per entry."""
+    return EntryTable.of(entries)
 
 
-def entry_columns(entries: Sequence[FlightRecorderEntry]) -> list[tuple[Any, ...]]:
-    """Entries as one plain tuple per field, for handing a parsed dump from a worker process
-    to the main one: plain tuples pickle and unpickle at C speed (a NamedTuple unpickles
-    through its Python `__new__`), and `entries_from_columns` shares numbers again."""
-    return list(zip(*entries, strict=True))
-
-
-def entries_from_columns(columns: Sequence[tuple[Any, ...]]) -> tuple[FlightRecorderEntry, ...]:
-    """The inverse of `entry_columns`, numbers shared as the parser shares them."""
-    if not columns:
-        return ()
-    fields: list[Any] = list(columns)
-    for i in _INT_FIELDS:
-        fields[i] = _shared(_SHARED_INTS, fields[i])
-    for i in _FLOAT_FIELDS:
-        fields[i] = _shared(_SHARED_FLOATS, fields[i])
-    return tuple(map(_new_entry, zip(*fields, strict=True)))
+def entries_from_columns(table: EntryTable) -> EntryTable:
+    """The inverse of `entry_columns`: unpickling already shared the value tables again."""
+    return table
 
 
 def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:

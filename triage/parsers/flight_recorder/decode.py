@@ -78,9 +78,10 @@ def _gc_paused() -> Iterator[None]:
 def _decode(
     data: bytes, rank: int | None, warnings: list[str], tail: int | None = None
 ) -> tuple[FlightRecorderDump | None, str | None]:
-    """Decode the whole dump; with `tail`, build only its last `tail` entries (a layout the
-    tail read cannot cut, JSON or Python's protocols 4-5, still costs the big job only the
-    decoding: the same entries and the same memory as a cut)."""
+    """Decode the whole dump; with `tail`, build only its last `tail` entries (a dump the
+    tail read cannot cut, JSON or one at protocol 4-5 whose last entries name an object
+    first written among them, costs the big job only the decoding: the same entries and the
+    same memory as a cut)."""
     try:
         if format_of(data) == "json":
             raw: Any = json.loads(data)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from triage.model import FlightRecorderDump, FlightRecorderEntry
+from triage.model import EntryTable, FlightRecorderDump, FlightRecorderEntry
 from triage.parsers.flight_recorder.columns import entries_by_column
 from triage.parsers.flight_recorder.entries import BadEntry, entry_of
 
@@ -61,10 +61,12 @@ def build(
         )
 
     pg_config, pg_desc = _pg_config(top.get("pg_config"), warnings)
-    _repair_gloo_pg_config(pg_config, entries)
-    for entry in entries:  # entries carry the true (name, desc); gloo's pg_config does not
-        if entry.pg_name and entry.pg_desc and entry.pg_name not in pg_desc:
-            pg_desc[entry.pg_name] = entry.pg_desc
+    # entries carry the true (name, desc); gloo's pg_config does not
+    groups = dict.fromkeys(zip(entries.field("pg_name"), entries.field("pg_desc"), strict=True))
+    _repair_gloo_pg_config(pg_config, {name for name, _ in groups})
+    for name, desc in groups:
+        if name and desc and name not in pg_desc:
+            pg_desc[name] = desc
 
     comm = top.get("comm_lib_version", top.get("nccl_version"))
     return FlightRecorderDump(
@@ -74,7 +76,7 @@ def build(
         pg_desc=pg_desc,
         pg_status=_pg_status(top.get("pg_status"), warnings),
         comm_lib_version=comm if isinstance(comm, str) and comm else None,
-        entries=tuple(entries),
+        entries=entries,
     )
 
 
@@ -128,15 +130,12 @@ def _ranks_text(value: str) -> tuple[int, ...] | None:
         return None
 
 
-def _repair_gloo_pg_config(
-    config: dict[str, tuple[int, ...]], entries: list[FlightRecorderEntry]
-) -> None:
+def _repair_gloo_pg_config(config: dict[str, tuple[int, ...]], names: set[str]) -> None:
     # gloo dumps name their only pg_config key '' (formats.md §4.7 caveat 2). With a single
     # process group in the entries, that membership belongs to it.
     if "" not in config:
         return
     members = config.pop("")
-    names = {entry.pg_name for entry in entries}
     if len(names) == 1 and members:
         name = names.pop()
         config.setdefault(name, members)
@@ -177,7 +176,7 @@ def _int_or_text(value: Any) -> int | None:
 
 def _entries(
     raw_entries: list[Any], first_index: int = 0
-) -> tuple[list[FlightRecorderEntry], int, dict[str, int]]:
+) -> tuple[EntryTable, int, dict[str, int]]:
     # Caches share identical shapes, dtypes and stacks between entries: a 2,000-entry dump of
     # one training loop repeats the same handful, and sharing keeps 1,024-rank jobs small.
     cache: dict[Any, Any] = {}
@@ -198,4 +197,4 @@ def _entries(
         except BadEntry as bad:
             reason = str(bad)
             reasons[reason] = reasons.get(reason, 0) + 1
-    return entries, sum(reasons.values()), reasons
+    return EntryTable.of(entries), sum(reasons.values()), reasons

@@ -2,8 +2,9 @@
 
 Even the C unpickler needs ~15 ms for a 2,000-entry dump, so 1,024 of them cannot be read
 whole in seconds; a hang is decided at the end of the ring buffers, which is what the last
-entries hold. The cut works on the protocol-2 layout torch writes (and Python's at protocols
-2-3); any other layout is read whole by the caller.
+entries hold. The cut works on the protocol-2 layout torch writes, Python's at protocols 2-3, and
+Python's at protocols 4-5 (framed, memo slots numbered by MEMOIZE); any other layout is read
+whole by the caller.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ _MISSES_ONE_BY_ONE = 4
 def read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     """(the top-level dict with only the last `keep` entries, entries the dump holds), or
     None when the dump holds no more than `keep` entries or is not laid out as torch's
-    pickler (or Python's, at protocol 2 or 3) writes it: the caller then reads it whole, so
+    pickler (or Python's, at protocols 2 to 5) writes it: the caller then reads it whole, so
     a wrong guess here costs time, never an answer.
 
     Two parts are loaded, each as a pickle of its own through the same safety scan: the
@@ -56,7 +57,10 @@ def read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     it (strings, and in torch's layout the frame dicts entries share) come from the memo the
     beginning's load left, and those defined between the two from
     `pickle_memo.memo_definitions`, for exactly the slots the piece turns out to need.
+    Protocols 4-5: see `_read_tail_framed`.
     """
+    if data[:2] in (b"\x80\x04", b"\x80\x05"):
+        return _read_tail_framed(data, keep)
     key = _ENTRIES_KEY.search(data)
     if key is None:
         return None
@@ -99,6 +103,142 @@ def read_tail(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
     if len(entries) != keep or "entries" in rest:
         return None
     return {**head, **rest, "entries": entries}, total
+
+
+# Protocols 4-5 (Python's pickler): memo slots are not written but numbered by MEMOIZE, one
+# after each memoized object, and a FRAME opcode (9 bytes) may stand before any object.
+_FRAME = rb"(?:\x95.{8})?"
+_ENTRIES_KEY_FRAMED = re.compile(rb"\x8c\x07entries\x94" + _FRAME + rb"\]\x94\(", re.DOTALL)
+# The first entry: EMPTY_DICT MEMOIZE MARK, its first key spelled out (SHORT_BINUNICODE
+# MEMOIZE); later entries name that key by memo slot.
+_FIRST_ENTRY_FRAMED = re.compile(_FRAME + rb"\}\x94\(" + _FRAME + rb"\x8c(.)", re.DOTALL)
+_OPENING_FRAMED = b"}\x94("
+_SPLIT_OPENING = re.compile(rb"\}\x94\(\x95.{8}", re.DOTALL)  # a frame began inside one
+# Entries in the beginning of a protocol 4-5 dump: the kept ones may read only objects it
+# defined, and a real loop's stacks and state names are all written within its first dozens
+# of entries (a re-saved gloo dump of 200: within 32). Each costs ~2.5 us to load.
+_PREFIX_ENTRIES_FRAMED = 64
+# Beginnings tried, each longer, when the kept entries name an object first written after
+# the one before (a stack first seen mid-buffer): each ends past where that object can be.
+_LONGER_BEGINNINGS = 3
+
+
+def _read_tail_framed(data: bytes, keep: int) -> tuple[dict[str, Any], int] | None:
+    """`read_tail` for Python's protocols 4-5.
+
+    The beginning (the header and the first entries) and the piece from the first kept
+    entry on are read as two pickles by one unpickler, each through the same safety scan as
+    any (`safe_pickle.loads_continued`). The piece's MEMOIZEs then number their slots right
+    after the beginning's, where the dump numbers them after every entry in between; so the
+    piece may read only slots the beginning defined (the keys, op and group names, the
+    training loop's stacks), checked exactly by the scan. When it names a later one (a stack
+    first seen mid-buffer), a longer beginning that holds it is tried; an object first
+    written inside the piece itself makes the caller read the dump whole.
+    """
+    key = _ENTRIES_KEY_FRAMED.search(data)
+    if key is None:
+        return None
+    first = _FIRST_ENTRY_FRAMED.match(data, key.end())
+    if first is None:
+        return None
+    key_end = first.end() + data[first.end() - 1]
+    if data[key_end : key_end + 1] != b"\x94":
+        return None
+    try:
+        # the first entry's dict takes the slot after the header's last, its first key the
+        # next: every later entry opens by naming that slot
+        _, header = safe_pickle.loads_prefix(data[: key.end()] + b"eu.")
+        before = header.slots()
+        if before is None:
+            return None
+        slot = before + 1
+        get = b"h" + bytes((slot,)) if slot < 256 else b"j" + slot.to_bytes(4, "little")
+        opening = _OPENING_FRAMED + get
+        split = [m.start() for m in _SPLIT_OPENING.finditer(data, key_end) if _names(data, m, get)]
+        total = 1 + data.count(opening, key_end) + len(split)
+        if total <= keep:
+            return None
+        cut = _nth_opening(data, opening, split, keep, key_end, backwards=True)
+        if cut is None:
+            return None
+        begin = _nth_opening(data, opening, split, _PREFIX_ENTRIES_FRAMED, key_end) or cut
+        for _ in range(_LONGER_BEGINNINGS + 1):
+            begin = min(begin, cut)
+            try:
+                head, rest = safe_pickle.loads_continued(
+                    data[:begin] + b"eu.", data[:2] + _PIECE_HEAD + data[cut:], len(data)
+                )
+                break
+            except safe_pickle.MemoMissing as missing:
+                if missing.defined is None:  # not the piece's scan: a corrupt beginning
+                    return None
+                begin = _past_slot(data, missing.slot, begin, missing.defined, opening, split, cut)
+                if begin >= cut:  # first written in the kept piece: the dump is read whole
+                    return None
+        else:
+            return None
+    except safe_pickle.PickleError:
+        return None
+    if type(head) is not dict or type(rest) is not dict or type(rest.get("_")) is not list:
+        return None
+    entries = rest.pop("_")
+    if len(entries) != keep or "entries" in rest:
+        return None
+    head.pop("entries", None)  # the first entries: only their memo was wanted
+    return {**head, **rest, "entries": entries}, total
+
+
+def _past_slot(
+    data: bytes, slot: int, begin: int, defined: int, opening: bytes, split: list[int], cut: int
+) -> int:
+    """The first entry opening past where memo `slot` is likely written, or `cut`.
+
+    Every slot is a MEMOIZE byte; before `begin` the dump holds `defined` slots, so its other
+    MEMOIZE-valued bytes there are payload, and slot n is at or past the (n + 1 + that many)-th
+    such byte. Payload bytes after `begin` put it later still: they are guessed at the rate
+    seen before `begin`, with a margin (too long a beginning costs a little time; too short
+    one more try, from there).
+    """
+    import numpy as np  # here: only a re-saved dump whose tail names a late object
+
+    places = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=cut) == 0x94)
+    payload = max(int(np.count_nonzero(places < begin)) - defined, 0)
+    guessed = int(1.5 * payload * max(slot - defined, 0) / max(defined, 1)) + 16
+    nth = slot + payload + guessed
+    if nth >= len(places):
+        return cut
+    later = _nth_opening(data, opening, split, 1, int(places[nth]))
+    return cut if later is None else later
+
+
+def _names(data: bytes, split: re.Match[bytes], get: bytes) -> bool:
+    return data.startswith(get, split.end())
+
+
+def _nth_opening(
+    data: bytes, opening: bytes, split: list[int], n: int, lowest: int, backwards: bool = False
+) -> int | None:
+    """Where the n-th entry opening after `lowest` starts, counted from there or from the end
+    (`backwards`): the plain openings merged with those a FRAME split (`split`, ascending).
+    None if there are fewer."""
+    pending = list(split) if backwards else split[::-1]  # pop() gives the next one to meet
+    at = len(data) if backwards else lowest
+    while n > 0:
+        if backwards:
+            found = data.rfind(opening, lowest, at)
+            while pending and pending[-1] >= at:
+                pending.pop()
+            at = max(found, pending[-1] if pending else -1)
+        else:
+            found = data.find(opening, at + 1)
+            while pending and pending[-1] <= at:
+                pending.pop()
+            near = [p for p in (found, pending[-1] if pending else -1) if p >= 0]
+            at = min(near, default=-1)
+        if at < 0:
+            return None
+        n -= 1
+    return at
 
 
 def _read_piece(data: bytes, cut: int, first_new: int, known: safe_pickle.Memo) -> Any:

@@ -18,7 +18,7 @@ Small inputs (pasted text, files under `SCAN_ALL_BELOW`) are read line by line i
 Memory is bounded: a chunk, capped records, capped event and warning counts.
 
 Times: an event's `time` is its own line's timestamp; events whose lines carry none (tracebacks,
-C++ blocks) get `attrs["time_before"]`, the latest time seen earlier in the file,
+C++ blocks) get `time_before`, the latest time seen earlier in the file,
 `attrs["stream_time_before"]`, the latest of its own output stream (a rank's prefix), and
 `attrs["time_after"]`, the first of the launcher's unprefixed lines after it.
 

@@ -14,10 +14,14 @@ from typing import IO, Any
 
 from triage import knowledge
 from triage.model import (
+    C10dFacts,
     Event,
     EventKind,
     Level,
+    LineNotice,
+    LogLineFacts,
     ParsedSource,
+    RaisedException,
     RankExit,
     Source,
     SourceKind,
@@ -461,6 +465,10 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         attrs: dict[str, Any] | None = None,
         payload: Any = None,
         traceback: Traceback | None = None,
+        exception: RaisedException | None = None,
+        c10d: C10dFacts | None = None,
+        notice: LineNotice | None = None,
+        line_numbers: tuple[int | None, ...] | None = None,
         yearless: tuple[str, str, str, str, str | None] | None = None,
         progress: bool = False,
         agent_pid: int | None = None,
@@ -474,12 +482,11 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         attrs = dict(attrs or {})
         untimed = time is None and not progress
         stream = _stream(pre)
+        time_before = None
         if untimed:
             # `time_before`, the file's latest stamp, orders events across a file (correlate
             # reads it so); `stream_time_before`, its own stream's, is what it is shown after
-            latest, own = self._closing_before or (self.last_time, self._before(stream))
-            if latest is not None:
-                attrs.setdefault("time_before", latest)
+            time_before, own = self._closing_before or (self.last_time, self._before(stream))
             if own is not None:
                 attrs.setdefault("stream_time_before", own)
             last = end_line if end_line is not None else line
@@ -513,6 +520,11 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 attrs=attrs,
                 traceback=traceback,
                 payload=payload,
+                exception=exception,
+                c10d=c10d,
+                notice=notice,
+                line_numbers=line_numbers,
+                time_before=time_before,
             )
         )
         index = len(self.events) - 1
@@ -635,7 +647,9 @@ def parse(
 
 def _about(event: Event) -> bool:
     """Is this an event a paste is about: a warning or an error, not context?"""
-    if event.kind is EventKind.INPUT_WARNING or event.attrs.get("notable"):
+    if event.kind is EventKind.INPUT_WARNING or (
+        isinstance(event.payload, LogLineFacts) and event.payload.notable
+    ):
         return False
     return event.level not in (Level.INFO, Level.DEBUG)
 

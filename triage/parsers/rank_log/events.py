@@ -4,9 +4,17 @@ summary becomes one event (or one per failed rank)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-from triage.model import EventKind, Level, RankExit
+from triage.model import (
+    CppExceptionFacts,
+    EventKind,
+    FaultHandlerFacts,
+    Level,
+    LogLineFacts,
+    RaisedException,
+    RankExit,
+    TracebackFacts,
+)
 from triage.parsers import timestamps as ts
 from triage.parsers import tracebacks
 from triage.parsers.rank_log.facts import message_facts
@@ -26,24 +34,19 @@ class RecordEvents:
     """The parser's record emitters (a part of `_LogParser`)."""
 
     def _emit_traceback(self, tb: TracebackRecord) -> None:
-        frames = tb.all_frames()
+        frames = tuple(tb.all_frames())
         if not frames and tb.exc_type is None:
             return
-        user = [f for f in frames if not any(s in f[0] for s in _USER_FRAME_SKIP)]
-        attrs: dict[str, Any] = {
-            "exc_type": tb.exc_type,
-            "exc_message": tb.exc_message,
-            "frames": frames,
-            "user_frames": user,
-            "truncated": tb.exc_type is None and not tb.exc_message,
-            "line_numbers": tb.line_numbers(),
-        }
-        if tb.frames_dropped:
-            attrs["frames_dropped"] = tb.frames_dropped
-        if tb.headerless:
-            attrs["headerless"] = True
+        user = tuple(f for f in frames if not any(s in f[0] for s in _USER_FRAME_SKIP))
+        record = TracebackFacts(
+            frames=frames,
+            user_frames=user,
+            truncated=tb.exc_type is None and not tb.exc_message,
+            frames_dropped=tb.frames_dropped,
+            headerless=tb.headerless,
+        )
         msg = f"{tb.exc_type}: {tb.exc_message or ''}" if tb.exc_type else tb.exc_message or ""
-        attrs.update(message_facts(msg, self.tables.shapes))
+        c10d = message_facts(msg, self.tables.shapes)
         text = tb.text()
         self._emit(
             EventKind.TRACEBACK,
@@ -52,14 +55,17 @@ class RecordEvents:
             tb.last_line,
             tb.pre,
             level=Level.ERROR,
-            msg_rank=attrs.get("rank"),
-            attrs=attrs,
+            msg_rank=c10d.rank if c10d is not None else None,
+            payload=record,
+            exception=RaisedException(tb.exc_type, tb.exc_message),
+            c10d=c10d,
+            line_numbers=tb.line_numbers(),
             traceback=tracebacks.read(text, [*tb.earlier, (tb.exc_type, tb.exc_message)]),
         )
 
     def _emit_fault(self, fault: FaultHandlerRecord) -> None:
-        user = [f for f in fault.frames if not any(s in f[0] for s in _USER_FRAME_SKIP)]
-        signal = self.tables.templates.signal_words.get(fault.what)
+        frames = tuple(fault.frames)
+        user = tuple(f for f in frames if not any(s in f[0] for s in _USER_FRAME_SKIP))
         self._emit(
             EventKind.SIGNAL,
             fault.text(),
@@ -67,23 +73,17 @@ class RecordEvents:
             fault.last_line,
             fault.pre,
             level=Level.FATAL,
-            attrs={
-                "signal": signal,
-                "fatal_error": fault.what,
-                "frames": fault.frames,  # innermost first, as faulthandler prints them
-                "user_frames": user,
-                "innermost_is_user_code": bool(fault.frames) and fault.frames[0] in user,
-            },
+            payload=FaultHandlerFacts(
+                fatal_error=fault.what,
+                signal=self.tables.templates.signal_words.get(fault.what),
+                frames=frames,  # innermost first, as faulthandler prints them
+                user_frames=user,
+                innermost_is_user_code=bool(frames) and frames[0] in user,
+            ),
         )
 
     def _emit_cpp(self, cpp: CppExceptionRecord) -> None:
-        attrs: dict[str, Any] = {
-            "exception_class": cpp.cls,
-            "what": cpp.what,
-            "raised_from": cpp.raised_from,
-            "cpp_frames": cpp.frame_count,
-        }
-        attrs.update(message_facts(cpp.what or "", self.tables.shapes))
+        c10d = message_facts(cpp.what or "", self.tables.shapes)
         self._emit(
             EventKind.CPP_EXCEPTION,
             cpp.text(),
@@ -91,8 +91,14 @@ class RecordEvents:
             cpp.last_line,
             cpp.pre,
             level=Level.FATAL,
-            msg_rank=attrs.get("rank"),
-            attrs=attrs,
+            msg_rank=c10d.rank if c10d is not None else None,
+            payload=CppExceptionFacts(
+                exception_class=cpp.cls,
+                what=cpp.what,
+                raised_from=cpp.raised_from,
+                cpp_frames=cpp.frame_count,
+            ),
+            c10d=c10d,
         )
 
     def _extend_error(self, tail: CppTailRecord) -> None:
@@ -100,11 +106,11 @@ class RecordEvents:
         if not 0 <= index < len(self.events):
             return
         ev = self.events[index]
-        attrs = dict(ev.attrs)
-        attrs["raised_from"] = tail.raised_from
-        attrs["cpp_frames"] = tail.frame_count
+        # a c10 error line's C++ stack, printed below it
+        line = ev.payload if isinstance(ev.payload, LogLineFacts) else LogLineFacts()
+        record = replace(line, raised_from=tail.raised_from, cpp_frames=tail.frame_count)
         self.events[index] = replace(
-            ev, text=ev.text + "\n" + tail.text(), end_line=tail.last_line, attrs=attrs
+            ev, text=ev.text + "\n" + tail.text(), end_line=tail.last_line, payload=record
         )
 
     def _emit_summary(self, summary: SummaryRecord) -> None:
@@ -152,13 +158,8 @@ class RecordEvents:
                 message=message,
                 is_root_cause_block=entry.root,
             )
-            attrs = {
-                "summary_index": entry.idx,
-                "title": summary.title,
-                "root_cause": entry.root,
-                "exitcode": exitcode,
-                "signal": sig,
-            }
+            # the exit itself is the payload; the table's place and title stay here
+            attrs = {"summary_index": entry.idx, "title": summary.title}
             pre = replace(summary.pre, rank=None, local_rank=None)
             index = self._emit(
                 EventKind.RANK_EXIT,

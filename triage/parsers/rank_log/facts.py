@@ -4,13 +4,23 @@ facts named in a message."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from triage.knowledge.log_shapes import LogShapes
+from triage.knowledge.log_shapes import LogShapes, holds
 from triage.knowledge.templates import (
     Template,
     Value,
     signal_of_exit_code,
+)
+from triage.model import (
+    C10dFacts,
+    CollectiveRef,
+    LineNotice,
+    NcclErrorNote,
+    ProcessGroupTag,
+    WatchdogProgress,
+    WatchdogTimeout,
 )
 from triage.parsers import timestamps as ts
 from triage.parsers.rank_log.formats import (
@@ -77,57 +87,74 @@ def template_value(value: Value, groups: dict[str, str | None], signals: Mapping
     return text
 
 
-def message_facts(msg: str, shapes: LogShapes) -> dict[str, Any]:
+def message_facts(msg: str, shapes: LogShapes) -> C10dFacts | None:
     """Watchdog / PG / NCCL facts named in a message (formats.md §2.3.1), read with the
-    knowledge's message shapes (`rules/log_shapes.yaml`)."""
-    attrs: dict[str, Any] = {}
+    knowledge's message shapes (`rules/log_shapes.yaml`); None when it names none."""
     if not msg:
-        return attrs
+        return None
     # The reporting rank is the tag a c10 message starts with (after an exception type);
     # tags later in the text (a desync report, "remote error from [Rank 5]") name others.
     start = LEAD.match(msg).end()  # type: ignore[union-attr]
-    facts = shapes.facts
+    facts, guards = shapes.facts, shapes.fact_guards
+    rank = group = timeout = progress = stuck = dump_from = nccl_error = None
+    terminated = False
     m = facts["pg_prefix"].match(msg, start)
     if m is not None:
-        attrs["pg_id"] = int(m["pgid"])
-        if m["guid"]:
-            attrs["pg_guid"] = m["guid"]
-        if m["desc"]:
-            attrs["pg_desc"] = m["desc"]
-        attrs["rank"] = int(m["rank"])
+        group = ProcessGroupTag(int(m["pgid"]), m["guid"] or None, m["desc"] or None)
+        rank = int(m["rank"])
     else:
         m = facts["rank_tag"].match(msg, start)
         if m is not None:
-            attrs["rank"] = int(m["rank"])
-    if "WorkNCCL(" in msg:
+            rank = int(m["rank"])
+    if holds(msg, guards["watchdog_timeout"]):
         m = facts["watchdog_timeout"].search(msg)
         if m is not None:
-            attrs["watchdog_timeout"] = True
-            if m["seq"]:
-                attrs["seq"] = int(m["seq"])
-            attrs["op"] = m["op"]
-            attrs["timeout_ms"] = int(m["timeout"])
-            if m["nin"]:
-                attrs["numel_in"], attrs["numel_out"] = int(m["nin"]), int(m["nout"])
-            if m["ran"]:
-                attrs["ran_ms"] = int(m["ran"])
-    if "watchdog" in msg:
+            collective = CollectiveRef(
+                op=m["op"].lower(),
+                seq=int(m["seq"]) if m["seq"] else None,
+                timeout_ms=int(m["timeout"]),
+                numel_in=int(m["nin"]) if m["nin"] else None,
+            )
+            timeout = WatchdogTimeout(
+                collective,
+                numel_out=int(m["nout"]) if m["nin"] else None,
+                ran_ms=int(m["ran"]) if m["ran"] else None,
+            )
+    if holds(msg, guards["watchdog_summary"]):
         m = facts["watchdog_summary"].search(msg)
         if m is not None:
-            attrs.setdefault("seq", int(m["seq"]))
-            attrs["last_enqueued"] = int(m["enq"])
-            attrs["last_completed"] = int(m["comp"])
+            progress = WatchdogProgress(int(m["seq"]), int(m["enq"]), int(m["comp"]))
+    if holds(msg, guards["watchdog_stuck"]):
         m = facts["watchdog_stuck"].search(msg)
         if m is not None:
-            attrs["watchdog_stuck_s"] = int(m["sec"])
-        if "thread terminated with exception" in msg:
-            attrs["watchdog_terminated"] = True
-    m = facts["dump_from"].search(msg)
+            stuck = int(m["sec"])
+    if holds(msg, guards["watchdog_terminated"]):
+        terminated = facts["watchdog_terminated"].search(msg) is not None
+    if timeout is not None and timeout.collective.seq is None and progress is not None:
+        # an older record names no SeqNum: the same message's summary does
+        timeout = replace(timeout, collective=replace(timeout.collective, seq=progress.seq))
+    m = facts["dump_from"].search(msg) if holds(msg, guards["dump_from"]) else None
     if m is not None:
-        attrs["dump_signal_from_rank"] = int(m["src"])
-    m = facts["nccl_error_in"].search(msg)
+        dump_from = int(m["src"])
+    m = facts["nccl_error_in"].search(msg) if holds(msg, guards["nccl_error_in"]) else None
     if m is not None:
-        attrs["nccl_reason"] = m["reason"]
-        if m["ver"]:
-            attrs["nccl_version"] = m["ver"]
-    return attrs
+        nccl_error = NcclErrorNote(m["reason"], m["ver"] or None)
+    found = C10dFacts(
+        rank=rank,
+        process_group=group,
+        timeout=timeout,
+        watchdog_progress=progress,
+        stuck_s=stuck,
+        watchdog_terminated=terminated,
+        dump_signal_from_rank=dump_from,
+        nccl_error=nccl_error,
+    )
+    return None if found == _NOTHING else found
+
+
+_NOTHING = C10dFacts()
+
+
+def line_notice(values: Mapping[str, Any]) -> LineNotice:
+    """A line template's facts (its `attrs`, names checked when the templates load)."""
+    return LineNotice(**values)

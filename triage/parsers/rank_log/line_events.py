@@ -10,11 +10,16 @@ from triage.knowledge.templates import (
     Template,
     signal_of_exit_code,
 )
-from triage.model import EventKind, Level, RankExit
+from triage.model import EventKind, Level, LogLineFacts, RaisedException, RankExit
 from triage.parsers import timestamps as ts
 from triage.parsers.nccl import parse_nccl_line
 from triage.parsers.prefixes import Prefixes
-from triage.parsers.rank_log.facts import message_facts, template_match, template_value
+from triage.parsers.rank_log.facts import (
+    line_notice,
+    message_facts,
+    template_match,
+    template_value,
+)
 from triage.parsers.rank_log.formats import (
     AGENT_SRC,
     BORDER,
@@ -147,7 +152,7 @@ class LineEvents:
                         host=nl.host,
                         pid=nl.pid,
                         time=nl.time,
-                        attrs=found.attrs,
+                        payload=found.record,
                     )
                 if nl.time is not None:
                     self.stamped(number, nl.time)
@@ -262,9 +267,9 @@ class LineEvents:
         meta: LineMeta,
     ) -> None:
         signals = self.tables.templates.signal_words
-        attrs = {
-            name: template_value(value, groups, signals) for name, value in template.attrs.items()
-        }
+        notice = line_notice(
+            {name: template_value(value, groups, signals) for name, value in template.attrs.items()}
+        )
         level = template.level or meta.level or Level.ERROR
         if template.level_if is not None:
             group, equals, other = template.level_if
@@ -283,8 +288,8 @@ class LineEvents:
             local_rank = template_value(template.local_rank, groups, signals)
         payload = None
         if template.exit:
-            exitcode = attrs.get("exitcode")
-            signal = attrs.get("signal") or signal_of_exit_code(exitcode)
+            exitcode = notice.exitcode
+            signal = notice.signal or signal_of_exit_code(exitcode)
             payload = RankExit(
                 rank=None,
                 local_rank=local_rank,
@@ -308,7 +313,7 @@ class LineEvents:
             host=host,
             pid=pid,
             time=time,
-            attrs=attrs,
+            notice=notice,
             payload=payload,
             yearless=yearless,
             agent_pid=meta.agent_pid,
@@ -346,18 +351,14 @@ class LineEvents:
             self._outcome = _NOTHING
             return
         text = pre.rest.strip()
-        attrs = message_facts(msg, self.tables.shapes)
-        if meta.src is not None:
-            attrs["src"] = meta.src
-            attrs["src_line"] = meta.src_line
-        if meta.logger is not None:
-            attrs["logger"] = meta.logger
+        c10d = message_facts(msg, self.tables.shapes)
+        record = LogLineFacts(
+            src=meta.src, src_line=meta.src_line, logger=meta.logger, notable=notable
+        )
+        exception = None
         m = EXC_LINE.match(msg.strip())
         if m is not None and m["msg"] is not None and re.search(r"(?:Error|Exception)$", m["type"]):
-            attrs["exc_type"] = m["type"]
-            attrs["exc_message"] = m["msg"]
-        if notable:
-            attrs["notable"] = "rule"
+            exception = RaisedException(m["type"], m["msg"])
         if level is Level.WARNING or notable:
             if self.warning_count >= MAX_WARNINGS:
                 self.warnings_dropped += 1
@@ -391,11 +392,13 @@ class LineEvents:
             number,
             pre,
             level=level,
-            msg_rank=attrs.get("rank"),
+            msg_rank=c10d.rank if c10d is not None else None,
             time=meta.time,
             pid=meta.pid,
             agent_pid=meta.agent_pid,
-            attrs=attrs,
+            payload=record,
+            exception=exception,
+            c10d=c10d,
             yearless=meta.yearless,
         )
         if index is not None and meta.c10 and kind is EventKind.ERROR_LINE:

@@ -341,7 +341,13 @@ class LogScanTables:
             markers=markers,
             rule_markers=self.rule_markers.using(engine),
             progress_markers=self.progress_markers.using(engine),
-            hot_lines=HotLines(markers, self.specific_needles, self.verdicts, gated=self.gated),
+            hot_lines=HotLines(
+                markers,
+                self.specific_needles,
+                self.verdicts,
+                gated=self.gated,
+                ordinary=self.templates.healthy,
+            ),
         )
 
     def warm(self) -> None:
@@ -390,7 +396,7 @@ def _scan_tables(kb: knowledge.Knowledge) -> LogScanTables:
         gated=tuple(gated),
         markers=markers,
         rule_markers=rule_markers,
-        hot_lines=HotLines(markers, specific, verdicts, gated=gated),
+        hot_lines=HotLines(markers, specific, verdicts, gated=gated, ordinary=templates.healthy),
         digit_needles=_masked_digit_needles(markers, rule_markers, templates),
         shapes=kb.log_shapes,
     )

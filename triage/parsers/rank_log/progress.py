@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from triage.model import EventKind, Level
+from triage.knowledge.log_shapes import holds
+from triage.model import EventKind, Level, ProgressFacts
 from triage.parsers import timestamps as ts
 from triage.parsers.prefixes import Prefixes, peel
 from triage.parsers.rank_log.formats import int_or_none
@@ -68,24 +69,23 @@ def _read_progress(
 ) -> tuple[int | None, int | None, float | None, int | None] | None:
     """(step, total, epoch, rank named in the message) of a progress line, or None, read with
     the knowledge's progress shapes (`rules/log_shapes.yaml`)."""
-    shapes = tables.shapes.progress
-    # each pattern runs only when its literal is there (most lines have none): the literals
-    # are the shipped shapes', whose examples hold them
-    if "iteration" in text:
+    shapes, guards = tables.shapes.progress, tables.shapes.progress_guards
+    # each pattern runs only when its guard's literals are there (most lines hold none)
+    if holds(text, guards["megatron"]):
         m = shapes["megatron"].search(text)
         if m is not None:
             return int(m["step"]), int(m["total"]), None, None
-    if "step=" in text:
+    if holds(text, guards["deepspeed"]):
         m = shapes["deepspeed"].search(text)
         if m is not None:
             return int(m["step"]), None, None, int(m["rank"])
     step = total = None
     epoch: float | None = None
-    if "'epoch'" in text:
+    if holds(text, guards["hf"]):
         m = shapes["hf"].search(text)
         if m is not None:
             epoch = float(m["epoch"])
-    m = shapes["tqdm"].search(text) if "/" in text and " [" in text else None
+    m = shapes["tqdm"].search(text) if holds(text, guards["tqdm"]) else None
     if m is not None:
         step, total = int(m["step"]), int(m["total"])
     elif text[:1].isspace() or tables.has_error_words(text):
@@ -93,13 +93,13 @@ def _read_progress(
         return (None, None, epoch, None) if epoch is not None else None
     else:
         m = None
-        if "tep" in text:
+        if holds(text, guards["step"]):
             m = shapes["step"].search(text)
-        if m is None and ("ter" in text or "Iter" in text):
+        if m is None and holds(text, guards["iteration"]):
             m = shapes["iteration"].search(text)
         if m is not None:
             step, total = int(m["step"]), int_or_none(m["total"])
-    if epoch is None and "poch" in text:
+    if epoch is None and holds(text, guards["epoch"]):
         m = shapes["epoch"].search(text)
         if m is not None:
             try:
@@ -300,12 +300,6 @@ class ProgressReading:
             if old is None or p.line > old.line:
                 best[slot] = p
         for p in best.values():
-            attrs = {
-                "last_step": p.step,
-                "total_steps": p.total,
-                "last_epoch": p.epoch,
-                "line": p.text,
-            }
             self._emit(
                 EventKind.PROGRESS,
                 p.text,
@@ -315,6 +309,6 @@ class ProgressReading:
                 level=Level.INFO,
                 msg_rank=p.msg_rank,
                 time=ts.parse_any(p.text, self.hint),
-                attrs=attrs,
+                payload=ProgressFacts(p.step, p.total, p.epoch),
                 progress=True,
             )
