@@ -86,7 +86,10 @@ def tables_on(engine: str) -> rank_log.LogScanTables:
 
 def _facts(e: Event) -> tuple[object, ...]:
     """Everything the parser read from an event's record."""
-    return (e.attrs, e.payload, e.exception, e.c10d, e.notice, e.line_numbers, e.time_before)
+    return (e.attrs, e.payload, e.exception, e.c10d, e.notice, e.line_numbers, e.time_before) + (
+        e.stream_time_before,
+        e.time_after,
+    )
 
 
 # --------------------------------------------------------------------------- torchrun + watchdog

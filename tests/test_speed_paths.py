@@ -33,6 +33,7 @@ def everything(parsed: ParsedSource) -> tuple[object, ...]:
             (e.kind, e.text, e.line, e.end_line, e.rank, e.local_rank, e.host, e.pid, e.time)
             + (e.level, sorted((k, repr(v)) for k, v in e.attrs.items()), repr(e.payload))
             + (e.exception, e.c10d, e.notice, e.line_numbers, e.time_before)
+            + (e.stream_time_before, e.time_after)
             for e in parsed.events
         ],
         parsed.warnings,

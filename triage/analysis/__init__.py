@@ -259,8 +259,8 @@ def _place(seen: Collected, offsets: dict[str, float]) -> list[timeline.Placed]:
             role.role,
             role.family,
             approx=ev.time is None,
-            earliest=timeline.align_bound(ev, "stream_time_before", domain, offsets),
-            latest=timeline.align_bound(ev, "time_after", domain, offsets),
+            earliest=timeline.align_bound(ev.stream_time_before, domain, offsets),
+            latest=timeline.align_bound(ev.time_after, domain, offsets),
         )
         for ev, rank, domain, role in seen.placed
     ]

@@ -79,14 +79,9 @@ def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | No
     return t - offsets.get(domain, 0.0)
 
 
-def align_bound(event: Event, key: str, domain: str, offsets: Mapping[str, float]) -> float | None:
-    """For a line without a stamp: the stamp `attrs[key]` names around it, aligned (else None)."""
-    if event.time is not None:
-        return None
-    value = (event.attrs or {}).get(key)
-    if not isinstance(value, (int, float)):
-        return None
-    return value - offsets.get(domain, 0.0)
+def align_bound(bound: float | None, domain: str, offsets: Mapping[str, float]) -> float | None:
+    """A bound of a line without a stamp (`Event.stream_time_before`, `.time_after`), aligned."""
+    return None if bound is None else bound - offsets.get(domain, 0.0)
 
 
 def signature(text: str) -> str:

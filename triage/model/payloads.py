@@ -495,6 +495,9 @@ class Event:
     line_numbers: tuple[int | None, ...] | None = field(default=None, compare=False)
     # a line with no stamp of its own: the latest time the file printed before it
     time_before: float | None = field(default=None, compare=False)
+    # ... the latest its own output stream printed before it, the launcher's first after it
+    stream_time_before: float | None = field(default=None, compare=False)
+    time_after: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ Memory is bounded: a chunk, capped records, capped event and warning counts.
 
 Times: an event's `time` is its own line's timestamp; events whose lines carry none (tracebacks,
 C++ blocks) get `time_before`, the latest time seen earlier in the file,
-`attrs["stream_time_before"]`, the latest of its own output stream (a rank's prefix), and
-`attrs["time_after"]`, the first of the launcher's unprefixed lines after it.
+`stream_time_before`, the latest of its own output stream (a rank's prefix), and
+`time_after`, the first of the launcher's unprefixed lines after it.
 
 The package's modules, in the order a line meets them: `limits`, `formats` (line and message
 shapes), `needles` (the scan), `driver` (chunks and lines), `line_events` (one line),

@@ -328,7 +328,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 if (ev.end_line or ev.line or 0) >= number:
                     waiting.append(index)
                 else:
-                    self.events[index] = replace(ev, attrs={**ev.attrs, "time_after": when})
+                    self.events[index] = replace(ev, time_after=when)
             if waiting:
                 self._after_wanted[theirs] = waiting
 
@@ -482,13 +482,11 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         attrs = dict(attrs or {})
         untimed = time is None and not progress
         stream = _stream(pre)
-        time_before = None
+        time_before = own = after = None
         if untimed:
             # `time_before`, the file's latest stamp, orders events across a file (correlate
             # reads it so); `stream_time_before`, its own stream's, is what it is shown after
             time_before, own = self._closing_before or (self.last_time, self._before(stream))
-            if own is not None:
-                attrs.setdefault("stream_time_before", own)
             last = end_line if end_line is not None else line
             after = next(
                 (
@@ -498,8 +496,6 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 ),
                 None,
             )
-            if after is not None:
-                attrs.setdefault("time_after", after)  # the first stamp after it
         if pre is not None and pre.task is not None:
             attrs.setdefault("task", pre.task)
         if agent_pid is not None:
@@ -525,10 +521,12 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 notice=notice,
                 line_numbers=line_numbers,
                 time_before=time_before,
+                stream_time_before=own,
+                time_after=after,
             )
         )
         index = len(self.events) - 1
-        if untimed and "time_after" not in attrs:
+        if untimed and after is None:
             waiting = self._after_wanted.setdefault(stream, [])
             if len(waiting) >= 256:  # bounded: the oldest stays without one
                 del waiting[0]
