@@ -47,6 +47,19 @@ def test_a_broken_fleet_file_reports_every_problem_at_once(tmp_path: Path) -> No
     assert any("signal xid: no_match example matches" in p for p in problems)
 
 
+def test_a_flagged_host_group_naming_an_unknown_signal_or_cause_is_refused(tmp_path: Path) -> None:
+    text = (fleet_knowledge.default_path()).read_text(encoding="utf-8")
+    text = text.replace("signals: [ecc, gpu_lost,", "signals: [ecc, cosmic_ray, gpu_lost,")
+    text = text.replace("root_cause: R28", "root_cause: R99")
+    broken = tmp_path / "fleet.yaml"
+    broken.write_text(text, encoding="utf-8")
+    with pytest.raises(fleet_knowledge.FleetKnowledgeError) as caught:
+        fleet_knowledge.load(broken)
+    problems = caught.value.problems
+    assert any("flagged_host.signals" in p and "cosmic_ray" in p for p in problems)
+    assert any("flagged_host.root_cause" in p and "R99" in p for p in problems)
+
+
 def test_an_nccl_init_line_names_the_gpu_of_a_rank_that_reports_no_address() -> None:
     kn = fleet_knowledge.load()
     nccl = next(g for g in kn.gpu_names if g.id == "nccl_init")

@@ -164,7 +164,9 @@ def build_report(store: Store, run: RunInfo, knowledge: FleetKnowledge) -> Fleet
         db=store.path,
         total_jobs=len(jobs),
         outcomes=tuple(aggregate.outcomes(jobs)),
-        groups=tuple(aggregate.groups(jobs, run.run, knowledge)),
+        groups=tuple(
+            aggregate.groups(jobs, run.run, knowledge, {h.host for h in hosts if h.flagged})
+        ),
         hosts=tuple(hosts),
         base_rate=base,
         test=knowledge.suspects.test,

@@ -1,19 +1,29 @@
 """Failures grouped by mechanism, outcomes counted, jobs per day: from the stored rows only.
 
 A group is the jobs that failed the same way: the same outcome, top symptom, top root cause
-and the same rule (or, with no rule, the same message template). Jobs whose outcome is not a
-failure (`failure_outcomes` in rules/fleet/fleet.yaml: healthy, stopped on purpose, logs
-that end early, no evidence) are counted, never grouped.
+and the same rule (or, with no rule, the same message template). A GPU fault on a host the
+fleet flagged is grouped by that host's fault (`groups.flagged_host`). Jobs whose outcome is
+not a failure (`failure_outcomes`; both in rules/fleet/fleet.yaml: healthy, stopped on
+purpose, logs that end early, no evidence) are counted, never grouped.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 
+from triage import taxonomy
 from triage.fleet.knowledge import FleetKnowledge
-from triage.fleet.model import DayCount, ExampleJob, Group, Label, StoredJob
+from triage.fleet.model import (
+    DayCount,
+    ExampleJob,
+    Group,
+    JobRecord,
+    Label,
+    SignalHit,
+    StoredJob,
+)
 
 OUTCOME_ORDER = ("failed", "hung", "incomplete", "stopped", "succeeded", "unknown")
 
@@ -29,13 +39,50 @@ def when(job: StoredJob) -> float:
     return job.record.job_time if job.record.job_time is not None else job.seen_at
 
 
-def groups(jobs: Sequence[StoredJob], run: int, knowledge: FleetKnowledge) -> list[Group]:
-    """The failure groups, most jobs first; `new` when no job of it was read before `run`."""
+def flagged_host_signal(
+    record: JobRecord, knowledge: FleetKnowledge, flagged: Collection[str]
+) -> SignalHit | None:
+    """The hardware signal (`groups.flagged_host` in rules/fleet/fleet.yaml, most specific
+    first) the job showed on a flagged host its culprit ran on; None when there is none."""
+    rule = knowledge.flagged_host
+    if rule is None or not flagged:
+        return None
+    hosts = {h.host for h in record.hosts if h.culprit and h.host in flagged}
+    shown = [s for s in record.signals if s.host in hosts and s.signal in rule.signals]
+    return min(shown, key=lambda s: rule.signals.index(s.signal), default=None)
+
+
+def job_labels(
+    record: JobRecord, knowledge: FleetKnowledge, flagged: Collection[str]
+) -> tuple[Label | None, str]:
+    """The root cause and mechanism a job is grouped by: its own, or the flagged host's
+    hardware fault when the fleet has seen it repeat there."""
+    rule = knowledge.flagged_host
+    signal = flagged_host_signal(record, knowledge, flagged)
+    if rule is None or signal is None:
+        return record.root_cause, record.mechanism
+    name = taxonomy.load().root_causes[rule.root_cause].name
+    score = record.root_cause.score if record.root_cause is not None else 0.0
+    return Label(rule.root_cause, name, score), rule.mechanism.replace("{signal}", signal.label)
+
+
+def groups(
+    jobs: Sequence[StoredJob],
+    run: int,
+    knowledge: FleetKnowledge,
+    flagged: Collection[str] = (),
+) -> list[Group]:
+    """The failure groups, most jobs first; `new` when no job of it was read before `run`.
+    `flagged`: the hosts the fleet flagged (their repeated GPU faults group together)."""
     members: dict[str, list[StoredJob]] = defaultdict(list)
+    labels: dict[str, Label | None] = {}
     for job in jobs:
         r = job.record
         if r.outcome in knowledge.failure_outcomes:
-            members[group_key(r.outcome, r.symptom, r.root_cause, r.mechanism)].append(job)
+            root, mechanism = job_labels(r, knowledge, flagged)
+            key = group_key(r.outcome, r.symptom, root, mechanism)
+            members[key].append(job)
+            labels[key] = root
     out = []
     for key, group in members.items():
         group.sort(key=when)
@@ -57,8 +104,8 @@ def groups(jobs: Sequence[StoredJob], run: int, knowledge: FleetKnowledge) -> li
                 key=key,
                 outcome=top.outcome,
                 symptom=top.symptom,
-                root_cause=top.root_cause,
-                mechanism=top.mechanism,
+                root_cause=labels[key],
+                mechanism=job_labels(top, knowledge, flagged)[1],
                 count=len(group),
                 first_seen=when(group[0]),
                 last_seen=when(group[-1]),

@@ -15,6 +15,8 @@ from typing import Any
 import regex
 import yaml
 
+from triage import taxonomy
+
 FILE = "fleet.yaml"
 GPU_GROUPS = ("pci", "bus_id", "cuda_dev", "index", "rank")
 
@@ -66,6 +68,15 @@ class SuspectTest:
 
 
 @dataclass(frozen=True)
+class FlaggedHostGroup:
+    """How a failure on a flagged host with a hardware signal is grouped."""
+
+    signals: tuple[str, ...]  # signal ids that count on that host, most specific first
+    root_cause: str  # a taxonomy root-cause id
+    mechanism: str  # the group's mechanism, `{signal}`: the first signal's label
+
+
+@dataclass(frozen=True)
 class FleetKnowledge:
     signals: tuple[Signal, ...]
     gpu_names: tuple[GpuName, ...]
@@ -74,6 +85,7 @@ class FleetKnowledge:
     suspects: SuspectTest
     failure_outcomes: frozenset[str]
     group_examples: int
+    flagged_host: FlaggedHostGroup | None = None
 
 
 def default_path() -> Path:
@@ -105,6 +117,11 @@ def load(path: str | Path | None = None) -> FleetKnowledge:
     examples = (body.get("groups") or {}).get("examples", 3)
     if not isinstance(examples, int) or examples < 1:
         problems.append("groups.examples: a positive whole number is needed")
+    flagged_host = _flagged_host(
+        (body.get("groups") or {}).get("flagged_host"),
+        {s.id for s in signals if s is not None},
+        problems,
+    )
     for item in (*signals, *names):
         if item is not None:
             problems += _example_problems(item)
@@ -118,7 +135,32 @@ def load(path: str | Path | None = None) -> FleetKnowledge:
         suspects=suspects,
         failure_outcomes=frozenset(outcomes),
         group_examples=int(examples),
+        flagged_host=flagged_host,
     )
+
+
+def _flagged_host(raw: Any, signal_ids: set[str], problems: list[str]) -> FlaggedHostGroup | None:
+    if raw is None:
+        return None
+    where = "groups.flagged_host"
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: a mapping of signals, root_cause and mechanism is needed")
+        return None
+    signals = raw.get("signals")
+    if not isinstance(signals, list) or not signals:
+        problems.append(f"{where}.signals: a list of signal ids is needed")
+        signals = []
+    unknown = sorted(str(s) for s in signals if s not in signal_ids)
+    if unknown:
+        problems.append(f"{where}.signals: not a signal of this file: {', '.join(unknown)}")
+    root = str(raw.get("root_cause", ""))
+    if root not in taxonomy.load().root_causes:
+        problems.append(f"{where}.root_cause: {root!r} is not a taxonomy root-cause id")
+    mechanism = raw.get("mechanism")
+    if not isinstance(mechanism, str) or "{signal}" not in mechanism:
+        problems.append(f"{where}.mechanism: a short text naming `{{signal}}` is needed")
+        mechanism = "{signal}"
+    return FlaggedHostGroup(tuple(str(s) for s in signals), root, mechanism)
 
 
 def _list(body: Mapping[str, Any], key: str, problems: list[str]) -> list[Any]:
