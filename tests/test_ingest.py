@@ -1082,6 +1082,46 @@ def test_notes_beside_a_jobs_logs_are_listed_but_never_read_as_its_evidence(tmp_
     assert not any(s.endswith(("README.md", "expected.json")) for s in quoted)
 
 
+def test_notes_set_aside_are_not_reported_as_inputs_that_could_not_be_read(tmp_path: Path):
+    from triage import pipeline
+    from triage.report import render
+
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/workspace/train.py", line 12, in <module>\n'
+        "[rank0]: ValueError: batch 7 has no labels\n"
+    )
+    (tmp_path / "NOTES.md").write_text("# What we tried\n\nRestarted it twice.\n")
+    d = pipeline.diagnose([str(tmp_path)])
+    for fmt in ("text", "md", "html"):
+        out = render(d, fmt)
+        assert "could not be read" not in out, fmt
+        assert "set aside" in out, fmt
+
+
+def test_a_ranks_own_short_stdout_under_torchruns_log_dir_is_read_not_set_aside(
+    tmp_path: Path,
+):
+    """torchrun --log-dir writes each local rank's streams to attempt_N/<rank>/: one line of
+    a rank's own output (here the version it imported) is that rank's evidence, not a note."""
+    from triage import pipeline
+    from triage.report import render
+
+    run = tmp_path / "logs" / "none_abc" / "attempt_0"
+    for r in (0, 1):
+        (run / str(r)).mkdir(parents=True)
+        (run / str(r) / "stdout.log").write_text(f"node01 pid {2500 + r}: fastkernels 0.4.1\n")
+    (run / "1" / "stderr.log").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 3, in <module>\n'
+        "ImportError: cannot import name 'fused_rmsnorm' from 'fastkernels'\n"
+    )
+    out = json.loads(render(pipeline.diagnose([str(tmp_path)]), "json"))
+    stdout = [i for i in out["inputs"] if i["path"].endswith("stdout.log")]
+    assert len(stdout) == 2
+    assert not any("not read as the job's evidence" in w for i in stdout for w in i["warnings"])
+
+
 def test_a_note_alone_is_read_it_is_the_evidence_the_user_gave(tmp_path: Path):
     from triage import pipeline
 

@@ -84,19 +84,20 @@ def discover(
     logs_seen = False
     for path in names:
         for source in walker.top(path):
-            if source.kind is SourceKind.TEXT and source.open is not empty_stream:
+            # a text whose path names its rank (torchrun's `attempt_0/3/stdout.log`: a local
+            # rank) is what that rank printed, however few lines it holds: read, not set aside
+            if (
+                source.kind is SourceKind.TEXT
+                and source.open is not empty_stream
+                and source.rank is None
+                and source.local_rank is None
+            ):
                 notes.append(source)
                 continue
             logs_seen = logs_seen or source.open is not empty_stream
             yield source
     for source in notes:
         yield _set_aside(source) if logs_seen else source
-
-
-NOTES_BESIDE_LOGS = (
-    "text with no log lines beside the job's logs (notes, a README, a JSON document): "
-    "listed, not read as the job's evidence"
-)
 
 
 def _set_aside(source: Source) -> Source:
@@ -112,7 +113,7 @@ def _set_aside(source: Source) -> Source:
         local_rank=source.local_rank,
         host=source.host,
         attempt=source.attempt,
-        warnings=(*source.warnings, NOTES_BESIDE_LOGS),
+        warnings=(*source.warnings, InputNote.BESIDE_LOGS.value),
     )
 
 

@@ -63,10 +63,15 @@ class Level(str, Enum):
 
 class InputNote(str, Enum):
     """Warnings about an input that are facts about the job, not read failures: a killed
-    rank's zero-byte stderr.log, a rank's empty log folder (`inputs[].warnings` says them)."""
+    rank's zero-byte stderr.log, a rank's empty log folder, a note someone left beside the
+    logs (`inputs[].warnings` says them)."""
 
     EMPTY_FILE = "empty file"
     EMPTY_DIRECTORY = "empty directory: nothing to read"
+    BESIDE_LOGS = (
+        "text with no log lines beside the job's logs (notes, a README, a JSON document): "
+        "listed, not read as the job's evidence"
+    )
 
     def __str__(self) -> str:
         return self.value

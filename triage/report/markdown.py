@@ -346,7 +346,7 @@ def _inputs(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
     add("| Kind | Status | Count | Ranks | For example |")
     add("|---|---|---:|---|---|")
     for g in v.inputs.groups:
-        status = {"problem": "**could not be read**", "empty": "empty"}.get(g.status, "read")
+        status = f"**{g.status_said}**" if g.status == "problem" else g.status_said
         add(
             f"| {g.kind} | {status} | {g.count} | {md_text(g.ranks or '-')} "
             f"| {md_code(g.example, True)} |"

@@ -397,7 +397,7 @@ def _inputs(v: ReportView) -> RenderableType:
     table.add_column("ranks", overflow="fold", max_width=24)
     table.add_column("e.g.", overflow="fold")
     for g in v.inputs.groups:
-        status = {"problem": "could not be read", "empty": "empty"}.get(g.status, "read")
+        status = g.status_said
         table.add_row(
             g.kind,
             Text(status, style="bold yellow" if g.status == "problem" else ""),

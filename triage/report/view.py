@@ -65,8 +65,8 @@ FIX_MIN_SHARE = 0.3
 FIX_MAX = 4
 
 # A zero-byte input (a killed rank's stderr.log) or an empty folder is a fact about the job,
-# not a read failure.
-EMPTY_NOTES = frozenset(InputNote)
+# not a read failure; so is a note left beside the logs, listed and set aside.
+NOT_FAILURES = frozenset(InputNote)
 
 
 # --------------------------------------------------------------------------- building
@@ -365,9 +365,11 @@ def _timeline(d: Diagnosis, base: str) -> Timeline:
 
 
 def _status(i: InputSummary) -> str:
-    problems = [w for w in i.warnings if w not in EMPTY_NOTES]
+    problems = [w for w in i.warnings if w not in NOT_FAILURES]
     if problems:
         return "problem"
+    if InputNote.BESIDE_LOGS in i.warnings:
+        return "set aside"
     return "empty" if i.warnings else "read"
 
 
@@ -385,10 +387,10 @@ def _inputs(inputs: Sequence[InputSummary], base: str) -> Inputs:
                     kind=i.kind.value,
                     rank=c.rank_str(i.rank),
                     host=c.short(i.host or "-", 200),
-                    warnings=tuple(c.short(w, 400) for w in i.warnings if w not in EMPTY_NOTES),
+                    warnings=tuple(c.short(w, 400) for w in i.warnings if w not in NOT_FAILURES),
                 )
             )
-    order = {"problem": 0, "read": 1, "empty": 2}
+    order = {"problem": 0, "read": 1, "set aside": 2, "empty": 3}
     folded = tuple(
         InputGroup(
             kind=kind,
@@ -416,7 +418,9 @@ def _overview(inputs: Sequence[InputSummary], base: str, problems: int) -> str:
     noun = "input" if len(inputs) == 1 else "inputs"
     under = f" under {base}" if base else ""
     empty = sum(1 for i in inputs if _status(i) == "empty")
+    aside = sum(1 for i in inputs if _status(i) == "set aside")
     tail = f"; {problems} could not be read completely" if problems else ""
+    tail += f"; {aside} set aside (notes beside the logs)" if aside else ""
     tail += f"; {empty} empty" if empty else ""
     return f"{len(inputs)} {noun}{under}: {parts}{tail}"
 

@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from . import common as c
+from .wording import INPUT_STATUS_WORDS
 
 Segments = tuple[tuple[bool, str], ...]
 
@@ -210,11 +211,16 @@ class Stacks:
 @dataclass(frozen=True)
 class InputGroup:
     kind: str
-    status: str  # read | empty | problem
+    status: str  # read | empty | set aside | problem
     count: int
     ranks: str  # "0-1023" or ""
     hosts: int
     example: str  # one path, under the common folder
+
+    @property
+    def status_said(self) -> str:
+        """The status as every format writes it."""
+        return INPUT_STATUS_WORDS.get(self.status, "read")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,13 @@ from . import common as c
 
 ABSTAIN_TITLE = "Not enough evidence for a diagnosis"
 NO_EVIDENCE_TITLE = "No evidence found"
+# an input group's status (report.view) as every format writes it
+INPUT_STATUS_WORDS = {
+    "problem": "could not be read",
+    "empty": "empty",
+    "set aside": "set aside",
+    "read": "read",
+}
 
 
 # What each outcome is called in a report's first line, and the style it is shown in.
