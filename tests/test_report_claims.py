@@ -305,6 +305,21 @@ def behind_problems(d: Diagnosis, facts: Facts) -> list[str]:
     return problems
 
 
+def skipped_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """Claims "what rank(s) R did instead of collective #N": no rank of R entered #N in its
+    own flight recorder."""
+    problems = []
+    for f in d.fix_patterns:
+        for a in f.actions:
+            m = re.search(r"ranks? ([\d, -]+?) did instead of collective #(\d+)", a)
+            if m is None:
+                continue
+            for r in _ranks(m[1]):
+                if int(m[2]) in facts.fr_ops.get(r, {}):
+                    problems.append(f"{a[:70]!r}: rank {r} entered #{m[2]}")
+    return problems
+
+
 def fix_line_problems(d: Diagnosis, facts: Facts) -> list[str]:
     """An action that names `file.py:N` of the failure names the line that raised it."""
     if d.first_failure is None:
@@ -538,6 +553,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + repeat_problems(view)
         + hang_problems(d, view, facts)
         + behind_problems(d, facts)
+        + skipped_problems(d, facts)
         + fix_line_problems(d, facts)
         + silent_problems(d, facts)
         + asks_for_held_problems(d, view)
