@@ -496,3 +496,16 @@ def test_an_xid_next_to_the_illegal_memory_access_makes_it_a_hardware_fault() ->
     )
     result = classify(*pasted(text), use_embeddings=False)
     assert ids(result.root_causes)[:1] == ["R28"]
+
+
+def test_sparse_tfidf_rows_score_queries_as_the_dense_product_does() -> None:
+    from triage.classify.neighbours import SparseRows
+
+    rng = np.random.default_rng(7)
+    dense = rng.random((6, 40)).astype(np.float32) * (rng.random((6, 40)) < 0.2)
+    dense[3] = 0.0  # a case whose signature has no known term
+    indptr = np.concatenate([[0], np.cumsum((dense != 0).sum(axis=1))])
+    rows = SparseRows(dense[dense != 0], np.nonzero(dense)[1], indptr)
+    queries = rng.random((3, 40)).astype(np.float32)
+    assert np.allclose(rows.similarities(queries), queries @ dense.T, atol=1e-6)
+    assert rows.similarities(queries)[:, 3].tolist() == [0.0, 0.0, 0.0]

@@ -147,6 +147,31 @@ def _terms(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class SparseRows:
+    """The reference cases' TF-IDF rows as the index stores them (CSR), kept sparse: dense,
+    they would take cases x vocabulary floats (~56 MiB at 1,128 cases) in every run."""
+
+    data: np.ndarray  # float32, the nonzero weights, row after row
+    indices: np.ndarray  # their columns (terms)
+    indptr: np.ndarray  # row i is data[indptr[i]:indptr[i + 1]]
+
+    @property
+    def rows(self) -> int:
+        return len(self.indptr) - 1
+
+    def similarities(self, queries: np.ndarray) -> np.ndarray:
+        """(queries, rows) dot products of dense query rows with every stored row."""
+        out = np.zeros((queries.shape[0], self.rows), dtype=np.float32)
+        if not len(self.data):
+            return out
+        owner = np.repeat(np.arange(self.rows), np.diff(self.indptr))
+        for q, query in enumerate(queries):
+            products = self.data * query[self.indices]
+            out[q] = np.bincount(owner, weights=products, minlength=self.rows)
+        return out
+
+
+@dataclass(frozen=True)
 class Tfidf:
     """A fitted TF-IDF space (sublinear tf, smoothed idf, l2 rows), applied without sklearn."""
 
@@ -185,7 +210,7 @@ class NeighbourIndex:
     cases: list[ReferenceCase]
     embeddings: np.ndarray  # (n, dims) float32, unit rows: the static space (the default)
     tfidf: Tfidf
-    tfidf_rows: np.ndarray  # (n, vocabulary) float32, unit rows
+    tfidf_rows: SparseRows  # n unit rows over the vocabulary
     manifest: dict[str, Any]
     embeddings_minilm: np.ndarray | None = None  # (n, 384): only when built with [minilm]
     static_center: np.ndarray | None = None  # the reference signatures' mean static embedding
@@ -239,7 +264,7 @@ class NeighbourIndex:
             vectors = embed(signatures, space, self) if vectors is None else vectors
             return vectors @ self.rows(space).T
         if method == "tfidf":
-            return self.tfidf.transform(signatures) @ self.tfidf_rows.T
+            return self.tfidf_rows.similarities(self.tfidf.transform(signatures))
         raise ValueError(f"unknown neighbour method {method!r}")
 
     def votes(
@@ -294,15 +319,13 @@ def _load_cached(directory: str) -> NeighbourIndex:
         ]
         vocab = {term: i for i, term in enumerate(manifest["tfidf_vocabulary"])}
         tfidf = Tfidf(vocabulary=vocab, idf=arrays["tfidf_idf"].astype(np.float32))
-        dense = np.zeros((len(cases), len(vocab)), dtype=np.float32)
-        data, indices, indptr = (
-            arrays["tfidf_data"],
+        sparse = SparseRows(
+            arrays["tfidf_data"].astype(np.float32),
             arrays["tfidf_indices"],
             arrays["tfidf_indptr"],
         )
-        for i in range(len(cases)):
-            lo, hi = indptr[i], indptr[i + 1]
-            dense[i, indices[lo:hi]] = data[lo:hi]
+        if sparse.rows != len(cases):
+            raise ValueError(f"{sparse.rows} TF-IDF rows for {len(cases)} cases")
         embeddings = arrays["embeddings"].astype(np.float32)
         minilm_key = embedding.SPACES["minilm"].index_key
         minilm_file = root / "index.npz" if minilm_key in arrays.files else None
@@ -316,7 +339,7 @@ def _load_cached(directory: str) -> NeighbourIndex:
             [Problem(str(root), "", "the neighbour index is empty or inconsistent; rebuild it")]
         )
     return NeighbourIndex(
-        cases, embeddings, tfidf, dense, manifest, static_center=center, minilm_file=minilm_file
+        cases, embeddings, tfidf, sparse, manifest, static_center=center, minilm_file=minilm_file
     )
 
 
