@@ -293,8 +293,8 @@ def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[
 
 
 def _pack(parsed: ParsedSource) -> tuple[Any, ...]:
-    """ParsedSource minus its Source; flight-recorder entries as plain field columns, which
-    unpickle faster than NamedTuples and let the main process share their numbers."""
+    """ParsedSource minus its Source; a dump's flight-recorder entries travel as their
+    columnar `EntryTable` (coded columns pickle small and unpickle fast)."""
     from triage.parsers import flight_recorder
 
     events = []
