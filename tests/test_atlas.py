@@ -84,6 +84,13 @@ def test_the_shipped_atlas_validates_and_agrees_with_its_manifest_and_label_rule
     assert knowledge.problems() == []
 
 
+def _explained(paste: str) -> dict:
+    """`triage explain PASTE --format json`, as a user runs it."""
+    out = CliRunner().invoke(main, ["explain", paste, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
 def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_labels() -> None:
     paste = (
         "Traceback (most recent call last):\n"
@@ -91,9 +98,7 @@ def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_l
         "AssertionError: key: decoder.layers.3.mlp.weight is not found in the checkpoint "
         "/ckpt/mp_rank_00_model_states.pt\n"
     )
-    out = CliRunner().invoke(main, ["explain", paste, "--format", "json"])
-    assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = _explained(paste)
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:deepspeed:MegatronSDLoader.sanity_check" in why
     assert report["symptoms"][0]["id"] == "S29"
@@ -106,9 +111,7 @@ def test_a_message_of_several_lines_cut_after_its_first_is_still_named() -> None
         "ValueError: Please correct the following DeepSpeed config values that mismatch "
         "TrainingArguments values:\n"
     )
-    out = CliRunner().invoke(main, ["explain", paste, "--format", "json"])
-    assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = _explained(paste)
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:transformers:HfTrainerDeepSpeedConfig.trainer_config_finalize" in why
     assert report["symptoms"][0]["id"] == "S09"

@@ -34,28 +34,35 @@ def test_shipped_fleet_knowledge_loads_and_its_examples_hold() -> None:
     assert "succeeded" not in kn.failure_outcomes
 
 
-def test_a_broken_fleet_file_reports_every_problem_at_once(tmp_path: Path) -> None:
+def _problems_of_shipped_file_with(tmp_path: Path, *edits: tuple[str, str]) -> list[str]:
+    """The problems `load` reports for the shipped fleet file with `edits` (old, new) made."""
     text = (fleet_knowledge.default_path()).read_text(encoding="utf-8")
-    text = text.replace("alpha: 0.01", "alpha: 3")
-    text = text.replace('"NVRM: loading NVIDIA UNIX', '"NVRM: Xid (PCI:0000:3b:00): 79, x NVRM')
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
     broken = tmp_path / "fleet.yaml"
     broken.write_text(text, encoding="utf-8")
     with pytest.raises(fleet_knowledge.FleetKnowledgeError) as caught:
         fleet_knowledge.load(broken)
-    problems = caught.value.problems
+    return caught.value.problems
+
+
+def test_a_broken_fleet_file_reports_every_problem_at_once(tmp_path: Path) -> None:
+    problems = _problems_of_shipped_file_with(
+        tmp_path,
+        ("alpha: 0.01", "alpha: 3"),
+        ('"NVRM: loading NVIDIA UNIX', '"NVRM: Xid (PCI:0000:3b:00): 79, x NVRM'),
+    )
     assert any("suspects.alpha" in p for p in problems)
     assert any("signal xid: no_match example matches" in p for p in problems)
 
 
 def test_a_flagged_host_group_naming_an_unknown_signal_or_cause_is_refused(tmp_path: Path) -> None:
-    text = (fleet_knowledge.default_path()).read_text(encoding="utf-8")
-    text = text.replace("signals: [ecc, gpu_lost,", "signals: [ecc, cosmic_ray, gpu_lost,")
-    text = text.replace("root_cause: R28", "root_cause: R99")
-    broken = tmp_path / "fleet.yaml"
-    broken.write_text(text, encoding="utf-8")
-    with pytest.raises(fleet_knowledge.FleetKnowledgeError) as caught:
-        fleet_knowledge.load(broken)
-    problems = caught.value.problems
+    problems = _problems_of_shipped_file_with(
+        tmp_path,
+        ("signals: [ecc, gpu_lost,", "signals: [ecc, cosmic_ray, gpu_lost,"),
+        ("root_cause: R28", "root_cause: R99"),
+    )
     assert any("flagged_host.signals" in p and "cosmic_ray" in p for p in problems)
     assert any("flagged_host.root_cause" in p and "R99" in p for p in problems)
 

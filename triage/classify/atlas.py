@@ -100,7 +100,7 @@ def matcher(atlas: Atlas) -> Matcher:
 def pattern_of(t: Template) -> re.Pattern[str]:
     """The template as a regex: literal chunks (any run of whitespace matching any), fields
     between them."""
-    chunks = [r"\s+".join(re.escape(w) for w in part.split()) for part in t.parts]
+    chunks = [_literal(part) for part in t.parts]
     chunks = [
         (r"\s+" if part[:1].isspace() and n else "")
         + c
@@ -117,8 +117,12 @@ def first_line_pattern_of(t: Template) -> re.Pattern[str] | None:
     head = first_line(t)
     if head is None:
         return None
-    chunk = r"\s+".join(re.escape(w) for w in head.split())
-    return re.compile(chunk + r"[ \t]*$", re.M)
+    return re.compile(_literal(head) + r"[ \t]*$", re.M)
+
+
+def _literal(part: str) -> str:
+    """A template's literal chunk as a regex: its words in order, any whitespace between."""
+    return r"\s+".join(re.escape(w) for w in part.split())
 
 
 def find(atlas: Atlas, events: Iterable[Event]) -> list[Match]:

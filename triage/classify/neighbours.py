@@ -23,7 +23,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -159,15 +159,19 @@ class SparseRows:
     def rows(self) -> int:
         return len(self.indptr) - 1
 
+    @cached_property
+    def _owner(self) -> np.ndarray:
+        """The row of each stored weight."""
+        return np.repeat(np.arange(self.rows), np.diff(self.indptr))
+
     def similarities(self, queries: np.ndarray) -> np.ndarray:
         """(queries, rows) dot products of dense query rows with every stored row."""
         out = np.zeros((queries.shape[0], self.rows), dtype=np.float32)
         if not len(self.data):
             return out
-        owner = np.repeat(np.arange(self.rows), np.diff(self.indptr))
         for q, query in enumerate(queries):
             products = self.data * query[self.indices]
-            out[q] = np.bincount(owner, weights=products, minlength=self.rows)
+            out[q] = np.bincount(self._owner, weights=products, minlength=self.rows)
         return out
 
 

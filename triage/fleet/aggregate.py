@@ -75,14 +75,14 @@ def groups(
     """The failure groups, most jobs first; `new` when no job of it was read before `run`.
     `flagged`: the hosts the fleet flagged (their repeated GPU faults group together)."""
     members: dict[str, list[StoredJob]] = defaultdict(list)
-    labels: dict[str, Label | None] = {}
+    labels: dict[str, tuple[Label | None, str]] = {}  # the key's root cause and mechanism
     for job in jobs:
         r = job.record
         if r.outcome in knowledge.failure_outcomes:
-            root, mechanism = job_labels(r, knowledge, flagged)
+            root, mechanism = labels_of = job_labels(r, knowledge, flagged)
             key = group_key(r.outcome, r.symptom, root, mechanism)
             members[key].append(job)
-            labels[key] = root
+            labels[key] = labels_of
     out = []
     for key, group in members.items():
         group.sort(key=when)
@@ -104,8 +104,8 @@ def groups(
                 key=key,
                 outcome=top.outcome,
                 symptom=top.symptom,
-                root_cause=labels[key],
-                mechanism=job_labels(top, knowledge, flagged)[1],
+                root_cause=labels[key][0],
+                mechanism=labels[key][1],
                 count=len(group),
                 first_seen=when(group[0]),
                 last_seen=when(group[-1]),
