@@ -632,17 +632,12 @@ def test_one_node_with_a_different_nccl_and_transport_is_flagged() -> None:
         )
         for r in range(4)
     ]
-    transports = ps(
-        source("nccl.log", SourceKind.NCCL),
-        [
-            ev(EventKind.NCCL_INFO, "NCCL INFO Using network IB", host="node01", level=Level.INFO),
-            ev(
-                EventKind.NCCL_INFO,
-                "NCCL INFO Using network Socket",
-                host="node02",
-                level=Level.INFO,
-            ),
-        ],
+    # node02 fell back to sockets: each node's NCCL_DEBUG lines name the network it uses
+    transports = parse_text(
+        "node01:100:101 [0] NCCL INFO Using network IB\n"
+        "node02:200:201 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>\n",
+        "nccl.log",
+        SourceKind.NCCL,
     )
     a = correlate([*envs, transports])
     kinds = {f.kind: f for f in a.findings}

@@ -334,7 +334,9 @@ def test_nccl_warnings_versions_transports_and_error_chains(engine: str) -> None
     assert warns[1].payload.func == "proxyServiceInitOp" and warns[1].payload.src == "proxy.cc"
     infos = of_kind(parsed, EventKind.NCCL_INFO)
     assert any(e.payload.nccl_version == "2.21.5+cuda12.4" for e in infos)
-    assert any(e.payload.network == "IB" for e in infos)
+    # the network each process uses, from `NET/IB : Using [0]mlx5_0:1/IB ...` and from
+    # `Using network IB` alike
+    assert [e.line for e in infos if e.payload.network == "IB"] == [4, 5, 6]
     assert {e.payload.transport for e in infos if e.payload.transport} == {"P2P", "NET/IB"}
     chain = [e for e in infos if e.payload.result is not None]
     assert len(chain) == 4 and {e.payload.result_name for e in chain} == {"ncclRemoteError"}

@@ -12,8 +12,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import regex
-
 from triage import knowledge
 from triage.analysis import exits, flight_recorder, launcher, pyspy
 from triage.analysis.cascade import ERROR_KINDS, Role, classify_event
@@ -27,10 +25,6 @@ from triage.model import (
     ParsedSource,
     PySpyDump,
     SourceKind,
-)
-
-_BOOTSTRAP_IP = regex.compile(
-    r"(?:Bootstrap ?:|NET/Socket ?:) Using (?:\[\d+\])?\w+:(?P<ip>[\d.]+)<"
 )
 
 _CONTEXT = Role("context", None, 0.0)
@@ -123,10 +117,10 @@ def _one(
         comm = ev.payload.comm_id if isinstance(ev.payload, NcclLineFacts) else None
         if comm is not None:
             out.anchors[("comm", str(comm))][domain] = ev.time
-    if ev.kind in (EventKind.NCCL_INFO, EventKind.NCCL_COMM) and host:
-        m = _BOOTSTRAP_IP.search(ev.text)
-        if m and not m["ip"].startswith("127."):
-            out.ip_hosts.setdefault(m["ip"], host)
+    ip = payload.ip if isinstance(payload, NcclLineFacts) else None
+    if ip and host and not ip.startswith("127."):
+        # the address a bootstrap or socket line names (a loopback one tells no host apart)
+        out.ip_hosts.setdefault(ip, host)
     role = classify_event(ev, kb)
     if role.role != "context" and routine is not None and routine.which(ev.text):
         # what healthy jobs print (rules/routine.yaml) starts no failure

@@ -51,10 +51,6 @@ _ENV_NAMES = (
 # legitimately different per rank or per host; never a mismatch
 _PER_RANK_ENV = {"NCCL_COMM_ID_RANK", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NCCL_DEBUG_FILE"}
 
-_NCCL_VERSION = regex.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
-_TRANSPORT = regex.compile(
-    r"Using network (?P<net>\w+)|NET/(?P<net2>IB|Socket|OFI|AWS Libfabric|\w+) ?: Using"
-)
 _NCCL_KINDS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)
 
 
@@ -128,22 +124,20 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
             if isinstance(payload, FlightRecorderDump) and payload.comm_lib_version:
                 versions.add("nccl", payload.comm_lib_version, where, rank, eref)
                 continue
-            if ev.kind in _NCCL_KINDS:
-                m = _NCCL_VERSION.search(ev.text)
-                if m:
+            if isinstance(payload, NcclLineFacts):
+                # what the NCCL parser read from the line
+                if payload.nccl_version:
                     # NCCL prints the version once per process: key it by the process
-                    versions.add("nccl", m["v"], where, rank, eref)
-                t = _TRANSPORT.search(ev.text)
-                if t:
-                    net = t["net"] or t["net2"]
+                    versions.add(
+                        "nccl", _normalise("nccl", payload.nccl_version), where, rank, eref
+                    )
+                if payload.network:
                     twhere = f"host {host}" if host else where
-                    transport.add("NCCL transport", net, twhere, rank, eref)
-                    out.transports[twhere] = net
-                if ev.kind is EventKind.NCCL_COMM:
-                    # the communicator's size and id, as the NCCL parser read them
-                    record = ev.payload
-                    if isinstance(record, NcclLineFacts) and record.nranks and record.comm_id:
-                        comm_sizes[record.comm_id][record.nranks] += 1
+                    transport.add("NCCL transport", payload.network, twhere, rank, eref)
+                    out.transports[twhere] = payload.network
+                if ev.kind is EventKind.NCCL_COMM and payload.nranks and payload.comm_id:
+                    # the communicator's size and id
+                    comm_sizes[payload.comm_id][payload.nranks] += 1
     for name, by_value in versions.values.items():
         _merge_spellings(by_value, versions, name)
         majority = max(by_value.items(), key=lambda kv: len(kv[1]))[0]

@@ -275,7 +275,7 @@ class NcclLineFacts:
     nnodes: int | None = None
     local_ranks: int | None = None
     local_rank: int | None = None
-    nccl_version: str | None = None
+    nccl_version: str | None = None  # as printed, `2.21.5+cuda12.4`
     src: str | None = None  # `init.cc` of a warning or an error chain's step
     src_line: int | None = None
     func: str | None = None
@@ -287,9 +287,11 @@ class NcclLineFacts:
     peer_from: int | None = None
     peer_to: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)  # a `NCCL_X set by environment to Y`
-    network: str | None = None  # what a network / bootstrap line names
-    net: str | None = None
+    # the network NCCL uses, `IB`: from `Using network IB` or `NET/IB : Using [0]mlx5_0:1/IB`
+    network: str | None = None
+    net: str | None = None  # a `NET/...: Using` line's network and devices
     bootstrap: str | None = None
+    ip: str | None = None  # the IPv4 address a bootstrap or `NET/Socket` line uses
     cuda_driver: str | None = None
 
 

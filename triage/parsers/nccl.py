@@ -35,6 +35,9 @@ _DRIVER = re.compile(r"cudaDriverVersion (?P<ver>\d+)")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: ?Using (?P<iface>.+)")
 _NET_USING = re.compile(r"NET/(?P<net>\w+) ?: ?Using (?P<what>.+)")
 _NETWORK = re.compile(r"Using network (?P<network>\w+)")
+# the interface and IPv4 address a bootstrap or socket line goes on: `eth0:10.0.0.5<0>`,
+# `[0]eth0:10.0.0.5<0>`
+_INTERFACE_IP = re.compile(r"(?:\[\d+\])?\w+:(?P<ip>[\d.]+)<")
 _CHANNEL = re.compile(
     r"Channel (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<srcdev>\w+)\] -> "
     r"(?P<dst>\d+)\[(?P<dstdev>\w+)\]"
@@ -291,11 +294,25 @@ class NcclTracker:
             if m is not None:
                 if not self._once(f"{line.host}:{line.pid}:{key}:{msg}"):
                     return None
-                value = m[1] if key != "net" else f"{m['net']}: {m['what']}"
-                return NcclFinding(EventKind.NCCL_INFO, Level.INFO, replace(base, **{key: value}))
+                if key == "net":
+                    # `NET/IB : Using [0]mlx5_0:1/IB`: the network, and the devices it uses
+                    record = replace(base, network=m["net"], net=f"{m['net']}: {m['what']}")
+                    if m["net"] == "Socket":
+                        record = replace(record, ip=_ip(m["what"]))
+                elif key == "bootstrap":
+                    record = replace(base, bootstrap=m[1], ip=_ip(m[1]))
+                else:
+                    record = replace(base, **{key: m[1]})
+                return NcclFinding(EventKind.NCCL_INFO, Level.INFO, record)
         if _INFO_TROUBLE.search(msg):
             return NcclFinding(EventKind.NCCL_INFO, Level.WARNING, base)
         return None
+
+
+def _ip(interface: str) -> str | None:
+    """The IPv4 address of what a `Using` names first (`[0]eth0:10.0.0.5<0>`), if any."""
+    m = _INTERFACE_IP.match(interface)
+    return m["ip"] if m is not None else None
 
 
 def fill_ranks(events: list[Event], tracker: NcclTracker) -> None:
