@@ -93,6 +93,24 @@ def test_a_deepspeed_oom_is_never_told_to_move_to_fsdp_or_ddp() -> None:
     assert not re.search(r"\bFSDP\b|\bDDP\b|DistributedDataParallel", said), said
 
 
+def test_advice_naming_the_jobs_own_file_is_not_taken_for_another_frameworks() -> None:
+    """An FSDP job's script is called `stage3_train.py`: "fix the code at forward
+    (stage3_train.py:37)" names the job's own file, not DeepSpeed's `stage3_*` settings."""
+    paste = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/workspace/stage3_train.py", line 90, in <module>\n'
+        "[rank1]:     loss = model(batch)\n"
+        '[rank1]:   File "/opt/venv/lib/python3.11/site-packages/torch/distributed/fsdp/'
+        'fully_sharded_data_parallel.py", line 849, in forward\n'
+        "[rank1]:     output = self._fsdp_wrapped_module(*args, **kwargs)\n"
+        '[rank1]:   File "/workspace/stage3_train.py", line 37, in forward\n'
+        "[rank1]:     idx = self.vocab[token]\n"
+        "[rank1]: KeyError: 'label'\n"
+    )
+    said = _actions(pipeline.explain(paste))
+    assert any("(/workspace/stage3_train.py:37)" in action for action in said), said
+
+
 def test_advice_that_names_no_framework_reaches_a_paste_that_names_none() -> None:
     # nothing says what the job runs on: the general advice stays (it names DDP and FSDP)
     said = " ".join(_actions(pipeline.explain(OOM)))

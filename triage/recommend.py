@@ -93,7 +93,7 @@ def recommend(
             continue
         # one action per idea across the whole list: a later fix pattern that only says again
         # what an earlier one said is left out
-        actions = _distinct([a.text for a in ranked[f]], kb.playbook, said)[:MAX_ACTIONS]
+        actions = _distinct(ranked[f], kb.playbook, said)[:MAX_ACTIONS]
         if not actions:
             if out:
                 continue  # nothing this job can act on (or nothing new): filler, not advice
@@ -193,6 +193,8 @@ class _Ranked:
     text: str
     on_cause: bool
     by_rule: bool  # written by a rule that matched this job's lines, not the playbook
+    frameworks: frozenset[str]  # those its wording names
+    located: bool  # it names where in the job's code it failed
 
 
 # A fix pattern whose first action speaks to the most likely root cause goes before one whose
@@ -244,18 +246,20 @@ def _actions(
     from_playbook = [
         (rc.id, advice)
         for rc in causes[:TOP_CAUSES]
-        if rc.score >= floor and (advice := kb.playbook.advice(rc.id, fix, facts, job)) is not None
+        if rc.score >= floor and (advice := kb.playbook.choose(rc.id, fix, facts, job)) is not None
     ]
     out: list[_Ranked] = []
     for action in from_rules:
         on_cause = top_cause is None or not action.causes or top_cause in action.causes
-        out.append(_Ranked(action.text, on_cause, by_rule=True))
-    for cause, text in from_playbook:
-        out.append(_Ranked(text, top_cause is None or cause == top_cause, by_rule=False))
+        out.append(_Ranked(action.text, on_cause, True, action.frameworks, located=action.located))
+    for cause, advice in from_playbook:
+        on_cause = top_cause is None or cause == top_cause
+        frameworks = advice.alternative.frameworks
+        out.append(_Ranked(advice.text, on_cause, False, frameworks, located=advice.located))
     # Advice that names a framework the job does not run on is for another job (a DeepSpeed
     # OOM is not told to move to FSDP); when the job's lines name none, nothing is known.
     if job.frameworks:
-        out = [a for a in out if _fits_frameworks(a.text, job.frameworks, kb)]
+        out = [a for a in out if not a.frameworks or a.frameworks & job.frameworks]
     # Two rule actions, then the playbook (it carries the job's ranks and values), then the
     # rest; within that, what speaks to the most likely cause first.
     rules_first = out[: len(from_rules)]
@@ -263,33 +267,29 @@ def _actions(
     return sorted(ordered, key=lambda a: not a.on_cause)
 
 
-def _fits_frameworks(text: str, frameworks: frozenset[str], kb: knowledge.Knowledge) -> bool:
-    named = kb.frameworks.named_in(text)
-    return not named or bool(named & frameworks)
-
-
-def _distinct(texts: Sequence[str], playbook: Playbook, said: Sequence[str]) -> list[str]:
-    """The texts without those that say again what an earlier one (here or under an earlier
-    fix pattern) said: the same main command, most of the same words, or one idea of the
-    playbook's `same_advice` list."""
-    kept: list[str] = []
-    for text in texts:
+def _distinct(actions: Sequence[_Ranked], playbook: Playbook, said: Sequence[str]) -> list[str]:
+    """The actions' texts without those that say again what an earlier one (here or under an
+    earlier fix pattern) said: the same main command, most of the same words, or one idea of
+    the playbook's `same_advice` list. Whether two wordings say one thing is read from their
+    words by design: that is what the user reads twice."""
+    kept: list[_Ranked] = []
+    for action in actions:
+        text = action.text
         if any(_similar(text, other, playbook) for other in said):
             continue
-        same = next((n for n, other in enumerate(kept) if _similar(text, other, playbook)), None)
+        same = next(
+            (n for n, other in enumerate(kept) if _similar(text, other.text, playbook)), None
+        )
         if same is None:
-            kept.append(text)
+            kept.append(action)
         elif (
-            playbook.keeps_located(text, kept[same])
-            and _LOCATION.search(text)
-            and not _LOCATION.search(kept[same])
+            action.located
+            and not kept[same].located
+            and playbook.keeps_located(text, kept[same].text)
         ):
             # the same step, but this wording says where (file:line): it takes the place
-            kept[same] = text
-    return kept
-
-
-_LOCATION = re.compile(r"\.py:\d+")
+            kept[same] = action
+    return [action.text for action in kept]
 
 
 def _no_leading_or(actions: list[str]) -> list[str]:

@@ -532,6 +532,6 @@ def rule_actions(hits: Sequence[RuleHit]) -> dict[str, tuple[RuleAction, ...]]:
         by_text: dict[str, RuleAction] = {}
         for *_, a in sorted(rows, key=lambda r: r[:3]):
             seen = by_text.get(a.text)
-            by_text[a.text] = a if seen is None else RuleAction(a.text, seen.causes | a.causes)
+            by_text[a.text] = a if seen is None else replace(seen, causes=seen.causes | a.causes)
         out[fix] = tuple(by_text.values())
     return out

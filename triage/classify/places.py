@@ -125,7 +125,10 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
         # a place says where the stack stood, not why: its advice is for any likely cause (the
         # generic prior it gives stays a prior; on the reference cases and bundles tying it to
         # those causes moved it below other advice)
-        actions={f: (RuleAction(a),) for f, a in place.actions.items()},
+        actions={
+            f: (RuleAction(a, frameworks=place.action_frameworks.get(f, frozenset())),)
+            for f, a in place.actions.items()
+        },
         evidence_text=text,
         evidence_line=line,
         generic=True,

@@ -327,9 +327,10 @@ def _hit(
     for fix, action in rule.actions.items():
         chosen = action.choose(context, job)
         if chosen is not None:
-            alt, filled = chosen
+            alt = chosen.alternative
             # advice for the causes its alternative says (`for:`), else its rule's
-            actions[fix] = (RuleAction(filled, frozenset(alt.causes) or concluded),)
+            causes = frozenset(alt.causes) or concluded
+            actions[fix] = (RuleAction(chosen.text, causes, alt.frameworks, chosen.located),)
     quoted, offset = _quote(text, m) if text else ("", 0)
     line = event.line + offset if event is not None and event.line is not None else None
     numbers = event.line_numbers if event is not None else None

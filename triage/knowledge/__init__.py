@@ -266,6 +266,9 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
     # shipped folder's mean a broken install.
     merged = {kind: KINDS[kind].merge(values) for kind, values in parts.items()}
     rules = _mark_cascade(rules, merged[cascade.KIND], found)
+    rules, merged[playbook.KIND], merged[places.KIND] = _name_frameworks(
+        rules, merged[playbook.KIND], merged[places.KIND], merged[frameworks.KIND]
+    )
     _check_conditions(rules, merged[playbook.KIND], merged[frameworks.KIND], found)
     team_folders = {str(f) for f in folders[1:]}
     theirs = any(
@@ -302,6 +305,39 @@ def _mark_cascade(rules: list[Rule], facts: Cascade, found: Problems) -> list[Ru
             if rule_id not in known:
                 found.add(rules_dir(), f"family {family.name}", f"lists unknown rule {rule_id!r}")
     return [replace(r, cascade=True) if r.id in facts.rules else r for r in rules]
+
+
+def _name_frameworks(
+    rules: list[Rule], book: Playbook, place_set: Places, known: Frameworks
+) -> tuple[list[Rule], Playbook, Places]:
+    """Every action with the frameworks its wording names (`named` of rules/frameworks.yaml),
+    found once here: recommend leaves out advice that names only frameworks the job does not
+    run on, reading these instead of the text it gives."""
+
+    def names(text: str) -> frozenset[str]:
+        return frozenset(known.named_in(text))
+
+    def named(rule: Rule) -> Rule:
+        acts = {fix: action.naming(names) for fix, action in rule.actions.items()}
+        same = all(acts[fix] is action for fix, action in rule.actions.items())
+        return rule if same else replace(rule, actions=acts)
+
+    causes = {
+        cause: {fix: action.naming(names) for fix, action in per_fix.items()}
+        for cause, per_fix in book.causes.items()
+    }
+    place_list = tuple(
+        replace(
+            place,
+            action_frameworks={fix: names(text) for fix, text in place.actions.items()},
+        )
+        for place in place_set.places
+    )
+    return (
+        [named(rule) for rule in rules],
+        replace(book, causes=causes),
+        replace(place_set, places=place_list),
+    )
 
 
 def _check_conditions(

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import regex
@@ -69,6 +69,10 @@ INPUT_KINDS = (
     "env_report",
     "text",
 )
+
+# The facts that name a place in the job's code (`user_frame`: `main (train.py:46)`): advice
+# filled with one says where to look (`Filled.located`; the playbook's `located` ideas).
+PLACE_FACTS = frozenset({"user_frame"})
 
 # A parenthesised clause that holds no other parentheses, with the space before it.
 _CLAUSE = regex.compile(r"\s?\([^()`]*\)")
@@ -108,6 +112,23 @@ class Alternative:
     # concludes ("lower the learning rate" answers a numeric NaN, not a bad sample's NaN);
     # recommend leads with advice for the most likely cause
     causes: tuple[str, ...] = ()
+    # the frameworks its wording names (rules/frameworks.yaml `named`), set when the knowledge
+    # is loaded: advice that names only frameworks a job does not run on is not for that job
+    frameworks: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Filled:
+    """An action as given to one job: the alternative chosen and its text, filled."""
+
+    alternative: Alternative
+    text: str
+    facts: frozenset[str]  # the `{facts}` its text was filled with
+
+    @property
+    def located(self) -> bool:
+        """Does it say where in the job's code (filled with one of `PLACE_FACTS`)?"""
+        return bool(self.facts & PLACE_FACTS)
 
 
 @dataclass(frozen=True)
@@ -125,19 +146,33 @@ class Action:
         """The text for this job, filled with `facts`, or None when no alternative applies to
         it."""
         chosen = self.choose(facts, job)
-        return chosen[1] if chosen is not None else None
+        return chosen.text if chosen is not None else None
 
-    def choose(
-        self, facts: Mapping[str, Any], job: JobConditions
-    ) -> tuple[Alternative, str] | None:
-        """The first alternative that applies to this job, and its text filled with `facts`."""
+    def choose(self, facts: Mapping[str, Any], job: JobConditions) -> Filled | None:
+        """The first alternative that applies to this job, filled with `facts`."""
         for alt in self.alternatives:
             if not applies(alt.when, job):
                 continue
-            text = _fill(alt, facts)
-            if text is not None:
-                return alt, text
+            filled = _fill(alt, facts)
+            if filled is not None:
+                return filled
         return None
+
+    def naming(self, frameworks: Callable[[str], frozenset[str]]) -> Action:
+        """This action with each alternative's `frameworks`: those `frameworks(wording)`
+        finds in the words it writes itself (its `{facts}` left out: they are the job's)."""
+        alternatives = tuple(
+            replace(alt, frameworks=found) if (found := frameworks(wording(alt.template))) else alt
+            for alt in self.alternatives
+        )
+        return self if alternatives == self.alternatives else Action(alternatives)
+
+
+def wording(template: str) -> str:
+    """A template's own words, its `{facts}` left out (`{{` read as `{`)."""
+    if "{" not in template and "}" not in template:
+        return template
+    return "".join(text for text, _, _, _ in string.Formatter().parse(template))
 
 
 def template_fields(template: str) -> list[str]:
@@ -184,9 +219,10 @@ def _many(value: Any) -> bool:
 _RANK_NOUN = regex.compile(r"\b([Rr])ank \{(\w+)\}")
 
 
-def _fill(alt: Alternative, facts: Mapping[str, Any]) -> str | None:
+def _fill(alt: Alternative, facts: Mapping[str, Any]) -> Filled | None:
     missing = [n for n in alt.needs if not known(facts, n)]
     template = alt.template
+    used = frozenset(alt.needs)
     if missing:
         template = _drop_clauses(template, missing)
         try:
@@ -195,6 +231,7 @@ def _fill(alt: Alternative, facts: Mapping[str, Any]) -> str | None:
             return None
         if any(not known(facts, n) for n in left):
             return None
+        used = frozenset(left)
     template = _RANK_NOUN.sub(
         lambda m: (
             f"{m.group(1)}anks {{{m.group(2)}}}" if _many(facts.get(m.group(2))) else m.group()
@@ -202,9 +239,10 @@ def _fill(alt: Alternative, facts: Mapping[str, Any]) -> str | None:
         template,
     )
     try:
-        return template.format_map({n: plain(facts[n]) for n in alt.needs if known(facts, n)})
+        text = template.format_map({n: plain(facts[n]) for n in alt.needs if known(facts, n)})
     except (KeyError, ValueError, IndexError, AttributeError):
         return None
+    return Filled(alt, text, used)
 
 
 def _drop_clauses(template: str, missing: list[str]) -> str:

@@ -18,13 +18,16 @@ conditions (`when: {framework: deepspeed}`, see triage.knowledge.actions). An in
 is not a sign of use: only what the job printed counts, weighted by how many lines: a
 DeepSpeed job whose lines name DeepSpeed again and again and FSDP once runs on DeepSpeed
 (among engines; a wrapper such as Accelerate counts when seen). Recommend leaves out advice
-that names (`named`) only frameworks the job does not run on. Shipped only.
+that names (`named`) only frameworks the job does not run on: what an action's own words name
+is found once, when the knowledge loads (`Alternative.frameworks`), not in the facts it is
+filled with (a job's `stage3_train.py` is its own file, not DeepSpeed's). Shipped only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import regex
@@ -55,6 +58,13 @@ class Marker:
     literals: tuple[str, ...] | None = None
     named: regex.Pattern[str] | None = None  # how advice names it (`named`), None: not said
     engine: bool = True  # shards or replicates the model itself (weighted against the others)
+    # literals one of which every `named` match holds (as `literals`), None: always searched
+    named_literals: tuple[str, ...] | None = None
+
+    @cached_property
+    def named_screen(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """`named_literals` as `Frameworks.screen` holds them."""
+        return _screen([self.named_literals])
 
 
 @dataclass(frozen=True)
@@ -67,19 +77,11 @@ class Frameworks:
     # a line only a job on GPUs prints (`gpu_seen`): the job's `device` fact (actions'
     # `when: {device: gpu}`); None: no line tells
     gpu_seen: regex.Pattern[str] | None = None
+    # the same of the frameworks' `named` patterns: advice that holds none names none
+    named_screen: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     def _may_match(self, text: str) -> bool:
-        if self.screen is None:
-            return True
-        exact, folded = self.screen
-        if any(lit in text for lit in exact):
-            return True
-        if not folded:
-            return False
-        if not text.isascii():
-            return True  # case folding beyond ASCII: the regexes decide
-        lowered = text.lower()
-        return any(lit in lowered for lit in folded)
+        return _may_hold(text, self.screen)
 
     def detect(self, texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(framework ids, most named first, leaving out those named by only a few of the
@@ -122,7 +124,29 @@ class Frameworks:
 
     def named_in(self, text: str) -> set[str]:
         """The frameworks a piece of advice names (their `named` patterns)."""
-        return {m.id for m in self.frameworks if m.named is not None and m.named.search(text)}
+        # a substring test first: most advice names no framework (~600 templates a load)
+        if not _may_hold(text, self.named_screen):
+            return set()
+        return {
+            m.id
+            for m in self.frameworks
+            if m.named is not None and _may_hold(text, m.named_screen) and m.named.search(text)
+        }
+
+
+def _may_hold(text: str, screen: tuple[tuple[str, ...], tuple[str, ...]] | None) -> bool:
+    """Can the text match a pattern whose literals are these (see `Frameworks.screen`)?"""
+    if screen is None:
+        return True
+    exact, folded = screen
+    if any(lit in text for lit in exact):
+        return True
+    if not folded:
+        return False
+    if not text.isascii():
+        return True  # case folding beyond ASCII: the regexes decide
+    lowered = text.lower()
+    return any(lit in lowered for lit in folded)
 
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Frameworks:
@@ -137,15 +161,24 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         gpu_seen = compile_regex(spec.get("pattern"), "gpu_seen", report)
         if gpu_seen is not None:
             check_examples(gpu_seen, spec.get("examples"), "gpu_seen", report)
-    return Frameworks(frameworks, launchers, _screen((*frameworks, *launchers)), gpu_seen)
+    named = [m.named_literals for m in frameworks if m.named is not None]
+    return Frameworks(
+        frameworks,
+        launchers,
+        _screen([m.literals for m in (*frameworks, *launchers)]),
+        gpu_seen,
+        _screen(named),
+    )
 
 
-def _screen(markers: Sequence[Marker]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The markers' literals, split into case-sensitive and (lowercased, ASCII)
-    case-insensitive ones; None when some marker has none or a non-ASCII folded one."""
-    if not markers or any(m.literals is None for m in markers):
+def _screen(
+    literal_sets: Sequence[tuple[str, ...] | None],
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The patterns' literals, split into case-sensitive and (lowercased, ASCII)
+    case-insensitive ones; None when some pattern has none or a non-ASCII folded one."""
+    if not literal_sets or any(literals is None for literals in literal_sets):
         return None
-    found = [lit for m in markers for lit in m.literals or ()]
+    found = [lit for literals in literal_sets for lit in literals or ()]
     folded = [lit[1:] for lit in found if lit.startswith("\0")]
     if not all(lit.isascii() for lit in folded):
         return None
@@ -168,7 +201,7 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
             report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_ENTRY_KEYS)}")
         seen = _strings(spec.get("seen"), f"{item} seen", report)
         examples = _strings(spec.get("examples"), f"{item} examples", report)
-        named = _named(spec, item, report)
+        named, named_literals = _named(spec, item, report)
         if not seen or not examples:
             report(item, "needs `seen` (regexes) and `examples` (lines they must match)")
             continue
@@ -189,6 +222,7 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
                 _literals(seen),
                 named,
                 bool(spec.get("engine", True)),
+                named_literals,
             )
         )
     return tuple(out)
@@ -196,20 +230,21 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
 
 def _named(
     spec: Mapping[str, Any], item: str, report: Callable[[str, str], None]
-) -> regex.Pattern[str] | None:
-    """The `named` regexes as one pattern; the entry's own `name` must be one of them."""
+) -> tuple[regex.Pattern[str] | None, tuple[str, ...] | None]:
+    """The `named` regexes as one pattern, and the literals one of which its every match
+    holds; the entry's own `name` must be one of them."""
     named = _strings(spec.get("named"), f"{item} named", report)
     if not named:
-        return None
+        return None, None
     try:
         pattern = regex_cache.compile("|".join(f"(?:{p})" for p in named))
     except regex.error as exc:
         report(item, f"bad regex in `named`: {exc}")
-        return None
+        return None, None
     name = str(spec.get("name") or "")
     if name and not pattern.search(name):
         report(item, f"`named` does not match the entry's own name {name!r}")
-    return pattern
+    return pattern, _literals(named)
 
 
 def _literals(seen: Sequence[str]) -> tuple[str, ...] | None:

@@ -32,7 +32,7 @@ Shipped only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import regex
@@ -72,6 +72,8 @@ class Place:
     fix: Mapping[str, float]
     stage: Mapping[str, float]
     actions: Mapping[str, str]
+    # fix -> the frameworks its action names (rules/frameworks.yaml `named`), set on load
+    action_frameworks: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def matches(self, file: str, function: str) -> bool:
         return any(p.matches(file, function) for p in self.frames)
@@ -154,14 +156,14 @@ def _place(
         "fix": tax.fix_patterns,
         "stage": tax.stages,
     }
-    for field in _FIELDS:
-        row = concludes.get(field) or {}
+    for label_kind in _FIELDS:
+        row = concludes.get(label_kind) or {}
         for label, w in row.items():
-            if label not in tables[field]:
-                report(item, f"concludes.{field}: {label} is not a taxonomy id")
+            if label not in tables[label_kind]:
+                report(item, f"concludes.{label_kind}: {label} is not a taxonomy id")
             elif not 0 < float(w) <= 1:
-                report(item, f"concludes.{field}.{label}: weight must be in (0, 1]")
-        weights[field] = {str(k): float(v) for k, v in row.items() if k in tables[field]}
+                report(item, f"concludes.{label_kind}.{label}: weight must be in (0, 1]")
+        weights[label_kind] = {str(k): float(v) for k, v in row.items() if k in tables[label_kind]}
     if not weights["stage"]:
         report(item, "concludes.stage: a place says which stage was running")
     actions = {str(k): str(v) for k, v in (spec.get("actions") or {}).items()}

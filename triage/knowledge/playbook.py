@@ -32,7 +32,13 @@ from typing import Any
 import regex
 
 from triage import taxonomy
-from triage.knowledge.actions import JOB_FACT_NAMES, Action, JobConditions, parse_action
+from triage.knowledge.actions import (
+    JOB_FACT_NAMES,
+    Action,
+    Filled,
+    JobConditions,
+    parse_action,
+)
 
 KIND = "playbook"
 
@@ -63,8 +69,15 @@ class Playbook:
     ) -> str | None:
         """The action for (cause, fix) filled with this job's facts, or None when none of its
         alternatives applies to the job."""
+        chosen = self.choose(cause, fix, facts, job)
+        return chosen.text if chosen is not None else None
+
+    def choose(
+        self, cause: str, fix: str, facts: Mapping[str, Any], job: JobConditions
+    ) -> Filled | None:
+        """`advice`, with the alternative it was filled from and the facts it names."""
         action = self.causes.get(cause, {}).get(fix)
-        return action.fill(facts, job) if action is not None else None
+        return action.choose(facts, job) if action is not None else None
 
     def entries(self) -> int:
         """(cause, fix) pairs with advice."""

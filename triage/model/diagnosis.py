@@ -53,6 +53,9 @@ class RuleAction:
 
     text: str
     causes: frozenset[str] = frozenset()
+    # the frameworks its wording names (rules/frameworks.yaml `named`; empty: any job's)
+    frameworks: frozenset[str] = frozenset()
+    located: bool = False  # filled with where in the job's code it failed (`fn (train.py:46)`)
 
 
 @dataclass(frozen=True)
