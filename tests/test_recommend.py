@@ -226,3 +226,43 @@ def test_the_rule_that_backs_a_fix_most_speaks_first() -> None:
     assert f4.id == "F4"
     assert f4.actions[0].startswith("Rank 0 was still preparing")
     assert f4.why.startswith("a rank was still in setup work when the others reached")
+
+
+TEAM_VAGUE_RULE = """
+- id: team-labels-missing
+  title: The batch lacks its labels
+  match:
+    any: ["KeyError: 'labels'"]
+  concludes:
+    symptom: {S18: 0.9}
+    root_cause: {R26: 0.9}
+    fix: {F6: 0.9}
+  actions:
+    F6: "Fix the training script: the error comes from user code (team runbook 3)."
+  examples:
+    match: ["KeyError: 'labels'"]
+    no_match: ["KeyError: 'input_ids'"]
+"""
+
+
+def test_the_wording_that_says_where_replaces_the_same_advice_that_does_not(
+    tmp_path: Path,
+) -> None:
+    """A team rule says "fix the training script" without saying where; the shipped rule says
+    the same step at the line that raised: the user reads it once, with the line."""
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "labels.yaml").write_text(TEAM_VAGUE_RULE, encoding="utf-8")
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/train.py", line 88, in <module>\n'
+        "    main()\n"
+        '  File "/workspace/train.py", line 46, in main\n'
+        "    y = batch['labels']\n"
+        "KeyError: 'labels'"
+    )
+    options = Options(use_embeddings=False, extra_rules_dirs=(str(team),))
+    f6 = next(f for f in explain(text, options).fix_patterns if f.id == "F6")
+    located = [a for a in f6.actions if "(/workspace/train.py:46)" in a]
+    assert len(located) == 1 and " at main (" in located[0], f6.actions
+    assert not any("team runbook 3" in a for a in f6.actions), f6.actions
