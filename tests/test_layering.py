@@ -166,3 +166,65 @@ def test_an_attrs_read_past_the_parsers_is_caught() -> None:
         "triage.bot.gitlab": ("attrs = body['object_attributes']\nattrs.get('action')\n", False),
     }
     assert parser_only_reads(sources) == ["triage.analysis.outcome:2", "triage.report.text:2"]
+
+
+# The words of the NCCL lines the parser reads the version, the network and the bootstrap
+# address from (`NcclLineFacts`): a later stage holding one in a string reads the line again.
+NCCL_LINE_WORDS = ("nccl version", "using network", "net/", "bootstrap")
+
+
+def text_readers(sources: Mapping[str, tuple[str, bool]]) -> list[str]:
+    """In the stages after the parsers (analysis to report), every string that holds the words
+    of an NCCL line the parser reads facts from, and every question of which frameworks a text
+    names (`named_in`: an action carries the frameworks it names), as `module:line`.
+    Docstrings are prose about the code, not read from events: left out."""
+    found = []
+    for module, (source, _) in sorted(sources.items()):
+        layer = _layer(module)
+        if layer is None or not LAYERS["parsers"] < layer <= LAYERS["report"]:
+            continue
+        tree = ast.parse(source)
+        docstrings = {
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            asks_frameworks = isinstance(node, ast.Attribute) and node.attr == "named_in"
+            holds_nccl_words = (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and any(word in node.value.lower() for word in NCCL_LINE_WORDS)
+            )
+            if asks_frameworks or holds_nccl_words:
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_no_stage_after_the_parsers_reads_nccl_facts_or_framework_names_from_text() -> None:
+    assert text_readers(_package_sources()) == []
+
+
+def test_reading_nccl_lines_or_framework_names_from_text_past_the_parsers_is_caught() -> None:
+    asks_frameworks = "def names(kb, text):\n    return kb.frameworks.named_in(text)\n"
+    sources = {
+        # consistency reading the version and the network from the event's text
+        "triage.analysis.consistency": (
+            '"""NCCL version and Using network lines, read by the parser."""\n'
+            "import regex\n"
+            "V = regex.compile(r'NCCL version (?P<v>[\\d.]+)')\n"
+            "T = regex.compile(r'Using network (?P<n>\\w+)|NET/(?P<m>\\w+) ?: Using')\n",
+            False,
+        ),
+        # recommend asking which frameworks a filled action's text names
+        "triage.recommend": (asks_frameworks, False),
+        # the parser itself, and the knowledge that names an action's frameworks once, may
+        "triage.parsers.nccl": ("V = r'NCCL version (?P<ver>\\S+)'\n", False),
+        "triage.knowledge": (asks_frameworks, True),
+    }
+    assert text_readers(sources) == [
+        "triage.analysis.consistency:3",
+        "triage.analysis.consistency:4",
+        "triage.recommend:2",
+    ]
