@@ -648,6 +648,23 @@ def test_one_node_with_a_different_nccl_and_transport_is_flagged() -> None:
     assert a.facts.nccl == "2.21.5" and a.facts.torch == "2.13.0+cu124"
 
 
+def test_a_variable_each_rank_sets_for_itself_is_no_mismatch() -> None:
+    # NCCL_DEBUG_FILE names each rank's own file (rules/agreement.yaml, per_rank): that the
+    # ranks' values differ is by design; NCCL_IB_HCA differing is a node set up differently
+    envs = [
+        env_source(
+            r,
+            "node01",
+            "2.21.5",
+            {"NCCL_DEBUG_FILE": f"/tmp/nccl.{r}.log", "NCCL_IB_HCA": "mlx5_0" if r else "mlx5_1"},
+        )
+        for r in range(2)
+    ]
+    a = correlate(envs)
+    mismatched = [f.summary for f in a.findings if f.kind == "env_mismatch"]
+    assert len(mismatched) == 1 and "NCCL_IB_HCA" in mismatched[0]
+
+
 # ------------------------------------------------------------------ exits and restarts
 
 

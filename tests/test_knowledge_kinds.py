@@ -61,6 +61,16 @@ def test_a_restart_pattern_that_misses_its_example_is_reported(
     assert "misses its example" in found[("exits.yaml", "restarts")]
 
 
+def test_a_compared_setting_the_agreement_lists_miss_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert knowledge.load().agreement.compares_env("NCCL_IB_HCA")
+    env = yaml.safe_load((knowledge.rules_dir() / "agreement.yaml").read_text())["env"]
+    env["examples"] = {"compared": ["NCCL_IB_HCA", "OMP_NUM_THREADS"], "not_compared": ["PATH"]}
+    found = _problems(_rules_with(tmp_path, "agreement.yaml", {"env": env}), monkeypatch)
+    assert "OMP_NUM_THREADS should be compared" in found[("agreement.yaml", "env.examples")]
+
+
 DOCTOR = Path(__file__).resolve().parent.parent / "triage" / "doctor"
 
 

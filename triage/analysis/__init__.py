@@ -146,7 +146,7 @@ def analyse(
         fr.suspects = {r: w for r, w in fr.suspects.items() if r not in detectors or r in odd}
     spy = pyspy.analyze(seen.stacks, kb.frames, seen.unmatched_stacks)
     prog = progress.analyze(seen.progress_events)
-    cons = consistency.analyze(parsed, index)
+    cons = consistency.analyze(parsed, index, kb.agreement)
 
     votes = culprit.vote(
         placed, roles, seen.exit_records, fr, spy, prog, cons, w.size, index, seen.ip_hosts, kb

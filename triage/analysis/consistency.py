@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import regex
 
 from triage.analysis.ranks import RankIndex, event_rank, format_ranks
+from triage.knowledge.agreement import AgreedSettings
 from triage.model import (
     EnvReport,
     EventKind,
@@ -26,30 +27,6 @@ from triage.model import (
     ParsedSource,
     SettingFacts,
 )
-
-_VERSION_FACTS = (
-    "torch",
-    "cuda",
-    "cuda_build",
-    "cuda_runtime",
-    "nccl",
-    "cudnn",
-    "python",
-    "driver",
-    "deepspeed",
-    "transformers",
-    "gpu_models",
-)
-_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
-_ENV_NAMES = (
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "WORLD_SIZE",
-    "CUDA_VISIBLE_DEVICES",
-    "GLOO_SOCKET_IFNAME",
-)
-# legitimately different per rank or per host; never a mismatch
-_PER_RANK_ENV = {"NCCL_COMM_ID_RANK", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NCCL_DEBUG_FILE"}
 
 _NCCL_KINDS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)
 
@@ -83,7 +60,10 @@ class ConsistencyAnalysis:
     suspects: dict[int, set[str]] = field(default_factory=dict)
 
 
-def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnalysis:
+def analyze(
+    parsed: Sequence[ParsedSource], index: RankIndex, agreed: AgreedSettings
+) -> ConsistencyAnalysis:
+    """Every setting `agreed` names, compared across the ranks and hosts that report it."""
     out = ConsistencyAnalysis()
     versions = Observed()
     env = Observed()
@@ -111,14 +91,12 @@ def analyze(parsed: Sequence[ParsedSource], index: RankIndex) -> ConsistencyAnal
                 ev.source, ev.line, rank, ev.text.splitlines()[0][:200] if ev.text else ""
             )
             if isinstance(payload, EnvReport):
-                for key in _VERSION_FACTS:
+                for key in agreed.versions:
                     v = payload.facts.get(key) or payload.packages.get(key)
                     if v:
                         versions.add(key, _normalise(key, v), where, rank, eref)
                 for key, v in payload.env_vars.items():
-                    if key in _PER_RANK_ENV:
-                        continue
-                    if key.startswith(_ENV_PREFIXES) or key in _ENV_NAMES:
+                    if agreed.compares_env(key):
                         env.add(key, v, where, rank, eref)
                 continue
             if isinstance(payload, FlightRecorderDump) and payload.comm_lib_version:

@@ -35,6 +35,7 @@ from triage import diskcache, taxonomy
 from triage.knowledge import (
     actions,
     advice,
+    agreement,
     atlas,
     cascade,
     culprit,
@@ -52,6 +53,7 @@ from triage.knowledge import (
     topology,
 )
 from triage.knowledge.advice import CollectNext, Situation
+from triage.knowledge.agreement import AgreedSettings
 from triage.knowledge.atlas import Atlas, AtlasLabels
 from triage.knowledge.cascade import Cascade
 from triage.knowledge.culprit import CulpritTable
@@ -118,6 +120,7 @@ KINDS: dict[str, Kind] = {
     outcome.KIND: Kind(outcome.build, outcome.merge, team=False),
     culprit.KIND: Kind(culprit.build, culprit.merge, team=False),
     exits.KIND: Kind(exits.build, exits.merge, team=False),
+    agreement.KIND: Kind(agreement.build, agreement.merge, team=False),
     frames.KIND: Kind(frames.build, frames.merge, team=False),
     topology.KIND: Kind(topology.build, topology.merge, team=False),
     atlas.KIND: Kind(atlas.build, atlas.merge, team=False),
@@ -142,6 +145,7 @@ class Knowledge:
     ends: Ends  # how jobs end
     culprit: CulpritTable  # the culprit vote's signals and weights
     exits: ExitCodes  # what exit statuses mean
+    agreement: AgreedSettings  # the settings every rank must agree on
     frames: LibraryFrames  # which stack frames are library code
     topology: Topology  # a launcher's argv and a rendezvous's wait for nodes
     atlas_labels: AtlasLabels  # how the atlas's templates are labelled (by the harvester)
@@ -288,6 +292,7 @@ def _build_uncached(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:
         ends=merged[outcome.KIND],
         culprit=merged[culprit.KIND],
         exits=merged[exits.KIND],
+        agreement=merged[agreement.KIND],
         frames=merged[frames.KIND],
         topology=merged[topology.KIND],
         atlas_labels=merged[atlas.KIND],
