@@ -12,6 +12,7 @@ import pytest
 from bot_samples import FAST_RETRY, OOM_BODY, SETTINGS, VAGUE_BODY
 from tracker_api import TrackerAPI, github_issue_event
 
+from triage import knowledge
 from triage.bot.ci import run_ci
 from triage.bot.core import diagnose_pieces
 from triage.bot.extract import (
@@ -79,8 +80,9 @@ def test_each_code_block_is_a_piece_read_by_the_parser_of_its_kind() -> None:
 
 def test_what_the_thread_already_holds_is_known() -> None:
     pieces = split_post(ISSUE, "issue")
-    assert seen_evidence(pieces) == {"pyspy", "env", "nccl_debug"}
-    assert seen_evidence(split_post(OOM_BODY, "issue")) == {"traceback"}
+    collect = knowledge.load().collect_next
+    assert seen_evidence(pieces, collect) == {"pyspy", "env", "nccl_debug"}
+    assert seen_evidence(split_post(OOM_BODY, "issue"), collect) == {"traceback"}
 
 
 def test_an_unfenced_traceback_in_the_prose_is_diagnosed() -> None:

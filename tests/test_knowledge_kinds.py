@@ -71,6 +71,19 @@ def test_a_compared_setting_the_agreement_lists_miss_is_reported(
     assert "OMP_NUM_THREADS should be compared" in found[("agreement.yaml", "env.examples")]
 
 
+def test_a_thread_evidence_sign_that_misses_its_example_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = yaml.safe_load((knowledge.rules_dir() / "collect_next.yaml").read_text())
+    evidence = body["thread_evidence"]
+    evidence["pyspy"]["shown_by"] = "^Thread \\d+ \\(idle"  # misses py-spy's hex thread ids
+    del evidence["env"]
+    rules = _rules_with(tmp_path, "collect_next.yaml", {"thread_evidence": evidence})
+    found = _problems(rules, monkeypatch)
+    assert "misses its example" in found[("collect_next.yaml", "thread_evidence pyspy")]
+    assert "needs one entry for each" in found[("collect_next.yaml", "thread_evidence")]
+
+
 DOCTOR = Path(__file__).resolve().parent.parent / "triage" / "doctor"
 
 

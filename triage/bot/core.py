@@ -181,11 +181,10 @@ def respond(
             why = "abstained; this repository wants silence"
             return Outcome("skipped", why, None, tuple(new_labels), diagnosis=diagnosis)
     uncertain = abstained or (score is not None and score < repo.uncertain_below)
+    collect = _collect_next(settings)
     parts = CommentParts(
         mode=mode,
-        asks=asks_for(diagnosis, seen_evidence(pieces), _collect_next(settings))
-        if uncertain
-        else (),
+        asks=asks_for(diagnosis, seen_evidence(pieces, collect), collect) if uncertain else (),
         duplicates=likely_duplicates(diagnosis, repo.duplicate_min_score),
         labels=tuple(dict.fromkeys(labels)),
         command=repo.command,

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from triage.ingest.sniff import HEAD_BYTES, detect_kind
+from triage.knowledge.advice import CollectNext
 from triage.model import SourceKind
 
 __all__ = [
@@ -40,25 +41,6 @@ _DETAILS_TAGS = re.compile(r"</?details[^>]*>|<summary[^>]*>.*?</summary>|</?sum
 _MARKDOWN_LINK = re.compile(r"\]\(\s*<?(https?://[^\s)>]+)>?\s*(?:\"[^\"]*\")?\)")
 _BARE_URL = re.compile(r"(?<![(<\w])(https?://[^\s<>()\"'`\]]+)")
 _RELATIVE_UPLOAD = re.compile(r"\]\(\s*(/uploads/[0-9a-f]{16,}/[^\s)]+)\)")  # GitLab
-
-# What a thread already shows, by the lines that give each away. Used to ask only for the
-# evidence that is missing.
-_SIGNS: dict[str, re.Pattern[str]] = {
-    "traceback": re.compile(r"Traceback \(most recent call last\)|^\s*what\(\):", re.M),
-    "nccl_debug": re.compile(r"NCCL INFO"),
-    "pyspy": re.compile(r"^Thread (?:\d+|0x[0-9A-Fa-f]+) \((?:idle|active|gil)", re.M),
-    "flight_recorder": re.compile(r"TORCH_NCCL_DUMP_ON_TIMEOUT|flight.?recorder|fr_trace", re.I),
-    "env": re.compile(
-        r"^PyTorch version: |^Collecting environment information|DeepSpeed general environment",
-        re.M,
-    ),
-}
-_KIND_SIGNS = {
-    SourceKind.PYSPY: "pyspy",
-    SourceKind.NCCL: "nccl_debug",
-    SourceKind.ENV_REPORT: "env",
-    SourceKind.FLIGHT_RECORDER: "flight_recorder",
-}
 
 
 @dataclass(frozen=True)
@@ -165,16 +147,14 @@ def find_links(body: str, base_url: str | None = None) -> list[str]:
     return list(dict.fromkeys(url for _, url in sorted(found)))
 
 
-def seen_evidence(pieces: Iterable[Piece]) -> frozenset[str]:
-    """Which kinds of evidence the thread already holds: traceback, nccl_debug, pyspy,
-    flight_recorder, env."""
+def seen_evidence(pieces: Iterable[Piece], collect: CollectNext) -> frozenset[str]:
+    """Which kinds of evidence the thread already holds (traceback, nccl_debug, pyspy,
+    flight_recorder, env), as `rules/collect_next.yaml` `thread_evidence` tells them."""
     seen: set[str] = set()
     for piece in pieces:
-        if piece.kind in _KIND_SIGNS:
-            seen.add(_KIND_SIGNS[piece.kind])
-        for name, sign in _SIGNS.items():
-            if name not in seen and sign.search(piece.text):
-                seen.add(name)
+        for evidence in collect.thread_evidence:
+            if evidence.name not in seen and evidence.in_piece(piece.kind, piece.text):
+                seen.add(evidence.name)
     return frozenset(seen)
 
 

@@ -17,6 +17,12 @@ happened; `ask_rank` is used instead of `ask` when the rank the others waited fo
 
     thread_asks:
       - {id: pyspy, lacks: pyspy, hang_only: true, ask: "...", ask_rank: "... rank {rank} ..."}
+
+`thread_evidence` says how the bot tells that a thread already holds each kind: a piece the
+sniffer read as one of `source_kinds`, or text `shown_by` matches (checked by its examples).
+
+    thread_evidence:
+      pyspy: {source_kinds: [pyspy], shown_by: '^Thread \\d+ \\(idle', examples: {...}}
 """
 
 from __future__ import annotations
@@ -25,13 +31,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import regex
+
 from triage.knowledge.actions import template_fields
+from triage.knowledge.problems import check_examples, compile_regex
 from triage.model import SourceKind
 
 KIND = "collect_next"
 _KINDS = frozenset(k.value for k in SourceKind)
 _CONDITIONS = {"missing", "present", "inputs", "ranks_at_most", "hang", "any_of"}
-# the kinds of evidence the bot looks for in an issue thread (triage.bot.extract.seen_evidence)
+# the kinds of evidence the bot looks for in an issue thread (triage.bot.extract.seen_evidence);
+# how each shows is `thread_evidence` in the shipped file
 THREAD_EVIDENCE = ("traceback", "nccl_debug", "pyspy", "flight_recorder", "env")
 _ASK_KEYS = {"id", "lacks", "hang_only", "ask", "ask_rank"}
 
@@ -83,9 +93,22 @@ class ThreadAsk:
 
 
 @dataclass(frozen=True)
+class ThreadEvidence:
+    """How one kind of evidence shows in an issue thread."""
+
+    name: str  # one of THREAD_EVIDENCE
+    source_kinds: frozenset[SourceKind]  # a piece the sniffer read as one of these
+    shown_by: regex.Pattern[str]  # or text this finds
+
+    def in_piece(self, kind: SourceKind, text: str) -> bool:
+        return kind in self.source_kinds or self.shown_by.search(text) is not None
+
+
+@dataclass(frozen=True)
 class CollectNext:
     advice: tuple[Advice, ...] = ()
     thread_asks: tuple[ThreadAsk, ...] = ()
+    thread_evidence: tuple[ThreadEvidence, ...] = ()  # shipped only
 
     def asks(self, situation: Situation) -> list[str]:
         """The short forms, for the abstention summary."""
@@ -137,16 +160,21 @@ def _kinds(value: Any) -> list[str]:
 
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> CollectNext:
-    unknown = set(body) - {"kind", "advice", "thread_asks"}
+    unknown = set(body) - {"kind", "advice", "thread_asks", "thread_evidence"}
     if unknown:
-        report("", f"unknown key(s) {sorted(unknown)}; allowed: advice, thread_asks")
+        report(
+            "", f"unknown key(s) {sorted(unknown)}; allowed: advice, thread_asks, thread_evidence"
+        )
     asks = _thread_asks(body.get("thread_asks"), report)
+    if team and "thread_evidence" in body:
+        report("thread_evidence", "is the shipped file's (how the bot reads a thread)")
+    evidence = () if team else _thread_evidence(body.get("thread_evidence"), report)
     raw = body.get("advice")
     if raw is None and asks:
-        return CollectNext((), asks)  # a team may add thread asks alone
+        return CollectNext((), asks, evidence)  # a team may add thread asks alone
     if not isinstance(raw, list) or not raw:
         report("advice", "needs a list of {situation, when, ask, how}")
-        return CollectNext((), asks)
+        return CollectNext((), asks, evidence)
     out = []
     for n, entry in enumerate(raw, 1):
         item = f"advice #{n}"
@@ -170,7 +198,34 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             report(item, "needs an `ask`, a `how` or both")
             continue
         out.append(Advice(str(entry.get("situation")), when, ask, how))
-    return CollectNext(tuple(out), asks)
+    return CollectNext(tuple(out), asks, evidence)
+
+
+def _thread_evidence(raw: Any, report: Callable[[str, str], None]) -> tuple[ThreadEvidence, ...]:
+    if not isinstance(raw, dict) or set(raw) != set(THREAD_EVIDENCE):
+        report("thread_evidence", f"needs one entry for each of {list(THREAD_EVIDENCE)}")
+        raw = raw if isinstance(raw, dict) else {}
+    out = []
+    for name in THREAD_EVIDENCE:
+        item = f"thread_evidence {name}"
+        entry = raw.get(name)
+        if not isinstance(entry, dict) or not isinstance(entry.get("shown_by"), str):
+            report(item, "needs `shown_by` (a pattern) and `examples`")
+            continue
+        bad = set(entry) - {"source_kinds", "shown_by", "examples"}
+        if bad:
+            report(item, f"unknown key(s) {sorted(bad)}")
+        kinds = entry.get("source_kinds", [])
+        unknown = [k for k in kinds if k not in _KINDS] if isinstance(kinds, list) else [kinds]
+        if unknown:
+            report(item, f"`source_kinds`: {unknown} are not input kinds {sorted(_KINDS)}")
+            continue
+        pattern = compile_regex(entry["shown_by"], item, report, regex.M)
+        if pattern is None:
+            continue
+        check_examples(pattern, entry.get("examples"), item, report)
+        out.append(ThreadEvidence(name, frozenset(SourceKind(k) for k in kinds), pattern))
+    return tuple(out)
 
 
 def _thread_asks(raw: Any, report: Callable[[str, str], None]) -> tuple[ThreadAsk, ...]:
@@ -269,4 +324,5 @@ def merge(values: Sequence[CollectNext]) -> CollectNext:
     return CollectNext(
         tuple(a for value in values for a in value.advice),
         tuple(a for value in values for a in value.thread_asks),
+        values[0].thread_evidence if values else (),
     )
