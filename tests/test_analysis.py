@@ -90,9 +90,9 @@ def ev(
     )
 
 
-def _progress(step: int) -> ProgressFacts:
+def _progress(step: int, non_finite: bool = False) -> ProgressFacts:
     """A rank's last progress line as the log parser reads it."""
-    return ProgressFacts(step=step, total_steps=None, epoch=None)
+    return ProgressFacts(step=step, total_steps=None, epoch=None, non_finite=non_finite)
 
 
 def rank_exit(
@@ -691,7 +691,7 @@ def test_rank_whose_own_loss_went_nan_is_blamed_when_every_rank_raises_the_same_
             f"step 23 local_loss {'nan' if r == 1 else '0.51'}",
             rank=r,
             level=Level.INFO,
-            payload=_progress(23),
+            payload=_progress(23, non_finite=r == 1),
         )
         for r in range(4)
     ]

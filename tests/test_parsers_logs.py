@@ -974,3 +974,24 @@ def test_one_process_log_gives_the_progress_a_full_read_gives() -> None:
     assert fields(fast) == fields(full)
     (progress,) = of_kind(fast, EventKind.PROGRESS)
     assert progress.payload.step == 8999 and progress.rank == 3
+
+
+def test_the_parser_reads_what_later_stages_need_from_an_error_or_progress_line() -> None:
+    # later stages read these facts and never the text: a nan metric on a rank's last
+    # progress line, gloo's timed-out transport step, a rank tag behind a collector's prefix
+    log = (
+        "Step 22: loss=0.52\n"
+        "Step 23: loss=nan\n"
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+        "Timed out waiting 10000ms for recv operation to complete\n"
+        "collector> host7 | [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=600000)\n"
+    )
+    events = parse_text(log).events
+    (progress,) = [e for e in events if e.kind is EventKind.PROGRESS]
+    assert progress.payload.step == 23 and progress.payload.non_finite
+    gloo = next(e for e in events if e.c10d is not None and e.c10d.gloo_timeout is not None)
+    assert (gloo.c10d.gloo_timeout.step, gloo.c10d.gloo_timeout.timeout_ms) == ("recv", 10000)
+    assert [e.tagged_rank for e in events if "Watchdog caught" in e.text] == [2]
+    healthy = parse_text("Step 22: loss=0.52\nStep 23: loss=0.50 time=12 nanoseconds\n").events
+    assert not healthy[-1].payload.non_finite

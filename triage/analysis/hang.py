@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import regex
-
 from triage.analysis import exits, flight_recorder, pyspy, timeline
 from triage.analysis.ranks import format_ranks
 from triage.model import CollectiveRef, EventKind, HangReport
-
-_GLOO_TIMEOUT = regex.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send)")
 
 
 def collective_from_events(
@@ -25,10 +21,10 @@ def collective_from_events(
             coll = c10d.timeout.collective
             return replace(coll, timeout_ms=None), coll.timeout_ms
     for p in placed:
-        m = _GLOO_TIMEOUT.search(p.event.text)
-        if m:
+        c10d = p.event.c10d
+        if c10d is not None and c10d.gloo_timeout is not None:
             # gloo names its transport step (recv/send), not the collective
-            return CollectiveRef(gloo_wait=m["op"]), int(m["ms"])
+            return CollectiveRef(gloo_wait=c10d.gloo_timeout.step), c10d.gloo_timeout.timeout_ms
     return None, None
 
 

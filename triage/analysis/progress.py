@@ -11,13 +11,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import regex
-
 from triage.analysis.ranks import format_ranks, ref
 from triage.model import Event, Finding, FindingKind, ProgressDivergenceFacts, ProgressFacts
-
-# a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`)
-_NON_FINITE = regex.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", regex.I)
 
 
 @dataclass
@@ -106,8 +101,7 @@ def _non_finite(out: ProgressAnalysis) -> None:
     all-reduce then spreads the NaN, and every rank fails on the same step."""
     bad: dict[int, float] = {}
     for rank, ev in out.events.items():
-        line = ev.text
-        if _NON_FINITE.search(line):
+        if isinstance(ev.payload, ProgressFacts) and ev.payload.non_finite:
             bad[rank] = out.last[rank][1]
     if not bad or len(bad) * 2 >= len(out.events):
         return

@@ -14,8 +14,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import regex
-
 from triage.model import (
     EnvReport,
     Event,
@@ -29,14 +27,6 @@ from triage.model import (
 )
 from triage.parsers import tracebacks
 from triage.rank_ranges import ranks_text
-
-_RANK_IN_TEXT = regex.compile(r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]")
-_SELF_NAMING = {
-    EventKind.ERROR_LINE,
-    EventKind.WARNING_LINE,
-    EventKind.TRACEBACK,
-    EventKind.CPP_EXCEPTION,
-}
 
 
 @dataclass
@@ -209,12 +199,10 @@ def event_rank(ev: Event, index: RankIndex, source_rank: int | None = None) -> i
         return source_rank
     if ev.kind is EventKind.AGENT:
         return None
-    if ev.kind in _SELF_NAMING:
+    if ev.tagged_rank is not None:
         # torch names the rank inside the message (`[Rank 2] Watchdog caught ...`) even when a
-        # progress bar or a collector glued junk before the prefix the parser looks for
-        m = _RANK_IN_TEXT.search(ev.text, 0, 400)
-        if m:
-            return int(m["rank"])
+        # progress bar or a collector glued junk before the prefix (the parser read the tag)
+        return ev.tagged_rank
     local = ev.local_rank if ev.local_rank is not None else index.local_of_source.get(ev.source)
     if local is not None:
         got = index.rank_for_local(local, ev.host or index.host_of_source.get(ev.source))

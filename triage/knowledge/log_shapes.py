@@ -35,9 +35,11 @@ FACTS: dict[str, frozenset[str]] = {
     "watchdog_summary": frozenset({"seq", "enq", "comp"}),
     "watchdog_stuck": frozenset({"sec"}),
     "dump_from": frozenset({"src"}),
+    "gloo_timeout": frozenset({"ms", "op"}),
     "nccl_error_in": frozenset({"reason", "ver"}),
     "pg_prefix": frozenset({"pgid", "guid", "desc", "rank"}),
     "rank_tag": frozenset({"rank"}),
+    "tagged_rank": frozenset({"rank"}),
     "watchdog_terminated": frozenset(),
 }
 PROGRESS: dict[str, frozenset[str]] = {

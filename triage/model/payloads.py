@@ -302,6 +302,7 @@ class ProgressFacts:
     step: int | None
     total_steps: int | None
     epoch: float | None
+    non_finite: bool = False  # the line prints a metric as nan or inf (`loss nan`)
 
 
 @dataclass(frozen=True)
@@ -341,6 +342,15 @@ class NcclErrorNote:
 
 
 @dataclass(frozen=True)
+class GlooTimeout:
+    """gloo's `Timed out waiting Nms for recv operation to complete`: a pair's wait for its
+    peer, named by its transport step (recv/send), not by the collective."""
+
+    step: str  # recv | send
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
 class C10dFacts:
     """What a c10d / ProcessGroupNCCL message names (read with `rules/log_shapes.yaml`)."""
 
@@ -352,6 +362,7 @@ class C10dFacts:
     watchdog_terminated: bool = False  # `thread terminated with exception`
     dump_signal_from_rank: int | None = None  # a flight-recorder dump asked for by that rank
     nccl_error: NcclErrorNote | None = None
+    gloo_timeout: GlooTimeout | None = None
 
 
 @dataclass(frozen=True)
@@ -500,6 +511,9 @@ class Event:
     # ... the latest its own output stream printed before it, the launcher's first after it
     stream_time_before: float | None = field(default=None, compare=False)
     time_after: float | None = field(default=None, compare=False)
+    # the rank a c10d tag near the start of an error's text names (`[Rank 2]`, wherever it
+    # stands there): its rank when neither the line's prefix nor its file says
+    tagged_rank: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

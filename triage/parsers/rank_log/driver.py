@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import IO, Any
 
 from triage import knowledge
+from triage.knowledge.log_shapes import holds
 from triage.model import (
     C10dFacts,
     Event,
@@ -71,6 +72,11 @@ from triage.scan.reader import ChunkReader, clean, line_text, select_spans
 
 Stream = tuple[str | None, int | None, int | None, int | None]
 _WHOLE: Stream = (None, None, None, None)  # a line without prefixes: the launcher, a rank's file
+
+# the kinds whose text may name its own rank in a c10d tag (`[Rank 2] Watchdog caught ...`)
+_SELF_NAMING = frozenset(
+    {EventKind.ERROR_LINE, EventKind.WARNING_LINE, EventKind.TRACEBACK, EventKind.CPP_EXCEPTION}
+)
 
 
 def _stream(pre: Prefixes | None) -> Stream:
@@ -435,6 +441,15 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
 
     # ------------------------------------------------------------------ events
 
+    def _tagged_rank(self, kind: EventKind, text: str) -> int | None:
+        if kind not in _SELF_NAMING:
+            return None
+        head = text[:400]
+        if not holds(head, self.tables.shapes.fact_guards["tagged_rank"]):
+            return None
+        m = self.tables.shapes.facts["tagged_rank"].search(head)
+        return int(m["rank"]) if m is not None else None
+
     def _rank(self, pre: Prefixes | None, msg_rank: int | None = None) -> int | None:
         if pre is not None and pre.rank is not None:
             return pre.rank
@@ -523,6 +538,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 time_before=time_before,
                 stream_time_before=own,
                 time_after=after,
+                tagged_rank=self._tagged_rank(kind, text),
             )
         )
         index = len(self.events) - 1

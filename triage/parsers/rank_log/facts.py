@@ -16,6 +16,7 @@ from triage.knowledge.templates import (
 from triage.model import (
     C10dFacts,
     CollectiveRef,
+    GlooTimeout,
     LineNotice,
     NcclErrorNote,
     ProcessGroupTag,
@@ -139,6 +140,8 @@ def message_facts(msg: str, shapes: LogShapes) -> C10dFacts | None:
     m = facts["nccl_error_in"].search(msg) if holds(msg, guards["nccl_error_in"]) else None
     if m is not None:
         nccl_error = NcclErrorNote(m["reason"], m["ver"] or None)
+    m = facts["gloo_timeout"].search(msg) if holds(msg, guards["gloo_timeout"]) else None
+    gloo_timeout = GlooTimeout(m["op"], int(m["ms"])) if m is not None else None
     found = C10dFacts(
         rank=rank,
         process_group=group,
@@ -148,6 +151,7 @@ def message_facts(msg: str, shapes: LogShapes) -> C10dFacts | None:
         watchdog_terminated=terminated,
         dump_signal_from_rank=dump_from,
         nccl_error=nccl_error,
+        gloo_timeout=gloo_timeout,
     )
     return None if found == _NOTHING else found
 

@@ -32,6 +32,9 @@ RAW_PREFIXES = re.compile(
 # it (`[Rank 0] step=`): DeepSpeed's `[Rank 0] time (ms) | ... step: 12` lines are another
 # stream, and two streams under one raw key would hide each other's lines
 _RAW_RANK = re.compile(rb"\[Rank (-?\d+)\] step=")
+# a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`): Python's and
+# C's spellings of a non-finite float
+_NON_FINITE = re.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", re.I)
 DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
 
@@ -309,6 +312,8 @@ class ProgressReading:
                 level=Level.INFO,
                 msg_rank=p.msg_rank,
                 time=ts.parse_any(p.text, self.hint),
-                payload=ProgressFacts(p.step, p.total, p.epoch),
+                payload=ProgressFacts(
+                    p.step, p.total, p.epoch, non_finite=_NON_FINITE.search(p.text) is not None
+                ),
                 progress=True,
             )
