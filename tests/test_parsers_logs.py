@@ -995,3 +995,23 @@ def test_the_parser_reads_what_later_stages_need_from_an_error_or_progress_line(
     assert [e.tagged_rank for e in events if "Watchdog caught" in e.text] == [2]
     healthy = parse_text("Step 22: loss=0.52\nStep 23: loss=0.50 time=12 nanoseconds\n").events
     assert not healthy[-1].payload.non_finite
+
+
+def test_gloo_timeout_in_the_first_link_of_a_chained_traceback_is_read() -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 60, in main\n'
+        "    dist.all_reduce(total)\n"
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+        "waiting 12000ms for recv operation to complete\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 62, in main\n'
+        "    dist.all_reduce(total)\n"
+        "RuntimeError: Application timeout caused pair closure\n"
+    )
+    (tb,) = [e for e in parse_text(log).events if e.kind is EventKind.TRACEBACK]
+    assert tb.c10d is not None and tb.c10d.gloo_timeout is not None
+    assert tb.c10d.gloo_timeout.timeout_ms == 12000

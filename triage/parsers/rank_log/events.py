@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from triage.model import (
+    C10dFacts,
     CppExceptionFacts,
     EventKind,
     FaultHandlerFacts,
@@ -17,7 +18,7 @@ from triage.model import (
 )
 from triage.parsers import timestamps as ts
 from triage.parsers import tracebacks
-from triage.parsers.rank_log.facts import message_facts
+from triage.parsers.rank_log.facts import gloo_timeout_in, message_facts
 from triage.parsers.rank_log.formats import SUMMARY_EXIT, SUMMARY_RANK, int_or_none, signal_name
 from triage.parsers.rank_log.records import (
     CppExceptionRecord,
@@ -47,6 +48,12 @@ class RecordEvents:
         )
         msg = f"{tb.exc_type}: {tb.exc_message or ''}" if tb.exc_type else tb.exc_message or ""
         c10d = message_facts(msg, self.tables.shapes)
+        if c10d is None or c10d.gloo_timeout is None:
+            # gloo's timeout is often the first link of a chain whose last says only that
+            # the pair was closed (`Application timeout caused pair closure`)
+            earlier = gloo_timeout_in((m for _, m in tb.earlier if m), self.tables.shapes)
+            if earlier is not None:
+                c10d = replace(c10d or C10dFacts(), gloo_timeout=earlier)
         text = tb.text()
         self._emit(
             EventKind.TRACEBACK,

@@ -3,7 +3,7 @@ facts named in a message."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -157,6 +157,16 @@ def message_facts(msg: str, shapes: LogShapes) -> C10dFacts | None:
 
 
 _NOTHING = C10dFacts()
+
+
+def gloo_timeout_in(messages: Iterable[str], shapes: LogShapes) -> GlooTimeout | None:
+    """gloo's timed-out transport step in the first of `messages` that names one."""
+    for msg in messages:
+        if holds(msg, shapes.fact_guards["gloo_timeout"]):
+            m = shapes.facts["gloo_timeout"].search(msg)
+            if m is not None:
+                return GlooTimeout(m["op"], int(m["ms"]))
+    return None
 
 
 def line_notice(values: Mapping[str, Any]) -> LineNotice:
