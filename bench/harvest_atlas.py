@@ -3,18 +3,25 @@
     python bench/harvest_atlas.py --cache ~/.cache/triage-atlas \
         --git nccl=/path/to/nccl.git --git gloo=/path/to/gloo.git --git apex=/path/to/apex.git
     python bench/harvest_atlas.py --relabel      # labels again from rules/atlas_labels.yaml
+    python bench/harvest_atlas.py --add --tree torch-csrc=DIR   # one source, the rest kept
 
 Python releases come from PyPI (`pip download --no-deps`, torch's CPU wheel from PyTorch's
 index) into the cache folder, never into the repository; C/C++ libraries (NCCL, gloo) and
 NVIDIA apex (PyPI's `apex` is another project) are read from a git directory (`git archive
-HEAD`). Each template is labelled by `rules/atlas_labels.yaml`. `triage` itself downloads
-nothing: it reads what this script wrote.
+HEAD`). torch's own C++ (`torch/csrc/distributed/c10d`, `c10/cuda`), which the wheel does not
+ship and whose repository is too large to mirror, is read from a folder of its files copied at
+their repository paths (`--tree torch-csrc=DIR`), with `SOURCE.json` naming the repository,
+each file's commit and what was copied; the manifest keeps all of it. `--add` harvests only the
+sources named and keeps every other library's templates as the shipped atlas has them. Each
+template is labelled by `rules/atlas_labels.yaml`. `triage` itself downloads nothing: it reads
+what this script wrote.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import subprocess
 import sys
 import tarfile
@@ -129,6 +136,12 @@ GIT = {
     "gloo": Release("gloo", "", ("gloo/",)),
     "apex": Release("apex", "", ("apex/", "csrc/")),
 }
+# Folders of files copied from a repository too large to mirror (`--tree LIB=DIR`): DIR holds
+# each file at its repository path and SOURCE.json ({"repo", "files": {path: commit},
+# "copied"}: what of each file was copied)
+TREE_SOURCES = {"torch-csrc": "github:pytorch/pytorch"}
+TREE = {"torch-csrc": Release("torch-csrc", "", ("torch/csrc/", "c10/"))}
+SOURCE_FILE = "SOURCE.json"
 SUFFIXES = PY_SUFFIXES + CXX_SUFFIXES
 
 
@@ -222,6 +235,28 @@ def _git_version(lib: str, git_dir: Path, commit: str) -> str:
     return f"git {commit[:12]}"
 
 
+def tree_source(lib: str, folder: Path) -> tuple[Path, str, dict[str, object]]:
+    """A folder of copied files: its root, the release it is, and its SOURCE.json (every file
+    it names must be there, and every harvested file must be named)."""
+    source = json.loads((folder / SOURCE_FILE).read_text(encoding="utf-8"))
+    files: dict[str, str] = source["files"]
+    missing = sorted(path for path in files if not (folder / path).is_file())
+    if missing:
+        raise OSError(f"{folder}: {SOURCE_FILE} names files that are not there: {missing}")
+    unnamed = sorted(
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file()
+        and path.name != SOURCE_FILE
+        and path.relative_to(folder).as_posix() not in files
+    )
+    if unnamed:
+        raise OSError(f"{folder}: files not named in {SOURCE_FILE}: {unnamed}")
+    commits = sorted(set(files.values()))
+    version = f"git, {len(files)} files at {len(commits)} commits ({SOURCE_FILE})"
+    return folder, version, source
+
+
 def template_id(lib: str, f: Found) -> str:
     key = "\0".join((lib, f.kind, f.type, *f.parts, str(f.leading), str(f.trailing)))
     return hashlib.sha1(key.encode("utf-8")).hexdigest()[:12]
@@ -273,6 +308,17 @@ def main() -> int:
         "--cache", type=Path, help="where downloads and unpacked sources go (not the repo)"
     )
     ap.add_argument("--git", action="append", default=[], help="LIB=GIT_DIR for nccl, gloo, apex")
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="LIB=DIR for torch-csrc: files copied at their repository paths, with SOURCE.json",
+    )
+    ap.add_argument(
+        "--add",
+        action="store_true",
+        help="harvest only the --git/--tree sources named; keep the other libraries' templates",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "models" / "atlas")
     ap.add_argument("--only", action="append", default=[], help="harvest only these libraries")
     ap.add_argument(
@@ -297,6 +343,8 @@ def main() -> int:
         atlas.write(args.out, templates, manifest)
         print(f"relabelled {len(templates)} templates in {args.out}")
         return 0
+    if args.add:
+        return add_sources(args, rules)
     if args.cache is None or ROOT in args.cache.resolve().parents or args.cache.resolve() == ROOT:
         ap.error("--cache must name a folder outside the repository")
     cache = args.cache.resolve()
@@ -307,6 +355,14 @@ def main() -> int:
         ),
     }
     found: dict[str, atlas.Template] = {}
+    trees: dict[str, dict[str, object]] = {}
+    for item in args.tree:
+        lib, _, folder = item.partition("=")
+        if lib not in TREE or (args.only and lib not in args.only):
+            continue
+        root, releases[lib], trees[lib] = tree_source(lib, Path(folder))
+        merge(found, collect(lib, releases[lib], root, TREE[lib].include))
+        print(f"{lib} {releases[lib]}: {sum(t.lib == lib for t in found.values())} templates")
     for rel in PYPI:
         if args.only and rel.lib not in args.only:
             continue
@@ -336,28 +392,92 @@ def main() -> int:
         merge(found, collect(lib, version, root, GIT[lib].include))
         print(f"{lib} {version}: {sum(t.lib == lib for t in found.values())} templates", flush=True)
     templates = atlas.relabel(sorted(found.values(), key=lambda t: (t.lib, t.file, t.id)), rules)
-    argv = " ".join(
-        "CACHE"
-        if a == str(args.cache)
-        else f"{a.split('=')[0]}=GIT_DIR"
-        if a.split("=")[0] in GIT and "=" in a
-        else a
-        for a in sys.argv[1:]
-    )
     manifest = {
         "schema": 1,
         "releases": releases,
         "not_harvested": failed,
         "git_sources": {lib: GIT_SOURCES[lib] for lib in releases if lib in GIT_SOURCES},
-        "not_harvested_note": (
-            "torch's C++ sources (torch/csrc/distributed/*.cpp) are not in the wheel and "
-            "github:pytorch/pytorch is too large to mirror here: only its shipped c10d headers "
-            "are read"
-        ),
-        "command": f"python bench/harvest_atlas.py {argv}",
+        "tree_sources": {lib: _tree_entry(lib, source) for lib, source in trees.items()},
+        "command": f"python bench/harvest_atlas.py {_argv(args)}",
         **_counts(templates),
     }
     atlas.write(args.out, templates, manifest)
+    print(f"{len(templates)} templates written to {args.out}")
+    return 0
+
+
+def _argv(args: argparse.Namespace) -> str:
+    """This run's command line with its machine's folders named by what they are."""
+    out = []
+    for a in sys.argv[1:]:
+        lib = a.split("=")[0]
+        if args.cache is not None and a == str(args.cache):
+            out.append("CACHE")
+        elif "=" in a and lib in GIT:
+            out.append(f"{lib}=GIT_DIR")
+        elif "=" in a and lib in TREE:
+            out.append(f"{lib}=DIR")
+        else:
+            out.append(a)
+    return " ".join(out)
+
+
+def _tree_entry(lib: str, source: dict[str, object]) -> dict[str, object]:
+    files = source["files"]
+    assert isinstance(files, dict)
+    return {
+        "repo": source.get("repo", TREE_SOURCES[lib]),
+        "files": dict(sorted(files.items())),
+        "copied": source.get("copied", ""),
+        "reproduce": (
+            "git clone --filter=blob:none --no-checkout https://github.com/pytorch/pytorch "
+            "DIR.git, then for each path and commit above `git -C DIR.git show COMMIT:PATH > "
+            "DIR/PATH` (a sparse checkout of those paths at their commits); the harvest of "
+            "whole files holds these templates and the few that the copied excerpts left out"
+        ),
+    }
+
+
+def add_sources(args: argparse.Namespace, rules: atlas.AtlasLabels) -> int:
+    """Harvest only the --git/--tree sources named, replacing their library's templates in
+    the shipped atlas; every other library's templates, releases and counts are kept."""
+    kept = atlas.Atlas(args.out)
+    manifest = dict(kept.manifest)
+    found: dict[str, atlas.Template] = {}
+    releases = dict(manifest.get("releases", {}))
+    trees = dict(manifest.get("tree_sources", {}))
+    for item in args.tree:
+        lib, _, folder = item.partition("=")
+        if lib not in TREE:
+            raise SystemExit(f"unknown --tree source {lib!r}; known: {', '.join(TREE)}")
+        root, releases[lib], source = tree_source(lib, Path(folder))
+        trees[lib] = _tree_entry(lib, source)
+        merge(found, collect(lib, releases[lib], root, TREE[lib].include))
+    for item in args.git:
+        lib, _, git_dir = item.partition("=")
+        if lib not in GIT or args.cache is None:
+            raise SystemExit(f"--git {lib} needs a known library ({', '.join(GIT)}) and --cache")
+        root, releases[lib] = git_tree(lib, Path(git_dir), args.cache.resolve())
+        merge(found, collect(lib, releases[lib], root, GIT[lib].include))
+    added = {t.lib for t in found.values()}
+    others = [t for t in kept.templates if t.lib not in added]
+    templates = atlas.relabel(
+        sorted([*others, *found.values()], key=lambda t: (t.lib, t.file, t.id)), rules
+    )
+    manifest["releases"] = dict(sorted(releases.items()))
+    manifest["tree_sources"] = trees
+    manifest.pop("not_harvested_note", None)
+    rebuild = str(manifest.get("command", "python bench/harvest_atlas.py"))
+    for item in args.tree:
+        flag = f"--tree {item.split('=')[0]}=DIR"
+        if flag not in rebuild:
+            rebuild += f" {flag}"
+    manifest["command"] = rebuild
+    manifest["added_by"] = f"python bench/harvest_atlas.py {_argv(args)}"
+    manifest.update(_counts(templates))
+    atlas.write(args.out, templates, manifest)
+    for lib in sorted(added):
+        print(f"{lib}: {sum(t.lib == lib for t in templates)} templates")
     print(f"{len(templates)} templates written to {args.out}")
     return 0
 
@@ -381,7 +501,7 @@ def review_list(n: int) -> None:
                 continue
             case = json.loads(line)
             ids = set()
-            for t, _ in m.matches(case["evidence"][:20_000]):
+            for t, _, _ in m.matches(case["evidence"][:20_000]):
                 by_id[t.id] = t
                 ids.add(t.id)
             for tid in ids:

@@ -51,7 +51,7 @@ def test_python_messages_are_harvested_with_their_fields_masked_and_their_contex
     assert (concat.function, concat.condition) == ("init", "world % 2")
 
 
-def test_cxx_macros_give_their_message_type_and_function_never_comments_or_macro_bodies() -> None:
+def test_cxx_macros_give_their_message_type_and_function_never_comments() -> None:
     found = _harvested()
     check = found["Tensor size must be positive, got <*>."]
     assert (check.kind, check.type, check.function, check.condition) == (
@@ -66,7 +66,27 @@ def test_cxx_macros_give_their_message_type_and_function_never_comments_or_macro
     assert found["Bootstrap : Using <*>:<*>"].type == "info"
     assert found["Failed to connect to <*>:<*>"].type == "error"
     assert "Mismatch in op.preamble.length: <*> != <*>" in found
-    assert not any("never a message" in t or "macro body" in t for t in found)
+    assert not any("never a message" in t for t in found)
+
+
+def test_cxx_messages_built_before_they_are_reported_and_macro_bodies_are_harvested() -> None:
+    # torch builds most of its c10d messages first (`auto msg = c10::str(...)`, a
+    # stringstream, a string appended to on one branch) and reports them after, and its NCCL
+    # checks live in `#define` bodies: each is a template, placed in its function or macro
+    found = _harvested()
+    watchdog = (
+        "[Rank <*>] Watchdog caught collective operation timeout: <*> ran for <*> "
+        "milliseconds before timing out."
+    )
+    assert (found[watchdog].kind, found[watchdog].type) == ("log", "error")
+    assert found[watchdog].function == "WorkX::checkTimeout"
+    streamed = found["Detected mismatch between collectives on ranks. Rank <*>"]
+    assert streamed.type == "RuntimeError"
+    # appended to on a branch: the text after it is left open, not guessed
+    assert "Expected to have finished reduction before a new one. <*>" in found
+    macro = found["PG error in: <*>:<*>"]
+    assert (macro.type, macro.function) == ("DistBackendError", "PG_CHECK")
+    assert found["from a macro body"].function == "CHECK_X"
 
 
 def test_the_shipped_atlas_validates_and_agrees_with_its_manifest_and_label_rules() -> None:
@@ -82,6 +102,20 @@ def test_the_shipped_atlas_validates_and_agrees_with_its_manifest_and_label_rule
     stale = [t.id for t in templates if kb.atlas_labels.label(t)[0] != dict(t.labels)]
     assert stale == [], f"{len(stale)} templates disagree with rules/atlas_labels.yaml"
     assert knowledge.problems() == []
+
+
+def test_torch_cpp_sources_are_recorded_with_the_commit_of_every_file_read() -> None:
+    # torch's own C++ is not in its wheel: the manifest names each file copied from the
+    # repository, at its commit, and how to fetch them again
+    kb = knowledge.load()
+    source = kb.atlas.manifest["tree_sources"]["torch-csrc"]
+    assert source["repo"] == "github:pytorch/pytorch"
+    files = source["files"]
+    assert all(len(commit) == 40 and int(commit, 16) >= 0 for commit in files.values())
+    read = {t.file for t in kb.atlas.templates if t.lib == "torch-csrc"}
+    assert read and read <= set(files)
+    assert "sparse checkout" in source["reproduce"]
+    assert "torch-csrc=DIR" in kb.atlas.manifest["command"]
 
 
 def _explained(paste: str) -> dict:
@@ -115,6 +149,59 @@ def test_a_message_of_several_lines_cut_after_its_first_is_still_named() -> None
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:transformers:HfTrainerDeepSpeedConfig.trainer_config_finalize" in why
     assert report["symptoms"][0]["id"] == "S09"
+
+
+def test_torch_cpp_messages_are_named_by_the_function_that_prints_them() -> None:
+    # ProcessGroupNCCL's watchdog, c10d's socket and DDP's reducer, as torch prints them:
+    # each line is placed in torch's C++ function, and the answer agrees with it
+    watchdog = (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=6113, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
+        "ran for 1800529 milliseconds before timing out.\n"
+    )
+    report = _explained(watchdog)
+    why = [e["why"] for e in report["evidence"]]
+    assert "atlas:torch-csrc:ProcessGroupNCCL::WorkNCCL::checkTimeout" in why
+    assert report["symptoms"][0]["id"] == "S17"
+    port_taken = (
+        "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500 "
+        "(errno: 98 - Address already in use).\n"
+        "[E socket.cpp:472] [c10d] The server socket has failed to listen on any local "
+        "network address.\n"
+    )
+    report = _explained(port_taken)
+    assert "atlas:torch-csrc:SocketListenOp::run" in [e["why"] for e in report["evidence"]]
+    assert (report["symptoms"][0]["id"], report["root_causes"][0]["id"]) == ("S10", "R06")
+    marked_twice = (
+        "RuntimeError: Expected to mark a variable ready only once. This error is caused by "
+        "one of the following reasons: 1) Use of a module parameter outside the `forward` "
+        "function. Please make sure model parameters are not shared across multiple "
+        "concurrent forward-backward passes. or try to use _set_static_graph() as a "
+        "workaround if this module graph does not change during training loop.2) Reused "
+        "parameters in multiple reentrant backward passes. For example, if you use multiple "
+        "`checkpoint` functions to wrap the same part of your model, it would result in the "
+        "same set of parameters been used by different reentrant backward passes multiple "
+        "times, and hence marking a variable ready multiple times. DDP does not support such "
+        "use cases in default. You can try to use _set_static_graph() as a workaround if your "
+        "module graph does not change over iterations.\nParameter at index 195 has been "
+        "marked as ready twice.\n"
+    )
+    report = _explained(marked_twice)
+    why = [e["why"] for e in report["evidence"]]
+    assert "atlas:torch-csrc:Reducer::checkAndRaiseMarkedTwiceError" in why
+    assert (report["symptoms"][0]["id"], report["root_causes"][0]["id"]) == ("S25", "R13")
+
+
+def test_a_field_between_two_fields_matches_one_space() -> None:
+    # c10d's socket prints "... to {} {}." with one space between the address and the
+    # error: the space alone must not ask for two
+    report = _explained(
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
+        "[node-1]:29500 (errno: 110 - Connection timed out).\n"
+    )
+    why = [e["why"] for e in report["evidence"]]
+    assert "atlas:torch-csrc:SocketConnectOp::tryConnect" in why
+    assert (report["symptoms"][0]["id"], report["root_causes"][0]["id"]) == ("S10", "R07")
 
 
 def test_a_config_dataclass_check_is_a_rejected_config_not_data_loading() -> None:

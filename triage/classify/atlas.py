@@ -102,7 +102,11 @@ def pattern_of(t: Template) -> re.Pattern[str]:
     between them."""
     chunks = [_literal(part) for part in t.parts]
     chunks = [
-        (r"\s+" if part[:1].isspace() and n else "")
+        # a chunk of whitespace alone (`"{} {}"`, a `"\n"` before a field) matches any run
+        # of it, none included (a paste may end there), not one run on each side
+        r"\s*"
+        if part.isspace()
+        else (r"\s+" if part[:1].isspace() and n else "")
         + c
         + (r"\s+" if part[-1:].isspace() and n < len(t.parts) - 1 else "")
         for n, (part, c) in enumerate(zip(t.parts, chunks, strict=True))

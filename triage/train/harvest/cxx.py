@@ -6,6 +6,12 @@ Each macro a library reports errors through says which argument starts the messa
 the message is written: pieces concatenated (`TORCH_CHECK(cond, "a", x, "b")`, gloo's
 `GLOO_ENFORCE`, `LOG(ERROR) << "a" << x`), or a printf format (NCCL's `WARN(fmt, ...)`), or a
 `{}` format (`fmt::format`, c10d's `C10D_ERROR`).
+
+A message is often built first and reported after (`auto msg = c10::str(...); LOG(ERROR) <<
+msg; C10_THROW_ERROR(DistBackendError, msg)`): a string a function assigns to a local name is
+remembered, and the name stands for its pieces where the function reports it. The body of a
+`#define` is read as a function named for its macro: torch reports NCCL failures
+(`C10D_NCCL_CHECK`) and socket timeouts (`SYSCHECK`) through macros.
 """
 
 from __future__ import annotations
@@ -37,9 +43,14 @@ MACROS: dict[str, Macro] = {
     "TORCH_WARN": Macro("warn", "warning", 0),
     "TORCH_WARN_ONCE": Macro("warn", "warning", 0),
     "C10_THROW_ERROR": Macro("throw", "", 1),
+    "C10_BUILD_ERROR": Macro("throw", "", 1),
+    "REDUCER_CHECK": Macro("check", "RuntimeError", 2, condition=0),  # DDP's reducer
     "C10D_THROW_ERROR": Macro("throw", "", 1, "braces"),
     "C10D_ERROR": Macro("log", "error", 0, "braces"),
     "C10D_WARNING": Macro("log", "warning", 0, "braces"),
+    "C10D_INFO": Macro("log", "info", 0, "braces"),
+    # c10d's socket: a failed attempt logged as a warning, gathered into the error it raises
+    "recordError": Macro("log", "warning", 0, "braces"),
     # NCCL (src/include/debug.h)
     "WARN": Macro("log", "warn", 0, "printf"),
     "INFO": Macro("log", "info", 1, "printf"),
@@ -79,7 +90,10 @@ _PRINTF = re.compile(
     r"%[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfgGcspn%]|%\"\s*PRI\w+"
 )
 _BRACES = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+_DEFINE = re.compile(r"#\s*define\s+(\w+)(\([^)]*\))?(.*)", re.DOTALL)
 MAX_CONDITION = 160
+# a function's local strings: name -> the pieces last assigned to it
+Names = dict[str, list[Piece]]
 
 
 def tokens(text: str) -> list[tuple[str, str]]:
@@ -87,7 +101,13 @@ def tokens(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
-        if kind in ("pre", "comment") or kind is None:
+        if kind == "pre":
+            define = _DEFINE.match(m.group().strip().replace("\\\n", " "))
+            if define and define.group(3).strip():
+                out.append(("define", define.group(1)))
+                out.append(("body", define.group(3)))
+            continue
+        if kind == "comment" or kind is None:
             continue
         if kind == "raw":
             out.append(("str", m.group("rawbody")))
@@ -105,10 +125,12 @@ def _unescape(body: str) -> str:
     return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
 
 
-def harvest(text: str, path: str) -> list[Found]:
+def harvest(text: str, path: str, outer: str = "") -> list[Found]:
+    """Every message site of one file (`outer`: the function a macro body stands for)."""
     toks = tokens(text)
     out: list[Found] = []
-    scopes: list[str | None] = []  # per open brace: the function or class it opens
+    scopes: list[str | None] = [outer or None]  # per open brace: the function or class
+    names: dict[str | None, Names] = {}  # per function: its local strings
     match_open: dict[int, int] = {}  # index of ")" -> its "("
     parens: list[int] = []
     pending_class: str | None = None
@@ -116,6 +138,11 @@ def harvest(text: str, path: str) -> list[Found]:
     n = len(toks)
     while i < n:
         kind, value = toks[i]
+        local = names.setdefault(_function(scopes), {})
+        if kind == "define" and i + 1 < n:
+            out += harvest(toks[i + 1][1], path, value)
+            i += 2
+            continue
         if kind == "op":
             if value == "(":
                 parens.append(i)
@@ -139,19 +166,49 @@ def harvest(text: str, path: str) -> list[Found]:
             macro = MACROS.get(value)
             if value == "throw" and i + 2 < n and toks[i + 1][0] == "id" and toks[i + 2][1] == "(":
                 args, end = _args(toks, i + 2)
-                site = _site(Macro("throw", toks[i + 1][1], 0), args, path, scopes)
+                site = _site(Macro("throw", toks[i + 1][1], 0), args, path, scopes, local)
                 _append(out, site)
             elif value == "LOG" and i + 3 < n and toks[i + 1][1] == "(" and toks[i + 3][1] == ")":
                 level = LOG_LEVELS.get(toks[i + 2][1])
                 if level is not None:
-                    pieces, i = _stream(toks, i + 4)
+                    pieces, i = _stream(toks, i + 4, local)
                     _append(out, found(pieces, "log", level, path, _function(scopes)))
                     continue
             elif macro is not None and i + 1 < n and toks[i + 1][1] == "(":
                 args, end = _args(toks, i + 1)
-                _append(out, _site(macro, args, path, scopes))
+                _append(out, _site(macro, args, path, scopes, local))
+            elif i + 2 < n and toks[i + 1] == ("op", "=") and toks[i + 2] != ("op", "="):
+                _remember(toks, i, local)
+            elif value in local and toks[i + 1 : i + 3] == [("op", "+"), ("op", "=")]:
+                # appended to, maybe on one branch only: what follows is left open
+                if local[value][-1:] != [FIELD]:
+                    local[value] = [*local[value], FIELD]
+            elif i + 1 < n and toks[i + 1] == ("op", "<<") and (i == 0 or toks[i - 1][1] in ";{}"):
+                # `ss << "a" << x;`: a message written into a local stream, reported as
+                # `ss.str()` after
+                pieces, i = _stream(toks, i + 2, local)
+                if any(isinstance(p, str) and any(c.isalpha() for c in p) for p in pieces):
+                    local[value] = local.get(value, []) + pieces
+                continue
         i += 1
     return out
+
+
+def _remember(toks: list[tuple[str, str]], at: int, local: Names) -> None:
+    """`name = <a string with literal text>;`: the name stands for those pieces after."""
+    expr: list[tuple[str, str]] = []
+    depth = 0
+    for kind, value in toks[at + 2 :]:
+        if kind == "op" and value in "([{":
+            depth += 1
+        elif kind == "op" and value in ")]}":
+            depth -= 1
+        if depth < 0 or (depth == 0 and kind == "op" and value in (";", ",")):
+            break
+        expr.append((kind, value))
+    pieces = _segment(expr, local)
+    if any(isinstance(p, str) and any(c.isalpha() for c in p) for p in pieces):
+        local[toks[at][1]] = pieces
 
 
 def _append(out: list[Found], site: Found | None) -> None:
@@ -206,7 +263,9 @@ def _args(toks: list[tuple[str, str]], open_at: int) -> tuple[list[list[tuple[st
     return [], j
 
 
-def _stream(toks: list[tuple[str, str]], j: int) -> tuple[list[Piece], int]:
+def _stream(
+    toks: list[tuple[str, str]], j: int, local: Names | None = None
+) -> tuple[list[Piece], int]:
     """`<< "a" << x << "b";` after LOG(LEVEL)."""
     segment: list[tuple[str, str]] = []
     pieces: list[Piece] = []
@@ -220,28 +279,31 @@ def _stream(toks: list[tuple[str, str]], j: int) -> tuple[list[Piece], int]:
         if depth <= 0 and kind == "op" and value in (";", "}"):
             break
         if depth == 0 and kind == "op" and value == "<<":
-            pieces += _segment(segment)
+            pieces += _segment(segment, local)
             segment = []
         else:
             segment.append(toks[j])
         j += 1
-    pieces += _segment(segment)
+    pieces += _segment(segment, local)
     return pieces, j
 
 
-def _segment(seg: list[tuple[str, str]]) -> list[Piece]:
-    """One concatenated operand: adjacent literals are one; anything else is a field,
-    except a call of `c10::str`/`fmt::format`, whose own pieces count."""
+def _segment(seg: list[tuple[str, str]], local: Names | None = None) -> list[Piece]:
+    """One concatenated operand: adjacent literals are one; a local string the function
+    assigned is its pieces; anything else is a field, except a call of
+    `c10::str`/`fmt::format`, whose own pieces count."""
     if not seg:
         return []
     if all(k == "str" for k, _ in seg):
         return ["".join(v for _, v in seg)]
+    if local and seg[0][1] in local and [v for _, v in seg[1:]] in ([], [".", "str", "(", ")"]):
+        return list(local[seg[0][1]])
     head = seg[0][1]
     if len(seg) > 2 and seg[1][1] == "(" and head in ("c10::str", "fmt::format", "std::string"):
         args, _ = _args(seg, 1)
         if head == "fmt::format" and args:
-            return _formatted(args, "braces")
-        return _concat(args)
+            return _formatted(args, "braces", local)
+        return _concat(args, local)
     # `"a" + x + "b"`: split at top-level `+`
     parts: list[list[tuple[str, str]]] = [[]]
     depth = 0
@@ -255,19 +317,21 @@ def _segment(seg: list[tuple[str, str]]) -> list[Piece]:
         else:
             parts[-1].append((k, v))
     if len(parts) > 1:
-        return [p for part in parts for p in _segment(part)]
+        return [p for part in parts for p in _segment(part, local)]
     return [FIELD]
 
 
-def _concat(args: list[list[tuple[str, str]]]) -> list[Piece]:
-    return [p for arg in args for p in _segment(arg)]
+def _concat(args: list[list[tuple[str, str]]], local: Names | None = None) -> list[Piece]:
+    return [p for arg in args for p in _segment(arg, local)]
 
 
-def _formatted(args: list[list[tuple[str, str]]], style: str) -> list[Piece]:
+def _formatted(
+    args: list[list[tuple[str, str]]], style: str, local: Names | None = None
+) -> list[Piece]:
     """A format string (its fields masked) and the values that fill it."""
     first = args[0]
     if not first or not all(k == "str" or (k == "id" and v.startswith("PRI")) for k, v in first):
-        return _concat(args)
+        return _concat(args, local)
     pieces: list[Piece] = []
     for k, v in first:
         if k != "str":
@@ -285,12 +349,20 @@ def _formatted(args: list[list[tuple[str, str]]], style: str) -> list[Piece]:
 
 
 def _site(
-    macro: Macro, args: list[list[tuple[str, str]]], path: str, scopes: list[str | None]
+    macro: Macro,
+    args: list[list[tuple[str, str]]],
+    path: str,
+    scopes: list[str | None],
+    local: Names | None = None,
 ) -> Found | None:
     if len(args) <= macro.start:
         return None
     message = args[macro.start :]
-    pieces = _concat(message) if macro.style == "concat" else _formatted(message, macro.style)
+    pieces = (
+        _concat(message, local)
+        if macro.style == "concat"
+        else _formatted(message, macro.style, local)
+    )
     type_ = macro.type or "".join(v for _, v in args[0]).rsplit("::", 1)[-1]
     condition = ""
     if macro.condition is not None and len(args) > macro.condition:
