@@ -680,10 +680,16 @@ def test_big_interleaved_log_keeps_a_rank_that_stopped_early_and_finds_late_erro
 def _mixed_progress_log() -> bytes:
     """~1 MB: torchrun-prefixed tqdm bars, unprefixed DeepSpeed ranks, `srun -l` epochs and
     unique noise lines; DeepSpeed rank 2 and srun task 5 stop early, one stream only prints
-    in the middle."""
+    in the middle; a warning holding a progress word (`every iteration`) each step is none."""
     out = []
     for step in range(2500):
         out.append(b"[default0]:%d/9000 [01:23<10:00, 1.23it/s, loss=2.3456]" % step)
+        out.append(
+            b"[default0]:[W105 10:%02d:00.%09d reducer.cpp:1529] Warning: find_unused_parameters"
+            b"=True was specified in DDP constructor, but did not find any unused parameters in "
+            b"the forward pass. This flag results in an extra traversal of the autograd graph "
+            b"every iteration" % (step % 60, step)
+        )
         for r in range(4):
             if r == 2 and step > 700:
                 continue

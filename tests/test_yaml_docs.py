@@ -4,6 +4,9 @@ parsing; what JSON cannot keep (a date) is parsed every time."""
 from __future__ import annotations
 
 import datetime
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,3 +85,31 @@ def test_a_date_is_parsed_every_time(cache_dir: Path) -> None:
 def test_text_that_is_not_yaml_raises_its_error(cache_dir: Path) -> None:
     with pytest.raises(yaml_docs.YamlError):
         yaml_docs.documents("a: [unclosed\n")
+
+
+def test_a_second_run_with_a_warm_cache_folder_never_imports_pyyaml(tmp_path: Path) -> None:
+    # The redaction patterns are read after start-up's own save: a run that did not keep
+    # them parsed redact.yaml, PyYAML's import included, on every run.
+    probe = (
+        "import sys\n"
+        "from triage.cli import main\n"
+        "from click.testing import CliRunner\n"
+        "r = CliRunner().invoke(main, ['explain', '--no-embed', '-q', "
+        "'torch.OutOfMemoryError: CUDA out of memory.'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print('yaml' in sys.modules)\n"
+    )
+    env = {**os.environ, "TRIAGE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRIAGE_NO_CACHE", None)
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env=env,
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert runs == ["True", "False"], runs

@@ -27,7 +27,7 @@ from typing import Any
 
 import regex
 
-from triage import yaml_docs
+from triage import diskcache, yaml_docs
 from triage.model import (
     Diagnosis,
     EnvReport,
@@ -77,6 +77,8 @@ def patterns() -> tuple[tuple[Pattern, ...], tuple[Pattern, ...]]:
     """(secrets, hosts) from `triage/redact.yaml`, compiled once."""
     text = resources.files("triage").joinpath("redact.yaml").read_text(encoding="utf-8")
     doc = yaml_docs.document(text)
+    # read after start-up saved what it derived: kept now, or every run imports PyYAML
+    diskcache.save()
     if not isinstance(doc, dict):
         raise RedactionRulesError("redact.yaml: expected `secrets:` and `hosts:` lists")
     out = []

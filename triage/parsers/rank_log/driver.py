@@ -126,10 +126,13 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         self._last_time: float | None = None
         # A hot line that repeats an earlier one apart from its digits (the same warning every
         # step, a config dump printed again) gets that one's verdict without being parsed:
-        # digit-masked line -> (outcome, whether it had a time, its stream). `_outcome` and
+        # digit-masked line -> (where its raw prefixes end, {those prefixes as they are:
+        # (outcome, whether it had a time, its stream)}): a line is looked up by one
+        # `translate`, its prefixes found (a regex) only when it is new. `_outcome` and
         # `_timed` are what parsing the line now said; `_pending` the raw repeats since with
         # their streams, newest last, whose times are read only if something asks for them.
-        self._repeats: dict[bytes, tuple[int, bool, Stream]] = {}
+        self._repeats: dict[bytes, tuple[int, dict[bytes, tuple[int, bool, Stream]]]] = {}
+        self._repeat_count = 0  # verdicts kept in `_repeats`
         self._outcome = 0
         self._timed = False
         self._pending: list[tuple[bytes, Stream]] = []
@@ -211,7 +214,6 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         repeats = self._repeats
         pending = self._pending
         mask = DIGITS_TO_0
-        prefixes = RAW_PREFIXES.match
         rfind, find = data.rfind, data.find
         n = len(data)
         pos = i = 0
@@ -239,10 +241,13 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 end = n
             pos = end + 1
             raw = data[start:end]
-            if plain and end - start <= SHAPE_MAX and b"NCCL" not in raw and not (odd and odd(raw)):
-                cut = prefixes(raw).end()  # type: ignore[union-attr]
-                key = raw[:cut] + raw[cut:].translate(mask) if cut else raw.translate(mask)
-                verdict = repeats.get(key)
+            new = False
+            if plain and end - start <= SHAPE_MAX:
+                shape = raw.translate(mask)
+                known = repeats.get(shape)
+                # A line of a known shape holds no `NCCL` and no odd byte, as its first did
+                # (masking changes digits alone): those tests are for new lines only.
+                verdict = known[1].get(raw[: known[0]]) if known is not None else None
                 if verdict is not None:  # a repeat: its first line's verdict, unparsed
                     outcome, timed, stream = verdict
                     if outcome == WARNING_AGAIN:
@@ -259,7 +264,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                         if len(pending) >= 64:
                             self._resolve_pending()  # bounded: each stream's newest is read
                     continue
-                self._read_new(counter.number_at(start), raw, key, cut)
+                new = b"NCCL" not in raw and not (odd and odd(raw))
+            if new:
+                self._read_new(counter.number_at(start), raw, shape)
             else:
                 number = counter.number_at(start)
                 for text in line_text(reader, raw, number):
@@ -273,9 +280,10 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 skipped[0] += sum(1 for o in comms if o >= pos)
                 i, k = 0, len(offsets)
 
-    def _read_new(self, number: int, raw: bytes, key: bytes, prefix_end: int) -> None:
+    def _read_new(self, number: int, raw: bytes, shape: bytes) -> None:
         """Parse a line read alone (no record open) whose verdict is not known yet, and keep
-        the verdict for its repeats when their digits cannot change it."""
+        the verdict for its repeats when their digits cannot change it. `shape` is the line
+        with its digits masked (`DIGITS_TO_0`)."""
         if self._pending and not self.hint.learned:
             self._resolve_pending()  # read with the year hint the lines were written under
         events = len(self.events)
@@ -283,6 +291,8 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         text = raw.decode("utf-8", "replace").rstrip()
         self.handle(number, text)
         pre = self._pre
+        # the raw prefixes end where they do in the line: masked digits are still digits
+        prefix_end = RAW_PREFIXES.match(shape).end()  # type: ignore[union-attr]
         if (
             self._outcome != NOT_A_REPEAT
             and len(self.events) == events
@@ -294,11 +304,16 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 or pre.local_rank is None
                 or len(text) - len(pre.rest) <= prefix_end
             )
-            and not self.tables.digit_sensitive(key)
+            and not self.tables.digit_sensitive(raw[:prefix_end] + shape[prefix_end:])
         ):
-            if len(self._repeats) >= 4096:
+            self._repeat_count += 1
+            if self._repeat_count > 4096:  # bounded: start again
                 self._repeats.clear()
-            self._repeats[key] = (self._outcome, self._timed, _stream(pre))
+                self._repeat_count = 1
+            known = self._repeats.get(shape)
+            if known is None:
+                known = self._repeats[shape] = (prefix_end, {})
+            known[1][raw[:prefix_end]] = (self._outcome, self._timed, _stream(pre))
 
     @property
     def last_time(self) -> float | None:

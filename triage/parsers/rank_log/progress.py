@@ -242,7 +242,7 @@ class ProgressReading:
                     known[shape] = facts
             if not facts[0]:  # no progress marker
                 continue
-            pre = self._newest_of_stream(lines[i], facts[1:], seen, seen_raw, found)
+            pre = self._newest_of_stream(lines[i], facts[1:], seen, seen_raw, found, shape)
             if pre is not None:
                 first = counter.number_at(start) if first is None else first
                 self.observe_progress(first + i, pre.rest, pre)
@@ -274,10 +274,14 @@ class ProgressReading:
         seen: set[tuple[str, int | None]],
         seen_raw: set[tuple[bytes, bytes | None]],
         found: set[tuple[str, int | None]],
+        shape: bytes | None = None,
     ) -> Prefixes | None:
         """A marked line, read newest first: its prefixes if it is the newest progress line of
         a stream not `seen` yet (to observe), else None. `spans` (`_raw_spans`) place its raw
-        prefixes and `[Rank N]`; an older line of a raw key already met is skipped undecoded."""
+        prefixes and `[Rank N]`; an older line of a raw key already met is skipped undecoded.
+        A line that is no progress line at all marks its `shape` (the digit-masked line) so in
+        the shape cache: whether the shapes match does not depend on the digits, and a warning
+        that says `every iteration` each step was read again in every window."""
         prefix_end, rank_start, rank_end = spans
         raw_key = (line[:prefix_end], line[rank_start:rank_end] if rank_end else None)
         if raw_key in seen_raw:
@@ -285,6 +289,8 @@ class ProgressReading:
         pre = peel(clean(line[-4096:])[-1])
         got = _read_progress(pre.rest, self.tables)
         if got is None:
+            if shape is not None and shape in self._line_shapes:
+                self._line_shapes[shape] = (False, *spans)
             return None
         key = (pre.key, got[3])
         seen_raw.add(raw_key)
