@@ -175,7 +175,9 @@ class TracebackRecord(Record):
     def _continues(self, text: str) -> bool:
         if BORDER.match(text) or TB_HEADER.match(text) or _looks_structured(text):
             return False
-        if text[:1].isspace() or text.startswith(self.tails):
+        if text[:1].isspace() or text.startswith(self.tails) or self.pre.excepthook:
+            # the hook writes one exception's whole print with its prefix on each line: a
+            # prefixed line of this stream is the message going on, whatever it starts with
             return True
         last = self.tail[-1] if self.tail else (self.head[-1] if self.head else "")
         return last.rstrip().endswith(":") and not text.startswith("[")
