@@ -135,6 +135,7 @@ def pick_first_failure(
                 line=e.line if e else None,
                 # what the finding stands on (a dump's record), not its sentence about it
                 text=e.text if e else f.summary,
+                own_error=False,
             )
     if initiating:
         return from_placed(min(initiating, key=by_time))

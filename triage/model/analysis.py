@@ -54,6 +54,9 @@ class FailureRef:
     source: str
     line: int | None
     text: str
+    # False: no error of the rank's own started it; `text` is the record that singles the rank
+    # out (its flight-recorder entry), and another rank may have failed first
+    own_error: bool = True
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class HangReport:
     # what happened, without the verdict: "rank(s) 3 never reached all_reduce #42 ..."
     account: str = ""
     shape: HangShape | None = None  # of a detected hang, where the evidence tells
+    # who waited, where it was not the other ranks: "the launcher" (no rank had started)
+    waiter: str = ""
 
     @property
     def explanation(self) -> str:
@@ -85,6 +90,8 @@ class TimelineEntry:
     # a line without a stamp: the stamps before and after it in its own file (`time` is None)
     earliest: float | None = None
     latest: float | None = None
+    # seconds `time` leaves open after it (1.0: a stamp to the second, torchrun's exits)
+    resolution: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,7 @@ class StackGroup:
     frames: tuple[StackFrame, ...]  # innermost first, the top few
     waiting: bool  # inside a collective or a distributed wait
     outlier: bool  # the odd one out: somewhere else than the others
+    setup: str = ""  # waiting in process-group setup or a rendezvous: the call (not a collective)
 
 
 @dataclass(frozen=True)

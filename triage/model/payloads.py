@@ -192,6 +192,9 @@ class RankExit:
     error_file: str | None
     message: str | None  # exception text or traceback, when known
     is_root_cause_block: bool = False  # torchrun's "Root Cause (first observed failure)"
+    # seconds `time` leaves open after it: torchrun's summary and error.json stamp to the
+    # second (1.0), so the exit lies anywhere in that second
+    time_resolution: float = 0.0
 
 
 @dataclass(frozen=True)
