@@ -69,6 +69,11 @@ _SUMMARY_EXIT = re.compile(
 )
 _EXITED = re.compile(r"rank\(s\) ([\d, -]+) exited (-?\d+)")
 _STAMP = re.compile(r"\b\d{2}:\d{2}:\d{2}\b")  # a clock time on a line, in any of the formats
+# `what():  [enforce fail at .../gloo/transport/tcp/pair.cc:456]`, `Exception raised from f at
+# file.cpp:12`: the library and place that threw, named by the message itself
+_NATIVE_NAMED = re.compile(
+    r"what\(\):\s+\[(?:enforce fail at )?\S+\.(?:cc|cpp|h|cu):\d+\]|Exception raised from \S+ at"
+)
 
 
 @dataclass
@@ -88,6 +93,7 @@ class Facts:
     exit_codes: dict[int, int] = field(default_factory=dict)  # rank -> torchrun's exitcode
     exit_times: dict[int, str] = field(default_factory=dict)  # rank -> its `HH:MM:SS` there
     fr_files: set[str] = field(default_factory=set)  # the flight-recorder dumps' paths
+    native_named: bool = False  # a C++ exception's what() names the source place that threw
     # path -> (line, rank) of the first error line a rank printed in that file
     first_error: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -203,6 +209,7 @@ def facts_of(bundle: Path) -> Facts:
         if f.suffix == ".json" or (lines and lines[0].lstrip()[:1] == "{"):
             continue  # a JSON document (py-spy --json, error.json): shown rendered, not quoted
         facts.files[str(f)] = lines
+        facts.native_named |= any(_NATIVE_NAMED.search(x) for x in lines)
         _read_tracebacks(lines, facts)
         _read_errors(str(f), lines, first_rank_of_console.get(f), facts)
         for clock, rank, code in _SUMMARY_EXIT.findall("\n".join(lines)):
@@ -392,6 +399,19 @@ def silent_problems(d: Diagnosis, facts: Facts) -> list[str]:
                         f"{action[:50]!r}: {sorted(ranks & facts.printed_errors)} printed errors"
                     )
     return problems
+
+
+def native_stack_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
+    """No advice asks for a native stack (gdb, a core dump) to learn which library crashed
+    where the bundle's own C++ exception already names the library and the place."""
+    if not facts.native_named:
+        return []
+    steps = [a.text for f in view.fixes for a in f.actions] + [a.text for a in view.collect_next]
+    return [
+        f"asks {s[:60]!r} though a C++ exception names where it threw"
+        for s in steps
+        if re.search(r"native stack|gdb -p|core dump", s)
+    ]
 
 
 def asks_for_held_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
@@ -630,6 +650,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + fix_line_problems(d, facts)
         + silent_problems(d, facts)
         + asks_for_held_problems(d, view)
+        + native_stack_problems(view, facts)
         + printed_by_problems(d, view, facts)
         + record_problems(view)
         + host_problems(d, facts)
@@ -682,3 +703,16 @@ def test_an_action_never_asks_for_inputs_the_job_already_holds() -> None:
         is None
     )
     assert problems and problems[0][0] == "bad"
+
+
+def test_a_native_stack_is_not_asked_for_where_the_crash_names_its_library() -> None:
+    problems: list[tuple[str, str]] = []
+    action = parse_action(
+        [{"text": "Get the native stack with `gdb -p <pid>`.", "when": {"native": "unnamed"}}],
+        "test",
+        lambda item, msg: problems.append((item, msg)),
+    )
+    assert action is not None and problems == []
+    assert action.fill({}, JobConditions()) == "Get the native stack with `gdb -p <pid>`."
+    # gloo's `[enforce fail at gloo/transport/tcp/pair.cc:456]` already says where it threw
+    assert action.fill({}, JobConditions(native_named=True)) is None

@@ -188,6 +188,9 @@ class AnalysisFacts:
     launchers: tuple[str, ...] = ()
     input_kinds: tuple[str, ...] = ()  # what the user gave (advice never asks for it again)
     device: str | None = None  # "gpu" | "cpu": what the job ran on, where its evidence says
+    # where in native code the job's C++ exception was thrown, as its own message says
+    # (`gloo/transport/tcp/pair.cc:456`): the library and call a native stack would show
+    native_origin: str | None = None
     analysis_error: str | None = None  # the analysis failed: culprit and hang are unknown
 
     def values(self) -> dict[str, Any]:

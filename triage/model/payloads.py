@@ -244,7 +244,9 @@ class CppExceptionFacts:
 
     exception_class: str | None
     what: str | None
-    raised_from: str | None = None  # `Exception raised from f at file.cpp:12`
+    # `Exception raised from f at file.cpp:12`, or the place its what() names
+    # (`gloo/transport/tcp/pair.cc:456` of `[enforce fail at ...pair.cc:456]`)
+    raised_from: str | None = None
     cpp_frames: int = 0  # the frames of its C++ stack
 
 

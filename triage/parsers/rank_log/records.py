@@ -17,6 +17,7 @@ from triage.parsers.rank_log.formats import (
     DEEPSPEED,
     EXC_LINE,
     FAULT_THREAD,
+    NATIVE_AT,
     OLD_C10,
     PYLOG,
     RAISED_FROM,
@@ -205,6 +206,9 @@ class CppExceptionRecord(Record):
         m = WHAT.match(text)
         if m is not None and self.what is None:
             self.what = m["what"].strip()
+            at = NATIVE_AT.match(self.what)
+            if at is not None and self.raised_from is None:
+                self.raised_from = at["loc"]  # the library's own check says where it threw
             self.add(number, text)
             return CONSUMED
         m = RAISED_FROM.match(stripped)
