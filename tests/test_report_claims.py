@@ -627,8 +627,8 @@ def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
             problems.append(f"{fmt}: the hang line {head[:50]!r} is missing")
         if re.search(r"\{'\w+': ", out):
             problems.append(f"{fmt}: a raw record is printed")
-        # the noun agrees with the count: "ranks 0, 1", never "rank 0, 1"
-        if m := re.search(r"\brank \d+(?:-\d+)?(?:, \d+)+", flat):
+        # the noun agrees with the count: "ranks 0, 1" and "ranks 0-1", never "rank 0, 1"
+        if m := re.search(r"\brank \d+(?:-\d+)?(?:, \d+)+|\brank \d+-\d+", flat):
             problems.append(f"{fmt}: {m[0]!r} names several ranks as one")
         # a set of ranks that is empty is not a rank: "rank(s) none", "ranks -"
         if re.search(r"\branks?(?:\(s\))? (?:none|-)(?![\w-])", flat):

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from triage.analysis.ranks import format_ranks, ref
+from triage.analysis.ranks import format_ranks, ranks_named, ref
 from triage.analysis.timeline import first_error
 from triage.knowledge.outcome import Ends
 from triage.knowledge.routine import Routine
@@ -369,7 +369,7 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
         who, text, lead = _who(event), _line_of(event), ()
         shown = [event, *(s for s in faults if s is not event)][:_MAX_EVIDENCE]
     if culprits and not who:
-        who = f"rank {format_ranks(culprits)}"
+        who = ranks_named(culprits)
     said = f"`{_clip(text.replace('`', ''), 160)}`" if text else "no message of its own"
     why = f"first failure on {who}: {said}" if who else f"first failure: {said}"
     if first is not None and not first.own_error:
