@@ -517,6 +517,16 @@ def time_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
                     f"timeline: {Path(t.source).name}:{t.line} shown after line {last_line[key]}"
                 )
             last_line[key] = max(t.line, last_line.get(key, 0))
+    # the first failure is dated no finer than the line it quotes (`exitcode : -9` of torchrun's
+    # summary, whose `time` is to the second; a log line stamped `10:20:43`)
+    f = d.first_failure
+    shown = view.who.first.time if view.who is not None and view.who.first is not None else ""
+    lines = facts.files.get(f.source) if f is not None else None
+    if f is not None and f.line and lines and 0 < f.line <= len(lines) and shown:
+        entry = "\n".join(lines[max(0, f.line - 6) : f.line])
+        stamps = re.findall(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?", entry)
+        if stamps and not re.search(r"[.,]\d", stamps[-1]) and re.search(r":\d\d\.\d", shown):
+            problems.append(f"first failure dated {shown!r}; its line says {stamps[-1]!r}")
     rows = view.timeline.rows
     exits = [i for i, r in enumerate(rows) if " exited " in r.text]
     for i, r in enumerate(rows):

@@ -57,6 +57,7 @@ class FailureRef:
     # False: no error of the rank's own started it; `text` is the record that singles the rank
     # out (its flight-recorder entry), and another rank may have failed first
     own_error: bool = True
+    time_resolution: float = 0.0  # seconds `time` leaves open (1.0: a stamp to the second)
 
 
 @dataclass(frozen=True)

@@ -233,7 +233,7 @@ def _who(d: Diagnosis, base: str) -> Who | None:
         first = FirstFailure(
             rank=c.rank_str(f.rank),
             host=c.short(f.host or "", 200),
-            time=c.iso_time(f.time) if f.time is not None else "",
+            time=c.iso_time(f.time, f.time_resolution) if f.time is not None else "",
             where=_where(f.source, f.line, base),
             text=c.short(f.text, 20_000),
             note=_first_failure_note(d, base),
