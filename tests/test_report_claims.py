@@ -542,15 +542,19 @@ def time_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
     return problems
 
 
-def first_failure_problems(d: Diagnosis, facts: Facts) -> list[str]:
+def first_failure_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
     """ "First failure on rank N" quotes a failure, not rank N's flight-recorder record; "rank R
-    failed first: `X`" names the rank whose error line comes first in the file that prints X."""
+    failed first: `X`" names the rank whose error line comes first in the file that prints X,
+    and is never said of a hang, whose waiters' first errors are their timeouts."""
     problems = []
     why = d.outcome.why if d.outcome is not None else ""
     f = d.first_failure
     called = re.search(r"first failure on rank", why, re.I)
     if f is not None and f.source in facts.fr_files and called:
         problems.append(f"{why[:60]!r}: rank {f.rank}'s dump record is called a failure")
+    note = view.who.first.note if view.who is not None and view.who.first is not None else ""
+    if d.hang is not None and d.hang.detected and "failed first" in why + note:
+        problems.append(f"a hang's waiter is said to have failed first: {(why + note)[:80]!r}")
     if m := re.search(r"rank (\d+) failed first: `([^`]+?)(?:…)?`", why):
         said, quote = int(m[1]), m[2]
         for path, lines in facts.files.items():
@@ -667,7 +671,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + rendered_problems(d, view)
         + time_problems(d, view, facts)
         + failed_problems(d, facts)
-        + first_failure_problems(d, facts)
+        + first_failure_problems(d, view, facts)
         + branch_problems(d, facts)
         + uneven_problems(d, facts)
     )

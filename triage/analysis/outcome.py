@@ -375,7 +375,9 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
     if first is not None and not first.own_error:
         # the culprit's record (its dump's entry) is no failure: say who failed first
         why = f"started by {who}: {said}"
-        earlier = first_error(found.timeline)
+        # in a hang the others' first errors are their waits timing out, no failure of theirs
+        hung = found.hang is not None and found.hang.detected
+        earlier = None if hung else first_error(found.timeline)
         printed = next(
             (
                 ev

@@ -250,7 +250,9 @@ def _first_failure_note(d: Diagnosis, base: str) -> str:
         return ""
     source = next((i for i in d.inputs if i.path == f.source), None)
     if not f.own_error and source is not None and source.rank == f.rank:
-        earlier = first_error(d.timeline)
+        # in a hang the others' first errors are their waits timing out, no failure of theirs
+        hung = d.hang is not None and d.hang.detected
+        earlier = None if hung else first_error(d.timeline)
         failed_first = None
         if earlier is not None and earlier.rank is not None:
             failed_first = (earlier.rank, _where(earlier.source, earlier.line, base))
