@@ -1021,3 +1021,30 @@ def test_gloo_timeout_in_the_first_link_of_a_chained_traceback_is_read() -> None
     (tb,) = [e for e in parse_text(log).events if e.kind is EventKind.TRACEBACK]
     assert tb.c10d is not None and tb.c10d.gloo_timeout is not None
     assert tb.c10d.gloo_timeout.timeout_ms == 12000
+
+
+def test_a_message_torchs_excepthook_prints_on_several_lines_is_one_error() -> None:
+    # DDP's unused-parameter error spans five lines; torch's excepthook puts `[rankN]: ` on each,
+    # and the lines after the first start with neither a space nor a known tail word
+    data = (
+        b"[default1]:[rank1]: Traceback (most recent call last):\n"
+        b'[default1]:[rank1]:   File "/workspace/train.py", line 53, in main\n'
+        b"[default1]:[rank1]:     logits = model(x)\n"
+        b"[default1]:[rank1]: RuntimeError: Expected to have finished reduction in the prior "
+        b"iteration before starting a new one. You can enable unused parameter detection by\n"
+        b"[default1]:[rank1]: making sure all `forward` function outputs participate in "
+        b"calculating loss. \n"
+        b"[default1]:[rank1]: Parameter indices which did not receive grad for rank 1: 4 5\n"
+        b"[default1]:[rank1]:  In addition, you can set the environment variable "
+        b"TORCH_DISTRIBUTED_DEBUG to either INFO or DETAIL to print out information\n"
+        b"[default0]:INFO:train:step 1 loss 0.25\n"
+        b"[default1]:done waiting\n"
+    )
+    parsed = rank_log.parse(source_of(data))
+    errors = [e for e in parsed.events if e.level in (Level.ERROR, Level.FATAL)]
+    assert [(e.kind, e.line, e.end_line) for e in errors] == [(EventKind.TRACEBACK, 1, 7)]
+    assert "Parameter indices which did not receive grad for rank 1" in (
+        errors[0].exception.exc_message
+    )
+    # a line of another stream, or of the same rank without the hook's prefix, is not the message
+    assert "step 1" not in errors[0].text and "done waiting" not in errors[0].text

@@ -52,6 +52,10 @@ _PREFIX = re.compile(r"^(?:\[default(?P<local>\d+)\]:)?(?:\[rank(?P<rank>\d+)\]:
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _EXC = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b.*)$")
 _PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^()]+):(?P<line>\d+)\)$")
+# torch's process-group setup and rendezvous calls, as py-spy names them
+_SETUP = re.compile(
+    r"(?:^|\.)(?:init_process_group|new_group|next_rendezvous|_store_based_barrier)$"
+)
 _HOST_LINE = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)\s*$")  # torchrun's failure summary
 _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
 _ERROR_WORDS = re.compile(r"Error\b|terminate called|Fatal Python error|Segmentation fault")
@@ -65,6 +69,11 @@ _SUMMARY_EXIT = re.compile(
 )
 _EXITED = re.compile(r"rank\(s\) ([\d, -]+) exited (-?\d+)")
 _STAMP = re.compile(r"\b\d{2}:\d{2}:\d{2}\b")  # a clock time on a line, in any of the formats
+# `what():  [enforce fail at .../gloo/transport/tcp/pair.cc:456]`, `Exception raised from f at
+# file.cpp:12`: the library and place that threw, named by the message itself
+_NATIVE_NAMED = re.compile(
+    r"what\(\):\s+\[(?:enforce fail at )?\S+\.(?:cc|cpp|h|cu):\d+\]|Exception raised from \S+ at"
+)
 
 
 @dataclass
@@ -76,11 +85,17 @@ class Facts:
     printed_errors: set[int] = field(default_factory=set)  # ranks that printed an error
     pyspy_op: dict[int, str] = field(default_factory=dict)  # rank -> torch.distributed function
     pyspy_ranks: set[int] = field(default_factory=set)  # ranks a py-spy dump shows alive
+    # ranks whose main thread stands in process-group setup or a rendezvous (py-spy)
+    pyspy_setup: set[int] = field(default_factory=set)
     fr_last: dict[int, tuple[int, str]] = field(default_factory=dict)  # rank -> (seq, op)
     fr_ops: dict[int, dict[int, str]] = field(default_factory=dict)  # rank -> seq -> op
     log_hosts: set[str] = field(default_factory=set)  # torchrun's `host :`, NCCL's `host:pid:`
     exit_codes: dict[int, int] = field(default_factory=dict)  # rank -> torchrun's exitcode
     exit_times: dict[int, str] = field(default_factory=dict)  # rank -> its `HH:MM:SS` there
+    fr_files: set[str] = field(default_factory=set)  # the flight-recorder dumps' paths
+    native_named: bool = False  # a C++ exception's what() names the source place that threw
+    # path -> (line, rank) of the first error line a rank printed in that file
+    first_error: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _user_frame(frames: list[tuple[str, int, str]]) -> str | None:
@@ -92,19 +107,24 @@ def _user_frame(frames: list[tuple[str, int, str]]) -> str | None:
     return None
 
 
-def _read_errors(lines: list[str], offset: int | None, facts: Facts) -> None:
+def _read_errors(path: str, lines: list[str], offset: int | None, facts: Facts) -> None:
     """Ranks that printed an error line of their own (`[rank2]:`, or `[default2]:` on a node's
-    console whose first rank is `offset`): a C++ `terminate called`, a fatal signal."""
-    for raw in lines:
+    console whose first rank is `offset`): a C++ `terminate called`, a fatal signal; and the
+    first such line of the file."""
+    for number, raw in enumerate(lines, 1):
         m = _PREFIX.match(raw)
         assert m is not None
         text = raw[m.end() :]
-        if not _ERROR_WORDS.search(text):
+        if not (_ERROR_WORDS.search(text) or text.startswith("Traceback (most recent")):
             continue
+        rank = None
         if m["rank"] is not None:
-            facts.printed_errors.add(int(m["rank"]))
+            rank = int(m["rank"])
         elif m["local"] is not None and offset is not None:
-            facts.printed_errors.add(offset + int(m["local"]))
+            rank = offset + int(m["local"])
+        if rank is not None:
+            facts.printed_errors.add(rank)
+            facts.first_error.setdefault(path, (number, rank))
 
 
 def _read_tracebacks(lines: list[str], facts: Facts) -> None:
@@ -137,13 +157,16 @@ def _read_pyspy(path: Path, facts: Facts) -> None:
         return
     rank = _rank_of(path)
     facts.pyspy_ranks.add(rank)
+    frames = []
     for line in main[1].splitlines()[1:]:
         fm = _PYSPY_FRAME.match(line)
         if fm is None:
             break
-        if fm["file"].endswith("distributed_c10d.py"):
+        frames.append(fm["func"])
+        if fm["file"].endswith("distributed_c10d.py") and rank not in facts.pyspy_op:
             facts.pyspy_op[rank] = fm["func"]
-            return
+    if any(_SETUP.search(f) for f in frames):
+        facts.pyspy_setup.add(rank)
 
 
 def _rank_of(path: Path) -> int:
@@ -165,6 +188,7 @@ def facts_of(bundle: Path) -> Facts:
     pyspy = set(make.pyspy_dumps(bundle))
     for f in sorted(p for p in evidence.rglob("*") if p.is_file()):
         if f in fr_files:
+            facts.fr_files.add(str(f))
             dump = make.load_fr(f)
             rank = _rank_of(f)
             ops = {
@@ -185,8 +209,9 @@ def facts_of(bundle: Path) -> Facts:
         if f.suffix == ".json" or (lines and lines[0].lstrip()[:1] == "{"):
             continue  # a JSON document (py-spy --json, error.json): shown rendered, not quoted
         facts.files[str(f)] = lines
+        facts.native_named |= any(_NATIVE_NAMED.search(x) for x in lines)
         _read_tracebacks(lines, facts)
-        _read_errors(lines, first_rank_of_console.get(f), facts)
+        _read_errors(str(f), lines, first_rank_of_console.get(f), facts)
         for clock, rank, code in _SUMMARY_EXIT.findall("\n".join(lines)):
             facts.exit_codes[int(rank)] = int(code)
             facts.exit_times[int(rank)] = clock
@@ -282,6 +307,27 @@ def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
     return problems
 
 
+def setup_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
+    """A rank py-spy shows in init_process_group or a rendezvous waited for setup: no
+    sentence and no stack chip says it waited in a collective."""
+    problems = []
+    behind = set(d.culprit_ranks) | (set(d.hang.lagging_ranks) if d.hang else set())
+    waiters = facts.pyspy_ranks - behind
+    if waiters and waiters <= facts.pyspy_setup:
+        said = [d.hang.explanation if d.hang else ""]
+        said += [view.who.hang.headline] if view.who and view.who.hang else []
+        said += [f.summary for f in d.findings]
+        problems += [
+            f"{s[:70]!r}: py-spy shows ranks {sorted(waiters)} in setup"
+            for s in said
+            if re.search(r"wait(?:ed)? in (?:a collective|\w+ #\d+)", s)
+        ]
+    for s in view.stacks:
+        if "collective" in s.waits and _ranks(s.ranks) <= facts.pyspy_setup:
+            problems.append(f"stacks of ranks {s.ranks} said {s.waits!r}; they are in setup")
+    return problems
+
+
 def behind_problems(d: Diagnosis, facts: Facts) -> list[str]:
     """Claims "rank(s) 1 stopped at collective #2 while rank(s) 2 went on to #4 (broadcast)": each
     rank's last flight-recorder record says so."""
@@ -353,6 +399,19 @@ def silent_problems(d: Diagnosis, facts: Facts) -> list[str]:
                         f"{action[:50]!r}: {sorted(ranks & facts.printed_errors)} printed errors"
                     )
     return problems
+
+
+def native_stack_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
+    """No advice asks for a native stack (gdb, a core dump) to learn which library crashed
+    where the bundle's own C++ exception already names the library and the place."""
+    if not facts.native_named:
+        return []
+    steps = [a.text for f in view.fixes for a in f.actions] + [a.text for a in view.collect_next]
+    return [
+        f"asks {s[:60]!r} though a C++ exception names where it threw"
+        for s in steps
+        if re.search(r"native stack|gdb -p|core dump", s)
+    ]
 
 
 def asks_for_held_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
@@ -447,17 +506,64 @@ def time_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
                 problems.append(
                     f"timeline: rank {r} exited at {said}; torchrun says {facts.exit_times[r]}"
                 )
+    # consequences without a stamp from one file, bounded by the same next stamp, keep the
+    # file's order (a cause may be put first: its raise came before its own handler's lines)
+    last_line: dict[tuple[str, float], int] = {}
+    for t in d.timeline:
+        if t.role == "cascade" and t.time is None and t.latest is not None and t.line:
+            key = (t.source, t.latest)
+            if key in last_line and t.line < last_line[key]:
+                problems.append(
+                    f"timeline: {Path(t.source).name}:{t.line} shown after line {last_line[key]}"
+                )
+            last_line[key] = max(t.line, last_line.get(key, 0))
+    # the first failure is dated no finer than the line it quotes (`exitcode : -9` of torchrun's
+    # summary, whose `time` is to the second; a log line stamped `10:20:43`)
+    f = d.first_failure
+    shown = view.who.first.time if view.who is not None and view.who.first is not None else ""
+    lines = facts.files.get(f.source) if f is not None else None
+    if f is not None and f.line and lines and 0 < f.line <= len(lines) and shown:
+        entry = "\n".join(lines[max(0, f.line - 6) : f.line])
+        stamps = re.findall(r"(?<!\d)\d\d:\d\d:\d\d(?:[.,]\d+)?", entry)
+        if stamps and not re.search(r"[.,]\d", stamps[-1]) and re.search(r":\d\d\.\d", shown):
+            problems.append(f"first failure dated {shown!r}; its line says {stamps[-1]!r}")
     rows = view.timeline.rows
     exits = [i for i, r in enumerate(rows) if " exited " in r.text]
     for i, r in enumerate(rows):
         if r.role == "initiating" and exits and i > min(exits):
             problems.append(f"timeline: the initiating row {r.where} comes after an exit")
     if view.lanes is not None:
-        zero = [r.iso for r in rows if r.offset in ("+0.000s", "-0.000s")]
-        if view.lanes.start not in zero:
+        # a stamp to the second shows whole seconds: `+0s` at `08:13:16 UTC`
+        zero = [r.iso for r in rows if r.offset in ("+0.000s", "-0.000s", "+0s", "-0s")]
+        if not any(view.lanes.start.startswith(z.removesuffix(" UTC")) for z in zero):
             problems.append(
                 f"timeline: the picture starts at {view.lanes.start}, the table at {zero}"
             )
+    return problems
+
+
+def first_failure_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
+    """ "First failure on rank N" quotes a failure, not rank N's flight-recorder record; "rank R
+    failed first: `X`" names the rank whose error line comes first in the file that prints X,
+    and is never said of a hang, whose waiters' first errors are their timeouts."""
+    problems = []
+    why = d.outcome.why if d.outcome is not None else ""
+    f = d.first_failure
+    called = re.search(r"first failure on rank", why, re.I)
+    if f is not None and f.source in facts.fr_files and called:
+        problems.append(f"{why[:60]!r}: rank {f.rank}'s dump record is called a failure")
+    note = view.who.first.note if view.who is not None and view.who.first is not None else ""
+    if d.hang is not None and d.hang.detected and "failed first" in why + note:
+        problems.append(f"a hang's waiter is said to have failed first: {(why + note)[:80]!r}")
+    if m := re.search(r"rank (\d+) failed first: `([^`]+?)(?:…)?`", why):
+        said, quote = int(m[1]), m[2]
+        for path, lines in facts.files.items():
+            if path in facts.first_error and any(quote in x for x in lines):
+                line, rank = facts.first_error[path]
+                if rank != said:
+                    problems.append(
+                        f"{why[:60]!r}: {Path(path).name}:{line} shows rank {rank}'s error first"
+                    )
     return problems
 
 
@@ -535,8 +641,8 @@ def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
             problems.append(f"{fmt}: the hang line {head[:50]!r} is missing")
         if re.search(r"\{'\w+': ", out):
             problems.append(f"{fmt}: a raw record is printed")
-        # the noun agrees with the count: "ranks 0, 1", never "rank 0, 1"
-        if m := re.search(r"\brank \d+(?:-\d+)?(?:, \d+)+", flat):
+        # the noun agrees with the count: "ranks 0, 1" and "ranks 0-1", never "rank 0, 1"
+        if m := re.search(r"\brank \d+(?:-\d+)?(?:, \d+)+|\brank \d+-\d+", flat):
             problems.append(f"{fmt}: {m[0]!r} names several ranks as one")
         # a set of ranks that is empty is not a rank: "rank(s) none", "ranks -"
         if re.search(r"\branks?(?:\(s\))? (?:none|-)(?![\w-])", flat):
@@ -552,17 +658,20 @@ def claim_problems(bundle: Path) -> list[str]:
         quote_problems(d, facts)
         + repeat_problems(view)
         + hang_problems(d, view, facts)
+        + setup_problems(d, view, facts)
         + behind_problems(d, facts)
         + skipped_problems(d, facts)
         + fix_line_problems(d, facts)
         + silent_problems(d, facts)
         + asks_for_held_problems(d, view)
+        + native_stack_problems(view, facts)
         + printed_by_problems(d, view, facts)
         + record_problems(view)
         + host_problems(d, facts)
         + rendered_problems(d, view)
         + time_problems(d, view, facts)
         + failed_problems(d, facts)
+        + first_failure_problems(d, view, facts)
         + branch_problems(d, facts)
         + uneven_problems(d, facts)
     )
@@ -608,3 +717,16 @@ def test_an_action_never_asks_for_inputs_the_job_already_holds() -> None:
         is None
     )
     assert problems and problems[0][0] == "bad"
+
+
+def test_a_native_stack_is_not_asked_for_where_the_crash_names_its_library() -> None:
+    problems: list[tuple[str, str]] = []
+    action = parse_action(
+        [{"text": "Get the native stack with `gdb -p <pid>`.", "when": {"native": "unnamed"}}],
+        "test",
+        lambda item, msg: problems.append((item, msg)),
+    )
+    assert action is not None and problems == []
+    assert action.fill({}, JobConditions()) == "Get the native stack with `gdb -p <pid>`."
+    # gloo's `[enforce fail at gloo/transport/tcp/pair.cc:456]` already says where it threw
+    assert action.fill({}, JobConditions(native_named=True)) is None

@@ -9,6 +9,7 @@ before the exit it caused.
 from __future__ import annotations
 
 import html
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -80,3 +81,48 @@ def test_a_line_with_no_stamp_around_it_is_untimed(tmp_path: Path) -> None:
     assert (raised.time, raised.earliest, raised.latest) == (None, None, None)
     text = render(d, "text")
     assert "after 0" not in text and "before 0" not in text
+
+
+# rank 1's error stamped to the millisecond, then torchrun's summary, whose `time` is to the
+# second: the exit it records happened within 08:12:37, after the error that caused it
+SAME_SECOND = """\
+W1203 08:12:15.142000 19490 torch/distributed/run.py:874] Setting OMP_NUM_THREADS environment \
+variable for each process to be 1
+[default1]:[rank1]:[E1203 08:12:37.300412 19494 ProcessGroupGloo.cpp:143] Rank 1 failed: \
+Connection closed by peer
+E1203 08:12:37.868000 19490 torch/distributed/elastic/multiprocessing/api.py:1002] failed \
+(exitcode: 1) local_rank: 1 (pid: 19494) of binary: /opt/venv/bin/python3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-03_08:12:37
+  host      : node07
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 19494)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_an_exit_stamped_to_the_second_comes_after_an_error_within_that_second(
+    tmp_path: Path,
+) -> None:
+    d = _diagnose(tmp_path, SAME_SECOND)
+    rows = [t.text for t in d.timeline]
+    error = next(i for i, t in enumerate(d.timeline) if t.time == _at("08:12:37.300412"))
+    exited = next(i for i, text in enumerate(rows) if "exited 1" in text)
+    assert error < exited, rows
+    # and each format shows the exit's stamp as precise as torchrun wrote it, no finer (the
+    # JSON the HTML shows keeps the schema's ISO form)
+    for fmt in ("text", "md", "html"):
+        shown = re.sub(r"<script.*?</script>", " ", render(d, fmt), flags=re.S)
+        out = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", shown)).split())
+        assert re.search(r"08:12:37(?!\.)\S* .{0,80}exited 1", out), fmt
+        assert not re.search(r"08:12:37\.000(?!\+00:00\")\S* .{0,80}exited 1", out), fmt

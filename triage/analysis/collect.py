@@ -38,7 +38,7 @@ class Collected:
     placed: list[tuple[Event, int | None, str, Role]] = field(default_factory=list)
     fr_dumps: list[flight_recorder.FRDump] = field(default_factory=list)
     stacks: list[pyspy.RankStack] = field(default_factory=list)
-    unmatched_stacks: int = 0  # py-spy dumps no rank could be found for
+    unmatched_stacks: list[PySpyDump] = field(default_factory=list)  # dumps of no known rank
     progress_events: list[tuple[int, Event]] = field(default_factory=list)
     # clock anchors: one moment seen from several clock domains (hosts)
     anchors: dict[object, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
@@ -104,7 +104,7 @@ def _one(
     if ev.kind is EventKind.PYSPY and isinstance(payload, PySpyDump):
         r = rank if rank is not None else index.rank_for(payload.pid, host)
         if r is None:
-            out.unmatched_stacks += 1
+            out.unmatched_stacks.append(payload)
         else:
             out.stacks.append(pyspy.RankStack(r, payload, ev))
             out.ranks_seen.add(r)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from triage.analysis.ranks import RankIndex, event_rank, format_ranks
+from triage.analysis.ranks import RankIndex, event_rank, ranks_named
 from triage.knowledge.agreement import AgreedSettings
 from triage.model import (
     EnvReport,
@@ -184,7 +184,7 @@ def _mismatch(
     minority_ranks: set[int] = set()
     for i, (value, wheres) in enumerate(ordered):
         ranks = seen.ranks.get((name, value), set())
-        who = f"rank {format_ranks(ranks)}" if ranks else ", ".join(sorted(wheres)[:3])
+        who = ranks_named(ranks) if ranks else ", ".join(sorted(wheres)[:3])
         parts.append(f"{value} on {who}")
         if i > 0:
             minority_ranks |= ranks

@@ -101,6 +101,8 @@ def _read(rec: ExitRecord, codes: ExitCodes) -> ExitRecord:
 
 def _merge(a: RankExit, b: RankExit) -> RankExit:
     """Fill the gaps of one exit record from another describing the same rank."""
+    timed = [x for x in (a, b) if x.time is not None]
+    earliest = min(timed, key=lambda x: x.time or 0.0) if timed else a
     return RankExit(
         rank=a.rank if a.rank is not None else b.rank,
         local_rank=a.local_rank if a.local_rank is not None else b.local_rank,
@@ -108,10 +110,11 @@ def _merge(a: RankExit, b: RankExit) -> RankExit:
         pid=a.pid if a.pid is not None else b.pid,
         exitcode=a.exitcode if a.exitcode is not None else b.exitcode,
         signal=a.signal or b.signal,
-        time=min((t for t in (a.time, b.time) if t is not None), default=None),
+        time=earliest.time,
         error_file=a.error_file or b.error_file,
         message=_longer(a.message, b.message),
         is_root_cause_block=a.is_root_cause_block or b.is_root_cause_block,
+        time_resolution=earliest.time_resolution,
     )
 
 

@@ -12,6 +12,7 @@ from triage.analysis import consistency, exits, flight_recorder, progress, pyspy
 from triage.analysis.ranks import RankIndex, event_rank
 from triage.model import (
     AnalysisFacts,
+    CppExceptionFacts,
     EnvReport,
     EventKind,
     FailureRef,
@@ -145,8 +146,19 @@ def job_facts(
         launchers=tuple(launchers),
         input_kinds=tuple(sorted({ps.source.kind.value for ps in parsed})),
         device=device_of(parsed, versions.get("gpu_models"), kb.frameworks.gpu_seen),
+        native_origin=native_origin(parsed),
         **versions,
     )
+
+
+def native_origin(parsed: Sequence[ParsedSource]) -> str | None:
+    """Where the job's first C++ exception that says so was thrown (`terminate called after
+    throwing ...` whose what() or `Exception raised from` names the source place)."""
+    for ps in parsed:
+        for ev in ps.events:
+            if isinstance(ev.payload, CppExceptionFacts) and ev.payload.raised_from:
+                return ev.payload.raised_from
+    return None
 
 
 _NCCL_EVENTS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)

@@ -143,6 +143,7 @@ def timeline_extras(
                 source=recs[0].event.source,
                 line=recs[0].event.line,
                 role="context",
+                resolution=max(r.exit.time_resolution for r in recs) if when is not None else 0.0,
             )
         )
     if hang is not None and fr.hang_pg is not None and fr.hang_pg.stuck_entry is not None:

@@ -9,6 +9,7 @@ from triage import knowledge
 from triage.analysis import exits, pyspy, timeline
 from triage.analysis.ranks import first_line, quoted_line, traceback_of
 from triage.model import Event, FailureRef, Finding, StackFrame
+from triage.parsers import timestamps
 
 
 def by_time(p: timeline.Placed) -> tuple[bool, float]:
@@ -92,6 +93,7 @@ def pick_first_failure(
             source=p.event.source,
             line=line,
             text=text,
+            time_resolution=_resolution(p.event),
         )
 
     for rank, ev in early:
@@ -103,6 +105,7 @@ def pick_first_failure(
             source=ev.source,
             line=ev.line,
             text=first_line(ev.text, 400),
+            time_resolution=_resolution(ev),
         )
     mine = [p for p in initiating if p.rank in culprits]
     if mine:
@@ -118,6 +121,7 @@ def pick_first_failure(
                 source=rec.event.source,
                 line=line,
                 text=text,
+                time_resolution=rec.exit.time_resolution,
             )
     # a culprit that printed nothing: the finding that points at it is the first failure
     for f in structural:
@@ -135,6 +139,7 @@ def pick_first_failure(
                 line=e.line if e else None,
                 # what the finding stands on (a dump's record), not its sentence about it
                 text=e.text if e else f.summary,
+                own_error=False,
             )
     if initiating:
         return from_placed(min(initiating, key=by_time))
@@ -144,6 +149,11 @@ def pick_first_failure(
         # the rank that printed it merely reported the wait; it is not who failed
         return replace(from_placed(min(errors, key=by_time)), rank=None)
     return None
+
+
+def _resolution(ev: Event) -> float:
+    """Seconds the event's own stamp leaves open (`2026-12-02 10:20:43`: a whole second)."""
+    return timestamps.dated_resolution(ev.text) if ev.time is not None else 0.0
 
 
 def raising_frame(

@@ -83,6 +83,15 @@ def hang_report(
         + (f" #{seq}" if seq is not None else "")
         + (f" on process group {pg}" if pg else "")
     )
+    waiters = "the other ranks"
+    setup = _setup_waited(spy, culprits) if coll is None or coll.op is None else None
+    if setup is not None:
+        # their stacks stand in init_process_group or a rendezvous: they waited for the others
+        # to start or join, in no collective
+        call, by_launcher = setup
+        setup_of = "the rendezvous" if "rendezvous" in call else "process-group setup"
+        where = f"{setup_of} ({call})"
+        waiters = "the launcher" if by_launcher else waiters
     # who failed: the culprits whose own error or exit shows it, else the ranks whose exit
     # came first and was not the launcher's stop (a mismatch's odd one out need not be the
     # rank that aborted on it: gloo aborts on the rank that receives the odd message)
@@ -98,7 +107,7 @@ def hang_report(
         )
     if detected and (crashed or crashed_exit):
         text = (
-            f"the other ranks waited in {where} until they timed out; rank(s) "
+            f"{waiters} waited in {where} until they timed out; rank(s) "
             f"{format_ranks(culprits)} had already hit an error and never arrived"
         )
     elif detected and not lagging:
@@ -107,7 +116,7 @@ def hang_report(
             "is not identified (flight-recorder dumps or py-spy stacks of every rank would say)"
         )
     elif detected:
-        text = f"rank(s) {format_ranks(lagging)} never reached {where} that the other ranks wait in"
+        text = f"rank(s) {format_ranks(lagging)} never reached {where} that {waiters} waited in"
         if rep is not None and rep.mismatch and not rep.lagging:
             text = (
                 f"ranks disagree on {where} ({rep.mismatch.kind} mismatch); "
@@ -128,7 +137,20 @@ def hang_report(
         process_group=pg,
         collective=coll if coll is not None and coll.as_dict() else None,
         account=text,
+        waiter="the launcher" if waiters == "the launcher" else "",
     )
+
+
+def _setup_waited(spy: pyspy.PySpyAnalysis, culprits: Sequence[int]) -> tuple[str, bool] | None:
+    """The setup or rendezvous call that every waiting rank's stack stands in (py-spy), and
+    whether only a launcher's own dump shows it; None when a waiter stands elsewhere."""
+    waiting = [r for r in spy.waiting_ranks if r not in culprits]
+    calls = {spy.setup_waits.get(r) for r in waiting}
+    if waiting and None not in calls:
+        return min(c for c in calls if c is not None), False
+    if not waiting and None in spy.setup_waits:
+        return spy.setup_waits[None], True
+    return None
 
 
 def all_last_at(rep: flight_recorder.PGReport, seq: int, culprits: Sequence[int]) -> bool:

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from triage.analysis.ranks import format_ranks, ref
+from triage.analysis.ranks import format_ranks, ranks_named, ref
+from triage.analysis.timeline import first_error
 from triage.knowledge.outcome import Ends
 from triage.knowledge.routine import Routine
 from triage.model import (
@@ -368,9 +369,27 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
         who, text, lead = _who(event), _line_of(event), ()
         shown = [event, *(s for s in faults if s is not event)][:_MAX_EVIDENCE]
     if culprits and not who:
-        who = f"rank {format_ranks(culprits)}"
+        who = ranks_named(culprits)
     said = f"`{_clip(text.replace('`', ''), 160)}`" if text else "no message of its own"
     why = f"first failure on {who}: {said}" if who else f"first failure: {said}"
+    if first is not None and not first.own_error:
+        # the culprit's record (its dump's entry) is no failure: say who failed first
+        why = f"started by {who}: {said}"
+        # in a hang the others' first errors are their waits timing out, no failure of theirs
+        hung = found.hang is not None and found.hang.detected
+        earlier = None if hung else first_error(found.timeline)
+        printed = next(
+            (
+                ev
+                for ev in (*found.initiating_events, *found.cascade_events)
+                if earlier is not None and (ev.source, ev.line) == (earlier.source, earlier.line)
+            ),
+            None,
+        )
+        if earlier is not None and printed is not None and earlier.rank != first.rank:
+            line = _line_of(printed)
+            why += f"; rank {earlier.rank} failed first: `{_clip(line.replace('`', ''), 120)}`"
+            lead += (EvidenceRef(printed.source, earlier.line, earlier.rank, line[:240]),)
     if then is not None:
         why += f"; then {then.why}"
     refs = tuple(dict.fromkeys((*lead, *_refs(shown))))[:_MAX_EVIDENCE]
@@ -402,7 +421,8 @@ def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
     assert hang is not None
     lagging = hang.lagging_ranks
     noun = "rank" if len(lagging) == 1 else "ranks"
-    what = f"ranks waited for {noun} {format_ranks(lagging)}" if lagging else "ranks waited"
+    waiter = hang.waiter or "ranks"
+    what = f"{waiter} waited for {noun} {format_ranks(lagging)}" if lagging else f"{waiter} waited"
     op = hang.collective.op if hang.collective else None
     if op:
         what += f" in {op}"

@@ -46,6 +46,16 @@ _DIST_FILES = regex.compile(
     r"|torch/nn/parallel/distributed\.py|torch/distributed/fsdp/"
 )
 
+# Functions of process-group setup and rendezvous (torch/distributed/distributed_c10d.py,
+# rendezvous.py, elastic/rendezvous/, device_mesh.py): a rank waiting there waits for the
+# others to start or join, not in a collective, whatever it waits on inside (a store get, a
+# store-based barrier)
+_SETUP_FUNCS = regex.compile(
+    r"^(?:init_process_group|_new_process_group_helper|new_group|_store_based_barrier"
+    r"|rendezvous|next_rendezvous|_rendezvous|_env_rendezvous_handler|_tcp_rendezvous_handler"
+    r"|_create_c10d_store|init_device_mesh|_init_process_groups)$"
+)
+
 _SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
 
 
@@ -62,6 +72,7 @@ class StackCluster:
     ranks: list[int]
     waiting: bool  # inside a collective / distributed wait
     top: str  # innermost function, as a person would name it
+    setup: str | None  # the setup or rendezvous call it waits in (`init_process_group`)
     user_frame: StackFrame | None
     event: Event
 
@@ -76,6 +87,9 @@ class PySpyAnalysis:
     waiting_ranks: tuple[int, ...] = ()
     user_frames: dict[int, StackFrame] = field(default_factory=dict)
     unmatched: int = 0  # dumps whose pid could not be mapped to a rank
+    # rank -> the setup or rendezvous call its stack waits in; None: a dump of no known rank
+    # (a launcher's agent waiting in its rendezvous)
+    setup_waits: dict[int | None, str] = field(default_factory=dict)
 
 
 def _short(filename: str) -> str:
@@ -90,6 +104,18 @@ def normalise(frames: Sequence[StackFrame]) -> tuple[tuple[str, str], ...]:
 def is_waiting(frames: Sequence[StackFrame]) -> bool:
     """Inside a collective or a distributed wait within its innermost few frames."""
     return any(_WAIT_FUNCS.match(f.function) and _DIST_FILES.search(f.filename) for f in frames[:6])
+
+
+def setup_call(frames: Sequence[StackFrame]) -> str | None:
+    """The process-group setup or rendezvous call a stack stands in, as the code called it
+    (the outermost public one: `init_process_group`, `next_rendezvous`), or None."""
+    found: list[str] = []
+    for f in frames:
+        name = f.function.rsplit(".", 1)[-1]  # py-spy names a method `Class.method`
+        if _SETUP_FUNCS.match(name) and _DIST_FILES.search(f.filename):
+            found.append(name)
+    public = [n for n in found if not n.startswith("_")]
+    return (public or found or [None])[-1]
 
 
 def user_frame(frames: Sequence[StackFrame], library: LibraryFrames) -> StackFrame | None:
@@ -111,9 +137,15 @@ def raising_frame(traceback: Traceback, library: LibraryFrames) -> StackFrame | 
 
 
 def analyze(
-    stacks: Sequence[RankStack], library: LibraryFrames, unmatched: int = 0
+    stacks: Sequence[RankStack], library: LibraryFrames, unranked: Sequence[PySpyDump] = ()
 ) -> PySpyAnalysis:
-    out = PySpyAnalysis(unmatched=unmatched)
+    """`unranked`: dumps no rank could be found for (a launcher's own process)."""
+    out = PySpyAnalysis(unmatched=len(unranked))
+    for dump in unranked:
+        main = dump.main_thread()
+        call = setup_call(main.frames) if main is not None else None
+        if call is not None:
+            out.setup_waits.setdefault(None, call)
     groups: dict[tuple[tuple[str, str], ...], list[RankStack]] = defaultdict(list)
     seen: set[int] = set()
     for rs in stacks:
@@ -130,6 +162,7 @@ def analyze(
     for sig, members in groups.items():
         main = members[0].dump.main_thread()
         frames = main.frames if main else ()
+        setup = setup_call(frames)
         out.clusters.append(
             StackCluster(
                 signature=sig,
@@ -138,8 +171,11 @@ def analyze(
                 top=frames[0].function if frames else "?",
                 user_frame=user_frame(frames, library),
                 event=members[0].event,
+                setup=setup,
             )
         )
+        if setup is not None:
+            out.setup_waits.update({m.rank: setup for m in members})
     out.clusters.sort(key=lambda c: (-len(c.ranks), c.ranks))
     out.waiting_ranks = tuple(sorted(r for c in out.clusters if c.waiting for r in c.ranks))
     total = sum(len(c.ranks) for c in out.clusters)
@@ -216,5 +252,9 @@ def groups(analysis: PySpyAnalysis) -> tuple[StackGroup, ...]:
         frames = tuple(
             f._replace(filename=_short(f.filename)) for f in (main.frames if main else ())
         )
-        out.append(StackGroup(tuple(c.ranks), frames[:STACK_FRAMES], c.waiting, id(c) in odd))
+        out.append(
+            StackGroup(
+                tuple(c.ranks), frames[:STACK_FRAMES], c.waiting, id(c) in odd, c.setup or ""
+            )
+        )
     return tuple(out)

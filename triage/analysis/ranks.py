@@ -288,6 +288,12 @@ def format_ranks(ranks: Iterable[int]) -> str:
     return ranks_text(ranks)
 
 
+def ranks_named(ranks: Iterable[int]) -> str:
+    """`rank 3`, `ranks 0-1`: the noun agrees with how many ranks it names."""
+    listed = sorted(set(ranks))
+    return f"{'rank' if len(listed) == 1 else 'ranks'} {format_ranks(listed)}"
+
+
 def _int(value: object) -> int | None:
     if isinstance(value, bool):
         return None

@@ -136,6 +136,13 @@ def build(
     return tuple(out)
 
 
+def first_error(entries: Sequence[TimelineEntry]) -> TimelineEntry | None:
+    """The earliest error a rank printed, of a timeline in order (`build`)."""
+    return next(
+        (e for e in entries if e.role in ("initiating", "cascade") and e.rank is not None), None
+    )
+
+
 def _entry(p: Placed, text: str, line: int | None) -> TimelineEntry:
     if p.approx:
         return TimelineEntry(
@@ -154,12 +161,29 @@ def _in_order(entries: Sequence[TimelineEntry]) -> list[TimelineEntry]:
     keys: dict[int, float] = {}
     for i, e in enumerate(entries):
         t = e.time if e.time is not None else e.earliest
+        if e.time is not None and e.resolution and e.role != "initiating":
+            # a stamp to the second holds that whole second: a consequence stamped so (an
+            # exit at 12:00:05) is not before a finer stamp within it (the error at
+            # 12:00:05.300 that caused it), and still before the next second
+            t = e.time + e.resolution * (1 - 1e-6)
         if t is None and e.latest is not None:
             # only a stamp after it: it sorts before that stamp, and before anything stamped
             # in the second before it (stamps to the second, an exit's, read up to 1 s early)
             t = e.latest - 1.0
         if t is not None:
             keys[i] = t
+    # Lines without a stamp of one file that the same next stamp bounds lie in intervals that
+    # overlap: their streams' last stamps differ, which says nothing of which came first, and
+    # the file's own order is the best witness (rank 2's abort, printed before the errors it
+    # caused on ranks 1 and 3 though rank 2 last stamped a few ms after them)
+    window: dict[tuple[str, float], list[int]] = defaultdict(list)
+    for i, e in enumerate(entries):
+        if e.time is None and e.latest is not None and i in keys:
+            window[(e.source, e.latest)].append(i)
+    for members in window.values():
+        low = min(keys[i] for i in members)
+        for i in members:
+            keys[i] = low
     cascades = [keys[i] for i, e in enumerate(entries) if e.role == "cascade" and i in keys]
     first_cascade = min(cascades, default=None)
     if first_cascade is not None:

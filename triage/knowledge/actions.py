@@ -34,6 +34,9 @@ job from correlate's facts, never from what a rule captured):
     device: gpu | cpu                          # gpu: not for a job its evidence shows ran on
                                                # CPUs only (unknown counts as gpu); cpu: only
                                                # for such a job
+    native: named | unnamed                    # the job's C++ exception names where in native
+                                               # code it was thrown (a native stack would add
+                                               # little), or nothing does
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import regex
 
 from triage.model import AnalysisFacts
 
-CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing", "device")
+CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing", "device", "native")
 # What every action may name: the job's facts, and what the engines derive from the analysis
 # for any action (the ranks it is about, one of them, its host, the hang's lagging ranks and
 # process group, a timeout to suggest; triage.recommend.job_facts, triage.classify.rules)
@@ -89,6 +92,7 @@ class JobConditions:
     hang: bool = False  # a hang was detected
     input_kinds: frozenset[str] = frozenset()  # the kinds of input the user gave
     device: str | None = None  # "gpu" | "cpu" where the evidence says
+    native_named: bool = False  # a C++ exception of the job names where it was thrown
 
     @classmethod
     def of(cls, facts: AnalysisFacts) -> JobConditions:
@@ -100,6 +104,7 @@ class JobConditions:
             hang=bool(facts.hang),
             input_kinds=frozenset(facts.input_kinds),
             device=facts.device,
+            native_named=facts.native_origin is not None,
         )
 
 
@@ -276,6 +281,8 @@ def applies(when: Mapping[str, Any], job: JobConditions) -> bool:
         # unknown counts as a GPU job: most pasted errors say nothing of the device
         if key == "device" and (job.device == "cpu") != (value == "cpu"):
             return False
+        if key == "native" and job.native_named != (value == "named"):
+            return False
     return True
 
 
@@ -364,6 +371,9 @@ def check_when(when: Any, item: str, report: Callable[[str, str], None]) -> bool
                 ok = False
         elif key == "device" and value not in ("gpu", "cpu"):
             report(item, "`device` must be `gpu` or `cpu`")
+            ok = False
+        elif key == "native" and value not in ("named", "unnamed"):
+            report(item, "`native` must be `named` or `unnamed`")
             ok = False
     return ok
 

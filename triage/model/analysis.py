@@ -54,6 +54,10 @@ class FailureRef:
     source: str
     line: int | None
     text: str
+    # False: no error of the rank's own started it; `text` is the record that singles the rank
+    # out (its flight-recorder entry), and another rank may have failed first
+    own_error: bool = True
+    time_resolution: float = 0.0  # seconds `time` leaves open (1.0: a stamp to the second)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class HangReport:
     # what happened, without the verdict: "rank(s) 3 never reached all_reduce #42 ..."
     account: str = ""
     shape: HangShape | None = None  # of a detected hang, where the evidence tells
+    # who waited, where it was not the other ranks: "the launcher" (no rank had started)
+    waiter: str = ""
 
     @property
     def explanation(self) -> str:
@@ -85,6 +91,8 @@ class TimelineEntry:
     # a line without a stamp: the stamps before and after it in its own file (`time` is None)
     earliest: float | None = None
     latest: float | None = None
+    # seconds `time` leaves open after it (1.0: a stamp to the second, torchrun's exits)
+    resolution: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ class StackGroup:
     frames: tuple[StackFrame, ...]  # innermost first, the top few
     waiting: bool  # inside a collective or a distributed wait
     outlier: bool  # the odd one out: somewhere else than the others
+    setup: str = ""  # waiting in process-group setup or a rendezvous: the call (not a collective)
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,9 @@ class AnalysisFacts:
     launchers: tuple[str, ...] = ()
     input_kinds: tuple[str, ...] = ()  # what the user gave (advice never asks for it again)
     device: str | None = None  # "gpu" | "cpu": what the job ran on, where its evidence says
+    # where in native code the job's C++ exception was thrown, as its own message says
+    # (`gloo/transport/tcp/pair.cc:456`): the library and call a native stack would show
+    native_origin: str | None = None
     analysis_error: str | None = None  # the analysis failed: culprit and hang are unknown
 
     def values(self) -> dict[str, Any]:

@@ -192,6 +192,9 @@ class RankExit:
     error_file: str | None
     message: str | None  # exception text or traceback, when known
     is_root_cause_block: bool = False  # torchrun's "Root Cause (first observed failure)"
+    # seconds `time` leaves open after it: torchrun's summary and error.json stamp to the
+    # second (1.0), so the exit lies anywhere in that second
+    time_resolution: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,9 @@ class CppExceptionFacts:
 
     exception_class: str | None
     what: str | None
-    raised_from: str | None = None  # `Exception raised from f at file.cpp:12`
+    # `Exception raised from f at file.cpp:12`, or the place its what() names
+    # (`gloo/transport/tcp/pair.cc:456` of `[enforce fail at ...pair.cc:456]`)
+    raised_from: str | None = None
     cpp_frames: int = 0  # the frames of its C++ stack
 
 

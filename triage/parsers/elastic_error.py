@@ -144,6 +144,8 @@ def _events(source: Source, raw: Any, warnings: list[str]) -> list[Event]:
         time=timestamp,
         error_file=source.path,
         message=message,
+        # torch writes `int(time.time())`: a stamp to the second
+        time_resolution=1.0 if timestamp is not None and timestamp.is_integer() else 0.0,
     )
     attrs: dict[str, Any] = {"schema": schema, "has_callstack": callstack is not None}
     traits = raw.get("errorTraits")

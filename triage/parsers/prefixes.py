@@ -54,6 +54,12 @@ class Prefixes:
     def empty(self) -> bool:
         return not self.key
 
+    @property
+    def excepthook(self) -> bool:
+        """Written by torch's distributed excepthook (`[rankN]: `), which prefixes every line
+        of one uncaught exception's print, its message's later lines included."""
+        return self.rank is not None and f"[rank{self.rank}]" in self.key
+
 
 def _looks_like_host(name: str) -> bool:
     if name.lower() in _NOT_HOSTS or _NOT_HOST_SHAPES.fullmatch(name):

@@ -128,6 +128,15 @@ def parse_dated(text: str, *, limit: int = 64) -> float | None:
     return None
 
 
+def dated_resolution(text: str, *, limit: int = 64) -> float:
+    """Seconds the first dated stamp in `text` leaves open: 1.0 for one to the second
+    (torchrun's summary `2026-01-05_10:12:08`), 0.001 for milliseconds; 0.0 when there is none."""
+    m = _DATED.search(text[:limit])
+    if m is None:
+        return 1.0 if _SLASHED.search(text[:limit]) is not None else 0.0
+    return 10.0 ** -len(m["frac"]) if m["frac"] else 1.0
+
+
 def month_day(md: str) -> tuple[int, int]:
     """`1218` -> (12, 18), `321` -> (3, 21), `0325` -> (3, 25): the day is always two digits."""
     return int(md[:-2]), int(md[-2:])

@@ -111,23 +111,31 @@ def ranks_str(ranks: Sequence[int], limit: int = 32) -> str:
     return ranks_text(ranks, limit, empty="-")
 
 
-def iso_time(epoch: float | None) -> str:
+def iso_time(epoch: float | None, resolution: float = 0.0) -> str:
+    """`2026-12-03 08:12:37.300 UTC`; a stamp to the second (`resolution` 1.0) without the
+    milliseconds it never had."""
     if epoch is None:
         return "-"
     try:
         stamp = datetime.fromtimestamp(epoch, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         return "-"
+    if resolution >= 1.0:
+        return stamp.strftime("%Y-%m-%d %H:%M:%S") + " UTC"
     return stamp.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
-def clock_time(epoch: float | None) -> str:
+def clock_time(epoch: float | None, resolution: float = 0.0) -> str:
+    """`08:12:37.300`; `08:12:37` for a stamp to the second."""
     if epoch is None:
         return "-"
     try:
-        return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+        stamp = datetime.fromtimestamp(epoch, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         return "-"
+    if resolution >= 1.0:
+        return stamp.strftime("%H:%M:%S")
+    return stamp.strftime("%H:%M:%S.%f")[:-3]
 
 
 def segments(action: str) -> list[tuple[bool, str]]:
@@ -207,11 +215,13 @@ def time_span(entries: Sequence[TimelineEntry]) -> tuple[float, float] | None:
     return min(times), max(times)
 
 
-def offset(epoch: float | None, start: float | None) -> str:
+def offset(epoch: float | None, start: float | None, resolution: float = 0.0) -> str:
     """Seconds since the start of the drawn window: `+12.345s` (`-3.000s` before it); reads
-    faster than two clocks."""
+    faster than two clocks. A stamp to the second gives whole seconds (`+2s`)."""
     if epoch is None or start is None:
         return ""
+    if resolution >= 1.0:
+        return f"{round(epoch - start):+d}s"
     return f"{epoch - start:+.3f}s"
 
 

@@ -235,7 +235,7 @@ def _who(v: ReportView, add: Callable[[str], None]) -> None:
         add(f"- **Culprit:** {md_text(culprit)}")
     if f is not None:
         if f.time:
-            add(f"- **First failure:** at {f.time}")
+            add(f"- **{md_text(f.title)}:** at {f.time}")
         if f.note:
             add(f"  - {md_text(f.note)}")
     h = who.hang
@@ -272,7 +272,7 @@ def _stacks(v: ReportView, add: Callable[[str], None]) -> None:
     for s in v.stacks:
         frames = "<br>".join(md_code(f, True) for f in s.frames[:4]) or md_code(s.top, True)
         mark = "**← odd one out**" if s.outlier else "**← the culprit**" if s.culprit else ""
-        mark = f"{mark} waiting".strip() if s.waiting else mark
+        mark = f"{mark} {md_text(s.waits)}".strip() if s.waits else mark
         ranks = f"**{md_text(s.ranks)}**" if s.outlier or s.culprit else md_text(s.ranks)
         add(f"| {ranks} | {frames} | {mark} |")
     add("")

@@ -67,14 +67,16 @@ def lanes(d: Diagnosis) -> Lanes | None:
         if e.rank is None or e.time is None:
             continue
         role = e.role if e.role in ROLES else "context"
-        title = f"{c.clock_time(e.time)} rank {e.rank} {role}: {c.one_line(e.text, 160)}"
+        title = (
+            f"{c.clock_time(e.time, e.resolution)} rank {e.rank} {role}: {c.one_line(e.text, 160)}"
+        )
         by_rank[e.rank].append(Mark(x_of(e.time), role, title))
     for x in exits:
         if x.rank is None or x.time is None:
             continue
         kind = "stopped" if x.exitcode in (-15, -2, 143) else "exit"
         how = f"exit {x.exitcode}" + (f" ({x.signal})" if x.signal else "")
-        title = f"{c.clock_time(x.time)} rank {x.rank} {how}"
+        title = f"{c.clock_time(x.time, x.time_resolution)} rank {x.rank} {how}"
         by_rank[x.rank].append(Mark(x_of(x.time), kind, title))
     if not by_rank:
         return None
@@ -219,4 +221,13 @@ def stacks(g: StackGroup, blamed: set[int]) -> Stacks:
     )
     top = c.short(g.frames[0].function, 120) if g.frames else "?"
     culprit = bool(blamed & set(g.ranks))
-    return Stacks(c.ranks_str(g.ranks), len(g.ranks), top, frames, g.waiting, g.outlier, culprit)
+    return Stacks(
+        c.ranks_str(g.ranks),
+        len(g.ranks),
+        top,
+        frames,
+        g.waiting,
+        g.outlier,
+        culprit,
+        c.short(g.setup, 80),
+    )

@@ -119,7 +119,7 @@ def renderables(v: ReportView, plain: bool = False) -> Iterable[RenderableType]:
 def _details(v: ReportView) -> Iterable[RenderableType]:
     first = v.who.first if v.who is not None else None
     if first is not None and first.text:
-        yield _section(TITLES.first_failure)
+        yield _section(first.title)
         yield _first_failure(v)
     if v.evidence:
         yield _section(TITLES.evidence)
@@ -310,7 +310,7 @@ def _stacks(v: ReportView) -> RenderableType:
     for s in v.stacks:
         frames = "\n".join(s.frames[:4]) or s.top
         mark = "← odd one out" if s.outlier else "← the culprit" if s.culprit else ""
-        mark = f"{mark} (waiting)".strip() if s.waiting else mark
+        mark = f"{mark} ({s.waits})".strip() if s.waits else mark
         style = "bold red" if s.outlier or s.culprit else ""
         table.add_row(Text(s.ranks, style=style), Text(frames), Text(mark, style=style))
     return Padding(table, (0, 0, 0, 2))

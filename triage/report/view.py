@@ -22,6 +22,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from triage.analysis.timeline import first_error
 from triage.model import (
     SURE_CAUSE,
     Diagnosis,
@@ -52,7 +53,7 @@ from .view_model import (
     TimelineRow,
     Who,
 )
-from .wording import ABSTAIN_TITLE, NO_EVIDENCE_TITLE, OUTCOME_WORDS, ranks_phrase
+from .wording import ABSTAIN_TITLE, NO_EVIDENCE_TITLE, OUTCOME_WORDS, TITLES, ranks_phrase
 
 if TYPE_CHECKING:
     from triage.knowledge import Knowledge
@@ -232,20 +233,30 @@ def _who(d: Diagnosis, base: str) -> Who | None:
         first = FirstFailure(
             rank=c.rank_str(f.rank),
             host=c.short(f.host or "", 200),
-            time=c.iso_time(f.time) if f.time is not None else "",
+            time=c.iso_time(f.time, f.time_resolution) if f.time is not None else "",
             where=_where(f.source, f.line, base),
             text=c.short(f.text, 20_000),
-            note=_first_failure_note(d),
+            note=_first_failure_note(d, base),
+            title=TITLES.first_failure if f.own_error else TITLES.singled_out,
         )
     return Who(first, c.ranks_str(d.culprit_ranks) if d.culprit_ranks else "", _hang(d))
 
 
-def _first_failure_note(d: Diagnosis) -> str:
-    """Why rank 2's first failure is quoted from rank 0's input, when it is."""
+def _first_failure_note(d: Diagnosis, base: str) -> str:
+    """Why rank 2's first failure is quoted from rank 0's input, when it is; why a record, not
+    an error, is quoted for the rank that started it."""
     f = d.first_failure
     if f is None or f.rank is None:
         return ""
     source = next((i for i in d.inputs if i.path == f.source), None)
+    if not f.own_error and source is not None and source.rank == f.rank:
+        # in a hang the others' first errors are their waits timing out, no failure of theirs
+        hung = d.hang is not None and d.hang.detected
+        earlier = None if hung else first_error(d.timeline)
+        failed_first = None
+        if earlier is not None and earlier.rank is not None:
+            failed_first = (earlier.rank, _where(earlier.source, earlier.line, base))
+        return wording.singled_out(f.rank, source.kind, failed_first)
     if source is not None and source.rank is None:
         # a shared log (a launcher's console): its line is the rank's own only when some line
         # of the rank's is read from it; else the line is about the job, not by the rank
@@ -273,7 +284,7 @@ def _hang(d: Diagnosis) -> Hang | None:
         seq = h.collective.seq
     op_text = c.short(str(op), 80) if op else None
     pg = c.short(h.process_group, 120) if h.process_group else None
-    head = wording.hang_headline(h.lagging_ranks, op_text, seq, pg)
+    head = wording.hang_headline(h.lagging_ranks, op_text, seq, pg, h.waiter)
     return Hang(True, head, collective, explanation)
 
 
@@ -335,11 +346,13 @@ def _timeline(d: Diagnosis, base: str) -> Timeline:
     start = span[0] if span else None
     rows = tuple(
         TimelineRow(
-            clock=c.clock_time(e.time)
+            clock=c.clock_time(e.time, e.resolution)
             if e.time is not None or (e.earliest is None and e.latest is None)
             else "no stamp",
-            iso=c.iso_time(e.time) if e.time is not None else c.bounds(e.earliest, e.latest),
-            offset=c.offset(e.time, start)
+            iso=c.iso_time(e.time, e.resolution)
+            if e.time is not None
+            else c.bounds(e.earliest, e.latest),
+            offset=c.offset(e.time, start, e.resolution)
             if e.time is not None
             else c.bounds(e.earliest, e.latest),
             rank=c.rank_str(e.rank),

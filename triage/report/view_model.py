@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from . import common as c
-from .wording import INPUT_STATUS_WORDS
+from .wording import INPUT_STATUS_WORDS, TITLES
 
 Segments = tuple[tuple[bool, str], ...]
 
@@ -61,6 +61,8 @@ class FirstFailure:
     where: str  # file:line under the common folder
     text: str  # the whole message (cleaned); renderers cut it to their length
     note: str  # why a line of another rank's input names this rank, "" when it is its own
+    # what the block is called: the rank's own error, or the record that singles it out
+    title: str = TITLES.first_failure
 
     @property
     def label(self) -> str:
@@ -206,6 +208,15 @@ class Stacks:
     waiting: bool
     outlier: bool  # py-spy alone sets it apart from the others
     culprit: bool = False  # holds a rank the analysis blames (a 1-1 split has no outlier)
+    setup: str = ""  # the process-group setup or rendezvous call it waits in
+
+    @property
+    def waits(self) -> str:
+        """Where the group waits, as every format says it: in setup is not in a collective."""
+        if self.setup:
+            what = "the rendezvous" if "rendezvous" in self.setup else "process-group setup"
+            return f"waiting in {what} ({self.setup})"
+        return "waiting in a collective" if self.waiting else ""
 
 
 @dataclass(frozen=True)

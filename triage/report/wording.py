@@ -56,6 +56,7 @@ class Titles:
     details: str = "Details"
     who: str = "Who"
     first_failure: str = "First failure"
+    singled_out: str = "Started by"  # a culprit's record, where no error of its own started it
     evidence: str = "Evidence"
     stacks: str = "Stacks (py-spy)"
     flight_recorder: str = "Flight recorder: last collective per rank"
@@ -77,6 +78,15 @@ def by_no_rank(rank: int) -> str:
     )
 
 
+def singled_out(rank: int, kind: SourceKind | None, failed_first: tuple[int, str] | None) -> str:
+    """Why rank `rank` is quoted by a record, not an error: which rank failed first, where."""
+    noun = _KIND_NOUN.get(kind, "log") if kind is not None else "evidence"
+    said = f"rank {rank} printed no error that started it: this record of its {noun} singles it out"
+    if failed_first is not None and failed_first[0] != rank:
+        said += f"; rank {failed_first[0]} failed first ({failed_first[1]})"
+    return said
+
+
 def quoted_from(source_rank: int, kind: SourceKind, rank: int) -> str:
     """Why rank `rank`'s first failure is quoted from rank `source_rank`'s input."""
     noun = _KIND_NOUN.get(kind, "log")
@@ -89,13 +99,18 @@ def quoted_from(source_rank: int, kind: SourceKind, rank: int) -> str:
 
 
 def hang_headline(
-    lagging: Sequence[int], op: str | None, seq: object | None, pg: str | None
+    lagging: Sequence[int],
+    op: str | None,
+    seq: object | None,
+    pg: str | None,
+    waiter: str = "",
 ) -> str:
-    """The hang in one line: `rank 3 behind; the others waited in all_reduce #57 on pg 0`."""
+    """The hang in one line: `rank 3 behind; the others waited in all_reduce #57 on pg 0`;
+    `waiter` names who waited where no rank had started (`the launcher`)."""
     where = f" in {op}" + (f" #{seq}" if seq is not None else "") if op else ""
     on = f" on process group {pg}" if pg else ""
     if not lagging:
-        return f"the ranks waited{where}{on}"
+        return f"{waiter or 'the ranks'} waited{where}{on}"
     one = len(lagging) == 1
     waited = f"waited{where}{on}" if where or on else f"waited for {'it' if one else 'them'}"
-    return f"{ranks_phrase(lagging)} behind; the others {waited}"
+    return f"{ranks_phrase(lagging)} behind; {waiter or 'the others'} {waited}"

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from triage.analysis.flight_recorder.records import FRAnalysis, PGReport, op_of, record_ref
-from triage.analysis.ranks import format_ranks
+from triage.analysis.ranks import format_ranks, ranks_named
 from triage.knowledge.frames import LibraryFrames
 from triage.model import (
     CollectiveMismatchFacts,
@@ -183,7 +183,7 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
         parts = []
         for sig_ranks in _group_by_sig(per):
             ex = per[sig_ranks[0]]
-            parts.append(f"rank {format_ranks(sig_ranks)}: {ex.op} {_shapes_text(ex)}")
+            parts.append(f"{ranks_named(sig_ranks)}: {ex.op} {_shapes_text(ex)}")
         how = ""
         if m.pattern == "left_loop":
             how = (

@@ -146,6 +146,7 @@ class RecordEvents:
                 exitcode, pid, sig = int_or_none(m["code"]), int_or_none(m["pid"]), m["sig"]
             sig = sig or signal_name(exitcode)
             when = ts.parse_dated(f.get("time", "")) if f.get("time") else None
+            resolution = ts.dated_resolution(f.get("time", "")) if when is not None else 0.0
             if when is not None:
                 self.hint.learn(when)
             host = f.get("host") or None
@@ -164,6 +165,7 @@ class RecordEvents:
                 error_file=error_file,
                 message=message,
                 is_root_cause_block=entry.root,
+                time_resolution=resolution,
             )
             # the exit itself is the payload; the table's place and title stay here
             attrs = {"summary_index": entry.idx, "title": summary.title}

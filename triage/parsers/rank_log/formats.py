@@ -56,6 +56,11 @@ TERMINATE = re.compile(
 )
 WHAT = re.compile(r"\s*what\(\):\s*(?P<what>.*)")
 RAISED_FROM = re.compile(r"Exception raised from (?P<func>.+?) at (?P<loc>\S+)")
+# gloo's and c10's checks name their native source place first in what(): `[enforce fail at
+# gloo/transport/tcp/pair.cc:456] ...`, `[../third_party/gloo/gloo/transport/tcp/pair.cc:553] ...`
+NATIVE_AT = re.compile(
+    r"\[(?:enforce fail at )?(?P<loc>[^\]\s]+\.(?:cc|cpp|cxx|cu|cuh|c|h|hpp):\d+)\]"
+)
 CPP_FRAME = re.compile(r"frame #(?P<n>\d+): ")
 BORDER = re.compile(r"(?P<ch>[=-])(?P=ch){9,}\s*$")
 SUMMARY_TITLE = re.compile(r"\S.* FAILED\s*$")

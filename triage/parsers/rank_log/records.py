@@ -17,6 +17,7 @@ from triage.parsers.rank_log.formats import (
     DEEPSPEED,
     EXC_LINE,
     FAULT_THREAD,
+    NATIVE_AT,
     OLD_C10,
     PYLOG,
     RAISED_FROM,
@@ -175,7 +176,9 @@ class TracebackRecord(Record):
     def _continues(self, text: str) -> bool:
         if BORDER.match(text) or TB_HEADER.match(text) or _looks_structured(text):
             return False
-        if text[:1].isspace() or text.startswith(self.tails):
+        if text[:1].isspace() or text.startswith(self.tails) or self.pre.excepthook:
+            # the hook writes one exception's whole print with its prefix on each line: a
+            # prefixed line of this stream is the message going on, whatever it starts with
             return True
         last = self.tail[-1] if self.tail else (self.head[-1] if self.head else "")
         return last.rstrip().endswith(":") and not text.startswith("[")
@@ -203,6 +206,9 @@ class CppExceptionRecord(Record):
         m = WHAT.match(text)
         if m is not None and self.what is None:
             self.what = m["what"].strip()
+            at = NATIVE_AT.match(self.what)
+            if at is not None and self.raised_from is None:
+                self.raised_from = at["loc"]  # the library's own check says where it threw
             self.add(number, text)
             return CONSUMED
         m = RAISED_FROM.match(stripped)
