@@ -65,13 +65,11 @@ from triage.parsers.rank_log.records import (
     SummaryRecord,
     TracebackRecord,
 )
+from triage.parsers.rank_log.stamps import WHOLE_STREAM, StampKeeping, Stream, stream_of
 from triage.scan.engines import LineCounter
-from triage.scan.reader import ChunkReader, clean, line_text, select_spans
+from triage.scan.reader import ChunkReader, line_text, select_spans
 
 # --------------------------------------------------------------------------- the parser
-
-Stream = tuple[str | None, int | None, int | None, int | None]
-_WHOLE: Stream = (None, None, None, None)  # a line without prefixes: the launcher, a rank's file
 
 # the kinds whose text may name its own rank in a c10d tag (`[Rank 2] Watchdog caught ...`)
 _SELF_NAMING = frozenset(
@@ -79,16 +77,9 @@ _SELF_NAMING = frozenset(
 )
 
 
-def _stream(pre: Prefixes | None) -> Stream:
-    """One output stream of an interleaved log: its host, task and rank prefixes."""
-    if pre is None:
-        return _WHOLE
-    return (pre.host, pre.task, pre.local_rank, pre.rank if pre.local_rank is None else None)
-
-
-class _LogParser(LineEvents, RecordEvents, ProgressReading):
-    """One log's parse: the state its parts (`LineEvents`, `RecordEvents`, `ProgressReading`)
-    share."""
+class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
+    """One log's parse: the state its parts (`LineEvents`, `RecordEvents`, `ProgressReading`,
+    `StampKeeping`) share."""
 
     def __init__(
         self,
@@ -256,7 +247,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                     elif outcome == ERROR_AGAIN:
                         self.errors_dropped += 1
                     if timed:
-                        if stream == _WHOLE and self._after_wanted:
+                        if stream == WHOLE_STREAM and self._after_wanted:
                             # events wait for the launcher's next stamp: this line's
                             self._stamped_repeat(counter.number_at(start), raw, stream)
                             continue
@@ -313,80 +304,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
             known = self._repeats.get(shape)
             if known is None:
                 known = self._repeats[shape] = (prefix_end, {})
-            known[1][raw[:prefix_end]] = (self._outcome, self._timed, _stream(pre))
-
-    @property
-    def last_time(self) -> float | None:
-        """The latest time seen on a line read so far."""
-        if self._pending:
-            self._resolve_pending()
-        return self._last_time
-
-    @last_time.setter
-    def last_time(self, value: float | None) -> None:
-        if self._pending:
-            self._resolve_pending()  # the other streams' latest stamps among them
-        self._last_time = value
-
-    def stamped(self, number: int, when: float, stream: Stream | None = None) -> None:
-        """Line `number` (the line read now) carries the time `when`: the upper bound of the
-        untimed events before it, if it is the launcher's (an unprefixed line)."""
-        self.last_time = when
-        if stream is None:
-            stream = _stream(self._pre)
-        if len(self._stream_time) >= 4096:
-            self._stream_time.clear()
-        self._stream_time[stream] = when
-        self._stamps.append((number, when, stream))
-        if not self._after_wanted:
-            return
-        if stream != _WHOLE:
-            return
-        for theirs in list(self._after_wanted):
-            waiting = []
-            for index in self._after_wanted.pop(theirs, ()):
-                ev = self.events[index]
-                if (ev.end_line or ev.line or 0) >= number:
-                    waiting.append(index)
-                else:
-                    self.events[index] = replace(ev, time_after=when)
-            if waiting:
-                self._after_wanted[theirs] = waiting
-
-    def _stamped_repeat(self, number: int, raw: bytes, stream: Stream) -> None:
-        """A repeat read as a stamp: parsed for its time alone (its date may not exist)."""
-        when = self._meta(peel(clean(raw)[-1]).rest).time
-        if when is not None:
-            self.stamped(number, when, stream)
-
-    def _before(self, stream: Stream) -> float | None:
-        """The latest stamp of the stream, else the launcher's (its banner precedes every
-        worker's line)."""
-        if self._pending:
-            self._resolve_pending()
-        own = self._stream_time.get(stream)
-        return own if own is not None else self._stream_time.get(_WHOLE)
-
-    def _resolve_pending(self) -> None:
-        # newest first: the first time found of a stream is its latest (a repeat's date can
-        # be invalid where its first line's was not, so an older one may still hold it)
-        pending = self._pending[:]
-        self._pending.clear()  # in place: the chunk loop holds this list
-        found: set[Stream] = set()
-        latest = None
-        while pending:
-            raw, stream = pending.pop()
-            if stream in found:
-                continue
-            when = self._meta(peel(clean(raw)[-1]).rest).time
-            if when is None:
-                continue
-            found.add(stream)
-            if latest is None:
-                latest = self._last_time = when
-            if len(self._stream_time) >= 4096:
-                self._stream_time.clear()
-            self._stream_time[stream] = when
+            known[1][raw[:prefix_end]] = (self._outcome, self._timed, stream_of(pre))
 
     def handle(self, number: int, text: str) -> None:
         self._pre = None
@@ -422,7 +340,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
         if len(self.records) >= 1024:  # bounded: give up the oldest record
             self._close(min(self.records.values(), key=lambda r: r.last_line))
         self.records[rec.stream] = rec
-        stream = _stream(getattr(rec, "pre", None))
+        stream = stream_of(getattr(rec, "pre", None))
         self._opened_before[rec.stream] = (self.last_time, self._before(stream))
 
     def _close_stale(self, number: int) -> None:
@@ -511,7 +429,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
             local_rank = self.source.local_rank
         attrs = dict(attrs or {})
         untimed = time is None and not progress
-        stream = _stream(pre)
+        stream = stream_of(pre)
         time_before = own = after = None
         if untimed:
             # `time_before`, the file's latest stamp, orders events across a file (correlate
@@ -522,7 +440,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
                 (
                     t
                     for n, t, theirs in self._stamps
-                    if last is not None and n > last and theirs == _WHOLE
+                    if last is not None and n > last and theirs == WHOLE_STREAM
                 ),
                 None,
             )
@@ -587,15 +505,6 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading):
             self._emit_summary(rec)
 
     # ------------------------------------------------------------------ fix-ups
-
-    def _fix_years(self) -> None:
-        if not self.hint.learned:
-            return
-        for index, yl in self.yearless:
-            ev = self.events[index]
-            when = ts.yearless(*yl, self.hint)
-            if when is not None and when != ev.time:
-                self.events[index] = replace(ev, time=when)
 
     def _fill_local_ranks(self) -> None:
         if not self.local_to_rank:
