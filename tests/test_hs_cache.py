@@ -111,14 +111,16 @@ def test_no_cache_writes_nothing(cache_dir: Path, monkeypatch: pytest.MonkeyPatc
 def test_the_folder_keeps_only_the_newest_databases(
     cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hs_cache, "_MAX_FILES", 3)
-    for n in range(5):
+    written = hs_cache.MAX_FILES + 2
+    for n in range(written):
         hs_cache.database(hs, [b"needle%d" % n], [0], [0])
-    assert len(_files(cache_dir)) == 3
+    assert len(_files(cache_dir)) == hs_cache.MAX_FILES
     monkeypatch.setattr(hs, "Database", _NoCompile)  # the newest is kept: loaded, not compiled
-    newest = hs_cache.database(hs, [b"needle4"], [0], [0])
+    newest = hs_cache.database(hs, [b"needle%d" % (written - 1)], [0], [0])
     found: list[int] = []
     newest.scan(
-        b"a needle4", match_event_handler=lambda i, *_: found.append(i), scratch=hs.Scratch(newest)
+        b"a needle%d" % (written - 1),
+        match_event_handler=lambda i, *_: found.append(i),
+        scratch=hs.Scratch(newest),
     )
-    assert found == [0] and len(_files(cache_dir)) == 3
+    assert found == [0] and len(_files(cache_dir)) == hs_cache.MAX_FILES

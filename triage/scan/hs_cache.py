@@ -24,7 +24,7 @@ from triage import diskcache
 _SUBFOLDER = "hyperscan-v1"
 # Databases kept (a run makes ~5; each team folder or rules change adds its own): past this
 # the oldest are removed when a new one is written.
-_MAX_FILES = 64
+MAX_FILES = 64
 
 
 def _key(
@@ -65,9 +65,9 @@ def _save(hs: Any, path: Path, db: Any) -> None:
 
 
 def _prune(folder: Path) -> None:
-    """Keep the `_MAX_FILES` most recently written databases."""
+    """Keep the `MAX_FILES` most recently written databases."""
     files = sorted(folder.glob("*.hsdb"), key=lambda f: f.stat().st_mtime)
-    for old in files[: max(len(files) - _MAX_FILES, 0)]:
+    for old in files[: max(len(files) - MAX_FILES, 0)]:
         old.unlink(missing_ok=True)
 
 
