@@ -84,6 +84,18 @@ def test_a_thread_evidence_sign_that_misses_its_example_is_reported(
     assert "needs one entry for each" in found[("collect_next.yaml", "thread_evidence")]
 
 
+def test_a_waiting_frame_the_patterns_read_otherwise_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting = yaml.safe_load((knowledge.rules_dir() / "frames.yaml").read_text())["waiting"]
+    # a rank stuck in its own GPU's synchronize is a suspect, not a waiter
+    waiting["examples"]["waiting"].append(
+        "synchronize (/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py)"
+    )
+    found = _problems(_rules_with(tmp_path, "frames.yaml", {"waiting": waiting}), monkeypatch)
+    assert "reads as neither" in found[("frames.yaml", "waiting.examples")]
+
+
 DOCTOR = Path(__file__).resolve().parent.parent / "triage" / "doctor"
 
 

@@ -29,33 +29,6 @@ from triage.model import (
     Traceback,
 )
 
-# Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
-# out on purpose: a rank stuck on its own GPU is a suspect, not a waiter.
-_WAIT_FUNCS = regex.compile(
-    r"^(?:all_reduce|all_gather\w*|_all_gather_base|reduce_scatter\w*|_reduce_scatter_base"
-    r"|broadcast\w*|barrier|monitored_barrier|reduce|gather|scatter|all_to_all\w*|send|recv"
-    r"|isend|irecv|batch_isend_irecv|wait|_wait|_store_based_barrier"
-    r"|get|_get|new_group|init_process_group|_new_process_group_helper|rendezvous|next_rendezvous"
-    r"|_exchange_\w+|_sync_\w+|all_gather_object|broadcast_object_list|gather_object"
-    r"|run_backward|_engine_run_backward)$"
-)
-# DDP/FSDP reduce gradients from autograd hooks in C++: py-spy then shows only the backward
-# call, so a rank "in backward" counts as waiting for its peers.
-_DIST_FILES = regex.compile(
-    r"torch/distributed/|deepspeed/comm/|c10d_logger|distributed_c10d|torch/autograd/"
-    r"|torch/nn/parallel/distributed\.py|torch/distributed/fsdp/"
-)
-
-# Functions of process-group setup and rendezvous (torch/distributed/distributed_c10d.py,
-# rendezvous.py, elastic/rendezvous/, device_mesh.py): a rank waiting there waits for the
-# others to start or join, not in a collective, whatever it waits on inside (a store get, a
-# store-based barrier)
-_SETUP_FUNCS = regex.compile(
-    r"^(?:init_process_group|_new_process_group_helper|new_group|_store_based_barrier"
-    r"|rendezvous|next_rendezvous|_rendezvous|_env_rendezvous_handler|_tcp_rendezvous_handler"
-    r"|_create_c10d_store|init_device_mesh|_init_process_groups)$"
-)
-
 _SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
 
 
@@ -101,23 +74,6 @@ def normalise(frames: Sequence[StackFrame]) -> tuple[tuple[str, str], ...]:
     return tuple((f.function, _short(f.filename).rsplit("/", 1)[-1]) for f in frames)
 
 
-def is_waiting(frames: Sequence[StackFrame]) -> bool:
-    """Inside a collective or a distributed wait within its innermost few frames."""
-    return any(_WAIT_FUNCS.match(f.function) and _DIST_FILES.search(f.filename) for f in frames[:6])
-
-
-def setup_call(frames: Sequence[StackFrame]) -> str | None:
-    """The process-group setup or rendezvous call a stack stands in, as the code called it
-    (the outermost public one: `init_process_group`, `next_rendezvous`), or None."""
-    found: list[str] = []
-    for f in frames:
-        name = f.function.rsplit(".", 1)[-1]  # py-spy names a method `Class.method`
-        if _SETUP_FUNCS.match(name) and _DIST_FILES.search(f.filename):
-            found.append(name)
-    public = [n for n in found if not n.startswith("_")]
-    return (public or found or [None])[-1]
-
-
 def user_frame(frames: Sequence[StackFrame], library: LibraryFrames) -> StackFrame | None:
     """The innermost frame that belongs to the user's code rather than a library
     (`library`: the run's `kb.frames`)."""
@@ -143,7 +99,7 @@ def analyze(
     out = PySpyAnalysis(unmatched=len(unranked))
     for dump in unranked:
         main = dump.main_thread()
-        call = setup_call(main.frames) if main is not None else None
+        call = library.setup_call(main.frames) if main is not None else None
         if call is not None:
             out.setup_waits.setdefault(None, call)
     groups: dict[tuple[tuple[str, str], ...], list[RankStack]] = defaultdict(list)
@@ -162,12 +118,12 @@ def analyze(
     for sig, members in groups.items():
         main = members[0].dump.main_thread()
         frames = main.frames if main else ()
-        setup = setup_call(frames)
+        setup = library.setup_call(frames)
         out.clusters.append(
             StackCluster(
                 signature=sig,
                 ranks=sorted(m.rank for m in members),
-                waiting=is_waiting(frames),
+                waiting=library.is_waiting(frames),
                 top=frames[0].function if frames else "?",
                 user_frame=user_frame(frames, library),
                 event=members[0].event,

@@ -21,15 +21,40 @@ from typing import Any
 import regex
 
 from triage.knowledge.problems import compile_regex
+from triage.model import StackFrame
 
 KIND = "frames"
-_KEYS = {"kind", "library", "examples"}
+_KEYS = {"kind", "library", "examples", "waiting"}
+_WAITING_KEYS = {"functions", "files", "setup_functions", "examples"}
+_NEVER = regex.compile(r"(?!)")  # a broken pattern (reported): matches nothing
 _SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
 
 
 @dataclass(frozen=True)
 class LibraryFrames:
     pattern: regex.Pattern[str] | None = None
+    # py-spy frames that wait for the peers: function and file (`waiting` in frames.yaml)
+    wait_functions: regex.Pattern[str] = _NEVER
+    distributed_files: regex.Pattern[str] = _NEVER
+    setup_functions: regex.Pattern[str] = _NEVER
+
+    def is_waiting(self, frames: Sequence[StackFrame]) -> bool:
+        """Inside a collective or a distributed wait within its innermost few frames."""
+        return any(
+            self.wait_functions.match(f.function) and self.distributed_files.search(f.filename)
+            for f in frames[:6]
+        )
+
+    def setup_call(self, frames: Sequence[StackFrame]) -> str | None:
+        """The process-group setup or rendezvous call a stack stands in, as the code called it
+        (the outermost public one: `init_process_group`, `next_rendezvous`), or None."""
+        found: list[str] = []
+        for f in frames:
+            name = f.function.rsplit(".", 1)[-1]  # py-spy names a method `Class.method`
+            if self.setup_functions.match(name) and self.distributed_files.search(f.filename):
+                found.append(name)
+        public = [n for n in found if not n.startswith("_")]
+        return (public or found or [None])[-1]
 
     def is_library(self, filename: str) -> bool:
         """Is a frame of this file library code (installed, standard library, no file)?"""
@@ -56,7 +81,9 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         if compile_regex(spec["pattern"], item, report) is None:
             continue
         parts.append(f"(?:{spec['pattern']})")
-    frames = LibraryFrames(regex.compile("|".join(parts)) if parts else None)
+    frames = LibraryFrames(
+        regex.compile("|".join(parts)) if parts else None, *_waiting(body.get("waiting"), report)
+    )
     examples = body.get("examples") or {}
     library, user = examples.get("library") or [], examples.get("user") or []
     if not library or not user:
@@ -68,6 +95,38 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         if frames.is_library(name):
             report("examples", f"{name!r} is listed as the user's code but a pattern finds it")
     return frames
+
+
+def _waiting(
+    raw: Any, report: Callable[[str, str], None]
+) -> tuple[regex.Pattern[str], regex.Pattern[str], regex.Pattern[str]]:
+    raw = raw if isinstance(raw, dict) else {}
+    if set(raw) != _WAITING_KEYS:
+        report("waiting", f"needs exactly {sorted(_WAITING_KEYS)}")
+    waits, files, setup = (
+        compile_regex(raw.get(key), f"waiting.{key}", report) or _NEVER
+        for key in ("functions", "files", "setup_functions")
+    )
+    probe = LibraryFrames(None, waits, files, setup)
+    examples = raw.get("examples") if isinstance(raw.get("examples"), dict) else {}
+    for expected in ("waiting", "setup", "neither"):
+        listed = examples.get(expected)
+        if not isinstance(listed, list) or not listed:
+            report("waiting.examples", f"needs `{expected}` frames: `function (file)`")
+            continue
+        for text in listed:
+            function, _, file = str(text).partition(" (")
+            frames = (StackFrame(function=function, filename=file.rstrip(")"), line=None),)
+            got = (
+                "setup"
+                if probe.setup_call(frames)
+                else "waiting"
+                if probe.is_waiting(frames)
+                else "neither"
+            )
+            if got != expected:
+                report("waiting.examples", f"{text!r} is listed as {expected} but reads as {got}")
+    return waits, files, setup
 
 
 def merge(values: Sequence[LibraryFrames]) -> LibraryFrames:
