@@ -19,6 +19,10 @@ time, CPU time and peak RSS:
 * `torch fr_trace`: torch's own analyzer (`torchfrtrace DIR -p nccl_trace_rank_`), when it
   runs here.
 
+`--previous DIR`: a checkout of an earlier version (e.g. `git archive` of its commit): each
+triage step is run with it right before this version's, in the same run, against the same
+bare load (on a shared machine CPU times drift with the load from one run to the next).
+
 Every dump is read once before the steps (page cache warm for all). Peak RSS is the largest
 single process; with workers, `tree` adds up the workers' peaks too.
 """
@@ -35,7 +39,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# the triage a child measures: this checkout's, or the one `--previous` names
+_ROOT = os.environ.get("FR_SCALE_TRIAGE_ROOT") or str(Path(__file__).resolve().parent.parent)
+sys.path.insert(0, _ROOT)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PREFIX = "nccl_trace_rank_"
@@ -113,12 +119,14 @@ def child(mode: str, folder: Path) -> dict[str, object]:
     return found
 
 
-def run_child(mode: str, folder: Path) -> dict[str, object]:
+def run_child(mode: str, folder: Path, root: Path | None = None) -> dict[str, object]:
+    env = {**os.environ, "FR_SCALE_TRIAGE_ROOT": str(root)} if root is not None else None
     done = subprocess.run(
         [sys.executable, __file__, str(folder), "--child", mode],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1:] or [f"rc {done.returncode}"]}
@@ -176,6 +184,11 @@ def main() -> None:
         ),
     )
     parser.add_argument("--fr-trace-timeout", type=float, default=600)
+    parser.add_argument(
+        "--previous",
+        type=Path,
+        help="a checkout of an earlier version, each triage step run with it too (same run)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -204,6 +217,10 @@ def main() -> None:
     for name, mode in runs:
         if mode not in args.steps.split(","):
             continue
+        if args.previous is not None and mode != "pickle":
+            earlier = run_child(mode, args.folder, args.previous)
+            show(f"previous: {name[len('triage ') :]}", earlier)
+            results.append((f"previous: {name[len('triage ') :]}", earlier))
         got = run_child(mode, args.folder)
         show(name, got)
         results.append((name, got))

@@ -75,8 +75,11 @@ class Column:
         if few:
             values = _shared_values(tuple(distinct))
             index = {v: i for i, v in enumerate(values)}
-            code = "B" if len(values) <= 256 else "H"
-            return cls(values=values, codes=array(code, map(index.__getitem__, data)))
+            codes = map(index.__getitem__, data)
+            # an array fills fastest from bytes (one-byte codes) or a list, not an iterator
+            if len(values) <= 256:
+                return cls(values=values, codes=array("B", bytes(codes)))
+            return cls(values=values, codes=array("H", list(codes)))
         kinds.discard(type(None))
         if kinds == {int}:
             return _int_column(data)
