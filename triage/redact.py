@@ -99,7 +99,7 @@ def _pattern(item: Any, group: str) -> Pattern:
         compiled: Any = regex_cache.compile_std(item["pattern"])
     except re.error:
         try:
-            compiled = regex.compile(item["pattern"])
+            compiled = regex_cache.compile(item["pattern"])
         except regex.error as exc:
             raise RedactionRulesError(f"redact.yaml: {pid}: bad pattern ({exc})") from None
     needs = item.get("needs", [])
@@ -136,7 +136,7 @@ class Redactor:
             # The job's own host names (from NCCL prefixes, torchrun summaries, paths), as
             # words, before the host-name shapes: e-mails and home folders go first, whole.
             known = (
-                regex.compile(
+                regex_cache.compile(
                     r"(?<![\w.-])(?P<value>" + "|".join(map(regex.escape, names)) + r")(?![\w-])",
                     regex.IGNORECASE,
                 )

@@ -12,9 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import regex
-
-from triage import knowledge
+from triage import knowledge, regex_cache
 from triage.analysis import exits, flight_recorder, launcher, pyspy
 from triage.analysis.cascade import ERROR_KINDS, Role, classify_event
 from triage.analysis.ranks import RankIndex, event_rank
@@ -29,7 +27,7 @@ from triage.model import (
     SourceKind,
 )
 
-_BOOTSTRAP_IP = regex.compile(
+_BOOTSTRAP_IP = regex_cache.compile(
     r"(?:Bootstrap ?:|NET/Socket ?:) Using (?:\[\d+\])?\w+:(?P<ip>[\d.]+)<"
 )
 

@@ -12,8 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import regex
-
+from triage import regex_cache
 from triage.analysis.ranks import RankIndex, event_rank, format_ranks
 from triage.model import (
     EnvReport,
@@ -51,8 +50,8 @@ _ENV_NAMES = (
 # legitimately different per rank or per host; never a mismatch
 _PER_RANK_ENV = {"NCCL_COMM_ID_RANK", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NCCL_DEBUG_FILE"}
 
-_NCCL_VERSION = regex.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
-_TRANSPORT = regex.compile(
+_NCCL_VERSION = regex_cache.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
+_TRANSPORT = regex_cache.compile(
     r"Using network (?P<net>\w+)|NET/(?P<net2>IB|Socket|OFI|AWS Libfabric|\w+) ?: Using"
 )
 _NCCL_KINDS = (EventKind.NCCL_INFO, EventKind.NCCL_COMM, EventKind.NCCL_WARN)
@@ -233,7 +232,7 @@ def _mismatch(
     )
 
 
-_DOTTED = regex.compile(r"\d+(?:\.\d+)+(?:\+\w+)?")
+_DOTTED = regex_cache.compile(r"\d+(?:\.\d+)+(?:\+\w+)?")
 
 
 def _normalise(name: str, v: str) -> str:

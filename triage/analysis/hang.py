@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import regex
-
+from triage import regex_cache
 from triage.analysis import exits, flight_recorder, pyspy, timeline
 from triage.analysis.ranks import format_ranks
 from triage.model import CollectiveRef, EventKind, HangReport
 
-_GLOO_TIMEOUT = regex.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send)")
+_GLOO_TIMEOUT = regex_cache.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send)")
 
 
 def collective_from_events(

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import regex
 
+from triage import regex_cache
 from triage.analysis.ranks import format_ranks, ref
 from triage.model import Event, Finding, FindingKind, ProgressDivergenceFacts, ProgressFacts
 
 # a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`)
-_NON_FINITE = regex.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", regex.I)
+_NON_FINITE = regex_cache.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", regex.I)
 
 
 @dataclass

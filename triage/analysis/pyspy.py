@@ -13,8 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import regex
-
+from triage import regex_cache
 from triage.analysis.ranks import format_ranks
 from triage.knowledge.frames import LibraryFrames
 from triage.model import (
@@ -31,7 +30,7 @@ from triage.model import (
 
 # Functions that mean "this thread is waiting for its peers". A CUDA `synchronize` is left
 # out on purpose: a rank stuck on its own GPU is a suspect, not a waiter.
-_WAIT_FUNCS = regex.compile(
+_WAIT_FUNCS = regex_cache.compile(
     r"^(?:all_reduce|all_gather\w*|_all_gather_base|reduce_scatter\w*|_reduce_scatter_base"
     r"|broadcast\w*|barrier|monitored_barrier|reduce|gather|scatter|all_to_all\w*|send|recv"
     r"|isend|irecv|batch_isend_irecv|wait|_wait|_store_based_barrier"
@@ -41,12 +40,12 @@ _WAIT_FUNCS = regex.compile(
 )
 # DDP/FSDP reduce gradients from autograd hooks in C++: py-spy then shows only the backward
 # call, so a rank "in backward" counts as waiting for its peers.
-_DIST_FILES = regex.compile(
+_DIST_FILES = regex_cache.compile(
     r"torch/distributed/|deepspeed/comm/|c10d_logger|distributed_c10d|torch/autograd/"
     r"|torch/nn/parallel/distributed\.py|torch/distributed/fsdp/"
 )
 
-_SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
+_SITE = regex_cache.compile(r"^.*?/(?:site|dist)-packages/")
 
 
 @dataclass(frozen=True)

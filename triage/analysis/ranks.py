@@ -14,8 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import regex
-
+from triage import regex_cache
 from triage.model import (
     EnvReport,
     Event,
@@ -30,7 +29,9 @@ from triage.model import (
 from triage.parsers import tracebacks
 from triage.rank_ranges import ranks_text
 
-_RANK_IN_TEXT = regex.compile(r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]")
+_RANK_IN_TEXT = regex_cache.compile(
+    r"\[(?:PG (?:ID )?\d+(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\]"
+)
 _SELF_NAMING = {
     EventKind.ERROR_LINE,
     EventKind.WARNING_LINE,

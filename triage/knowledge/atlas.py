@@ -398,7 +398,7 @@ def write(folder: Path, templates: Iterable[Template], manifest: Mapping[str, An
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
-_WORD = regex.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_WORD = regex_cache.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 MIN_ANCHORED = 16  # literal characters below which a template names nothing by itself
 
 

@@ -20,11 +20,12 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
 from triage.knowledge.problems import compile_regex
 
 KIND = "frames"
 _KEYS = {"kind", "library", "examples"}
-_SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
+_SITE = regex_cache.compile(r"^.*?/(?:site|dist)-packages/")
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         if compile_regex(spec["pattern"], item, report) is None:
             continue
         parts.append(f"(?:{spec['pattern']})")
-    frames = LibraryFrames(regex.compile("|".join(parts)) if parts else None)
+    frames = LibraryFrames(regex_cache.compile("|".join(parts)) if parts else None)
     examples = body.get("examples") or {}
     library, user = examples.get("library") or [], examples.get("user") or []
     if not library or not user:
