@@ -4,6 +4,9 @@ missing cache costs time only."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,16 @@ def test_turned_off_nothing_is_written(cache_dir: Path, monkeypatch: pytest.Monk
     diskcache.clear_memory()
     _shipped()
     assert not cache_dir.exists()
+
+
+def test_what_a_run_derives_after_the_knowledge_load_is_kept_for_the_next_run(
+    cache_dir: Path,
+) -> None:
+    """The rule screen reads the literals of rules' `not` and `all` patterns after the load
+    has saved its cache: the run's exit writes them, or every run derives them again."""
+    pattern = r"NCCL WARN (?P<what>\w+) timed out"
+    derive = f"from triage import literals; literals.required_literals({pattern!r})"
+    env = {**os.environ, "TRIAGE_CACHE_DIR": str(cache_dir)}
+    subprocess.run([sys.executable, "-c", derive], env=env, check=True)
+    saved = json.loads((cache_dir / "knowledge-v1.json").read_text(encoding="utf-8"))
+    assert saved["literals"] == {f"4\0{pattern}": list(literals.required_literals(pattern) or ())}

@@ -3,7 +3,9 @@ finds, and a damaged, foreign or missing cache costs a compile, never a wrong ma
 
 from __future__ import annotations
 
+import marshal
 import pickle
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 import regex
 
-from triage import regex_cache
+from triage import diskcache, regex_cache
 from triage.knowledge.rules import FLAGS
 
 # named groups, caseless text, a lookbehind, alternation, classes: what rule patterns hold
@@ -125,3 +127,85 @@ def test_patterns_pickle_for_another_process(cache_dir: Path) -> None:
     assert _found([pickle.loads(pickle.dumps(p)) for p in loaded]) == expected
     other = regex.compile(r"any (?P<other>pattern)")  # every pattern, once the cache is in use
     assert pickle.loads(pickle.dumps(other)).search("is any pattern")["other"] == "pattern"
+
+
+# --------------------------------------------------------------------------- the stdlib's `re`
+# the atlas's templates, the redaction, line templates and log shapes compile with `re`
+
+STD_PATTERNS: list[tuple[Any, int]] = [
+    (r"(?i)watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+)", 0),
+    (r"(?i)nccl\s+warn\s+(?P<what>[^\n]{0,400}?)\s+:", 0),
+    (r"^\s*File \"(?P<file>[^\"]+)\", line (?P<line>\d+)[ \t]*$", re.M),
+    (rb"(?:\x80\x02|\x94)(?:[^.]{2})*+\.", re.DOTALL),  # the pickle scan's bytes patterns
+]
+
+
+def _std_found(compiled: list[re.Pattern[Any]]) -> list[list[tuple[int, int, dict[str, Any]]]]:
+    out = []
+    for p in compiled:
+        text = TEXT.encode() + b"\x80\x02ab." if isinstance(p.pattern, bytes) else TEXT
+        out.append([(m.start(), m.end(), m.groupdict()) for m in p.finditer(text)])  # type: ignore[arg-type]
+    return out
+
+
+def _std_compile_all() -> list[re.Pattern[Any]]:
+    return [regex_cache.compile_std(p, f) for p, f in STD_PATTERNS]
+
+
+def _no_std_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("parsed although a verified copy was on disk")
+
+    monkeypatch.setattr(re._parser, "parse", refuse)  # type: ignore[attr-defined]
+
+
+def test_stdlib_patterns_load_from_disk_and_find_the_same_matches(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh = [re.compile(p, f) for p, f in STD_PATTERNS]
+    expected = _std_found(fresh)
+    assert _std_found(_std_compile_all()) == expected
+    _next_run()
+    assert len(list(cache_dir.glob("re-*.bin"))) == 1
+    _no_std_parser(monkeypatch)
+    loaded = _std_compile_all()
+    assert _std_found(loaded) == expected
+    assert [(p.groupindex, p.groups, p.flags) for p in loaded] == [
+        (p.groupindex, p.groups, p.flags) for p in fresh
+    ]
+    assert [m[2] for m in expected[1]] == [{"what": "Net/IB"}] and expected[0] and expected[3]
+
+
+def test_a_stdlib_entry_the_engine_refuses_is_compiled_again(cache_dir: Path) -> None:
+    expected = _std_found(_std_compile_all())
+    _next_run()
+    (path,) = cache_dir.glob("re-*.bin")
+    body = marshal.loads(diskcache.read_verified(path))  # type: ignore[arg-type]
+    for key, (flags, code, *rest) in body["entries"].items():
+        body["entries"][key] = (flags, [255] * len(code), *rest)  # no such opcode
+    diskcache.write_verified(path, marshal.dumps(body))
+    assert _std_found(_std_compile_all()) == expected
+
+
+def test_a_stdlib_cache_others_can_write_is_not_read(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _std_found(_std_compile_all())
+    _next_run()
+    (path,) = cache_dir.glob("re-*.bin")
+    path.chmod(0o666)
+    parsed: list[Any] = []
+    real = re._parser.parse  # type: ignore[attr-defined]
+
+    def counted(pattern: Any, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(pattern)
+        return real(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(re._parser, "parse", counted)  # type: ignore[attr-defined]
+    assert _std_found(_std_compile_all()) == expected
+    assert parsed == [p for p, _ in STD_PATTERNS]
+
+
+def test_a_bad_stdlib_pattern_raises_as_re_does(cache_dir: Path) -> None:
+    with pytest.raises(re.error):
+        regex_cache.compile_std(r"unbalanced (")

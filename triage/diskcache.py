@@ -14,6 +14,7 @@ A cache that cannot be read or written is no error: the run derives everything a
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -28,6 +29,7 @@ _FILE = f"knowledge-v{_VERSION}.json"
 
 _sections: dict[str, dict[str, Any]] | None = None
 _dirty = False
+_saver_pid: int | None = None  # the process whose exit writes what it added
 
 
 def folder() -> Path | None:
@@ -63,7 +65,7 @@ def section(name: str) -> dict[str, Any]:
 
 def put(name: str, key: str, value: Any) -> None:
     """Keep `value` under `key`, if JSON gives it back exactly."""
-    global _dirty
+    global _dirty, _saver_pid
     try:
         if json.loads(json.dumps(value)) != value:
             return
@@ -74,6 +76,12 @@ def put(name: str, key: str, value: Any) -> None:
         values.clear()
     values[key] = value
     _dirty = True
+    if _saver_pid != os.getpid():
+        # what is derived after start-up (the literals of a rule's `not` and `all` patterns,
+        # read when an event first needs them) is kept too, not only what the knowledge
+        # load derived before its own save
+        _saver_pid = os.getpid()
+        atexit.register(save)
 
 
 _DIGEST = 32  # bytes of SHA-256 at the head of a verified file
@@ -116,6 +124,8 @@ def save() -> None:
     where = folder()
     if not _dirty or where is None or _sections is None:
         return
+    if _saver_pid is not None and _saver_pid != os.getpid():
+        return  # a forked worker's copy: the process that added the values writes them
     _dirty = False
     body = json.dumps({"version": _VERSION, **_sections}).encode("utf-8")
     with contextlib.suppress(OSError):  # a cache that cannot be written is no error

@@ -12,6 +12,8 @@ import re
 
 import regex
 
+from triage import regex_cache
+
 # NCCL_DEBUG output: `[ts] host:pid:tid [dev] [ms] file.cc:N (func) NCCL INFO|WARN ... msg`;
 # every part before `NCCL` is optional (wrappers strip some, NCCL_DEBUG_TIMESTAMP_FORMAT adds
 # one). An NCCL_DEBUG_FILE line always has `host:pid:tid` (ingest's test for such a file).
@@ -27,21 +29,21 @@ NCCL_BARE_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+[\w.+-]*)")
 
 # `py-spy dump` text: a process header, the interpreter, then per thread its frames (4
 # spaces), innermost first; --locals adds `Arguments:`/`Locals:` at 8 spaces, values at 12.
-PYSPY_PROCESS = regex.compile(r"^Process (?P<pid>\d+): ?(?P<cmd>.*)$")
-PYSPY_PYTHON = regex.compile(r"^Python v(?P<ver>\S+)(?: \((?P<exe>.*)\))?$")
-PYSPY_THREAD = regex.compile(
+PYSPY_PROCESS = regex_cache.compile(r"^Process (?P<pid>\d+): ?(?P<cmd>.*)$")
+PYSPY_PYTHON = regex_cache.compile(r"^Python v(?P<ver>\S+)(?: \((?P<exe>.*)\))?$")
+PYSPY_THREAD = regex_cache.compile(
     r'^Thread (?P<tid>\d+|0[xX][0-9A-Fa-f]+) \((?P<status>[^)]*)\)(?:: "(?P<name>.*)")?\s*$'
 )
 # The statuses py-spy 0.3/0.4 prints: a thread line with another one is not py-spy's.
 PYSPY_STATUSES = frozenset({"idle", "active", "active+gil", "gil", "unknown"})
 # A Python frame ends in `(file:line)`; a native frame or a line-less one in `(lib)`. The
 # function part may itself hold parentheses (demangled C++), hence the greedy `.+`.
-PYSPY_PY_FRAME = regex.compile(r"^ {4}(?P<func>\S.*) \((?P<file>[^()]*?):(?P<line>\d+)\)$")
-PYSPY_NATIVE_FRAME = regex.compile(r"^ {4}(?P<func>\S.*) \((?P<file>[^()]*)\)$")
-PYSPY_LOCALS = regex.compile(r"^ {8,}\S")
+PYSPY_PY_FRAME = regex_cache.compile(r"^ {4}(?P<func>\S.*) \((?P<file>[^()]*?):(?P<line>\d+)\)$")
+PYSPY_NATIVE_FRAME = regex_cache.compile(r"^ {4}(?P<func>\S.*) \((?P<file>[^()]*)\)$")
+PYSPY_LOCALS = regex_cache.compile(r"^ {8,}\S")
 
 # DeepSpeed's `ds_report`: one of its two section titles.
-DS_REPORT_START = regex.compile(
+DS_REPORT_START = regex_cache.compile(
     r"DeepSpeed (?:C\+\+/CUDA extension op report|general environment info)"
 )
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import regex
 
-from triage import diskcache, yaml_docs
+from triage import diskcache, regex_cache, yaml_docs
 from triage.model import (
     Diagnosis,
     EnvReport,
@@ -98,10 +98,10 @@ def _pattern(item: Any, group: str) -> Pattern:
         raise RedactionRulesError(f"redact.yaml: {pid}: a pattern is needed")
     try:
         # The stdlib engine is ~3x faster on these; `regex` takes what it cannot compile.
-        compiled: Any = re.compile(item["pattern"])
+        compiled: Any = regex_cache.compile_std(item["pattern"])
     except re.error:
         try:
-            compiled = regex.compile(item["pattern"])
+            compiled = regex_cache.compile(item["pattern"])
         except regex.error as exc:
             raise RedactionRulesError(f"redact.yaml: {pid}: bad pattern ({exc})") from None
     needs = item.get("needs", [])
@@ -138,7 +138,7 @@ class Redactor:
             # The job's own host names (from NCCL prefixes, torchrun summaries, paths), as
             # words, before the host-name shapes: e-mails and home folders go first, whole.
             known = (
-                regex.compile(
+                regex_cache.compile(
                     r"(?<![\w.-])(?P<value>" + "|".join(map(regex.escape, names)) + r")(?![\w-])",
                     regex.IGNORECASE,
                 )

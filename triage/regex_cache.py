@@ -14,6 +14,12 @@ folder: the same user could as well change triage itself.
 
 Only what this module cannot know changes nothing: a pattern with named lists or the
 LOCALE flag is never kept (its code depends on more than its text).
+
+The stdlib's `re` works the same way (`compile_std`): its parser and code generator are
+Python too, and the ~280 plain patterns a run compiles with it (the atlas's templates, the
+redaction, line templates and log shapes) cost ~5% of a small job's run. Its file is named
+by the Python version and the engine's MAGIC, and CPython's engine checks the code it is
+given besides.
 """
 
 from __future__ import annotations
@@ -23,24 +29,129 @@ import contextlib
 import importlib
 import marshal
 import os
+import re
+import re._compiler
+import re._constants
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, AnyStr
 
 import regex
 
 from triage import diskcache
 
 _MAX_ENTRIES = 5_000  # team folders come and go; past this the file starts afresh
+# the atlas's ~1.3 KB patterns differ from job to job: a bounded file stays cheap to read
+_MAX_STD_ENTRIES = 2_000
 _ARGS = 10  # what the engine takes after the pattern: flags, code, groups, required string
+
+_STD_ARGS = 5  # what the stdlib's engine takes after the pattern: flags, code, groups, names
 
 _lock = threading.Lock()
 _local = threading.local()
 _compiled: dict[tuple[str, int], regex.Pattern[str]] = {}
-_stored: dict[tuple[str, int], tuple[Any, ...]] | None = None
-_dirty = False
-_saver_pid: int | None = None
+_compiled_std: dict[tuple[str | bytes, int], re.Pattern[Any]] = {}
+
+
+class _Store:
+    """One file of engine arguments by (pattern, flags): loaded on first use, written at exit
+    by the process that added to it."""
+
+    def __init__(
+        self, name: Callable[[], str], args: int, tag: Callable[[], Any], most: int
+    ) -> None:
+        self._name = name  # the file's name: the versions its entries hold for
+        self._args = args  # how many arguments an entry holds
+        self._tag = tag  # what else the entries were made with (checked when read)
+        self._most = most  # entries at most: past this the file starts afresh
+        self.entries: dict[tuple[str | bytes, int], tuple[Any, ...]] | None = None
+        self.dirty = False
+        self.saver_pid: int | None = None
+
+    def file(self) -> Path | None:
+        where = diskcache.folder()
+        return None if where is None else where / self._name()
+
+    def stored(self) -> dict[tuple[str | bytes, int], tuple[Any, ...]]:
+        if self.entries is None:
+            self.entries = self._load()
+        return self.entries
+
+    def _load(self) -> dict[tuple[str | bytes, int], tuple[Any, ...]]:
+        path = self.file()
+        if path is None:
+            return {}
+        try:
+            if not _own(path) or not _own(path.parent):
+                return {}
+            body = diskcache.read_verified(path)
+            if body is None:
+                return {}
+            loaded = marshal.loads(body)
+        except (OSError, ValueError, EOFError, TypeError):
+            return {}
+        if not isinstance(loaded, dict) or loaded.get("default_version") != self._tag():
+            return {}
+        entries = loaded.get("entries")
+        if not isinstance(entries, dict):
+            return {}
+        return {
+            k: v
+            for k, v in entries.items()
+            if isinstance(k, tuple)
+            and len(k) == 2
+            and isinstance(k[0], (str, bytes))
+            and isinstance(k[1], int)
+            and isinstance(v, tuple)
+            and len(v) == self._args
+        }
+
+    def put(self, key: tuple[str | bytes, int], kept: tuple[Any, ...]) -> None:
+        stored = self.stored()
+        with _lock:
+            if len(stored) >= self._most:
+                stored.clear()
+            stored[key] = kept
+            self.dirty = True
+            if self.saver_pid != os.getpid():
+                self.saver_pid = os.getpid()
+                atexit.register(self.save)
+
+    def save(self) -> None:
+        path = self.file()
+        with _lock:
+            if not self.dirty or path is None or self.entries is None:
+                return
+            if os.getpid() != self.saver_pid:
+                return
+            self.dirty = False
+            body = marshal.dumps({"default_version": self._tag(), "entries": dict(self.entries)})
+        with contextlib.suppress(OSError):  # a cache that cannot be written is no error
+            diskcache.write_verified(path, body, ".regex-")
+
+    def clear(self) -> None:
+        with _lock:
+            self.entries, self.dirty = None, False
+
+
+def _regex_file() -> str:
+    version = f"{getattr(regex, '__version__', '?')}-py{sys.version_info[0]}{sys.version_info[1]}"
+    return f"regex-{version}.bin"
+
+
+def _std_file() -> str:
+    magic = getattr(re._constants, "MAGIC", "?")  # type: ignore[attr-defined]
+    return f"re-py{sys.version_info[0]}{sys.version_info[1]}-{magic}.bin"
+
+
+def _std_tag() -> str:
+    return sys.version  # the stdlib's code generator may differ between patch releases
+
+
+_REGEX = _Store(_regex_file, _ARGS, lambda: _key_version(), _MAX_ENTRIES)
+_STD = _Store(_std_file, _STD_ARGS, _std_tag, _MAX_STD_ENTRIES)
 
 
 class _Recorder:
@@ -75,46 +186,8 @@ def _engine() -> Any:
     return engine
 
 
-def _file() -> Path | None:
-    where = diskcache.folder()
-    if where is None:
-        return None
-    version = f"{getattr(regex, '__version__', '?')}-py{sys.version_info[0]}{sys.version_info[1]}"
-    return where / f"regex-{version}.bin"
-
-
 def _key_version() -> int:
     return int(getattr(regex, "DEFAULT_VERSION", 0))
-
-
-def _load() -> dict[tuple[str, int], tuple[Any, ...]]:
-    path = _file()
-    if path is None:
-        return {}
-    try:
-        if not _own(path) or not _own(path.parent):
-            return {}
-        body = diskcache.read_verified(path)
-        if body is None:
-            return {}
-        loaded = marshal.loads(body)
-    except (OSError, ValueError, EOFError, TypeError):
-        return {}
-    if not isinstance(loaded, dict) or loaded.get("default_version") != _key_version():
-        return {}
-    entries = loaded.get("entries")
-    if not isinstance(entries, dict):
-        return {}
-    return {
-        k: v
-        for k, v in entries.items()
-        if isinstance(k, tuple)
-        and len(k) == 2
-        and isinstance(k[0], str)
-        and isinstance(k[1], int)
-        and isinstance(v, tuple)
-        and len(v) == _ARGS
-    }
 
 
 def _own(path: Path) -> bool:
@@ -125,28 +198,14 @@ def _own(path: Path) -> bool:
     return getuid is not None and st.st_uid == getuid() and not st.st_mode & 0o022
 
 
-def _stored_entries() -> dict[tuple[str, int], tuple[Any, ...]]:
-    global _stored
-    if _stored is None:
-        _stored = _load()
-    return _stored
-
-
 def save() -> None:
     """Write what was added in this process (atomically; a failure leaves the old file)."""
-    global _dirty
-    path = _file()
-    with _lock:
-        if not _dirty or path is None or _stored is None or os.getpid() != _saver_pid:
-            return
-        _dirty = False
-        body = marshal.dumps({"default_version": _key_version(), "entries": dict(_stored)})
-    with contextlib.suppress(OSError):  # a cache that cannot be written is no error
-        diskcache.write_verified(path, body, ".regex-")
+    _REGEX.save()
+    _STD.save()
 
 
 def _from_disk(pattern: str, flags: int, engine: Any) -> regex.Pattern[str] | None:
-    args = _stored_entries().get((pattern, flags))
+    args = _REGEX.stored().get((pattern, flags))
     if args is None:
         return None
     try:
@@ -162,7 +221,6 @@ def _from_disk(pattern: str, flags: int, engine: Any) -> regex.Pattern[str] | No
 
 
 def _record(pattern: str, flags: int) -> regex.Pattern[str]:
-    global _dirty, _saver_pid
     _local.last = None
     compiled = regex.compile(pattern, flags, cache_pattern=False)
     args = _local.last
@@ -180,15 +238,7 @@ def _record(pattern: str, flags: int) -> regex.Pattern[str]:
             marshal.dumps(kept)
         except (ValueError, TypeError):
             return compiled  # type: ignore[no-any-return]
-        stored = _stored_entries()
-        with _lock:
-            if len(stored) >= _MAX_ENTRIES:
-                stored.clear()
-            stored[(pattern, flags)] = kept
-            _dirty = True
-            if _saver_pid != os.getpid():
-                _saver_pid = os.getpid()
-                atexit.register(save)
+        _REGEX.put((pattern, flags), kept)
     return compiled  # type: ignore[no-any-return]
 
 
@@ -210,9 +260,79 @@ def compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:  # noqa: A001 -
     return compiled
 
 
+def compile_std(pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
+    """`re.compile(pattern, flags)` (the stdlib's engine), from the disk cache when it holds
+    the pattern. Raises `re.error` for a bad pattern, exactly as `re.compile` does."""
+    flags = int(flags)
+    key = (pattern, flags)
+    found = _compiled_std.get(key)
+    if found is not None:
+        return found
+    engine = _sre_engine()
+    if engine is None:
+        return re.compile(pattern, flags)
+    compiled = _std_from_disk(pattern, flags, engine) or _std_record(pattern, flags)
+    _compiled_std[key] = compiled
+    return compiled
+
+
+def _sre_engine() -> Any:
+    """The stdlib's C engine with the recorder in front (installed once); None when `re` is
+    not laid out as expected (then nothing is kept)."""
+    compiler = sys.modules.get("re._compiler")
+    engine = getattr(compiler, "_sre", None)
+    if engine is None or not callable(getattr(engine, "compile", None)):
+        return None
+    if not isinstance(engine, _Recorder):
+        compiler._sre = engine = _Recorder(engine)  # type: ignore[union-attr]
+    return engine
+
+
+def _std_from_disk(pattern: AnyStr, flags: int, engine: Any) -> re.Pattern[AnyStr] | None:
+    args = _STD.stored().get((pattern, flags))
+    if args is None:
+        return None
+    try:
+        compiled = engine.compile(pattern, *args)
+    except Exception:  # noqa: BLE001 - an entry the engine refuses: compile as always
+        return None
+    if not isinstance(compiled, re.Pattern) or compiled.pattern != pattern:
+        return None
+    return compiled
+
+
+def _std_record(pattern: AnyStr, flags: int) -> re.Pattern[AnyStr]:
+    _local.last = None
+    # `re`'s own cache would hand back a pattern compiled before the recorder was there
+    compiled = re._compiler.compile(pattern, flags)  # type: ignore[attr-defined]
+    args = _local.last
+    _local.last = None
+    if (
+        isinstance(args, tuple)
+        and len(args) == _STD_ARGS + 1
+        and args[0] == pattern
+        and not int(args[1]) & (re.LOCALE | re.DEBUG)  # what the code alone does not say
+    ):
+        try:
+            # the flags may be a RegexFlag and the opcodes are named ints: kept as ints
+            kept = (
+                int(args[1]),
+                [int(op) for op in args[2]],
+                int(args[3]),
+                dict(args[4]),
+                tuple(args[5]),
+            )
+            marshal.dumps(kept)
+        except (ValueError, TypeError):
+            return compiled
+        _STD.put((pattern, flags), kept)
+    return compiled
+
+
 def clear_memory() -> None:
     """Forget what was loaded and compiled in this process (tests that change the cache)."""
-    global _stored, _dirty
     with _lock:
         _compiled.clear()
-        _stored, _dirty = None, False
+        _compiled_std.clear()
+    _REGEX.clear()
+    _STD.clear()

@@ -12,8 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import regex
-
+from triage import regex_cache
 from triage.analysis.ranks import RankIndex, event_rank, ranks_named
 from triage.knowledge.agreement import AgreedSettings
 from triage.model import (
@@ -205,7 +204,7 @@ def _mismatch(
     )
 
 
-_DOTTED = regex.compile(r"\d+(?:\.\d+)+(?:\+\w+)?")
+_DOTTED = regex_cache.compile(r"\d+(?:\.\d+)+(?:\+\w+)?")
 
 
 def _normalise(name: str, v: str) -> str:

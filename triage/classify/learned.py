@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import regex
 
-from triage import taxonomy
+from triage import regex_cache, taxonomy
 from triage.classify.embedding import SPACES, Space
 from triage.classify.neighbours import Tfidf
 from triage.classify.types import RuleHit
@@ -40,9 +39,9 @@ SCHEMA = "triage.learned/1"
 FIELDS = ("symptom", "root_cause", "fix")
 VARIANTS = ("embed", "tfidf")  # with the signature's embedding, and without it
 EMBED_DIM = 384  # MiniLM's; a model fitted on another space keeps its own (`embed_dim`)
-_WORD = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = regex_cache.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Where installed code lives: the path after it names the package and its modules.
-_INSTALLED = regex.compile(r"(?:site-packages|dist-packages)[/\\](.+)$")
+_INSTALLED = regex_cache.compile(r"(?:site-packages|dist-packages)[/\\](.+)$")
 MAX_FRAMES = 24  # frames per traceback read for context words (innermost last)
 # The fields whose accepted alternatives (`*_alt`) the model may also learn, each as an extra
 # row of its case at `alt_weight` (a case labeled "runtime exception, or else a checkpoint

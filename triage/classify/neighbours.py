@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import regex
 
+from triage import regex_cache
 from triage.classify import embedding
 from triage.classify.signature import SIGNATURE_VERSION
 from triage.classify.types import NeighbourVote
@@ -49,7 +49,7 @@ MODEL_NAME = (
 INDEX_SCHEMA = "triage.index/1"
 # Neighbours per query: 7 beat 3, 5 and 10 (by a few cases) in bench/eval_corpus.py.
 K_NEIGHBOURS = 7
-_TOKEN = regex.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
+_TOKEN = regex_cache.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 
 
 class IndexMissing(KnowledgeError):

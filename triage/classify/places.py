@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import regex
 
+from triage import regex_cache
 from triage.classify.types import RuleHit
 from triage.knowledge.places import Place, Places
 from triage.model import (
@@ -34,9 +35,10 @@ from triage.model import (
 
 # frame lines of a pasted text: a Python traceback's or faulthandler's, and py-spy's (either
 # may be cut at the end of the paste)
-_FILE_FRAME = regex.compile(r'File "(?P<file>[^"\n]+)", line \d+,? in (?P<func>[\w.<>]+)')
-_PYSPY_FRAME = regex.compile(r"^[ \t]+(?P<func>[\w.<>]+) \((?P<file>[^():\s]+)", regex.M)
-_PYSPY_THREAD = regex.compile(r"^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil)", regex.M)
+_FILE_FRAME = regex_cache.compile(r'File "(?P<file>[^"\n]+)", line \d+,? in (?P<func>[\w.<>]+)')
+_PYSPY_FRAME = regex_cache.compile(r"^[ \t]+(?P<func>[\w.<>]+) \((?P<file>[^():\s]+)", regex.M)
+_PYSPY_THREAD = regex_cache.compile(r"^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil)", regex.M)
+_FAULTHANDLER_FRAME = regex_cache.compile(r'File "[^"\n]+", line \d+ in ')
 
 # (file, function) innermost first, and whether the process was waiting (None: not known)
 FrameList = tuple[tuple[tuple[str, str], ...], bool | None]
@@ -92,7 +94,7 @@ def _frames_of(ev: Event, kind: SourceKind | None) -> FrameList | None:
 
 def _faulthandler_order(text: str) -> bool:
     """faulthandler writes `File "...", line N in f` (no comma), most recent call first."""
-    return bool(regex.search(r'File "[^"\n]+", line \d+ in ', text))
+    return bool(_FAULTHANDLER_FRAME.search(text))
 
 
 def _text_frames(text: str) -> FrameList | None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import regex
 
@@ -87,6 +87,11 @@ class RuleSet:
     def prefilter(self) -> _Prefilter:
         """Which of `text_rules` may match each event (built once per rule set)."""
         return _Prefilter(self.text_rules)
+
+    @cached_property
+    def screens(self) -> tuple[_RuleScreen, ...]:
+        """Per rule of `text_rules`, the literals each of its patterns needs."""
+        return tuple(_RuleScreen.of(rule) for rule in self.text_rules)
 
 
 # --------------------------------------------------------------------------- loading
@@ -217,6 +222,40 @@ def _find_all(
     return out
 
 
+class _RuleScreen(NamedTuple):
+    """The literals each pattern of one rule needs (`required_literals`; None: unknown). The
+    prefilter picks a rule when its text holds a literal of any one of its patterns; a rule
+    such as generic-exception-library-code then has 16 long `any` patterns and a `not`, each
+    a scan of a whole traceback, where a substring test tells most of them cannot match."""
+
+    any: tuple[tuple[str, ...] | None, ...]
+    not_: tuple[tuple[str, ...] | None, ...]
+    all: tuple[tuple[str, ...] | None, ...]
+
+    @classmethod
+    def of(cls, rule: Rule) -> _RuleScreen:
+        def needs(patterns: Sequence[regex.Pattern[str]]) -> tuple[tuple[str, ...] | None, ...]:
+            return tuple(required_literals(p.pattern) for p in patterns)
+
+        return cls(needs(rule.any), needs(rule.not_), needs(rule.all))
+
+
+def _may_match(literals: tuple[str, ...] | None, text: str, lowered: str | None) -> bool:
+    """Whether a pattern that needs one of `literals` can match `text` (`lowered`: the text
+    lowercased when ASCII, else None)."""
+    if literals is None:
+        return True
+    for literal in literals:
+        if literal[:1] != "\0":
+            if literal in text:
+                return True
+        # a case-insensitive literal ("\0" + lowercase): exact on an ASCII text and an ASCII
+        # literal only (elsewhere other characters fold to its letters: only the regex knows)
+        elif lowered is None or not literal.isascii() or literal[1:] in lowered:
+            return True
+    return False
+
+
 # --------------------------------------------------------------------------- matching
 
 
@@ -253,22 +292,28 @@ def _kind_ok(rule: Rule, event: Event, source_kinds: Mapping[str, SourceKind] | 
     return src.value in rule.source_kinds
 
 
-def _match_text(rule: Rule, text: str) -> regex.Match[str] | None | bool:
-    """The match to quote, True when only `all` patterns decide, None when no match."""
-    for pat in rule.not_:
-        if pat.search(text):
-            return None
+def _match_text(
+    rule: Rule, text: str, screen: _RuleScreen, lowered: str | None
+) -> regex.Match[str] | None | bool:
+    """The match to quote, True when only `all` patterns decide, None when no match.
+
+    A pattern whose literals the text lacks is not run (it cannot match); `any` goes before
+    `not`, the cheaper test first (searches have no side effects: the answer is the same)."""
     first: regex.Match[str] | None = None
     if rule.any:
-        for pat in rule.any:
-            first = pat.search(text)
-            if first:
-                break
+        for pat, needs in zip(rule.any, screen.any, strict=True):
+            if _may_match(needs, text, lowered):
+                first = pat.search(text)
+                if first:
+                    break
         if first is None:
             return None
+    for pat, needs in zip(rule.not_, screen.not_, strict=True):
+        if _may_match(needs, text, lowered) and pat.search(text):
+            return None
     all_matches = []
-    for pat in rule.all:
-        m = pat.search(text)
+    for pat, needs in zip(rule.all, screen.all, strict=True):
+        m = pat.search(text) if _may_match(needs, text, lowered) else None
         if m is None:
             return None
         all_matches.append(m)
@@ -394,11 +439,13 @@ def match_events(
     hits: list[RuleHit] = []
 
     text_rules = ruleset.text_rules
+    screens = ruleset.screens
     texts = [event.text or "" for event in events]
     candidates = ruleset.prefilter.candidates(texts)
     for event, text, indices in zip(events, texts, candidates, strict=True):
-        if not text:
+        if not text or not indices:
             continue
+        lowered = text.lower() if text.isascii() else None
         for i in indices:
             rule = text_rules[i]
             if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE:
@@ -407,7 +454,7 @@ def match_events(
                 continue
             if not _kind_ok(rule, event, source_kinds):
                 continue
-            m = _match_text(rule, text)
+            m = _match_text(rule, text, screens[i], lowered)
             if m is None:
                 continue
             quoted_match = m if isinstance(m, regex.Match) else None

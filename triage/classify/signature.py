@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import regex
 
-from triage import knowledge
+from triage import knowledge, regex_cache
 from triage.analysis.cascade import reads_as_cascade
 from triage.model import Analysis, Event, EventKind, ParsedSource
 
@@ -99,7 +99,7 @@ def _path(path: str, template: str, keep_after: tuple[str, ...]) -> str:
     return template.replace("{basename}", parts[-1]) if parts else template.split("/", 1)[0]
 
 
-_KEPT = regex.compile("zzkept([a-y]+)zz")
+_KEPT = regex_cache.compile("zzkept([a-y]+)zz")
 
 
 def _placeholder(n: int) -> str:

@@ -21,6 +21,7 @@ from typing import IO
 
 import regex
 
+from triage import regex_cache
 from triage.ingest.streams import (
     CHUNK,
     DecompressReader,
@@ -114,7 +115,7 @@ def looks_like_tar(head: bytes) -> bool:
     return stored == computed and block[0] != 0
 
 
-_UNPRINTABLE = regex.compile(r"[\p{Cc}\p{Cf}\p{Cs}]")
+_UNPRINTABLE = regex_cache.compile(r"[\p{Cc}\p{Cf}\p{Cs}]")
 
 
 def printable_name(name: str) -> str:

@@ -21,9 +21,7 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 
-import regex
-
-from triage import budget
+from triage import budget, regex_cache
 from triage.ingest.archives import (
     ArchiveReport,
     Limits,
@@ -50,7 +48,7 @@ from triage.ingest.streams import (
 )
 from triage.model import InputNote, Source, SourceKind
 
-_DIGITS = regex.compile(r"(\d+)")
+_DIGITS = regex_cache.compile(r"(\d+)")
 TAIL_BYTES = 16 * 1024
 _MAX_DIR_DEPTH = 64  # far deeper than any job bundle; keeps recursion bounded
 _CODECS = ("gzip", "bz2", "xz", "zstd")

@@ -48,6 +48,7 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
 from triage.model import AnalysisFacts
 
 CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing", "device", "native")
@@ -78,8 +79,11 @@ INPUT_KINDS = (
 PLACE_FACTS = frozenset({"user_frame"})
 
 # A parenthesised clause that holds no other parentheses, with the space before it.
-_CLAUSE = regex.compile(r"\s?\([^()`]*\)")
-_CODE = regex.compile(r"(`+[^`]*`+)")
+_CLAUSE = regex_cache.compile(r"\s?\([^()`]*\)")
+_CODE = regex_cache.compile(r"(`+[^`]*`+)")
+_SEVERAL = regex_cache.compile(r"\d\s*(?:,|-|and)\s*\d")  # `0, 1`, `2-3`
+_CAUSE_ID = regex_cache.compile(r"R\d+")
+_NAME = regex_cache.compile(r"[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True)
@@ -217,11 +221,11 @@ def _many(value: Any) -> bool:
     """Does the fact name more than one thing (`0, 1`, `2-3`, a list of two)?"""
     if isinstance(value, (list, tuple, set, frozenset)):
         return len(value) > 1
-    return isinstance(value, str) and bool(regex.search(r"\d\s*(?:,|-|and)\s*\d", value))
+    return isinstance(value, str) and bool(_SEVERAL.search(value))
 
 
 # "rank {ranks}" read with two ranks is "rank 0, 1": the noun agrees with the value.
-_RANK_NOUN = regex.compile(r"\b([Rr])ank \{(\w+)\}")
+_RANK_NOUN = regex_cache.compile(r"\b([Rr])ank \{(\w+)\}")
 
 
 def _fill(alt: Alternative, facts: Mapping[str, Any]) -> Filled | None:
@@ -323,7 +327,7 @@ def _alternative(raw: Any, item: str, report: Callable[[str, str], None]) -> Alt
         wanted = raw.get("for") or []
         wanted = [wanted] if isinstance(wanted, str) else wanted
         if not isinstance(wanted, list) or not all(
-            isinstance(c, str) and regex.fullmatch(r"R\d+", c) for c in wanted
+            isinstance(c, str) and _CAUSE_ID.fullmatch(c) for c in wanted
         ):
             report(item, "`for` must be a root cause id or a list of them (R21, [R21, R27])")
             return None
@@ -337,7 +341,7 @@ def _alternative(raw: Any, item: str, report: Callable[[str, str], None]) -> Alt
     except ValueError as exc:
         report(item, f"malformed template ({exc}): {raw!r}")
         return None
-    bad_names = [n for n in needs if not regex.fullmatch(r"[A-Za-z_]\w*", n)]
+    bad_names = [n for n in needs if not _NAME.fullmatch(n)]
     if bad_names:
         report(item, f"template uses {{{bad_names[0]}}}; only plain {{names}} are allowed")
         return None

@@ -20,14 +20,15 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
 from triage.knowledge.problems import compile_regex
 from triage.model import StackFrame
 
 KIND = "frames"
 _KEYS = {"kind", "library", "examples", "waiting"}
 _WAITING_KEYS = {"functions", "files", "setup_functions", "examples"}
-_NEVER = regex.compile(r"(?!)")  # a broken pattern (reported): matches nothing
-_SITE = regex.compile(r"^.*?/(?:site|dist)-packages/")
+_NEVER = regex_cache.compile(r"(?!)")  # a broken pattern (reported): matches nothing
+_SITE = regex_cache.compile(r"^.*?/(?:site|dist)-packages/")
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             continue
         parts.append(f"(?:{spec['pattern']})")
     frames = LibraryFrames(
-        regex.compile("|".join(parts)) if parts else None, *_waiting(body.get("waiting"), report)
+        regex_cache.compile("|".join(parts)) if parts else None,
+        *_waiting(body.get("waiting"), report),
     )
     examples = body.get("examples") or {}
     library, user = examples.get("library") or [], examples.get("user") or []

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from triage import regex_cache
 from triage.knowledge.problems import check_examples
 
 KIND = "log_shapes"
@@ -102,7 +103,7 @@ def _slots(
             report(item, "needs a pattern")
             continue
         try:
-            pattern = re.compile(text)
+            pattern = regex_cache.compile_std(text)
         except re.error as exc:
             report(item, f"bad regex: {exc}")
             continue

@@ -31,7 +31,7 @@ from typing import Any
 
 import regex
 
-from triage import taxonomy
+from triage import regex_cache, taxonomy
 from triage.knowledge.actions import (
     JOB_FACT_NAMES,
     Action,
@@ -170,7 +170,7 @@ def _same_advice(raw: Any, report: Callable[[str, str], None]) -> dict[str, rege
             report(item, "needs `said` (regexes) and two or more `examples` that say the idea")
             continue
         try:
-            pattern = regex.compile("|".join(f"(?:{p})" for p in said))
+            pattern = regex_cache.compile("|".join(f"(?:{p})" for p in said))
         except regex.error as exc:
             report(item, f"bad regex in `said`: {exc}")
             continue

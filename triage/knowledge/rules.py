@@ -86,7 +86,7 @@ CONCLUDE_KEYS = frozenset({"symptom", "root_cause", "fix", "stage"})
 # `paste: true`: a paste, not lines a log holds (a fragment a person trimmed, or lines that
 # only mean something together); the tests read it only as `triage explain` reads a paste
 EXAMPLE_KEYS = frozenset({"text", "finding", "summary", "facts", "kind", "paste"})
-_ID_PATTERN = regex.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_ID_PATTERN = regex_cache.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 FLAGS = regex.VERSION0 | regex.MULTILINE
 
 
@@ -337,7 +337,7 @@ def _collector(problems: list[str]) -> Callable[[str, str], None]:
 # What an action of a finding rule may name besides the finding's facts and the job's
 _FINDING_CONTEXT = frozenset({"summary", "ranks", "rank"})
 # A named group of a pattern, read from its text (a lazy pattern is not compiled to see it)
-_GROUP = regex.compile(r"\(\?P?<([A-Za-z_]\w*)>")
+_GROUP = regex_cache.compile(r"\(\?P?<([A-Za-z_]\w*)>")
 
 
 def _names_known(matched: tuple[Any, ...], actions: Mapping[str, Action]) -> None:

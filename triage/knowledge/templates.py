@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from triage import regex_cache
 from triage.literals import group_literals, required_literals
 from triage.model import LINE_NOTICE_FIELDS, EventKind, Level
 
@@ -296,7 +297,7 @@ def _compile(text: Any, item: str, report: Callable[[str, str], None]) -> re.Pat
         report(item, "needs a regex")
         return None
     try:
-        return re.compile(text)
+        return regex_cache.compile_std(text)
     except re.error as exc:
         report(item, f"bad regex {text!r}: {exc}")
         return None

@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import regex
-
+from triage import regex_cache
 from triage.model import Event, EventKind, Level, Source
 
 # A TEXT input up to this size is a paste (an issue body, a snippet) and is kept whole; bigger
 # ones are files that merely are not logs.
 MAX_PASTE = 1_000_000
-_WS = regex.compile(r"\s+")  # `regex`'s \s, as the index's evidence hashes were made with
+_WS = regex_cache.compile(r"\s+")  # `regex`'s \s, as the index's evidence hashes were made with
 
 
 def text_digest(text: str) -> str:

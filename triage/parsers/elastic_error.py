@@ -18,8 +18,7 @@ import json
 import signal
 from typing import Any
 
-import regex
-
+from triage import regex_cache
 from triage.model import Event, EventKind, Level, ParsedSource, RaisedException, RankExit, Source
 from triage.parsers.common import input_warning, parser_stopped
 
@@ -28,8 +27,8 @@ __all__ = ["MAX_BYTES", "exception_of", "parse"]
 MAX_BYTES = 32 * 1024 * 1024  # a traceback with a huge message is still far below this
 
 _NO_STACK = frozenset({"", "NoneType: None", "<N/A>", "None"})
-_EXC_LINE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\[[^\]]*\])?): ?(?P<msg>.*)$")
-_BARE_EXC = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))$")
+_EXC_LINE = regex_cache.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\[[^\]]*\])?): ?(?P<msg>.*)$")
+_BARE_EXC = regex_cache.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))$")
 
 
 def parse(source: Source) -> ParsedSource:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from triage import regex_cache
 from triage.formats import DS_REPORT_START
 from triage.model import EnvReport, Event, EventKind, Level, ParsedSource, Source
 from triage.parsers.common import input_warning, parser_stopped
@@ -35,14 +36,14 @@ __all__ = ["MAX_BYTES", "parse", "parse_lines"]
 MAX_BYTES = 16 * 1024 * 1024  # env reports are kilobytes; a huge file is not one
 _MAX_LINE = 8192
 
-_ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI = regex_cache.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NOT_KNOWN = {"could not collect", "n/a", "none", "", "unknown"}
 
 # collect_env
-_CE_START = regex.compile(r"^(?:Collecting environment information|PyTorch version: )")
-_CE_KEY = regex.compile(r"^(?P<key>[A-Za-z][^:]{1,60}): ?(?P<value>.*)$")  # "OS: ..." has 2
-_CE_GPU = regex.compile(r"^GPU (?P<index>\d+): (?P<model>.+?)(?: \(UUID: [^)]*\))?\s*$")
-_CE_LIB = regex.compile(
+_CE_START = regex_cache.compile(r"^(?:Collecting environment information|PyTorch version: )")
+_CE_KEY = regex_cache.compile(r"^(?P<key>[A-Za-z][^:]{1,60}): ?(?P<value>.*)$")  # "OS: ..." has 2
+_CE_GPU = regex_cache.compile(r"^GPU (?P<index>\d+): (?P<model>.+?)(?: \(UUID: [^)]*\))?\s*$")
+_CE_LIB = regex_cache.compile(
     r"^\[(?P<mgr>pip3?|conda)\] (?P<pkg>[A-Za-z0-9][\w.+-]*)(?:==|\s+)(?P<ver>\d\S*)"
 )
 _CE_FACTS = {
@@ -80,8 +81,8 @@ _CE_OTHER_KEYS = frozenset(
 
 # ds_report
 _DS_START = DS_REPORT_START
-_DS_INFO = regex.compile(r"^(?P<key>[a-z][\w ()/.]+?) \.{3,} (?P<value>.*)$")
-_DS_OP = regex.compile(
+_DS_INFO = regex_cache.compile(r"^(?P<key>[a-z][\w ()/.]+?) \.{3,} (?P<value>.*)$")
+_DS_OP = regex_cache.compile(
     r"^(?P<op>\w+) \.+ \[(?P<installed>YES|NO)\] \.+ \[(?P<compatible>OKAY|NO|YES|FAIL)\]\s*$"
 )
 _DS_FACTS = {
@@ -94,33 +95,33 @@ _DS_FACTS = {
 }
 
 # pip
-_PIP_HEADER = regex.compile(r"^Package\s+Version(?:\s+.*)?$")
-_PIP_RULE = regex.compile(r"^-{3,}\s+-{3,}")
-_PIP_ROW = regex.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*)\s+(?P<ver>\d\S*)(?:\s+\S.*)?$")
-_FREEZE = regex.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*)\s*==\s*(?P<ver>[^\s;#]+)")
-_FREEZE_AT = regex.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*) @ \S+")
+_PIP_HEADER = regex_cache.compile(r"^Package\s+Version(?:\s+.*)?$")
+_PIP_RULE = regex_cache.compile(r"^-{3,}\s+-{3,}")
+_PIP_ROW = regex_cache.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*)\s+(?P<ver>\d\S*)(?:\s+\S.*)?$")
+_FREEZE = regex_cache.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*)\s*==\s*(?P<ver>[^\s;#]+)")
+_FREEZE_AT = regex_cache.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*) @ \S+")
 
 # nvidia-smi
-_SMI_HEAD = regex.compile(
+_SMI_HEAD = regex_cache.compile(
     r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)"
     r"(?:\s+CUDA Version: (?P<cuda>[\d.]+|N/A))?"
 )
-_SMI_GPU = regex.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off|N/A)\s*\|")
-_SMI_MEM = regex.compile(r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|")
-_SMI_CSV_HEAD = regex.compile(r"^name\s*,", regex.IGNORECASE)
+_SMI_GPU = regex_cache.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off|N/A)\s*\|")
+_SMI_MEM = regex_cache.compile(r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|")
+_SMI_CSV_HEAD = regex_cache.compile(r"^name\s*,", regex.IGNORECASE)
 # A row of nvidia-smi's process table (GI/CI columns on MIG-era drivers): which processes hold
 # which GPU, kept as printed so that rules read it (two ranks' processes on one GPU).
-_SMI_PROCESS = regex.compile(
+_SMI_PROCESS = regex_cache.compile(
     r"^\|\s+\d+\s+(?:\S+\s+\S+\s+)?\d+\s+(?:C|G|C\+G)\s+\S.*?\s+(?:\d+MiB|N/A)\s*\|$"
 )
 _MAX_PROCESSES = 64
 
 # environment variables
-_ENV = regex.compile(
+_ENV = regex_cache.compile(
     r"^(?:(?:export |declare -x )?(?P<name>[A-Z][A-Z0-9_]*)=|setenv (?P<name>[A-Z][A-Z0-9_]*) )"
     r"(?P<value>.*)$"
 )
-_ENV_KEEP = regex.compile(
+_ENV_KEEP = regex_cache.compile(
     r"^(?:NCCL_|TORCH_|TORCHELASTIC_|PYTORCH_|CUDA_|GLOO_|UCX_|FI_|NVSHMEM_|OMPI_|PMI_"
     r"|SLURM_(?:JOB_ID|NNODES|NTASKS|PROCID|LOCALID|NODEID|JOB_NODELIST|STEP_NUM_TASKS)$"
     r"|MASTER_ADDR$|MASTER_PORT$|WORLD_SIZE$|RANK$|LOCAL_RANK$|LOCAL_WORLD_SIZE$|GROUP_RANK$"
@@ -128,11 +129,11 @@ _ENV_KEEP = regex.compile(
     r"|MEGATRON_|DS_|DEEPSPEED_|ACCELERATE_|HF_HUB_OFFLINE$|TRANSFORMERS_OFFLINE$)"
 )
 # Even among kept prefixes, never keep values whose name says it is a credential.
-_SECRET = regex.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL|PRIVATE", regex.I)
+_SECRET = regex_cache.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL|PRIVATE", regex.I)
 
 # conda list: `# Name  Version  Build  Channel` then `pytorch  2.3.0  py3.10_cuda12.1_0  pytorch`
-_CONDA_HEADER = regex.compile(r"^#\s*Name\s+Version\s+Build")
-_CONDA_ROW = regex.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*)\s+(?P<ver>\d\S*)\s+\S+(?:\s+\S+)?$")
+_CONDA_HEADER = regex_cache.compile(r"^#\s*Name\s+Version\s+Build")
+_CONDA_ROW = regex_cache.compile(r"^(?P<pkg>[A-Za-z0-9][\w.-]*)\s+(?P<ver>\d\S*)\s+\S+(?:\s+\S+)?$")
 
 # Package name (normalised: lower case, `_` and `.` -> `-`) -> fact key.
 _PACKAGE_FACTS = {
@@ -149,7 +150,7 @@ _PACKAGE_FACTS = {
     "nvidia-nccl-cu12": "nccl",
     "nvidia-nccl-cu13": "nccl",
 }
-_CUDA_TAG = regex.compile(r"\+cu(?P<major>\d{2,3}?)(?P<minor>\d)$")
+_CUDA_TAG = regex_cache.compile(r"\+cu(?P<major>\d{2,3}?)(?P<minor>\d)$")
 
 
 @dataclass

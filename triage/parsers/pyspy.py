@@ -21,6 +21,7 @@ from typing import Any
 
 import regex
 
+from triage import regex_cache
 from triage.formats import (
     PYSPY_NATIVE_FRAME,
     PYSPY_PROCESS,
@@ -45,48 +46,48 @@ __all__ = ["MAX_BYTES", "parse"]
 MAX_BYTES = 64 * 1024 * 1024  # a dump of 4,096 threads x 4,096 frames is far below this
 _MAX_FRAMES = 4096  # py-spy's own cap per thread
 
-_ANSI = regex.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ANSI = regex_cache.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PROCESS = PYSPY_PROCESS
 _PYTHON = PYSPY_PYTHON
-_PARENT = regex.compile(r"^Parent Process (?P<pid>\d+): ?(?P<cmd>.*)$")
+_PARENT = regex_cache.compile(r"^Parent Process (?P<pid>\d+): ?(?P<cmd>.*)$")
 _THREAD = PYSPY_THREAD
 _PY_FRAME = PYSPY_PY_FRAME
 _NATIVE_FRAME = PYSPY_NATIVE_FRAME
-_RULE = regex.compile(r"^-{10,}$")
+_RULE = regex_cache.compile(r"^-{10,}$")
 
 # What py-spy prints when it cannot attach (strings from the py-spy 0.4.3 binary and
 # benfred/py-spy#12, #285, #459, #612), with a short reason and the usual fix.
 _FAILURES: tuple[tuple[regex.Pattern[str], str, str], ...] = (
     (
-        regex.compile(r"SYS_PTRACE"),
+        regex_cache.compile(r"SYS_PTRACE"),
         "no_ptrace_capability",
         "the container lacks the SYS_PTRACE capability "
         "(run it with `--cap-add SYS_PTRACE`, or run py-spy on the host)",
     ),
     (
-        regex.compile(r"Permission Denied|Permission denied"),
+        regex_cache.compile(r"Permission Denied|Permission denied"),
         "permission_denied",
         'ptrace was refused (run py-spy as root, e.g. `sudo env "PATH=$PATH" py-spy dump`, '
         "or lower kernel.yama.ptrace_scope)",
     ),
     (
-        regex.compile(r"Operation not permitted"),
+        regex_cache.compile(r"Operation not permitted"),
         "not_permitted",
         "the kernel or container runtime forbids ptrace here (Operation not permitted)",
     ),
     (
-        regex.compile(r"Failed to find a python interpreter"),
+        regex_cache.compile(r"Failed to find a python interpreter"),
         "no_interpreter",
         "py-spy could not find the Python interpreter in the target (a Python version or "
         "build it does not know, or a different mount namespace)",
     ),
     (
-        regex.compile(r"Check that the process is running|No such process"),
+        regex_cache.compile(r"Check that the process is running|No such process"),
         "process_gone",
         "the process was no longer running when py-spy attached",
     ),
 )
-_GENERIC_ERROR = regex.compile(r"^Error: (?P<msg>.+)$")
+_GENERIC_ERROR = regex_cache.compile(r"^Error: (?P<msg>.+)$")
 
 
 @dataclass

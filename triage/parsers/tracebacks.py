@@ -12,19 +12,20 @@ from collections.abc import Sequence
 
 import regex
 
+from triage import regex_cache
 from triage.model import Traceback, TracebackFrame, TracebackLink
 
 # A line that names an exception: `RuntimeError: boom`, `torch.distributed.DistBackendError`
-EXCEPTION_LINE = regex.compile(
+EXCEPTION_LINE = regex_cache.compile(
     r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b.*$"
 )
 # Python's chained tracebacks: the earlier exception is printed first, then one of these
-_CHAIN_SEPARATOR = regex.compile(
+_CHAIN_SEPARATOR = regex_cache.compile(
     r"^[^\n]*?(?:During handling of the above exception, another exception occurred:"
     r"|The above exception was the direct cause of the following exception:)[ \t]*$",
     regex.M,
 )
-_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_FRAME = regex_cache.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 
 
 def read(text: str, exceptions: Sequence[tuple[str | None, str | None]] | None = None) -> Traceback:

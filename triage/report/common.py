@@ -10,25 +10,26 @@ from datetime import datetime, timezone
 
 import regex
 
+from triage import regex_cache
 from triage.model import Diagnosis, TimelineEntry
 from triage.rank_ranges import ranks_text
 
 # Log text arrives with terminal colour codes (ANSI CSI/OSC sequences) and stray control bytes.
 # They are stripped in every format: raw escapes would repaint a user's terminal and are noise
 # in HTML and Markdown.
-_ANSI = regex.compile(
+_ANSI = regex_cache.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window title, hyperlinks
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-_CONTROL = regex.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL = regex_cache.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Invisible format characters change what a reader sees without showing: bidi overrides and
 # isolates (U+202A-U+202E, U+2066-U+2069: "Trojan Source") reorder a line, zero-width ones
 # (U+200B-U+200D, U+2060, U+FEFF) and tag characters (U+E0000 block) hide text. They are shown
 # as visible escapes, so a reader sees that something was there.
-_INVISIBLE = regex.compile(r"[\p{Cf}\u2028\u2029]")
-_BACKTICKED = regex.compile(r"(`+)(.+?)(?<!`)\1(?!`)", regex.DOTALL)
+_INVISIBLE = regex_cache.compile(r"[\p{Cf}\u2028\u2029]")
+_BACKTICKED = regex_cache.compile(r"(`+)(.+?)(?<!`)\1(?!`)", regex.DOTALL)
 
 
 def clean(text: str | None) -> str:

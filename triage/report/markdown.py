@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import regex
 
+from triage import regex_cache
 from triage.model import Diagnosis
 
 from . import common as c
@@ -25,9 +26,9 @@ from .wording import TITLES
 # GitHub rejects comments over 65,536 characters; stay well below with room for a bot header.
 MAX_CHARS = 60_000
 
-_MD_PUNCT = regex.compile(r"([\\`*_\[\]|~])")
-_MENTION = regex.compile(r"([@#])(?=[\p{L}\p{N}_])")
-_BACKTICK_RUN = regex.compile(r"`+")
+_MD_PUNCT = regex_cache.compile(r"([\\`*_\[\]|~])")
+_MENTION = regex_cache.compile(r"([@#])(?=[\p{L}\p{N}_])")
+_BACKTICK_RUN = regex_cache.compile(r"`+")
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ import re
 from dataclasses import dataclass
 from typing import IO, Any
 
+from triage import regex_cache
+
 __all__ = [
     "DEFAULT_LIMITS",
     "Limits",
@@ -221,7 +223,8 @@ def _fast_run(memo_bits: int, long_bytes: int, get_bits: int = 32) -> re.Pattern
             alternatives.append(_class(rest) + b"." * width)
     alternatives += [_counted(c, w, _SHORT_STRING_MAX) for c, w in _SHORT_STRINGS]
     bare = _class(_RUN_WIDTHS[0]) + b"*+"
-    return re.compile(b"(?:" + bare + b"(?:" + b"|".join(alternatives) + b"))*+" + bare, re.DOTALL)
+    pattern = b"(?:" + bare + b"(?:" + b"|".join(alternatives) + b"))*+" + bare
+    return regex_cache.compile_std(pattern, re.DOTALL)
 
 
 def _name(code: int) -> str:
