@@ -138,9 +138,9 @@ def domain_vocabulary(tokenizer_json: str, texts: Sequence[str], min_texts: int)
 def with_vocabulary(
     raw: np.ndarray, tokenizer_json: str, words: Sequence[str], cache: Path | None = None
 ) -> tuple[np.ndarray, str]:
-    """`raw` and its tokenizer with `words` added, what `distill_from_model(vocabulary=words)`
-    makes (model2vec's own steps: the words appended to the word-piece vocabulary, each
-    embedded as MiniLM's mean over `[CLS]` + its pieces + `[SEP]`), the base rows reused.
+    """`raw` and its tokenizer with `words` added, as `distill_from_model(vocabulary=words)`
+    adds them (model2vec's own step: the words appended to the word-piece vocabulary), each
+    embedded as MiniLM's mean over `[CLS]` + its pieces + `[SEP]`; the base rows reused.
     `cache` (an .npz: `words`, `vectors`) keeps the added words' rows between runs."""
     if not words:
         return raw, tokenizer_json
@@ -166,18 +166,16 @@ def with_vocabulary(
 
 
 def _embed_words(words: Sequence[str]) -> np.ndarray:
-    """MiniLM's mean-pooled output for each word alone, as model2vec embeds a vocabulary."""
+    """MiniLM's mean-pooled output for each word alone: `[CLS]` + its word pieces + `[SEP]` as
+    MiniLM's own tokenizer splits it, the input each base word piece gets (`[CLS]` piece
+    `[SEP]`). Not model2vec's `turn_tokens_into_ids`: its converted tokenizer pads a word to
+    128 ids and `create_embeddings` then averages the padding in."""
     from model2vec.distill.inference import create_embeddings
-    from model2vec.tokenizer import turn_tokens_into_ids
-    from skeletoken import TokenizerModel
 
     model, hf_tokenizer = _minilm()
-    original = TokenizerModel.from_transformers_tokenizer(hf_tokenizer).prune_added_tokens()
+    ids = [hf_tokenizer(w, add_special_tokens=True)["input_ids"] for w in words]
     return create_embeddings(
-        model=model,
-        tokenized=turn_tokens_into_ids(list(words), original),
-        device="cpu",
-        pad_token_id=original.pad_token_id or 0,
+        model=model, tokenized=ids, device="cpu", pad_token_id=hf_tokenizer.pad_token_id or 0
     )
 
 
