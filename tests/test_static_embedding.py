@@ -50,6 +50,34 @@ def test_the_signatures_mask_placeholders_do_not_count() -> None:
     assert np.allclose(masked, plain)
 
 
+def test_library_words_are_read_whole_not_as_word_pieces() -> None:
+    # MiniLM's English vocabulary splits these (`nc ##cl`, `deep ##sp ##eed`); the distilled
+    # model adds the words of the libraries' messages and the reference cases as whole words
+    static = embedding.load_static()
+    words = ["nccl", "deepspeed", "fsdp", "megatron", "processgroupnccl", "allreduce"]
+    text = "ProcessGroupNCCL allreduce: NCCL error under DeepSpeed, FSDP and Megatron"
+    tokens = static.tokenizer.encode(text, add_special_tokens=False).tokens
+    assert set(words) <= set(tokens), tokens
+
+
+def test_the_added_vocabulary_is_the_domain_words_the_tokenizer_splits() -> None:
+    from triage.train import distil
+
+    base = json.loads((neighbours.models_dir() / embedding.TOKENIZER_FILE).read_text())
+    base["model"]["vocab"] = {
+        w: i for w, i in base["model"]["vocab"].items() if w not in {"nccl", "watchdog"}
+    }
+    texts = [
+        "NCCL WARN watchdog caught collective operation timeout",
+        "ProcessGroupNCCL's Watchdog: NCCL communicator was aborted on rank 3",
+        "the error 0x1f and ms in one text",
+        "the error 0x1f and ms in another",
+    ]
+    words = distil.domain_vocabulary(json.dumps(base), texts, min_texts=2)
+    # in two texts and missing from the vocabulary; never a known word, a number or a stub
+    assert words == ["nccl", "watchdog"]
+
+
 def test_a_vague_paste_is_embedded_without_torch_or_scikit_learn() -> None:
     probe = (
         "import sys\n"
@@ -80,9 +108,9 @@ def test_every_file_fitted_in_the_static_space_agrees_on_its_size() -> None:
     assert cal is not None and cal.meta.get("embedding") == "static"
     meta = json.loads((neighbours.models_dir() / "static-embedding.json").read_text())
     assert meta["dims"] == static.dim and meta["vocabulary"] == len(static.vectors)
-    # a few MB in the wheel, not MiniLM's 90
+    # ~12 MB in the wheel (192 dims over ~32k rows), not MiniLM's 90
     size = (neighbours.models_dir() / embedding.STATIC_FILE).stat().st_size
-    assert size < 10 * 2**20
+    assert size < 16 * 2**20
 
 
 def test_minilm_answers_with_its_own_rows_model_and_calibration(monkeypatch) -> None:
