@@ -618,6 +618,27 @@ def uneven_problems(d: Diagnosis, facts: Facts) -> list[str]:
     ]
 
 
+# the rendezvous store timing out while the ranks join: `DistStoreError: wait timeout after
+# 25000ms`, `Timed out after 21 seconds waiting for clients`
+_STORE_WAIT = re.compile(r"DistStoreError|TCPStore|waiting for clients")
+
+
+def store_wait_problems(d: Diagnosis) -> list[str]:
+    """A wait in the rendezvous store during setup is not called a collective timeout: not in
+    the timeline's folded rows, not in the cascade's count."""
+    problems = [
+        f"timeline: {t.text[:70]!r} is called a collective timeout"
+        for t in d.timeline
+        if "collective timeout" in t.text and _STORE_WAIT.search(t.text)
+    ]
+    for f in d.findings:
+        if "collective timeout" in f.summary and any(
+            _STORE_WAIT.search(e.text) for e in f.evidence
+        ):
+            problems += [f"{f.summary[:70]!r}: its evidence is the store's wait"]
+    return problems
+
+
 def _ranks(text: str) -> set[int]:
     out: set[int] = set()
     for part in text.replace(", ", ",").split(","):
@@ -674,6 +695,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + first_failure_problems(d, view, facts)
         + branch_problems(d, facts)
         + uneven_problems(d, facts)
+        + store_wait_problems(d)
     )
 
 

@@ -67,6 +67,7 @@ class Placed:
     # `latest` (the launcher's next): what the timeline shows (None: unknown)
     earliest: float | None = None
     latest: float | None = None
+    wording: str | None = None  # what the reports call its family (cascade.family_wording)
 
 
 def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | None:
@@ -105,7 +106,7 @@ def build(
     seen: set[tuple[int | None, str]] = set()
     for p in sorted(placed, key=lambda p: (p.time is None, p.time or 0.0, p.role != "initiating")):
         if p.role == "cascade":
-            folded[(p.family or "", signature(p.event.text))].append(p)
+            folded[(p.wording or p.family or "", signature(p.event.text))].append(p)
             continue
         if p.role != "initiating":
             continue
