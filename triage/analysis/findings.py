@@ -277,6 +277,7 @@ def early_entries(early: Sequence[tuple[int, Event]]) -> list[TimelineEntry]:
             source=ev.source,
             line=ev.line,
             role="initiating",
+            resolution=timeline.stamp_resolution(ev),
         )
         for rank, ev in early
     ]
