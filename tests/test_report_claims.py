@@ -679,6 +679,16 @@ def fraction_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
     return problems
 
 
+def unnamed_rank_problems(d: Diagnosis) -> list[str]:
+    """Advice that speaks of "this rank" names it: a report is about many ranks at once."""
+    return [
+        f"{action[:60]!r} names no rank"
+        for f in d.fix_patterns
+        for action in f.actions
+        if re.search(r"\bThis rank\b", action)
+    ]
+
+
 def _ranks(text: str) -> set[int]:
     out: set[int] = set()
     for part in text.replace(", ", ",").split(","):
@@ -739,6 +749,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + setup_advice_problems(d, view, facts)
         + order_problems(d)
         + fraction_problems(view, facts)
+        + unnamed_rank_problems(d)
     )
 
 
