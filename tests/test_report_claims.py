@@ -670,12 +670,14 @@ def fraction_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
     fraction no clock gives but a stamp to the second) only where some line prints it so."""
     printed = "\n".join(x for lines in facts.files.values() for x in lines)
     problems = []
-    for r in view.timeline.rows:
-        for shown in {r.clock, r.iso, r.offset}:
+    times = [(r.where, {r.clock, r.iso, r.offset}) for r in view.timeline.rows]
+    times += [("the picture's start", {view.lanes.start})] if view.lanes is not None else []
+    for where, said in times:
+        for shown in said:
             for m in re.finditer(r"(\d\d:\d\d:\d\d)\.(000)", shown):
                 finer = re.search(re.escape(m[1]) + r"[.,]" + m[2], printed)
                 if finer is None and re.search(re.escape(m[1]) + r"(?![.,]\d)", printed):
-                    problems.append(f"timeline shows {m[0]} for {r.where}; stamps say {m[1]}")
+                    problems.append(f"timeline shows {m[0]} for {where}; stamps say {m[1]}")
     return problems
 
 
