@@ -1048,3 +1048,25 @@ def test_a_message_torchs_excepthook_prints_on_several_lines_is_one_error() -> N
     )
     # a line of another stream, or of the same rank without the hook's prefix, is not the message
     assert "step 1" not in errors[0].text and "done waiting" not in errors[0].text
+
+
+def test_a_cpp_message_ends_where_the_next_tagged_log_line_begins() -> None:
+    console = (
+        "[default2]:terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+        "[default2]:  what():  [enforce fail at gloo/transport/tcp/pair.cc:456] "
+        "op.preamble.length <= op.nbytes. 1336 vs 1328.\n"
+        "[default1]:[eval] rank 1 scores samples 334..667 (334)\n"
+        "[default2]:[eval] rank=2 world=3 pid=19486\n"
+        "[default2]:[eval] rank 2 scores samples 668..999 (332)\n"
+        "[default0]:terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "[default0]:  what():  NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
+        "[default0]:ncclSystemError: System call (e.g. socket, malloc) failed.\n"
+        "[default0]:[eval] rank 0 scores samples 0..333 (334)\n"
+    )
+    whats = [e.payload.what for e in of_kind(parse_text(console), EventKind.CPP_EXCEPTION)]
+    assert sorted(whats) == [
+        "NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
+        "ncclSystemError: System call (e.g. socket, malloc) failed.",
+        "[enforce fail at gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. "
+        "1336 vs 1328.",
+    ]

@@ -69,6 +69,12 @@ def test_a_pasted_stack_waiting_in_backward_points_at_uneven_batches() -> None:
     assert "drop_last=True" in d["fix_patterns"][0]["actions"][0]
 
 
+def test_a_stack_of_no_known_rank_is_not_said_to_be_this_ranks() -> None:
+    action = _explain(BACKWARD_WAIT)["fix_patterns"][0]["actions"][0]
+    assert action.startswith("If one rank ran an extra or missing step"), action
+    assert "rank {rank}" not in action.lower() and "rank None" not in action
+
+
 def test_an_exception_raised_inside_the_save_is_not_read_as_a_wait() -> None:
     d = _explain(SAVE_RAISED)
     assert d["root_causes"][0]["id"] != "R08", d["summary"]

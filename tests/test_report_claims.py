@@ -618,6 +618,79 @@ def uneven_problems(d: Diagnosis, facts: Facts) -> list[str]:
     ]
 
 
+# the rendezvous store timing out while the ranks join: `DistStoreError: wait timeout after
+# 25000ms`, `Timed out after 21 seconds waiting for clients`
+_STORE_WAIT = re.compile(r"DistStoreError|TCPStore|waiting for clients")
+
+
+def store_wait_problems(d: Diagnosis) -> list[str]:
+    """A wait in the rendezvous store during setup is not called a collective timeout: not in
+    the timeline's folded rows, not in the cascade's count."""
+    problems = [
+        f"timeline: {t.text[:70]!r} is called a collective timeout"
+        for t in d.timeline
+        if "collective timeout" in t.text and _STORE_WAIT.search(t.text)
+    ]
+    for f in d.findings:
+        if "collective timeout" in f.summary and any(
+            _STORE_WAIT.search(e.text) for e in f.evidence
+        ):
+            problems += [f"{f.summary[:70]!r}: its evidence is the store's wait"]
+    return problems
+
+
+_ASKS_FOR_COLLECTIVES = re.compile(r"flight.recorder (?:has|records?|shows?) the collectives", re.I)
+
+
+def setup_advice_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> list[str]:
+    """Where every py-spy stack waits in process-group setup or a rendezvous and no rank left a
+    flight-recorder dump, no rank started a collective: no advice asks to record them."""
+    if not facts.pyspy_ranks or not facts.pyspy_ranks <= facts.pyspy_setup or facts.fr_files:
+        return []
+    said = [a for f in d.fix_patterns for a in f.actions] + report_view.collect_next(d)
+    return [f"{s[:70]!r}: no rank got past setup" for s in said if _ASKS_FOR_COLLECTIVES.search(s)]
+
+
+def order_problems(d: Diagnosis) -> list[str]:
+    """A row without a stamp is not listed above an error stamped inside its own bounds: it
+    would read as earlier than a time its "before" bound says it may follow."""
+    problems = []
+    for i, t in enumerate(d.timeline):
+        if t.time is not None or t.earliest is None or t.latest is None:
+            continue
+        for later in d.timeline[i + 1 :]:
+            inside = later.time is not None and t.earliest < later.time < t.latest
+            if inside and later.role in ("initiating", "cascade"):
+                problems.append(f"timeline: {t.text[:40]!r} above {later.text[:40]!r}")
+    return problems
+
+
+def fraction_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
+    """A time the timeline shows is no finer than the stamp it comes from: `10:20:43.000` (a
+    fraction no clock gives but a stamp to the second) only where some line prints it so."""
+    printed = "\n".join(x for lines in facts.files.values() for x in lines)
+    problems = []
+    times = [(r.where, {r.clock, r.iso, r.offset}) for r in view.timeline.rows]
+    times += [("the picture's start", {view.lanes.start})] if view.lanes is not None else []
+    for where, said in times:
+        for shown in said:
+            for m in re.finditer(r"(\d\d:\d\d:\d\d)\.(000)", shown):
+                finer = re.search(re.escape(m[1]) + r"[.,]" + m[2], printed)
+                if finer is None and re.search(re.escape(m[1]) + r"(?![.,]\d)", printed):
+                    problems.append(f"timeline shows {m[0]} for {where}; stamps say {m[1]}")
+    return problems
+
+
+def unnamed_rank_problems(d: Diagnosis) -> list[str]:
+    """Advice that speaks of "this rank" names it: a report is about many ranks at once."""
+    return [
+        f"{action[:60]!r} names no rank"
+        for f in d.fix_patterns
+        for action in f.actions
+        if re.search(r"\bThis rank\b", action)
+    ]
+
+
 def _ranks(text: str) -> set[int]:
     out: set[int] = set()
     for part in text.replace(", ", ",").split(","):
@@ -674,6 +747,11 @@ def claim_problems(bundle: Path) -> list[str]:
         + first_failure_problems(d, view, facts)
         + branch_problems(d, facts)
         + uneven_problems(d, facts)
+        + store_wait_problems(d)
+        + setup_advice_problems(d, view, facts)
+        + order_problems(d)
+        + fraction_problems(view, facts)
+        + unnamed_rank_problems(d)
     )
 
 

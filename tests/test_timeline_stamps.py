@@ -65,7 +65,9 @@ def test_every_format_shows_the_interval_not_a_time(tmp_path: Path) -> None:
     for fmt in ("text", "md", "html"):
         out = " ".join(html.unescape(render(d, fmt)).split())
         assert "no stamp" in out, fmt
-        assert "after 08:12:24.000" in out and "before 08:12:37.268" in out, fmt
+        # the line before it is stamped to the second: the bound is no finer than that stamp
+        assert re.search(r"after 08:12:24(?![.\d])", out), fmt
+        assert "before 08:12:37.268" in out, fmt
 
 
 def test_a_line_with_no_stamp_around_it_is_untimed(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ from triage.analysis import (
     pyspy,
     timeline,
 )
-from triage.analysis.cascade import waited_until_timeout
+from triage.analysis.cascade import family_wording, waited_until_timeout
 from triage.analysis.collect import Collected, add_dump_anchors, collect, with_dumps, world
 from triage.analysis.facts import job_facts
 from triage.analysis.findings import (
@@ -135,7 +135,7 @@ def analyse(
     w = with_dumps(w, fr)
     add_dump_anchors(seen.anchors, fr, index)
     offsets = timeline.estimate_offsets(seen.anchors)
-    placed = _place(seen, offsets)
+    placed = _place(seen, offsets, kb)
     roles = {id(ev): role for ev, _, _, role in seen.placed}
     # a rank that only detected a peer's other-sized message is not the cause when the flight
     # recorder shows whose collective differed; its abort (and its missing dump) follow
@@ -248,7 +248,9 @@ def analyse(
     )
 
 
-def _place(seen: Collected, offsets: dict[str, float]) -> list[timeline.Placed]:
+def _place(
+    seen: Collected, offsets: dict[str, float], kb: knowledge.Knowledge
+) -> list[timeline.Placed]:
     """Every collected event on the aligned timeline, with its role."""
     return [
         timeline.Placed(
@@ -261,6 +263,7 @@ def _place(seen: Collected, offsets: dict[str, float]) -> list[timeline.Placed]:
             approx=ev.time is None,
             earliest=timeline.align_bound(ev.stream_time_before, domain, offsets),
             latest=timeline.align_bound(ev.time_after, domain, offsets),
+            wording=family_wording(role.family, ev, kb),
         )
         for ev, rank, domain, role in seen.placed
     ]

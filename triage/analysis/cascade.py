@@ -143,6 +143,20 @@ def family_of(text: str, kb: knowledge.Knowledge | None = None) -> str | None:
     return _family(text, lowered_ascii(text), screens(kb))
 
 
+def family_wording(
+    family: str | None, ev: Event, kb: knowledge.Knowledge | None = None
+) -> str | None:
+    """What the reports call the cascade family of one event (`readings` in
+    rules/cascade.yaml: a store's wait timeout is not a collective's), or None."""
+    if family is None:
+        return None
+    facts = (kb if kb is not None else knowledge.shipped()).cascade
+    for f in facts.families:
+        if f.name == family:
+            return f.wording(headline(ev, kb))
+    return family.replace("_", " ")
+
+
 def reads_as_cascade(text: str, kb: knowledge.Knowledge | None = None) -> bool:
     """Does this text read like a consequence of another rank's failure: a message of a
     cascade family without an initiating phrase (what `classify_event` says of a headline)?"""

@@ -147,6 +147,7 @@ def job_facts(
         input_kinds=tuple(sorted({ps.source.kind.value for ps in parsed})),
         device=device_of(parsed, versions.get("gpu_models"), kb.frameworks.gpu_seen),
         native_origin=native_origin(parsed),
+        stuck_in_setup=bool(spy.setup_waits) and not (prog.last or spy.waiting_ranks or fr.reports),
         **versions,
     )
 

@@ -88,12 +88,14 @@ def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]
     if not cascade_events:
         return []
     by_family: dict[str, list[timeline.Placed]] = defaultdict(list)
+    by_wording: dict[str, list[timeline.Placed]] = defaultdict(list)
     for p in cascade_events:
         by_family[p.family or "other"].append(p)
+        by_wording[p.wording or (p.family or "other").replace("_", " ")].append(p)
     ranks = sorted({p.rank for p in cascade_events if p.rank is not None})
     parts = [
-        f"{fam.replace('_', ' ')} x{len(ps)}"
-        for fam, ps in sorted(by_family.items(), key=lambda kv: -len(kv[1]))
+        f"{words} x{len(ps)}"
+        for words, ps in sorted(by_wording.items(), key=lambda kv: -len(kv[1]))
     ]
     return [
         Finding(
@@ -275,6 +277,7 @@ def early_entries(early: Sequence[tuple[int, Event]]) -> list[TimelineEntry]:
             source=ev.source,
             line=ev.line,
             role="initiating",
+            resolution=timeline.stamp_resolution(ev),
         )
         for rank, ev in early
     ]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from triage import regex_cache
 from triage.analysis.ranks import first_line, format_ranks, quoted_line
 from triage.model import Event, TimelineEntry
+from triage.parsers import timestamps
 
 # (anchor id) -> {clock domain: epoch seconds}
 Anchors = Mapping[object, Mapping[str, float]]
@@ -66,6 +67,7 @@ class Placed:
     # `latest` (the launcher's next): what the timeline shows (None: unknown)
     earliest: float | None = None
     latest: float | None = None
+    wording: str | None = None  # what the reports call its family (cascade.family_wording)
 
 
 def align(event: Event, domain: str, offsets: Mapping[str, float]) -> float | None:
@@ -104,7 +106,7 @@ def build(
     seen: set[tuple[int | None, str]] = set()
     for p in sorted(placed, key=lambda p: (p.time is None, p.time or 0.0, p.role != "initiating")):
         if p.role == "cascade":
-            folded[(p.family or "", signature(p.event.text))].append(p)
+            folded[(p.wording or p.family or "", signature(p.event.text))].append(p)
             continue
         if p.role != "initiating":
             continue
@@ -147,7 +149,17 @@ def _entry(p: Placed, text: str, line: int | None) -> TimelineEntry:
         return TimelineEntry(
             None, p.rank, text, p.event.source, line, p.role, earliest=p.earliest, latest=p.latest
         )
-    return TimelineEntry(p.time, p.rank, text, p.event.source, line, p.role)
+    return TimelineEntry(
+        p.time, p.rank, text, p.event.source, line, p.role, resolution=stamp_resolution(p.event)
+    )
+
+
+def stamp_resolution(ev: Event) -> float:
+    """1.0 for a line stamped to the second (`2026-12-02 10:20:43`), which the reports show
+    so, never as `.000`; else 0.0."""
+    if ev.time is None:
+        return 0.0
+    return 1.0 if timestamps.dated_resolution(ev.text) >= 1.0 else 0.0
 
 
 _ROLE_ORDER = {"initiating": 0, "cascade": 1}
@@ -171,6 +183,19 @@ def _in_order(entries: Sequence[TimelineEntry]) -> list[TimelineEntry]:
             t = e.latest - 1.0
         if t is not None:
             keys[i] = t
+    # A line without a stamp whose bounds hold an error's stamp is not shown above that error:
+    # it would read as earlier than a stamp its own "before" bound is later than (a rank's
+    # traceback on stderr, printed ahead of its buffered stdout line that logged the NaN)
+    stamped = [
+        keys[i]
+        for i, e in enumerate(entries)
+        if e.time is not None and e.role in _ROLE_ORDER and i in keys
+    ]
+    for i, e in enumerate(entries):
+        if e.time is None and e.earliest is not None and e.latest is not None and i in keys:
+            inside = [t for t in stamped if e.earliest < t < e.latest]
+            if inside:
+                keys[i] = max(keys[i], max(inside) + 1e-3)
     # Lines without a stamp of one file that the same next stamp bounds lie in intervals that
     # overlap: their streams' last stamps differ, which says nothing of which came first, and
     # the file's own order is the best witness (rank 2's abort, printed before the errors it

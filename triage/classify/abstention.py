@@ -38,6 +38,7 @@ def situation(prep: Prepared) -> knowledge.Situation:
         ranks=len(ranks - {None}),
         hang=hang,
         stuck_rank=stuck,
+        stuck_in_setup=analysis.facts.stuck_in_setup,
     )
 
 

@@ -128,13 +128,28 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
         # generic prior it gives stays a prior; on the reference cases and bundles tying it to
         # those causes moved it below other advice)
         actions={
-            f: (RuleAction(a, frameworks=place.action_frameworks.get(f, frozenset())),)
+            f: (
+                RuleAction(
+                    _for_rank(a, ev.rank), frameworks=place.action_frameworks.get(f, frozenset())
+                ),
+            )
             for f, a in place.actions.items()
         },
         evidence_text=text,
         evidence_line=line,
         generic=True,
     )
+
+
+def _for_rank(template: str, rank: int | None) -> str:
+    """The action with the stack's rank; the sentences that name it left out where the rank is
+    unknown ("This rank waits ..." said of no rank in particular says nothing true)."""
+    if "{rank}" not in template:
+        return template
+    if rank is not None:
+        return template.replace("{rank}", str(rank))
+    sentences = regex.split(r"(?<=[.:])\s+(?=[A-Z`])", template)
+    return " ".join(x for x in sentences if "{rank}" not in x)
 
 
 def _quote(text: str, file: str, function: str) -> tuple[str, int]:

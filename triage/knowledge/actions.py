@@ -37,6 +37,9 @@ job from correlate's facts, never from what a rule captured):
     native: named | unnamed                    # the job's C++ exception names where in native
                                                # code it was thrown (a native stack would add
                                                # little), or nothing does
+    setup: passed | stuck                      # stuck: no rank is known to have got past
+                                               # process-group setup (advice about its
+                                               # collectives has none to speak of)
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ import regex
 from triage import regex_cache
 from triage.model import AnalysisFacts
 
-CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing", "device", "native")
+CONDITIONS = ("framework", "launcher", "culprit", "hang", "missing", "device", "native", "setup")
 # What every action may name: the job's facts, and what the engines derive from the analysis
 # for any action (the ranks it is about, one of them, its host, the hang's lagging ranks and
 # process group, a timeout to suggest; triage.recommend.job_facts, triage.classify.rules)
@@ -97,6 +100,7 @@ class JobConditions:
     input_kinds: frozenset[str] = frozenset()  # the kinds of input the user gave
     device: str | None = None  # "gpu" | "cpu" where the evidence says
     native_named: bool = False  # a C++ exception of the job names where it was thrown
+    stuck_in_setup: bool = False  # no rank is known to have got past process-group setup
 
     @classmethod
     def of(cls, facts: AnalysisFacts) -> JobConditions:
@@ -109,6 +113,7 @@ class JobConditions:
             input_kinds=frozenset(facts.input_kinds),
             device=facts.device,
             native_named=facts.native_origin is not None,
+            stuck_in_setup=bool(facts.stuck_in_setup),
         )
 
 
@@ -287,6 +292,8 @@ def applies(when: Mapping[str, Any], job: JobConditions) -> bool:
             return False
         if key == "native" and job.native_named != (value == "named"):
             return False
+        if key == "setup" and job.stuck_in_setup != (value == "stuck"):
+            return False
     return True
 
 
@@ -378,6 +385,9 @@ def check_when(when: Any, item: str, report: Callable[[str, str], None]) -> bool
             ok = False
         elif key == "native" and value not in ("named", "unnamed"):
             report(item, "`native` must be `named` or `unnamed`")
+            ok = False
+        elif key == "setup" and value not in ("passed", "stuck"):
+            report(item, "`setup` must be `passed` or `stuck`")
             ok = False
     return ok
 

@@ -39,7 +39,7 @@ from triage.model import SourceKind
 
 KIND = "collect_next"
 _KINDS = frozenset(k.value for k in SourceKind)
-_CONDITIONS = {"missing", "present", "inputs", "ranks_at_most", "hang", "any_of"}
+_CONDITIONS = {"missing", "present", "inputs", "ranks_at_most", "hang", "setup", "any_of"}
 # the kinds of evidence the bot looks for in an issue thread (triage.bot.extract.seen_evidence);
 # how each shows is `thread_evidence` in the shipped file
 THREAD_EVIDENCE = ("traceback", "nccl_debug", "pyspy", "flight_recorder", "env")
@@ -55,6 +55,9 @@ class Situation:
     ranks: int = 0  # distinct ranks of the inputs
     hang: bool = False
     stuck_rank: int | None = None  # the rank the others waited for, else the culprit
+    # no rank is known to have got past process-group setup (`setup: stuck`): there are no
+    # collectives to record yet
+    stuck_in_setup: bool = False
 
     def facts(self) -> dict[str, Any]:
         """What an advice's `{names}` may read (`FACTS`), the unknown left out."""
@@ -149,6 +152,8 @@ def _holds(when: Mapping[str, Any], s: Situation) -> bool:
         if key == "ranks_at_most" and s.ranks > int(value):
             return False
         if key == "hang" and s.hang != bool(value):
+            return False
+        if key == "setup" and s.stuck_in_setup != (value == "stuck"):
             return False
         if key == "any_of" and not any(_holds(c, s) for c in value):
             return False
@@ -283,6 +288,9 @@ def _check_when(when: Mapping[str, Any], item: str, report: Callable[[str, str],
             ok = False
         elif key == "hang" and not isinstance(value, bool):
             report(item, "`hang` must be true or false")
+            ok = False
+        elif key == "setup" and value not in ("passed", "stuck"):
+            report(item, "`setup` must be `passed` or `stuck`")
             ok = False
         elif key == "any_of":
             if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):

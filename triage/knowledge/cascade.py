@@ -7,6 +7,10 @@
         messages: ['Connection reset by peer', ...]   # case-insensitive regexes
         rules: [nccl-remote-peer-closed, ...]         # rules whose message is of this family
         examples: ["...a line of this family..."]
+        readings:                  # optional: a narrower name the report gives some messages
+          - name: store wait timeout during setup
+            messages: ['DistStoreError', ...]
+            examples: ["...a message of the family these match..."]
     initiating: ['out of memory', ...]   # make an error initiating despite a cascade phrase
     context: ['ChildFailedError', ...]   # launcher narration: never a cause on its own
     points_at_rank: ['...(?P<rank>\\d+)...']   # messages that name the rank they react to
@@ -40,7 +44,18 @@ _KEYS = {
     "peer_address",
     "peer_mismatch",
 }
-_FAMILY_KEYS = {"description", "messages", "rules", "examples"}
+_FAMILY_KEYS = {"description", "messages", "rules", "examples", "readings"}
+_READING_KEYS = {"name", "messages", "examples"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the reports call a message of a family that these messages match: the family
+    stays what correlate and the classifier read (a store's wait still counts as a wait)."""
+
+    name: str
+    pattern: regex.Pattern[str]
+    examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,14 @@ class Family:
     pattern: regex.Pattern[str]  # the messages as one case-insensitive alternation
     rules: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
+    readings: tuple[Reading, ...] = ()
+
+    def wording(self, text: str) -> str:
+        """How the reports name this family for one message of it."""
+        for reading in self.readings:
+            if reading.pattern.search(text):
+                return reading.name
+        return self.name.replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -101,6 +124,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
                     pattern,
                     tuple(members),
                     tuple(examples),
+                    _readings(spec.get("readings"), pattern, item, report),
                 )
             )
     points: list[regex.Pattern[str]] = []
@@ -125,6 +149,35 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         peer_mismatch=mismatch,
         peer_mismatch_examples=mismatch_examples,
     )
+
+
+def _readings(
+    raw: Any, family: regex.Pattern[str], item: str, report: Callable[[str, str], None]
+) -> tuple[Reading, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        report(item, "`readings` must be a list of {name, messages, examples}")
+        return ()
+    out = []
+    for spec in raw:
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            report(item, "a reading needs a `name`, `messages` and `examples`")
+            continue
+        where = f"{item} reading {spec['name']!r}"
+        bad = set(spec) - _READING_KEYS
+        if bad:
+            report(where, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_READING_KEYS)}")
+        pattern = _alternation(spec.get("messages"), where, report)
+        examples = tuple(_strings(spec.get("examples"), f"{where} examples", report))
+        if not examples:
+            report(where, "needs `examples`: messages of the family it names")
+        for text in examples:
+            if pattern is not None and not (pattern.search(text) and family.search(text)):
+                report(where, f"example {text!r} is not a message of the family it matches")
+        if pattern is not None:
+            out.append(Reading(spec["name"], pattern, examples))
+    return tuple(out)
 
 
 def _peer_mismatch(

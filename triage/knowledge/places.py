@@ -26,7 +26,8 @@ line (`File ".../trainer.py", line 1212 in _save_checkpoint` as its last line) i
 checkpoint save. Examples are `path:function` frames that must and must not match. A place
 whose `when: waiting` holds only for a stack of a process that was waiting (a py-spy or
 faulthandler dump, or a traceback with no exception line), not for one that raised.
-Shipped only.
+An action may name `{rank}`, the rank whose stack it is; where that rank is unknown, the
+sentence that names it is left out. Shipped only.
 """
 
 from __future__ import annotations
@@ -167,9 +168,12 @@ def _place(
     if not weights["stage"]:
         report(item, "concludes.stage: a place says which stage was running")
     actions = {str(k): str(v) for k, v in (spec.get("actions") or {}).items()}
-    for fix in actions:
+    for fix, text in actions.items():
         if fix not in tax.fix_patterns:
             report(item, f"actions: {fix} is not a fix pattern")
+        named = set(regex.findall(r"\{(\w+)\}", text)) - {"rank"}
+        if named:
+            report(item, f"actions.{fix}: names {sorted(named)}; a place knows only {{rank}}")
     place = Place(
         id=str(spec["id"]),
         title=str(spec["title"]),

@@ -192,6 +192,9 @@ class AnalysisFacts:
     # where in native code the job's C++ exception was thrown, as its own message says
     # (`gloo/transport/tcp/pair.cc:456`): the library and call a native stack would show
     native_origin: str | None = None
+    # no rank is known to have got past process-group setup: py-spy shows waits in setup or a
+    # rendezvous, and no step, flight-recorder entry or collective wait says otherwise
+    stuck_in_setup: bool = False
     analysis_error: str | None = None  # the analysis failed: culprit and hang are unknown
 
     def values(self) -> dict[str, Any]:

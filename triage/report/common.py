@@ -227,10 +227,11 @@ def offset(epoch: float | None, start: float | None, resolution: float = 0.0) ->
 
 
 def bounds(earliest: float | None, latest: float | None) -> str:
-    """Where a line without a stamp lies: `after 10:06:05.000, before 10:06:16.445`."""
+    """Where a line without a stamp lies: `after 10:06:05, before 10:06:16.445`. A bound on a
+    whole second is most likely a stamp to the second: it is not shown finer (`.000`)."""
     parts = []
     if earliest is not None:
-        parts.append(f"after {clock_time(earliest)}")
+        parts.append(f"after {clock_time(earliest, 1.0 if float(earliest).is_integer() else 0.0)}")
     if latest is not None:
-        parts.append(f"before {clock_time(latest)}")
+        parts.append(f"before {clock_time(latest, 1.0 if float(latest).is_integer() else 0.0)}")
     return ", ".join(parts)

@@ -117,7 +117,8 @@ def lanes(d: Diagnosis) -> Lanes | None:
     )
     return Lanes(
         lanes=tuple(lanes),
-        start=c.iso_time(start),
+        # a start on a whole second is most likely a stamp to the second: not shown as `.000`
+        start=c.iso_time(start, 1.0 if float(start).is_integer() else 0.0),
         span=end - start,
         ticks=_ticks(end - start),
         earlier=earlier,

@@ -56,6 +56,10 @@ TERMINATE = re.compile(
 )
 WHAT = re.compile(r"\s*what\(\):\s*(?P<what>.*)")
 RAISED_FROM = re.compile(r"Exception raised from (?P<func>.+?) at (?P<loc>\S+)")
+# a line that opens with a one-word tag (`[eval] rank 2 ...`, `[rank3]: ...`, `[INFO] ...`) is
+# a new log record of its own: a what() message never goes on with one (`[Rank 0] ...` and
+# `[enforce fail at ...]` hold a space and may)
+TAGGED_RECORD = re.compile(r"\s*\[[A-Za-z][\w.-]*\]:? ")
 # gloo's and c10's checks name their native source place first in what(): `[enforce fail at
 # gloo/transport/tcp/pair.cc:456] ...`, `[../third_party/gloo/gloo/transport/tcp/pair.cc:553] ...`
 NATIVE_AT = re.compile(

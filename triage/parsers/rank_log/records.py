@@ -24,6 +24,7 @@ from triage.parsers.rank_log.formats import (
     SUMMARY_FIELD,
     SUMMARY_IDX,
     SUMMARY_TITLE,
+    TAGGED_RECORD,
     TB_CUT_FILE,
     TB_FILE,
     TB_HEADER,
@@ -224,7 +225,7 @@ class CppExceptionRecord(Record):
                 self.last_line = number
             return CONSUMED
         if self.what is not None and not self.frame_count and self.cont < 20:
-            if _looks_structured(text) or TB_HEADER.match(text):
+            if _looks_structured(text) or TB_HEADER.match(text) or TAGGED_RECORD.match(text):
                 return CLOSE
             self.cont += 1
             self.what = f"{self.what}\n{stripped}"
