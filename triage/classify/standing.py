@@ -12,8 +12,8 @@ the rule's hit is on an event correlate placed as initiating, or on a finding ab
 culprit rank that is no consequence of another rank's failure; it is not a cascade hit or an
 atlas match; and it gives the label at least ANCHOR_WEIGHT, clearly more than any other label
 of the field. Per field, the strongest such label has standing, a specific rule's before the
-generic layer's (a generic hit on the initiating event counts when nothing specific explains
-it: the user's own frame of a KeyError).
+generic layer's (a generic hit on the initiating event counts when no specific rule names a
+label of the field anywhere in the job: the user's own frame of a KeyError).
 The taxonomy's cascade guidance (rules/cascade.yaml): the initiating error outranks what it
 caused. Pasted text keeps the calibrated order: the calibrator was fitted on exactly such
 cases.
@@ -45,9 +45,18 @@ def standing(hits: Sequence[RuleHit], analysis: Analysis) -> dict[str, dict[str,
     anchors = [h for h in hits if _explains_the_start(h, initiating, culprits)]
     out: dict[str, dict[str, float]] = {}
     for fieldname in FIELDS:
+        # a family prior yields to a mechanism a specific rule found on any line of the job
+        # (the team's rule on the INFO line before the RuntimeError it explains)
+        named = any(
+            max(getattr(h, fieldname).values(), default=0.0) >= ANCHOR_WEIGHT
+            for h in hits
+            if not (h.generic or h.from_cascade or h.atlas)
+        )
         # (specific before generic, weight) of the best anchor per label
         best: dict[str, tuple[bool, float]] = {}
         for h in anchors:
+            if h.generic and named:
+                continue
             for label, w in getattr(h, fieldname).items():
                 best[label] = max(best.get(label, (False, 0.0)), (not h.generic, w))
         ranked = sorted(best.items(), key=lambda kv: kv[1], reverse=True)
