@@ -623,8 +623,10 @@ def held_out_report(
         for c, p in zip(held, probs, strict=True):
             c.model[variant] = p
     jobs = [(list(c.prep.parsed), c.prep.analysis) for c in held]
-    shipped = [diagnosis_answer(r) for r in classify_many(jobs)]
-    no_embed = [diagnosis_answer(r) for r in classify_many(jobs, use_embeddings=False)]
+    # read as `triage explain` reads a paste (as the cross-validation does): a job's logs are
+    # classified otherwise (routine lines dropped, the initiating failure's labels lead)
+    shipped = [diagnosis_answer(r) for r in classify_many(jobs, pasted=True)]
+    no_embed = [diagnosis_answer(r) for r in classify_many(jobs, use_embeddings=False, pasted=True)]
     # triage without the learned model: the same fusion, calibrated without its features
     by_mode = {m: [fuse_with(c, no_model_cal, m, False) for c in held] for m in METHODS}
     plain, modes = shipped_of(by_mode)

@@ -417,11 +417,7 @@ def _bundles() -> list[Path]:
 
 
 # Bundles whose top symptom is wrong today, each with why (strict: a fix shows up as XPASS).
-SYMPTOM_MISSES = {
-    "metric_dtype_differs_on_one_rank": "after the third corpus round the hang its ranks end "
-    "in (S17, 0.88) edges out the gloo error the dtype mismatch raised (S12, 0.85); the root "
-    "cause (R08) is still first",
-}
+SYMPTOM_MISSES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
@@ -448,6 +444,20 @@ def test_every_real_bundle_gets_its_symptom_and_root_cause(bundle: Path, shipped
     causes = {expected["root_cause"], *expected.get("root_cause_alt", [])}
     assert ids(result.symptoms)[:1] and ids(result.symptoms)[0] in symptoms
     assert set(ids(result.root_causes)[:3]) & causes
+
+
+@pytest.mark.parametrize(
+    "name", ["keyerror_in_prefetch_thread_rank_waits", "segfault_native_augment"]
+)
+def test_a_job_that_failed_in_its_own_script_is_blamed_on_that_code_not_the_framework(
+    name: str, shipped_index
+) -> None:
+    """A KeyError raised at the user's line 46, a segfault whose innermost frame is the user's
+    line 42: neighbours and the learned model, reading pastes of DataLoader crashes, said
+    "framework logic bug"; the job's own frames say where it failed, and that leads."""
+    d = pipeline.diagnose([str(SAMPLES / name / "bundle")])
+    assert d.root_causes and d.root_causes[0].id == "R26", d.summary
+    assert "framework logic bug" not in d.summary
 
 
 @pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.name)

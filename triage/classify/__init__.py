@@ -33,6 +33,7 @@ from triage.classify.learned import LearnedClassifier
 from triage.classify.neighbours import NeighbourIndex
 from triage.classify.rules import RuleSet
 from triage.classify.signature import initiating_events, signature
+from triage.classify.standing import ANCHOR_WEIGHT, standing
 from triage.classify.types import NeighbourVote, RuleHit
 from triage.knowledge.routine import Routine
 from triage.model import (
@@ -80,9 +81,6 @@ MIN_RULE_SUPPORT = 0.2
 # words and frames no single reference case shares); 0.2, 0.3 and 0.5 were within a point
 # of each other in cross-validation (bench/eval_corpus.py).
 MIN_MODEL_SUPPORT = 0.3
-# A rule this sure of a symptom on an initiating event explains the failure: the findings
-# that followed (hang, missing rank) are then its consequences.
-ANCHOR_WEIGHT = 0.5
 DEFAULT_ABSTAIN_BELOW = 0.25
 
 
@@ -331,9 +329,13 @@ def classify_many(
     tf_votes = idx.query(sigs, "tfidf", query_hashes=hashes) if idx is not None else empty
     votes: list[dict[str, list[NeighbourVote]]] = [{"tfidf": v} for v in tf_votes]
     tf_model = model_probs(prepared, "tfidf")
+    # a job's own initiating failure leads its labels; a paste keeps the calibrated order
+    leads: list[dict[str, dict[str, float]]] = [
+        {} if pasted else standing(p.hits, p.analysis) for p in prepared
+    ]
     results = [
-        fusion.fuse(p.hits, v, cal, "tfidf", m)
-        for p, v, m in zip(prepared, votes, tf_model, strict=True)
+        fusion.fuse(p.hits, v, cal, "tfidf", m, lead)
+        for p, v, m, lead in zip(prepared, votes, tf_model, leads, strict=True)
     ]
     modes = ["tfidf"] * len(prepared)
     if use_embeddings and idx is not None:
@@ -355,7 +357,7 @@ def classify_many(
             em_model = model_probs([prepared[i] for i in need], "embed", vectors)
             for i, v, m in zip(need, embedded, em_model, strict=True):
                 votes[i]["embed"] = v
-                results[i] = fusion.fuse(prepared[i].hits, votes[i], cal, "embed", m)
+                results[i] = fusion.fuse(prepared[i].hits, votes[i], cal, "embed", m, leads[i])
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
     return [

@@ -20,17 +20,22 @@ Two layers of rules: specific rules name a mechanism (a message a library prints
 generic hit yields to a specific one that explains the same failure (`yield_generic`), and what
 is left of the generic layer enters as its own feature, `rule_generic`, which the calibrator
 weighs apart from the mechanisms.
+
+In a job (not a paste), the labels its own initiating failure names lead their field
+(`standing.py`, `lead_with`): the calibrator is fitted on pastes and cannot weigh what only a
+job's logs show (which rank started it, the frames it raised in, correlate's findings).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from triage import taxonomy
 from triage.classify import fix_prior as fix_prior_mod
 from triage.classify.calibration import Calibration
 from triage.classify.fix_prior import FixPrior
+from triage.classify.standing import Standing
 from triage.classify.types import NeighbourVote, RuleHit
 from triage.model import Event
 
@@ -320,19 +325,36 @@ def fuse(
     calibration: Calibration | None,
     mode: str,
     model: Mapping[str, Mapping[str, float]] | None = None,
+    standing: Standing | None = None,
 ) -> dict[str, list[Scored]]:
     """All three fields, root causes before fixes (a fix's prior comes from the causes).
-    `model`: the learned model's probabilities, field -> label -> p (absent: not used)."""
+    `model`: the learned model's probabilities, field -> label -> p (absent: not used).
+    `standing`: the labels a job's initiating failure names (`standing.py`), which lead."""
     model = model or {}
+    standing = standing or {}
     out: dict[str, list[Scored]] = {}
     for fieldname in ("symptom", "root_cause"):
         cands = candidates(fieldname, hits, votes, model=model.get(fieldname))
-        out[fieldname] = score(fieldname, cands, calibration, mode)
+        out[fieldname] = lead_with(
+            score(fieldname, cands, calibration, mode), standing.get(fieldname, {})
+        )
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
     table = calibration.fix_prior if calibration is not None else None
     cands = candidates("fix", hits, votes, rc_probs, model=model.get("fix"), prior_table=table)
-    out["fix"] = score("fix", cands, calibration, mode)
+    out["fix"] = lead_with(score("fix", cands, calibration, mode), standing.get("fix", {}))
     return out
+
+
+def lead_with(scored: Sequence[Scored], labels: Mapping[str, float]) -> list[Scored]:
+    """The scored labels (best first) with those that have standing (label -> its rule's
+    weight) first. Such a label scores at least its rule's weight (what the rule says where
+    nothing is fitted), and the labels it outranks at most what it does: the list still reads
+    top-down."""
+    led = [replace(s, score=max(s.score, labels[s.label])) for s in scored if s.label in labels]
+    if not led:
+        return list(scored)
+    cap = min(s.score for s in led)
+    return led + [replace(s, score=min(s.score, cap)) for s in scored if s.label not in labels]
 
 
 def stage_scores(
