@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from triage import knowledge
+from triage.classify import rule_examples
 from triage.classify import rules as engine
 from triage.knowledge.actions import Action, JobConditions, parse_action
 from triage.model import (
@@ -39,7 +40,7 @@ def test_every_rules_file_reaches_the_engine_with_unique_ids() -> None:
 
 
 # Semgrep style: every example goes through the real engine, never as a bare text event, read
-# as triage reads a user's evidence (`engine.example_readings`: as a file, in a big log, as a
+# as triage reads a user's evidence (`rule_examples.example_readings`: as a file, in a big log, as a
 # paste). A team folder's examples are read the same way whenever it is loaded.
 def _examples(rule: engine.Rule, match: bool) -> list:
     return list(rule.examples_match if match else rule.examples_no_match)
@@ -47,7 +48,7 @@ def _examples(rule: engine.Rule, match: bool) -> list:
 
 def _readings(rule: engine.Rule, example: object, tmp_path: Path) -> dict[str, bool]:
     """Whether the rule hits its example, per way of reading it."""
-    return engine.example_readings(rule, example, knowledge.shipped(), tmp_path)
+    return rule_examples.example_readings(rule, example, knowledge.shipped(), tmp_path)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])

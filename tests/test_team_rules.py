@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from triage import knowledge, pipeline
-from triage.classify import rules
+from triage.classify import rule_examples, rules
 from triage.cli import main
 from triage.parsers import rank_log
 
@@ -162,7 +162,7 @@ def test_a_team_rule_that_matches_what_it_must_not_is_reported(tmp_path: Path) -
     kb = knowledge.load([_team(tmp_path, loose)])
 
     with pytest.raises(rules.RuleError, match=f"{RULE_ID}.*must not match its example"):
-        rules.check_team_examples(kb)
+        rule_examples.check_team_examples(kb)
 
 
 def test_the_scan_tables_are_derived_once_per_load_of_the_knowledge(tmp_path: Path) -> None:

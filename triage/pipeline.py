@@ -245,14 +245,14 @@ def diagnose_many(
     `pasted`: each job is a pasted text, evidence by itself however little it says. `kb`: the
     knowledge the jobs were parsed with (None: the shipped one plus options' rules folders)."""
     from triage import analysis, classify, knowledge, recommend
-    from triage.classify import rules
+    from triage.classify import rule_examples
     from triage.redact import redact_diagnosis, redact_events
 
     # One load of the knowledge for every stage: a team folder's rules and playbook reach
     # the fix advice too. A broken knowledge base stops here, loudly, as does a team rule
     # that misses its own examples (run once per load).
     kb = kb if kb is not None else knowledge.load(options.extra_rules_dirs)
-    rules.check_team_examples(kb)
+    rule_examples.check_team_examples(kb)
     # What a report can quote is masked in two steps of one module (triage/redact.py): the
     # secrets in the parsed text before the later stages cut quotes out of it, then every
     # string of the finished Diagnosis (paths, warnings, actions; hosts on request).
@@ -400,10 +400,10 @@ def check_rules(text_or_path: str, extra_rules_dirs: Sequence[str] = ()) -> list
     and parse turn bad input into warnings) or a text (read like a paste); the specific rules
     first, then the generic layer's family priors."""
     from triage import knowledge, parsers
-    from triage.classify import rules
+    from triage.classify import rule_examples, rules
 
     kb = knowledge.load(extra_rules_dirs)
-    rules.check_team_examples(kb)
+    rule_examples.check_team_examples(kb)
     path = Path(text_or_path)
     try:
         is_path = len(text_or_path) < 4096 and "\n" not in text_or_path and path.exists()

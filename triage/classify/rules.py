@@ -18,21 +18,17 @@ shipped rules' by the tests, a team folder's whenever it is loaded (`check_team_
 from __future__ import annotations
 
 import os
-import tempfile
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import regex
 
 from triage import knowledge
 from triage.classify.types import RuleHit
-from triage.knowledge import Problem
 from triage.knowledge.actions import JobConditions, plain
-from triage.knowledge.finding_examples import finding_example
 from triage.knowledge.rules import Rule, RuleError, rule_keywords
 from triage.literals import required_literals
 from triage.model import (
@@ -41,7 +37,6 @@ from triage.model import (
     EventKind,
     Finding,
     Level,
-    ParsedSource,
     RuleAction,
     SourceKind,
 )
@@ -51,10 +46,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "RuleSet",
-    "check_team_examples",
     "describe",
-    "example_problems",
-    "example_readings",
     "job_facts",
     "list_rules",
     "load",
@@ -100,6 +92,8 @@ class RuleSet:
 def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
     """The shipped rules plus every extra folder, validated and compiled (cached); the extra
     folders' rules must pass their own examples (RuleError naming each that does not)."""
+    from triage.classify.rule_examples import check_team_examples  # it matches with a RuleSet
+
     kb = knowledge.load(extra_dirs)
     check_team_examples(kb)
     return ruleset(kb)
@@ -506,105 +500,6 @@ def _finding_facts(finding: Finding) -> dict[str, Any]:
         facts["ranks"] = ", ".join(str(r) for r in finding.ranks)
         facts["rank"] = finding.ranks[0]
     return facts
-
-
-# --------------------------------------------------------------------------- examples
-
-
-def example_readings(
-    rule: Rule, example: object, kb: knowledge.Knowledge, workdir: Path
-) -> dict[str, bool]:
-    """Whether `rule` hits one of its examples, per way triage reads a user's evidence (the
-    real parser and correlate of `kb`, never a bare text event; files go under `workdir`).
-
-    A text is read as a file of its own (ingest sniffs it: a py-spy dump is read as one),
-    buried in a big log of healthy progress output (the marker scan must find its lines: the
-    needles), and as a paste (`triage explain`); a `paste: true` example (a trimmed fragment,
-    lines that mean something only together) as a paste only. A finding example is
-    correlate's conclusion, matched as one.
-    """
-    if isinstance(example, dict) and example.get("finding"):
-        return {"finding": _example_hit(rule, [], kb, finding_example(example))}
-    from triage import parsers
-
-    text = example if isinstance(example, str) else example["text"]  # type: ignore[index]
-    if isinstance(example, dict) and example.get("paste"):
-        return {"as a paste": _example_hit(rule, [parsers.parse_text(text, kb=kb)], kb)}
-    from triage.parsers.rank_log import SCAN_ALL_BELOW
-
-    out: dict[str, bool] = {}
-    alone = workdir / "alone.log"
-    alone.write_text(text + "\n", encoding="utf-8")
-    parsed = _read_file(alone, kb)
-    out["as a file"] = _example_hit(rule, parsed, kb)
-    if parsed and parsed[0].source.kind in (SourceKind.RANK_LOG, SourceKind.TEXT):
-        filler = "\n".join(kb.templates.healthy) + "\n"
-        healthy = filler * (SCAN_ALL_BELOW // len(filler) + 1)
-        big = workdir / "big.log"
-        big.write_text(healthy + text + "\n" + healthy, encoding="utf-8")
-        out["in a big log"] = _example_hit(rule, _read_file(big, kb), kb)
-    out["as a paste"] = _example_hit(rule, [parsers.parse_text(text, kb=kb)], kb)
-    return out
-
-
-def example_problems(rules: Sequence[Rule], kb: knowledge.Knowledge) -> list[Problem]:
-    """Every example of these rules that reads wrong one way or more, with its file and rule."""
-    found: list[Problem] = []
-    with tempfile.TemporaryDirectory(prefix="triage-examples-") as tmp:
-        for rule in rules:
-            for should, examples in ((True, rule.examples_match), (False, rule.examples_no_match)):
-                for example in examples:
-                    readings = example_readings(rule, example, kb, Path(tmp))
-                    wrong = [way for way, hit in readings.items() if hit is not should]
-                    if wrong:
-                        verb = "should match" if should else "must not match"
-                        found.append(
-                            Problem(
-                                rule.file,
-                                f"rule {rule.id!r}",
-                                f"{verb} its example {example!r} read {', '.join(wrong)}",
-                            )
-                        )
-    return found
-
-
-def check_team_examples(kb: knowledge.Knowledge) -> None:
-    """Run the examples of the team folders' rules (`--rules DIR`), once per load: a RuleError
-    names each failing example's file and rule. The shipped rules' examples are the tests'."""
-    problems = _team_example_problems(kb)
-    if problems:
-        raise RuleError(problems)
-
-
-@lru_cache(maxsize=8)  # a Knowledge hashes by its identity: once per load
-def _team_example_problems(kb: knowledge.Knowledge) -> tuple[Problem, ...]:
-    teams = kb.folders[1:]
-    if not teams:
-        return ()
-    theirs = [r for r in kb.rules if any(Path(r.file).is_relative_to(d) for d in teams)]
-    return tuple(example_problems(theirs, kb))
-
-
-def _read_file(path: Path, kb: knowledge.Knowledge) -> list[ParsedSource]:
-    """One file read as `triage PATH` reads it: sniffed by ingest, parsed with `kb`."""
-    from triage import budget, ingest, parsers
-
-    with budget.job():
-        return [parsers.parse(source, kb=kb) for source in ingest.discover([str(path)])]
-
-
-def _example_hit(
-    rule: Rule,
-    parsed: list[ParsedSource],
-    kb: knowledge.Knowledge,
-    analysis: Analysis | None = None,
-) -> bool:
-    from triage.analysis import correlate
-    from triage.classify import prepare
-
-    found = analysis if analysis is not None else correlate(parsed, kb)
-    prep = prepare(parsed, found, ruleset=RuleSet(rules=(rule,)), kb=kb)
-    return any(h.rule_id == rule.id for h in prep.hits)
 
 
 # --------------------------------------------------------------------------- library API
