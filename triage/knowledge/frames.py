@@ -6,6 +6,11 @@
     examples:
       library: ["/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"]
       user: ["/workspace/train.py"]
+    waiting:                    # py-spy frames that wait for the peers, or in setup
+      functions: '^(?:all_reduce|barrier|...)$'
+      files: 'torch/distributed/|...'
+      setup_functions: '^(?:init_process_group|...)$'
+      examples: {waiting: ["all_reduce (.../distributed_c10d.py)"], setup: [...], neither: [...]}
 
 A file name is tested as written (backslashes read as slashes) and as its path below
 `site-packages/`, so `^torch/` names torch wherever it is installed. The analysis reads it to
