@@ -460,6 +460,17 @@ def test_a_job_that_failed_in_its_own_script_is_blamed_on_that_code_not_the_fram
     assert "framework logic bug" not in d.summary
 
 
+def test_a_loss_that_went_nan_on_one_rank_first_is_blamed_on_that_ranks_data(
+    shipped_index,
+) -> None:
+    """Rank 1's own loss went NaN while the others' stayed finite (a zero std in its shard):
+    DDP ranks hold the same weights, so the cause is that rank's data, not the learning rate,
+    though every rank's FloatingPointError line reads the same."""
+    d = pipeline.diagnose([str(SAMPLES / "nan_from_one_rank_shard" / "bundle")])
+    assert d.root_causes and d.root_causes[0].id == "R27", d.summary
+    assert d.fix_patterns and d.fix_patterns[0].id == "F6", d.summary
+
+
 @pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.name)
 def test_a_shipped_bundle_never_votes_for_itself_wherever_it_lies(
     bundle: Path, tmp_path: Path

@@ -147,6 +147,13 @@ def drop_routine(hits: Sequence[RuleHit], ruleset: RuleSet, routine: Routine) ->
     ]
 
 
+def _about_the_culprit(hit: RuleHit, culprits: set[int]) -> bool:
+    """A finding about the rank that started it, and no consequence of another's failure (the
+    NaN its own loss showed first): it says more of the initiating failure, not what followed."""
+    f = hit.finding
+    return f is not None and not f.consequence_of and bool(culprits & set(f.ranks))
+
+
 def demote_consequences(
     hits: Sequence[RuleHit],
     events: Sequence[Event],
@@ -197,9 +204,12 @@ def demote_consequences(
         for h in hits
     )
     if anchored:
+        culprits = set(analysis.culprit_ranks)
         hits = [
             replace(h, from_cascade=True)
-            if not h.from_cascade and (h.event is None or h.event not in parsed_events)
+            if not h.from_cascade
+            and (h.event is None or h.event not in parsed_events)
+            and not _about_the_culprit(h, culprits)
             else h
             for h in hits
         ]
