@@ -177,12 +177,18 @@ class _Recorder:
 def _engine() -> Any:
     """The C engine `regex` compiles into, with the recorder in front (installed once); None
     when this version of `regex` is not laid out as expected (then nothing is kept)."""
-    main = getattr(regex, "_main", None) or sys.modules.get("regex._main")
-    engine = getattr(main, "_regex", None)
+    return _recorded(getattr(regex, "_main", None) or sys.modules.get("regex._main"), "_regex")
+
+
+def _recorded(module: Any, name: str) -> Any:
+    """`module.name`, a C engine with a `compile`, with the recorder put in front of it once;
+    None when the module does not hold one."""
+    engine = getattr(module, name, None)
     if engine is None or not callable(getattr(engine, "compile", None)):
         return None
     if not isinstance(engine, _Recorder):
-        main._regex = engine = _Recorder(engine)  # type: ignore[union-attr]
+        engine = _Recorder(engine)
+        setattr(module, name, engine)
     return engine
 
 
@@ -279,13 +285,7 @@ def compile_std(pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
 def _sre_engine() -> Any:
     """The stdlib's C engine with the recorder in front (installed once); None when `re` is
     not laid out as expected (then nothing is kept)."""
-    compiler = sys.modules.get("re._compiler")
-    engine = getattr(compiler, "_sre", None)
-    if engine is None or not callable(getattr(engine, "compile", None)):
-        return None
-    if not isinstance(engine, _Recorder):
-        compiler._sre = engine = _Recorder(engine)  # type: ignore[union-attr]
-    return engine
+    return _recorded(sys.modules.get("re._compiler"), "_sre")
 
 
 def _std_from_disk(pattern: AnyStr, flags: int, engine: Any) -> re.Pattern[AnyStr] | None:
