@@ -3,17 +3,20 @@ analysis reads (the codec the worker pool hands parsed dumps back with)."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 from triage.model import EntryTable, FlightRecorderEntry
+from triage.model.entry_table import Column
 from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames
 
 __all__ = ["entries_by_column", "entries_from_columns", "entry_columns"]
 
 _NONE = type(None)
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 def _column_types(column: list[Any]) -> set[type]:
@@ -60,8 +63,8 @@ def entries_by_column(
         pairs = {(tuple(g) if type(g) is list else g) for g in groups}
         if not all(len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs):
             return None
-        pg_names = [g[0] for g in groups]
-        pg_descs = [g[1] for g in groups]
+        pg_names = list(map(_FIRST, groups))
+        pg_descs = list(map(_SECOND, groups))
         pg_names = list(map(cache.setdefault, pg_names, pg_names))
         pg_descs = list(map(cache.setdefault, pg_descs, pg_descs))
     else:
@@ -97,7 +100,7 @@ def entries_by_column(
             for s, c in zip(started, completed, strict=True)
         ]
     elif kinds == {str} and set(states) <= STATES.keys():
-        states = [STATES[s] for s in states]
+        states = list(map(STATES.__getitem__, states))
     else:
         return None
 
@@ -131,7 +134,7 @@ def entries_by_column(
         return None
     frames = _frames_column(column("frames"), cache)
 
-    return EntryTable.from_columns(
+    return _table(
         [
             records,
             pg_names,
@@ -153,8 +156,31 @@ def entries_by_column(
             timeouts,
             retired,
             frames,
-        ]
+        ],
+        n,
     )
+
+
+def _table(columns: list[Sequence[Any]], n: int) -> EntryTable:
+    """The table of these columns (one per entry field, each `n` long); a column holding one
+    value throughout (a job's one group, op, shape or timeout; a ring buffer of completed
+    ops) is coded here, ~10x faster than `Column.of` finds the same."""
+    return EntryTable([_constant(c, n) or Column.of(c) for c in columns], n)
+
+
+# Types whose equal values are one value: not float (0.0 == -0.0, which Column.of keeps
+# apart). 1 == True == 1.0 across types, but no column reaching `_constant` mixes them: the
+# column path checked each column's types first.
+_PLAIN = frozenset({str, int, bool, _NONE, tuple})
+
+
+def _constant(column: Sequence[Any], n: int) -> Column | None:
+    """The coded column of `column` when it holds n equal values, else None. Tuples here are
+    the shapes, dtypes and stacks the column path checked and built: comparing them costs
+    their own size, whatever the dump held."""
+    if not n or type(column[0]) not in _PLAIN or column.count(column[0]) != n:
+        return None
+    return Column(values=(column[0],), codes=array("B", bytes(n)))
 
 
 # Every key the column path reads.
@@ -217,8 +243,8 @@ def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     # which falls back to the entry-by-entry path and its per-entry verdict.
     if _NONE in kinds:
         keys = [() if v is None else tuple(map(tuple, v)) for v in values]
-    else:  # at C speed: each entry's shapes as a tuple of tuples
-        keys = list(map(tuple, map(map, repeat(tuple), values)))
+    else:  # each entry's shapes as a tuple of tuples (one tuple call per shape)
+        keys = [tuple(map(tuple, v)) for v in values]
     shared: dict[Any, Any] = {}
     for shapes in set(keys):
         key = ("sizes", shapes)
