@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -60,11 +60,13 @@ def entries_by_column(
         pg_names = [str(i) if type(i) is int else "" for i in ids]
         pg_descs = [""] * len(raw)
     elif kinds <= {tuple, list}:
-        pairs = {(tuple(g) if type(g) is list else g) for g in groups}
-        if not all(len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs):
+        # read and checked item by item, never hashed whole (see _size_column)
+        if set(map(len, groups)) != {2}:
             return None
         pg_names = list(map(_FIRST, groups))
         pg_descs = list(map(_SECOND, groups))
+        if _column_types(pg_names) != {str} or _column_types(pg_descs) != {str}:
+            return None
         pg_names = list(map(cache.setdefault, pg_names, pg_names))
         pg_descs = list(map(cache.setdefault, pg_descs, pg_descs))
     else:
@@ -245,14 +247,13 @@ def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
         keys = [() if v is None else tuple(map(tuple, v)) for v in values]
     else:  # each entry's shapes as a tuple of tuples (one tuple call per shape)
         keys = [tuple(map(tuple, v)) for v in values]
+    # Every dim an int before any key is hashed: a tuple for a dim may nest without end or
+    # hold one tuple many times over (a few bytes of pickle), and hashing it never returns.
+    if not _column_types(list(chain.from_iterable(chain.from_iterable(keys)))) <= {int}:
+        return None
     shared: dict[Any, Any] = {}
     for shapes in set(keys):
-        key = ("sizes", shapes)
-        if key not in cache:
-            if not all(type(dim) is int for shape in shapes for dim in shape):
-                return None
-            cache[key] = shapes
-        shared[shapes] = cache[key]
+        shared[shapes] = cache.setdefault(("sizes", shapes), shapes)
     return list(map(shared.__getitem__, keys))
 
 
@@ -264,14 +265,11 @@ def _dtype_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     keys = (
         [() if v is None else tuple(v) for v in values] if _NONE in kinds else [*map(tuple, values)]
     )
+    if not _column_types(list(chain.from_iterable(keys))) <= {str}:  # before hashing them
+        return None
     shared: dict[Any, Any] = {}
     for names in set(keys):
-        key = ("dtypes", names)
-        if key not in cache:
-            if not all(type(name) is str for name in names):
-                return None
-            cache[key] = names
-        shared[names] = cache[key]
+        shared[names] = cache.setdefault(("dtypes", names), names)
     return list(map(shared.__getitem__, keys))
 
 
