@@ -245,6 +245,8 @@ def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     # which falls back to the entry-by-entry path and its per-entry verdict.
     if _NONE in kinds:
         keys = [() if v is None else tuple(map(tuple, v)) for v in values]
+    elif set(map(len, values)) == {1}:  # one tensor an entry, as most collectives: C speed
+        keys = list(zip(map(tuple, map(_FIRST, values))))
     else:  # each entry's shapes as a tuple of tuples (one tuple call per shape)
         keys = [tuple(map(tuple, v)) for v in values]
     # Every dim an int before any key is hashed: a tuple for a dim may nest without end or
