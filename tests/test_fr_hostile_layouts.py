@@ -4,8 +4,12 @@ run, a traceback or a hang."""
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
 import pickletools
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +150,96 @@ def test_a_memo_bomb_in_the_kept_tail_of_a_re_saved_dump_is_refused(protocol: in
     for tail in (None, 16):
         dump, why = flight_recorder.load_dump(bomb, tail=tail)
         assert dump is None and why is not None and "memo slot 1073741824" in why
+
+
+# A tuple nested 300,000 deep (hashing it overflows the C stack) and one whose two items
+# are the same tuple, 60 levels down (2**60 items to hash or print): a few bytes of opcodes
+# each, put where a dump holds a value (not a key: the C unpickler builds values unhashed).
+_DEEP = b")" + b"\x85" * 300_000
+_SHARED = b")" + b"2\x86" * 60  # DUP, TUPLE2
+_MARK = "MARK_FOR_THE_NESTED_VALUE"
+
+
+def _with_nested(field: str, nested: bytes, protocol: int) -> bytes:
+    """A dump of 6 entries whose third holds `nested` in `field` (top-level `version`)."""
+    rows: list[Any] = [fr_entry(seq) for seq in range(1, 7)]
+    top: dict[str, Any] = {"version": "2.10", "entries": rows}
+    values = {
+        "input_sizes": [[_MARK]],
+        "input_dtypes": [_MARK],
+        "process_group": (_MARK, "default_pg"),
+        "frames": [{"name": _MARK, "filename": "train.py", "line": 3}],
+    }
+    if field == "version":
+        top["version"] = _MARK
+    else:
+        rows[2][field] = values[field]
+    data = pickle.dumps(top, protocol=protocol)
+    opcodes = [pos for op, arg, pos in pickletools.genops(data) if arg == _MARK]
+    assert len(opcodes) == 1
+    at = opcodes[0]
+    end = at + 1 + (1 if data[at] == 0x8C else 4) + len(_MARK)
+    data = data[:at] + nested + data[end:]
+    if data[2] == 0x95:  # protocol 4+: the one frame's length says what it now holds
+        data = data[:3] + (len(data) - 11).to_bytes(8, "little") + data[11:]
+    return data
+
+
+def _read_elsewhere(data: bytes) -> dict[str, Any]:
+    """load_dump in a child process: a crash or a hang fails the test, not the run."""
+    code = (
+        "import json, sys\n"
+        "from triage.parsers.flight_recorder import load_dump\n"
+        "warnings = []\n"
+        "dump, why = load_dump(sys.stdin.buffer.read(), warnings=warnings)\n"
+        "print(json.dumps({'why': why, 'warnings': warnings, 'version': dump and dump.version,"
+        " 'entries': dump and [[e.collective_seq_id, e.pg_name, list(e.input_sizes),"
+        " list(e.input_dtypes), len(e.frames)] for e in dump.entries]}))\n"
+    )
+    root = str(Path(flight_recorder.__file__).resolve().parents[3])
+    env = {**os.environ, "PYTHONPATH": root}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], input=data, capture_output=True, env=env, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading the dump did not finish")
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-500:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+@pytest.mark.parametrize("nested", [_DEEP, _SHARED], ids=["deep", "shared"])
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("input_sizes", "input_sizes not a list of integer shapes (1x)"),
+        ("input_dtypes", "input_dtypes not a list of strings (1x)"),
+        ("process_group", "process_group is not a (name, desc) pair of strings (1x)"),
+    ],
+)
+def test_a_nested_tuple_in_an_entry_skips_that_entry_alone(
+    field: str, said: str, nested: bytes, protocol: int
+) -> None:
+    got = _read_elsewhere(_with_nested(field, nested, protocol))
+    assert got["why"] is None
+    assert [e[0] for e in got["entries"]] == [1, 2, 4, 5, 6]
+    assert any(said in w for w in got["warnings"]), got["warnings"]
+
+
+@pytest.mark.parametrize("nested", [_DEEP, _SHARED], ids=["deep", "shared"])
+def test_a_nested_tuple_in_a_stack_drops_that_stack_alone(nested: bytes) -> None:
+    got = _read_elsewhere(_with_nested("frames", nested, 4))
+    assert got["why"] is None
+    assert [e[4] for e in got["entries"]] == [0, 0, 0, 0, 0, 0]  # fr_entry has no stack
+    plain = _read_elsewhere(_with_nested("frames", b"\x8c\x04step", 4))
+    assert [e[4] for e in plain["entries"]] == [0, 0, 1, 0, 0, 0]
+
+
+@pytest.mark.parametrize("nested", [_DEEP, _SHARED], ids=["deep", "shared"])
+def test_a_nested_tuple_for_a_version_is_ignored_with_a_warning(nested: bytes) -> None:
+    got = _read_elsewhere(_with_nested("version", nested, 4))
+    assert got["why"] is None and got["version"] is None
+    assert len(got["entries"]) == 6
+    assert "version is a tuple, not a string; ignored" in got["warnings"]

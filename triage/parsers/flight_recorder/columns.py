@@ -3,17 +3,20 @@ analysis reads (the codec the worker pool hands parsed dumps back with)."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
 from triage.model import EntryTable, FlightRecorderEntry
+from triage.model.entry_table import Column
 from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames
 
 __all__ = ["entries_by_column", "entries_from_columns", "entry_columns"]
 
 _NONE = type(None)
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 def _column_types(column: list[Any]) -> set[type]:
@@ -57,11 +60,13 @@ def entries_by_column(
         pg_names = [str(i) if type(i) is int else "" for i in ids]
         pg_descs = [""] * len(raw)
     elif kinds <= {tuple, list}:
-        pairs = {(tuple(g) if type(g) is list else g) for g in groups}
-        if not all(len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs):
+        # read and checked item by item, never hashed whole (see _size_column)
+        if set(map(len, groups)) != {2}:
             return None
-        pg_names = [g[0] for g in groups]
-        pg_descs = [g[1] for g in groups]
+        pg_names = list(map(_FIRST, groups))
+        pg_descs = list(map(_SECOND, groups))
+        if _column_types(pg_names) != {str} or _column_types(pg_descs) != {str}:
+            return None
         pg_names = list(map(cache.setdefault, pg_names, pg_names))
         pg_descs = list(map(cache.setdefault, pg_descs, pg_descs))
     else:
@@ -97,7 +102,7 @@ def entries_by_column(
             for s, c in zip(started, completed, strict=True)
         ]
     elif kinds == {str} and set(states) <= STATES.keys():
-        states = [STATES[s] for s in states]
+        states = list(map(STATES.__getitem__, states))
     else:
         return None
 
@@ -131,7 +136,7 @@ def entries_by_column(
         return None
     frames = _frames_column(column("frames"), cache)
 
-    return EntryTable.from_columns(
+    return _table(
         [
             records,
             pg_names,
@@ -153,8 +158,31 @@ def entries_by_column(
             timeouts,
             retired,
             frames,
-        ]
+        ],
+        n,
     )
+
+
+def _table(columns: list[Sequence[Any]], n: int) -> EntryTable:
+    """The table of these columns (one per entry field, each `n` long); a column holding one
+    value throughout (a job's one group, op, shape or timeout; a ring buffer of completed
+    ops) is coded here with one C-speed count instead of `Column.of`'s passes."""
+    return EntryTable([_constant(c, n) or Column.of(c) for c in columns], n)
+
+
+# Types whose equal values are one value: not float (0.0 == -0.0, which Column.of keeps
+# apart). 1 == True == 1.0 across types, but no column reaching `_constant` mixes them: the
+# column path checked each column's types first.
+_PLAIN = frozenset({str, int, bool, _NONE, tuple})
+
+
+def _constant(column: Sequence[Any], n: int) -> Column | None:
+    """The coded column of `column` when it holds n equal values, else None. Tuples here are
+    the shapes, dtypes and stacks the column path checked and built: comparing them costs
+    their own size, whatever the dump held."""
+    if not n or type(column[0]) not in _PLAIN or column.count(column[0]) != n:
+        return None
+    return Column(values=(column[0],), codes=array("B", bytes(n)))
 
 
 # Every key the column path reads.
@@ -213,20 +241,21 @@ def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     kinds = _column_types(values)
     if not kinds <= {list, tuple, _NONE}:
         return None
-    # TypeError (a shape that is not a sequence, an unhashable dim) reaches the caller,
-    # which falls back to the entry-by-entry path and its per-entry verdict.
+    # TypeError (a shape that is not a sequence) reaches the caller, which falls back to
+    # the entry-by-entry path and its per-entry verdict; so does None, returned below.
     if _NONE in kinds:
         keys = [() if v is None else tuple(map(tuple, v)) for v in values]
-    else:  # at C speed: each entry's shapes as a tuple of tuples
-        keys = list(map(tuple, map(map, repeat(tuple), values)))
+    elif set(map(len, values)) == {1}:  # one tensor an entry, as most collectives: C speed
+        keys = list(zip(map(tuple, map(_FIRST, values))))
+    else:  # each entry's shapes as a tuple of tuples (one tuple call per shape)
+        keys = [tuple(map(tuple, v)) for v in values]
+    # Every dim an int before any key is hashed: a tuple for a dim may nest without end or
+    # hold one tuple many times over (a few bytes of pickle), and hashing it never returns.
+    if not _column_types(list(chain.from_iterable(chain.from_iterable(keys)))) <= {int}:
+        return None
     shared: dict[Any, Any] = {}
     for shapes in set(keys):
-        key = ("sizes", shapes)
-        if key not in cache:
-            if not all(type(dim) is int for shape in shapes for dim in shape):
-                return None
-            cache[key] = shapes
-        shared[shapes] = cache[key]
+        shared[shapes] = cache.setdefault(("sizes", shapes), shapes)
     return list(map(shared.__getitem__, keys))
 
 
@@ -238,14 +267,11 @@ def _dtype_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     keys = (
         [() if v is None else tuple(v) for v in values] if _NONE in kinds else [*map(tuple, values)]
     )
+    if not _column_types(list(chain.from_iterable(keys))) <= {str}:  # before hashing them
+        return None
     shared: dict[Any, Any] = {}
     for names in set(keys):
-        key = ("dtypes", names)
-        if key not in cache:
-            if not all(type(name) is str for name in names):
-                return None
-            cache[key] = names
-        shared[names] = cache[key]
+        shared[names] = cache.setdefault(("dtypes", names), names)
     return list(map(shared.__getitem__, keys))
 
 

@@ -19,7 +19,10 @@ __all__ = ["format_of", "load_dump"]
 
 def format_of(data: bytes) -> str:
     """Sniff by content (formats.md §4.5): pickles start with PROTO 0x80, JSON with { or [."""
-    return "json" if data.lstrip()[:1] in (b"{", b"[") else "pickle"
+    first = data[:1]
+    if first.isspace():  # only then a copy of the bytes without their leading whitespace
+        first = data.lstrip()[:1]
+    return "json" if first in (b"{", b"[") else "pickle"
 
 
 def load_dump(
@@ -39,7 +42,7 @@ def load_dump(
     """
     if warnings is None:
         warnings = []
-    if not data.strip():
+    if not data or data.isspace():  # `not data.strip()` without copying the dump
         return None, "flight-recorder dump is empty (0 bytes of data)"
     with _gc_paused():
         if tail is not None and format_of(data) == "pickle":

@@ -4,6 +4,7 @@ and a bad entry skipped with its reason (`BadEntry`)."""
 from __future__ import annotations
 
 from functools import partial
+from itertools import chain
 from typing import Any
 
 from triage.model import FlightRecorderEntry, StackFrame
@@ -14,6 +15,8 @@ _MAX_FRAMES = 256  # per entry; deeper stacks are cut (the innermost frames matt
 P2P_OPS = frozenset({"send", "recv", "isend", "irecv"})
 STATES = {s: s for s in ("scheduled", "started", "completed")}  # also interns them
 _new_frame = partial(tuple.__new__, StackFrame)
+# Values hashed in one step, whatever a hostile dump holds.
+_FLAT = frozenset({str, int, float, bool, type(None), bytes})
 
 
 class BadEntry(Exception):
@@ -126,16 +129,11 @@ def _sizes(value: Any, cache: dict[Any, Any], field: str) -> tuple[tuple[int, ..
         shapes = tuple(tuple(shape) for shape in value)
     except TypeError:
         raise BadEntry(f"{field} not a list of shapes") from None
-    key = ("sizes", shapes)
-    try:
-        hit = cache.get(key)
-    except TypeError:  # an unhashable item (a dict, a list) inside a shape
-        raise BadEntry(f"{field} not a list of shapes") from None
-    if hit is None:
-        if not all(type(dim) is int for shape in shapes for dim in shape):
-            raise BadEntry(f"{field} not a list of integer shapes")
-        cache[key] = hit = shapes
-    return hit
+    # checked before the shapes are hashed: a tuple for a dim may nest without end or
+    # hold one tuple many times over, and hashing it would never return
+    if not all(type(dim) is int for shape in shapes for dim in shape):
+        raise BadEntry(f"{field} not a list of integer shapes")
+    return cache.setdefault(("sizes", shapes), shapes)
 
 
 def _dtypes(value: Any, cache: dict[Any, Any], field: str) -> tuple[str, ...]:
@@ -144,16 +142,9 @@ def _dtypes(value: Any, cache: dict[Any, Any], field: str) -> tuple[str, ...]:
     if type(value) is not list and type(value) is not tuple:
         raise BadEntry(f"{field} not a list of strings")
     names = tuple(value)
-    key = ("dtypes", names)
-    try:
-        hit = cache.get(key)
-    except TypeError:
-        raise BadEntry(f"{field} not a list of strings") from None
-    if hit is None:
-        if not all(type(name) is str for name in names):
-            raise BadEntry(f"{field} not a list of strings")
-        cache[key] = hit = names
-    return hit
+    if not all(type(name) is str for name in names):  # before hashing them (see _sizes)
+        raise BadEntry(f"{field} not a list of strings")
+    return cache.setdefault(("dtypes", names), names)
 
 
 def entry_frames(value: Any, cache: dict[Any, Any]) -> tuple[StackFrame, ...]:
@@ -167,12 +158,15 @@ def entry_frames(value: Any, cache: dict[Any, Any]) -> tuple[StackFrame, ...]:
     hit = cache.get(key)
     if hit is not None:
         return hit
+    item_key: tuple[Any, ...] | None = None
     try:
         # Copies of one stack that share no objects (JSON, dumps written frame by frame) have
-        # equal items: a key built at C speed, checked before any field is read.
-        item_key: tuple[Any, ...] | None = ("stack-items", *[tuple(f.items()) for f in frames])
-        hit = cache.get(item_key)
-    except (AttributeError, TypeError):  # a frame that is not a dict, an unhashable value
+        # equal items: a key built at C speed, checked before any field is read. Only flat
+        # values are hashed: a tuple may nest without end or hold one tuple many times over.
+        if set(map(type, chain.from_iterable(map(dict.values, frames)))) <= _FLAT:
+            item_key = ("stack-items", *[tuple(f.items()) for f in frames])
+            hit = cache.get(item_key)
+    except TypeError:  # a frame that is not a dict
         item_key = None
     if hit is not None:
         return hit

@@ -34,7 +34,6 @@ a `PickleCorrupt` (truncated or malformed); both carry a message a user can read
 from __future__ import annotations
 
 import functools
-import io
 import pickle
 import pickletools
 import re
@@ -531,13 +530,40 @@ def loads_piece(
 
 def _unpickler(data: bytes) -> pickle.Unpickler:
     # errors="replace": protocol-0/1 byte strings from Python 2 become str, never fail.
-    # The buffered reader gives the C unpickler `peek`, so it reads ahead in big blocks
-    # instead of calling BytesIO.read once per opcode (2.5x faster on a 450 KB dump).
-    # A buffer of the unpickler's read-ahead (128 KiB) at most: a bigger one, mapped afresh
-    # for each dump, cost more in page faults than it saved (~0.3 ms of a 4 ms load).
-    size = min(max(len(data), 4096), 1 << 17)
-    stream = io.BufferedReader(io.BytesIO(data), buffer_size=size)
-    return _DataOnlyUnpickler(stream, encoding="utf-8", errors="replace")
+    return _DataOnlyUnpickler(_InMemory(data), encoding="utf-8", errors="replace")
+
+
+class _InMemory:
+    """`data` as the file the C unpickler reads: its first `peek` hands over every byte not
+    yet read, which the unpickler then reads in place as `pickle.loads` reads bytes (no
+    block copied into a buffer, no call per opcode). `read` and `readinto` only advance past
+    what it consumed, or give what is left when a length runs past the end (a truncated
+    pickle then fails on its own, as from bytes)."""
+
+    __slots__ = ("_bytes", "_data", "_pos")
+
+    def __init__(self, data: bytes) -> None:
+        self._bytes = data
+        self._data = memoryview(data)
+        self._pos = 0
+
+    def peek(self, _size: int = 0) -> memoryview:
+        return self._data[self._pos :]
+
+    def read(self, size: int = -1) -> memoryview:
+        start = self._pos
+        end = len(self._data) if size < 0 else min(len(self._data), start + size)
+        self._pos = end
+        return self._data[start:end]
+
+    def readinto(self, buffer: Any) -> int:
+        got = self.read(len(buffer))
+        memoryview(buffer).cast("B")[: len(got)] = got
+        return len(got)
+
+    def readline(self) -> memoryview:
+        end = self._bytes.find(b"\n", self._pos)
+        return self.read(-1 if end < 0 else end + 1 - self._pos)
 
 
 _MEMO_MISSING = re.compile(r"Memo value not found at index (\d+)")

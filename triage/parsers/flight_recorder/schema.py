@@ -35,7 +35,11 @@ def build(
     elif isinstance(raw, dict):
         top = raw
         version_value = raw.get("version")
-        version = None if version_value is None else str(version_value)[:32]
+        version = None
+        if type(version_value) in (str, int, float):
+            version = str(version_value)[:32]
+        elif version_value is not None:  # a container may nest without end: never printed
+            warnings.append(f"version is a {type(version_value).__name__}, not a string; ignored")
         raw_entries = raw.get("entries", [])
         if not isinstance(raw_entries, list):
             warnings.append(f"'entries' is a {type(raw_entries).__name__}, not a list; ignored")
