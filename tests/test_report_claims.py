@@ -651,6 +651,31 @@ def setup_advice_problems(d: Diagnosis, view: report_view.ReportView, facts: Fac
     return [f"{s[:70]!r}: no rank got past setup" for s in said if _ASKS_FOR_COLLECTIVES.search(s)]
 
 
+# causes that need collectives to have run: ranks disagreeing on them (R08), uneven work
+# between them (R09), a collective timeout shorter than the work between them (R11)
+_COLLECTIVE_CAUSES = {"R08", "R09", "R11"}
+_COLLECTIVE_HANG = "S17"
+
+
+def setup_label_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
+    """Where every py-spy stack waits in process-group setup or a rendezvous and no rank left a
+    flight-recorder dump, nothing ran: the report offers no cause about collectives, and does
+    not call the wait a collective hang with any weight (30% or more)."""
+    if not facts.pyspy_ranks or not facts.pyspy_ranks <= facts.pyspy_setup or facts.fr_files:
+        return []
+    problems = [
+        f"root cause {x.id} ({x.pct}) offered though no rank got past setup"
+        for x in view.root_causes
+        if x.id in _COLLECTIVE_CAUSES
+    ]
+    problems += [
+        f"symptom {x.id} ({x.pct}) though no rank got past setup"
+        for x in view.symptoms
+        if x.id == _COLLECTIVE_HANG and x.share >= 0.3
+    ]
+    return problems
+
+
 def order_problems(d: Diagnosis) -> list[str]:
     """A row without a stamp is not listed above an error stamped inside its own bounds: it
     would read as earlier than a time its "before" bound says it may follow."""
@@ -749,6 +774,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + uneven_problems(d, facts)
         + store_wait_problems(d)
         + setup_advice_problems(d, view, facts)
+        + setup_label_problems(view, facts)
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)

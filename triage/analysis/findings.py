@@ -250,6 +250,7 @@ def hang_findings(
                 collective=(coll.op or coll.profiling_name or None) if coll else None,
                 op=coll.op if coll else None,
                 shape=hang.shape,
+                in_setup=hang.in_setup,
             ),
         )
     ]

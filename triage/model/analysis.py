@@ -71,6 +71,8 @@ class HangReport:
     shape: HangShape | None = None  # of a detected hang, where the evidence tells
     # who waited, where it was not the other ranks: "the launcher" (no rank had started)
     waiter: str = ""
+    # the waiters stood in process-group setup or a rendezvous (py-spy): no collective ran
+    in_setup: bool = False
 
     @property
     def explanation(self) -> str:
