@@ -446,6 +446,10 @@ def printed_by_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts
     assert m is not None
     if m["rank"] is not None and int(m["rank"]) != f.rank:
         return [f"first failure of rank {f.rank} quotes rank {m['rank']}'s line {f.line}"]
+    note = view.who.first.note if view.who is not None and view.who.first is not None else ""
+    said = re.search(r"quoted from rank (\d+)'s \w+, which reports it about", note)
+    if said and m["rank"] is not None and int(m["rank"]) == f.rank:
+        return [f"{note[:60]!r}: line {f.line} is rank {f.rank}'s own `[rank{f.rank}]:` line"]
     own_file = any(i.path == f.source and i.rank is not None for i in d.inputs)
     noted = view.who is not None and view.who.first is not None and view.who.first.note
     # torchrun's failure summary names the rank its entry is about (`rank : 1 (local_rank: 1)`)
@@ -453,6 +457,22 @@ def printed_by_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts
     named = re.search(rf"^\s*rank\s*:\s*{f.rank}\b", entry, re.M) is not None
     if m["rank"] is None and m["local"] is None and not (own_file or noted or named):
         return [f"first failure of rank {f.rank} quotes a line no rank printed, without a note"]
+    return []
+
+
+# a log line that reports how things went (`INFO step 23 local_loss nan`), not an error
+_LOG_LEVEL_INFO = re.compile(r"\b(?:INFO|DEBUG)\b")
+
+
+def failure_quote_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """The first failure of a rank that printed an error of its own quotes that error, not an
+    INFO line that came before it (a loss logged as `nan` is the failure's first sign)."""
+    f = d.first_failure
+    if f is None or f.rank is None or not f.own_error or f.rank not in facts.printed_errors:
+        return []
+    first = _PREFIX.sub("", f.text.strip().split("\n", 1)[0], count=1)
+    if _LOG_LEVEL_INFO.search(first) and not _ERROR_WORDS.search(first):
+        return [f"first failure of rank {f.rank} quotes {first[:60]!r}, not the error it raised"]
     return []
 
 
@@ -676,6 +696,20 @@ def setup_label_problems(view: report_view.ReportView, facts: Facts) -> list[str
     return problems
 
 
+def no_hang_label_problems(view: report_view.ReportView) -> list[str]:
+    """Next to a hang line that says "no hang", the collective-hang symptom is never shown as
+    high as the leading symptom: the report would call the job hung and not hung at once."""
+    head = view.who.hang.headline if view.who and view.who.hang else ""
+    if not head.startswith("no hang") or not view.symptoms:
+        return []
+    top = view.symptoms[0].share
+    return [
+        f"symptom {x.id} at {x.pct} (the leading one {view.symptoms[0].pct}) beside {head[:40]!r}"
+        for x in view.symptoms
+        if x.id == _COLLECTIVE_HANG and x.share >= top
+    ]
+
+
 def order_problems(d: Diagnosis) -> list[str]:
     """A row without a stamp is not listed above an error stamped inside its own bounds: it
     would read as earlier than a time its "before" bound says it may follow."""
@@ -764,6 +798,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + asks_for_held_problems(d, view)
         + native_stack_problems(view, facts)
         + printed_by_problems(d, view, facts)
+        + failure_quote_problems(d, facts)
         + record_problems(view)
         + host_problems(d, facts)
         + rendered_problems(d, view)
@@ -775,6 +810,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + store_wait_problems(d)
         + setup_advice_problems(d, view, facts)
         + setup_label_problems(view, facts)
+        + no_hang_label_problems(view)
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)

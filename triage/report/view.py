@@ -264,7 +264,8 @@ def _first_failure_note(d: Diagnosis, base: str) -> str:
         said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
         if (f.source, f.rank) not in said:
             return wording.by_no_rank(f.rank)
-    if source is None or source.rank is None or source.rank == f.rank:
+    if source is None or source.rank is None or source.rank == f.rank or f.printed_by == f.rank:
+        # a `[rank1]:` line of a console the node's ranks share is rank 1's own
         return ""
     return wording.quoted_from(source.rank, source.kind, f.rank)
 
