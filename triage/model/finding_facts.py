@@ -126,6 +126,7 @@ class MissingRankFacts(FindingFacts):
     world_size: int | None = None
     silent: tuple[int, ...] = ()
     silent_ranks: str | None = None  # of the finding's ranks, those that printed nothing: `0-2, 5`
+    ended: str | None = None  # of a missing dump: how the job ended, hang | error
 
 
 @dataclass(frozen=True)
