@@ -27,7 +27,7 @@ import pytest
 
 from triage.knowledge.actions import JobConditions, parse_action
 from triage.model import Diagnosis, SourceKind
-from triage.pipeline import Options, diagnose
+from triage.pipeline import Options, diagnose, explain
 from triage.report import render
 from triage.report import view as report_view
 
@@ -815,6 +815,31 @@ def claim_problems(bundle: Path) -> list[str]:
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)
     )
+
+
+# one rank's line in a job's log, pasted: NCCL's socket closed by its peer, py-spy's wait
+_PEER_CLOSED = (
+    "[rank3]: node01:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: "
+    "Connection closed by remote peer node02<51159>"
+)
+_WAITING = (
+    'Thread 7712 (idle): "MainThread"\n    all_reduce (torch/distributed/distributed_c10d.py:3252)'
+)
+
+
+@pytest.mark.parametrize(
+    ("pasted", "said"),
+    [
+        (_PEER_CLOSED, "Rank 3 only saw its peer node02<51159> go away"),
+        (_PEER_CLOSED.removeprefix("[rank3]: "), "The rank that logged this only saw its peer"),
+        (_WAITING, "A rank waiting in `all_reduce` only waits"),
+    ],
+)
+def test_advice_about_the_rank_that_logged_a_line_names_it(pasted: str, said: str) -> None:
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    actions = [a for f in d.fix_patterns for a in f.actions]
+    assert any(a.startswith(said) for a in actions), actions
+    assert not [a for a in actions if re.search(r"\bThis rank\b", a)]
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
