@@ -776,6 +776,11 @@ def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
         # the noun agrees with the count: "ranks 0, 1" and "ranks 0-1", never "rank 0, 1"
         if m := re.search(r"\brank \d+(?:-\d+)?(?:, \d+)+|\brank \d+-\d+", flat):
             problems.append(f"{fmt}: {m[0]!r} names several ranks as one")
+        # the picture's width is said as a person says a length of time: `over 6 s`, not
+        # `over 6.000s`
+        span = re.search(r"\bover (\S+?) ?(s|min|h)\b", flat) if fmt == "html" else None
+        if span and not re.fullmatch(r"\d+(?:\.\d)?", span[1]):
+            problems.append(f"html: the picture spans {span[0]!r}")
         # a set of ranks that is empty is not a rank: "rank(s) none", "ranks -"
         if re.search(r"\branks?(?:\(s\))? (?:none|-)(?![\w-])", flat):
             problems.append(f"{fmt}: an empty set of ranks is named as ranks")

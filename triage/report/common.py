@@ -5,6 +5,7 @@ What a report shows is decided once, in `view.py`; these only turn values into s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -224,6 +225,20 @@ def offset(epoch: float | None, start: float | None, resolution: float = 0.0) ->
     if resolution >= 1.0:
         return f"{round(epoch - start):+d}s"
     return f"{epoch - start:+.3f}s"
+
+
+def duration(seconds: float) -> str:
+    """A length of time as a person says it: `6 s`, `2.5 s`, `45 s`, `12 min`, `1.5 h`; no
+    more digits than the stamps it comes from are likely to carry."""
+    if not seconds >= 0 or seconds == float("inf"):
+        return ""
+    for limit, unit, name in ((120.0, 1.0, "s"), (7200.0, 60.0, "min"), (math.inf, 3600.0, "h")):
+        if seconds < limit:
+            value = seconds / unit
+            # one decimal only below 10 of the unit, and none where it would read `.0`
+            text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
+            return f"{text.removesuffix('.0')} {name}"
+    return ""
 
 
 def bounds(earliest: float | None, latest: float | None) -> str:
