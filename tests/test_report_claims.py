@@ -710,6 +710,30 @@ def no_hang_label_problems(view: report_view.ReportView) -> list[str]:
     ]
 
 
+def _shown(score: float) -> int:
+    """A score as the reports print it: a whole percentage, never 100 (no certainty)."""
+    return round(max(0.0, min(0.99, score)) * 100)
+
+
+def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
+    """Two things listed one above the other at the same percentage are said to be tied, in
+    every format: the order alone would rank them where the numbers do not."""
+    shown_fixes = {f.id for f in view.fixes}
+    lists = [d.symptoms[:3], d.root_causes[:3], [f for f in d.fix_patterns if f.id in shown_fixes]]
+    ties = [
+        f"{b.id} at {_shown(b.score)}% under {a.id}"
+        for items in lists
+        for a, b in zip(items, items[1:], strict=False)
+        if _shown(a.score) == _shown(b.score)
+    ]
+    problems = []
+    for fmt in ("md", "text", "html"):
+        said = len(re.findall(r"\btied\b", render(d, fmt)))
+        if said < len(ties):
+            problems.append(f"{fmt}: {ties} shown without saying they are tied")
+    return problems
+
+
 def order_problems(d: Diagnosis) -> list[str]:
     """A row without a stamp is not listed above an error stamped inside its own bounds: it
     would read as earlier than a time its "before" bound says it may follow."""
@@ -816,6 +840,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + setup_advice_problems(d, view, facts)
         + setup_label_problems(view, facts)
         + no_hang_label_problems(view)
+        + tie_problems(d, view)
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)
