@@ -715,6 +715,19 @@ def _shown(score: float) -> int:
     return round(max(0.0, min(0.99, score)) * 100)
 
 
+def no_hang_wait_problems(d: Diagnosis) -> list[str]:
+    """Advice in a job whose ranks got an error at once (no hang) never speaks of a moment
+    while the others waited: there was none to take a stack in."""
+    if d.hang is None or d.hang.detected:
+        return []
+    return [
+        f"{a[:70]!r} though no rank waited"
+        for f in d.fix_patterns
+        for a in f.actions
+        if re.search(r"while the others wait", a)
+    ]
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -841,6 +854,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + setup_label_problems(view, facts)
         + no_hang_label_problems(view)
         + tie_problems(d, view)
+        + no_hang_wait_problems(d)
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)
