@@ -728,6 +728,30 @@ def no_hang_wait_problems(d: Diagnosis) -> list[str]:
     ]
 
 
+def _seconds_of_day(clock: str) -> float:
+    h, m, s = clock.split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def offset_problems(view: report_view.ReportView) -> list[str]:
+    """A row's offset is its clock minus the picture's start, to the millisecond both show:
+    `10:06:26.774` from `10:06:26` is `+0.774s`, not `+0.775s`."""
+    if view.lanes is None:
+        return []
+    start = re.search(r"(\d\d:\d\d:\d\d(?:\.\d+)?) UTC$", view.lanes.start)
+    if start is None:
+        return []
+    problems = []
+    for r in view.timeline.rows:
+        said = re.fullmatch(r"([+-]\d+\.\d{3})s", r.offset)
+        if said is None or not re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", r.clock):
+            continue
+        shown = round((_seconds_of_day(r.clock) - _seconds_of_day(start[1])) * 1000)
+        if shown != round(float(said[1]) * 1000):
+            problems.append(f"timeline: {r.clock} is {r.offset} from {start[1]}")
+    return problems
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -855,6 +879,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + no_hang_label_problems(view)
         + tie_problems(d, view)
         + no_hang_wait_problems(d)
+        + offset_problems(view)
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)

@@ -224,7 +224,16 @@ def offset(epoch: float | None, start: float | None, resolution: float = 0.0) ->
         return ""
     if resolution >= 1.0:
         return f"{round(epoch - start):+d}s"
-    return f"{epoch - start:+.3f}s"
+    # counted between the milliseconds the clocks show (they cut, not round): `10:06:26.774`
+    # is `+0.774s` from `10:06:26`, never `+0.775s`
+    ms = _shown_ms(epoch) - _shown_ms(start)
+    return f"{'-' if ms < 0 else '+'}{abs(ms) // 1000}.{abs(ms) % 1000:03d}s"
+
+
+def _shown_ms(epoch: float) -> int:
+    """The epoch in whole milliseconds as a clock shows it: to the microsecond (as datetime
+    rounds it), then cut to the millisecond."""
+    return round(epoch * 1_000_000) // 1000
 
 
 def duration(seconds: float) -> str:
