@@ -292,6 +292,15 @@ def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
     if m is None:
         return contradiction
     op, seq = m[1], int(m[2])
+    # "rank 2 behind" is said of a rank whose own record stops short of #SEQ: one that entered
+    # #SEQ with another collective was not behind, it issued something else there
+    if said := re.match(r"(ranks? [\d, -]+) behind", head):
+        problems_behind = [
+            f"{head!r}: rank {r} entered #{facts.fr_last[r][0]} ({facts.fr_last[r][1]})"
+            for r in _ranks(said[1].split(" ", 1)[1])
+            if r in facts.fr_last and facts.fr_last[r][0] >= seq
+        ]
+        contradiction += problems_behind
     behind = set(d.hang.lagging_ranks) | set(d.culprit_ranks)
     others = {r for r in facts.fr_ops | facts.pyspy_op if r not in behind}
     problems = contradiction

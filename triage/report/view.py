@@ -295,8 +295,26 @@ def _hang(d: Diagnosis) -> Hang | None:
         seq = h.collective.seq
     op_text = c.short(str(op), 80) if op else None
     pg = c.short(h.process_group, 120) if h.process_group else None
-    head = wording.hang_headline(h.lagging_ranks, op_text, seq, pg, h.waiter)
+    head = wording.hang_headline(
+        h.lagging_ranks, op_text, seq, pg, h.waiter, _entered_with_another(d, seq)
+    )
     return Hang(True, head, collective, explanation)
+
+
+def _entered_with_another(d: Diagnosis, seq: int | None) -> tuple[int, ...]:
+    """The lagging ranks whose own flight-recorder record reached the collective the others
+    waited in (#seq) or beyond: they issued another collective there, they were not behind."""
+    if seq is None or d.hang is None:
+        return ()
+    pg = d.hang.process_group
+    reached = {
+        p.rank
+        for g in d.process_groups
+        if g.stuck_seq == seq and (pg is None or pg == g.pg or pg.startswith(f"{g.pg} ("))
+        for p in g.ranks
+        if p.enqueued is not None and p.enqueued >= seq
+    }
+    return tuple(r for r in d.hang.lagging_ranks if r in reached)
 
 
 # --------------------------------------------------------------------------- evidence
