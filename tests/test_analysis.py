@@ -697,7 +697,11 @@ def test_rank_whose_own_loss_went_nan_is_blamed_when_every_rank_raises_the_same_
     ]
     a = correlate([ps(source("train.log"), events)])
     assert a.culprit_ranks == (1,)
-    assert a.first_failure is not None and "local_loss nan" in a.first_failure.text
+    # the failure quoted is the error rank 1 raised; its loss going nan is its first sign,
+    # on the timeline
+    assert a.first_failure is not None and a.first_failure.rank == 1
+    assert "FloatingPointError" in a.first_failure.text
+    assert any("local_loss nan" in t.text and t.rank == 1 for t in a.timeline)
     # the copies of the same error on the other ranks are consequences, not causes
     assert {e.rank for e in a.initiating_events} == {1}
     assert {e.rank for e in a.cascade_events} == {0, 2, 3}

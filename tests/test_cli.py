@@ -49,6 +49,28 @@ def test_explain_reads_stdin_when_no_text_is_given() -> None:
     assert _json(result.output)["symptoms"][0]["id"] == "S14"
 
 
+def test_explain_dash_reads_the_error_from_stdin() -> None:
+    result = CliRunner().invoke(main, ["explain", "--no-embed", "--format", "json", "-"], input=OOM)
+    assert result.exit_code == 0, result.output
+    diagnosis = _json(result.output)
+    assert diagnosis["symptoms"][0]["id"] == "S14"
+    assert "CUDA out of memory" in diagnosis["evidence"][0]["text"]
+
+
+def test_explain_of_a_file_name_reads_that_file_and_says_so(tmp_path: Path) -> None:
+    pasted = tmp_path / "error.txt"
+    pasted.write_text(OOM, encoding="utf-8")
+    result = CliRunner().invoke(main, ["explain", "--no-embed", "--format", "json", str(pasted)])
+    assert result.exit_code == 0, result.output
+    assert _json(result.stdout)["symptoms"][0]["id"] == "S14"
+    assert f"reading the error from {pasted}" in result.stderr
+    quiet = CliRunner().invoke(
+        main, ["explain", "--no-embed", "--format", "json", "-q", str(pasted)]
+    )
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert _json(quiet.stdout)["symptoms"][0]["id"] == "S14"
+
+
 def test_explain_jsonl_keeps_order_and_reports_bad_lines() -> None:
     lines = [
         json.dumps({"id": "b", "text": OOM}),

@@ -554,7 +554,7 @@ def test_rank_lanes_zoom_in_on_the_failure_not_on_hours_of_start_up() -> None:
     cascade = [m.x for lane in lanes.lanes for m in lane.marks if m.kind == "cascade"]
     assert 0.5 in cascade and 1.0 in cascade
     assert lanes.earlier == 1
-    assert "over 10.000s (1 earlier event at the left edge)" in _page(render(d, "html")).visible()
+    assert "over 10 s (1 earlier event at the left edge)" in _page(render(d, "html")).visible()
 
 
 def test_thousands_of_findings_are_capped_in_html_but_kept_in_json() -> None:

@@ -27,7 +27,7 @@ import pytest
 
 from triage.knowledge.actions import JobConditions, parse_action
 from triage.model import Diagnosis, SourceKind
-from triage.pipeline import Options, diagnose
+from triage.pipeline import Options, diagnose, explain
 from triage.report import render
 from triage.report import view as report_view
 
@@ -292,6 +292,15 @@ def hang_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts) -> l
     if m is None:
         return contradiction
     op, seq = m[1], int(m[2])
+    # "rank 2 behind" is said of a rank whose own record stops short of #SEQ: one that entered
+    # #SEQ with another collective was not behind, it issued something else there
+    if said := re.match(r"(ranks? [\d, -]+) behind", head):
+        problems_behind = [
+            f"{head!r}: rank {r} entered #{facts.fr_last[r][0]} ({facts.fr_last[r][1]})"
+            for r in _ranks(said[1].split(" ", 1)[1])
+            if r in facts.fr_last and facts.fr_last[r][0] >= seq
+        ]
+        contradiction += problems_behind
     behind = set(d.hang.lagging_ranks) | set(d.culprit_ranks)
     others = {r for r in facts.fr_ops | facts.pyspy_op if r not in behind}
     problems = contradiction
@@ -446,6 +455,10 @@ def printed_by_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts
     assert m is not None
     if m["rank"] is not None and int(m["rank"]) != f.rank:
         return [f"first failure of rank {f.rank} quotes rank {m['rank']}'s line {f.line}"]
+    note = view.who.first.note if view.who is not None and view.who.first is not None else ""
+    said = re.search(r"quoted from rank (\d+)'s \w+, which reports it about", note)
+    if said and m["rank"] is not None and int(m["rank"]) == f.rank:
+        return [f"{note[:60]!r}: line {f.line} is rank {f.rank}'s own `[rank{f.rank}]:` line"]
     own_file = any(i.path == f.source and i.rank is not None for i in d.inputs)
     noted = view.who is not None and view.who.first is not None and view.who.first.note
     # torchrun's failure summary names the rank its entry is about (`rank : 1 (local_rank: 1)`)
@@ -453,6 +466,22 @@ def printed_by_problems(d: Diagnosis, view: report_view.ReportView, facts: Facts
     named = re.search(rf"^\s*rank\s*:\s*{f.rank}\b", entry, re.M) is not None
     if m["rank"] is None and m["local"] is None and not (own_file or noted or named):
         return [f"first failure of rank {f.rank} quotes a line no rank printed, without a note"]
+    return []
+
+
+# a log line that reports how things went (`INFO step 23 local_loss nan`), not an error
+_LOG_LEVEL_INFO = re.compile(r"\b(?:INFO|DEBUG)\b")
+
+
+def failure_quote_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """The first failure of a rank that printed an error of its own quotes that error, not an
+    INFO line that came before it (a loss logged as `nan` is the failure's first sign)."""
+    f = d.first_failure
+    if f is None or f.rank is None or not f.own_error or f.rank not in facts.printed_errors:
+        return []
+    first = _PREFIX.sub("", f.text.strip().split("\n", 1)[0], count=1)
+    if _LOG_LEVEL_INFO.search(first) and not _ERROR_WORDS.search(first):
+        return [f"first failure of rank {f.rank} quotes {first[:60]!r}, not the error it raised"]
     return []
 
 
@@ -651,6 +680,106 @@ def setup_advice_problems(d: Diagnosis, view: report_view.ReportView, facts: Fac
     return [f"{s[:70]!r}: no rank got past setup" for s in said if _ASKS_FOR_COLLECTIVES.search(s)]
 
 
+# causes that need collectives to have run: ranks disagreeing on them (R08), uneven work
+# between them (R09), a collective timeout shorter than the work between them (R11)
+_COLLECTIVE_CAUSES = {"R08", "R09", "R11"}
+_COLLECTIVE_HANG = "S17"
+
+
+def setup_label_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
+    """Where every py-spy stack waits in process-group setup or a rendezvous and no rank left a
+    flight-recorder dump, nothing ran: the report offers no cause about collectives, and does
+    not call the wait a collective hang with any weight (30% or more)."""
+    if not facts.pyspy_ranks or not facts.pyspy_ranks <= facts.pyspy_setup or facts.fr_files:
+        return []
+    problems = [
+        f"root cause {x.id} ({x.pct}) offered though no rank got past setup"
+        for x in view.root_causes
+        if x.id in _COLLECTIVE_CAUSES
+    ]
+    problems += [
+        f"symptom {x.id} ({x.pct}) though no rank got past setup"
+        for x in view.symptoms
+        if x.id == _COLLECTIVE_HANG and x.share >= 0.3
+    ]
+    return problems
+
+
+def no_hang_label_problems(view: report_view.ReportView) -> list[str]:
+    """Next to a hang line that says "no hang", the collective-hang symptom is never shown as
+    high as the leading symptom: the report would call the job hung and not hung at once."""
+    head = view.who.hang.headline if view.who and view.who.hang else ""
+    if not head.startswith("no hang") or not view.symptoms:
+        return []
+    top = view.symptoms[0].share
+    return [
+        f"symptom {x.id} at {x.pct} (the leading one {view.symptoms[0].pct}) beside {head[:40]!r}"
+        for x in view.symptoms
+        if x.id == _COLLECTIVE_HANG and x.share >= top
+    ]
+
+
+def _shown(score: float) -> int:
+    """A score as the reports print it: a whole percentage, never 100 (no certainty)."""
+    return round(max(0.0, min(0.99, score)) * 100)
+
+
+def no_hang_wait_problems(d: Diagnosis) -> list[str]:
+    """Advice in a job whose ranks got an error at once (no hang) never speaks of a moment
+    while the others waited: there was none to take a stack in."""
+    if d.hang is None or d.hang.detected:
+        return []
+    return [
+        f"{a[:70]!r} though no rank waited"
+        for f in d.fix_patterns
+        for a in f.actions
+        if re.search(r"while the others wait", a)
+    ]
+
+
+def _seconds_of_day(clock: str) -> float:
+    h, m, s = clock.split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def offset_problems(view: report_view.ReportView) -> list[str]:
+    """A row's offset is its clock minus the picture's start, to the millisecond both show:
+    `10:06:26.774` from `10:06:26` is `+0.774s`, not `+0.775s`."""
+    if view.lanes is None:
+        return []
+    start = re.search(r"(\d\d:\d\d:\d\d(?:\.\d+)?) UTC$", view.lanes.start)
+    if start is None:
+        return []
+    problems = []
+    for r in view.timeline.rows:
+        said = re.fullmatch(r"([+-]\d+\.\d{3})s", r.offset)
+        if said is None or not re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", r.clock):
+            continue
+        shown = round((_seconds_of_day(r.clock) - _seconds_of_day(start[1])) * 1000)
+        if shown != round(float(said[1]) * 1000):
+            problems.append(f"timeline: {r.clock} is {r.offset} from {start[1]}")
+    return problems
+
+
+def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
+    """Two things listed one above the other at the same percentage are said to be tied, in
+    every format: the order alone would rank them where the numbers do not."""
+    shown_fixes = {f.id for f in view.fixes}
+    lists = [d.symptoms[:3], d.root_causes[:3], [f for f in d.fix_patterns if f.id in shown_fixes]]
+    ties = [
+        f"{b.id} at {_shown(b.score)}% under {a.id}"
+        for items in lists
+        for a, b in zip(items, items[1:], strict=False)
+        if _shown(a.score) == _shown(b.score)
+    ]
+    problems = []
+    for fmt in ("md", "text", "html"):
+        said = len(re.findall(r"\btied\b", render(d, fmt)))
+        if said < len(ties):
+            problems.append(f"{fmt}: {ties} shown without saying they are tied")
+    return problems
+
+
 def order_problems(d: Diagnosis) -> list[str]:
     """A row without a stamp is not listed above an error stamped inside its own bounds: it
     would read as earlier than a time its "before" bound says it may follow."""
@@ -717,6 +846,11 @@ def rendered_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
         # the noun agrees with the count: "ranks 0, 1" and "ranks 0-1", never "rank 0, 1"
         if m := re.search(r"\brank \d+(?:-\d+)?(?:, \d+)+|\brank \d+-\d+", flat):
             problems.append(f"{fmt}: {m[0]!r} names several ranks as one")
+        # the picture's width is said as a person says a length of time: `over 6 s`, not
+        # `over 6.000s`
+        span = re.search(r"\bover (\S+?) ?(s|min|h)\b", flat) if fmt == "html" else None
+        if span and not re.fullmatch(r"\d+(?:\.\d)?", span[1]):
+            problems.append(f"html: the picture spans {span[0]!r}")
         # a set of ranks that is empty is not a rank: "rank(s) none", "ranks -"
         if re.search(r"\branks?(?:\(s\))? (?:none|-)(?![\w-])", flat):
             problems.append(f"{fmt}: an empty set of ranks is named as ranks")
@@ -739,6 +873,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + asks_for_held_problems(d, view)
         + native_stack_problems(view, facts)
         + printed_by_problems(d, view, facts)
+        + failure_quote_problems(d, facts)
         + record_problems(view)
         + host_problems(d, facts)
         + rendered_problems(d, view)
@@ -749,10 +884,40 @@ def claim_problems(bundle: Path) -> list[str]:
         + uneven_problems(d, facts)
         + store_wait_problems(d)
         + setup_advice_problems(d, view, facts)
+        + setup_label_problems(view, facts)
+        + no_hang_label_problems(view)
+        + tie_problems(d, view)
+        + no_hang_wait_problems(d)
+        + offset_problems(view)
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)
     )
+
+
+# one rank's line in a job's log, pasted: NCCL's socket closed by its peer, py-spy's wait
+_PEER_CLOSED = (
+    "[rank3]: node01:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: "
+    "Connection closed by remote peer node02<51159>"
+)
+_WAITING = (
+    'Thread 7712 (idle): "MainThread"\n    all_reduce (torch/distributed/distributed_c10d.py:3252)'
+)
+
+
+@pytest.mark.parametrize(
+    ("pasted", "said"),
+    [
+        (_PEER_CLOSED, "Rank 3 only saw its peer node02<51159> go away"),
+        (_PEER_CLOSED.removeprefix("[rank3]: "), "The rank that logged this only saw its peer"),
+        (_WAITING, "A rank waiting in `all_reduce` only waits"),
+    ],
+)
+def test_advice_about_the_rank_that_logged_a_line_names_it(pasted: str, said: str) -> None:
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    actions = [a for f in d.fix_patterns for a in f.actions]
+    assert any(a.startswith(said) for a in actions), actions
+    assert not [a for a in actions if re.search(r"\bThis rank\b", a)]
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])

@@ -250,18 +250,20 @@ def hang_findings(
                 collective=(coll.op or coll.profiling_name or None) if coll else None,
                 op=coll.op if coll else None,
                 shape=hang.shape,
+                in_setup=hang.in_setup,
             ),
         )
     ]
 
 
 def mismatches_ended(fr_findings: Sequence[Finding], hang: HangReport | None) -> list[Finding]:
-    """The flight recorder's findings, a collective mismatch marked with how the job ended: a
-    mismatch of sizes or dtypes is a library error (the receiver checked) or a hang."""
+    """The flight recorder's findings, a collective mismatch and a missing dump marked with how
+    the job ended: a mismatch of sizes or dtypes is a library error (the receiver checked) or
+    a hang; a rank without a dump while the others got an error at once did not hang them."""
     ended = "hang" if hang is not None and hang.detected else "error"
     return [
         replace(f, facts=replace(f.facts, ended=ended))
-        if isinstance(f.facts, CollectiveMismatchFacts)
+        if isinstance(f.facts, (CollectiveMismatchFacts, MissingRankFacts))
         else f
         for f in fr_findings
     ]

@@ -94,10 +94,16 @@ def pick_first_failure(
             line=line,
             text=text,
             time_resolution=_resolution(p.event),
+            printed_by=p.event.rank,
         )
 
+    mine = [p for p in initiating if p.rank in culprits]
+    if mine:
+        # the culprit's own error is the failure; a metric line that went NaN before it is
+        # its first sign, shown on the timeline, not what failed
+        return from_placed(min(mine, key=by_time))
     for rank, ev in early:
-        # the culprit's own metric went bad before anything raised (a NaN loss, spread later)
+        # the culprit's own metric went bad and it raised nothing (a NaN loss, spread later)
         return FailureRef(
             rank=rank,
             host=ev.host,
@@ -107,9 +113,6 @@ def pick_first_failure(
             text=first_line(ev.text, 400),
             time_resolution=_resolution(ev),
         )
-    mine = [p for p in initiating if p.rank in culprits]
-    if mine:
-        return from_placed(min(mine, key=by_time))
     for rec in exit_records:
         if rec.exit.rank in culprits and rec.self_inflicted:
             # quoted as the launcher wrote it: what the code means is the findings' to say

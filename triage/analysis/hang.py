@@ -138,6 +138,7 @@ def hang_report(
         collective=coll if coll is not None and coll.as_dict() else None,
         account=text,
         waiter="the launcher" if waiters == "the launcher" else "",
+        in_setup=setup is not None,
     )
 
 

@@ -95,7 +95,8 @@ def explain(
     redact_hosts: bool,
     quiet: bool,
 ) -> None:
-    """Diagnose a pasted error (TEXT, or stdin when no TEXT is given)."""
+    """Diagnose a pasted error: TEXT, stdin when no TEXT or `-` is given, a file's content
+    when the one TEXT names a file."""
     from triage import pipeline
 
     options = pipeline_options(no_embed, rules, redact_hosts=redact_hosts)
@@ -104,12 +105,35 @@ def explain(
         _explain_jsonl(options)
         return
     fmt = pick_format(fmt, out, brief)
-    body = " ".join(text) if text else sys.stdin.read()
+    body = _pasted(text, quiet)
     if not body.strip():
         raise click.UsageError("nothing to explain: give the error text as arguments or on stdin")
     with Spinner(not quiet, working_on("the error", options.use_embeddings)):
         diagnosis = pipeline.explain(body, options)
     emit(diagnosis, fmt, out, quiet, brief)
+
+
+def _pasted(text: tuple[str, ...], quiet: bool) -> str:
+    """The error to explain: the words given, stdin for none or `-`, and a file's content
+    when the one word given names an existing file (a path pasted as text explains nothing)."""
+    if not text or text == ("-",):
+        return sys.stdin.read()
+    if len(text) == 1 and "\n" not in text[0]:
+        path = Path(text[0])
+        try:
+            named_file = path.exists() and not path.is_dir()
+        except OSError:  # a pasted line too long to be a file name
+            named_file = False
+        if named_file:
+            if not quiet:
+                click.echo(f"reading the error from {path} (a file of that name)", err=True)
+            try:
+                return path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise click.BadParameter(
+                    f"cannot read {path}: {exc.strerror or exc}", param_hint="TEXT"
+                ) from exc
+    return " ".join(text)
 
 
 def _explain_jsonl(options: Any) -> None:

@@ -58,6 +58,9 @@ class FailureRef:
     # out (its flight-recorder entry), and another rank may have failed first
     own_error: bool = True
     time_resolution: float = 0.0  # seconds `time` leaves open (1.0: a stamp to the second)
+    # the rank the quoted line is printed by, where the line says (`[rank1]:` on a console
+    # the whole node writes); None: the file's rank or another rank's report about `rank`
+    printed_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class HangReport:
     shape: HangShape | None = None  # of a detected hang, where the evidence tells
     # who waited, where it was not the other ranks: "the launcher" (no rank had started)
     waiter: str = ""
+    # the waiters stood in process-group setup or a rendezvous (py-spy): no collective ran
+    in_setup: bool = False
 
     @property
     def explanation(self) -> str:

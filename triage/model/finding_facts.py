@@ -98,6 +98,9 @@ class HangFacts(FindingFacts):
     collective: str | None = None
     op: str | None = None  # the op alone, where the evidence names it
     shape: HangShape | None = None  # what the rank(s) the others waited for were doing
+    # the waiters stood in process-group setup or a rendezvous: no collective ran, so nothing
+    # about collectives (their order, their work, their timeout) explains the wait
+    in_setup: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class MissingRankFacts(FindingFacts):
     world_size: int | None = None
     silent: tuple[int, ...] = ()
     silent_ranks: str | None = None  # of the finding's ranks, those that printed nothing: `0-2, 5`
+    ended: str | None = None  # of a missing dump: how the job ended, hang | error
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ What a report shows is decided once, in `view.py`; these only turn values into s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -223,7 +224,30 @@ def offset(epoch: float | None, start: float | None, resolution: float = 0.0) ->
         return ""
     if resolution >= 1.0:
         return f"{round(epoch - start):+d}s"
-    return f"{epoch - start:+.3f}s"
+    # counted between the milliseconds the clocks show (they cut, not round): `10:06:26.774`
+    # is `+0.774s` from `10:06:26`, never `+0.775s`
+    ms = _shown_ms(epoch) - _shown_ms(start)
+    return f"{'-' if ms < 0 else '+'}{abs(ms) // 1000}.{abs(ms) % 1000:03d}s"
+
+
+def _shown_ms(epoch: float) -> int:
+    """The epoch in whole milliseconds as a clock shows it: to the microsecond (as datetime
+    rounds it), then cut to the millisecond."""
+    return round(epoch * 1_000_000) // 1000
+
+
+def duration(seconds: float) -> str:
+    """A length of time as a person says it: `6 s`, `2.5 s`, `45 s`, `12 min`, `1.5 h`; no
+    more digits than the stamps it comes from are likely to carry."""
+    if not seconds >= 0 or seconds == float("inf"):
+        return ""
+    for limit, unit, name in ((120.0, 1.0, "s"), (7200.0, 60.0, "min"), (math.inf, 3600.0, "h")):
+        if seconds < limit:
+            value = seconds / unit
+            # one decimal only below 10 of the unit, and none where it would read `.0`
+            text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
+            return f"{text.removesuffix('.0')} {name}"
+    return ""
 
 
 def bounds(earliest: float | None, latest: float | None) -> str:

@@ -171,7 +171,7 @@ def _picture(lanes: Lanes) -> dict[str, Any]:
         "ticks": [{"x": at(x), "label": label} for x, label in lanes.ticks],
         "rows": rows,
         "start": lanes.start,
-        "span": f"{lanes.span:.3f}s" if lanes.span < 120 else f"{lanes.span / 60:.1f} min",
+        "span": c.duration(lanes.span),
         "earlier": lanes.earlier,
         "restarts": lanes.restarts,
     }

@@ -127,7 +127,8 @@ def _label_row(title: str, label: Label, first: bool) -> str:
     if not first:
         name = f"_{name}_" if name else name
     head = f"**{title}**" if first else ""
-    return f"| {head} | {md_code(label.id, True)} {name} | {label.pct} |"
+    pct = f"{label.pct} (tied)" if label.tied else label.pct
+    return f"| {head} | {md_code(label.id, True)} {name} | {pct} |"
 
 
 def _render(v: ReportView, caps: _Caps) -> str:
@@ -171,7 +172,8 @@ def _render(v: ReportView, caps: _Caps) -> str:
         add("")
         for n, fix in enumerate(v.fixes, 1):
             why = f": {md_text(fix.why)}" if fix.why else ""
-            add(f"{n}. **{md_text(fix.id)} {md_text(fix.name)}** ({fix.pct}){why}")
+            pct = f"{fix.pct}, tied" if fix.tied else fix.pct
+            add(f"{n}. **{md_text(fix.id)} {md_text(fix.name)}** ({pct}){why}")
             for action in fix.actions[: caps.actions]:
                 add(f"   - {_action(action.text, caps.action_chars)}")
             if len(fix.actions) > caps.actions:

@@ -214,7 +214,7 @@ def _label(label: Label, dim: bool) -> Text:
 
 
 def _pct(label: Label, dim: bool) -> Text:
-    return Text(label.pct, style="dim" if dim else "bold")
+    return Text(label.pct + (" (tied)" if label.tied else ""), style="dim" if dim else "bold")
 
 
 def _action(action: str, plain: bool) -> Text:
@@ -244,7 +244,7 @@ def _fixes(v: ReportView, plain: bool) -> RenderableType:
     grid.add_column(overflow="fold")
     for n, fix in enumerate(v.fixes, 1):
         head = Text(f"{fix.id} {fix.name}", style="bold")
-        head.append(f"  {fix.pct}", style="dim")
+        head.append(f"  {fix.pct}" + (" (tied)" if fix.tied else ""), style="dim")
         body: list[RenderableType] = [head]
         actions: list[Action] = list(fix.actions[:ACTIONS])
         if actions:

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from triage.analysis.timeline import first_error
 from triage.model import (
@@ -55,6 +55,8 @@ from .view_model import (
 )
 from .wording import ABSTAIN_TITLE, NO_EVIDENCE_TITLE, OUTCOME_WORDS, TITLES, ranks_phrase
 
+_Scored = TypeVar("_Scored", Label, Fix)  # what a report lists with a percentage
+
 if TYPE_CHECKING:
     from triage.knowledge import Knowledge
 
@@ -88,8 +90,8 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
         abstain=abstain,
         outcome=_outcome(d, base),
         ended_well=ended_well,
-        symptoms=tuple(_label(x) for x in d.symptoms[:3]),
-        root_causes=tuple(_label(x) for x in d.root_causes[:3]),
+        symptoms=_ties(tuple(_label(x) for x in d.symptoms[:3])),
+        root_causes=_ties(tuple(_label(x) for x in d.root_causes[:3])),
         stage=(c.short(f"{d.stage.id} {d.stage.name or d.stage.slug}", 200) if d.stage else ""),
         collect_next=tuple(_action(a) for a in collect_next(d, kb)) if abstain else (),
         who=_who(d, base),
@@ -218,7 +220,15 @@ def _fixes(d: Diagnosis) -> tuple[Fix, ...]:
                 c.short(f.why),
             )
         )
-    return tuple(shown)
+    return _ties(tuple(shown))
+
+
+def _ties(items: tuple[_Scored, ...]) -> tuple[_Scored, ...]:
+    """Each item shown at the same percentage as the one above it, marked as tied: a list
+    whose order says more than its numbers would rank two things the numbers do not."""
+    return tuple(
+        replace(x, tied=True) if n and x.pct == items[n - 1].pct else x for n, x in enumerate(items)
+    )
 
 
 # --------------------------------------------------------------------------- who
@@ -264,7 +274,8 @@ def _first_failure_note(d: Diagnosis, base: str) -> str:
         said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
         if (f.source, f.rank) not in said:
             return wording.by_no_rank(f.rank)
-    if source is None or source.rank is None or source.rank == f.rank:
+    if source is None or source.rank is None or source.rank == f.rank or f.printed_by == f.rank:
+        # a `[rank1]:` line of a console the node's ranks share is rank 1's own
         return ""
     return wording.quoted_from(source.rank, source.kind, f.rank)
 
@@ -284,8 +295,26 @@ def _hang(d: Diagnosis) -> Hang | None:
         seq = h.collective.seq
     op_text = c.short(str(op), 80) if op else None
     pg = c.short(h.process_group, 120) if h.process_group else None
-    head = wording.hang_headline(h.lagging_ranks, op_text, seq, pg, h.waiter)
+    head = wording.hang_headline(
+        h.lagging_ranks, op_text, seq, pg, h.waiter, _entered_with_another(d, seq)
+    )
     return Hang(True, head, collective, explanation)
+
+
+def _entered_with_another(d: Diagnosis, seq: int | None) -> tuple[int, ...]:
+    """The lagging ranks whose own flight-recorder record reached the collective the others
+    waited in (#seq) or beyond: they issued another collective there, they were not behind."""
+    if seq is None or d.hang is None:
+        return ()
+    pg = d.hang.process_group
+    reached = {
+        p.rank
+        for g in d.process_groups
+        if g.stuck_seq == seq and (pg is None or pg == g.pg or pg.startswith(f"{g.pg} ("))
+        for p in g.ranks
+        if p.enqueued is not None and p.enqueued >= seq
+    }
+    return tuple(r for r in d.hang.lagging_ranks if r in reached)
 
 
 # --------------------------------------------------------------------------- evidence

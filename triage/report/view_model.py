@@ -35,6 +35,9 @@ class Label:
     name: str
     pct: str  # "91%"
     share: float  # in [0, 1], for a bar
+    # shown at the same score as the label listed above it: the order between the two is
+    # a tie-break, and the report says so rather than rank them by a number they share
+    tied: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Fix:
     share: float
     actions: tuple[Action, ...]
     why: str
+    tied: bool = False  # shown at the same score as the fix listed above it
 
 
 @dataclass(frozen=True)

@@ -104,13 +104,22 @@ def hang_headline(
     seq: object | None,
     pg: str | None,
     waiter: str = "",
+    elsewhere: Sequence[int] = (),
 ) -> str:
     """The hang in one line: `rank 3 behind; the others waited in all_reduce #57 on pg 0`;
-    `waiter` names who waited where no rank had started (`the launcher`)."""
+    `waiter` names who waited where no rank had started (`the launcher`); `elsewhere`, the
+    lagging ranks whose own record reached #57 with another collective (not behind:
+    `rank 2 issued another collective at #57; ...`)."""
     where = f" in {op}" + (f" #{seq}" if seq is not None else "") if op else ""
     on = f" on process group {pg}" if pg else ""
     if not lagging:
         return f"{waiter or 'the ranks'} waited{where}{on}"
     one = len(lagging) == 1
     waited = f"waited{where}{on}" if where or on else f"waited for {'it' if one else 'them'}"
-    return f"{ranks_phrase(lagging)} behind; {waiter or 'the others'} {waited}"
+    short = [r for r in lagging if r not in elsewhere]
+    who = []
+    if elsewhere:
+        who.append(f"{ranks_phrase(elsewhere)} issued another collective at #{seq}")
+    if short:
+        who.append(f"{ranks_phrase(short)} behind")
+    return f"{', '.join(who)}; {waiter or 'the others'} {waited}"
