@@ -68,6 +68,8 @@ NATIVE_AT = re.compile(
 CPP_FRAME = re.compile(r"frame #(?P<n>\d+): ")
 BORDER = re.compile(r"(?P<ch>[=-])(?P=ch){9,}\s*$")
 SUMMARY_TITLE = re.compile(r"\S.* FAILED\s*$")
+# the table's section headers; a table cut above its title still opens with one of them
+SUMMARY_HEADER = re.compile(r"(?:Failures:|Root Cause \(first observed failure\):)")
 SUMMARY_IDX = re.compile(r"\[(?P<idx>\d+)\]:\s*$")
 SUMMARY_FIELD = re.compile(
     r"  (?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*)$"

@@ -31,6 +31,7 @@ from triage.parsers.rank_log.formats import (
     LEVELS,
     OLD_C10,
     PYLOG,
+    SUMMARY_HEADER,
     SUMMARY_TITLE,
     TB_CUT_FILE,
     TB_FILE,
@@ -216,7 +217,7 @@ class LineEvents:
                 and not msg.startswith("[")
                 and " " not in msg.strip()[: -len(" FAILED")].strip()
             )
-            or stripped in ("Failures:", "Root Cause (first observed failure):")
+            or SUMMARY_HEADER.fullmatch(stripped)
             or (BORDER.match(msg) and msg.startswith("="))
         ):
             summary = SummaryRecord(key, pre, number, number)

@@ -22,6 +22,7 @@ from triage.parsers.rank_log.formats import (
     FATAL_PYTHON,
     LEVELS,
     RAISED_FROM,
+    SUMMARY_HEADER,
     SUMMARY_TITLE,
     TB_CUT_FILE,
     TB_FILE,
@@ -57,6 +58,7 @@ _OPENERS = (
     WHAT,
     FATAL_PYTHON,
     RAISED_FROM,
+    SUMMARY_HEADER,
     SUMMARY_TITLE,
 )
 DS_RANK_MAPPING = "global_rank_mapping="  # DeepSpeed's launcher: local -> global ranks
