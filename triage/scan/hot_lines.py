@@ -444,7 +444,11 @@ def _add_after(data: bytes, prefix: bytes, words: list[tuple[int, int]], out: li
 
 def _escaped(needle: bytes) -> bytes:
     """A literal for a hyperscan expression: every byte but letters and digits escaped."""
-    return b"".join(bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in needle)
+    # one table lookup a byte (C speed): ~2,000 needles are escaped before the workers fork
+    return b"".join(map(_ESCAPES.__getitem__, needle))
+
+
+_ESCAPES = [bytes([c]) if chr(c).isalnum() else b"\\x%02x" % c for c in range(256)]
 
 
 def _first_of_once(line: bytes, once: list[re.Pattern[bytes]], seen: set[int]) -> bool:
