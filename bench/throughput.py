@@ -9,8 +9,9 @@ median: on a shared machine the load changes between rounds, not within one. gre
 write their counts to a file (with output to /dev/null GNU grep stops at the first match).
 
 Every file is read once first, so the page cache is warm for every command. Prints, as the
-median of --repeat runs: wall time, MB/s, CPU time (with worker processes), the largest
-process's peak RSS and the whole process tree's peak RSS of an end-to-end
+median of --repeat runs: wall time, MB/s, CPU time (with worker processes; on a shared
+machine the steadier figure, since wall time is mostly the share of the cores a run got),
+the largest process's peak RSS and the whole process tree's peak RSS of an end-to-end
 `triage BUNDLE --format json` run (rules only and, with --with-embed, with embeddings too),
 and the same for `grep -c -E` and `rg -c` over the same files, with the ratio. Run it with
 bytecode caching on (PYTHONDONTWRITEBYTECODE unset), as an installed tool runs: otherwise
@@ -106,7 +107,8 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}  load: {os.getloadavg()}  {time.strftime('%Y-%m-%d %H:%M')}")
     print(
         f"{'bundle':22s} {'MB':>7s} {'triage s':>9s} {'MB/s':>6s} {'grep s':>7s} {'rg s':>6s} "
-        f"{'ratio':>6s} {'RSS MiB':>8s} {'tree':>5s}  culprit (truth) hang"
+        f"{'ratio':>6s} {'cpu s':>6s} {'grep cpu':>8s} {'RSS MiB':>8s} {'tree':>5s}  "
+        "culprit (truth) hang"
     )
     for bundle in args.bundles:
         measure(bundle, args.repeat, args.with_embed, args.before)
@@ -156,7 +158,7 @@ def measure(bundle: Path, repeat: int, with_embed: bool, before: Path | None) ->
             tries[name].append(timed(cmd, envs.get(name)))
     shutil.rmtree(caches, ignore_errors=True)
     got = {name: sorted(t, key=lambda r: r[0])[len(t) // 2] for name, t in tries.items()}
-    wall, _cpu, rss, tree, proc = got["triage"]
+    wall, cpu, rss, tree, proc = got["triage"]
     verdict = "triage failed"
     if proc.returncode == 0:
         diag = json.loads(proc.stdout)
@@ -164,16 +166,25 @@ def measure(bundle: Path, repeat: int, with_embed: bool, before: Path | None) ->
         truth = json.loads(truth_file.read_text())["culprit_ranks"] if truth_file.exists() else "?"
         hang = (diag.get("hang") or {}).get("detected")
         verdict = f"{diag['culprit_ranks']} ({truth}) {hang}"
-    grep = got["grep"][0]
+    grep, grep_cpu = got["grep"][0], got["grep"][1]
     rg = f"{got['rg'][0]:6.2f}" if "rg" in got else f"{'-':>6s}"
     print(
         f"{bundle.name[:22]:22s} {mb:7,.0f} {wall:9.2f} {mb / wall:6.0f} {grep:7.2f} {rg} "
-        f"{grep / wall:6.2f} {rss:8d} {tree:5d}  {verdict}"
+        f"{grep / wall:6.2f} {cpu:6.2f} {grep_cpu:8.2f} {rss:8d} {tree:5d}  {verdict}"
+    )
+    # CPU figures are each command's own median (the round of its median wall time may differ)
+    cpus = {name: sorted(t[1] for t in tries[name])[len(tries[name]) // 2] for name in tries}
+    print(
+        f"  load {os.getloadavg()[0]:.1f}; median CPU s: "
+        + ", ".join(f"{name} {c:.2f}" for name, c in cpus.items())
     )
     for name in runs:
         if name.startswith("triage+"):
-            w, _c, r, t, _p = got[name]
-            print(f"  {name}: {w:.2f} s, {mb / w:.0f} MB/s, ratio {grep / w:.2f}, RSS {r}/{t} MiB")
+            w, c, r, t, _p = got[name]
+            print(
+                f"  {name}: {w:.2f} s, {mb / w:.0f} MB/s, ratio {grep / w:.2f}, CPU {c:.2f} s, "
+                f"RSS {r}/{t} MiB"
+            )
 
 
 if __name__ == "__main__":

@@ -93,51 +93,60 @@ def scratch(local: threading.local, database: Any) -> Any:
 class LineCounter:
     """Line numbers of offsets in one chunk, counted from the nearest offset already known.
 
-    Built without `newlines`, it counts the chunk's newlines once per ~2 KiB block, so any
-    offset is at most 1 KiB of counting away; offsets asked in order (samples, candidate lines)
-    also count from the offset asked last.
+    Built without `newlines`, it counts the chunk's newlines (one vectorised pass); the first
+    time an offset lies far from every known one, it also indexes the newlines of each ~2 KiB
+    block, so any offset is then at most 1 KiB of counting away. Offsets asked in order
+    (samples, candidate lines) count from the offset asked last. Most chunks of a big log never
+    ask for a far line number (its hot lines are repeats), so most never pay for the index.
     """
 
     # 255 eight-byte words: summing the newline mask as words keeps each byte lane <= 255
     _WORDS = 255
     _BLOCK = _WORDS * 8
+    # the index is built at the first line number asked this far from every known offset: a
+    # chunk that asks one far away (a new line, a record) mostly asks more
+    _FAR = 64 << 10
 
     def __init__(self, data: bytes, first_line: int, newlines: int | None = None) -> None:
         self._data = data
         self._first = first_line
         self._blocks: list[int] | None = None  # newlines before each block boundary
+        # whether the block index may still be built (a chunk big enough to need one)
+        self._indexable = len(data) >= 16 * self._BLOCK
         if newlines is None:
-            newlines = self._index() if len(data) >= 16 * self._BLOCK else data.count(b"\n")
+            newlines = count_newlines(data)
         self.newlines = newlines
         self._end = (len(data), first_line + newlines)
         self._last = (0, first_line)
 
-    def _index(self) -> int:
+    def _index(self) -> None:
+        self._indexable = False
         np = numpy_module()
         data = self._data
         if np is None:  # pragma: no cover - numpy is a dependency
-            return data.count(b"\n")
+            return
         n = len(data)
         whole = n // self._BLOCK * self._BLOCK
-        mask = _newline_mask(data, 0, n)
+        mask = _newline_mask(data, 0, whole)
         # Each word holds 8 mask bytes (0 or 1); 255 of them summed leave each byte lane
         # <= 255, and the 8 lanes of that sum add up to the block's newlines: one fast pass.
-        words = mask[:whole].view(np.uint64).reshape(-1, self._WORDS).sum(axis=1)
+        words = mask.view(np.uint64).reshape(-1, self._WORDS).sum(axis=1)
         sums = words.view(np.uint8).reshape(-1, 8).sum(axis=1, dtype=np.int64)
         self._blocks = [0, *np.cumsum(sums).tolist()]
-        return self._blocks[-1] + int(np.count_nonzero(mask[whole:]))
 
     def number_at(self, pos: int) -> int:
         """The 1-based number of the line holding byte `pos` (0 <= pos <= len(data))."""
         at, number = self._last
+        if pos < abs(at - pos):
+            at, number = 0, self._first
+        if abs(self._end[0] - pos) < abs(at - pos):
+            at, number = self._end
+        if self._indexable and abs(at - pos) > self._FAR:
+            self._index()
         if self._blocks is not None:
             k = min((pos + self._BLOCK // 2) // self._BLOCK, len(self._blocks) - 1)
             if abs(k * self._BLOCK - pos) < abs(at - pos):
                 at, number = k * self._BLOCK, self._first + self._blocks[k]
-        elif pos < abs(at - pos):
-            at, number = 0, self._first
-        if abs(self._end[0] - pos) < abs(at - pos):
-            at, number = self._end
         if pos >= at:
             number += count_newlines(self._data, at, pos)
         else:

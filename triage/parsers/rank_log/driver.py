@@ -8,6 +8,7 @@ import contextlib
 import io
 import os
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import replace
 from typing import IO, Any
@@ -70,6 +71,12 @@ from triage.scan.engines import LineCounter
 from triage.scan.reader import ChunkReader, line_text, select_spans
 
 # --------------------------------------------------------------------------- the parser
+
+# Bar redraws, colours and NUL runs make a line more than its decoded text: no repeat. Looked
+# for in a new line alone (a pass over the whole chunk for each byte cost ~0.1 ms a MB).
+_ODD_BYTE = re.compile(rb"[\r\x1b\x00]").search
+# Repeats whose stamps wait to be read (only each stream's newest ever is), at most
+_MAX_PENDING = 4096
 
 # the kinds whose text may name its own rank in a c10d tag (`[Rank 2] Watchdog caught ...`)
 _SELF_NAMING = frozenset(
@@ -196,11 +203,6 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
         else:
             others = self.tables.hot_lines.find(data, MUTE_COMMS, None, comms)
             offsets = sorted(others + comms) if comms else others
-        # Bar redraws, colours and NUL runs make a line more than its decoded text (no
-        # repeat): looked for in each line only where the chunk holds them.
-        odd_bytes = b"".join(c for c in (b"\r", b"\x1b", b"\x00") if c in data)
-        # one C call per line (a generator over the bytes cost ~1 us a hot line)
-        odd = re.compile(b"[" + re.escape(odd_bytes) + b"]").search if odd_bytes else None
         plain = self.repeats
         repeats = self._repeats
         pending = self._pending
@@ -220,14 +222,14 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
                     return
                 pos = end + 1
                 continue
-            while i < k and offsets[i] < pos:
-                i += 1
+            i = bisect_left(offsets, pos, i)
             if i >= k:
                 return
-            start = rfind(b"\n", pos, offsets[i]) + 1
+            hit = offsets[i]
+            start = rfind(b"\n", pos, hit) + 1
             if start < pos:
                 start = pos
-            end = find(b"\n", start)
+            end = find(b"\n", hit)
             if end < 0:
                 end = n
             pos = end + 1
@@ -238,24 +240,30 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
                 known = repeats.get(shape)
                 # A line of a known shape holds no `NCCL` and no odd byte, as its first did
                 # (masking changes digits alone): those tests are for new lines only.
-                verdict = known[1].get(raw[: known[0]]) if known is not None else None
-                if verdict is not None:  # a repeat: its first line's verdict, unparsed
-                    outcome, timed, stream = verdict
-                    if outcome == WARNING_AGAIN:
-                        if self.warning_count >= MAX_WARNINGS:
-                            self.warnings_dropped += 1
-                    elif outcome == ERROR_AGAIN:
-                        self.errors_dropped += 1
-                    if timed:
-                        if stream == WHOLE_STREAM and self._after_wanted:
-                            # events wait for the launcher's next stamp: this line's
-                            self._stamped_repeat(counter.number_at(start), raw, stream)
-                            continue
-                        pending.append((raw, stream))
-                        if len(pending) >= 64:
-                            self._resolve_pending()  # bounded: each stream's newest is read
-                    continue
-                new = b"NCCL" not in raw and not (odd and odd(raw))
+                if known is not None:
+                    verdict = known[1].get(raw[: known[0]])
+                    if verdict is not None:  # a repeat: its first line's verdict, unparsed
+                        outcome, timed, stream = verdict
+                        if outcome == WARNING_AGAIN:
+                            if self.warning_count >= MAX_WARNINGS:
+                                self.warnings_dropped += 1
+                        elif outcome == ERROR_AGAIN:
+                            self.errors_dropped += 1
+                        if timed:
+                            if stream == WHOLE_STREAM and self._after_wanted:
+                                # events wait for the launcher's next stamp: this line's
+                                self._stamped_repeat(counter.number_at(start), raw, stream)
+                                continue
+                            pending.append((raw, stream))
+                            if len(pending) >= 64 and (
+                                len(pending) >= _MAX_PENDING or not self.hint.learned
+                            ):
+                                # bounded: each stream's newest is read. Until the file's year
+                                # is known, a stamp read may teach it: the repeats are read in
+                                # small batches, in order; after, their order no longer matters
+                                self._resolve_pending()
+                        continue
+                new = b"NCCL" not in raw and _ODD_BYTE(raw) is None
             if new:
                 self._read_new(counter.number_at(start), raw, shape)
             else:

@@ -205,8 +205,10 @@ def _verdicts(templates: Templates, template_verdicts: dict[str, bytes]) -> list
     decides."""
     assert templates.error_words is not None and templates.warning_words is not None
     # hyperscan's \w and \b are ASCII: `\w+Warning:` could miss `éWarning:`, whose
-    # `\bWarning\b` it finds (a boundary before the W, seen from the bytes)
-    warning = templates.warning_words.pattern.replace(r"|\w+Warning:", "|Warning:")
+    # `\bWarning\b` it finds (a boundary before the W, seen from the bytes). `Warning:` after a
+    # boundary is `\bWarning\b` too: `\B` keeps the scan from reporting such a line twice
+    # (torch's `Warning: ...` lines, repeated every step, are most hot lines of some logs)
+    warning = templates.warning_words.pattern.replace(r"|\w+Warning:", r"|\BWarning:")
     return [
         *template_verdicts.values(),
         # the record openers' literals in their own case (` FAILED`, `Traceback (most ...`)

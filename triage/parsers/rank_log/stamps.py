@@ -90,8 +90,7 @@ class StampKeeping:
         self._pending.clear()  # in place: the chunk loop holds this list
         found: set[Stream] = set()
         latest = None
-        while pending:
-            raw, stream = pending.pop()
+        for raw, stream in reversed(pending):
             if stream in found:
                 continue
             when = self._meta(peel(clean(raw)[-1]).rest).time
