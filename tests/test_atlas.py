@@ -337,3 +337,33 @@ def test_a_line_sharing_only_words_with_a_template_is_not_matched(tmp_path: Path
     assert matching.find(book, [_event(near_miss)]) == []
     printf = "node1:42:42 [0] NCCL WARN Net : Connect to 10.0.0.2<5012> failed : Connection refused"
     assert [m.template.type for m in matching.find(book, [_event(printf)])] == ["warn"]
+
+
+def test_the_atlas_read_again_from_its_kept_rows_gives_the_same_templates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triage import diskcache
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
+    expected = _fixture_atlas(tmp_path / "first").templates
+    assert len(list(cache.glob("atlas-rows-*.bin"))) == 1
+
+    def refuse(data: bytes) -> bytes:
+        raise AssertionError("inflated although the rows were kept")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(gzip, "decompress", refuse)
+        assert atlas.Atlas(tmp_path / "first").templates == expected
+    # another atlas is read from its own file, not from the rows kept for the first
+    fewer = [t for t in expected if t.function != "Engine.load_checkpoint"]
+    atlas.write(tmp_path / "second", fewer, {})
+    assert atlas.Atlas(tmp_path / "second").templates == tuple(fewer)
+    # a damaged file of kept rows costs an inflate, never a wrong row
+    (kept,) = cache.glob("atlas-rows-*.bin")
+    body = bytearray(kept.read_bytes())
+    body[-3] ^= 0xFF
+    kept.write_bytes(bytes(body))
+    assert atlas.Atlas(tmp_path / "second").templates == tuple(fewer)
+    assert diskcache.read_verified(kept) is not None  # written again, whole

@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "taxonomy": 0,
     "budget": 0,
     "diskcache": 0,
+    "method_cache": 0,  # the compiled methods of dataclasses, kept on disk
     "formats": 0,
     "literals": 0,
     "rank_ranges": 0,  # one way to write a set of ranks, for every stage

@@ -118,6 +118,15 @@ def read_verified(path: Path) -> memoryview | None:
     return body
 
 
+def only_mine(path: Path) -> bool:
+    """Whether only this user can have written `path`: a cache whose content is run or
+    trusted as code (compiled patterns, code objects) is read only then, as ssh refuses a key
+    somebody else could write; the same user could as well change triage itself."""
+    getuid = getattr(os, "getuid", None)
+    st = path.stat()
+    return getuid is not None and st.st_uid == getuid() and not st.st_mode & 0o022
+
+
 def save() -> None:
     """Write what was added this run (atomically; a failure leaves the old file)."""
     global _dirty

@@ -84,7 +84,7 @@ class _Store:
         if path is None:
             return {}
         try:
-            if not _own(path) or not _own(path.parent):
+            if not diskcache.only_mine(path) or not diskcache.only_mine(path.parent):
                 return {}
             body = diskcache.read_verified(path)
             if body is None:
@@ -194,14 +194,6 @@ def _recorded(module: Any, name: str) -> Any:
 
 def _key_version() -> int:
     return int(getattr(regex, "DEFAULT_VERSION", 0))
-
-
-def _own(path: Path) -> bool:
-    """Whether only this user can have written `path` (the engine trusts the opcodes: a file
-    somebody else could write is not read, as ssh refuses such keys)."""
-    getuid = getattr(os, "getuid", None)
-    st = path.stat()
-    return getuid is not None and st.st_uid == getuid() and not st.st_mode & 0o022
 
 
 def save() -> None:

@@ -31,7 +31,9 @@ Two parts:
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,7 +42,7 @@ from typing import Any
 
 import regex
 
-from triage import regex_cache, taxonomy
+from triage import diskcache, regex_cache, taxonomy
 from triage.knowledge.problems import KnowledgeError, Problem
 
 KIND = "atlas_labels"
@@ -268,12 +270,17 @@ class Atlas:
         if not path.exists():
             return {"columns": list(COLUMNS), "anchors": []}, []
         try:
-            # in one call: GzipFile.read() inflates 5 MB in a Python loop of small chunks
-            lines = gzip.decompress(path.read_bytes()).split(b"\n")  # rows decoded when used
-            header = json.loads(lines[0])
+            packed = path.read_bytes()
+            kept = _unpacked_rows(packed)
+            if kept is None:
+                # in one call: GzipFile.read() inflates 5 MB in a Python loop of small chunks
+                lines = gzip.decompress(packed).split(b"\n")  # rows decoded when used
+                header = json.loads(lines[0])
+                rows = [line for line in lines[1:] if line]
+            else:
+                header, rows = kept
         except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
             raise AtlasError(f"{path}: cannot read the atlas: {exc}") from exc
-        rows = [line for line in lines[1:] if line]
         if not isinstance(header, dict) or header.get("columns") != list(COLUMNS):
             raise AtlasError(
                 f"{path}: not an atlas (its first line names the columns {list(COLUMNS)})"
@@ -281,6 +288,8 @@ class Atlas:
         anchors = header.get("anchors")
         if not isinstance(anchors, list) or len(anchors) != len(rows):
             raise AtlasError(f"{path}: `anchors` must hold one word per row ({len(rows)} rows)")
+        if kept is None:
+            _keep_unpacked(packed, header, rows)
         return header, rows
 
     @property
@@ -318,6 +327,47 @@ class Atlas:
     def templates(self) -> tuple[Template, ...]:
         """Every template, each row checked (malformed data is an AtlasError)."""
         return tuple(self.template(i) for i in range(len(self)))
+
+
+# The atlas's rows as inflated and split, kept in the cache folder (`triage.diskcache`) for the
+# next run: inflating 1 MB of gzip into 5 MB and splitting it into 16,000 rows is ~0.03 s of
+# every run that classifies, reading them back ~0.01 s. The file names the SHA-256 of the
+# gzip it was made from (another atlas is simply not found) and is verified by its own.
+_UNPACKED_FILE = "atlas-rows-v1.bin"
+
+
+def _unpacked_rows(packed: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
+    """The header and rows kept for this very gzip, or None (then it is inflated)."""
+    where = diskcache.folder()
+    path = None if where is None else where / _UNPACKED_FILE
+    try:
+        if path is None or not diskcache.only_mine(path):
+            return None
+        body = diskcache.read_verified(path)
+        kept = None if body is None else marshal.loads(body)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if (
+        not isinstance(kept, tuple)
+        or len(kept) != 3
+        or kept[0] != hashlib.sha256(packed).digest()
+        or not isinstance(kept[1], dict)
+        or not isinstance(kept[2], list)
+        or not all(type(row) is bytes for row in kept[2])
+    ):
+        return None
+    return kept[1], kept[2]
+
+
+def _keep_unpacked(packed: bytes, header: dict[str, Any], rows: list[bytes]) -> None:
+    where = diskcache.folder()
+    if where is None:
+        return
+    try:
+        body = marshal.dumps((hashlib.sha256(packed).digest(), header, rows))
+        diskcache.write_verified(where / _UNPACKED_FILE, body, ".atlas-")
+    except (OSError, ValueError):  # a cache that cannot be written is no error
+        pass
 
 
 # One row per line, a JSON list in this order; the first line: {"columns": [...], "anchors":
