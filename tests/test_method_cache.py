@@ -30,6 +30,7 @@ def _record_class() -> type:
 
     @dataclasses.dataclass(frozen=True)
     class Exit:
+        __module__ = method_cache.__name__  # the cache serves triage's own records only
         rank: int
         code: int = 1
         hosts: tuple[str, ...] = dataclasses.field(default_factory=tuple)
@@ -100,3 +101,15 @@ def test_a_cache_another_user_could_have_written_is_not_run(
     monkeypatch.setattr(builtins, "compile", counting)
     _behaviour(_record_class())
     assert any("__init__" in str(s) for s in compiled)
+
+
+def test_a_users_own_dataclass_is_compiled_as_always_and_never_kept(cache_dir: Path) -> None:
+    method_cache.install()
+
+    @dataclasses.dataclass
+    class Batch:  # a class of the user's module, triage imported as a library
+        size: int
+
+    assert Batch(3) == Batch(3)
+    method_cache.save()
+    assert not any(cache_dir.glob("dataclass-code-*.bin"))

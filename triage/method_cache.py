@@ -12,7 +12,8 @@ patterns of `triage.regex_cache`: the code runs as triage's own. A text not in i
 `exec` compiles it; so does everything when no cache folder is known.
 
 `install()` puts the cached compile in front of `dataclasses`' own `exec` (a name of that
-module alone): what `exec` runs, with which globals and locals, is unchanged.
+module alone): what `exec` runs, with which globals and locals, is unchanged, and only
+classes of triage's own modules go through the cache.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 from triage import diskcache
 
-_MAX_ENTRIES = 5_000  # a user's own dataclasses come and go; past this the file starts afresh
+_MAX_ENTRIES = 5_000  # records come and go between releases; past this the file starts afresh
 # the compiler flags a caller's `from __future__ import ...` passes on to `exec`
 _FUTURE_FLAGS = 0
 for _name in __future__.all_feature_names:
@@ -59,9 +60,18 @@ def _exec(source: Any, globals: dict[str, Any] | None = None, locals: Any = None
         globals = caller.f_globals
         if locals is None:
             locals = caller.f_locals
-    if isinstance(source, str):
+    # triage's own records only: a user's dataclasses (triage imported as a library) compile
+    # as they always do, and none of their text lands in triage's cache
+    if isinstance(source, str) and _is_triage(globals):
         source = _compiled(source, caller.f_code.co_flags & _FUTURE_FLAGS)
     builtins.exec(source, globals, locals)
+
+
+def _is_triage(namespace: Any) -> bool:
+    """Whether `dataclasses` compiles for a class of triage's (it passes the class's module
+    namespace as the globals)."""
+    name = namespace.get("__name__") if isinstance(namespace, dict) else None
+    return isinstance(name, str) and (name == "triage" or name.startswith("triage."))
 
 
 def _compiled(text: str, flags: int) -> types.CodeType:
