@@ -24,6 +24,11 @@ weighs apart from the mechanisms.
 In a job (not a paste), the labels its own initiating failure names lead their field
 (`standing.py`, `lead_with`): the calibrator is fitted on pastes and cannot weigh what only a
 job's logs show (which rank started it, the frames it raised in, correlate's findings).
+
+The fixes follow the root cause (`follow_the_cause`): when the most likely cause is one the
+report states (not a guess), the fix that resolved the cases of that cause (P(fix | root
+cause), `fix_prior.py`) leads, unless a rule that matched has chosen another fix for its own
+message, or the job's initiating failure (or a remedy its message prescribes) names one.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from triage.classify.calibration import Calibration
 from triage.classify.fix_prior import FixPrior
 from triage.classify.standing import Standing
 from triage.classify.types import NeighbourVote, RuleHit
-from triage.model import Event
+from triage.model import SURE_CAUSE, Event
 
 FIELDS = ("symptom", "root_cause", "fix")
 CASCADE_FACTOR = 0.3  # weight of a cascade hit relative to an initiating one (uncalibrated path)
@@ -105,6 +110,10 @@ class Scored:
     label: str
     score: float
     features: Mapping[str, float] = field(default_factory=dict, compare=False)
+    # what put it first when its score alone did not: "standing" (the job's initiating
+    # failure names it), "remedy" (the matched message prescribes it) or "cause" (the most
+    # likely root cause's usual fix)
+    led_by: str = field(default="", compare=False)
 
 
 def _noisy_or(weights: Sequence[float]) -> float:
@@ -326,10 +335,13 @@ def fuse(
     mode: str,
     model: Mapping[str, Mapping[str, float]] | None = None,
     standing: Standing | None = None,
+    cause_fixes: FixPrior | None = None,
 ) -> dict[str, list[Scored]]:
     """All three fields, root causes before fixes (a fix's prior comes from the causes).
     `model`: the learned model's probabilities, field -> label -> p (absent: not used).
-    `standing`: the labels a job's initiating failure names (`standing.py`), which lead."""
+    `standing`: the labels a job's initiating failure names (`standing.py`), which lead.
+    `cause_fixes`: what resolved each cause's cases (`fix_prior.py`; None: the calibration's
+    table, else the taxonomy's lists), whose first fix follows a stated cause."""
     model = model or {}
     standing = standing or {}
     out: dict[str, list[Scored]] = {}
@@ -341,20 +353,96 @@ def fuse(
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
     table = calibration.fix_prior if calibration is not None else None
     cands = candidates("fix", hits, votes, rc_probs, model=model.get("fix"), prior_table=table)
-    out["fix"] = lead_with(score("fix", cands, calibration, mode), standing.get("fix", {}))
+    fixes = score("fix", cands, calibration, mode)
+    usual = cause_fixes or table or fix_prior_mod.listed()
+    fixes = follow_the_cause(fixes, out["root_cause"], usual, hits)
+    named = standing.get("fix", {})
+    # a remedy the matched message prescribes, or the job's initiating failure's own fix
+    told = any(h.prescribes in named for h in hits)
+    out["fix"] = lead_with(fixes, named, led_by="remedy" if told else "standing")
     return out
 
 
-def lead_with(scored: Sequence[Scored], labels: Mapping[str, float]) -> list[Scored]:
+def lead_with(
+    scored: Sequence[Scored], labels: Mapping[str, float], led_by: str = "standing"
+) -> list[Scored]:
     """The scored labels (best first) with those that have standing (label -> its rule's
     weight) first. Such a label scores at least its rule's weight (what the rule says where
     nothing is fitted), and the labels it outranks at most what it does: the list still reads
     top-down."""
-    led = [replace(s, score=max(s.score, labels[s.label])) for s in scored if s.label in labels]
+    led = [
+        replace(s, score=max(s.score, labels[s.label]), led_by=led_by)
+        for s in scored
+        if s.label in labels
+    ]
     if not led:
         return list(scored)
     cap = min(s.score for s in led)
     return led + [replace(s, score=min(s.score, cap)) for s in scored if s.label not in labels]
+
+
+# A cause has a usual fix when the share of its cases that fix resolved is this much above
+# the next one's (a checkpoint-layout mismatch was resolved by code 45% and by the resume
+# flags 44%: no usual fix, the evidence decides).
+USUAL_MARGIN = 0.1
+# The fix the scores put first keeps its place when the specific rules that matched back it
+# this much more than the cause's usual fix (noisy-OR of their weights, the feature `rule`).
+RULE_MARGIN = 0.1
+
+
+def cause_fix(causes: Sequence[Scored], table: FixPrior) -> str | None:
+    """The usual fix of the most likely root cause (the one that resolved clearly more of its
+    cases than any other), when the report states that cause (scored at least SURE_CAUSE,
+    not left open by the generic layer); else None."""
+    if not causes or causes[0].score < SURE_CAUSE or left_open(causes):
+        return None
+    ranked = table.ranked(causes[0].label)
+    if not ranked or (len(ranked) > 1 and ranked[1][1] > ranked[0][1] - USUAL_MARGIN):
+        return None
+    return ranked[0][0]
+
+
+def follow_the_cause(
+    fixes: Sequence[Scored], causes: Sequence[Scored], table: FixPrior, hits: Sequence[RuleHit]
+) -> list[Scored]:
+    """The scored fixes with the most likely cause's usual fix first (`cause_fix`), unless
+    evidence specific to another fix outweighs it: a rule that matched a line (no cascade, no
+    family prior) has chosen another fix for its message, or the specific rules back the fix
+    the scores put first clearly more. A mechanism a message names is more specific than what
+    resolved the cause's cases in general."""
+    best = cause_fix(causes, table)
+    by_label = {s.label: s for s in fixes}
+    if best is None or best not in by_label:
+        return list(fixes)
+    if fixes[0].label != best and chosen_by_a_rule(hits) - {best}:
+        return list(fixes)
+    rule_of = {label: s.features.get("rule", 0.0) for label, s in by_label.items()}
+    if fixes[0].label != best and rule_of[fixes[0].label] >= rule_of[best] + RULE_MARGIN:
+        return list(fixes)
+    # it keeps its own score (the calibrated probability); those it outranks are capped to it
+    return lead_with(fixes, {best: 0.0}, led_by="cause")
+
+
+# A rule has chosen a fix when it gives it at least this weight, and this much more than any
+# other fix (standing.py's ANCHOR_WEIGHT and MARGIN: the same notion of a rule's choice).
+CHOSEN_WEIGHT = 0.5
+CHOSEN_MARGIN = 0.1
+
+
+def chosen_by_a_rule(hits: Sequence[RuleHit]) -> set[str]:
+    """The fixes specific rules chose for the lines they matched (not cascade, not atlas)."""
+    out: set[str] = set()
+    for h in hits:
+        if h.generic or h.from_cascade or h.atlas:
+            continue
+        ranked = sorted(h.fix.values(), reverse=True)
+        if (
+            ranked
+            and ranked[0] >= CHOSEN_WEIGHT
+            and (len(ranked) < 2 or ranked[1] <= ranked[0] - CHOSEN_MARGIN)
+        ):
+            out.add(max(h.fix, key=lambda f: h.fix[f]))
+    return out
 
 
 def stage_scores(
