@@ -25,10 +25,11 @@ In a job (not a paste), the labels its own initiating failure names lead their f
 (`standing.py`, `lead_with`): the calibrator is fitted on pastes and cannot weigh what only a
 job's logs show (which rank started it, the frames it raised in, correlate's findings).
 
-The fixes follow the root cause (`follow_the_cause`): when the most likely cause is one the
-report states (not a guess), the fix that resolved the cases of that cause (P(fix | root
-cause), `fix_prior.py`) leads, unless a rule that matched has chosen another fix for its own
-message, or the job's initiating failure (or a remedy its message prescribes) names one.
+The fixes follow the root cause (`follow_the_cause`): when the report states the most likely
+cause (not a guess) and the best-scored fix is no advice for it, the fix that resolved most
+cases of that cause (P(fix | root cause), `fix_prior.py`) leads instead, unless a rule that
+matched chose the other fix for its own message; the job's initiating failure, or a remedy its
+message prescribes, still leads before it.
 """
 
 from __future__ import annotations
@@ -381,46 +382,47 @@ def lead_with(
     return led + [replace(s, score=min(s.score, cap)) for s in scored if s.label not in labels]
 
 
-# A cause has a usual fix when the share of its cases that fix resolved is this much above
-# the next one's (a checkpoint-layout mismatch was resolved by code 45% and by the resume
-# flags 44%: no usual fix, the evidence decides). Cross-validated on the reference cases
-# (margins 0 to 0.15 at the report's 50% cause threshold: fix@1 75.7% to 76.2%, 76.1% without
-# the step): below it the cause's fix displaced right evidence-backed answers as often as not.
-USUAL_MARGIN = 0.15
+# A fix that resolved fewer than this share of a cause's reference cases is not advice for that
+# cause (recommend's MIN_PRIOR): leading with it contradicts the cause the report states.
+NOT_ITS_FIX = 0.1
 # The fix the scores put first keeps its place when the specific rules that matched back it
 # this much more than the cause's usual fix (noisy-OR of their weights, the feature `rule`).
 RULE_MARGIN = 0.1
 
 
 def cause_fix(causes: Sequence[Scored], table: FixPrior) -> str | None:
-    """The usual fix of the most likely root cause (the one that resolved clearly more of its
-    cases than any other), when the report states that cause (scored at least SURE_CAUSE,
-    not left open by the generic layer); else None."""
+    """The usual fix of the most likely root cause (the one that resolved most of its
+    reference cases), when the report states that cause (scored at least SURE_CAUSE, not left
+    open by the generic layer); else None."""
     if not causes or causes[0].score < SURE_CAUSE or left_open(causes):
         return None
     ranked = table.ranked(causes[0].label)
-    if not ranked or (len(ranked) > 1 and ranked[1][1] > ranked[0][1] - USUAL_MARGIN):
-        return None
-    return ranked[0][0]
+    return ranked[0][0] if ranked else None
 
 
 def follow_the_cause(
     fixes: Sequence[Scored], causes: Sequence[Scored], table: FixPrior, hits: Sequence[RuleHit]
 ) -> list[Scored]:
-    """The scored fixes with the most likely cause's usual fix first (`cause_fix`), unless
-    evidence specific to another fix outweighs it: a rule that matched a line (no cascade, no
-    family prior) has chosen another fix for its message, or the specific rules back the fix
-    the scores put first clearly more. A mechanism a message names is more specific than what
-    resolved the cause's cases in general."""
+    """The scored fixes, led by the stated cause's usual fix (`cause_fix`) when the fix the
+    scores put first is no advice for that cause (it resolved under NOT_ITS_FIX of its cases:
+    a watchdog timeout the report puts down to too short a timeout is not told to fix the
+    code first), unless evidence specific to that first fix outweighs the cause: a rule that
+    matched a line (no cascade, no family prior) chose it for its message, or the specific
+    rules back it RULE_MARGIN more. Cross-validated on the reference cases, leading with the
+    cause's usual fix whenever it was not first flipped as many right answers as it fixed."""
     best = cause_fix(causes, table)
     by_label = {s.label: s for s in fixes}
     if best is None or best not in by_label:
         return list(fixes)
-    if fixes[0].label != best and chosen_by_a_rule(hits) - {best}:
-        return list(fixes)
-    rule_of = {label: s.features.get("rule", 0.0) for label, s in by_label.items()}
-    if fixes[0].label != best and rule_of[fixes[0].label] >= rule_of[best] + RULE_MARGIN:
-        return list(fixes)
+    first = fixes[0].label
+    if first != best:
+        if table.table.get(causes[0].label, {}).get(first, 0.0) >= NOT_ITS_FIX:
+            return list(fixes)  # advice for the cause too: the evidence orders them
+        if chosen_by_a_rule(hits) - {best}:
+            return list(fixes)
+        rule_of = {label: s.features.get("rule", 0.0) for label, s in by_label.items()}
+        if rule_of[first] >= rule_of[best] + RULE_MARGIN:
+            return list(fixes)
     # it keeps its own score (the calibrated probability); those it outranks are capped to it
     return lead_with(fixes, {best: 0.0}, led_by="cause")
 
