@@ -69,6 +69,7 @@ from triage.classify.calibration import (  # noqa: E402
 )
 from triage.classify.fix_prior import FixPrior  # noqa: E402
 from triage.classify.learned import LearnedClassifier  # noqa: E402
+from triage.classify.standing import standing  # noqa: E402
 from triage.classify.types import NeighbourVote  # noqa: E402
 from triage.knowledge import corpus  # noqa: E402
 from triage.train import indexing, references  # noqa: E402
@@ -295,6 +296,11 @@ def fused_oof(
 
     cands = [fix_candidates(i, frozenset({fold[i]})) for i in range(len(cases))]
     acc = [c.accepted["fix"] for c in cases]
+    # what resolved each cause's cases, fitted without the case's fold (as shipped:
+    # cause_fixes.json, fitted on every reference case)
+    usual = {
+        g: cause_fixes_of([c for c, h in zip(cases, fold, strict=True) if h != g]) for g in range(k)
+    }
     for f in range(k):
         xs, ys = [], []
         for i in range(len(cases)):
@@ -305,9 +311,29 @@ def fused_oof(
         cal = fit(xs, ys, feats["fix"])
         for i in range(len(cases)):
             if fold[i] == f:
-                results[i]["fix"] = _rank(cands[i], cal.predict([c.features for c in cands[i]]))
+                ranked = _rank(cands[i], cal.predict([c.features for c in cands[i]]))
+                results[i]["fix"] = lead_fixes(cases[i], ranked, results[i]["root_cause"], usual[f])
     rows["fix"] = [(c.features, c.label in acc[i]) for i, cs in enumerate(cands) for c in cs]
     return results, rows
+
+
+def lead_fixes(
+    case: Case, fixes: list[fusion.Scored], causes: list[fusion.Scored], usual: FixPrior
+) -> list[fusion.Scored]:
+    """What fusion.fuse does after scoring a paste's fixes: the stated cause's usual fix
+    first, a remedy the message prescribes before it."""
+    fixes = fusion.follow_the_cause(fixes, causes, usual, case.prep.hits)
+    named = standing(case.prep.hits, case.prep.analysis, pasted=True).get("fix", {})
+    return fusion.lead_with(fixes, named, led_by="remedy")
+
+
+FITTED_BY = "bench/eval_corpus.py --write-calibration"
+
+
+def cause_fixes_of(cases: Sequence[Case]) -> FixPrior:
+    """What resolved the cases of each root cause (always fitted: `cause_fixes.json`)."""
+    rows = ((c.row["root_cause"], c.row["fix"], c.row.get("fix_alt", [])) for c in cases)
+    return fix_prior.fit(rows)
 
 
 # Which P(fix | root cause) fusion reads: "listed" (the taxonomy's lists alone, what ships) or
@@ -344,8 +370,12 @@ def fit_calibration(
 
 
 def fuse_with(case: Case, cal: Calibration, mode: str, with_model: bool) -> Fused:
+    from triage.classify import load_cause_fixes
+
     model = case.model.get(mode) if with_model else None
-    return fusion.fuse(case.prep.hits, mode_votes(case, mode), cal, mode, model)
+    lead = standing(case.prep.hits, case.prep.analysis, pasted=True)
+    votes = mode_votes(case, mode)
+    return fusion.fuse(case.prep.hits, votes, cal, mode, model, lead, load_cause_fixes())
 
 
 def shipped_of(by_mode: Mapping[str, Sequence[Fused]]) -> tuple[list[Fused], list[str]]:
@@ -823,6 +853,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     fold_priors = {
         g: fit_fix_prior([c for c, h in zip(cases, fold, strict=True) if h != g]) for g in set(fold)
     }
+    fold_usual = {
+        g: cause_fixes_of([c for c, h in zip(cases, fold, strict=True) if h != g])
+        for g in set(fold)
+    }
     for name, cause_of in (
         ("the true root cause", lambda i: cases[i].row["root_cause"]),
         (
@@ -839,6 +873,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             for k in (1, 3)
         }
         print(f"  given {name}: fix@1 {at[1]:.1%}, fix@3 {at[3]:.1%}")
+    usual_at_1 = led = 0
+    for i in range(len(cases)):
+        r = shipped[i]
+        if fused_answer(r, abstain_below, modes[i])["fix"] and r["root_cause"]:
+            best = fold_usual[fold[i]].ranked(r["root_cause"][0].label)
+            usual_at_1 += bool(best) and r["fix"][0].label == best[0][0]
+            led += r["fix"][0].led_by == "cause"
+    print(
+        f"  triage's fix@1 is its top root cause's usual fix (cause_fixes, without the case's "
+        f"fold) on {usual_at_1 / len(cases):.1%}; put first for a stated cause on "
+        f"{led / len(cases):.1%}"
+    )
     stage_ok = 0
     for i, c in enumerate(cases):
         stages = fusion.stage_scores(shipped[i]["symptom"], c.prep.hits, c.votes[modes[i]])
@@ -925,6 +971,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "settings": {**MODEL_SETTINGS, "weights": list(MODEL_SETTINGS["weights"])},
             }
             model.save(neighbours.models_dir() / learned.file_name(variant, space))
+        usual = cause_fixes_of(cases)
+        usual = FixPrior(usual.table, {**usual.meta, "source": names, "fitted_by": FITTED_BY})
+        fix_prior.save(usual, out.parent / fix_prior.CAUSE_FIXES_FILE)
         print(f"calibration and learned model written to {out.parent}", file=sys.stderr)
     if args.bundles.is_dir():
         print(f"\n## corpus_samples bundles ({args.bundles})\n")

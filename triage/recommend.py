@@ -5,9 +5,12 @@ A fix pattern's score combines two things:
 * evidence: `classification.fix_scores`, what the rules and neighbour cases say fixed failures
   like this one (already fused and calibrated by the classifier);
 * the fix prior: P(fix | root cause), what resolved the reference cases of each likely root
-  cause (fitted beside the calibration, `classify.fix_prior`; the taxonomy's lists where none
-  is shipped); a fix earns the root cause's score times its probability next to the cause's
+  cause (`classify.fix_prior`, `cause_fixes.json`; the taxonomy's lists where none is
+  shipped); a fix earns the root cause's score times its probability next to the cause's
   best fix.
+
+The fix classify put first (`Classification.fix_lead`: the stated cause's usual fix, a remedy
+the message prescribes, the job's initiating failure's fix) stays first.
 
 Actions come from the rules that matched (filled with captured groups: the exact env var, the
 rank, the requested bytes) and then from the per-root-cause playbook (`rules/playbook.yaml`,
@@ -27,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from triage import knowledge, taxonomy
-from triage.classify import fix_prior as fix_prior_mod
 from triage.classify.fix_prior import FixPrior
 from triage.knowledge.actions import JobConditions, plain
 from triage.knowledge.playbook import Playbook
@@ -74,18 +76,31 @@ def recommend(
     w = EVIDENCE_WEIGHT if evidence else 0.0
     scores = {f: w * evidence.get(f, 0.0) + (1.0 - w) * prior.get(f, 0.0) for f in candidates}
     rule_backed = {f for f, acts in classification.actions.items() if acts}
+    # The fix classify put first for the cause it follows (or a remedy the message prescribes,
+    # or the job's initiating failure) stays first: the prior's share here only breaks ties.
+    lead, led_by = classification.fix_lead or (None, "")
+    lead = lead if lead in candidates else None
     # Scores that agree to two places are a tie a user cannot see: the fix a matched rule gives
     # its own advice for (the most specific) goes first, then the root causes' prior.
     order = sorted(
         candidates,
-        key=lambda f: (-round(scores[f], 2), f not in rule_backed, -prior.get(f, 0.0), f),
+        key=lambda f: (
+            f != lead,
+            -round(scores[f], 2),
+            f not in rule_backed,
+            -prior.get(f, 0.0),
+            f,
+        ),
     )
     facts = job_facts(analysis)
     job = JobConditions.of(analysis.facts)
     # the advice is ordered by the most likely cause only when that cause is likely at all
     top_cause = causes[0].id if causes and causes[0].score >= LEAD_CAUSE_SCORE else None
     ranked = {f: _actions(f, classification, causes, facts, job, kb, top_cause) for f in order}
-    order = _lead_with_the_cause(order, scores, ranked)
+    if lead is None:
+        order = _lead_with_the_cause(order, scores, ranked)
+    else:
+        order = [lead, *_lead_with_the_cause(order[1:], scores, ranked)]
     out: list[FixRecommendation] = []
     said: list[str] = []  # every action already given, under any fix pattern
     for f in order:
@@ -114,7 +129,13 @@ def recommend(
                 score=round(score, 2),  # shown as a percentage; ties are ordered above
                 actions=tuple(actions),
                 why=_why(
-                    f, evidence.get(f, 0.0), prior_cause.get(f), classification, tax, rules_by_id
+                    f,
+                    evidence.get(f, 0.0),
+                    prior_cause.get(f),
+                    classification,
+                    tax,
+                    rules_by_id,
+                    led_by if f == lead else "",
                 ),
             )
         )
@@ -126,13 +147,12 @@ def _clip(x: float) -> float:
 
 
 def shipped_fix_prior() -> FixPrior:
-    """The P(fix | root cause) shipped beside the calibration, else the taxonomy's lists."""
-    from triage.classify import load_calibration
+    """What resolved the reference cases of each root cause (the table classify follows a
+    stated cause with), else the calibration's P(fix | root cause), else the taxonomy's
+    lists."""
+    from triage.classify import load_cause_fixes
 
-    cal = load_calibration()
-    if cal is not None and cal.fix_prior is not None:
-        return cal.fix_prior
-    return fix_prior_mod.listed()
+    return load_cause_fixes()
 
 
 def _prior(
@@ -330,7 +350,10 @@ def _why(
     classification: Classification,
     tax: taxonomy.Taxonomy,
     rules_by_id: Mapping[str, knowledge.Rule],
+    led_by: str = "",
 ) -> str:
+    """Why a fix is advised: the rule line that backs it, and the root cause it is the usual
+    (or a common) fix for; for the fix classify put first (`led_by`), what it follows."""
     parts: list[str] = []
     if evidence > 0:
         quote = _evidence_for(fix, classification, rules_by_id)
@@ -344,10 +367,14 @@ def _why(
             if first[:1].isupper() and not any(c.isupper() for c in first[1:]):
                 title = title[:1].lower() + title[1:]
             parts.append(f"{title} (“{text}”)")
+    if led_by == "remedy":
+        parts.append("the remedy the library's message itself prescribes")
     if cause is not None:
         rc, i = cause
         place = "the usual fix" if i == 0 else "a common fix"
-        parts.append(f"{place} for root cause {rc.id} {rc.name} ({rc.score:.0%})")
+        # the fix that leads for the cause the report states says so
+        whose = "the most likely root cause," if led_by == "cause" else "root cause"
+        parts.append(f"{place} for {whose} {rc.id} {rc.name} ({rc.score:.0%})")
     if not parts:
         parts.append(f"similar failures were resolved by: {tax.fix_patterns[fix].name}")
     return "; ".join(parts)

@@ -24,7 +24,16 @@ import regex
 
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
-from triage.classify import abstention, embedding, fusion, learned, neighbours, places, rules
+from triage.classify import (
+    abstention,
+    embedding,
+    fix_prior,
+    fusion,
+    learned,
+    neighbours,
+    places,
+    rules,
+)
 from triage.classify import atlas as atlas_mod
 from triage.classify import calibration as calibration_mod
 from triage.classify import evidence as evidence_mod
@@ -339,12 +348,14 @@ def classify_many(
     tf_votes = idx.query(sigs, "tfidf", query_hashes=hashes) if idx is not None else empty
     votes: list[dict[str, list[NeighbourVote]]] = [{"tfidf": v} for v in tf_votes]
     tf_model = model_probs(prepared, "tfidf")
-    # a job's own initiating failure leads its labels; a paste keeps the calibrated order
+    # a job's own initiating failure leads its labels; a paste keeps the calibrated order but
+    # for a remedy a library's message prescribes
     leads: list[dict[str, dict[str, float]]] = [
-        {} if pasted else standing(p.hits, p.analysis) for p in prepared
+        standing(p.hits, p.analysis, pasted=pasted) for p in prepared
     ]
+    usual = load_cause_fixes()
     results = [
-        fusion.fuse(p.hits, v, cal, "tfidf", m, lead)
+        fusion.fuse(p.hits, v, cal, "tfidf", m, lead, usual)
         for p, v, m, lead in zip(prepared, votes, tf_model, leads, strict=True)
     ]
     modes = ["tfidf"] * len(prepared)
@@ -367,7 +378,9 @@ def classify_many(
             em_model = model_probs([prepared[i] for i in need], "embed", vectors)
             for i, v, m in zip(need, embedded, em_model, strict=True):
                 votes[i]["embed"] = v
-                results[i] = fusion.fuse(prepared[i].hits, votes[i], cal, "embed", m, leads[i])
+                results[i] = fusion.fuse(
+                    prepared[i].hits, votes[i], cal, "embed", m, leads[i], usual
+                )
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
     return [
@@ -411,6 +424,17 @@ def load_calibration(directory: Path | None = None) -> Calibration | None:
     """The calibration fitted for the active embedding space."""
     root = directory or neighbours.models_dir()
     return calibration_mod.load(root / embedding.active().calibration_file)
+
+
+def load_cause_fixes(directory: Path | None = None) -> fix_prior.FixPrior:
+    """What resolved the reference cases of each root cause (`fix_prior.CAUSE_FIXES_FILE`),
+    else the calibration's P(fix | root cause), else the taxonomy's lists."""
+    root = directory or neighbours.models_dir()
+    fitted = fix_prior.load(root / fix_prior.CAUSE_FIXES_FILE)
+    if fitted is not None:
+        return fitted
+    cal = load_calibration(root)
+    return cal.fix_prior if cal is not None and cal.fix_prior is not None else fix_prior.listed()
 
 
 def load_learned(variant: str, directory: Path | None = None) -> LearnedClassifier | None:
@@ -520,6 +544,7 @@ def assemble(
         symptoms=symptoms,
         root_causes=_labels(result["root_cause"], tax.root_causes),
         cause_open=fusion.left_open(result["root_cause"]),
+        fix_lead=_fix_lead(result["fix"], tax),
         stage=stage,
         fix_scores={
             s.label: round(s.score, 4) for s in result["fix"] if s.label in tax.fix_patterns
@@ -528,6 +553,13 @@ def assemble(
         evidence=evidence_mod.evidence(prep, result, votes),
         similar_cases=similar,
     )
+
+
+def _fix_lead(fixes: Sequence[fusion.Scored], tax: taxonomy.Taxonomy) -> tuple[str, str] | None:
+    """The first fix and what put it first, when more than its score did."""
+    if fixes and fixes[0].led_by and fixes[0].label in tax.fix_patterns:
+        return (fixes[0].label, fixes[0].led_by)
+    return None
 
 
 def rule_actions(hits: Sequence[RuleHit]) -> dict[str, tuple[RuleAction, ...]]:

@@ -6,12 +6,22 @@ calibration (`calibration.json`, key `fix_prior`). Each cause's counts are smoot
 taxonomy list (`taxonomy.root_causes[R].fixes`, best first), so a cause with few cases keeps
 the taxonomy's order and one with many follows what resolved them: a checkpoint-layout mismatch
 was fixed by the resume flags far more often than by code, whatever the list's order says.
+
+Two tables ship. The calibration's (`calibration.json`, `fix_prior`) feeds the calibrator's
+`rc_prior` feature, so it is the one the calibrator was fitted with. `cause_fixes.json` is the
+fit on every reference case's labels: what resolved the cases of each cause. It names a
+cause's usual fix, which leads the fixes when the report states that cause
+(`fusion.follow_the_cause`) and which `recommend` explains a fix by. Both are written by
+`bench/eval_corpus.py --write-calibration`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from triage import taxonomy
@@ -105,3 +115,28 @@ def fit(
         if total > 0:
             table[rc] = {f: v / total for f, v in row.items()}
     return FixPrior(table, {"cases": n_cases, "smoothing": smoothing, "alt_weight": ALT_WEIGHT})
+
+
+CAUSE_FIXES_FILE = "cause_fixes.json"
+SCHEMA = "triage.cause_fixes/1"
+
+
+def save(prior: FixPrior, path: Path) -> None:
+    """Write a fitted table (`cause_fixes.json`)."""
+    data = {"schema": SCHEMA, **prior.to_json()}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def load(path: Path) -> FixPrior | None:
+    """The table written by `save`, or None when there is none."""
+    return _load(str(path), path.stat().st_mtime if path.is_file() else 0.0)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, mtime: float) -> FixPrior | None:
+    if not mtime:
+        return None
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA!r}")
+    return FixPrior.from_json(data)

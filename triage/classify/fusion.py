@@ -24,6 +24,12 @@ weighs apart from the mechanisms.
 In a job (not a paste), the labels its own initiating failure names lead their field
 (`standing.py`, `lead_with`): the calibrator is fitted on pastes and cannot weigh what only a
 job's logs show (which rank started it, the frames it raised in, correlate's findings).
+
+The fixes follow the root cause (`follow_the_cause`): when the report states the most likely
+cause (not a guess) and the best-scored fix is no advice for it, the fix that resolved most
+cases of that cause (P(fix | root cause), `fix_prior.py`) leads instead, unless a rule that
+matched chose the other fix for its own message; the job's initiating failure, or a remedy its
+message prescribes, still leads before it.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from triage.classify.calibration import Calibration
 from triage.classify.fix_prior import FixPrior
 from triage.classify.standing import Standing
 from triage.classify.types import NeighbourVote, RuleHit
-from triage.model import Event
+from triage.model import SURE_CAUSE, Event
 
 FIELDS = ("symptom", "root_cause", "fix")
 CASCADE_FACTOR = 0.3  # weight of a cascade hit relative to an initiating one (uncalibrated path)
@@ -105,6 +111,10 @@ class Scored:
     label: str
     score: float
     features: Mapping[str, float] = field(default_factory=dict, compare=False)
+    # what put it first when its score alone did not: "standing" (the job's initiating
+    # failure names it), "remedy" (the matched message prescribes it) or "cause" (the most
+    # likely root cause's usual fix)
+    led_by: str = field(default="", compare=False)
 
 
 def _noisy_or(weights: Sequence[float]) -> float:
@@ -326,10 +336,13 @@ def fuse(
     mode: str,
     model: Mapping[str, Mapping[str, float]] | None = None,
     standing: Standing | None = None,
+    cause_fixes: FixPrior | None = None,
 ) -> dict[str, list[Scored]]:
     """All three fields, root causes before fixes (a fix's prior comes from the causes).
     `model`: the learned model's probabilities, field -> label -> p (absent: not used).
-    `standing`: the labels a job's initiating failure names (`standing.py`), which lead."""
+    `standing`: the labels a job's initiating failure names (`standing.py`), which lead.
+    `cause_fixes`: what resolved each cause's cases (`fix_prior.py`; None: the calibration's
+    table, else the taxonomy's lists), whose first fix follows a stated cause."""
     model = model or {}
     standing = standing or {}
     out: dict[str, list[Scored]] = {}
@@ -341,20 +354,99 @@ def fuse(
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
     table = calibration.fix_prior if calibration is not None else None
     cands = candidates("fix", hits, votes, rc_probs, model=model.get("fix"), prior_table=table)
-    out["fix"] = lead_with(score("fix", cands, calibration, mode), standing.get("fix", {}))
+    fixes = score("fix", cands, calibration, mode)
+    usual = cause_fixes or table or fix_prior_mod.listed()
+    fixes = follow_the_cause(fixes, out["root_cause"], usual, hits)
+    named = standing.get("fix", {})
+    # a remedy the matched message prescribes, or the job's initiating failure's own fix
+    told = any(h.prescribes in named for h in hits)
+    out["fix"] = lead_with(fixes, named, led_by="remedy" if told else "standing")
     return out
 
 
-def lead_with(scored: Sequence[Scored], labels: Mapping[str, float]) -> list[Scored]:
+def lead_with(
+    scored: Sequence[Scored], labels: Mapping[str, float], led_by: str = "standing"
+) -> list[Scored]:
     """The scored labels (best first) with those that have standing (label -> its rule's
     weight) first. Such a label scores at least its rule's weight (what the rule says where
     nothing is fitted), and the labels it outranks at most what it does: the list still reads
     top-down."""
-    led = [replace(s, score=max(s.score, labels[s.label])) for s in scored if s.label in labels]
+    led = [
+        replace(s, score=max(s.score, labels[s.label]), led_by=led_by)
+        for s in scored
+        if s.label in labels
+    ]
     if not led:
         return list(scored)
     cap = min(s.score for s in led)
     return led + [replace(s, score=min(s.score, cap)) for s in scored if s.label not in labels]
+
+
+# A fix that resolved fewer than this share of a cause's reference cases is not advice for that
+# cause (recommend's MIN_PRIOR): leading with it contradicts the cause the report states.
+NOT_ITS_FIX = 0.1
+# The fix the scores put first keeps its place when the specific rules that matched back it
+# this much more than the cause's usual fix (noisy-OR of their weights, the feature `rule`).
+RULE_MARGIN = 0.1
+
+
+def cause_fix(causes: Sequence[Scored], table: FixPrior) -> str | None:
+    """The usual fix of the most likely root cause (the one that resolved most of its
+    reference cases), when the report states that cause (scored at least SURE_CAUSE, not left
+    open by the generic layer); else None."""
+    if not causes or causes[0].score < SURE_CAUSE or left_open(causes):
+        return None
+    ranked = table.ranked(causes[0].label)
+    return ranked[0][0] if ranked else None
+
+
+def follow_the_cause(
+    fixes: Sequence[Scored], causes: Sequence[Scored], table: FixPrior, hits: Sequence[RuleHit]
+) -> list[Scored]:
+    """The scored fixes, led by the stated cause's usual fix (`cause_fix`) when the fix the
+    scores put first is no advice for that cause (it resolved under NOT_ITS_FIX of its cases:
+    a watchdog timeout the report puts down to too short a timeout is not told to fix the
+    code first), unless evidence specific to that first fix outweighs the cause: a rule that
+    matched a line (no cascade, no family prior) chose it for its message, or the specific
+    rules back it RULE_MARGIN more. Cross-validated on the reference cases, leading with the
+    cause's usual fix whenever it was not first flipped as many right answers as it fixed."""
+    best = cause_fix(causes, table)
+    by_label = {s.label: s for s in fixes}
+    if best is None or best not in by_label:
+        return list(fixes)
+    first = fixes[0].label
+    if first != best:
+        if table.table.get(causes[0].label, {}).get(first, 0.0) >= NOT_ITS_FIX:
+            return list(fixes)  # advice for the cause too: the evidence orders them
+        if chosen_by_a_rule(hits) - {best}:
+            return list(fixes)
+        rule_of = {label: s.features.get("rule", 0.0) for label, s in by_label.items()}
+        if rule_of[first] >= rule_of[best] + RULE_MARGIN:
+            return list(fixes)
+    # it keeps its own score (the calibrated probability); those it outranks are capped to it
+    return lead_with(fixes, {best: 0.0}, led_by="cause")
+
+
+# A rule has chosen a fix when it gives it at least this weight, and this much more than any
+# other fix (standing.py's ANCHOR_WEIGHT and MARGIN: the same notion of a rule's choice).
+CHOSEN_WEIGHT = 0.5
+CHOSEN_MARGIN = 0.1
+
+
+def chosen_by_a_rule(hits: Sequence[RuleHit]) -> set[str]:
+    """The fixes specific rules chose for the lines they matched (not cascade, not atlas)."""
+    out: set[str] = set()
+    for h in hits:
+        if h.generic or h.from_cascade or h.atlas:
+            continue
+        ranked = sorted(h.fix.values(), reverse=True)
+        if (
+            ranked
+            and ranked[0] >= CHOSEN_WEIGHT
+            and (len(ranked) < 2 or ranked[1] <= ranked[0] - CHOSEN_MARGIN)
+        ):
+            out.add(max(h.fix, key=lambda f: h.fix[f]))
+    return out
 
 
 def stage_scores(

@@ -72,7 +72,30 @@ def example_problems(rules: Sequence[Rule], kb: knowledge.Knowledge) -> list[Pro
                                 f"{verb} its example {example!r} read {', '.join(wrong)}",
                             )
                         )
+            found.extend(remedy_problems(rule, kb))
     return found
+
+
+def remedy_problems(rule: Rule, kb: knowledge.Knowledge) -> list[Problem]:
+    """A rule's `remedy` is shown by its examples: one it matches (read as a paste) prints the
+    remedy, so the hit prescribes the remedy's fix."""
+    if rule.remedy is None:
+        return []
+    from triage import parsers
+
+    for example in rule.examples_match:
+        if isinstance(example, dict) and example.get("finding"):
+            continue
+        text = example if isinstance(example, str) else example["text"]
+        if _prescribes(rule, [parsers.parse_text(text, kb=kb)], kb) == rule.remedy.fix:
+            return []
+    return [
+        Problem(
+            rule.file,
+            f"rule {rule.id!r}",
+            "remedy.says matches none of its match examples (one must print the remedy)",
+        )
+    ]
 
 
 def check_team_examples(kb: knowledge.Knowledge) -> None:
@@ -98,6 +121,14 @@ def _read_file(path: Path, kb: knowledge.Knowledge) -> list[ParsedSource]:
 
     with budget.job():
         return [parsers.parse(source, kb=kb) for source in ingest.discover([str(path)])]
+
+
+def _prescribes(rule: Rule, parsed: list[ParsedSource], kb: knowledge.Knowledge) -> str | None:
+    from triage.analysis import correlate
+    from triage.classify import prepare
+
+    prep = prepare(parsed, correlate(parsed, kb), ruleset=RuleSet(rules=(rule,)), kb=kb)
+    return next((h.prescribes for h in prep.hits if h.prescribes is not None), None)
 
 
 def _example_hit(

@@ -389,7 +389,14 @@ def _hit(
         evidence_line=line,
         from_cascade=from_cascade,
         generic=rule.generic,
+        prescribes=_prescribed(rule, text),
     )
+
+
+def _prescribed(rule: Rule, text: str) -> str | None:
+    """The rule's fix for the remedy its message prescribes, when this text says it."""
+    remedy = rule.remedy
+    return remedy.fix if remedy is not None and text and remedy.says.search(text) else None
 
 
 def _finding_event(finding: Finding) -> Event | None:

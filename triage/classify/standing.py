@@ -17,6 +17,12 @@ label of the field anywhere in the job: the user's own frame of a KeyError).
 The taxonomy's cascade guidance (rules/cascade.yaml): the initiating error outranks what it
 caused. Pasted text keeps the calibrated order: the calibrator was fitted on exactly such
 cases.
+
+One exception, in a paste too: a library's message that prescribes its own remedy ("Re-running
+torch.load with weights_only set to False will likely succeed"; a rule's `remedy`). Its authors
+named the fix for the mechanism their check found; words and neighbours only guess at it. The
+fix of such a remedy (on the initiating failure, in a job; on any line that is no cascade, in a
+paste) has standing, before the fix a rule's weights alone would give it.
 """
 
 from __future__ import annotations
@@ -38,11 +44,42 @@ MARGIN = 0.1
 Standing = Mapping[str, Mapping[str, float]]
 
 
-def standing(hits: Sequence[RuleHit], analysis: Analysis) -> dict[str, dict[str, float]]:
-    """Per field, the label the job's initiating failure names, with its rule's weight."""
+def standing(
+    hits: Sequence[RuleHit], analysis: Analysis, pasted: bool = False
+) -> dict[str, dict[str, float]]:
+    """Per field, the label the job's initiating failure names, with its rule's weight; in a
+    paste (`pasted`), only the remedy a library's message prescribes."""
     initiating = set(analysis.initiating_events)
     culprits = set(analysis.culprit_ranks)
+    if pasted:
+        # a paste has no initiating failure to stand on: any line that is no consequence
+        told = [h for h in hits if not (h.from_cascade or h.atlas or h.generic)]
+        remedy = prescribed(told)
+        return {"fix": remedy} if remedy else {}
     anchors = [h for h in hits if _explains_the_start(h, initiating, culprits)]
+    out = _named(hits, anchors)
+    remedy = prescribed([h for h in anchors if not h.generic])
+    if remedy:
+        out["fix"] = remedy
+    return out
+
+
+def prescribed(hits: Sequence[RuleHit]) -> dict[str, float]:
+    """The fix a library's message among `hits` prescribes itself (the rule's `remedy`), with
+    its rule's weight for it; none when two messages prescribe different fixes alike."""
+    best: dict[str, float] = {}
+    for h in hits:
+        if h.prescribes is not None:
+            best[h.prescribes] = max(best.get(h.prescribes, 0.0), h.fix.get(h.prescribes, 0.0))
+    ranked = sorted(best.items(), key=lambda kv: kv[1], reverse=True)
+    if not ranked or (len(ranked) > 1 and ranked[1][1] > ranked[0][1] - MARGIN):
+        return {}
+    fix, weight = ranked[0]
+    return {fix: weight}
+
+
+def _named(hits: Sequence[RuleHit], anchors: Sequence[RuleHit]) -> dict[str, dict[str, float]]:
+    """Per field, the label the rules on the initiating failure have chosen."""
     out: dict[str, dict[str, float]] = {}
     for fieldname in FIELDS:
         # a family prior yields to a mechanism a specific rule found on any line of the job

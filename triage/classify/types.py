@@ -32,6 +32,8 @@ class RuleHit:
     generic: bool = False  # from a `layer: generic` rule: a family prior, not a mechanism
     atlas: bool = False  # a library's own message, matched in the atlas (classify.atlas)
     finding: Finding | None = None  # the correlate finding a finding rule hit
+    # the fix the matched message prescribes itself (the rule's `remedy`), when it says it
+    prescribes: str | None = None
 
 
 @dataclass(frozen=True)

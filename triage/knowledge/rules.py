@@ -30,6 +30,9 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
       routine_fault: why a line healthy jobs print (rules/routine.yaml) is a fault here;
                                             # without it, hits on routine lines of a job's
                                             # logs are dropped (pastes keep them)
+      remedy:                               # the message names its own remedy: when the
+        fix: F3                             # matched event says it (`says`), the rule's fix
+        says: 'weights_only set to False'   # for it leads, in a paste too (standing.py)
       actions:                              # per fix: one action, filled with {named_group}
         F5: "Give the container more shared memory (segment {segment})"   # / {fact}
         F4:                                 # or alternatives, most specific first: the first
@@ -78,6 +81,7 @@ OPTIONAL_KEYS = frozenset(
         "sources",
         "layer",
         "routine_fault",
+        "remedy",
     }
 )
 LAYERS = ("specific", "generic")
@@ -92,6 +96,17 @@ FLAGS = regex.VERSION0 | regex.MULTILINE
 
 class RuleError(KnowledgeError):
     """Rule files that cannot be used: every problem, with the file and rule named."""
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """The remedy a library's message prescribes itself ("Re-running torch.load with
+    weights_only set to False will likely succeed", "set find_unused_parameters=True"): the
+    library's authors named the fix for the mechanism their check found. `fix` is the rule's
+    own fix for it (with an action saying how); `says` finds the remedy in the matched text."""
+
+    fix: str
+    says: regex.Pattern[str]
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,7 @@ class Rule:
     # why a line healthy jobs print (rules/routine.yaml) is still a fault when this rule
     # matches it; without it, the rule's hits on routine lines of a job's logs are dropped
     routine_fault: str = ""
+    remedy: Remedy | None = None  # the remedy the matched message prescribes, if it names one
 
     @property
     def generic(self) -> bool:
@@ -194,6 +210,7 @@ def build_rule(
     sources = section(lambda: tuple(_str_list(item.get("sources"), "sources")), ())
     layer = section(lambda: _layer(item.get("layer", "specific")), "specific")
     routine_fault = section(lambda: _text(item.get("routine_fault"), "routine_fault"), "")
+    remedy = section(lambda: _remedy(item.get("remedy"), weights, actions, layer, lazy))
     for message in found:
         report(name, message)
     if found:
@@ -222,8 +239,39 @@ def build_rule(
         sources=sources,
         layer=layer,
         routine_fault=" ".join(routine_fault.split()),
+        remedy=remedy,
     )
     return replace(rule, keywords=rule_keywords(rule))
+
+
+_REMEDY_KEYS = frozenset({"fix", "says"})
+
+
+def _remedy(
+    raw: Any,
+    weights: Mapping[str, Mapping[str, float]],
+    actions: Mapping[str, Action],
+    layer: str,
+    lazy: bool,
+) -> Remedy | None:
+    """`remedy: {fix: F3, says: 'regex'}`: the fix the rule's message prescribes, one the
+    rule itself concludes and has an action for (what the user is told to do)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != _REMEDY_KEYS:
+        raise _Invalid(
+            "`remedy` is {fix: <fix id>, says: <regex of the remedy the message prints>}"
+        )
+    fix, says = raw["fix"], raw["says"]
+    if layer != "specific":
+        raise _Invalid("`remedy` is a message's own: a generic (family) rule names none")
+    if not isinstance(fix, str) or fix not in weights.get("fix", {}):
+        raise _Invalid(f"remedy.fix {fix!r} needs a weight in `concludes.fix`")
+    if fix not in actions:
+        raise _Invalid(f"remedy.fix {fix} needs an action in `actions` (what the user is told)")
+    if not isinstance(says, str) or not says.strip():
+        raise _Invalid("remedy.says must be a regex of the remedy as the message prints it")
+    return Remedy(fix, compile_pattern(says, lazy))
 
 
 def _layer(layer: Any) -> str:

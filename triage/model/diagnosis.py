@@ -73,6 +73,10 @@ class Classification:
     # no specific rule names a cause and the generic layer weighs several alike: the causes
     # shown are the neighbours' and the learned model's best guess
     cause_open: bool = False
+    # the fix classify put first for a reason beyond its score, and that reason: "cause" (the
+    # most likely root cause's usual fix), "remedy" (the library's message prescribes it) or
+    # "standing" (the job's initiating failure names it); recommend keeps it first
+    fix_lead: tuple[str, str] | None = None
 
 
 # A root cause scored under this is right less often than wrong: reports call it a guess.
