@@ -110,19 +110,15 @@ def _decode_in_child(
         os.close(read_fd)
         _child(write_fd, sources, fr_tail, kb)
     os.close(write_fd)
-    frames: list[bytes] = []
+    got: list[ParsedSource] = []
+    overdue = None
     try:
-        overdue = _receive(read_fd, sources, frames, progress)
+        overdue = _receive(read_fd, sources, fr_tail, kb, got, progress)
     finally:
         os.close(read_fd)
-        if len(frames) < len(sources):
+        if len(got) < len(sources):
             _kill(pid)
         _, status = os.waitpid(pid, 0)
-    # unpacked once the child is gone: the pages this writes are no longer shared with it
-    got = [
-        _unpacked(source, frame, fr_tail, kb, progress)
-        for source, frame in zip(sources, frames, strict=False)
-    ]
     if len(got) == len(sources):
         return got, ""
     return got, overdue or _how_it_ended(status)
@@ -159,15 +155,23 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _receive(
-    read_fd: int, sources: Sequence[Source], frames: list[bytes], progress: ReadProgress
+    read_fd: int,
+    sources: Sequence[Source],
+    fr_tail: int | None,
+    kb: Knowledge,
+    got: list[ParsedSource],
+    progress: ReadProgress,
 ) -> str | None:
-    """Read the child's packed results into `frames` until all came, the pipe closed (None),
-    or the one awaited is overdue (why)."""
+    """Read the child's results into `got` until all came, the pipe closed (None), or the
+    one awaited is overdue (why)."""
+    from triage import parsers
+    from triage.parsers import flight_recorder
+
     poller = select.poll()
     poller.register(read_fd, select.POLLIN)
     buffer = bytearray()
-    while len(frames) < len(sources):
-        source = sources[len(frames)]
+    while len(got) < len(sources):
+        source = sources[len(got)]
         progress.start(source.path)
         allowance = decode_allowance(source.size)
         deadline = time.monotonic() + allowance
@@ -188,22 +192,14 @@ def _receive(
             if not data:
                 return None
             buffer += data
-        frames.append(bytes(buffer[_LENGTH : _LENGTH + size]))
+        item = buffer[_LENGTH : _LENGTH + size]
         del buffer[: _LENGTH + size]
+        if size:
+            parsed = flight_recorder.within_entry_budget(unpack(source, pickle.loads(item)))
+        else:  # decoded there, but its result could not travel: decoding it is safe here
+            parsed = parsers.parse(source, fr_tail=fr_tail, kb=kb)
+        got.append(_done(source, parsed, progress))
     return None
-
-
-def _unpacked(
-    source: Source, frame: bytes, fr_tail: int | None, kb: Knowledge, progress: ReadProgress
-) -> ParsedSource:
-    from triage import parsers
-    from triage.parsers import flight_recorder
-
-    if frame:
-        parsed = flight_recorder.within_entry_budget(unpack(source, pickle.loads(frame)))
-    else:  # decoded there, but its result could not travel: decoding it is safe here
-        parsed = parsers.parse(source, fr_tail=fr_tail, kb=kb)
-    return _done(source, parsed, progress)
 
 
 def _kill(pid: int) -> None:
