@@ -195,6 +195,7 @@ def _receive(
         item = buffer[_LENGTH : _LENGTH + size]
         del buffer[: _LENGTH + size]
         if size:
+            # our own child pickled this from the results our parser built: not dump bytes
             parsed = flight_recorder.within_entry_budget(unpack(source, pickle.loads(item)))
         else:  # decoded there, but its result could not travel: decoding it is safe here
             parsed = parsers.parse(source, fr_tail=fr_tail, kb=kb)
