@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "report": 7,
     "pipeline": 8,
     "pool": 8,
+    "isolated": 8,  # the pool's sibling: dumps decoded in a child process
     "wording": 8,
     "train": 9,
     "batch": 9,

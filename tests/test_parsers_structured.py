@@ -236,7 +236,11 @@ def test_plain_data_of_any_protocol_loads_exactly(value: Any, protocol: int) -> 
 def test_no_module_of_ours_calls_pickle_load_plainly() -> None:
     banned = {("pickle", "load"), ("pickle", "loads"), ("pickle", "Unpickler"), ("torch", "load")}
     package = Path(flight_recorder.__file__).parents[2]  # triage/
+    # The one exception: `isolated` unpickles what its own forked child pickled from the
+    # results our parsers built (as the worker pool's executor does), never an input's bytes.
+    trusted = {package / "isolated.py": 1}
     for path in package.rglob("*.py"):
+        found = 0
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
@@ -244,7 +248,8 @@ def test_no_module_of_ours_calls_pickle_load_plainly() -> None:
                 and isinstance(node.func.value, ast.Name)
             ):
                 call = (node.func.value.id, node.func.attr)
-                assert call not in banned, f"{path}:{node.lineno} calls {'.'.join(call)}"
+                found += call in banned
+                assert found <= trusted.get(path, 0), f"{path}:{node.lineno} calls {'.'.join(call)}"
 
 
 # =========================================================================== flight recorder

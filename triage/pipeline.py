@@ -140,18 +140,16 @@ def _read_inputs(
         if pool.running and while_workers_parse is not None:
             while_workers_parse()
         # Meanwhile, this process parses what cannot be shipped (archive members' dumps).
-        for i, source in enumerate(sources):
-            if results[i] is None and not pool.took(i):
-                results[i] = _parse_here(source, fr_tail, progress, kb)
+        here = [i for i in range(len(sources)) if results[i] is None and not pool.took(i)]
+        _parse_all_here(sources, here, results, fr_tail, progress, kb)
         pool.collect(sources, results, progress)
     finally:
         pool.close()
         for i, source in enumerate(sources):
             if results[i] is not None and source.release is not None:
                 source.release()
-    for i, source in enumerate(sources):  # what a worker could not do
-        if results[i] is None:
-            results[i] = _parse_here(source, fr_tail, progress, kb)
+    left = [i for i in range(len(sources)) if results[i] is None]  # what a worker could not do
+    _parse_all_here(sources, left, results, fr_tail, progress, kb)
     progress.start("")
     return [parsed for parsed in results if parsed is not None]
 
@@ -167,6 +165,28 @@ def fr_tail_for(sources: Sequence[Source]) -> int | None:
     """How many entries to read of each flight-recorder dump: None means all of them."""
     total = sum(s.size for s in sources if s.kind is SourceKind.FLIGHT_RECORDER)
     return FR_TAIL_ENTRIES if total > FR_WHOLE_BELOW else None
+
+
+def _parse_all_here(
+    sources: Sequence[Source],
+    indices: Sequence[int],
+    results: list[ParsedSource | None],
+    fr_tail: int | None,
+    progress: ReadProgress,
+    kb: Knowledge,
+) -> None:
+    """Parse `sources[indices]` in this process, flight-recorder dumps last and all together
+    in one child process (`isolated`): a hostile pickle can crash or hang its decoder."""
+    dumps = [i for i in indices if sources[i].kind is SourceKind.FLIGHT_RECORDER]
+    for i in indices:
+        if sources[i].kind is not SourceKind.FLIGHT_RECORDER:
+            results[i] = _parse_here(sources[i], fr_tail, progress, kb)
+    if dumps:
+        from triage import isolated
+
+        parsed = isolated.parse_dumps([sources[i] for i in dumps], fr_tail, kb, progress)
+        for i, result in zip(dumps, parsed, strict=True):
+            results[i] = result
 
 
 def _parse_here(

@@ -3,8 +3,9 @@
 `ParsePool` is offered sources in discovery order and ships them to forked workers in chunks,
 once enough bytes are offered to pay for starting them; a worker re-opens each file by path,
 parses it with the job's knowledge and budget, and packs the result (flight-recorder entries
-as plain columns) for the trip back. What a worker could not do is left for the caller to
-parse here.
+as plain columns) for the trip back. What a worker could not do (it died, or passed its
+deadline: a hostile flight-recorder pickle can crash or hang the C unpickler) is left for the
+caller to parse here, its dumps in a child process (`triage.isolated`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import gc
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -35,6 +37,17 @@ PARALLEL_FROM_BYTES = 32 * 1024 * 1024
 # the workers finish together.
 _CHUNK_BYTES = 8 * 1024 * 1024
 _CHUNK_FILES = 64
+# How long a worker or a decoding child may take over a file or a chunk before it is taken
+# for stuck (a hostile flight-recorder dump can make the C unpickler run for ever): far more
+# than any real file takes, even on a loaded machine (a 2,000-entry dump decodes in ~30 ms).
+DECODE_SECONDS = 30.0
+DECODE_SECONDS_PER_MIB = 1.0
+
+
+def decode_allowance(size: int) -> float:
+    """Seconds a worker may take over `size` bytes of files before it is stopped."""
+    return DECODE_SECONDS + DECODE_SECONDS_PER_MIB * size / (1 << 20)
+
 
 # What a worker needs to re-create a Source (its `open` is a closure and cannot travel).
 _SourceFields = tuple[
@@ -90,7 +103,8 @@ class ParsePool:
     Sources are offered in discovery order and shipped in chunks of about _CHUNK_BYTES; until
     `from_bytes` have been offered nothing starts (and a small input never starts it).
     Anything a worker could not do (a file that changed, a result that cannot travel, a
-    worker killed by the OS) is left as None in `collect`, for the caller to parse here.
+    worker killed by the OS or stopped past its deadline) is left as None in `collect`, for
+    the caller to parse here.
     """
 
     def __init__(
@@ -200,23 +214,43 @@ class ParsePool:
     def collect(
         self, sources: Sequence[Source], results: list[ParsedSource | None], progress: ReadProgress
     ) -> None:
+        """Results of the shipped chunks into `results`. A chunk whose worker died or is past
+        its deadline (`decode_allowance`, from the previous result) is left None, and once one
+        is overdue the workers are killed: the caller parses the rest, its dumps isolated."""
+        stopped = False
+        since = time.monotonic()
         for k, (indices, future) in enumerate(self.chunks):
             if future is None:
                 continue
             progress.start(sources[indices[0]].path)
             self.chunks[k] = (indices, None)  # a done future keeps its result alive
+            allowance = decode_allowance(sum(sources[i].size for i in indices))
             try:
-                packed = future.result()
+                if stopped and not future.done():
+                    continue
+                packed = future.result(timeout=max(since + allowance - time.monotonic(), 0))
+            except TimeoutError:
+                self._stop_workers()
+                stopped = True
+                continue
             except Exception:  # noqa: BLE001 - a lost worker: its share is parsed here
                 continue
             finally:
                 del future
+            since = time.monotonic()
             for n, i in enumerate(indices):
                 item, packed[n] = packed[n], None  # the columns go once the entries exist
                 if item is not None:
-                    results[i] = _unpack(sources[i], item)
+                    results[i] = unpack(sources[i], item)
                     progress.done(sources[i].size)
                 del item
+
+    def _stop_workers(self) -> None:
+        # A stuck worker may be in C code (a hostile dump's hash) that only a signal stops,
+        # and `shutdown` would wait for it for ever. The executor has no public way to stop
+        # its processes before Python 3.14 (`kill_workers`).
+        for process in list(getattr(self.executor, "_processes", {}).values()):
+            process.kill()
 
     def close(self) -> None:
         if self.executor is not None:
@@ -288,11 +322,11 @@ def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[
         )
         # A result that cannot be pickled fails this chunk's future; the main process then
         # parses the chunk itself.
-        out.append(_pack(parsers.parse(source, fr_tail=fr_tail, kb=_worker_kb)))
+        out.append(pack(parsers.parse(source, fr_tail=fr_tail, kb=_worker_kb)))
     return out
 
 
-def _pack(parsed: ParsedSource) -> tuple[Any, ...]:
+def pack(parsed: ParsedSource) -> tuple[Any, ...]:
     """ParsedSource minus its Source; a dump's flight-recorder entries travel as their
     columnar `EntryTable` (coded columns pickle small and unpickle fast)."""
     from triage.parsers import flight_recorder
@@ -315,7 +349,7 @@ def _pack(parsed: ParsedSource) -> tuple[Any, ...]:
     )
 
 
-def _unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
+def unpack(source: Source, item: tuple[Any, ...]) -> ParsedSource:
     from triage.parsers import flight_recorder
 
     events, warnings, lines, bytes_read, digest, whole_text, kind = item

@@ -58,9 +58,23 @@ __all__ = [
     "decode_estimate",
     "entries_from_columns",
     "entry_columns",
+    "count_entries_in_parent",
     "load_dump",
+    "not_read",
     "parse",
+    "within_entry_budget",
 ]
+
+# False in a child process that decodes dumps for its parent (`triage.isolated`): the parent
+# counts the entries it receives against the job's budget (`within_entry_budget`), as the
+# child's counts may not outlive it.
+_COUNT_ENTRIES_HERE = True
+
+
+def count_entries_in_parent() -> None:
+    """In a decoding child: leave the job's entry budget to the parent that reads the results."""
+    global _COUNT_ENTRIES_HERE
+    _COUNT_ENTRIES_HERE = False
 
 
 def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
@@ -108,8 +122,30 @@ def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
             warnings.append(f"{why}: only its last entries were read")
     if dump is None:
         return _failed(source, problem or "flight-recorder dump is empty", warnings, len(data))
-    dump = _within_entry_budget(dump, job, warnings)
-    event = Event(
+    if _COUNT_ENTRIES_HERE:
+        dump = _within_entry_budget(dump, job, warnings)
+    event = _event(source, dump, format_of(data))
+    return ParsedSource(
+        source=source, events=(event,), warnings=tuple(warnings), bytes_read=len(data)
+    )
+
+
+def within_entry_budget(parsed: ParsedSource) -> ParsedSource:
+    """`parsed` (from a child that left the entry budget to this process) with its dump's
+    entries counted against this job's budget, and cut to what the budget still allows."""
+    job = budget.current()
+    events = list(parsed.events)
+    warnings = list(parsed.warnings)
+    for n, event in enumerate(events):
+        if isinstance(event.payload, FlightRecorderDump):
+            dump = _within_entry_budget(event.payload, job, warnings)
+            if dump is not event.payload:
+                events[n] = _event(parsed.source, dump, event.attrs["format"])
+    return replace(parsed, events=tuple(events), warnings=tuple(warnings))
+
+
+def _event(source: Source, dump: FlightRecorderDump, fmt: str) -> Event:
+    return Event(
         source=source.path,
         kind=EventKind.FLIGHT_RECORDER,
         text=_summary(dump),
@@ -118,11 +154,8 @@ def parse(source: Source, *, tail: int | None = None) -> ParsedSource:
         host=source.host,
         time=_last_time(dump),
         level=Level.INFO,
-        attrs=_attrs(dump, data),
+        attrs=_attrs(dump, fmt),
         payload=dump,
-    )
-    return ParsedSource(
-        source=source, events=(event,), warnings=tuple(warnings), bytes_read=len(data)
     )
 
 
@@ -203,9 +236,9 @@ def _summary(dump: FlightRecorderDump) -> str:
     return ", ".join(parts)
 
 
-def _attrs(dump: FlightRecorderDump, data: bytes) -> dict[str, Any]:
+def _attrs(dump: FlightRecorderDump, fmt: str) -> dict[str, Any]:
     attrs: dict[str, Any] = {
-        "format": format_of(data),
+        "format": fmt,
         "version": dump.version,
         "entries": len(dump.entries),
         "entries_total": dump.entries_total or len(dump.entries),
@@ -228,6 +261,11 @@ def _last_time(dump: FlightRecorderDump) -> float | None:
         if entry.time_created_ns:
             return entry.time_created_ns / 1e9
     return None
+
+
+def not_read(source: Source, why: str) -> ParsedSource:
+    """A dump that could not be read at all: `why` as its warning and event."""
+    return _failed(source, why, [], 0)
 
 
 def _failed(source: Source, why: str, warnings: list[str], size: int) -> ParsedSource:
