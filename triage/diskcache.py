@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import hashlib
 import json
+import marshal
 import os
 import tempfile
 from pathlib import Path
@@ -125,6 +126,19 @@ def only_mine(path: Path) -> bool:
     getuid = getattr(os, "getuid", None)
     st = path.stat()
     return getuid is not None and st.st_uid == getuid() and not st.st_mode & 0o022
+
+
+def read_trusted_marshal(path: Path) -> Any:
+    """The marshal'd value `write_verified` kept at `path`, or None: read only when this user
+    alone can have written the file and its folder (`only_mine`), whole (`read_verified`) and
+    decodable. For caches whose content runs as triage's own code."""
+    try:
+        if not only_mine(path) or not only_mine(path.parent):
+            return None
+        body = read_verified(path)
+        return None if body is None else marshal.loads(body)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
 
 
 def save() -> None:

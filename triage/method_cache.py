@@ -105,15 +105,7 @@ def _load() -> dict[tuple[str, int], types.CodeType]:
     path = _file()
     if path is None:
         return {}
-    try:
-        if not diskcache.only_mine(path) or not diskcache.only_mine(path.parent):
-            return {}
-        body = diskcache.read_verified(path)
-        if body is None:
-            return {}
-        loaded = marshal.loads(body)
-    except (OSError, ValueError, EOFError, TypeError):
-        return {}
+    loaded = diskcache.read_trusted_marshal(path)
     if not isinstance(loaded, dict) or loaded.get("version") != sys.version:
         return {}
     entries = loaded.get("entries")

@@ -83,15 +83,7 @@ class _Store:
         path = self.file()
         if path is None:
             return {}
-        try:
-            if not diskcache.only_mine(path) or not diskcache.only_mine(path.parent):
-                return {}
-            body = diskcache.read_verified(path)
-            if body is None:
-                return {}
-            loaded = marshal.loads(body)
-        except (OSError, ValueError, EOFError, TypeError):
-            return {}
+        loaded = diskcache.read_trusted_marshal(path)
         if not isinstance(loaded, dict) or loaded.get("default_version") != self._tag():
             return {}
         entries = loaded.get("entries")
