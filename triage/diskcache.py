@@ -164,6 +164,38 @@ def read_trusted_marshal(path: Path) -> Any:
         return None
 
 
+def entries_body(tag: tuple[str, Any], entries: dict[tuple[Any, int], Any]) -> bytes:
+    """A marshal cache of `(text, flags) -> value` entries, named by its `tag` (a key and the
+    versions the entries hold for), as `read_trusted_entries` reads it back."""
+    return marshal.dumps({tag[0]: tag[1], "entries": dict(entries)})
+
+
+def read_trusted_entries(
+    path: Path | None,
+    tag: tuple[str, Any],
+    texts: tuple[type, ...],
+    value_ok: Callable[[Any], bool],
+) -> dict[tuple[Any, int], Any]:
+    """The entries `entries_body` kept at `path`, read as `read_trusted_marshal` reads: none
+    unless the file's tag is `tag`, and of them only `(text, flags)` keys with a text of one
+    of `texts` and values `value_ok` accepts (a damaged or foreign entry is not used)."""
+    loaded = None if path is None else read_trusted_marshal(path)
+    if not isinstance(loaded, dict) or loaded.get(tag[0]) != tag[1]:
+        return {}
+    entries = loaded.get("entries")
+    if not isinstance(entries, dict):
+        return {}
+    return {
+        k: v
+        for k, v in entries.items()
+        if isinstance(k, tuple)
+        and len(k) == 2
+        and isinstance(k[0], texts)
+        and isinstance(k[1], int)
+        and value_ok(v)
+    }
+
+
 def save() -> None:
     """Write what was added this run (atomically; a failure leaves the old file)."""
     where = folder()

@@ -23,7 +23,6 @@ import builtins
 import contextlib
 import dataclasses
 import importlib.util
-import marshal
 import sys
 import threading
 import types
@@ -98,24 +97,9 @@ def _stored() -> dict[tuple[str, int], types.CodeType]:
 
 
 def _load() -> dict[tuple[str, int], types.CodeType]:
-    path = _file()
-    if path is None:
-        return {}
-    loaded = diskcache.read_trusted_marshal(path)
-    if not isinstance(loaded, dict) or loaded.get("version") != sys.version:
-        return {}
-    entries = loaded.get("entries")
-    if not isinstance(entries, dict):
-        return {}
-    return {
-        k: v
-        for k, v in entries.items()
-        if isinstance(k, tuple)
-        and len(k) == 2
-        and isinstance(k[0], str)
-        and isinstance(k[1], int)
-        and isinstance(v, types.CodeType)
-    }
+    return diskcache.read_trusted_entries(
+        _file(), ("version", sys.version), (str,), lambda v: isinstance(v, types.CodeType)
+    )
 
 
 def _put(key: tuple[str, int], code: types.CodeType) -> None:
@@ -133,7 +117,7 @@ def save() -> None:
     with _lock:
         if path is None or _entries is None or not _saver.take():
             return
-        body = marshal.dumps({"version": sys.version, "entries": dict(_entries)})
+        body = diskcache.entries_body(("version", sys.version), _entries)
     with contextlib.suppress(OSError):  # a cache that cannot be written is no error
         diskcache.write_verified(path, body, ".dataclass-")
 

@@ -77,25 +77,12 @@ class _Store:
         return self.entries
 
     def _load(self) -> dict[tuple[str | bytes, int], tuple[Any, ...]]:
-        path = self.file()
-        if path is None:
-            return {}
-        loaded = diskcache.read_trusted_marshal(path)
-        if not isinstance(loaded, dict) or loaded.get("default_version") != self._tag():
-            return {}
-        entries = loaded.get("entries")
-        if not isinstance(entries, dict):
-            return {}
-        return {
-            k: v
-            for k, v in entries.items()
-            if isinstance(k, tuple)
-            and len(k) == 2
-            and isinstance(k[0], (str, bytes))
-            and isinstance(k[1], int)
-            and isinstance(v, tuple)
-            and len(v) == self._args
-        }
+        return diskcache.read_trusted_entries(
+            self.file(),
+            ("default_version", self._tag()),
+            (str, bytes),
+            lambda v: isinstance(v, tuple) and len(v) == self._args,
+        )
 
     def put(self, key: tuple[str | bytes, int], kept: tuple[Any, ...]) -> None:
         stored = self.stored()
@@ -110,7 +97,7 @@ class _Store:
         with _lock:
             if path is None or self.entries is None or not self._saver.take():
                 return
-            body = marshal.dumps({"default_version": self._tag(), "entries": dict(self.entries)})
+            body = diskcache.entries_body(("default_version", self._tag()), self.entries)
         with contextlib.suppress(OSError):  # a cache that cannot be written is no error
             diskcache.write_verified(path, body, ".regex-")
 
