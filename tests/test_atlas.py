@@ -340,15 +340,12 @@ def test_a_line_sharing_only_words_with_a_template_is_not_matched(tmp_path: Path
 
 
 def test_the_atlas_read_again_from_its_kept_rows_gives_the_same_templates(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from triage import diskcache
 
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(cache))
-    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
     expected = _fixture_atlas(tmp_path / "first").templates
-    assert len(list(cache.glob("atlas-rows-*.bin"))) == 1
+    assert len(list(cache_dir.glob("atlas-rows-*.bin"))) == 1
 
     def refuse(data: bytes) -> bytes:
         raise AssertionError("inflated although the rows were kept")
@@ -361,7 +358,7 @@ def test_the_atlas_read_again_from_its_kept_rows_gives_the_same_templates(
     atlas.write(tmp_path / "second", fewer, {})
     assert atlas.Atlas(tmp_path / "second").templates == tuple(fewer)
     # a damaged file of kept rows costs an inflate, never a wrong row
-    (kept,) = cache.glob("atlas-rows-*.bin")
+    (kept,) = cache_dir.glob("atlas-rows-*.bin")
     body = bytearray(kept.read_bytes())
     body[-3] ^= 0xFF
     kept.write_bytes(bytes(body))

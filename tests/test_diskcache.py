@@ -16,16 +16,6 @@ from triage.knowledge import _build, _folder_signature, documents, rules_dir
 from triage.knowledge.problems import Problems
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
-    diskcache.clear_memory()
-    yield folder
-    diskcache.clear_memory()
-
-
 def _shipped() -> object:
     knowledge = _build((_folder_signature(rules_dir()),), lazy=True)
     return [(r.id, r.file, [p.pattern for p in r.any], r.keywords) for r in knowledge.rules]

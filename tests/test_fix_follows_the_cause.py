@@ -62,6 +62,33 @@ def test_a_message_that_prescribes_its_remedy_leads_with_it_in_a_paste() -> None
     assert "prescribes" in first["why"]
 
 
+def test_a_distributed_call_before_init_process_group_is_told_to_call_it_where_it_ran(
+    tmp_path: Path,
+) -> None:
+    # torch's message names its own remedy (call init_process_group): the first action says
+    # that, at the line of the job's script that made the distributed call, for its GPUs
+    (tmp_path / "rank_0.log").write_text(
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/workspace/train.py", line 52, in <module>\n'
+        "[rank0]:     main()\n"
+        '[rank0]:   File "/workspace/train.py", line 31, in main\n'
+        "[rank0]:     model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model).cuda()\n"
+        '[rank0]:   File "/usr/local/lib/python3.11/site-packages/torch/distributed/'
+        'distributed_c10d.py", line 1147, in _get_default_group\n'
+        "[rank0]:     raise ValueError(\n"
+        "[rank0]: ValueError: Default process group has not been initialized, please make sure "
+        "to call init_process_group.\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    first = json.loads(result.output)["fix_patterns"][0]
+    assert first["id"] == "F6" and "prescribes" in first["why"], first
+    action = first["actions"][0]
+    assert "init_process_group(backend='nccl')" in action, action
+    assert "main (/workspace/train.py:31)" in action, action
+
+
 TEAM_RULE = """
 - id: team-scratch-full
   title: Scratch disk full

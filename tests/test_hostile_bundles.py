@@ -131,6 +131,28 @@ def test_zip_symlink_members_are_listed_not_dropped(tmp_path: Path) -> None:
     assert any("symbolic link" in w and "/etc/shadow" in w for w in listed), listed
 
 
+def test_an_input_warnings_own_words_are_never_evidence_of_the_failure(tmp_path: Path) -> None:
+    # py-spy's error output is quoted in the warning that says the dump could not be read: a
+    # hostile one reads like an OOM-killed, timed-out rank, while the job failed on a ValueError
+    (tmp_path / "rank_0.log").write_text(
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/workspace/train.py", line 88, in <module>\n'
+        "[rank0]: ValueError: batch size must be positive, got 0\n",
+        encoding="utf-8",
+    )
+    hostile = tmp_path / "pyspy_rank1.txt"
+    hostile.write_text(
+        "Error: Failed to copy memory: the target was killed by signal 9 (SIGKILL) after CUDA "
+        "out of memory; NCCL watchdog timed out\n  py_spy::python_spy: read failed\n",
+        encoding="utf-8",
+    )
+    report = _report(str(tmp_path))
+    assert "killed by signal 9" in " ".join(_warnings(report)[str(hostile)])  # still said
+    assert {e["source"] for e in report["evidence"]} == {str(tmp_path / "rank_0.log")}
+    labels = {s["id"] for s in report["symptoms"]} | {r["id"] for r in report["root_causes"]}
+    assert not labels & {"S14", "S15", "R16", "R17"}, report["summary"]  # GPU or host memory
+
+
 # ------------------------------------------------------------------ 1: links out of the bundle
 
 

@@ -17,14 +17,6 @@ PATTERNS = [rb"Traceback \(most recent call last\)", rb"\bERROR\b", rb"NCCL WARN
 TEXT = b"ok\nNCCL WARN x\nstep 3\nERROR: boom\nTraceback (most recent call last):\n"
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
-    return folder
-
-
 def _matches(db: Any) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     db.scan(

@@ -227,7 +227,32 @@ def test_a_peer_mismatch_example_its_messages_do_not_match_is_reported(tmp_path:
         lambda item, message: problems.append((item, message)),
         False,
     )
-    assert any(item == "peer_mismatch" and "does not match" in m for item, m in problems)
+    assert any(item == "peer_mismatch" and "misses its example" in m for item, m in problems)
+
+
+def test_a_cascade_family_or_reading_example_its_messages_miss_is_reported() -> None:
+    """A family's examples are checked against its messages at load, as its readings' are: a
+    family whose messages drift from what it claims to read is found before a job is."""
+    from triage.knowledge import cascade as cascade_kind
+
+    problems: list[tuple[str, str]] = []
+    family = {
+        "messages": ["Connection reset by peer"],
+        "examples": ["Connection closed by peer"],
+        "readings": [{"name": "r", "messages": ["reset"], "examples": ["peer gone"]}],
+    }
+    cascade_kind.build(
+        {
+            "families": {"peer_closed": family},
+            "initiating": ["oom"],
+            "context": ["ctx"],
+            "peer_address": "(?P<ip>a):(?P<port>1)",
+        },
+        lambda item, message: problems.append((item, message)),
+        False,
+    )
+    assert ("family peer_closed", "misses its example 'Connection closed by peer'") in problems
+    assert ("family peer_closed reading 'r'", "misses its example 'peer gone'") in problems
 
 
 def test_cascade_rules_are_named_in_the_cascade_file_not_in_the_rule(tmp_path: Path) -> None:

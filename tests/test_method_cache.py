@@ -6,23 +6,12 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from triage import method_cache
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
-    method_cache.clear_memory()
-    yield folder
-    method_cache.clear_memory()
 
 
 def _record_class() -> type:

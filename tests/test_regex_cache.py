@@ -6,7 +6,6 @@ from __future__ import annotations
 import marshal
 import pickle
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,6 @@ def _found(compiled: list[regex.Pattern[str]]) -> list[list[tuple[int, int, dict
 
 def _compile_all() -> list[regex.Pattern[str]]:
     return [regex_cache.compile(p, f) for p, f in PATTERNS]
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
-    regex_cache.clear_memory()
-    yield folder
-    regex_cache.clear_memory()
 
 
 def _no_parser(monkeypatch: pytest.MonkeyPatch) -> None:

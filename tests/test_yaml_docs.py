@@ -7,7 +7,6 @@ import datetime
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +26,6 @@ codes:
 ---
 - {id: a, weights: {S01: 0.5}, pattern: 'x\\d+'}
 """
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRIAGE_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
-    diskcache.clear_memory()
-    yield folder
-    diskcache.clear_memory()
 
 
 def _next_run() -> None:

@@ -54,6 +54,7 @@ def job_entries(jobs_dir: str, *, follow_links: bool = False) -> list[Entry]:
     else (a plain file, a named pipe, a broken link, a link out of the folder unless
     `follow_links`) is listed with the reason it is skipped. Hidden entries are left out."""
     from triage.ingest.archives import container_format, printable_name
+    from triage.ingest.walk import file_type
 
     root = os.path.realpath(jobs_dir)
     out: list[Entry] = []
@@ -72,7 +73,7 @@ def job_entries(jobs_dir: str, *, follow_links: bool = False) -> list[Entry]:
                     out.append(Entry(path))
                     continue
                 if not stat.S_ISREG(st.st_mode):
-                    why = f"{_file_type(st.st_mode)}, not read"
+                    why = f"{file_type(st.st_mode)}, not read"
                 else:
                     why = _not_an_archive(path, container_format)
         if why is None:
@@ -101,16 +102,6 @@ def _link_problem(path: str, root: str, follow_links: bool) -> str | None:
     if follow_links or real == root or real.startswith(root.rstrip(os.sep) + os.sep):
         return None
     return f"a symbolic link to {real}, outside the jobs folder (--follow-links reads it)"
-
-
-def _file_type(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
 
 
 def _not_an_archive(path: str, container_format: Callable[[bytes], str | None]) -> str | None:

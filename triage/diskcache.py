@@ -21,6 +21,7 @@ import json
 import marshal
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,34 @@ _MAX_ENTRIES = 20_000  # per section: team folders come and go; past this it sta
 _FILE = f"knowledge-v{_VERSION}.json"
 
 _sections: dict[str, dict[str, Any]] | None = None
-_dirty = False
-_saver_pid: int | None = None  # the process whose exit writes what it added
+
+
+class Saver:
+    """When a cache is written back: at the exit of a process that added to it. A forked
+    worker that added nothing does not write what its parent added: the parent does."""
+
+    def __init__(self, write: Callable[[], None]) -> None:
+        self._write = write  # writes the cache (calls `take` first)
+        self._dirty = False
+        self._pid: int | None = None  # the process whose exit writes what it added
+
+    def added(self) -> None:
+        """Something was added in this process: its exit writes the cache."""
+        self._dirty = True
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            atexit.register(self._write)
+
+    def take(self) -> bool:
+        """Whether this process has additions to write; they count as written from now."""
+        if not self._dirty or self._pid != os.getpid():
+            return False
+        self._dirty = False
+        return True
+
+    def forget(self) -> None:
+        """Nothing is to be written (the cache was dropped from memory)."""
+        self._dirty = False
 
 
 def folder() -> Path | None:
@@ -66,7 +93,6 @@ def section(name: str) -> dict[str, Any]:
 
 def put(name: str, key: str, value: Any) -> None:
     """Keep `value` under `key`, if JSON gives it back exactly."""
-    global _dirty, _saver_pid
     try:
         if json.loads(json.dumps(value)) != value:
             return
@@ -76,13 +102,10 @@ def put(name: str, key: str, value: Any) -> None:
     if len(values) >= _MAX_ENTRIES:
         values.clear()
     values[key] = value
-    _dirty = True
-    if _saver_pid != os.getpid():
-        # what is derived after start-up (the literals of a rule's `not` and `all` patterns,
-        # read when an event first needs them) is kept too, not only what the knowledge
-        # load derived before its own save
-        _saver_pid = os.getpid()
-        atexit.register(save)
+    # written at exit too: what is derived after start-up (the literals of a rule's `not` and
+    # `all` patterns, read when an event first needs them) is kept, not only what the
+    # knowledge load derived before its own save
+    _saver.added()
 
 
 _DIGEST = 32  # bytes of SHA-256 at the head of a verified file
@@ -141,15 +164,43 @@ def read_trusted_marshal(path: Path) -> Any:
         return None
 
 
+def entries_body(tag: tuple[str, Any], entries: dict[tuple[Any, int], Any]) -> bytes:
+    """A marshal cache of `(text, flags) -> value` entries, named by its `tag` (a key and the
+    versions the entries hold for), as `read_trusted_entries` reads it back."""
+    return marshal.dumps({tag[0]: tag[1], "entries": dict(entries)})
+
+
+def read_trusted_entries(
+    path: Path | None,
+    tag: tuple[str, Any],
+    texts: tuple[type, ...],
+    value_ok: Callable[[Any], bool],
+) -> dict[tuple[Any, int], Any]:
+    """The entries `entries_body` kept at `path`, read as `read_trusted_marshal` reads: none
+    unless the file's tag is `tag`, and of them only `(text, flags)` keys with a text of one
+    of `texts` and values `value_ok` accepts (a damaged or foreign entry is not used)."""
+    loaded = None if path is None else read_trusted_marshal(path)
+    if not isinstance(loaded, dict) or loaded.get(tag[0]) != tag[1]:
+        return {}
+    entries = loaded.get("entries")
+    if not isinstance(entries, dict):
+        return {}
+    return {
+        k: v
+        for k, v in entries.items()
+        if isinstance(k, tuple)
+        and len(k) == 2
+        and isinstance(k[0], texts)
+        and isinstance(k[1], int)
+        and value_ok(v)
+    }
+
+
 def save() -> None:
     """Write what was added this run (atomically; a failure leaves the old file)."""
-    global _dirty
     where = folder()
-    if not _dirty or where is None or _sections is None:
+    if where is None or _sections is None or not _saver.take():
         return
-    if _saver_pid is not None and _saver_pid != os.getpid():
-        return  # a forked worker's copy: the process that added the values writes them
-    _dirty = False
     body = json.dumps({"version": _VERSION, **_sections}).encode("utf-8")
     with contextlib.suppress(OSError):  # a cache that cannot be written is no error
         write_atomically(where / _FILE, body, ".knowledge-")
@@ -157,5 +208,9 @@ def save() -> None:
 
 def clear_memory() -> None:
     """Forget what was loaded (tests that change the environment)."""
-    global _sections, _dirty
-    _sections, _dirty = None, False
+    global _sections
+    _sections = None
+    _saver.forget()
+
+
+_saver = Saver(save)

@@ -19,13 +19,10 @@ classes of triage's own modules go through the cache.
 from __future__ import annotations
 import __future__
 
-import atexit
 import builtins
 import contextlib
 import dataclasses
 import importlib.util
-import marshal
-import os
 import sys
 import threading
 import types
@@ -42,8 +39,6 @@ for _name in __future__.all_feature_names:
 
 _lock = threading.Lock()
 _entries: dict[tuple[str, int], types.CodeType] | None = None
-_dirty = False
-_saver_pid: int | None = None
 
 
 def install() -> None:
@@ -102,54 +97,37 @@ def _stored() -> dict[tuple[str, int], types.CodeType]:
 
 
 def _load() -> dict[tuple[str, int], types.CodeType]:
-    path = _file()
-    if path is None:
-        return {}
-    loaded = diskcache.read_trusted_marshal(path)
-    if not isinstance(loaded, dict) or loaded.get("version") != sys.version:
-        return {}
-    entries = loaded.get("entries")
-    if not isinstance(entries, dict):
-        return {}
-    return {
-        k: v
-        for k, v in entries.items()
-        if isinstance(k, tuple)
-        and len(k) == 2
-        and isinstance(k[0], str)
-        and isinstance(k[1], int)
-        and isinstance(v, types.CodeType)
-    }
+    return diskcache.read_trusted_entries(
+        _file(), ("version", sys.version), (str,), lambda v: isinstance(v, types.CodeType)
+    )
 
 
 def _put(key: tuple[str, int], code: types.CodeType) -> None:
-    global _dirty, _saver_pid
     entries = _stored()
     with _lock:
         if len(entries) >= _MAX_ENTRIES:
             entries.clear()
         entries[key] = code
-        _dirty = True
-        if _saver_pid != os.getpid():
-            _saver_pid = os.getpid()
-            atexit.register(save)
+        _saver.added()
 
 
 def save() -> None:
     """Write what was compiled in this process (atomically; a failure leaves the old file)."""
-    global _dirty
     path = _file()
     with _lock:
-        if not _dirty or path is None or _entries is None or _saver_pid != os.getpid():
+        if path is None or _entries is None or not _saver.take():
             return
-        _dirty = False
-        body = marshal.dumps({"version": sys.version, "entries": dict(_entries)})
+        body = diskcache.entries_body(("version", sys.version), _entries)
     with contextlib.suppress(OSError):  # a cache that cannot be written is no error
         diskcache.write_verified(path, body, ".dataclass-")
 
 
 def clear_memory() -> None:
     """Forget what was loaded and compiled in this process (tests that change the cache)."""
-    global _entries, _dirty
+    global _entries
     with _lock:
-        _entries, _dirty = None, False
+        _entries = None
+        _saver.forget()
+
+
+_saver = diskcache.Saver(save)

@@ -24,11 +24,9 @@ given besides.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib
 import marshal
-import os
 import re
 import re._compiler
 import re._constants
@@ -67,8 +65,7 @@ class _Store:
         self._tag = tag  # what else the entries were made with (checked when read)
         self._most = most  # entries at most: past this the file starts afresh
         self.entries: dict[tuple[str | bytes, int], tuple[Any, ...]] | None = None
-        self.dirty = False
-        self.saver_pid: int | None = None
+        self._saver = diskcache.Saver(self.save)
 
     def file(self) -> Path | None:
         where = diskcache.folder()
@@ -80,25 +77,12 @@ class _Store:
         return self.entries
 
     def _load(self) -> dict[tuple[str | bytes, int], tuple[Any, ...]]:
-        path = self.file()
-        if path is None:
-            return {}
-        loaded = diskcache.read_trusted_marshal(path)
-        if not isinstance(loaded, dict) or loaded.get("default_version") != self._tag():
-            return {}
-        entries = loaded.get("entries")
-        if not isinstance(entries, dict):
-            return {}
-        return {
-            k: v
-            for k, v in entries.items()
-            if isinstance(k, tuple)
-            and len(k) == 2
-            and isinstance(k[0], (str, bytes))
-            and isinstance(k[1], int)
-            and isinstance(v, tuple)
-            and len(v) == self._args
-        }
+        return diskcache.read_trusted_entries(
+            self.file(),
+            ("default_version", self._tag()),
+            (str, bytes),
+            lambda v: isinstance(v, tuple) and len(v) == self._args,
+        )
 
     def put(self, key: tuple[str | bytes, int], kept: tuple[Any, ...]) -> None:
         stored = self.stored()
@@ -106,26 +90,21 @@ class _Store:
             if len(stored) >= self._most:
                 stored.clear()
             stored[key] = kept
-            self.dirty = True
-            if self.saver_pid != os.getpid():
-                self.saver_pid = os.getpid()
-                atexit.register(self.save)
+            self._saver.added()
 
     def save(self) -> None:
         path = self.file()
         with _lock:
-            if not self.dirty or path is None or self.entries is None:
+            if path is None or self.entries is None or not self._saver.take():
                 return
-            if os.getpid() != self.saver_pid:
-                return
-            self.dirty = False
-            body = marshal.dumps({"default_version": self._tag(), "entries": dict(self.entries)})
+            body = diskcache.entries_body(("default_version", self._tag()), self.entries)
         with contextlib.suppress(OSError):  # a cache that cannot be written is no error
             diskcache.write_verified(path, body, ".regex-")
 
     def clear(self) -> None:
         with _lock:
-            self.entries, self.dirty = None, False
+            self.entries = None
+            self._saver.forget()
 
 
 def _regex_file() -> str:

@@ -441,7 +441,9 @@ def match_events(
 
     text_rules = ruleset.text_rules
     screens = ruleset.screens
-    texts = [event.text or "" for event in events]
+    # triage's own words on an input it could not read (a decoder that crashed, py-spy's
+    # error) are no failure's words: the warning stays in the report, never a rule's evidence
+    texts = ["" if ev.kind is EventKind.INPUT_WARNING else ev.text or "" for ev in events]
     candidates = ruleset.prefilter.candidates(texts)
     for event, text, indices in zip(events, texts, candidates, strict=True):
         if not text or not indices:

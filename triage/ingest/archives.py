@@ -291,20 +291,26 @@ def iter_tar(opener: Opener, limits: Limits, report: ArchiveReport) -> Iterator[
             if info.isdir() or _ignored(info.name):
                 continue
             name = printable_name(info.name)
-            special = _special_member(info)
-            if special is not None:
-                yield Member(name, _no_content, 0, True, (special,), False)
-                continue
-            if info.issparse():
-                yield Member(
-                    name, _no_content, info.size, True, ("sparse tar member, not read",), False
-                )
+            listed = _listed_only(info, name)
+            if listed is not None:
+                yield listed
                 continue
             if total + info.size > limits.max_total_bytes:
                 report.warnings.append(_too_big(name, limits))
                 return
             total += info.size
             yield Member(name, _window_opener(opener, info.offset_data, info.size), info.size, True)
+
+
+def _listed_only(info: tarfile.TarInfo, name: str) -> Member | None:
+    """A tar member that is listed with why it is not read (a link, a device, a sparse file);
+    None for a regular file, to be read."""
+    special = _special_member(info)
+    if special is not None:
+        return Member(name, _no_content, 0, True, (special,), False)
+    if info.issparse():  # holes expand to any size: a cheap bomb
+        return Member(name, _no_content, info.size, True, ("sparse tar member, not read",), False)
+    return None
 
 
 def _special_member(info: tarfile.TarInfo) -> str | None:
@@ -372,14 +378,9 @@ def iter_tar_stream(
             if info.isdir() or _ignored(info.name):
                 continue
             name = printable_name(info.name)
-            special = _special_member(info)
-            if special is not None:
-                yield Member(name, _no_content, 0, True, (special,), False)
-                continue
-            if info.issparse():  # holes expand to any size: a cheap bomb
-                yield Member(
-                    name, _no_content, info.size, True, ("sparse tar member, not read",), False
-                )
+            listed = _listed_only(info, name)
+            if listed is not None:
+                yield listed
                 continue
             if kept + info.size > limits.max_total_bytes:
                 report.warnings.append(_too_big(name, limits))

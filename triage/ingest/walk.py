@@ -159,7 +159,8 @@ def _os_problem(exc: OSError) -> str:
     return f"could not be read ({exc.strerror or type(exc).__name__})"
 
 
-def _file_type(mode: int) -> str:
+def file_type(mode: int) -> str:
+    """What a thing in a folder that is not a regular file or a folder is, in words."""
     if stat.S_ISFIFO(mode):
         return "a named pipe (FIFO)"
     if stat.S_ISSOCK(mode):
@@ -201,7 +202,7 @@ class _Walker:
         elif stat.S_ISREG(st.st_mode):
             yield from self._file(path, st)
         else:
-            yield _problem(path, _parts(path), (f"{_file_type(st.st_mode)}, not read",))
+            yield _problem(path, _parts(path), (f"{file_type(st.st_mode)}, not read",))
 
     def _dir(self, path: str, ancestors: frozenset[tuple[int, int]]) -> Iterator[Source]:
         """Walk one folder; return whether anything at all was found under it."""
@@ -256,7 +257,7 @@ class _Walker:
                 yield from self._file(child, st)
                 found = True
             else:
-                yield _problem(child, _parts(child), (f"{_file_type(st.st_mode)}, not read",))
+                yield _problem(child, _parts(child), (f"{file_type(st.st_mode)}, not read",))
                 found = True
         if found:
             # An empty folder next to real files is worth a line (a rank that wrote nothing);

@@ -34,7 +34,7 @@ from typing import Any
 import regex
 
 from triage.knowledge.actions import template_fields
-from triage.knowledge.problems import check_examples, compile_regex
+from triage.knowledge.problems import compile_regex, pattern_with_examples
 from triage.model import SourceKind
 
 KIND = "collect_next"
@@ -44,6 +44,7 @@ _CONDITIONS = {"missing", "present", "inputs", "ranks_at_most", "hang", "setup",
 # how each shows is `thread_evidence` in the shipped file
 THREAD_EVIDENCE = ("traceback", "nccl_debug", "pyspy", "flight_recorder", "env")
 _ASK_KEYS = {"id", "lacks", "hang_only", "ask", "ask_rank"}
+_EVIDENCE_KEYS = {"source_kinds", "shown_by", "examples"}
 
 
 @dataclass(frozen=True)
@@ -214,22 +215,23 @@ def _thread_evidence(raw: Any, report: Callable[[str, str], None]) -> tuple[Thre
     for name in THREAD_EVIDENCE:
         item = f"thread_evidence {name}"
         entry = raw.get(name)
-        if not isinstance(entry, dict) or not isinstance(entry.get("shown_by"), str):
-            report(item, "needs `shown_by` (a pattern) and `examples`")
+        checked = pattern_with_examples(
+            entry,
+            item,
+            _EVIDENCE_KEYS,
+            report,
+            lambda text, item=item: compile_regex(text, item, report, regex.M),
+            "shown_by",
+            "lines `shown_by` finds (match) and does not (no_match)",
+        )
+        if checked is None or checked[0] is None:
             continue
-        bad = set(entry) - {"source_kinds", "shown_by", "examples"}
-        if bad:
-            report(item, f"unknown key(s) {sorted(bad)}")
         kinds = entry.get("source_kinds", [])
         unknown = [k for k in kinds if k not in _KINDS] if isinstance(kinds, list) else [kinds]
         if unknown:
             report(item, f"`source_kinds`: {unknown} are not input kinds {sorted(_KINDS)}")
             continue
-        pattern = compile_regex(entry["shown_by"], item, report, regex.M)
-        if pattern is None:
-            continue
-        check_examples(pattern, entry.get("examples"), item, report)
-        out.append(ThreadEvidence(name, frozenset(SourceKind(k) for k in kinds), pattern))
+        out.append(ThreadEvidence(name, frozenset(SourceKind(k) for k in kinds), checked[0]))
     return tuple(out)
 
 

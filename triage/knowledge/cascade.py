@@ -32,7 +32,7 @@ from typing import Any
 
 import regex
 
-from triage.knowledge.problems import compile_regex
+from triage.knowledge.problems import compile_regex, pattern_with_examples
 
 KIND = "cascade"
 _KEYS = {
@@ -46,6 +46,7 @@ _KEYS = {
 }
 _FAMILY_KEYS = {"description", "messages", "rules", "examples", "readings"}
 _READING_KEYS = {"name", "messages", "examples"}
+_PEER_MISMATCH_KEYS = {"description", "messages", "examples"}
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,13 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         raw = {}
     for name, spec in raw.items():
         item = f"family {name}"
-        if not isinstance(spec, dict):
-            report(item, "must be a mapping of description, messages, rules, examples")
+        checked = _messages_with_examples(
+            spec, item, _FAMILY_KEYS, report, "messages that read as this family"
+        )
+        if checked is None:
             continue
-        bad = set(spec) - _FAMILY_KEYS
-        if bad:
-            report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_FAMILY_KEYS)}")
-        pattern = _alternation(spec.get("messages"), item, report)
+        pattern, examples = checked
         members = _strings(spec.get("rules") or [], f"{item} rules", report)
-        examples = _strings(spec.get("examples"), f"{item} examples", report)
-        if not examples:
-            report(item, "needs `examples`: messages that read as this family")
         for rule_id in members:
             if rule_id in rules:
                 report(item, f"rule {rule_id!r} is already in family {rules[rule_id]}")
@@ -165,18 +162,16 @@ def _readings(
             report(item, "a reading needs a `name`, `messages` and `examples`")
             continue
         where = f"{item} reading {spec['name']!r}"
-        bad = set(spec) - _READING_KEYS
-        if bad:
-            report(where, f"unknown key(s) {sorted(bad)}; allowed: {sorted(_READING_KEYS)}")
-        pattern = _alternation(spec.get("messages"), where, report)
-        examples = tuple(_strings(spec.get("examples"), f"{where} examples", report))
-        if not examples:
-            report(where, "needs `examples`: messages of the family it names")
+        checked = _messages_with_examples(
+            spec, where, _READING_KEYS, report, "messages of the family it names"
+        )
+        if checked is None or checked[0] is None:
+            continue
+        pattern, examples = checked
         for text in examples:
-            if pattern is not None and not (pattern.search(text) and family.search(text)):
+            if not family.search(text):
                 report(where, f"example {text!r} is not a message of the family it matches")
-        if pattern is not None:
-            out.append(Reading(spec["name"], pattern, examples))
+        out.append(Reading(spec["name"], pattern, examples))
     return tuple(out)
 
 
@@ -185,21 +180,14 @@ def _peer_mismatch(
 ) -> tuple[regex.Pattern[str] | None, tuple[str, ...]]:
     if spec is None:
         return None, ()
-    item = "peer_mismatch"
-    if not isinstance(spec, dict):
-        report(item, "must be a mapping of description, messages, examples")
-        return None, ()
-    bad = set(spec) - {"description", "messages", "examples"}
-    if bad:
-        report(item, f"unknown key(s) {sorted(bad)}; allowed: description, messages, examples")
-    pattern = _alternation(spec.get("messages"), item, report)
-    examples = tuple(_strings(spec.get("examples"), f"{item} examples", report))
-    if not examples:
-        report(item, "needs `examples`: messages a rank prints when it detects the mismatch")
-    for text in examples:
-        if pattern is not None and not pattern.search(text):
-            report(item, f"example {text!r} does not match its messages")
-    return pattern, examples
+    checked = _messages_with_examples(
+        spec,
+        "peer_mismatch",
+        _PEER_MISMATCH_KEYS,
+        report,
+        "messages a rank prints when it detects the mismatch",
+    )
+    return checked or (None, ())
 
 
 def merge(values: Sequence[Cascade]) -> Cascade:
@@ -226,3 +214,19 @@ def _alternation(
         if compile_regex(text, item, report, regex.I) is None:
             return None
     return compile_regex("|".join(messages), item, report, regex.I)
+
+
+def _messages_with_examples(
+    spec: Any, where: str, keys: set[str], report: Callable[[str, str], None], examples_are: str
+) -> tuple[regex.Pattern[str] | None, tuple[str, ...]] | None:
+    """A mapping of `keys` whose `messages` (one alternation) must find each of its
+    `examples`."""
+    return pattern_with_examples(
+        spec,
+        where,
+        keys,
+        report,
+        lambda messages: _alternation(messages, where, report),
+        "messages",
+        examples_are,
+    )

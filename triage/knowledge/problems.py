@@ -6,7 +6,7 @@ one run shows everything that is wrong with a folder of rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -78,6 +78,45 @@ def check_examples(
     for line in no_match:
         if pattern.search(line):
             report(item, f"matches its no_match example {line!r}")
+
+
+def pattern_with_examples(
+    spec: Any,
+    item: str,
+    keys: Collection[str],
+    report: Callable[[str, str], None],
+    pattern: Callable[[Any], regex.Pattern[str] | None],
+    pattern_key: str,
+    examples_are: str,
+) -> tuple[regex.Pattern[str] | None, tuple[str, ...]] | None:
+    """An entry that names a pattern and the examples it must find: a mapping of `keys` whose
+    `pattern_key` `pattern` builds (reporting its own problems), its `examples` either a list
+    of lines it must find (`examples_are` says what they are, when missing) or
+    `{match, no_match}`. Every problem is reported; None when the entry is not a mapping, else
+    the pattern (None when it could not be built) and the lines it must match."""
+    if not isinstance(spec, Mapping):
+        report(item, f"must be a mapping of {', '.join(sorted(keys))}")
+        return None
+    bad = set(spec) - set(keys)
+    if bad:
+        report(item, f"unknown key(s) {sorted(bad)}; allowed: {sorted(keys)}")
+    compiled = pattern(spec.get(pattern_key))
+    raw = spec.get("examples")
+    if isinstance(raw, Mapping):
+        if compiled is not None:
+            check_examples(compiled, raw, item, report)
+        match = raw.get("match") or []
+        return compiled, tuple(line for line in match if isinstance(line, str))
+    if raw is not None and not (isinstance(raw, list) and all(isinstance(v, str) for v in raw)):
+        report(f"{item} examples", "must be a list of strings")
+        raw = None
+    examples = tuple(raw or ())
+    if not examples:
+        report(item, f"needs `examples`: {examples_are}")
+    for line in examples:
+        if compiled is not None and not compiled.search(line):
+            report(item, f"misses its example {line!r}")
+    return compiled, examples
 
 
 def compile_regex(
