@@ -11,7 +11,7 @@ from typing import Any
 
 from triage.model import EntryTable, FlightRecorderEntry
 from triage.model.entry_table import Column
-from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames
+from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames, fits
 
 __all__ = ["entries_by_column", "entries_from_columns", "entry_columns"]
 
@@ -219,12 +219,24 @@ def _same_sizes(values: Sequence[Any], checked: Sequence[Any]) -> bool:
     return set(map(type, dims)) <= {int}
 
 
-def _table(columns: list[tuple[Sequence[Any], set[type] | None]], n: int) -> EntryTable:
+def _table(columns: list[tuple[Sequence[Any], set[type] | None]], n: int) -> EntryTable | None:
     """The table of these columns (one per entry field, each `n` long, with the types it
     holds where known); a column holding one value throughout (a job's one group, op, shape
     or timeout; a ring buffer of completed ops) is coded here with one C-speed count instead
     of `Column.of`'s passes."""
-    return EntryTable([_constant(c, n) or Column.of(c, kinds) for c, kinds in columns], n)
+    coded = [_constant(c, n) or Column.of(c, kinds) for c, kinds in columns]
+    if not all(map(_fitting, coded)):
+        return None  # the entry path skips each entry with a too-wide integer
+    return EntryTable(coded, n)
+
+
+def _fitting(column: Column) -> bool:
+    """Does `column` hold only integers a dump may hold (`fits`)? A typed array does; the
+    few values of a coded column and the items of a mixed one are looked at."""
+    if column.numbers is not None:
+        return True
+    held = column.values if column.values is not None else column.items or ()
+    return all(fits(v) for v in held if type(v) is int)
 
 
 # Types whose equal values are one value: not float (0.0 == -0.0, which Column.of keeps
@@ -314,6 +326,8 @@ def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
         return None
     shared: dict[Any, Any] = {}
     for shapes in set(keys):
+        if not all(fits(dim) for shape in shapes for dim in shape):
+            return None
         shared[shapes] = cache.setdefault(("sizes", shapes), shapes)
     return list(map(shared.__getitem__, keys))
 
