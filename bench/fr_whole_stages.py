@@ -14,7 +14,10 @@ version's `git archive`, run right before or after this one.
 * `safety scan`: `safe_pickle.scan`, the exact opcode walk;
 * `scan + restricted load`: `safe_pickle.loads`, what a whole decode reads a pickle with;
 * `entry table`: `schema.build` of the raw dicts already loaded (every entry's columns);
-* `load_dump whole`: all of it, as `--fr-entries 0` and small jobs read a dump.
+* `load_dump whole`: all of it, as `--fr-entries 0` reads a dump where no child contains it;
+* `load_dump whole, contained`: the same as a decoding child or a pool worker reads it (the
+  load first, the scan only where it fails; `decode.contain_decoding`), where the checkout
+  has it.
 """
 
 from __future__ import annotations
@@ -71,8 +74,12 @@ def main() -> None:
         ("scan + restricted load", lambda b: safe_pickle.loads(b, check_depth=False)),
         ("entry table", lambda b: build(next(raws), 0, [])),
         ("load_dump whole", whole),
-        ("bare pickle.loads again", pickle.loads),
     ]
+    if hasattr(decode, "contain_decoding"):  # once set, for the rest of this process
+        steps.append(
+            ("load_dump whole, contained", lambda b: (decode.contain_decoding(), whole(b)))
+        )
+    steps.append(("bare pickle.loads again", pickle.loads))
     got = [(name, per_dump_ms(step, blobs, args.rounds)) for name, step in steps]
     bare = (got[0][1] + got[-1][1]) / 2
     size = sum(map(len, blobs)) / len(blobs)

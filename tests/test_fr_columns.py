@@ -113,3 +113,20 @@ def test_a_clean_dump_shares_its_shapes_and_stacks_between_entries(via_json: boo
     assert entries[0].frames is entries[-1].frames
     assert entries[5].time_completed_ns is None  # JSON's 0: not discovered
     assert entries[5].duration_ms == 1.0 and type(entries[5].duration_ms) is float
+
+
+@pytest.mark.parametrize("dim", [True, 1.0], ids=["bool", "float"])
+def test_an_output_shape_equal_to_the_input_but_not_of_ints_skips_its_entry(dim: Any) -> None:
+    # [[1]] == [[True]] == [[1.0]]: the output shapes are read as the input's only when their
+    # dims are integers too, as they would be read on their own
+    raw = [_entry(seq) for seq in range(1, 5)]
+    for entry in raw:
+        entry["input_sizes"], entry["output_sizes"] = [[1, 8]], [[1, 8]]
+    raw[2]["output_sizes"] = [[dim, 8]]
+    fast, slow = _both(raw, via_json=False)
+    assert fast == slow
+    entries, reasons = fast
+    assert [e.collective_seq_id for e in entries] == [1, 2, 4]
+    assert reasons == {"output_sizes not a list of integer shapes": 1}
+    first = entries[0]
+    assert first.output_sizes == ((1, 8),) and first.output_sizes is first.input_sizes

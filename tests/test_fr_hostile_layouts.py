@@ -167,6 +167,8 @@ def _with_nested(field: str, nested: bytes, protocol: int) -> bytes:
     values = {
         "input_sizes": [[_MARK]],
         "input_dtypes": [_MARK],
+        "output_sizes": [[_MARK]],
+        "output_dtypes": [_MARK],
         "process_group": (_MARK, "default_pg"),
         "frames": [{"name": _MARK, "filename": "train.py", "line": 3}],
     }
@@ -215,6 +217,8 @@ def _read_elsewhere(data: bytes) -> dict[str, Any]:
     ("field", "said"),
     [
         ("input_sizes", "input_sizes not a list of integer shapes (1x)"),
+        ("output_sizes", "output_sizes not a list of integer shapes (1x)"),
+        ("output_dtypes", "output_dtypes not a list of strings (1x)"),
         ("input_dtypes", "input_dtypes not a list of strings (1x)"),
         ("process_group", "process_group is not a (name, desc) pair of strings (1x)"),
     ],

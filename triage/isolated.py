@@ -136,6 +136,7 @@ def _child(
 
         gc.disable()  # the parent's objects stay shared, not copied page by page
         flight_recorder.count_entries_in_parent()
+        flight_recorder.contain_decoding()  # a crash or a hang here costs only this dump
         for source in sources:
             parsed = parsers.parse(source, fr_tail=fr_tail, kb=kb)
             try:

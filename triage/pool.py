@@ -283,10 +283,14 @@ _worker_kb: Knowledge | None = None
 def _start_worker(job_budget: JobBudget, kb: Knowledge) -> None:
     """The initializer of a job's worker processes: the job's budget and knowledge."""
     from triage import budget
+    from triage.parsers import flight_recorder
 
     global _worker_kb
     budget.install(job_budget)
     _worker_kb = kb
+    # A worker that dies or passes its deadline costs only its chunk, parsed again by the
+    # caller with its dumps in `triage.isolated`'s child: its dumps need no scan up front.
+    flight_recorder.contain_decoding()
 
 
 def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[Any, ...] | None]:

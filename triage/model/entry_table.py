@@ -58,17 +58,22 @@ class Column:
         return (_column, (self.values, self.codes, self.numbers, self.none, self.items))
 
     @classmethod
-    def of(cls, data: Sequence[Any]) -> Column:
-        """The most compact column that gives back exactly `data`."""
-        kinds = set(map(type, data))
+    def of(cls, data: Sequence[Any], kinds: set[type] | None = None) -> Column:
+        """The most compact column that gives back exactly `data`; `kinds`: the types it
+        holds, where the caller knows them (a reader that checked them)."""
+        kinds = set(map(type, data)) if kinds is None else set(kinds)
         # 1 == 1.0 == True hash alike: a column mixing them is kept item by item
         if len(kinds & {bool, int, float}) > 1:
             return cls(items=tuple(data))
+        # A first quarter of distinct values is too many to code (ids, timestamps): known
+        # from hashing that quarter, not every value.
+        head = len(data) // 4 + 1
         try:
-            distinct = dict.fromkeys(data)
+            many = len(data) >= 4 and len(set(data[:head])) == head
+            distinct = {} if many else dict.fromkeys(data)
         except TypeError:  # an unhashable value (a list someone built an entry with)
             return cls(items=tuple(data))
-        few = len(distinct) <= _MAX_CODED and len(distinct) * 4 <= max(len(data), 4)
+        few = not many and len(distinct) <= _MAX_CODED and len(distinct) * 4 <= max(len(data), 4)
         # -0.0 == 0.0 too: a value table would give one for the other
         if few and float in kinds and 0.0 in distinct:
             few = not any(x == 0 and math.copysign(1, x) < 0 for x in data if type(x) is float)
@@ -80,9 +85,10 @@ class Column:
             if len(values) <= 256:
                 return cls(values=values, codes=array("B", bytes(codes)))
             return cls(values=values, codes=array("H", list(codes)))
+        has_none = type(None) in kinds
         kinds.discard(type(None))
         if kinds == {int}:
-            return _int_column(data)
+            return _int_column(data, has_none)
         if kinds == {float}:
             return _float_column(data)
         return cls(items=tuple(data))
@@ -141,8 +147,8 @@ def _shared_values(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return _SHARED_VALUES.setdefault((tuple(map(type, values)), values), values)
 
 
-def _int_column(data: Sequence[Any]) -> Column:
-    present = [x for x in data if x is not None] if None in data else data
+def _int_column(data: Sequence[Any], has_none: bool) -> Column:
+    present = [x for x in data if x is not None] if has_none else data
     lo, hi = min(present, default=0), max(present, default=0)
     for code, none in _INT_CODES:
         if none < lo and hi <= -none - 1:

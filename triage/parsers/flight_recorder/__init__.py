@@ -26,7 +26,9 @@ makes; the package's other modules each do one step:
 
 * `safe_pickle`: the opcode scan and the restricted unpickler; `pickle_memo`: the memo
   search a piece cut from a pickle needs;
-* `decode`: bytes -> raw data, whole or its tail (`tail`);
+* `decode`: bytes -> raw data, whole or its tail (`tail`); in a contained process
+  (`contain_decoding`) a whole pickle is loaded before it is scanned, and scanned only when
+  the load fails or the dump's data is not what a dump holds;
 * `schema`: the raw top level, era by era -> FlightRecorderDump;
 * `columns`: all entries of a well-formed dump at once, and the columnar codec the worker
   pool uses; `entries`: entry by entry, for dumps the column path refuses.
@@ -50,11 +52,17 @@ from triage.model import (
 from triage.parsers.common import input_warning
 from triage.parsers.flight_recorder import safe_pickle
 from triage.parsers.flight_recorder.columns import entries_from_columns, entry_columns
-from triage.parsers.flight_recorder.decode import format_of, load_dump
+from triage.parsers.flight_recorder.decode import (
+    MOST_PER_BYTE,
+    contain_decoding,
+    format_of,
+    load_dump,
+)
 from triage.parsers.flight_recorder.schema import MAX_ENTRIES
 
 __all__ = [
     "MAX_ENTRIES",
+    "contain_decoding",
     "decode_estimate",
     "entries_from_columns",
     "entry_columns",
@@ -162,16 +170,12 @@ def _event(source: Source, dump: FlightRecorderDump, fmt: str) -> Event:
 _TAIL_WHEN_BIG = 128  # entries read of a dump too big to decode whole (pipeline.FR_TAIL_ENTRIES)
 
 
-# Most a byte of a dump can cost decoded: its own 8 and one container (80) or string (60).
-_MOST_PER_BYTE = 88
-
-
 def _bound_estimate(size: int, budget: int) -> int | None:
     """An upper estimate from the size alone, where it is a small share of the budget (a
     1,024-rank job's 330 KB dumps: 29 MB each of 1 GiB): counting opcodes (8 passes, ~1.2 ms
     a dump, as long as the tail read itself) would only lower a hold that fits anyway. None:
     count them (`decode_estimate`)."""
-    bound = size * _MOST_PER_BYTE
+    bound = size * MOST_PER_BYTE
     return bound if bound <= budget // 16 else None
 
 

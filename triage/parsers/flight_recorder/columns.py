@@ -11,7 +11,7 @@ from typing import Any
 
 from triage.model import EntryTable, FlightRecorderEntry
 from triage.model.entry_table import Column
-from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames
+from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames, fits
 
 __all__ = ["entries_by_column", "entries_from_columns", "entry_columns"]
 
@@ -19,8 +19,35 @@ _NONE = type(None)
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
-def _column_types(column: list[Any]) -> set[type]:
+def _column_types(column: Sequence[Any]) -> set[type]:
     return set(map(type, column))
+
+
+# A value equal to one of these types is of that type (no other plain value equals a str or
+# None), and comparing with one never recurses into what a hostile dump nests.
+_EQUAL_IS_SAME_TYPE = frozenset({str, _NONE})
+
+
+def _one_value(column: Sequence[Any]) -> bool:
+    """Does `column` hold one str (or None) throughout? A C-speed count, mostly pointer
+    compares where a pickle shares one object (an op name, a group, a state)."""
+    return (
+        bool(column)
+        and type(column[0]) in _EQUAL_IS_SAME_TYPE
+        and column.count(column[0]) == len(column)
+    )
+
+
+def _kinds(column: Sequence[Any]) -> set[type]:
+    """The types `column` holds: one for a column of one str or None, without a pass."""
+    return {type(column[0])} if _one_value(column) else set(map(type, column))
+
+
+def _interned(column: Sequence[Any], cache: dict[Any, Any]) -> list[Any]:
+    """`column`'s strings, each equal one shared through `cache` (a str column)."""
+    if _one_value(column):
+        return [cache.setdefault(column[0], column[0])] * len(column)
+    return list(map(cache.setdefault, column, column))
 
 
 def entries_by_column(
@@ -44,17 +71,19 @@ def entries_by_column(
         return list(map(dict.get, raw, repeat(key, n))) if got is None else got
 
     names = column("profiling_name")
-    if _column_types(names) != {str}:
+    if _kinds(names) != {str}:
         return None
-    names = list(map(cache.setdefault, names, names))
+    names = _interned(names, cache)
     seqs = column("collective_seq_id")
-    if _column_types(seqs) == {_NONE}:
+    seq_kinds = _kinds(seqs)
+    if seq_kinds == {_NONE}:
         seqs = column("seq_id")
-    if _column_types(seqs) != {int}:
+        seq_kinds = _kinds(seqs)
+    if seq_kinds != {int}:
         return None
 
     groups = column("process_group")
-    kinds = _column_types(groups)
+    kinds = _kinds(groups)
     if kinds == {_NONE}:
         ids = column("pg_id")
         pg_names = [str(i) if type(i) is int else "" for i in ids]
@@ -65,15 +94,15 @@ def entries_by_column(
             return None
         pg_names = list(map(_FIRST, groups))
         pg_descs = list(map(_SECOND, groups))
-        if _column_types(pg_names) != {str} or _column_types(pg_descs) != {str}:
+        if _kinds(pg_names) != {str} or _kinds(pg_descs) != {str}:
             return None
-        pg_names = list(map(cache.setdefault, pg_names, pg_names))
-        pg_descs = list(map(cache.setdefault, pg_descs, pg_descs))
+        pg_names = _interned(pg_names, cache)
+        pg_descs = _interned(pg_descs, cache)
     else:
         return None
 
     p2p = column("is_p2p")
-    kinds = _column_types(p2p)
+    kinds = _kinds(p2p)
     if kinds == {_NONE}:
         p2p = [n.split(":", 1)[-1].split(" ", 1)[0] in P2P_OPS for n in names]
     elif kinds != {bool}:
@@ -82,39 +111,40 @@ def entries_by_column(
     started = column("time_discovered_started_ns")
     completed = column("time_discovered_completed_ns")
     created = column("time_created_ns")
-    if not (
-        _column_types(started) <= {int, _NONE}
-        and _column_types(completed) <= {int, _NONE}
-        and _column_types(created) <= {int, _NONE}
-    ):
+    time_kinds = [_kinds(started), _kinds(completed), _kinds(created)]
+    if not all(k <= {int, _NONE} for k in time_kinds):
         return None
     # JSON writes 0 for "not discovered" (types are int or None here: 0 finds only 0)
     if 0 in started:
         started = [t or None for t in started]
+        time_kinds[0] = _kinds(started)
     if 0 in completed:
         completed = [t or None for t in completed]
+        time_kinds[1] = _kinds(completed)
 
     states = column("state")
-    kinds = _column_types(states)
+    kinds = _kinds(states)
     if kinds == {_NONE}:
         states = [
             "completed" if c else "started" if s else "scheduled"
             for s, c in zip(started, completed, strict=True)
         ]
     elif kinds == {str} and set(states) <= STATES.keys():
-        states = list(map(STATES.__getitem__, states))
+        states = _interned(states, STATES)
     else:
         return None
 
     durations = column("duration_ms")
-    kinds = _column_types(durations)
-    if not kinds <= {float, int, _NONE}:
+    duration_kinds = _kinds(durations)
+    if not duration_kinds <= {float, int, _NONE}:
         return None
-    if int in kinds:
+    if int in duration_kinds:
         durations = [d if type(d) is not int else float(d) for d in durations]
+        duration_kinds = _kinds(durations)
     timeouts = column("timeout_ms")
     retired = column("retired")
-    if not (_column_types(timeouts) <= {int, _NONE} and _column_types(retired) <= {bool, _NONE}):
+    timeout_kinds, retired_kinds = _kinds(timeouts), _kinds(retired)
+    if not (timeout_kinds <= {int, _NONE} and retired_kinds <= {bool, _NONE}):
         return None
 
     # each with its default where an entry lacks it (its place, 0, its seq), at C speed
@@ -125,49 +155,88 @@ def entries_by_column(
         map(dict.get, raw, repeat("p2p_seq_id", n), repeat(0, n))
     )
     op_ids = held.get("op_id") or list(map(dict.get, raw, repeat("op_id", n), seqs))
-    if not _column_types(records) == _column_types(p2p_seqs) == _column_types(op_ids) == {int}:
+    id_kinds = [_kinds(records), _kinds(p2p_seqs), _kinds(op_ids)]
+    if not id_kinds[0] == id_kinds[1] == id_kinds[2] == {int}:
         return None
 
     in_sizes = _size_column(column("input_sizes"), cache)
-    out_sizes = _size_column(column("output_sizes"), cache)
+    out_raw = column("output_sizes")
+    if in_sizes is not None and _same_sizes(out_raw, column("input_sizes")):
+        out_sizes: list[Any] | None = in_sizes  # an all-reduce's: read once
+    else:
+        out_sizes = _size_column(out_raw, cache)
     in_types = _dtype_column(column("input_dtypes"), cache)
-    out_types = _dtype_column(column("output_dtypes"), cache)
+    out_raw = column("output_dtypes")
+    # equal to checked lists of strings, they are lists of the same strings
+    if in_types is not None and out_raw == column("input_dtypes"):
+        out_types: list[Any] | None = in_types
+    else:
+        out_types = _dtype_column(out_raw, cache)
     if in_sizes is None or out_sizes is None or in_types is None or out_types is None:
         return None
     frames = _frames_column(column("frames"), cache)
 
+    # each column with the types it holds, where they are known (`Column.of` needs them)
     return _table(
         [
-            records,
-            pg_names,
-            pg_descs,
-            seqs,
-            p2p_seqs,
-            op_ids,
-            p2p,
-            names,
-            in_sizes,
-            out_sizes,
-            in_types,
-            out_types,
-            states,
-            created,
-            started,
-            completed,
-            durations,
-            timeouts,
-            retired,
-            frames,
+            (records, id_kinds[0]),
+            (pg_names, {str}),
+            (pg_descs, {str}),
+            (seqs, seq_kinds),
+            (p2p_seqs, id_kinds[1]),
+            (op_ids, id_kinds[2]),
+            (p2p, {bool}),
+            (names, {str}),
+            (in_sizes, None),
+            (out_sizes, None),
+            (in_types, None),
+            (out_types, None),
+            (states, {str}),
+            (created, time_kinds[2]),
+            (started, time_kinds[0]),
+            (completed, time_kinds[1]),
+            (durations, duration_kinds),
+            (timeouts, timeout_kinds),
+            (retired, retired_kinds),
+            (frames, None),
         ],
         n,
     )
 
 
-def _table(columns: list[Sequence[Any]], n: int) -> EntryTable:
-    """The table of these columns (one per entry field, each `n` long); a column holding one
-    value throughout (a job's one group, op, shape or timeout; a ring buffer of completed
-    ops) is coded here with one C-speed count instead of `Column.of`'s passes."""
-    return EntryTable([_constant(c, n) or Column.of(c) for c in columns], n)
+def _same_sizes(values: Sequence[Any], checked: Sequence[Any]) -> bool:
+    """Are `values` the shapes `checked` holds, which `_size_column` accepted? Once the
+    shapes in `checked` are known to be lists or tuples (of int dims, as it checked),
+    comparing with them never recurses past their depth, whatever `values` nests; the dims
+    of `values` are checked too, as a bool or float dim compares equal to an int."""
+    if type(values) is not type(checked):
+        return False
+    if not set(map(type, chain.from_iterable(filter(None, checked)))) <= {list, tuple}:
+        return False
+    if values != checked:
+        return False
+    dims = chain.from_iterable(chain.from_iterable(filter(None, values)))
+    return set(map(type, dims)) <= {int}
+
+
+def _table(columns: list[tuple[Sequence[Any], set[type] | None]], n: int) -> EntryTable | None:
+    """The table of these columns (one per entry field, each `n` long, with the types it
+    holds where known); a column holding one value throughout (a job's one group, op, shape
+    or timeout; a ring buffer of completed ops) is coded here with one C-speed count instead
+    of `Column.of`'s passes."""
+    coded = [_constant(c, n) or Column.of(c, kinds) for c, kinds in columns]
+    if not all(map(_fitting, coded)):
+        return None  # the entry path skips each entry with a too-wide integer
+    return EntryTable(coded, n)
+
+
+def _fitting(column: Column) -> bool:
+    """Does `column` hold only integers a dump may hold (`fits`)? A typed array does; the
+    few values of a coded column and the items of a mixed one are looked at."""
+    if column.numbers is not None:
+        return True
+    held = column.values if column.values is not None else column.items or ()
+    return all(fits(v) for v in held if type(v) is int)
 
 
 # Types whose equal values are one value: not float (0.0 == -0.0, which Column.of keeps
@@ -180,7 +249,9 @@ def _constant(column: Sequence[Any], n: int) -> Column | None:
     """The coded column of `column` when it holds n equal values, else None. Tuples here are
     the shapes, dtypes and stacks the column path checked and built: comparing them costs
     their own size, whatever the dump held."""
-    if not n or type(column[0]) not in _PLAIN or column.count(column[0]) != n:
+    if not n or type(column[0]) not in _PLAIN or column[-1] != column[0]:
+        return None
+    if column.count(column[0]) != n:
         return None
     return Column(values=(column[0],), codes=array("B", bytes(n)))
 
@@ -251,10 +322,12 @@ def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
         keys = [tuple(map(tuple, v)) for v in values]
     # Every dim an int before any key is hashed: a tuple for a dim may nest without end or
     # hold one tuple many times over (a few bytes of pickle), and hashing it never returns.
-    if not _column_types(list(chain.from_iterable(chain.from_iterable(keys)))) <= {int}:
+    if not set(map(type, chain.from_iterable(chain.from_iterable(keys)))) <= {int}:
         return None
     shared: dict[Any, Any] = {}
     for shapes in set(keys):
+        if not all(fits(dim) for shape in shapes for dim in shape):
+            return None
         shared[shapes] = cache.setdefault(("sizes", shapes), shapes)
     return list(map(shared.__getitem__, keys))
 
@@ -267,7 +340,7 @@ def _dtype_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     keys = (
         [() if v is None else tuple(v) for v in values] if _NONE in kinds else [*map(tuple, values)]
     )
-    if not _column_types(list(chain.from_iterable(keys))) <= {str}:  # before hashing them
+    if not set(map(type, chain.from_iterable(keys))) <= {str}:  # before hashing them
         return None
     shared: dict[Any, Any] = {}
     for names in set(keys):

@@ -14,7 +14,24 @@ from triage.parsers.flight_recorder import safe_pickle
 from triage.parsers.flight_recorder.schema import build
 from triage.parsers.flight_recorder.tail import read_tail
 
-__all__ = ["format_of", "load_dump"]
+__all__ = ["MOST_PER_BYTE", "contain_decoding", "format_of", "load_dump"]
+
+# Most a byte of a dump can cost decoded: its own 8 and one container (80) or string (60).
+MOST_PER_BYTE = 88
+# Address space a contained load may take beyond that (allocator slack, the memo table)
+_LOAD_HEADROOM = 64 << 20
+
+# True in a process whose crash or hang costs only the dumps it decodes (`contain_decoding`)
+_CONTAINED = False
+
+
+def contain_decoding() -> None:
+    """In a forked process whose death or deadline costs only the dumps it decodes (the
+    decoding child of `triage.isolated`, a pool worker): pickles read whole are loaded
+    before they are scanned (`safe_pickle.loads_contained`), and scanned only when the load
+    fails or what it built is not what a dump holds."""
+    global _CONTAINED
+    _CONTAINED = True
 
 
 def format_of(data: bytes) -> str:
@@ -85,9 +102,12 @@ def _decode(
     tail read cannot cut, JSON or one at protocol 4-5 whose last entries name an object
     first written among them, costs the big job only the decoding: the same entries and the
     same memory as a cut)."""
+    contained = _CONTAINED and format_of(data) == "pickle"
     try:
         if format_of(data) == "json":
             raw: Any = json.loads(data)
+        elif contained:
+            raw = safe_pickle.loads_contained(data, len(data) * MOST_PER_BYTE + _LOAD_HEADROOM)
         else:
             # No nesting walk: build reads known fields at known depths and never recurses.
             raw = safe_pickle.loads(data, check_depth=False)
@@ -106,9 +126,31 @@ def _decode(
             total = len(entries)
             kept = entries[-max(tail, 1) :]
             raw = {**raw, "entries": kept} if isinstance(raw, dict) else kept
+    said = len(warnings)
     try:
         first = 0 if total is None else total - max(tail or 1, 1)
         dump = build(raw, rank, warnings, first_index=first)
-        return (dump if total is None else replace(dump, entries_total=total)), None
     except Exception as exc:  # a shape no era had; say so rather than crash the run
-        return None, f"flight-recorder dump has an unknown layout: {type(exc).__name__}: {exc}"
+        dump, why = None, f"flight-recorder dump has an unknown layout: {type(exc).__name__}: {exc}"
+    if contained and (dump is None or len(warnings) > said):
+        # Loaded unscanned, and something in it is not what a dump holds: what the scan
+        # refuses (a set, an integer over 64 bytes, a memo slot past the end) is refused
+        # whole, as it is where the scan runs first.
+        refused = _scan_refusal(data)
+        if refused is not None:
+            del warnings[said:]
+            return None, refused
+    if dump is None:
+        return None, why
+    return (dump if total is None else replace(dump, entries_total=total)), None
+
+
+def _scan_refusal(data: bytes) -> str | None:
+    """What `_decode` says of a pickle the scan fails, or None where it passes."""
+    try:
+        safe_pickle.scan(data)
+    except safe_pickle.PickleRefused as exc:
+        return f"flight-recorder pickle refused: {exc}"
+    except safe_pickle.PickleError as exc:
+        return f"flight-recorder dump is truncated or corrupt ({len(data)} bytes): {exc}"
+    return None

@@ -9,7 +9,7 @@ from typing import Any
 
 from triage.model import FlightRecorderEntry, StackFrame
 
-__all__ = ["P2P_OPS", "STATES", "BadEntry", "entry_frames", "entry_of"]
+__all__ = ["P2P_OPS", "STATES", "BadEntry", "entry_frames", "entry_of", "fits"]
 
 _MAX_FRAMES = 256  # per entry; deeper stacks are cut (the innermost frames matter most)
 P2P_OPS = frozenset({"send", "recv", "isend", "irecv"})
@@ -17,6 +17,17 @@ STATES = {s: s for s in ("scheduled", "started", "completed")}  # also interns t
 _new_frame = partial(tuple.__new__, StackFrame)
 # Values hashed in one step, whatever a hostile dump holds.
 _FLAT = frozenset({str, int, float, bool, type(None), bytes})
+
+
+# The widest integer a dump may hold: what the safety scan lets through (64 bytes, two's
+# complement). Wider ones come as decimal text or from a load the scan did not precede, and
+# overflow the float a timestamp becomes or take long to print.
+_INT_BOUND = 1 << (8 * 64 - 1)
+
+
+def fits(value: int) -> bool:
+    """Is `value` an integer a dump may hold (see _INT_BOUND)?"""
+    return -_INT_BOUND <= value < _INT_BOUND
 
 
 class BadEntry(Exception):
@@ -73,6 +84,9 @@ def entry_of(raw: dict[str, Any], index: int, cache: dict[Any, Any]) -> FlightRe
     op_id = get("op_id", seq)
     if type(record_id) is not int or type(p2p_seq) is not int or type(op_id) is not int:
         raise BadEntry("record_id/p2p_seq_id/op_id not integers")
+    numbers = (seq, record_id, p2p_seq, op_id, created, started, completed, timeout)
+    if not all(map(fits, filter(None, numbers))):
+        raise BadEntry("an integer field wider than 64 bytes")
 
     return FlightRecorderEntry(
         record_id=record_id,
@@ -131,7 +145,7 @@ def _sizes(value: Any, cache: dict[Any, Any], field: str) -> tuple[tuple[int, ..
         raise BadEntry(f"{field} not a list of shapes") from None
     # checked before the shapes are hashed: a tuple for a dim may nest without end or
     # hold one tuple many times over, and hashing it would never return
-    if not all(type(dim) is int for shape in shapes for dim in shape):
+    if not all(type(dim) is int and fits(dim) for shape in shapes for dim in shape):
         raise BadEntry(f"{field} not a list of integer shapes")
     return cache.setdefault(("sizes", shapes), shapes)
 
@@ -177,7 +191,7 @@ def entry_frames(value: Any, cache: dict[Any, Any]) -> tuple[StackFrame, ...]:
         func, filename, line = frame.get("name"), frame.get("filename"), frame.get("line")
         if type(func) is not str or type(filename) is not str:
             return ()
-        content.append((func, filename, line if type(line) is int else None))
+        content.append((func, filename, line if type(line) is int and fits(line) else None))
     # JSON and re-pickled dumps repeat the content without sharing objects: share by content,
     # and build the StackFrames only for the first copy.
     content_key = ("stack-content", *content)

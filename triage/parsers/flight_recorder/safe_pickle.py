@@ -18,9 +18,11 @@ Two layers, so one mistake does not open the door:
 
 The second layer alone stops code, not memory: CPython's `_pickle.c` grows the memo to twice
 an explicit PUT / LONG_BINPUT index and zero-fills it, and only the scan knows which bytes
-are opcodes (the byte of LONG_BINPUT, `r`, is in every dump's names and timestamps; an
-address-space limit would still let a bomb under it zero-fill up to it). So the scan stays,
-made cheap, and big jobs load less (`tail`).
+are opcodes (the byte of LONG_BINPUT, `r`, is in every dump's names and timestamps). So the
+scan stays, made cheap, and big jobs load less (`tail`). Where a crash or a hang of the
+process costs only the dump (`triage.isolated`'s child, a pool worker), `loads_contained`
+loads first under an address-space limit, so a memo bomb is a MemoryError, and scans only
+to say why a load failed or why what it built is not a dump's data.
 
 The scan runs at C speed for nearly every opcode: one compiled regex eats runs of fixed-width
 opcodes, short strings, 64-bit integers and in-range memo puts, and the Python loop only
@@ -37,8 +39,15 @@ import functools
 import pickle
 import pickletools
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
+
+try:
+    import resource
+except ImportError:  # not on Windows: the scan always runs there (`loads_contained`'s callers)
+    resource = None  # type: ignore[assignment]
 
 from triage import regex_cache
 
@@ -50,6 +59,7 @@ __all__ = [
     "PickleRefused",
     "load",
     "loads",
+    "loads_contained",
     "loads_continued",
     "loads_piece",
     "loads_prefix",
@@ -149,6 +159,7 @@ _PUT = ord("p")
 _BINGET, _LONG_BINGET, _GET = ord("h"), ord("j"), ord("g")
 _FRAME = 0x95
 _LONG_OPS = {ord("\x8a"), ord("\x8b"), ord("L")}  # LONG1, LONG4, LONG (text)
+_TEXT_INTS = {ord("L"), ord("I")}  # LONG and INT as decimal text: any number of digits
 _LONG1 = 0x8A
 # Short counted strings the regex reads itself: (opcode, width of the length field).
 _SHORT_STRINGS = ((ord("X"), 4), (0x8C, 1), (ord("C"), 1), (ord("U"), 1))
@@ -333,7 +344,7 @@ def scan(
                 # read as the unpickler reads it; anything but a short number is corrupt
                 slot = int(arg) if arg.isdigit() and len(arg) <= 12 else -1
                 _check_get(slot, get_bound, pos - 1)
-            elif code in _LONG_OPS and len(arg) > 2 * limits.max_int_bytes + 2:
+            elif code in _TEXT_INTS and len(arg) > 2 * limits.max_int_bytes + 2:
                 raise PickleRefused(f"integer of {len(arg)} digits at byte {pos - 1}")
             pos = end + 1
             continue
@@ -416,6 +427,55 @@ def loads(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_depth: bool = T
     if check_depth and type(obj) in (dict, list, tuple):
         _check_depth(obj, limits)
     return obj
+
+
+def loads_contained(data: bytes, memory: int, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """`loads(data, limits, check_depth=False)` for a process whose crash or hang costs only
+    the dumps it decodes (`triage.isolated`'s child, a pool worker): the C unpickler loads
+    first, under an address-space limit of `memory` bytes more than the process holds, and
+    the scan runs only when the load fails, to say why as `loads` says it.
+
+    What the scan would refuse and the load still builds is plain data within that limit: no
+    code runs (every global is refused; without one, nothing on the stack can be called or
+    given state), a length past the input's end fails the read or its allocation, and a memo
+    bomb fails as a MemoryError. Left to the caller: sets, bytearrays and integers over
+    `limits.max_int_bytes` come back as values (`scan` says whether it would refuse them).
+    """
+    if len(data) > limits.max_bytes:
+        raise PickleRefused(f"pickle is {len(data)} bytes, over the {limits.max_bytes}-byte limit")
+    try:
+        with _address_space(memory):
+            return _load(_unpickler(data))
+    except PickleError:
+        scan(data, limits)  # raises the scan's reason, where it finds one
+        raise
+
+
+@contextmanager
+def _address_space(extra: int) -> Iterator[None]:
+    """This process limited to `extra` bytes of address space more than it holds (Linux;
+    elsewhere, or where the limit is already lower, as it is)."""
+    if resource is None:
+        yield
+        return
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            held = int(statm.read().split()[0]) * resource.getpagesize()
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (OSError, ValueError, IndexError):
+        yield
+        return
+    limit = held + extra
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft != resource.RLIM_INFINITY and soft <= limit:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def loads_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[Any, Memo]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from triage.model import EntryTable, FlightRecorderDump, FlightRecorderEntry
 from triage.parsers.flight_recorder.columns import entries_by_column
-from triage.parsers.flight_recorder.entries import BadEntry, entry_of
+from triage.parsers.flight_recorder.entries import BadEntry, entry_of, fits
 
 __all__ = ["MAX_ENTRIES", "build"]
 
@@ -36,7 +36,9 @@ def build(
         top = raw
         version_value = raw.get("version")
         version = None
-        if type(version_value) in (str, int, float):
+        if type(version_value) is int and not fits(version_value):
+            warnings.append("version is an integer wider than 64 bytes; ignored")
+        elif type(version_value) in (str, int, float):
             version = str(version_value)[:32]
         elif version_value is not None:  # a container may nest without end: never printed
             warnings.append(f"version is a {type(version_value).__name__}, not a string; ignored")
@@ -116,7 +118,7 @@ def _ranks(value: Any) -> tuple[int, ...] | None:
     """`'[0, 1]'` (the usual string form) or a real list -> tuple of ranks."""
     if isinstance(value, str):
         return _ranks_text(value) if len(value) <= 10_000_000 else None
-    if isinstance(value, (list, tuple)) and all(type(r) is int for r in value):
+    if isinstance(value, (list, tuple)) and all(type(r) is int and fits(r) for r in value):
         return tuple(value)
     return None
 
@@ -129,9 +131,10 @@ def _ranks_text(value: str) -> tuple[int, ...] | None:
         return None
     inner = value.strip()[1:-1].rstrip().rstrip(",")  # JSON has no trailing comma
     try:
-        return tuple(json.loads(f"[{inner}]"))
+        ranks = tuple(json.loads(f"[{inner}]"))
     except (ValueError, RecursionError):
         return None
+    return ranks if all(map(fits, ranks)) else None
 
 
 def _repair_gloo_pg_config(config: dict[str, tuple[int, ...]], names: set[str]) -> None:
@@ -152,15 +155,21 @@ def _pg_status(raw: Any, warnings: list[str]) -> dict[str, dict[str, int]]:
     if not isinstance(raw, dict):
         warnings.append(f"pg_status is a {type(raw).__name__}, not a dict; ignored")
         return status
+    wide = 0
     for key, fields in raw.items():
         if not isinstance(fields, dict):
             continue
         values: dict[str, int] = {}
         for field, value in fields.items():
+            if type(value) is int and not fits(value):
+                wide += 1
+                continue
             number = _int_or_text(value)  # JSON dumps write these as strings
             if isinstance(field, str) and number is not None:
                 values[field] = number
         status[str(key)] = values
+    if wide:
+        warnings.append(f"{wide} pg_status values are integers wider than 64 bytes; ignored")
     return status
 
 
