@@ -210,8 +210,8 @@ def _kill(pid: int) -> None:
 
 
 def _how_it_ended(status: int) -> str:
-    # Worded without signal names (SIGSEGV) or "killed": the rules read input warnings too,
-    # and this is no crash of the job's own processes.
+    # Worded without signal names (SIGSEGV) or "killed": a reader must not take it for a
+    # crash of the job's own processes.
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         name = signal.strsignal(number) if number != signal.SIGKILL else None
