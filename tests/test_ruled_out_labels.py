@@ -9,7 +9,9 @@ import pytest
 
 from triage import knowledge
 from triage.knowledge.rules import RuleError
-from triage.pipeline import Options, explain
+from triage.pipeline import Options, diagnose, explain
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus_samples"
 
 WATCHDOG = (
     "[rank1]:[E1202 10:11:50.000000 123 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught "
@@ -71,3 +73,13 @@ def test_a_rule_that_rules_out_what_it_cannot_is_reported(
     body = body.replace("  examples:", f"  rules_out: {rules_out}\n  examples:")
     with pytest.raises(RuleError, match=r"team-gang-preempted.*" + r"\W*".join(said.split())):
         knowledge.load([_team(tmp_path, body)])
+
+
+def test_a_job_whose_ranks_ran_collectives_together_is_not_put_down_to_its_launcher() -> None:
+    # every rank's flight recorder holds collectives #1-#26: the launcher and the cluster
+    # brought the job up; rank 2's ValueError stopped it (the neighbours' and the learned
+    # model's launcher misconfiguration, R06, is contradicted)
+    bundle = CORPUS / "eval_label_mismatch_rank_waits_at_barrier" / "bundle"
+    d = diagnose([str(bundle)], Options(workers=1))
+    assert d.hang is not None and d.hang.detected
+    assert "R06" not in {c.id for c in d.root_causes}
