@@ -737,6 +737,90 @@ def no_hang_wait_problems(d: Diagnosis) -> list[str]:
     ]
 
 
+# a sentence that says ranks waited (for a rank, in a collective, until a timeout); one that
+# starts "If" only supposes it
+_SAYS_WAITED = re.compile(
+    r"\b(?:the others?|other ranks|ranks? [\d, -]+|they) (?:wait|waits|waited|were waiting)"
+    r"(?: \w+)? (?:in|inside|for|until)\b|\bwhile the others wait\b",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"(?<=[.;])\s+")
+
+
+def _no_hang_said(d: Diagnosis, view: report_view.ReportView) -> list[str]:
+    """What triage itself says in a report: its verdicts, findings, actions and why-lines."""
+    said = [d.summary, d.hang.explanation if d.hang else ""]
+    said += [d.outcome.why] if d.outcome is not None else []
+    said += [f.summary for f in d.findings]
+    said += [a for f in d.fix_patterns for a in f.actions]
+    said += [f.why for f in view.fixes]
+    return [x for x in said if x]
+
+
+def no_hang_symptom_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
+    """A job whose hang verdict is "no hang" (the others got an error at once) is not called a
+    collective hang anywhere: no S17 in the card, `--brief`, Markdown or HTML; and nothing
+    triage says of it claims that ranks waited (for the failed rank, in a collective)."""
+    if d.hang is None or d.hang.detected:
+        return []
+    hang_name = next((x.name for x in d.symptoms if x.id == _COLLECTIVE_HANG), None)
+    problems = [
+        f"card: symptom {x.id} ({x.pct}) beside {d.hang.explanation[:40]!r}"
+        for x in view.symptoms
+        if x.id == _COLLECTIVE_HANG
+    ]
+    outputs = {
+        "brief": render(d, "text", brief=True),
+        "brief md": render(d, "md", brief=True),
+        "md": render(d, "md"),
+        "html": html.unescape(render(d, "html")),
+    }
+    for fmt, out in outputs.items():
+        if re.search(rf"\b{_COLLECTIVE_HANG}\b", out) or (hang_name and hang_name in out):
+            problems.append(f"{fmt}: shows the collective-hang symptom beside 'no hang'")
+    for text in _no_hang_said(d, view):
+        for sentence in _SENTENCE_END.split(text):
+            if not sentence.lstrip().startswith("If ") and _SAYS_WAITED.search(sentence):
+                problems.append(f"{sentence[:70]!r} though no rank waited")
+    return problems
+
+
+def _ops_differ(facts: Facts) -> bool:
+    """At some sequence number two ranks' flight recorders hold different collectives."""
+    seqs = {seq for ops in facts.fr_ops.values() for seq in ops}
+    return any(len({ops[seq] for ops in facts.fr_ops.values() if seq in ops}) > 1 for seq in seqs)
+
+
+def contradicted_cause_problems(
+    d: Diagnosis, view: report_view.ReportView, facts: Facts
+) -> list[str]:
+    """No root cause is offered that the bundle's own files contradict:
+
+    * a collective timeout shorter than the work (R11), where a rank issued another collective
+      than the others at the same sequence number (it never issues theirs, however long they
+      wait), or where the rank the others waited for had raised an error of its own;
+    * collectives mismatched across ranks (R08), where every rank's records agree and py-spy
+      shows the rank behind in its own code, outside any collective (slow, not different);
+    * a launcher or cluster misconfiguration (R06), where every rank's flight recorder holds
+      collectives past the first two: the job was brought up and ran them together."""
+    offered = {x.id: x.pct for x in view.root_causes}
+    problems = []
+    raised = set(d.culprit_ranks) & facts.printed_errors and bool(facts.raised)
+    if "R11" in offered and (_ops_differ(facts) or (d.hang is not None and raised)):
+        why = "ranks issued different collectives" if _ops_differ(facts) else "it had raised"
+        problems.append(f"root cause R11 ({offered['R11']}) though {why}")
+    busy = facts.pyspy_ranks - set(facts.pyspy_op)
+    if "R08" in offered and facts.fr_ops and not _ops_differ(facts) and busy:
+        problems.append(
+            f"root cause R08 ({offered['R08']}) though every record agrees and py-spy shows "
+            f"ranks {sorted(busy)} outside any collective"
+        )
+    ran = [seq for seq, _ in facts.fr_last.values()]
+    if "R06" in offered and ran and min(ran) > 2:
+        problems.append(f"root cause R06 ({offered['R06']}) though every rank ran collectives")
+    return problems
+
+
 def _seconds_of_day(clock: str) -> float:
     h, m, s = clock.split(":")
     return int(h) * 3600 + int(m) * 60 + float(s)
@@ -888,6 +972,8 @@ def claim_problems(bundle: Path) -> list[str]:
         + no_hang_label_problems(view)
         + tie_problems(d, view)
         + no_hang_wait_problems(d)
+        + no_hang_symptom_problems(d, view)
+        + contradicted_cause_problems(d, view, facts)
         + offset_problems(view)
         + order_problems(d)
         + fraction_problems(view, facts)

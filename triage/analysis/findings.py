@@ -20,6 +20,7 @@ from triage.model import (
     FirstFailureFacts,
     HangFacts,
     HangReport,
+    LaggingRankFacts,
     MissingRankFacts,
     TimelineEntry,
 )
@@ -256,17 +257,32 @@ def hang_findings(
     ]
 
 
-def mismatches_ended(fr_findings: Sequence[Finding], hang: HangReport | None) -> list[Finding]:
-    """The flight recorder's findings, a collective mismatch and a missing dump marked with how
-    the job ended: a mismatch of sizes or dtypes is a library error (the receiver checked) or
-    a hang; a rank without a dump while the others got an error at once did not hang them."""
+# what a rank behind in the flight recorder meant, by how the job ended: in a hang the others
+# waited for it; where they got an error at once the records only say where each rank stood
+_BEHIND_MEANT = {
+    "hang": "; they never entered the collective the others wait in",
+    "error": "; that is where each rank stood when the job failed (no hang: the others got an "
+    "error at once, nobody waited)",
+}
+
+
+def fr_findings_ended(fr_findings: Sequence[Finding], hang: HangReport | None) -> list[Finding]:
+    """The flight recorder's findings, a collective mismatch, a missing dump and a rank behind
+    marked with how the job ended: a mismatch of sizes or dtypes is a library error (the
+    receiver checked) or a hang; a rank without a dump, or behind the others, while the others
+    got an error at once did not hang them."""
     ended = "hang" if hang is not None and hang.detected else "error"
-    return [
-        replace(f, facts=replace(f.facts, ended=ended))
-        if isinstance(f.facts, (CollectiveMismatchFacts, MissingRankFacts))
-        else f
-        for f in fr_findings
-    ]
+    out = []
+    for f in fr_findings:
+        if isinstance(f.facts, (CollectiveMismatchFacts, MissingRankFacts)):
+            f = replace(f, facts=replace(f.facts, ended=ended))
+        elif isinstance(f.facts, LaggingRankFacts):
+            # the ranks that stopped short, not those that never started a collective they
+            # had enqueued (that finding says nothing of the others' wait)
+            said = f.summary + (_BEHIND_MEANT[ended] if f.facts.last_enqueued else "")
+            f = replace(f, summary=said, facts=replace(f.facts, ended=ended))
+        out.append(f)
+    return out
 
 
 def early_entries(early: Sequence[tuple[int, Event]]) -> list[TimelineEntry]:

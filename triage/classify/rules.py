@@ -390,6 +390,7 @@ def _hit(
         from_cascade=from_cascade,
         generic=rule.generic,
         prescribes=_prescribed(rule, text),
+        rules_out=rule.rules_out,
     )
 
 

@@ -34,6 +34,9 @@ class RuleHit:
     finding: Finding | None = None  # the correlate finding a finding rule hit
     # the fix the matched message prescribes itself (the rule's `remedy`), when it says it
     prescribes: str | None = None
+    # field -> labels the matched fact contradicts (the rule's `rules_out`): a fact, not a
+    # vote, so it holds on a cascade hit or one kept as evidence only
+    rules_out: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

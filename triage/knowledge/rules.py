@@ -30,6 +30,9 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
       routine_fault: why a line healthy jobs print (rules/routine.yaml) is a fault here;
                                             # without it, hits on routine lines of a job's
                                             # logs are dropped (pastes keep them)
+      rules_out:                            # labels the matched fact contradicts: they are
+        symptom: [S17]                      # not offered, whatever else votes for them (a
+        root_cause: [R11]                   # "no hang" finding rules out a collective hang)
       remedy:                               # the message names its own remedy: when the
         fix: F3                             # matched event says it (`says`), the rule's fix
         says: 'weights_only set to False'   # for it leads, in a paste too (standing.py)
@@ -82,11 +85,14 @@ OPTIONAL_KEYS = frozenset(
         "layer",
         "routine_fault",
         "remedy",
+        "rules_out",
     }
 )
 LAYERS = ("specific", "generic")
 MATCH_KEYS = frozenset({"kind", "any", "all", "not", "finding"})
 CONCLUDE_KEYS = frozenset({"symptom", "root_cause", "fix", "stage"})
+# the label fields a rule may rule out: what the job was and why (a fix is chosen, not true)
+RULES_OUT_KEYS = ("symptom", "root_cause")
 # `paste: true`: a paste, not lines a log holds (a fragment a person trimmed, or lines that
 # only mean something together); the tests read it only as `triage explain` reads a paste
 EXAMPLE_KEYS = frozenset({"text", "finding", "summary", "facts", "kind", "paste"})
@@ -138,6 +144,8 @@ class Rule:
     # matches it; without it, the rule's hits on routine lines of a job's logs are dropped
     routine_fault: str = ""
     remedy: Remedy | None = None  # the remedy the matched message prescribes, if it names one
+    # field -> labels the matched fact contradicts (`rules_out`): never offered for the job
+    rules_out: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def generic(self) -> bool:
@@ -201,7 +209,9 @@ def build_rule(
 
     title = section(head)
     matched = section(lambda: _match(item.get("match"), lazy), ((), (), (), (), None, {}))
-    weights = section(lambda: _concludes(item.get("concludes")), {})
+    rules_out = section(lambda: _rules_out(item.get("rules_out")), {})
+    weights = section(lambda: _concludes(item.get("concludes"), bool(rules_out)), {})
+    section(lambda: _not_both(weights, rules_out))
     actions = section(lambda: _actions(item.get("actions"), weights.get("fix", {})), {})
     examples = section(lambda: _examples_of(item.get("examples")), ((), ()))
     section(lambda: _names_known(matched, actions))
@@ -240,6 +250,7 @@ def build_rule(
         layer=layer,
         routine_fault=" ".join(routine_fault.split()),
         remedy=remedy,
+        rules_out=rules_out,
     )
     return replace(rule, keywords=rule_keywords(rule))
 
@@ -326,7 +337,39 @@ def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
     return kinds, any_, all_, not_, finding, finding_where
 
 
-def _concludes(concludes: Any) -> dict[str, dict[str, float]]:
+def _rules_out(raw: Any) -> dict[str, frozenset[str]]:
+    """`rules_out: {symptom: [S17], root_cause: [R11]}`: taxonomy ids the matched fact
+    contradicts."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise _Invalid("`rules_out` maps `symptom` and/or `root_cause` to lists of ids")
+    bad = set(raw) - set(RULES_OUT_KEYS)
+    if bad:
+        raise _Invalid(f"unknown rules_out key(s) {sorted(bad)}; allowed: {list(RULES_OUT_KEYS)}")
+    tax = taxonomy.load()
+    tables = {"symptom": tax.symptoms, "root_cause": tax.root_causes}
+    out: dict[str, frozenset[str]] = {}
+    for name, ids in raw.items():
+        if not isinstance(ids, list) or not ids:
+            raise _Invalid(f"`rules_out.{name}` must be a list of taxonomy ids")
+        unknown = [i for i in ids if i not in tables[name]]
+        if unknown:
+            raise _Invalid(f"`rules_out.{name}`: unknown taxonomy id(s) {unknown}")
+        out[name] = frozenset(ids)
+    return out
+
+
+def _not_both(
+    weights: Mapping[str, Mapping[str, float]], ruled: Mapping[str, frozenset[str]]
+) -> None:
+    """A rule does not conclude a label it rules out."""
+    both = sorted(i for name, ids in ruled.items() for i in ids if i in weights.get(name, {}))
+    if both:
+        raise _Invalid(f"concludes and rules out {both}")
+
+
+def _concludes(concludes: Any, rules_out: bool = False) -> dict[str, dict[str, float]]:
     if not isinstance(concludes, dict):
         raise _Invalid("needs a `concludes` mapping")
     bad = set(concludes) - CONCLUDE_KEYS
@@ -342,8 +385,9 @@ def _concludes(concludes: Any) -> dict[str, dict[str, float]]:
     weights = {
         name: weight_map(concludes.get(name), t, f"concludes.{name}") for name, t in tables.items()
     }
-    if not (weights["symptom"] or weights["root_cause"]):
-        raise _Invalid("concludes needs a `symptom` or a `root_cause`")
+    # a rule that only rules labels out (a fact that contradicts them) may name none
+    if not (weights["symptom"] or weights["root_cause"] or rules_out):
+        raise _Invalid("concludes needs a `symptom` or a `root_cause` (or the rule `rules_out`)")
     if not weights["stage"]:
         # A rule's stage follows from its strongest symptom when it does not say otherwise.
         for sid, w in sorted(weights["symptom"].items(), key=lambda kv: -kv[1]):

@@ -110,6 +110,9 @@ class LaggingRankFacts(FindingFacts):
     op: str | None = None
     last_enqueued: Mapping[int, int | None] = field(default_factory=dict)  # rank -> seq
     waits_in_group: tuple[str, ...] = ()  # the other process groups their latest record is on
+    # how the job ended: hang (the others waited for them) | error (the others got an error at
+    # once: where each rank stood when the job failed, nobody waited)
+    ended: str | None = None
 
 
 @dataclass(frozen=True)

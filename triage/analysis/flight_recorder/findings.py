@@ -136,7 +136,9 @@ def findings_of(report: PGReport, suspects: dict[int, set[str]]) -> list[Finding
                 summary=(
                     f"process group {label}: rank(s) {format_ranks(report.lagging)} stopped at "
                     f"{stopped} while rank(s) {format_ranks(ahead)} went on to #{furthest}"
-                    f"{far_op}; they never entered the collective the others wait in{where}"
+                    # whether the others then waited for them is the hang's verdict, said
+                    # when the finding is marked with how the job ended (`ended`)
+                    f"{far_op}{where}"
                 ),
                 ranks=report.lagging,
                 evidence=tuple(
