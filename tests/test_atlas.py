@@ -87,6 +87,13 @@ def test_cxx_messages_built_before_they_are_reported_and_macro_bodies_are_harves
     macro = found["PG error in: <*>:<*>"]
     assert (macro.type, macro.function) == ("DistBackendError", "PG_CHECK")
     assert found["from a macro body"].function == "CHECK_X"
+    # ProcessGroupGloo reports through a helper that logs one message and throws the other
+    thrown = found["Peers of rank <*> never connected: <*>"]
+    assert (thrown.kind, thrown.type, thrown.function) == (
+        "check",
+        "RuntimeError",
+        "ProcessGroupX::ProcessGroupX",
+    )
 
 
 def test_the_shipped_atlas_validates_and_agrees_with_its_manifest_and_label_rules() -> None:
@@ -190,6 +197,84 @@ def test_torch_cpp_messages_are_named_by_the_function_that_prints_them() -> None
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:torch-csrc:Reducer::checkAndRaiseMarkedTwiceError" in why
     assert (report["symptoms"][0]["id"], report["root_causes"][0]["id"]) == ("S25", "R13")
+
+
+def test_torch_cuda_allocator_store_and_gloo_messages_are_named_by_their_cpp_function() -> None:
+    # c10/cuda's caching allocator, the libuv store, ProcessGroupGloo, ProcessGroup, DDP's
+    # reducer and c10/cuda's device count, as torch prints them: each line is placed in the
+    # C++ function that prints it, and the answer agrees with what that function checks
+    cases = [
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 3 has "
+            "a total capacity of 23.43 GiB of which 210.06 MiB is free. Including non-PyTorch "
+            "memory, this process has 23.21 GiB memory in use. Of the allocated memory 21.41 GiB "
+            "is allocated by PyTorch, and 206.09 MiB is reserved by PyTorch but unallocated. If "
+            "reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+            "documentation for Memory Management  "
+            "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n",
+            "atlas:torch-csrc:malloc",
+            ("S14", "R16"),
+        ),
+        (
+            "[rank8]:[E ProcessGroupGloo.cpp:144] Gloo connectFullMesh failed with "
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n",
+            "atlas:torch-csrc:ProcessGroupGloo::ProcessGroupGloo",
+            ("S10", "R07"),
+        ),
+        (
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+            "local network address. useIpv6: 0, code: -98, name: EADDRINUSE, message: address "
+            "already in use\n",
+            "atlas:torch-csrc:makeWithPort",
+            ("S10", "R06"),
+        ),
+        (
+            "RuntimeError: [Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms\n"
+            " Original exception: \n[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81]"
+            " Timed out waiting 30000ms for recv operation to complete\n",
+            "atlas:torch-csrc:ProcessGroupGloo::monitoredBarrier",
+            ("S17", None),
+        ),
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 40, in <module>\n'
+            "    dist.all_reduce(t)\n"
+            "RuntimeError: No backend type associated with device type cpu\n",
+            "atlas:torch-csrc:ProcessGroup::getBackend",
+            ("S18", "R14"),
+        ),
+        (
+            "[rank0]:[W reducer.cpp:1360] Warning: find_unused_parameters=True was specified in "
+            "DDP constructor, but did not find any unused parameters in the forward pass. This "
+            "flag results in an extra traversal of the autograd graph every iteration,  which "
+            "can adversely affect performance. If your model indeed never has any unused "
+            "parameters in the forward pass, consider turning this flag off. Note that this "
+            "warning may be a false positive if your model has flow control causing later "
+            "iterations to have unused parameters. (function operator())\n",
+            "atlas:torch-csrc:Reducer::search_unused_parameters",
+            ("S22", None),
+        ),
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 9, in <module>\n'
+            "    torch.cuda.set_device(local_rank)\n"
+            "RuntimeError: No CUDA GPUs are available\n",
+            "atlas:torch-csrc:device_count_ensure_non_zero",
+            ("S04", None),
+        ),
+        (
+            "RuntimeError: Backend gloo does not support reduce_scatter\n",
+            "atlas:torch:reduce_scatter",
+            ("S18", None),
+        ),
+    ]
+    for paste, function, (symptom, cause) in cases:
+        report = _explained(paste)
+        assert function in [e["why"] for e in report["evidence"]], function
+        assert report["symptoms"][0]["id"] == symptom, function
+        if cause is not None:
+            assert report["root_causes"][0]["id"] == cause, function
 
 
 def test_a_field_between_two_fields_matches_one_space() -> None:

@@ -51,6 +51,8 @@ MACROS: dict[str, Macro] = {
     "C10D_INFO": Macro("log", "info", 0, "braces"),
     # c10d's socket: a failed attempt logged as a warning, gathered into the error it raises
     "recordError": Macro("log", "warning", 0, "braces"),
+    # ProcessGroupGloo's helper: logs its first argument, throws its second (TORCH_CHECK)
+    "logAndThrow": Macro("check", "RuntimeError", 1),
     # NCCL (src/include/debug.h)
     "WARN": Macro("log", "warn", 0, "printf"),
     "INFO": Macro("log", "info", 1, "printf"),
