@@ -761,6 +761,44 @@ def offset_problems(view: report_view.ReportView) -> list[str]:
     return problems
 
 
+def timeline_rank_problems(view: report_view.ReportView) -> list[str]:
+    """A timeline row's rank column names one rank only where its entry is about that rank
+    alone: "rank(s) 2-3 never started" is not rank 2's row. (A folded row's `[x4 on ranks
+    0, 2]` counts the others that printed the line its rank printed.)"""
+    problems = []
+    for r in view.timeline.rows:
+        if not r.rank.isdigit():
+            continue
+        said = re.search(r"\branks?(?:\(s\))? (\d+(?:(?:, |-)\d+)*)", _REPEATS.sub("", r.text))
+        if said and _ranks(said[1]) - {int(r.rank)}:
+            problems.append(f"timeline: rank {r.rank}'s row says {said[0]!r}")
+    return problems
+
+
+def offset_precision_problems(view: report_view.ReportView) -> list[str]:
+    """An offset is the row's clock minus the picture's start, to the precision it prints: a
+    row stamped `10:11:50` from a start at `10:11:49.670` is `+0.3s`, not `+0s`. The start
+    is the picture's, or (no picture) the finest clock of a row at +0."""
+    rows = view.timeline.rows
+    zero = [r.clock for r in rows if re.fullmatch(r"[+-]0(?:\.0+)?s", r.offset)]
+    said_start = view.lanes.start if view.lanes is not None else max(zero, key=len, default="")
+    start = re.search(r"(\d\d:\d\d:\d\d(?:\.\d+)?)(?: UTC)?$", said_start)
+    if start is None:
+        return []
+    problems = []
+    for r in rows:
+        said = re.fullmatch(r"([+-]\d+(?:\.(\d+))?)s", r.offset)
+        if said is None or not re.fullmatch(r"\d\d:\d\d:\d\d(?:\.\d{3})?", r.clock):
+            continue
+        shown = round((_seconds_of_day(r.clock) - _seconds_of_day(start[1])) * 1000)
+        decimals = len(said[2] or "")
+        if shown % 1000 and not decimals:
+            problems.append(f"timeline: {r.clock} is {r.offset} from {start[1]} (whole seconds)")
+        elif abs(float(said[1]) * 1000 - shown) > 500 * 10**-decimals:
+            problems.append(f"timeline: {r.clock} is {r.offset} from {start[1]}")
+    return problems
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -892,6 +930,8 @@ def claim_problems(bundle: Path) -> list[str]:
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)
+        + timeline_rank_problems(view)
+        + offset_precision_problems(view)
     )
 
 

@@ -166,7 +166,8 @@ def timeline_extras(
         out.append(
             TimelineEntry(
                 time=None,
-                rank=f.ranks[0] if f.ranks else None,
+                # a finding about several ranks is none of theirs alone (its text names them)
+                rank=f.ranks[0] if len(f.ranks) == 1 else None,
                 text=f.summary,
                 source=e.source if e else "py-spy",
                 line=e.line if e else None,
@@ -293,7 +294,8 @@ def launch_entries(launch: Sequence[Finding], topo: launcher.Topology) -> list[T
         out.append(
             TimelineEntry(
                 time=topo.rendezvous_timeout.time if topo.rendezvous_timeout else None,
-                rank=f.ranks[0] if f.ranks else None,
+                # a finding about several ranks is none of theirs alone (its text names them)
+                rank=f.ranks[0] if len(f.ranks) == 1 else None,
                 text=f.summary,
                 source=e.source if e else "launcher",
                 line=e.line if e else None,
