@@ -799,6 +799,55 @@ def offset_precision_problems(view: report_view.ReportView) -> list[str]:
     return problems
 
 
+# the timeline's folded row: `... [x4 on ranks 0-1; dump signal]`
+_FOLD = re.compile(r"^(?P<head>.*?)\s+\[x(?P<n>\d+) on ranks? (?P<ranks>[\d, -]+); [^\]]+\]$", re.S)
+
+
+def _masked(text: str) -> str:
+    return re.sub(r"\d+", "#", text.strip())
+
+
+def fold_count_problems(bundle: Path, d: Diagnosis, facts: Facts) -> list[str]:
+    """A folded timeline row's `[xN on ranks R]` counts what ranks R printed, each rank's line
+    once: the same line in the console (`[default1]:`), the rank's own log and its error.json
+    is one print, not three."""
+    console_first = {}
+    offset = 0
+    evidence = make.evidence_dir(bundle)
+    for node in make.SCENARIOS[bundle.name].nodes:
+        console_first[str(evidence / node.console)] = offset
+        offset += node.nproc
+    rank_of_file = {i.path: i.rank for i in d.inputs}
+    problems = []
+    for t in d.timeline:
+        m = _FOLD.match(t.text)
+        if m is None:
+            continue
+        head = _masked(m["head"].removesuffix("…"))
+        named = _ranks(m["ranks"])
+        printed = set()
+        for path, lines in facts.files.items():
+            for raw in lines:
+                p = _PREFIX.match(raw)
+                assert p is not None
+                text = raw[p.end() :].strip()
+                if not _masked(text).startswith(head):
+                    continue
+                rank = rank_of_file.get(path)
+                if p["rank"] is not None:
+                    rank = int(p["rank"])
+                elif p["local"] is not None and path in console_first:
+                    rank = console_first[path] + int(p["local"])
+                if rank in named:
+                    printed.add((rank, text))
+        if printed and int(m["n"]) != len(printed):
+            problems.append(
+                f"timeline: {m['head'][:50]!r} x{m['n']} on ranks {m['ranks']}; "
+                f"the ranks printed it {len(printed)} times"
+            )
+    return problems
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -932,6 +981,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + unnamed_rank_problems(d)
         + timeline_rank_problems(view)
         + offset_precision_problems(view)
+        + fold_count_problems(bundle, d, facts)
     )
 
 

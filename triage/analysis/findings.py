@@ -93,15 +93,14 @@ def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]
         by_family[p.family or "other"].append(p)
         by_wording[p.wording or (p.family or "other").replace("_", " ")].append(p)
     ranks = sorted({p.rank for p in cascade_events if p.rank is not None})
-    parts = [
-        f"{words} x{len(ps)}"
-        for words, ps in sorted(by_wording.items(), key=lambda kv: -len(kv[1]))
-    ]
+    # a line a rank's console and its own log both show is one error (timeline.prints)
+    counts = {words: timeline.prints(ps) for words, ps in by_wording.items()}
+    parts = [f"{words} x{n}" for words, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     return [
         Finding(
             kind=FindingKind.CASCADE,
             summary=(
-                f"{len(cascade_events)} error(s)"
+                f"{timeline.prints(cascade_events)} error(s)"
                 # errors no rank printed (the launcher's, a store's) are not "on rank(s) none"
                 + (f" on rank(s) {format_ranks(ranks)}" if ranks else "")
                 + f" are consequences of the first failure ({', '.join(parts)})"
