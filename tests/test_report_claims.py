@@ -848,6 +848,18 @@ def fold_count_problems(bundle: Path, d: Diagnosis, facts: Facts) -> list[str]:
     return problems
 
 
+def survivor_problems(d: Diagnosis) -> list[str]:
+    """A rank the report says started the failure is never called a survivor: the launcher's
+    SIGTERM stops the rank whose stall or own error began it as well as the others."""
+    said = [(f.summary, set(f.ranks)) for f in d.findings if f.kind.value == "rank_exit"]
+    said += [(t.text, _ranks(m[1])) for t in d.timeline if (m := _EXITED.match(t.text))]
+    return [
+        f"{text[:60]!r}: rank(s) {sorted(ranks & set(d.culprit_ranks))} started it"
+        for text, ranks in said
+        if "survivor" in text and ranks & set(d.culprit_ranks)
+    ]
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -982,6 +994,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + timeline_rank_problems(view)
         + offset_precision_problems(view)
         + fold_count_problems(bundle, d, facts)
+        + survivor_problems(d)
     )
 
 
