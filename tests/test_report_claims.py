@@ -860,6 +860,22 @@ def survivor_problems(d: Diagnosis) -> list[str]:
     ]
 
 
+def self_consequence_problems(d: Diagnosis) -> list[str]:
+    """The error the report calls the first failure is not counted among "consequences of the
+    first failure": a lone watchdog line would be its own cause."""
+    f = d.first_failure
+    if f is None or f.line is None:
+        return []
+    itself = any(
+        t.role == "cascade" and (t.source, t.line) == (f.source, f.line) for t in d.timeline
+    )
+    return [
+        f"{c.summary[:60]!r} though the first failure ({Path(f.source).name}:{f.line}) is one"
+        for c in d.findings
+        if c.kind.value == "cascade" and "consequences of the first failure" in c.summary and itself
+    ]
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -995,6 +1011,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + offset_precision_problems(view)
         + fold_count_problems(bundle, d, facts)
         + survivor_problems(d)
+        + self_consequence_problems(d)
     )
 
 
@@ -1021,6 +1038,20 @@ def test_advice_about_the_rank_that_logged_a_line_names_it(pasted: str, said: st
     actions = [a for f in d.fix_patterns for a in f.actions]
     assert any(a.startswith(said) for a in actions), actions
     assert not [a for a in actions if re.search(r"\bThis rank\b", a)]
+
+
+def test_a_lone_watchdog_line_is_not_a_consequence_of_itself() -> None:
+    # the bot's example issue: one rank's watchdog timeout, nothing else (tests/bot_samples.py)
+    pasted = (
+        "[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1204, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+        "Timeout(ms)=600000) ran for 600043 milliseconds before timing out."
+    )
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    assert d.first_failure is not None and "Watchdog caught" in d.first_failure.text
+    assert self_consequence_problems(d) == []
+    cascade = [f.summary for f in d.findings if f.kind.value == "cascade"]
+    assert cascade and "consequences of a failure these logs do not show" in cascade[0]
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])

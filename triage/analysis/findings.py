@@ -84,9 +84,18 @@ def culprit_findings(
     return out
 
 
-def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]:
+def cascade_findings(
+    cascade_events: Sequence[timeline.Placed], first: FailureRef | None = None
+) -> list[Finding]:
     if not cascade_events:
         return []
+    # where no error of their own is seen, the first failure is the earliest consequence: the
+    # errors are then consequences of a failure these logs do not show, not of that one
+    whose = (
+        "a failure these logs do not show"
+        if first is not None and any(_holds(p.event, first) for p in cascade_events)
+        else "the first failure"
+    )
     by_family: dict[str, list[timeline.Placed]] = defaultdict(list)
     by_wording: dict[str, list[timeline.Placed]] = defaultdict(list)
     for p in cascade_events:
@@ -103,13 +112,20 @@ def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]
                 f"{timeline.prints(cascade_events)} error(s)"
                 # errors no rank printed (the launcher's, a store's) are not "on rank(s) none"
                 + (f" on rank(s) {format_ranks(ranks)}" if ranks else "")
-                + f" are consequences of the first failure ({', '.join(parts)})"
+                + f" are consequences of {whose} ({', '.join(parts)})"
             ),
             ranks=tuple(ranks),
             evidence=tuple(ref(ps[0].event, ps[0].rank) for ps in list(by_family.values())[:4]),
             facts=CascadeFacts(families={k: len(v) for k, v in by_family.items()}),
         )
     ]
+
+
+def _holds(ev: Event, ref: FailureRef) -> bool:
+    """The event is the one a failure reference quotes (its line, or one of its lines)."""
+    if ev.source != ref.source or ev.line is None or ref.line is None:
+        return False
+    return ev.line <= ref.line <= (ev.end_line if ev.end_line is not None else ev.line)
 
 
 def timeline_extras(
