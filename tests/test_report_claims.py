@@ -876,6 +876,22 @@ def self_consequence_problems(d: Diagnosis) -> list[str]:
     ]
 
 
+def after_bound_problems(d: Diagnosis) -> list[str]:
+    """A stamped row is not listed below a consequence without a stamp whose "after" bound is
+    later than that stamp: the list would put an instant after a line that came later than it.
+    (A cause is listed before its consequences, whatever its buffered output's bounds say.)"""
+    problems = []
+    for i, t in enumerate(d.timeline):
+        if t.time is not None or t.earliest is None or t.role == "initiating":
+            continue
+        for later in d.timeline[i + 1 :]:
+            if later.time is not None and later.time + later.resolution <= t.earliest:
+                problems.append(
+                    f"timeline: {later.text[:40]!r} (stamped) below {t.text[:40]!r} (after it)"
+                )
+    return problems
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -1012,6 +1028,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + fold_count_problems(bundle, d, facts)
         + survivor_problems(d)
         + self_consequence_problems(d)
+        + after_bound_problems(d)
     )
 
 

@@ -232,6 +232,21 @@ def _in_order(entries: Sequence[TimelineEntry]) -> list[TimelineEntry]:
         for i, e in enumerate(entries):
             if e.role == "cascade" and e.time is None and i in keys and keys[i] < t0:
                 keys[i] = t0
+    # A stamp earlier than a consequence's "after" bound goes above that line: its file's
+    # group of lines without a stamp sorts by the group's earliest bound, which can lie before
+    # the stamp (the flight recorder's 16.741, below a line printed after 16.744). A cause
+    # keeps its place before its consequences (above).
+    for i, e in enumerate(entries):
+        if e.time is None or i not in keys:
+            continue
+        later = [
+            keys[j]
+            for j, u in enumerate(entries)
+            if u.time is None and u.earliest is not None and u.role != "initiating"
+            if j in keys and u.earliest >= e.time + e.resolution and keys[j] <= keys[i]
+        ]
+        if later:
+            keys[i] = min(later) - 1e-6
 
     def order(i: int) -> tuple[float, int, str, int, int]:
         e = entries[i]
