@@ -892,6 +892,21 @@ def after_bound_problems(d: Diagnosis) -> list[str]:
     return problems
 
 
+def lane_mark_problems(view: report_view.ReportView) -> list[str]:
+    """A rank's exit is drawn as an exit (or a launcher's stop) only: not also as a context
+    event at the same place, which shows through the stop's hollow square and draws one
+    rank's stop unlike the others'."""
+    if view.lanes is None:
+        return []
+    return [
+        f"picture: {lane.label}'s exit at {m.x:.3f} also drawn as a context event"
+        for lane in view.lanes.lanes
+        for m in lane.marks
+        if m.kind in ("exit", "stopped")
+        and any(o.kind == "context" and abs(o.x - m.x) < 1e-9 for o in lane.marks)
+    ]
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -1029,6 +1044,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + survivor_problems(d)
         + self_consequence_problems(d)
         + after_bound_problems(d)
+        + lane_mark_problems(view)
     )
 
 
