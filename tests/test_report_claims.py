@@ -907,6 +907,16 @@ def lane_mark_problems(view: report_view.ReportView) -> list[str]:
     ]
 
 
+def first_of_several_problems(view: report_view.ReportView) -> list[str]:
+    """ "ranks 2-3 (first: rank 2, ...)" names a rank that went first only where the line
+    quoted is that rank's own: a launcher's line about ranks that never started says no one
+    of them was first."""
+    if view.who is None or view.who.first is None or not view.who.first.note:
+        return []
+    line = view.who.culprit_line()
+    return [f"{line!r} though {view.who.first.note[:60]!r}"] if "(first: rank" in line else []
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -1045,6 +1055,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + self_consequence_problems(d)
         + after_bound_problems(d)
         + lane_mark_problems(view)
+        + first_of_several_problems(view)
     )
 
 
