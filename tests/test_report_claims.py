@@ -917,6 +917,25 @@ def first_of_several_problems(view: report_view.ReportView) -> list[str]:
     return [f"{line!r} though {view.who.first.note[:60]!r}"] if "(first: rank" in line else []
 
 
+def evidence_copy_problems(view: report_view.ReportView) -> list[str]:
+    """One rank's error is one evidence entry, however many files show it (a --tee console and
+    the rank's own log): two entries of the same ranks quoting the same line are a repeat."""
+    seen: dict[tuple[tuple[int, ...], str], str] = {}
+    problems = []
+    for g in view.evidence:
+        key = (g.ranks, g.text.split("\n", 1)[0])
+        if g.ranks and key in seen:
+            problems.append(f"evidence {g.where} repeats {seen[key]} ({g.who})")
+        seen.setdefault(key, g.where)
+    return problems
+
+
+def plural_problems(d: Diagnosis) -> list[str]:
+    """A count of one takes the singular: "(1 event)", "1 more evidence line"."""
+    out = render(d, "md") + render(d, "text") + html.unescape(render(d, "html"))
+    return [f"{m[0]!r}" for m in re.finditer(r"\b1 (?:more evidence lines|events)\b", out)]
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -1056,6 +1075,8 @@ def claim_problems(bundle: Path) -> list[str]:
         + after_bound_problems(d)
         + lane_mark_problems(view)
         + first_of_several_problems(view)
+        + evidence_copy_problems(view)
+        + plural_problems(d)
     )
 
 
