@@ -210,7 +210,7 @@ def test_oom_killed_rank_is_blamed_and_the_sigterm_survivors_are_not() -> None:
     assert "OOM killer" in killed.facts.meaning
     assert a.facts.exitcode == -9 and a.facts.signal == "SIGKILL"
     survivors = next(f for f in a.findings if f.kind == "rank_exit" and f.facts.exitcode == -15)
-    assert survivors.ranks == (0, 2, 3) and "survivor" in survivors.summary
+    assert survivors.ranks == (0, 2, 3) and "stopped by the launcher" in survivors.summary
 
 
 def test_remote_error_lines_point_at_the_rank_that_died() -> None:

@@ -845,6 +845,181 @@ def offset_problems(view: report_view.ReportView) -> list[str]:
     return problems
 
 
+def timeline_rank_problems(view: report_view.ReportView) -> list[str]:
+    """A timeline row's rank column names one rank only where its entry is about that rank
+    alone: "rank(s) 2-3 never started" is not rank 2's row. (A folded row's `[x4 on ranks
+    0, 2]` counts the others that printed the line its rank printed.)"""
+    problems = []
+    for r in view.timeline.rows:
+        if not r.rank.isdigit():
+            continue
+        said = re.search(r"\branks?(?:\(s\))? (\d+(?:(?:, |-)\d+)*)", _REPEATS.sub("", r.text))
+        if said and _ranks(said[1]) - {int(r.rank)}:
+            problems.append(f"timeline: rank {r.rank}'s row says {said[0]!r}")
+    return problems
+
+
+def offset_precision_problems(view: report_view.ReportView) -> list[str]:
+    """An offset is the row's clock minus the picture's start, to the precision it prints: a
+    row stamped `10:11:50` from a start at `10:11:49.670` is `+0.3s`, not `+0s`. The start
+    is the picture's, or (no picture) the finest clock of a row at +0."""
+    rows = view.timeline.rows
+    zero = [r.clock for r in rows if re.fullmatch(r"[+-]0(?:\.0+)?s", r.offset)]
+    said_start = view.lanes.start if view.lanes is not None else max(zero, key=len, default="")
+    start = re.search(r"(\d\d:\d\d:\d\d(?:\.\d+)?)(?: UTC)?$", said_start)
+    if start is None:
+        return []
+    problems = []
+    for r in rows:
+        said = re.fullmatch(r"([+-]\d+(?:\.(\d+))?)s", r.offset)
+        if said is None or not re.fullmatch(r"\d\d:\d\d:\d\d(?:\.\d{3})?", r.clock):
+            continue
+        shown = round((_seconds_of_day(r.clock) - _seconds_of_day(start[1])) * 1000)
+        decimals = len(said[2] or "")
+        if shown % 1000 and not decimals:
+            problems.append(f"timeline: {r.clock} is {r.offset} from {start[1]} (whole seconds)")
+        elif abs(float(said[1]) * 1000 - shown) > 500 * 10**-decimals:
+            problems.append(f"timeline: {r.clock} is {r.offset} from {start[1]}")
+    return problems
+
+
+# the timeline's folded row: `... [x4 on ranks 0-1; dump signal]`
+_FOLD = re.compile(r"^(?P<head>.*?)\s+\[x(?P<n>\d+) on ranks? (?P<ranks>[\d, -]+); [^\]]+\]$", re.S)
+
+
+def _masked(text: str) -> str:
+    return re.sub(r"\d+", "#", text.strip())
+
+
+def fold_count_problems(bundle: Path, d: Diagnosis, facts: Facts) -> list[str]:
+    """A folded timeline row's `[xN on ranks R]` counts what ranks R printed, each rank's line
+    once: the same line in the console (`[default1]:`), the rank's own log and its error.json
+    is one print, not three."""
+    console_first = {}
+    offset = 0
+    evidence = make.evidence_dir(bundle)
+    for node in make.SCENARIOS[bundle.name].nodes:
+        console_first[str(evidence / node.console)] = offset
+        offset += node.nproc
+    rank_of_file = {i.path: i.rank for i in d.inputs}
+    problems = []
+    for t in d.timeline:
+        m = _FOLD.match(t.text)
+        if m is None:
+            continue
+        head = _masked(m["head"].removesuffix("…"))
+        named = _ranks(m["ranks"])
+        printed = set()
+        for path, lines in facts.files.items():
+            for raw in lines:
+                p = _PREFIX.match(raw)
+                assert p is not None
+                text = raw[p.end() :].strip()
+                if not _masked(text).startswith(head):
+                    continue
+                rank = rank_of_file.get(path)
+                if p["rank"] is not None:
+                    rank = int(p["rank"])
+                elif p["local"] is not None and path in console_first:
+                    rank = console_first[path] + int(p["local"])
+                if rank in named:
+                    printed.add((rank, text))
+        if printed and int(m["n"]) != len(printed):
+            problems.append(
+                f"timeline: {m['head'][:50]!r} x{m['n']} on ranks {m['ranks']}; "
+                f"the ranks printed it {len(printed)} times"
+            )
+    return problems
+
+
+def survivor_problems(d: Diagnosis) -> list[str]:
+    """A rank the report says started the failure is never called a survivor: the launcher's
+    SIGTERM stops the rank whose stall or own error began it as well as the others."""
+    said = [(f.summary, set(f.ranks)) for f in d.findings if f.kind.value == "rank_exit"]
+    said += [(t.text, _ranks(m[1])) for t in d.timeline if (m := _EXITED.match(t.text))]
+    return [
+        f"{text[:60]!r}: rank(s) {sorted(ranks & set(d.culprit_ranks))} started it"
+        for text, ranks in said
+        if "survivor" in text and ranks & set(d.culprit_ranks)
+    ]
+
+
+def self_consequence_problems(d: Diagnosis) -> list[str]:
+    """The error the report calls the first failure is not counted among "consequences of the
+    first failure": a lone watchdog line would be its own cause."""
+    f = d.first_failure
+    if f is None or f.line is None:
+        return []
+    itself = any(
+        t.role == "cascade" and (t.source, t.line) == (f.source, f.line) for t in d.timeline
+    )
+    return [
+        f"{c.summary[:60]!r} though the first failure ({Path(f.source).name}:{f.line}) is one"
+        for c in d.findings
+        if c.kind.value == "cascade" and "consequences of the first failure" in c.summary and itself
+    ]
+
+
+def after_bound_problems(d: Diagnosis) -> list[str]:
+    """A stamped row is not listed below a consequence without a stamp whose "after" bound is
+    later than that stamp: the list would put an instant after a line that came later than it.
+    (A cause is listed before its consequences, whatever its buffered output's bounds say.)"""
+    problems = []
+    for i, t in enumerate(d.timeline):
+        if t.time is not None or t.earliest is None or t.role == "initiating":
+            continue
+        for later in d.timeline[i + 1 :]:
+            if later.time is not None and later.time + later.resolution <= t.earliest:
+                problems.append(
+                    f"timeline: {later.text[:40]!r} (stamped) below {t.text[:40]!r} (after it)"
+                )
+    return problems
+
+
+def lane_mark_problems(view: report_view.ReportView) -> list[str]:
+    """A rank's exit is drawn as an exit (or a launcher's stop) only: not also as a context
+    event at the same place, which shows through the stop's hollow square and draws one
+    rank's stop unlike the others'."""
+    if view.lanes is None:
+        return []
+    return [
+        f"picture: {lane.label}'s exit at {m.x:.3f} also drawn as a context event"
+        for lane in view.lanes.lanes
+        for m in lane.marks
+        if m.kind in ("exit", "stopped")
+        and any(o.kind == "context" and abs(o.x - m.x) < 1e-9 for o in lane.marks)
+    ]
+
+
+def first_of_several_problems(view: report_view.ReportView) -> list[str]:
+    """ "ranks 2-3 (first: rank 2, ...)" names a rank that went first only where the line
+    quoted is that rank's own: a launcher's line about ranks that never started says no one
+    of them was first."""
+    if view.who is None or view.who.first is None or not view.who.first.note:
+        return []
+    line = view.who.culprit_line()
+    return [f"{line!r} though {view.who.first.note[:60]!r}"] if "(first: rank" in line else []
+
+
+def evidence_copy_problems(view: report_view.ReportView) -> list[str]:
+    """One rank's error is one evidence entry, however many files show it (a --tee console and
+    the rank's own log): two entries of the same ranks quoting the same line are a repeat."""
+    seen: dict[tuple[tuple[int, ...], str], str] = {}
+    problems = []
+    for g in view.evidence:
+        key = (g.ranks, g.text.split("\n", 1)[0])
+        if g.ranks and key in seen:
+            problems.append(f"evidence {g.where} repeats {seen[key]} ({g.who})")
+        seen.setdefault(key, g.where)
+    return problems
+
+
+def plural_problems(d: Diagnosis) -> list[str]:
+    """A count of one takes the singular: "(1 event)", "1 more evidence line"."""
+    out = render(d, "md") + render(d, "text") + html.unescape(render(d, "html"))
+    return [f"{m[0]!r}" for m in re.finditer(r"\b1 (?:more evidence lines|events)\b", out)]
+
+
 def tie_problems(d: Diagnosis, view: report_view.ReportView) -> list[str]:
     """Two things listed one above the other at the same percentage are said to be tied, in
     every format: the order alone would rank them where the numbers do not."""
@@ -978,6 +1153,16 @@ def claim_problems(bundle: Path) -> list[str]:
         + order_problems(d)
         + fraction_problems(view, facts)
         + unnamed_rank_problems(d)
+        + timeline_rank_problems(view)
+        + offset_precision_problems(view)
+        + fold_count_problems(bundle, d, facts)
+        + survivor_problems(d)
+        + self_consequence_problems(d)
+        + after_bound_problems(d)
+        + lane_mark_problems(view)
+        + first_of_several_problems(view)
+        + evidence_copy_problems(view)
+        + plural_problems(d)
     )
 
 
@@ -1004,6 +1189,20 @@ def test_advice_about_the_rank_that_logged_a_line_names_it(pasted: str, said: st
     actions = [a for f in d.fix_patterns for a in f.actions]
     assert any(a.startswith(said) for a in actions), actions
     assert not [a for a in actions if re.search(r"\bThis rank\b", a)]
+
+
+def test_a_lone_watchdog_line_is_not_a_consequence_of_itself() -> None:
+    # the bot's example issue: one rank's watchdog timeout, nothing else (tests/bot_samples.py)
+    pasted = (
+        "[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1204, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+        "Timeout(ms)=600000) ran for 600043 milliseconds before timing out."
+    )
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    assert d.first_failure is not None and "Watchdog caught" in d.first_failure.text
+    assert self_consequence_problems(d) == []
+    cascade = [f.summary for f in d.findings if f.kind.value == "cascade"]
+    assert cascade and "consequences of a failure these logs do not show" in cascade[0]
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])

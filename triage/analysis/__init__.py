@@ -197,7 +197,7 @@ def analyse(
         *prog.findings,
         *silent_found,
         *launch,
-        *cascade_findings(cascade_events),
+        *cascade_findings(cascade_events, first),
         *exits.exit_findings(seen.exit_records),
         *exits.restart_findings(parsed, kb),
         *cons.findings,

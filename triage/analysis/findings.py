@@ -85,33 +85,48 @@ def culprit_findings(
     return out
 
 
-def cascade_findings(cascade_events: Sequence[timeline.Placed]) -> list[Finding]:
+def cascade_findings(
+    cascade_events: Sequence[timeline.Placed], first: FailureRef | None = None
+) -> list[Finding]:
     if not cascade_events:
         return []
+    # where no error of their own is seen, the first failure is the earliest consequence: the
+    # errors are then consequences of a failure these logs do not show, not of that one
+    whose = (
+        "a failure these logs do not show"
+        if first is not None and any(_holds(p.event, first) for p in cascade_events)
+        else "the first failure"
+    )
     by_family: dict[str, list[timeline.Placed]] = defaultdict(list)
     by_wording: dict[str, list[timeline.Placed]] = defaultdict(list)
     for p in cascade_events:
         by_family[p.family or "other"].append(p)
         by_wording[p.wording or (p.family or "other").replace("_", " ")].append(p)
     ranks = sorted({p.rank for p in cascade_events if p.rank is not None})
-    parts = [
-        f"{words} x{len(ps)}"
-        for words, ps in sorted(by_wording.items(), key=lambda kv: -len(kv[1]))
-    ]
+    # a line a rank's console and its own log both show is one error (timeline.prints)
+    counts = {words: timeline.prints(ps) for words, ps in by_wording.items()}
+    parts = [f"{words} x{n}" for words, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     return [
         Finding(
             kind=FindingKind.CASCADE,
             summary=(
-                f"{len(cascade_events)} error(s)"
+                f"{timeline.prints(cascade_events)} error(s)"
                 # errors no rank printed (the launcher's, a store's) are not "on rank(s) none"
                 + (f" on rank(s) {format_ranks(ranks)}" if ranks else "")
-                + f" are consequences of the first failure ({', '.join(parts)})"
+                + f" are consequences of {whose} ({', '.join(parts)})"
             ),
             ranks=tuple(ranks),
             evidence=tuple(ref(ps[0].event, ps[0].rank) for ps in list(by_family.values())[:4]),
             facts=CascadeFacts(families={k: len(v) for k, v in by_family.items()}),
         )
     ]
+
+
+def _holds(ev: Event, ref: FailureRef) -> bool:
+    """The event is the one a failure reference quotes (its line, or one of its lines)."""
+    if ev.source != ref.source or ev.line is None or ref.line is None:
+        return False
+    return ev.line <= ref.line <= (ev.end_line if ev.end_line is not None else ev.line)
 
 
 def timeline_extras(
@@ -167,7 +182,8 @@ def timeline_extras(
         out.append(
             TimelineEntry(
                 time=None,
-                rank=f.ranks[0] if f.ranks else None,
+                # a finding about several ranks is none of theirs alone (its text names them)
+                rank=f.ranks[0] if len(f.ranks) == 1 else None,
                 text=f.summary,
                 source=e.source if e else "py-spy",
                 line=e.line if e else None,
@@ -309,7 +325,8 @@ def launch_entries(launch: Sequence[Finding], topo: launcher.Topology) -> list[T
         out.append(
             TimelineEntry(
                 time=topo.rendezvous_timeout.time if topo.rendezvous_timeout else None,
-                rank=f.ranks[0] if f.ranks else None,
+                # a finding about several ranks is none of theirs alone (its text names them)
+                rank=f.ranks[0] if len(f.ranks) == 1 else None,
                 text=f.summary,
                 source=e.source if e else "launcher",
                 line=e.line if e else None,

@@ -121,11 +121,12 @@ def build(
         head = group[0]
         ranks = sorted({p.rank for p in group if p.rank is not None})
         text, line = quoted_line(head.event, 200)
-        if len(group) > 1:
+        count = prints(group)
+        if count > 1:
             who = (
                 f"ranks {format_ranks(ranks)}" if len(ranks) > 1 else f"rank {format_ranks(ranks)}"
             )
-            text = f"{text}  [x{len(group)} on {who}; {family.replace('_', ' ')}]"
+            text = f"{text}  [x{count} on {who}; {family.replace('_', ' ')}]"
         entries.append(_entry(head, text, line))
     out = _in_order([*entries, *extra])
     if len(out) > limit:
@@ -135,6 +136,14 @@ def build(
         kept = {id(e) for e in keep + rest}
         out = [e for e in out if id(e) in kept]
     return tuple(out)
+
+
+def prints(group: Iterable[Placed]) -> int:
+    """How many errors ranks printed in these lines: each rank's line once, however many files
+    show it. A --tee job prints each line in the console and again in the rank's own log,
+    `@record` adds the error to error.json (as a message and a traceback), and torchrun's
+    summary quotes it: copies, not errors of their own."""
+    return len({(p.rank, first_line(p.event.text, 400)) for p in group})
 
 
 def first_error(entries: Sequence[TimelineEntry]) -> TimelineEntry | None:
@@ -223,6 +232,21 @@ def _in_order(entries: Sequence[TimelineEntry]) -> list[TimelineEntry]:
         for i, e in enumerate(entries):
             if e.role == "cascade" and e.time is None and i in keys and keys[i] < t0:
                 keys[i] = t0
+    # A stamp earlier than a consequence's "after" bound goes above that line: its file's
+    # group of lines without a stamp sorts by the group's earliest bound, which can lie before
+    # the stamp (the flight recorder's 16.741, below a line printed after 16.744). A cause
+    # keeps its place before its consequences (above).
+    for i, e in enumerate(entries):
+        if e.time is None or i not in keys:
+            continue
+        later = [
+            keys[j]
+            for j, u in enumerate(entries)
+            if u.time is None and u.earliest is not None and u.role != "initiating"
+            if j in keys and u.earliest >= e.time + e.resolution and keys[j] <= keys[i]
+        ]
+        if later:
+            keys[i] = min(later) - 1e-6
 
     def order(i: int) -> tuple[float, int, str, int, int]:
         e = entries[i]

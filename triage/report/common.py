@@ -219,15 +219,21 @@ def time_span(entries: Sequence[TimelineEntry]) -> tuple[float, float] | None:
 
 def offset(epoch: float | None, start: float | None, resolution: float = 0.0) -> str:
     """Seconds since the start of the drawn window: `+12.345s` (`-3.000s` before it); reads
-    faster than two clocks. A stamp to the second gives whole seconds (`+2s`)."""
+    faster than two clocks. A stamp to the second gives whole seconds (`+2s`) from a start on
+    a whole second, and tenths from one within a second (`10:11:50` from `10:11:49.670` is
+    `+0.3s`: rounded to whole seconds it would read as the same instant)."""
     if epoch is None or start is None:
         return ""
-    if resolution >= 1.0:
-        return f"{round(epoch - start):+d}s"
     # counted between the milliseconds the clocks show (they cut, not round): `10:06:26.774`
     # is `+0.774s` from `10:06:26`, never `+0.775s`
     ms = _shown_ms(epoch) - _shown_ms(start)
-    return f"{'-' if ms < 0 else '+'}{abs(ms) // 1000}.{abs(ms) % 1000:03d}s"
+    sign = "-" if ms < 0 else "+"
+    if resolution >= 1.0:
+        if ms % 1000 == 0:
+            return f"{sign}{abs(ms) // 1000}s"
+        tenths = (abs(ms) + 50) // 100
+        return f"{sign}{tenths // 10}.{tenths % 10}s"
+    return f"{sign}{abs(ms) // 1000}.{abs(ms) % 1000:03d}s"
 
 
 def _shown_ms(epoch: float) -> int:

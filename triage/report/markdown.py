@@ -190,14 +190,16 @@ def _render(v: ReportView, caps: _Caps) -> str:
         for e in shown[:3]:
             _evidence(e, caps, add)
         if len(shown) > 3:
-            add(f"<details><summary>{len(shown) - 3} more evidence lines</summary>")
+            more = len(shown) - 3
+            add(f"<details><summary>{more} more evidence {_lines(more)}</summary>")
             add("")
             for e in shown[3:]:
                 _evidence(e, caps, add)
             add("</details>")
             add("")
         if len(v.evidence) > len(shown):
-            add(f"_{len(v.evidence) - len(shown)} more evidence lines in the JSON report._")
+            more = len(v.evidence) - len(shown)
+            add(f"_{more} more evidence {_lines(more)} in the JSON report._")
             add("")
     _stacks(v, add)
     _progress(v, add)
@@ -304,10 +306,14 @@ def _progress(v: ReportView, add: Callable[[str], None]) -> None:
         add("")
 
 
+def _lines(count: int) -> str:
+    return "line" if count == 1 else "lines"
+
+
 def _timeline(v: ReportView, caps: _Caps, add: Callable[[str], None]) -> None:
     rows, note = v.timeline.capped(caps.timeline)
     total = len(v.timeline.rows)
-    add(f"<details><summary>{TITLES.timeline} ({total} events)</summary>")
+    add(f"<details><summary>{TITLES.timeline} ({total} event{'' if total == 1 else 's'})</summary>")
     add("")
     add("| Time | Rank | Role | What |")
     add("|---|---:|---|---|")

@@ -63,8 +63,13 @@ def lanes(d: Diagnosis) -> Lanes | None:
     def x_of(t: float) -> float:
         return max(0.0, min(1.0, (t - start) / (end - start)))
 
+    # the timeline's row for an exit is drawn as the exit's own mark (below), not a second
+    # one in the context colour that would show through a launcher stop's hollow square
+    exit_at = {(x.rank, x.time) for x in exits}
     for e in timed:
         if e.rank is None or e.time is None:
+            continue
+        if e.role == "context" and (e.rank, e.time) in exit_at:
             continue
         role = e.role if e.role in ROLES else "context"
         title = (

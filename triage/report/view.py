@@ -351,8 +351,19 @@ def _evidence(
             varies=len(texts) > 1,
         )
         # one line that several rules quote is shown once, with every reason
-        key = (group.where, group.text.split("\n", 1)[0])
+        first = group.text.split("\n", 1)[0]
+        key = (group.where, first)
         key = next((k for k, seen in lines_of.items() if lines and lines <= seen), key)
+        # ... and so is one error of the same ranks in two files (a --tee console and the
+        # rank's own log): a copy, not a second sign
+        key = next(
+            (
+                k
+                for k, g in out.items()
+                if group.ranks and g.ranks == group.ranks and g.text.split("\n", 1)[0] == first
+            ),
+            key,
+        )
         seen = out.get(key)
         if seen is None:
             out[key] = group

@@ -95,6 +95,10 @@ class Who:
         if self.first is not None and self.first.rank != "-":
             f = self.first
             host = f" on {f.host}" if f.host else ""
+            if several and f.note:
+                # the line is not that rank's own (a launcher's line about ranks that never
+                # started): it shows where it was seen, not which of them went first
+                return f"ranks {self.culprits} ({f.where})"
             if several:
                 return f"ranks {self.culprits} (first: rank {f.rank}{host}, {f.where})"
             return f"rank {f.rank}{host} ({f.where})"
