@@ -944,6 +944,16 @@ def survivor_problems(d: Diagnosis) -> list[str]:
     ]
 
 
+def got_an_error_problems(d: Diagnosis, facts: Facts) -> list[str]:
+    """'The other ranks got an error' is said only where every other rank printed one: a rank
+    the launcher stopped before it printed anything stopped, it got no error."""
+    if d.hang is None or not re.search(r"other ranks\b.*\bgot an error", d.hang.explanation):
+        return []
+    ranks = set(facts.exit_codes) | set(facts.fr_last) | facts.printed_errors
+    quiet = ranks - set(d.culprit_ranks) - facts.printed_errors
+    return [f"{d.hang.explanation[:60]!r}: rank(s) {sorted(quiet)} printed no error"] if quiet else []
+
+
 def self_consequence_problems(d: Diagnosis) -> list[str]:
     """The error the report calls the first failure is not counted among "consequences of the
     first failure": a lone watchdog line would be its own cause."""
@@ -1157,6 +1167,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + offset_precision_problems(view)
         + fold_count_problems(bundle, d, facts)
         + survivor_problems(d)
+        + got_an_error_problems(d, facts)
         + self_consequence_problems(d)
         + after_bound_problems(d)
         + lane_mark_problems(view)

@@ -17,7 +17,7 @@ Every signal's weight and the reason it gives are data (`rules/culprit.yaml`, vo
 `culprit.py`); ranks whose score is within the table's co-culprit share (70%) of the best are
 all named (several ranks can fail the same way). A hang is reported as detected when the
 survivors waited until a timeout fired or were still waiting when py-spy looked; if they got
-an error at once it was a crash.
+an error or a stop at once it was a crash.
 
 What a rank's own failure explains is marked (`consequences.py`): the flight recorder and
 py-spy findings about where it stood afterwards, and the abort of a rank that only detected a

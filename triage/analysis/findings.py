@@ -274,11 +274,11 @@ def hang_findings(
 
 
 # what a rank behind in the flight recorder meant, by how the job ended: in a hang the others
-# waited for it; where they got an error at once the records only say where each rank stood
+# waited for it; where they stopped at once the records only say where each rank stood
 _BEHIND_MEANT = {
     "hang": "; they never entered the collective the others wait in",
-    "error": "; that is where each rank stood when the job failed (no hang: the others got an "
-    "error at once, nobody waited)",
+    "error": "; that is where each rank stood when the job failed (no hang: the others stopped "
+    "at once, nobody waited)",
 }
 
 
@@ -286,7 +286,7 @@ def fr_findings_ended(fr_findings: Sequence[Finding], hang: HangReport | None) -
     """The flight recorder's findings, a collective mismatch, a missing dump and a rank behind
     marked with how the job ended: a mismatch of sizes or dtypes is a library error (the
     receiver checked) or a hang; a rank without a dump, or behind the others, while the others
-    got an error at once did not hang them."""
+    stopped at once did not hang them."""
     ended = "hang" if hang is not None and hang.detected else "error"
     out = []
     for f in fr_findings:

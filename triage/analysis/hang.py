@@ -125,12 +125,15 @@ def hang_report(
     elif rep is None or seq is None or all_last_at(rep, seq, culprits):
         text = (
             f"the other ranks were in {where} when rank(s) {format_ranks(failed or culprits)} "
-            "failed, and got an error at once"
+            "failed, and stopped at once (an error of their own or the launcher's stop)"
         )
     else:
         # the others stood at different collectives (#4, #3): no one place to name
         who = format_ranks(failed or culprits)
-        text = f"rank(s) {who} failed and the other ranks got an error at once"
+        text = (
+            f"rank(s) {who} failed and the other ranks stopped at once (an error of their own "
+            "or the launcher's stop)"
+        )
     return HangReport(
         detected=detected,
         lagging_ranks=tuple(lagging),

@@ -3,7 +3,7 @@
 Neighbours and the learned model read a job's words, and a job that crashed reads much like
 one that hung (the same peer errors, a rank behind in the flight recorder); the rules that match
 its lines weigh what a line usually means. Correlate's findings say what happened in this job:
-the other ranks got an error at once (no hang: no collective hang, no timeout too short), the
+the other ranks stopped at once (no hang: no collective hang, no timeout too short), the
 rank the others waited for had died of its own error (no longer timeout brings it back), every
 rank issued the same collectives and one was slow (no collective mismatch). A rule that matches
 such a fact says which labels it rules out (`rules_out` in rules/*.yaml, with examples); those
