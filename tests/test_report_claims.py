@@ -951,7 +951,9 @@ def got_an_error_problems(d: Diagnosis, facts: Facts) -> list[str]:
         return []
     ranks = set(facts.exit_codes) | set(facts.fr_last) | facts.printed_errors
     quiet = ranks - set(d.culprit_ranks) - facts.printed_errors
-    return [f"{d.hang.explanation[:60]!r}: rank(s) {sorted(quiet)} printed no error"] if quiet else []
+    return (
+        [f"{d.hang.explanation[:60]!r}: rank(s) {sorted(quiet)} printed no error"] if quiet else []
+    )
 
 
 def self_consequence_problems(d: Diagnosis) -> list[str]:
