@@ -689,7 +689,7 @@ _COLLECTIVE_HANG = "S17"
 def setup_label_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
     """Where every py-spy stack waits in process-group setup or a rendezvous and no rank left a
     flight-recorder dump, nothing ran: the report offers no cause about collectives, and does
-    not call the wait a collective hang with any weight (30% or more)."""
+    not call the wait a collective hang."""
     if not facts.pyspy_ranks or not facts.pyspy_ranks <= facts.pyspy_setup or facts.fr_files:
         return []
     problems = [
@@ -700,7 +700,7 @@ def setup_label_problems(view: report_view.ReportView, facts: Facts) -> list[str
     problems += [
         f"symptom {x.id} ({x.pct}) though no rank got past setup"
         for x in view.symptoms
-        if x.id == _COLLECTIVE_HANG and x.share >= 0.3
+        if x.id == _COLLECTIVE_HANG
     ]
     return problems
 
