@@ -1010,7 +1010,14 @@ def first_of_several_problems(view: report_view.ReportView) -> list[str]:
     if view.who is None or view.who.first is None or not view.who.first.note:
         return []
     line = view.who.culprit_line()
-    return [f"{line!r} though {view.who.first.note[:60]!r}"] if "(first: rank" in line else []
+    problems = [f"{line!r} though {view.who.first.note[:60]!r}"] if "(first: rank" in line else []
+    # the block that quotes the line names them all too, not the lowest of them
+    several = any(ch in view.who.culprits for ch in ",-")
+    if several and "by no rank" in view.who.first.note and view.who.first.label.startswith("rank "):
+        problems.append(
+            f"{view.who.first.label!r} heads a line by no rank about ranks {view.who.culprits}"
+        )
+    return problems
 
 
 def evidence_copy_problems(view: report_view.ReportView) -> list[str]:

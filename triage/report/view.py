@@ -240,16 +240,37 @@ def _who(d: Diagnosis, base: str) -> Who | None:
     first = None
     if d.first_failure is not None:
         f = d.first_failure
+        about = _by_no_rank_about(d)
         first = FirstFailure(
             rank=c.rank_str(f.rank),
             host=c.short(f.host or "", 200),
             time=c.iso_time(f.time, f.time_resolution) if f.time is not None else "",
             where=_where(f.source, f.line, base),
             text=c.short(f.text, 20_000),
-            note=_first_failure_note(d, base),
+            note=wording.by_no_rank(about) if about else _first_failure_note(d, base),
             title=TITLES.first_failure if f.own_error else TITLES.singled_out,
+            about=about if "-" in about or "," in about else "",
         )
     return Who(first, c.ranks_str(d.culprit_ranks) if d.culprit_ranks else "", _hang(d))
+
+
+def _by_no_rank_about(d: Diagnosis) -> str:
+    """The ranks a first failure quoted from a shared log (a launcher's console) is about,
+    where no rank printed it: its line is a rank's own only when some line of that rank's is
+    read from it; else it is about the job, and names every culprit (`2-3`) where the quoted
+    rank is one of several. "" where the line is a rank's own."""
+    f = d.first_failure
+    if f is None or f.rank is None:
+        return ""
+    source = next((i for i in d.inputs if i.path == f.source), None)
+    if source is None or source.rank is not None:
+        return ""
+    said = [(e.source, e.rank) for e in d.evidence]
+    said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
+    if (f.source, f.rank) in said:
+        return ""
+    several = len(d.culprit_ranks) > 1 and f.rank in d.culprit_ranks
+    return c.ranks_str(d.culprit_ranks) if several else str(f.rank)
 
 
 def _first_failure_note(d: Diagnosis, base: str) -> str:
@@ -267,13 +288,6 @@ def _first_failure_note(d: Diagnosis, base: str) -> str:
         if earlier is not None and earlier.rank is not None:
             failed_first = (earlier.rank, _where(earlier.source, earlier.line, base))
         return wording.singled_out(f.rank, source.kind, failed_first)
-    if source is not None and source.rank is None:
-        # a shared log (a launcher's console): its line is the rank's own only when some line
-        # of the rank's is read from it; else the line is about the job, not by the rank
-        said = [(e.source, e.rank) for e in d.evidence]
-        said += [(t.source, t.rank) for t in d.timeline if t.role != "context"]
-        if (f.source, f.rank) not in said:
-            return wording.by_no_rank(f.rank)
     if source is None or source.rank is None or source.rank == f.rank or f.printed_by == f.rank:
         # a `[rank1]:` line of a console the node's ranks share is rank 1's own
         return ""

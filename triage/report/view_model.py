@@ -67,10 +67,16 @@ class FirstFailure:
     note: str  # why a line of another rank's input names this rank, "" when it is its own
     # what the block is called: the rank's own error, or the record that singles it out
     title: str = TITLES.first_failure
+    # the ranks a line by no rank is about ("2-3": a launcher's line about ranks that never
+    # started), where it names several: it shows them all, not which of them went first
+    about: str = ""
 
     @property
     def label(self) -> str:
-        """`rank 3`; an error no rank printed (the launcher's, a store's) names none."""
+        """`rank 3`; `ranks 2-3` for a line by no rank about both; an error no rank printed
+        (the launcher's, a store's) that names none, none."""
+        if self.about:
+            return f"ranks {self.about}"
         return f"rank {self.rank}" if self.rank not in ("", "-") else "no rank named"
 
 
@@ -95,7 +101,7 @@ class Who:
         if self.first is not None and self.first.rank != "-":
             f = self.first
             host = f" on {f.host}" if f.host else ""
-            if several and f.note:
+            if several and (f.about or f.note):
                 # the line is not that rank's own (a launcher's line about ranks that never
                 # started): it shows where it was seen, not which of them went first
                 return f"ranks {self.culprits} ({f.where})"

@@ -70,10 +70,16 @@ class Titles:
 TITLES = Titles()
 
 
-def by_no_rank(rank: int) -> str:
-    """Why a first failure of `rank` is a line of a shared log that no rank printed."""
+def by_no_rank(ranks: str) -> str:
+    """Why a first failure of `ranks` ("2", "2-3") is a line of a shared log that no rank
+    printed."""
+    if "-" in ranks or "," in ranks:
+        return (
+            f"a line of the job's log, by no rank: ranks {ranks} printed nothing of their "
+            "own; this line shows them missing"
+        )
     return (
-        f"a line of the job's log, by no rank: rank {rank} printed nothing of its "
+        f"a line of the job's log, by no rank: rank {ranks} printed nothing of its "
         "own; this line shows it missing"
     )
 
