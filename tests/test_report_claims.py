@@ -93,6 +93,7 @@ class Facts:
     exit_codes: dict[int, int] = field(default_factory=dict)  # rank -> torchrun's exitcode
     exit_times: dict[int, str] = field(default_factory=dict)  # rank -> its `HH:MM:SS` there
     fr_files: set[str] = field(default_factory=set)  # the flight-recorder dumps' paths
+    pyspy_files: set[str] = field(default_factory=set)  # the py-spy dumps' paths
     native_named: bool = False  # a C++ exception's what() names the source place that threw
     # path -> (line, rank) of the first error line a rank printed in that file
     first_error: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -200,6 +201,7 @@ def facts_of(bundle: Path) -> Facts:
             facts.fr_last[rank] = (last, ops[last])
             continue
         if f in pyspy:
+            facts.pyspy_files.add(str(f))
             _read_pyspy(f, facts)
             continue
         try:
@@ -956,6 +958,19 @@ def got_an_error_problems(d: Diagnosis, facts: Facts) -> list[str]:
     )
 
 
+def record_quote_problems(view: report_view.ReportView, facts: Facts) -> list[str]:
+    """Evidence shown under a flight-recorder or py-spy dump's name without a line is a record
+    triage decoded and worded, and says so: the dump holds no such sentence."""
+    dumps = {Path(p).name for p in facts.fr_files | facts.pyspy_files}
+    return [
+        f"{g.where!r} shows {g.text[:40]!r} as if the dump held it"
+        for g in view.evidence
+        if ":" not in g.where.split(" (", 1)[0]
+        and Path(g.where.split(" (", 1)[0]).name in dumps
+        and "record" not in g.where
+    ]
+
+
 def self_consequence_problems(d: Diagnosis) -> list[str]:
     """The error the report calls the first failure is not counted among "consequences of the
     first failure": a lone watchdog line would be its own cause."""
@@ -1176,6 +1191,7 @@ def claim_problems(bundle: Path) -> list[str]:
         + offset_precision_problems(view)
         + fold_count_problems(bundle, d, facts)
         + survivor_problems(d)
+        + record_quote_problems(view, facts)
         + got_an_error_problems(d, facts)
         + self_consequence_problems(d)
         + after_bound_problems(d)

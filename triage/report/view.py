@@ -31,6 +31,7 @@ from triage.model import (
     InputSummary,
     OutcomeKind,
     ScoredLabel,
+    SourceKind,
 )
 
 from . import common as c
@@ -97,7 +98,7 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
         who=_who(d, base),
         fixes=fixes,
         fixes_hidden=max(0, len(d.fix_patterns) - len(fixes)) if not abstain else 0,
-        evidence=_evidence(d.evidence, base, kb),
+        evidence=_evidence(d.evidence, base, kb, _records(d)),
         similar=tuple(
             Similar(c.short(s.id, 200), c.safe_url(s.url), c.pct(s.score)) for s in d.similar_cases
         ),
@@ -334,11 +335,25 @@ def _entered_with_another(d: Diagnosis, seq: int | None) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- evidence
 
 
+# inputs whose evidence is a record triage decoded and words itself (a flight-recorder entry,
+# a py-spy stack), not a line the file holds
+_RECORD_KINDS = frozenset({SourceKind.FLIGHT_RECORDER, SourceKind.PYSPY})
+
+
+def _records(d: Diagnosis) -> frozenset[str]:
+    """The inputs whose evidence without a line number is a record in triage's words."""
+    return frozenset(i.path for i in d.inputs if i.kind in _RECORD_KINDS)
+
+
 def _evidence(
-    evidence: Sequence[Evidence], base: str, kb: Knowledge | None
+    evidence: Sequence[Evidence],
+    base: str,
+    kb: Knowledge | None,
+    records: frozenset[str] = frozenset(),
 ) -> tuple[EvidenceGroup, ...]:
     """Evidence lines folded across ranks: the same message (its numbers, names and paths
-    masked as the failure signature masks them) and the same reason make one group."""
+    masked as the failure signature masks them) and the same reason make one group. A record
+    of a dump (no line of the file) says so where its file is named: its words are triage's."""
     from triage.classify.signature import mask, strip_prefixes
 
     groups: dict[tuple[str, str], list[Evidence]] = {}
@@ -358,7 +373,8 @@ def _evidence(
         group = EvidenceGroup(
             ranks=ranks,
             who=ranks_phrase(ranks),
-            where=_where(e.source, e.line, base),
+            where=_where(e.source, e.line, base)
+            + (f" ({wording.RECORD_MARK})" if e.line is None and e.source in records else ""),
             count=len(members),
             why=c.short(e.why, 200),
             text=c.short(e.text, 20_000),

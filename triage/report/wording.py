@@ -70,6 +70,11 @@ class Titles:
 TITLES = Titles()
 
 
+# beside a dump's name, over evidence that is no line of it: a record triage decoded and put
+# into words (a flight-recorder entry, a py-spy stack)
+RECORD_MARK = "a record of it, in triage's words"
+
+
 def by_no_rank(ranks: str) -> str:
     """Why a first failure of `ranks` ("2", "2-3") is a line of a shared log that no rank
     printed."""
