@@ -145,7 +145,7 @@ def test_hang_report_names_rank_3_and_the_first_fix_in_every_format(fmt: str) ->
     assert "py-spy dump --pid 4242" in seen
     assert "Collective hang or watchdog timeout" in seen
     assert "91%" in seen and "74%" in seen  # calibrated scores as percentages
-    assert "all_reduce, seq 57" in seen  # the stuck collective
+    assert "all_reduce #57" in seen  # the stuck collective
     assert "logs/3.log:880" in seen  # where the first failure is
 
 

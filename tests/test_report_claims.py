@@ -489,7 +489,8 @@ def failure_quote_problems(d: Diagnosis, facts: Facts) -> list[str]:
 
 def record_problems(view: report_view.ReportView) -> list[str]:
     """An action names a collective by its name, never by a dumped record (`{'op': ...}`),
-    and the job's line never quotes a Python list (`[[6]] ['Double']`)."""
+    and neither the job's line nor the hang's collective quotes a Python list
+    (`[[6]] ['Double']`)."""
     out = [
         f"action shows a raw record: {a.text[:70]!r}"
         for f in view.fixes
@@ -498,6 +499,9 @@ def record_problems(view: report_view.ReportView) -> list[str]:
     ]
     if view.outcome is not None and re.search(r"\[\[|\['", view.outcome.why):
         out.append(f"the job's line quotes a list: {view.outcome.why[:80]!r}")
+    hang = view.who.hang if view.who is not None else None
+    if hang is not None and re.search(r"\[", hang.collective):
+        out.append(f"the hang's collective quotes a list: {hang.collective[:80]!r}")
     return out
 
 

@@ -170,21 +170,28 @@ def safe_url(url: str | None) -> str | None:
 
 
 def hang_collective(d: Diagnosis) -> str:
-    """The stuck collective in one line: `all_reduce seq 1204 on pg 0, sizes [[1024]], float`."""
+    """The stuck collective in one line, in words: `all_reduce #1204, shape 1024 (Float),
+    timeout 600 s, called at main (train.py:88)`; never a record's Python syntax."""
     if d.hang is None or not d.hang.collective:
         return ""
     c = d.hang.collective.as_dict()
     op = c.get("op") or c.get("profiling_name") or "collective"
-    bits = [str(op)]
     seq = c.get("seq", c.get("collective_seq_id", c.get("seq_id")))
-    if seq is not None:
-        bits.append(f"seq {seq}")
+    bits = [f"{op} #{seq}" if seq is not None else str(op)]
     sizes = c.get("sizes", c.get("input_sizes"))
-    if sizes:
-        bits.append(f"sizes {_compact(sizes)}")
     dtypes = c.get("dtypes", c.get("input_dtypes"))
-    if dtypes:
-        bits.append(f"dtypes {_compact(dtypes)}")
+    if sizes:
+        kinds = f" ({_listed(dtypes)})" if dtypes else ""
+        bits.append(f"{_tensors(sizes)}{kinds}")
+    out = c.get("output_sizes")
+    if out and out != sizes:
+        bits.append(f"output {_tensors(out)}")
+    if c.get("timeout_ms"):
+        bits.append(f"timeout {_seconds(c['timeout_ms'])}")
+    if c.get("gloo_wait"):
+        bits.append(f"gloo waiting in {_compact(c['gloo_wait'])}")
+    if c.get("call_site"):
+        bits.append(f"called at {_compact(c['call_site'])}")
     shown = {
         "op",
         "profiling_name",
@@ -195,19 +202,50 @@ def hang_collective(d: Diagnosis) -> str:
         "input_sizes",
         "dtypes",
         "input_dtypes",
+        "output_sizes",
+        "timeout_ms",
+        "gloo_wait",
+        "call_site",
     }
     for key, value in c.items():
         if key not in shown and value not in (None, "", [], ()):
-            bits.append(f"{key} {_compact(value)}")
+            bits.append(f"{key.replace('_', ' ')} {_compact(value)}")
     return clean(", ".join(bits))
+
+
+def _tensors(sizes: object) -> str:
+    """Tensor shapes in words: `[[9, 96], [5]]` -> `shapes 9x96, 5`; `[[]]` -> a scalar."""
+    shapes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
+    words = [
+        "x".join(_compact(n) for n in s) or "scalar"
+        if isinstance(s, (list, tuple))
+        else _compact(s)
+        for s in shapes
+    ]
+    return ("shape " if len(words) == 1 else "shapes ") + _cut(", ".join(words))
+
+
+def _listed(values: object) -> str:
+    items = values if isinstance(values, (list, tuple)) else [values]
+    return _cut(", ".join(_compact(v) for v in items))
+
+
+def _seconds(ms: object) -> str:
+    try:
+        s = float(ms) / 1000  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"{_compact(ms)} ms"
+    return f"{s:g} s"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _compact(value: object) -> str:
     if isinstance(value, (list, tuple)):
-        text = "[" + ", ".join(_compact(v) for v in value) + "]"
-    else:
-        text = str(value)
-    return text if len(text) <= 120 else text[:119] + "…"
+        return _cut(", ".join(_compact(v) for v in value))
+    return _cut(str(value))
 
 
 def time_span(entries: Sequence[TimelineEntry]) -> tuple[float, float] | None:
