@@ -91,11 +91,60 @@ Root Cause (first observed failure):
   traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
 ============================================================"""
 
+# vLLM 0.5 checks the parallel layout before loading: pipeline parallelism needed Ray
+VLLM_PP_MULTIPROCESSING = """Traceback (most recent call last):
+  File "/srv/infer/batch.py", line 22, in <module>
+    llm = LLM(model="Qwen/Qwen2-72B-Instruct", tensor_parallel_size=4, pipeline_parallel_size=2)
+  File "/opt/py/site-packages/vllm/engine/arg_utils.py", line 718, in create_engine_config
+    parallel_config = ParallelConfig(
+  File "/opt/py/site-packages/vllm/config.py", line 698, in __init__
+    self._verify_args()
+  File "/opt/py/site-packages/vllm/config.py", line 704, in _verify_args
+    raise NotImplementedError("Pipeline parallelism is not supported "
+NotImplementedError: Pipeline parallelism is not supported yet with multiprocessing."""
+
+# vLLM's model registry has no class for the checkpoint's `architectures`
+VLLM_ARCHITECTURE = (
+    "ValueError: Model architectures ['Qwen2ForSequenceClassification'] are not supported for "
+    "now. Supported architectures: ['AquilaModel', 'BaichuanForCausalLM', 'LlamaForCausalLM']"
+)
+
+# FSDP1 flattens a unit's parameters into one float FlatParameter; 4-bit weights are uint8
+FSDP_INTEGER_PARAMS = """[rank0]: Traceback (most recent call last):
+[rank0]:   File "/home/user/recipes/finetuning.py", line 179, in main
+[rank0]:     model = FSDP(
+[rank0]:   File "/opt/py/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py", line 483, in __init__
+[rank0]:     _init_param_handle_from_module(
+[rank0]:   File "/opt/py/site-packages/torch/distributed/fsdp/_flat_param.py", line 770, in _validate_tensors_to_flatten
+[rank0]:     raise ValueError("Cannot flatten integer dtype tensors")
+[rank0]: ValueError: Cannot flatten integer dtype tensors"""
+
+# weights the checkpoint did not fill stay on the meta device under low-memory loading
+FSDP_META_PARAMS = (
+    "RuntimeError: FSDP only supports single device modules but got params on "
+    "{device(type='cuda', index=0), device(type='meta')}"
+)
+
+# Ray checks an actor's bundle index against the bundles its placement group reserved
+RAY_BUNDLE_INDEX = (
+    "ValueError: placement group bundle index 6 is invalid. Valid placement group indexes: 0-4"
+)
+
+# ATen's device check: the worker opened cuda:1 while Ray showed it one GPU
+DEVICE_INDEX_BEYOND_VISIBLE = """(RayWorker pid=39279)     raise DeferredCudaCallError(msg) from e
+(RayWorker pid=39279) torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "../aten/src/ATen/cuda/CUDAContext.cpp":49, please report a bug to PyTorch. device=1, num_gpus=1"""
+
 CASES = [
     ("zero3-empty-weight-in-lora-merge", ZERO3_EMPTY_WEIGHT, "S07", "R14"),
     ("zero3-empty-weight-in-embedding", ZERO3_EMBEDDING, "S07", "R14"),
     ("streaming-local-dir", STREAMING_LOCAL_DIR, "S08", "R27"),
     ("accelerate-dispatch", ACCELERATE_DISPATCH, "S08", "R14"),
+    ("vllm-pipeline-parallel-engine-mode", VLLM_PP_MULTIPROCESSING, "S09", "R13"),
+    ("vllm-architecture-not-registered", VLLM_ARCHITECTURE, "S06", "R15"),
+    ("fsdp-integer-params", FSDP_INTEGER_PARAMS, "S09", "R15"),
+    ("fsdp-params-on-meta", FSDP_META_PARAMS, "S06", "R20"),
+    ("ray-bundle-index", RAY_BUNDLE_INDEX, "S05", "R12"),
+    ("device-index-beyond-visible", DEVICE_INDEX_BEYOND_VISIBLE, "S13", "R10"),
 ]
 
 
