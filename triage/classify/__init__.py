@@ -29,6 +29,7 @@ from triage.classify import (
     embedding,
     fix_prior,
     fusion,
+    fusion_settings,
     learned,
     neighbours,
     places,
@@ -354,8 +355,9 @@ def classify_many(
         standing(p.hits, p.analysis, pasted=pasted) for p in prepared
     ]
     usual = load_cause_fixes()
+    settings = fusion_settings.shipped()
     results = [
-        fusion.fuse(p.hits, v, cal, "tfidf", m, lead, usual)
+        fusion.fuse(p.hits, v, cal, "tfidf", m, lead, usual, settings)
         for p, v, m, lead in zip(prepared, votes, tf_model, leads, strict=True)
     ]
     modes = ["tfidf"] * len(prepared)
@@ -379,7 +381,7 @@ def classify_many(
             for i, v, m in zip(need, embedded, em_model, strict=True):
                 votes[i]["embed"] = v
                 results[i] = fusion.fuse(
-                    prepared[i].hits, votes[i], cal, "embed", m, leads[i], usual
+                    prepared[i].hits, votes[i], cal, "embed", m, leads[i], usual, settings
                 )
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
@@ -405,9 +407,10 @@ def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:
     # the generic layer settles it: no specific rule names a symptom, one generic label leads
     generic = {s.label: s.features.get("rule_generic", 0.0) for s in symptoms}
     runner_up = max((w for label, w in generic.items() if label != top.label), default=0.0)
+    settle = fusion_settings.shipped().generic_settle
     return (
         fusion.generic_settles({s.label for s in symptoms if s.features.get("rule", 0.0)}, generic)
-        and generic[top.label] >= fusion.GENERIC_SETTLE
+        and generic[top.label] >= settle
         and generic[top.label] > runner_up
     )
 
