@@ -338,10 +338,12 @@ def classify_many(
     ruleset = rules.ruleset(kb)
     routine = None if pasted else kb.routine
     deaths = kb.ends.hang_deaths
+    # the index first: a models/ without one is an error that says how to build it, before
+    # anything else of models/ (the fusion's settings) is read
+    idx = index if index is not None else neighbours.load_index()
     prepared = [
         prepare(p, a, ruleset=ruleset, routine=routine, hang_deaths=deaths, kb=kb) for p, a in jobs
     ]
-    idx = index if index is not None else neighbours.load_index()
     cal = calibration if calibration is not None else load_calibration()
     sigs = [p.signature for p in prepared]
     hashes = [p.hashes for p in prepared]
