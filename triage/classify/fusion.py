@@ -110,7 +110,7 @@ class Scored:
     features: Mapping[str, float] = field(default_factory=dict, compare=False)
     # what put it first when its score alone did not: "standing" (the job's initiating
     # failure names it), "remedy" (the matched message prescribes it) or "cause" (the most
-    # likely root cause's usual fix)
+    # likely root cause's usual fix); for a root cause "mechanism" (a specific rule chose it)
     led_by: str = field(default="", compare=False)
 
 
@@ -359,9 +359,10 @@ def fuse(
     out: dict[str, list[Scored]] = {}
     for fieldname in ("symptom", "root_cause"):
         cands = candidates(fieldname, hits, votes, model=model.get(fieldname), settings=cfg)
-        out[fieldname] = lead_with(
-            score(fieldname, cands, calibration, mode, cfg), standing.get(fieldname, {})
-        )
+        scored = score(fieldname, cands, calibration, mode, cfg)
+        if fieldname == "root_cause":
+            scored = mechanism_leads(scored, hits, cfg)
+        out[fieldname] = lead_with(scored, standing.get(fieldname, {}))
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
     table = calibration.fix_prior if calibration is not None else None
     cands = candidates(
@@ -375,6 +376,42 @@ def fuse(
     told = any(h.prescribes in named for h in hits)
     out["fix"] = lead_with(fixes, named, led_by="remedy" if told else "standing")
     return out
+
+
+def mechanism_cause(hits: Sequence[RuleHit], settings: FusionSettings | None = None) -> str | None:
+    """The root cause the specific rules chose for a mechanism they recognised: a rule that
+    matched a line (no cascade, no family prior, no atlas template) names it at
+    `mechanism_weight` or more, `mechanism_margin` above any other cause a specific rule
+    names; None when they name none, or two alike."""
+    cfg = _settings(settings)
+    best: dict[str, float] = {}
+    for h in hits:
+        if h.generic or h.from_cascade or h.atlas:
+            continue
+        for label, w in h.root_cause.items():
+            best[label] = max(best.get(label, 0.0), w)
+    ranked = sorted(best.items(), key=lambda kv: -kv[1])
+    if not ranked or ranked[0][1] < cfg.mechanism_weight:
+        return None
+    if len(ranked) > 1 and ranked[1][1] > ranked[0][1] - cfg.mechanism_margin:
+        return None
+    return ranked[0][0]
+
+
+def mechanism_leads(
+    causes: Sequence[Scored], hits: Sequence[RuleHit], settings: FusionSettings | None = None
+) -> list[Scored]:
+    """The scored root causes, led by the cause a recognised mechanism names
+    (`mechanism_cause`, which the specific rules name well above any other) when the
+    calibrated first is another: the learned model's and the neighbours' prior for a frequent
+    cause (a framework bug, R25) does not outvote the version skew or the misuse a library's
+    own message states. It keeps its own score; those it outranks are capped to it."""
+    chosen = mechanism_cause(hits, settings)
+    if chosen is None or not causes or causes[0].label == chosen:
+        return list(causes)
+    if chosen not in {s.label for s in causes}:
+        return list(causes)
+    return lead_with(causes, {chosen: 0.0}, led_by="mechanism")
 
 
 def lead_with(

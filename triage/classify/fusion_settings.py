@@ -49,6 +49,8 @@ class FusionSettings:
     chosen_weight: float
     chosen_margin: float
     stage_vote_weight: float
+    mechanism_weight: float
+    mechanism_margin: float
 
 
 # The kind and range of each setting: "share" is a number in [0, 1], "count" an integer >= 1.
@@ -67,6 +69,8 @@ SPECS: Mapping[str, str] = {
     "chosen_weight": "share",
     "chosen_margin": "share",
     "stage_vote_weight": "share",
+    "mechanism_weight": "share",
+    "mechanism_margin": "share",
 }
 assert set(SPECS) == {f.name for f in fields(FusionSettings)}
 
