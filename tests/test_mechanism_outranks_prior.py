@@ -12,15 +12,15 @@ def _votes(root_cause: str) -> list[NeighbourVote]:
 
 
 def test_a_version_skew_rule_leads_over_a_frequent_cause_the_prior_prefers() -> None:
-    # torch elastic's caller and callee from different releases: the rule names R01 well above
-    # the framework bug it also allows
+    # a library's own version check failed: the rule names R01 well above the framework bug
+    # it also allows
     skew = RuleHit(
-        "signature-changed",
-        "a function was called with arguments it does not accept",
+        "explicit-version-requirement",
+        "a library refused to run with the installed version of a dependency",
         None,
-        symptom={"S03": 0.6},
-        root_cause={"R01": 0.65, "R25": 0.25},
-        fix={"F1": 0.7, "F6": 0.4},
+        symptom={"S03": 0.75},
+        root_cause={"R01": 0.8, "R25": 0.1},
+        fix={"F1": 0.85},
     )
     # the learned model and every neighbour say a framework bug
     model = {"root_cause": {"R25": 0.8, "R01": 0.15}, "symptom": {"S18": 0.8}}
