@@ -30,6 +30,7 @@ from triage.classify import (
     embedding,
     fix_prior,
     fusion,
+    fusion_settings,
     learned,
     neighbours,
     places,
@@ -338,10 +339,12 @@ def classify_many(
     ruleset = rules.ruleset(kb)
     routine = None if pasted else kb.routine
     deaths = kb.ends.hang_deaths
+    # the index first: a models/ without one is an error that says how to build it, before
+    # anything else of models/ (the fusion's settings) is read
+    idx = index if index is not None else neighbours.load_index()
     prepared = [
         prepare(p, a, ruleset=ruleset, routine=routine, hang_deaths=deaths, kb=kb) for p, a in jobs
     ]
-    idx = index if index is not None else neighbours.load_index()
     cal = calibration if calibration is not None else load_calibration()
     sigs = [p.signature for p in prepared]
     hashes = [p.hashes for p in prepared]
@@ -355,10 +358,11 @@ def classify_many(
         standing(p.hits, p.analysis, pasted=pasted) for p in prepared
     ]
     usual = load_cause_fixes()
+    settings = fusion_settings.shipped()
     # the labels each job's own facts contradict (a finding's `rules_out`) leave its lists
     ruled = [contradicted.ruled_out(p.hits) for p in prepared]
     results = [
-        contradicted.without(fusion.fuse(p.hits, v, cal, "tfidf", m, lead, usual), out)
+        contradicted.without(fusion.fuse(p.hits, v, cal, "tfidf", m, lead, usual, settings), out)
         for p, v, m, lead, out in zip(prepared, votes, tf_model, leads, ruled, strict=True)
     ]
     modes = ["tfidf"] * len(prepared)
@@ -382,7 +386,9 @@ def classify_many(
             for i, v, m in zip(need, embedded, em_model, strict=True):
                 votes[i]["embed"] = v
                 results[i] = contradicted.without(
-                    fusion.fuse(prepared[i].hits, votes[i], cal, "embed", m, leads[i], usual),
+                    fusion.fuse(
+                        prepared[i].hits, votes[i], cal, "embed", m, leads[i], usual, settings
+                    ),
                     ruled[i],
                 )
                 modes[i] = "embed"
@@ -409,9 +415,10 @@ def rules_decide(result: dict[str, list[fusion.Scored]]) -> bool:
     # the generic layer settles it: no specific rule names a symptom, one generic label leads
     generic = {s.label: s.features.get("rule_generic", 0.0) for s in symptoms}
     runner_up = max((w for label, w in generic.items() if label != top.label), default=0.0)
+    settle = fusion_settings.shipped().generic_settle
     return (
         fusion.generic_settles({s.label for s in symptoms if s.features.get("rule", 0.0)}, generic)
-        and generic[top.label] >= fusion.GENERIC_SETTLE
+        and generic[top.label] >= settle
         and generic[top.label] > runner_up
     )
 

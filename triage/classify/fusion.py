@@ -39,22 +39,18 @@ from dataclasses import dataclass, field, replace
 
 from triage import taxonomy
 from triage.classify import fix_prior as fix_prior_mod
+from triage.classify import fusion_settings
 from triage.classify.calibration import Calibration
 from triage.classify.fix_prior import FixPrior
+from triage.classify.fusion_settings import FusionSettings
 from triage.classify.standing import Standing
 from triage.classify.types import NeighbourVote, RuleHit
-from triage.model import SURE_CAUSE, Event
+from triage.model import Event
 
 FIELDS = ("symptom", "root_cause", "fix")
-CASCADE_FACTOR = 0.3  # weight of a cascade hit relative to an initiating one (uncalibrated path)
-GENERIC_FACTOR = 0.8  # weight of a generic-layer hit next to a specific one (uncalibrated path)
-# A specific rule at least this sure of a symptom explains the failure it matched: a generic
-# hit on the same lines yields to it.
-YIELD_WEIGHT = 0.5
-# A generic-layer label this strong, with no specific rule naming any symptom, settles the
-# symptom: neighbour votes may reorder the labels the rules name but add none of their own (a
-# ZeroDivisionError is never called an import error because a similar case was one).
-GENERIC_SETTLE = 0.5
+# The weights and thresholds below (a cascade hit's weight, when the generic layer yields or
+# settles, which of the learned model's labels become candidates, when the fixes follow the
+# cause) are data: `models/fusion.json`, read by `fusion_settings.py`, each with its why.
 RULE_FEATURES = (
     "rule",  # noisy-OR of the weights of initiating (or unattributed) rule hits
     "rule_cascade",  # noisy-OR of the weights of cascade hits
@@ -75,17 +71,18 @@ ATLAS_FEATURES = (
     "atlas",  # noisy-OR of the matched templates' weights for the label
     "atlas_top",  # 1 when the label has the best atlas weight of the field
 )
-ATLAS_FACTOR = 0.5  # weight of an atlas match next to a specific rule (uncalibrated path)
 MODEL_FEATURES = (
     "model",  # the learned model's probability of the label
     "model_top",  # 1 when the label is the learned model's most likely one
 )
-# The learned model's labels that become candidates: its most likely few, when not negligible.
-MODEL_CANDIDATES = 3
-MODEL_MIN_PROB = 0.05
 # Which neighbour sets each mode reads: the embedding mode also keeps the TF-IDF votes (both are
 # computed anyway and they err on different cases).
 MODE_SOURCES: Mapping[str, tuple[str, ...]] = {"embed": ("embed", "tfidf"), "tfidf": ("tfidf",)}
+
+
+def _settings(settings: FusionSettings | None) -> FusionSettings:
+    """The settings given, else the shipped ones (read on first need, never at import)."""
+    return settings if settings is not None else fusion_settings.shipped()
 
 
 def features(mode: str, fieldname: str) -> tuple[str, ...]:
@@ -113,7 +110,7 @@ class Scored:
     features: Mapping[str, float] = field(default_factory=dict, compare=False)
     # what put it first when its score alone did not: "standing" (the job's initiating
     # failure names it), "remedy" (the matched message prescribes it) or "cause" (the most
-    # likely root cause's usual fix)
+    # likely root cause's usual fix); for a root cause "mechanism" (a specific rule chose it)
     led_by: str = field(default="", compare=False)
 
 
@@ -135,11 +132,13 @@ def candidates(
     rc_probs: Mapping[str, float] | None = None,
     model: Mapping[str, float] | None = None,
     prior_table: FixPrior | None = None,
+    settings: FusionSettings | None = None,
 ) -> list[Candidate]:
     """One candidate per label named by any evidence, with the features the calibrator reads.
     `model` is the learned model's probability per label of this field. For fixes, `rc_probs`
     are the likely root causes and `prior_table` P(fix | root cause) (None: the taxonomy's
     lists); every fix the likely causes were resolved by is a candidate."""
+    cfg = _settings(settings)
     # One rule firing on many ranks is one piece of evidence, not many: keep each rule's
     # strongest weight per label, then combine distinct rules.
     init: dict[str, dict[str, float]] = {}
@@ -160,8 +159,8 @@ def candidates(
     effective = {
         k: 1
         - (1 - rule.get(k, 0.0))
-        * (1 - CASCADE_FACTOR * rule_casc.get(k, 0.0))
-        * (1 - GENERIC_FACTOR * rule_gen.get(k, 0.0))
+        * (1 - cfg.cascade_factor * rule_casc.get(k, 0.0))
+        * (1 - cfg.generic_factor * rule_gen.get(k, 0.0))
         for k in {*rule, *rule_casc, *rule_gen}
     }
     best_rule = max(effective.values(), default=0.0)
@@ -170,15 +169,15 @@ def candidates(
     model = model or {}
     model_best = max(model.values(), default=0.0)
     labels = {*effective, *atlas}
-    if not (fieldname == "symptom" and generic_settles(rule, rule_gen)):
+    if not (fieldname == "symptom" and generic_settles(rule, rule_gen, cfg)):
         for feats in vote_feats.values():
             labels.update(feats)
-        ranked = sorted(model, key=lambda k: -model[k])[:MODEL_CANDIDATES]
-        labels.update(k for k in ranked if model[k] >= MODEL_MIN_PROB)
+        ranked = sorted(model, key=lambda k: -model[k])[: cfg.model_candidates]
+        labels.update(k for k in ranked if model[k] >= cfg.model_min_prob)
 
     # the generic layer left the cause open (below): a feature of every cause, so the
     # calibrator weighs such guesses apart (`left_open`)
-    open_cause = fieldname == "root_cause" and cause_left_open(rule, rule_gen)
+    open_cause = fieldname == "root_cause" and cause_left_open(rule, rule_gen, cfg)
     prior: dict[str, float] = {}
     if fieldname == "fix" and rc_probs:
         table = prior_table if prior_table is not None else fix_prior_mod.listed()
@@ -206,12 +205,6 @@ def candidates(
     return out
 
 
-# The generic layer leaves the root cause open when it weighs at least this many causes alike
-# at its top and no specific rule names one: a bare `KeyError` (the user's code, the
-# framework's logic or a wrong call), a SIGTERM or a lost connection says nothing of why.
-OPEN_TIES = 3
-
-
 def left_open(root_causes: Sequence[Scored]) -> bool:
     """Did the generic layer leave these (scored) causes open? The answer still names the
     neighbours' and the learned model's best guess (on the held-out threads hiding it cost 3
@@ -219,32 +212,44 @@ def left_open(root_causes: Sequence[Scored]) -> bool:
     return bool(root_causes) and root_causes[0].features.get("generic_open", 0.0) > 0
 
 
-def cause_left_open(specific: Mapping[str, float], generic: Mapping[str, float]) -> bool:
-    """No specific rule names a root cause and the generic layer weighs several alike (the
-    README: such an error leaves the cause open)."""
+def cause_left_open(
+    specific: Mapping[str, float],
+    generic: Mapping[str, float],
+    settings: FusionSettings | None = None,
+) -> bool:
+    """No specific rule names a root cause and the generic layer weighs `open_ties` causes
+    alike at its top (the README: a bare `KeyError`, the user's code, the framework's logic or
+    a wrong call, a SIGTERM or a lost connection says nothing of why)."""
     if any(w > 0 for w in specific.values()) or not generic:
         return False
     best = max(generic.values())
-    return best > 0 and sum(1 for g in generic.values() if g >= best - 1e-9) >= OPEN_TIES
+    ties = sum(1 for g in generic.values() if g >= best - 1e-9)
+    return best > 0 and ties >= _settings(settings).open_ties
 
 
-def generic_settles(specific: Collection[str], generic: Mapping[str, float]) -> bool:
-    """No specific rule names a symptom and the generic layer names one at GENERIC_SETTLE."""
-    return not specific and max(generic.values(), default=0.0) >= GENERIC_SETTLE
+def generic_settles(
+    specific: Collection[str], generic: Mapping[str, float], settings: FusionSettings | None = None
+) -> bool:
+    """No specific rule names a symptom and the generic layer names one at `generic_settle`:
+    neighbour votes may reorder the labels the rules name but add none of their own (a
+    ZeroDivisionError is never called an import error because a similar case was one)."""
+    return not specific and max(generic.values(), default=0.0) >= _settings(settings).generic_settle
 
 
-def yield_generic(hits: Sequence[RuleHit]) -> list[RuleHit]:
+def yield_generic(hits: Sequence[RuleHit], settings: FusionSettings | None = None) -> list[RuleHit]:
     """The generic layer under the specific one: a generic hit is dropped when a specific rule
     sure of a symptom (not a cascade message) matched the same lines. What the family prior
     says (`KeyError` -> runtime exception) then gives way to what the mechanism says (the
-    `KeyError` a checkpoint loader raises for a missing state-dict key -> checkpoint load)."""
+    `KeyError` a checkpoint loader raises for a missing state-dict key -> checkpoint load).
+    Sure of a symptom: at least `yield_weight`."""
+    sure = _settings(settings).yield_weight
     anchors = [
         h.event
         for h in hits
         if not h.generic
         and not h.from_cascade
         and h.event is not None
-        and max(h.symptom.values(), default=0.0) >= YIELD_WEIGHT
+        and max(h.symptom.values(), default=0.0) >= sure
     ]
     if not anchors:
         return list(hits)
@@ -295,11 +300,12 @@ def _vote_features(fieldname: str, votes: Sequence[NeighbourVote]) -> dict[str, 
     }
 
 
-def uncalibrated(features: Mapping[str, float]) -> float:
+def uncalibrated(features: Mapping[str, float], settings: FusionSettings | None = None) -> float:
     """The fused score when no calibration was fitted (a fresh checkout): rules first."""
-    rule = 1 - (1 - features["rule"]) * (1 - CASCADE_FACTOR * features["rule_cascade"])
-    rule = 1 - (1 - rule) * (1 - GENERIC_FACTOR * features.get("rule_generic", 0.0))
-    rule = 1 - (1 - rule) * (1 - ATLAS_FACTOR * features.get("atlas", 0.0))
+    cfg = _settings(settings)
+    rule = 1 - (1 - features["rule"]) * (1 - cfg.cascade_factor * features["rule_cascade"])
+    rule = 1 - (1 - rule) * (1 - cfg.generic_factor * features.get("rule_generic", 0.0))
+    rule = 1 - (1 - rule) * (1 - cfg.atlas_factor * features.get("atlas", 0.0))
     knn = max(
         (
             features[f"{src}_share"] * features[f"{src}_top_sim"]
@@ -316,13 +322,15 @@ def score(
     cands: Sequence[Candidate],
     calibration: Calibration | None,
     mode: str,
+    settings: FusionSettings | None = None,
 ) -> list[Scored]:
     """Calibrated scores of the candidates, best first. A missing feature reads as 0."""
     calibrator = calibration.get(mode, fieldname) if calibration is not None else None
     if calibrator is not None:
         probs = calibrator.predict([c.features for c in cands])
     else:
-        probs = [uncalibrated(c.features) for c in cands]
+        cfg = _settings(settings)
+        probs = [uncalibrated(c.features, cfg) for c in cands]
     ranked = [Scored(c.label, p, c.features) for c, p in zip(cands, probs, strict=True)]
     # Ties (equal features) keep a stable order: rule-backed labels first, then by id.
     ranked.sort(key=lambda s: (-s.score, -s.features.get("rule", 0.0), s.label))
@@ -337,31 +345,73 @@ def fuse(
     model: Mapping[str, Mapping[str, float]] | None = None,
     standing: Standing | None = None,
     cause_fixes: FixPrior | None = None,
+    settings: FusionSettings | None = None,
 ) -> dict[str, list[Scored]]:
     """All three fields, root causes before fixes (a fix's prior comes from the causes).
     `model`: the learned model's probabilities, field -> label -> p (absent: not used).
     `standing`: the labels a job's initiating failure names (`standing.py`), which lead.
     `cause_fixes`: what resolved each cause's cases (`fix_prior.py`; None: the calibration's
-    table, else the taxonomy's lists), whose first fix follows a stated cause."""
+    table, else the taxonomy's lists), whose first fix follows a stated cause. `settings`:
+    the fusion's weights and thresholds (None: `models/fusion.json`)."""
+    cfg = _settings(settings)
     model = model or {}
     standing = standing or {}
     out: dict[str, list[Scored]] = {}
     for fieldname in ("symptom", "root_cause"):
-        cands = candidates(fieldname, hits, votes, model=model.get(fieldname))
-        out[fieldname] = lead_with(
-            score(fieldname, cands, calibration, mode), standing.get(fieldname, {})
-        )
+        cands = candidates(fieldname, hits, votes, model=model.get(fieldname), settings=cfg)
+        scored = score(fieldname, cands, calibration, mode, cfg)
+        if fieldname == "root_cause":
+            scored = mechanism_leads(scored, hits, cfg)
+        out[fieldname] = lead_with(scored, standing.get(fieldname, {}))
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
     table = calibration.fix_prior if calibration is not None else None
-    cands = candidates("fix", hits, votes, rc_probs, model=model.get("fix"), prior_table=table)
-    fixes = score("fix", cands, calibration, mode)
+    cands = candidates(
+        "fix", hits, votes, rc_probs, model=model.get("fix"), prior_table=table, settings=cfg
+    )
+    fixes = score("fix", cands, calibration, mode, cfg)
     usual = cause_fixes or table or fix_prior_mod.listed()
-    fixes = follow_the_cause(fixes, out["root_cause"], usual, hits)
+    fixes = follow_the_cause(fixes, out["root_cause"], usual, hits, cfg)
     named = standing.get("fix", {})
     # a remedy the matched message prescribes, or the job's initiating failure's own fix
     told = any(h.prescribes in named for h in hits)
     out["fix"] = lead_with(fixes, named, led_by="remedy" if told else "standing")
     return out
+
+
+def mechanism_cause(hits: Sequence[RuleHit], settings: FusionSettings | None = None) -> str | None:
+    """The root cause the specific rules chose for a mechanism they recognised: a rule that
+    matched a line (no cascade, no family prior, no atlas template) names it at
+    `mechanism_weight` or more, `mechanism_margin` above any other cause a specific rule
+    names; None when they name none, or two alike."""
+    cfg = _settings(settings)
+    best: dict[str, float] = {}
+    for h in hits:
+        if h.generic or h.from_cascade or h.atlas:
+            continue
+        for label, w in h.root_cause.items():
+            best[label] = max(best.get(label, 0.0), w)
+    ranked = sorted(best.items(), key=lambda kv: -kv[1])
+    if not ranked or ranked[0][1] < cfg.mechanism_weight:
+        return None
+    if len(ranked) > 1 and ranked[1][1] > ranked[0][1] - cfg.mechanism_margin:
+        return None
+    return ranked[0][0]
+
+
+def mechanism_leads(
+    causes: Sequence[Scored], hits: Sequence[RuleHit], settings: FusionSettings | None = None
+) -> list[Scored]:
+    """The scored root causes, led by the cause a recognised mechanism names
+    (`mechanism_cause`, which the specific rules name well above any other) when the
+    calibrated first is another: the learned model's and the neighbours' prior for a frequent
+    cause (a framework bug, R25) does not outvote the version skew or the misuse a library's
+    own message states. It keeps its own score; those it outranks are capped to it."""
+    chosen = mechanism_cause(hits, settings)
+    if chosen is None or not causes or causes[0].label == chosen:
+        return list(causes)
+    if chosen not in {s.label for s in causes}:
+        return list(causes)
+    return lead_with(causes, {chosen: 0.0}, led_by="mechanism")
 
 
 def lead_with(
@@ -382,59 +432,57 @@ def lead_with(
     return led + [replace(s, score=min(s.score, cap)) for s in scored if s.label not in labels]
 
 
-# A fix that resolved fewer than this share of a cause's reference cases is not advice for that
-# cause (recommend's MIN_PRIOR): leading with it contradicts the cause the report states.
-NOT_ITS_FIX = 0.1
-# The fix the scores put first keeps its place when the specific rules that matched back it
-# this much more than the cause's usual fix (noisy-OR of their weights, the feature `rule`).
-RULE_MARGIN = 0.1
-
-
-def cause_fix(causes: Sequence[Scored], table: FixPrior) -> str | None:
+def cause_fix(
+    causes: Sequence[Scored], table: FixPrior, settings: FusionSettings | None = None
+) -> str | None:
     """The usual fix of the most likely root cause (the one that resolved most of its
-    reference cases), when the report states that cause (scored at least SURE_CAUSE, not left
-    open by the generic layer); else None."""
-    if not causes or causes[0].score < SURE_CAUSE or left_open(causes):
+    reference cases), when the report states that cause (scored at least `stated_cause`, not
+    left open by the generic layer); else None."""
+    stated = _settings(settings).stated_cause
+    if not causes or causes[0].score < stated or left_open(causes):
         return None
     ranked = table.ranked(causes[0].label)
     return ranked[0][0] if ranked else None
 
 
 def follow_the_cause(
-    fixes: Sequence[Scored], causes: Sequence[Scored], table: FixPrior, hits: Sequence[RuleHit]
+    fixes: Sequence[Scored],
+    causes: Sequence[Scored],
+    table: FixPrior,
+    hits: Sequence[RuleHit],
+    settings: FusionSettings | None = None,
 ) -> list[Scored]:
     """The scored fixes, led by the stated cause's usual fix (`cause_fix`) when the fix the
-    scores put first is no advice for that cause (it resolved under NOT_ITS_FIX of its cases:
-    a watchdog timeout the report puts down to too short a timeout is not told to fix the
-    code first), unless evidence specific to that first fix outweighs the cause: a rule that
-    matched a line (no cascade, no family prior) chose it for its message, or the specific
-    rules back it RULE_MARGIN more. Cross-validated on the reference cases, leading with the
-    cause's usual fix whenever it was not first flipped as many right answers as it fixed."""
-    best = cause_fix(causes, table)
+    scores put first is no advice for that cause (it resolved under `not_its_fix` of its
+    cases: a watchdog timeout the report puts down to too short a timeout is not told to fix
+    the code first), unless evidence specific to that first fix outweighs the cause: a rule
+    that matched a line (no cascade, no family prior) chose it for its message, or the
+    specific rules (the feature `rule`) back it `rule_margin` more. Cross-validated on the
+    reference cases, leading with the cause's usual fix whenever it was not first flipped as
+    many right answers as it fixed."""
+    cfg = _settings(settings)
+    best = cause_fix(causes, table, cfg)
     by_label = {s.label: s for s in fixes}
     if best is None or best not in by_label:
         return list(fixes)
     first = fixes[0].label
     if first != best:
-        if table.table.get(causes[0].label, {}).get(first, 0.0) >= NOT_ITS_FIX:
+        if table.table.get(causes[0].label, {}).get(first, 0.0) >= cfg.not_its_fix:
             return list(fixes)  # advice for the cause too: the evidence orders them
-        if chosen_by_a_rule(hits) - {best}:
+        if chosen_by_a_rule(hits, cfg) - {best}:
             return list(fixes)
         rule_of = {label: s.features.get("rule", 0.0) for label, s in by_label.items()}
-        if rule_of[first] >= rule_of[best] + RULE_MARGIN:
+        if rule_of[first] >= rule_of[best] + cfg.rule_margin:
             return list(fixes)
     # it keeps its own score (the calibrated probability); those it outranks are capped to it
     return lead_with(fixes, {best: 0.0}, led_by="cause")
 
 
-# A rule has chosen a fix when it gives it at least this weight, and this much more than any
-# other fix (standing.py's ANCHOR_WEIGHT and MARGIN: the same notion of a rule's choice).
-CHOSEN_WEIGHT = 0.5
-CHOSEN_MARGIN = 0.1
-
-
-def chosen_by_a_rule(hits: Sequence[RuleHit]) -> set[str]:
-    """The fixes specific rules chose for the lines they matched (not cascade, not atlas)."""
+def chosen_by_a_rule(hits: Sequence[RuleHit], settings: FusionSettings | None = None) -> set[str]:
+    """The fixes specific rules chose for the lines they matched (not cascade, not atlas): a
+    rule chose a fix when it gives it at least `chosen_weight`, and `chosen_margin` more than
+    any other fix (standing.py's notion of a rule's choice)."""
+    cfg = _settings(settings)
     out: set[str] = set()
     for h in hits:
         if h.generic or h.from_cascade or h.atlas:
@@ -442,18 +490,22 @@ def chosen_by_a_rule(hits: Sequence[RuleHit]) -> set[str]:
         ranked = sorted(h.fix.values(), reverse=True)
         if (
             ranked
-            and ranked[0] >= CHOSEN_WEIGHT
-            and (len(ranked) < 2 or ranked[1] <= ranked[0] - CHOSEN_MARGIN)
+            and ranked[0] >= cfg.chosen_weight
+            and (len(ranked) < 2 or ranked[1] <= ranked[0] - cfg.chosen_margin)
         ):
             out.add(max(h.fix, key=lambda f: h.fix[f]))
     return out
 
 
 def stage_scores(
-    symptoms: Sequence[Scored], hits: Sequence[RuleHit], votes: Sequence[NeighbourVote]
+    symptoms: Sequence[Scored],
+    hits: Sequence[RuleHit],
+    votes: Sequence[NeighbourVote],
+    settings: FusionSettings | None = None,
 ) -> list[Scored]:
     """Stage: the symptoms' stages weighted by their scores, moved by rule stage evidence and
     the stages of the neighbours (`votes`: those of the mode's main method)."""
+    cfg = _settings(settings)
     tax = taxonomy.load()
     scores: dict[str, float] = {}
     for s in symptoms[:3]:
@@ -464,13 +516,14 @@ def stage_scores(
     for hit in hits:
         for st, w in hit.stage.items():
             per_rule = rule_stage.setdefault(st, {})
-            w *= CASCADE_FACTOR if hit.from_cascade else ATLAS_FACTOR if hit.atlas else 1.0
+            w *= cfg.cascade_factor if hit.from_cascade else cfg.atlas_factor if hit.atlas else 1.0
             per_rule[hit.rule_id] = max(per_rule.get(hit.rule_id, 0.0), w)
     for st, ws in rule_stage.items():
         scores[st] = scores.get(st, 0.0) + _noisy_or(list(ws.values()))
     total = sum(max(v.similarity, 0.0) ** 2 for v in votes) or 1.0
     for v in votes:
-        scores[v.stage] = scores.get(v.stage, 0.0) + 0.3 * max(v.similarity, 0.0) ** 2 / total
+        share = max(v.similarity, 0.0) ** 2 / total
+        scores[v.stage] = scores.get(v.stage, 0.0) + cfg.stage_vote_weight * share
     norm = sum(scores.values()) or 1.0
     return sorted(
         (Scored(st, sc / norm) for st, sc in scores.items()), key=lambda s: (-s.score, s.label)
