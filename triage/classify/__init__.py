@@ -26,7 +26,6 @@ from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
 from triage.classify import (
     abstention,
-    contradicted,
     embedding,
     fix_prior,
     fusion,
@@ -359,11 +358,9 @@ def classify_many(
     ]
     usual = load_cause_fixes()
     settings = fusion_settings.shipped()
-    # the labels each job's own facts contradict (a finding's `rules_out`) leave its lists
-    ruled = [contradicted.ruled_out(p.hits) for p in prepared]
     results = [
-        contradicted.without(fusion.fuse(p.hits, v, cal, "tfidf", m, lead, usual, settings), out)
-        for p, v, m, lead, out in zip(prepared, votes, tf_model, leads, ruled, strict=True)
+        fusion.fuse(p.hits, v, cal, "tfidf", m, lead, usual, settings)
+        for p, v, m, lead in zip(prepared, votes, tf_model, leads, strict=True)
     ]
     modes = ["tfidf"] * len(prepared)
     if use_embeddings and idx is not None:
@@ -385,11 +382,8 @@ def classify_many(
             em_model = model_probs([prepared[i] for i in need], "embed", vectors)
             for i, v, m in zip(need, embedded, em_model, strict=True):
                 votes[i]["embed"] = v
-                results[i] = contradicted.without(
-                    fusion.fuse(
-                        prepared[i].hits, votes[i], cal, "embed", m, leads[i], usual, settings
-                    ),
-                    ruled[i],
+                results[i] = fusion.fuse(
+                    prepared[i].hits, votes[i], cal, "embed", m, leads[i], usual, settings
                 )
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW

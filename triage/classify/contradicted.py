@@ -7,15 +7,19 @@ the other ranks stopped at once (no hang: no collective hang, no timeout too sho
 rank the others waited for had died of its own error (no longer timeout brings it back), every
 rank issued the same collectives and one was slow (no collective mismatch). A rule that matches
 such a fact says which labels it rules out (`rules_out` in rules/*.yaml, with examples); those
-labels leave the ranked lists. The other labels keep their calibrated scores.
+labels leave the ranked lists before a fix is chosen from the causes (`fusion.fuse`). The
+other labels keep their calibrated scores.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from triage.classify.fusion import Scored
 from triage.classify.types import RuleHit
+
+if TYPE_CHECKING:
+    pass
 
 # the fields a rule may rule labels out of (triage.knowledge.rules.RULES_OUT_KEYS)
 FIELDS = ("symptom", "root_cause")
@@ -28,13 +32,3 @@ def ruled_out(hits: Sequence[RuleHit]) -> dict[str, frozenset[str]]:
         for fieldname, labels in hit.rules_out.items():
             out.setdefault(fieldname, set()).update(labels)
     return {k: frozenset(v) for k, v in out.items()}
-
-
-def without(
-    result: Mapping[str, Sequence[Scored]], ruled: Mapping[str, frozenset[str]]
-) -> dict[str, list[Scored]]:
-    """The fused result with the ruled-out labels taken out of their fields."""
-    return {
-        fieldname: [s for s in scored if s.label not in ruled.get(fieldname, frozenset())]
-        for fieldname, scored in result.items()
-    }

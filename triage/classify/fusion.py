@@ -38,8 +38,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from triage import taxonomy
+from triage.classify import contradicted, fusion_settings
 from triage.classify import fix_prior as fix_prior_mod
-from triage.classify import fusion_settings
 from triage.classify.calibration import Calibration
 from triage.classify.fix_prior import FixPrior
 from triage.classify.fusion_settings import FusionSettings
@@ -352,17 +352,22 @@ def fuse(
     `standing`: the labels a job's initiating failure names (`standing.py`), which lead.
     `cause_fixes`: what resolved each cause's cases (`fix_prior.py`; None: the calibration's
     table, else the taxonomy's lists), whose first fix follows a stated cause. `settings`:
-    the fusion's weights and thresholds (None: `models/fusion.json`)."""
+    the fusion's weights and thresholds (None: `models/fusion.json`). Labels a matched
+    fact of the job rules out (`contradicted.py`) are left out."""
     cfg = _settings(settings)
     model = model or {}
     standing = standing or {}
+    # labels the job's own facts contradict leave the lists before the causes choose a fix
+    ruled = contradicted.ruled_out(hits)
     out: dict[str, list[Scored]] = {}
     for fieldname in ("symptom", "root_cause"):
         cands = candidates(fieldname, hits, votes, model=model.get(fieldname), settings=cfg)
         scored = score(fieldname, cands, calibration, mode, cfg)
         if fieldname == "root_cause":
             scored = mechanism_leads(scored, hits, cfg)
-        out[fieldname] = lead_with(scored, standing.get(fieldname, {}))
+        out_of = ruled.get(fieldname, frozenset())
+        led = lead_with(scored, standing.get(fieldname, {}))
+        out[fieldname] = [s for s in led if s.label not in out_of]
     rc_probs = {s.label: s.score for s in out["root_cause"][:3]}
     table = calibration.fix_prior if calibration is not None else None
     cands = candidates(
