@@ -400,6 +400,15 @@ def test_a_report_writes_a_set_of_ranks_one_way_in_sentences_and_tables() -> Non
     assert "1,3" not in text and "0,2" not in text
 
 
+def test_the_who_card_names_a_launchers_line_about_two_ranks_once() -> None:
+    # node02 never joined: the launcher's line about ranks 2-3 heads the Who card as theirs,
+    # and the card does not name the same ranks again in a row of their own
+    bundle = Path(__file__).parent.parent / "corpus_samples/second_node_never_joins/bundle"
+    html_text = render(diagnose([str(bundle)], Options(use_embeddings=False)), "html")
+    assert "Started by ranks 2-3" in _page(html_text).visible()
+    assert "<dt>Culprit ranks</dt>" not in html_text
+
+
 def test_html_timeline_highlights_initiating_rows_and_mutes_cascade() -> None:
     page = _page(render(hang_on_rank3(), "html"))
     roles = {"initiating", "cascade", "context"}
