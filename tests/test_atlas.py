@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from tests.cli_runs import explained
 from triage import knowledge
-from triage.cli import main
 from triage.knowledge import atlas
 from triage.model import Event, EventKind
 from triage.train.harvest import harvest_tree
@@ -125,13 +124,6 @@ def test_torch_cpp_sources_are_recorded_with_the_commit_of_every_file_read() -> 
     assert "torch-csrc=DIR" in kb.atlas.manifest["command"]
 
 
-def _explained(paste: str) -> dict:
-    """`triage explain PASTE --format json`, as a user runs it."""
-    out = CliRunner().invoke(main, ["explain", paste, "--format", "json"])
-    assert out.exit_code == 0, out.output
-    return json.loads(out.output)
-
-
 def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_labels() -> None:
     paste = (
         "Traceback (most recent call last):\n"
@@ -139,7 +131,7 @@ def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_l
         "AssertionError: key: decoder.layers.3.mlp.weight is not found in the checkpoint "
         "/ckpt/mp_rank_00_model_states.pt\n"
     )
-    report = _explained(paste)
+    report = explained(paste)
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:deepspeed:MegatronSDLoader.sanity_check" in why
     assert report["symptoms"][0]["id"] == "S29"
@@ -152,7 +144,7 @@ def test_a_message_of_several_lines_cut_after_its_first_is_still_named() -> None
         "ValueError: Please correct the following DeepSpeed config values that mismatch "
         "TrainingArguments values:\n"
     )
-    report = _explained(paste)
+    report = explained(paste)
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:transformers:HfTrainerDeepSpeedConfig.trainer_config_finalize" in why
     assert report["symptoms"][0]["id"] == "S09"
@@ -166,7 +158,7 @@ def test_torch_cpp_messages_are_named_by_the_function_that_prints_them() -> None
         "WorkNCCL(SeqNum=6113, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
         "ran for 1800529 milliseconds before timing out.\n"
     )
-    report = _explained(watchdog)
+    report = explained(watchdog)
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:torch-csrc:ProcessGroupNCCL::WorkNCCL::checkTimeout" in why
     assert report["symptoms"][0]["id"] == "S17"
@@ -176,7 +168,7 @@ def test_torch_cpp_messages_are_named_by_the_function_that_prints_them() -> None
         "[E socket.cpp:472] [c10d] The server socket has failed to listen on any local "
         "network address.\n"
     )
-    report = _explained(port_taken)
+    report = explained(port_taken)
     assert "atlas:torch-csrc:SocketListenOp::run" in [e["why"] for e in report["evidence"]]
     assert (report["symptoms"][0]["id"], report["root_causes"][0]["id"]) == ("S10", "R06")
     marked_twice = (
@@ -193,7 +185,7 @@ def test_torch_cpp_messages_are_named_by_the_function_that_prints_them() -> None
         "module graph does not change over iterations.\nParameter at index 195 has been "
         "marked as ready twice.\n"
     )
-    report = _explained(marked_twice)
+    report = explained(marked_twice)
     why = [e["why"] for e in report["evidence"]]
     assert "atlas:torch-csrc:Reducer::checkAndRaiseMarkedTwiceError" in why
     assert (report["symptoms"][0]["id"], report["root_causes"][0]["id"]) == ("S25", "R13")
@@ -270,7 +262,7 @@ def test_torch_cuda_allocator_store_and_gloo_messages_are_named_by_their_cpp_fun
         ),
     ]
     for paste, function, (symptom, cause) in cases:
-        report = _explained(paste)
+        report = explained(paste)
         assert function in [e["why"] for e in report["evidence"]], function
         assert report["symptoms"][0]["id"] == symptom, function
         if cause is not None:
@@ -280,7 +272,7 @@ def test_torch_cuda_allocator_store_and_gloo_messages_are_named_by_their_cpp_fun
 def test_a_field_between_two_fields_matches_one_space() -> None:
     # c10d's socket prints "... to {} {}." with one space between the address and the
     # error: the space alone must not ask for two
-    report = _explained(
+    report = explained(
         "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
         "[node-1]:29500 (errno: 110 - Connection timed out).\n"
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.cli_runs import explained
 from triage import knowledge
 from triage.classify import load_cause_fixes, rule_examples
 from triage.cli import main
@@ -36,14 +37,8 @@ WEIGHTS_ONLY = (
 )
 
 
-def _explain(text: str) -> dict:
-    result = CliRunner().invoke(main, ["explain", "--format", "json", text])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 def test_a_stated_cause_leads_with_the_fix_that_resolved_its_cases() -> None:
-    d = _explain(WATCHDOG)
+    d = explained(WATCHDOG)
     cause = d["root_causes"][0]
     assert "most likely cause" in d["summary"] and cause["id"] in d["summary"]
     usual = load_cause_fixes().ranked(cause["id"])[0][0]
@@ -54,7 +49,7 @@ def test_a_stated_cause_leads_with_the_fix_that_resolved_its_cases() -> None:
 
 
 def test_a_message_that_prescribes_its_remedy_leads_with_it_in_a_paste() -> None:
-    d = _explain(WEIGHTS_ONLY)
+    d = explained(WEIGHTS_ONLY)
     first = d["fix_patterns"][0]
     assert first["id"] == "F3", d["fix_patterns"]
     assert "weights_only=False" in first["actions"][0]

@@ -12,21 +12,18 @@ instead of taking pytest down.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import pickletools
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli_runs import run_elsewhere
 from tests.fr_samples import fr_entry
 from triage.parsers import flight_recorder
 
 _LOG = "[rank0]: RuntimeError: boom in the training step\n"
-_ROOT = str(Path(flight_recorder.__file__).resolve().parents[3])
 _MARK = "MARK_FOR_THE_HOSTILE_VALUE"
 
 
@@ -73,23 +70,10 @@ def _job(folder: Path, hostile: bytes) -> Path:
     return folder
 
 
-def _run_elsewhere(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", "import sys\n" + code, *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": _ROOT},
-            timeout=150,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("triage did not finish")
-
-
 def _cli(job: Path) -> dict[str, Any]:
     """The job's inputs as the CLI reports them: {file name: (warnings, FR entries read)}."""
     code = "from triage.cli import main\nmain([sys.argv[1], '--format', 'json', '--no-embed'])\n"
-    done = _run_elsewhere(code, str(job))
+    done = run_elsewhere(code, str(job))
     assert done.returncode == 0, done.stderr[-800:]
     report = json.loads(done.stdout)
     assert "RuntimeError: boom in the training step" in [e["text"] for e in report["evidence"]]
@@ -105,7 +89,7 @@ def _pool(job: Path) -> dict[str, Any]:
         " pipeline.Options(workers=2, parallel_from_bytes=0, use_embeddings=False))\n"
         "print(json.dumps({i.path: list(i.warnings) for i in d.inputs}))\n"
     )
-    done = _run_elsewhere(code, str(job))
+    done = run_elsewhere(code, str(job))
     assert done.returncode == 0, done.stderr[-800:]
     return {Path(path).name: said for path, said in json.loads(done.stdout).items()}
 

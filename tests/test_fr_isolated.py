@@ -10,17 +10,14 @@ instead of taking pytest down. The decoder's deadline is cut to a few seconds th
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli_runs import run_elsewhere
 from tests.fr_samples import fr_entry
-from triage.parsers import flight_recorder
 
 _HEADER = pickle.dumps({"version": "2.4", "pg_config": {}, "pg_status": {}, "entries": []}, 2)
 # The dump's dict gets one more key, a tuple that hashing it takes down: nested 2 million
@@ -29,7 +26,6 @@ DEEP = _HEADER[:-2] + b")" + b"\x85" * 2_000_000 + b"K\x01u."
 SHARED = _HEADER[:-2] + b")" + b"2\x86" * 64 + b"K\x01u."
 
 _LOG = "[rank0]: RuntimeError: boom in the training step\n"
-_ROOT = str(Path(flight_recorder.__file__).resolve().parents[3])
 
 
 def _job(folder: Path, hostile: bytes) -> Path:
@@ -41,18 +37,8 @@ def _job(folder: Path, hostile: bytes) -> Path:
     return folder
 
 
-def _run_elsewhere(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    prelude = "import sys, triage.pool\ntriage.pool.DECODE_SECONDS = 2.0\n"
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", prelude + code, *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": _ROOT},
-            timeout=150,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("triage did not finish")
+# the decoder's deadline cut to 2 s, so a hang costs the test seconds
+_SHORT_DEADLINE = "import triage.pool\ntriage.pool.DECODE_SECONDS = 2.0\n"
 
 
 def _said(report: dict[str, Any], name: str) -> list[str]:
@@ -72,7 +58,7 @@ def test_a_small_job_with_a_hostile_dump_is_diagnosed_from_the_rest(
 ) -> None:
     job = _job(tmp_path / "job", hostile)
     code = "from triage.cli import main\nmain([sys.argv[1], '--format', 'json'])\n"
-    done = _run_elsewhere(code, str(job))
+    done = run_elsewhere(code, str(job), prelude=_SHORT_DEADLINE)
     assert done.returncode == 0, done.stderr[-800:]
     report = json.loads(done.stdout)
     assert "RuntimeError: boom in the training step" in [e["text"] for e in report["evidence"]]
@@ -103,7 +89,7 @@ def test_a_hostile_dump_in_the_worker_pool_costs_that_dump_alone(
         " 'evidence': [e.text for e in d.evidence],"
         " 'events': {i.path: i.events for i in d.inputs}}))\n"
     )
-    done = _run_elsewhere(code, str(job))
+    done = run_elsewhere(code, str(job), prelude=_SHORT_DEADLINE)
     assert done.returncode == 0, done.stderr[-800:]
     got = json.loads(done.stdout)
     warnings = {Path(path).name: said for path, said in got["warnings"].items()}

@@ -7,12 +7,9 @@ NaN loss. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
 
-from triage.cli import main
+from tests.cli_runs import explained
 
 # peft merges a LoRA delta into a weight that ZeRO-3 partitioned: DeepSpeed's free_param left
 # `param.data = torch.empty(0)`, so the add sees a size 0
@@ -148,44 +145,38 @@ CASES = [
 ]
 
 
-def explain(text: str) -> dict:
-    result = CliRunner().invoke(main, ["explain", "--no-embed", "--format", "json", text])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 @pytest.mark.parametrize(
     ("text", "symptom", "cause"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_the_code_path_of_the_message_decides_its_symptom_and_cause(
     text: str, symptom: str, cause: str
 ) -> None:
-    d = explain(text)
+    d = explained(text, "--no-embed")
     assert d["symptoms"] and d["symptoms"][0]["id"] == symptom, d["summary"]
     assert d["root_causes"] and d["root_causes"][0]["id"] == cause, d["summary"]
 
 
 def test_a_training_loop_that_stops_on_an_infinite_loss_is_a_nan_not_a_hang() -> None:
-    d = explain(LOSS_INF_THEN_EXIT)
+    d = explained(LOSS_INF_THEN_EXIT, "--no-embed")
     assert d["symptoms"][0]["id"] == "S19", d["summary"]
 
 
 def test_a_collate_function_that_cannot_join_samples_is_told_to_pad_them() -> None:
-    d = explain(COLLATE_CAT)
+    d = explained(COLLATE_CAT, "--no-embed")
     assert d["symptoms"][0]["id"] == "S08", d["summary"]
     first = d["fix_patterns"][0]["actions"][0]
     assert "pad them in the `collate_fn`" in first, first
 
 
 def test_torchrun_names_the_word_it_read_as_the_process_count() -> None:
-    d = explain(TORCHRUN_NPROC)
+    d = explained(TORCHRUN_NPROC, "--no-embed")
     assert d["symptoms"][0]["id"] == "S05" and d["root_causes"][0]["id"] == "R06", d["summary"]
     first = d["fix_patterns"][0]["actions"][0]
     assert "--nnodes=2 was read as the process count" in first, first
 
 
 def test_a_quantized_weight_split_over_too_many_ranks_is_the_parallel_degree() -> None:
-    d = explain(QUANTIZED_TP)
+    d = explained(QUANTIZED_TP, "--no-embed")
     # a shape made by the partitioning, or the layout refused up front: not a step's exception
     assert d["symptoms"][0]["id"] in {"S07", "S09"}, d["summary"]
     assert d["root_causes"][0]["id"] == "R12", d["summary"]

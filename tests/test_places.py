@@ -3,11 +3,7 @@ faulthandler dump, a pasted py-spy stack) place a failure in its stage (`rules/p
 
 from __future__ import annotations
 
-import json
-
-from click.testing import CliRunner
-
-from triage.cli import main
+from tests.cli_runs import explained
 from triage.knowledge import places
 
 # faulthandler's format (`line N in f`, most recent call first), the paste cut before any
@@ -43,14 +39,8 @@ SAVE_RAISED = """Traceback (most recent call last):
 TypeError: can only concatenate str (not "int") to str"""
 
 
-def _explain(text: str) -> dict:
-    result = CliRunner().invoke(main, ["explain", "--no-embed", "--format", "json", text])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 def test_a_stack_cut_inside_deepspeeds_checkpoint_tag_check_is_a_hang_of_the_save() -> None:
-    d = _explain(SAVE_TAG_WAIT)
+    d = explained(SAVE_TAG_WAIT, "--no-embed")
     assert d["stage"]["id"] == "ST5"
     assert d["root_causes"][0]["id"] == "R08", d["summary"]
     fix = d["fix_patterns"][0]
@@ -58,25 +48,25 @@ def test_a_stack_cut_inside_deepspeeds_checkpoint_tag_check_is_a_hang_of_the_sav
 
 
 def test_a_traceback_cut_below_save_checkpoint_is_a_checkpoint_save() -> None:
-    d = _explain(SAVE_DEEP_CUT)
+    d = explained(SAVE_DEEP_CUT, "--no-embed")
     assert d["symptoms"][0]["id"] == "S28", d["summary"]
     assert d["stage"]["id"] == "ST5"
 
 
 def test_a_pasted_stack_waiting_in_backward_points_at_uneven_batches() -> None:
-    d = _explain(BACKWARD_WAIT)
+    d = explained(BACKWARD_WAIT, "--no-embed")
     assert d["root_causes"][0]["id"] == "R09", d["summary"]
     assert "drop_last=True" in d["fix_patterns"][0]["actions"][0]
 
 
 def test_a_stack_of_no_known_rank_is_not_said_to_be_this_ranks() -> None:
-    action = _explain(BACKWARD_WAIT)["fix_patterns"][0]["actions"][0]
+    action = explained(BACKWARD_WAIT, "--no-embed")["fix_patterns"][0]["actions"][0]
     assert action.startswith("If one rank ran an extra or missing step"), action
     assert "rank {rank}" not in action.lower() and "rank None" not in action
 
 
 def test_an_exception_raised_inside_the_save_is_not_read_as_a_wait() -> None:
-    d = _explain(SAVE_RAISED)
+    d = explained(SAVE_RAISED, "--no-embed")
     assert d["root_causes"][0]["id"] != "R08", d["summary"]
     assert d["symptoms"][0]["id"] == "S28" and d["stage"]["id"] == "ST5", d["summary"]
 

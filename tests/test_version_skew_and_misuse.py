@@ -8,12 +8,9 @@ mechanism's own remedy (not "install the missing module" for a version that is p
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
 
-from triage.cli import main
+from tests.cli_runs import explained
 
 REQUIRE_VERSION = """Traceback (most recent call last):
   File "/workspace/LLaMA-Factory/src/train.py", line 28, in <module>
@@ -101,19 +98,13 @@ CASES = [
 ]
 
 
-def explain(text: str) -> dict:
-    result = CliRunner().invoke(main, ["explain", "--format", "json", text])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 @pytest.mark.parametrize(
     ("text", "cause", "advice"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_the_mechanism_the_library_states_is_the_cause_and_its_advice_comes_first(
     text: str, cause: str, advice: str
 ) -> None:
-    d = explain(text)
+    d = explained(text)
     assert d["root_causes"] and d["root_causes"][0]["id"] == cause, d["summary"]
     first = d["fix_patterns"][0]["actions"][0]
     assert advice in first, d["fix_patterns"][0]

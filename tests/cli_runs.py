@@ -1,0 +1,42 @@
+"""triage run as a user runs it, for tests: `triage explain` through click's runner, and code
+that must run in a process of its own (a decoder that may crash or hang takes only that one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import triage
+from triage.cli import main
+
+# the checkout the test runs from, put first on the child's path
+ROOT = str(Path(triage.__file__).resolve().parents[1])
+
+
+def explained(text: str, *flags: str) -> dict[str, Any]:
+    """`triage explain [FLAGS] TEXT --format json`, its exit checked."""
+    result = CliRunner().invoke(main, ["explain", *flags, "--format", "json", text])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def run_elsewhere(code: str, *args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    """`code` (after `import sys` and `prelude`) in a fresh interpreter with `args` as
+    `sys.argv[1:]`; a run past 150 s fails the test rather than hanging the suite."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", "import sys\n" + prelude + code, *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": ROOT},
+            timeout=150,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("triage did not finish")
