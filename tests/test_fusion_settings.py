@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from triage import knowledge
-from triage.classify import fusion_settings
+from triage.knowledge import fusion_settings
 
 PASTE = "ImportError: cannot import name 'get_dataloader' from 'colossalai.utils'"
 

@@ -29,7 +29,6 @@ from triage.classify import (
     embedding,
     fix_prior,
     fusion,
-    fusion_settings,
     learned,
     neighbours,
     places,
@@ -45,6 +44,7 @@ from triage.classify.rules import RuleSet
 from triage.classify.signature import initiating_events, signature
 from triage.classify.standing import ANCHOR_WEIGHT, standing
 from triage.classify.types import NeighbourVote, RuleHit
+from triage.knowledge import fusion_settings
 from triage.knowledge.routine import Routine
 from triage.model import (
     Analysis,

@@ -38,13 +38,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from triage import taxonomy
-from triage.classify import contradicted, fusion_settings
+from triage.classify import contradicted
 from triage.classify import fix_prior as fix_prior_mod
 from triage.classify.calibration import Calibration
 from triage.classify.fix_prior import FixPrior
-from triage.classify.fusion_settings import FusionSettings
 from triage.classify.standing import Standing
 from triage.classify.types import NeighbourVote, RuleHit
+from triage.knowledge import fusion_settings
+from triage.knowledge.fusion_settings import FusionSettings
 from triage.model import Event
 
 FIELDS = ("symptom", "root_cause", "fix")
