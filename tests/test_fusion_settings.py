@@ -74,3 +74,15 @@ def test_a_missing_setting_is_named(tmp_path: Path) -> None:
     del doc["settings"]["yield_weight"]
     with pytest.raises(fusion_settings.FusionSettingsError, match="'yield_weight': missing"):
         fusion_settings.load(_models_with(tmp_path, doc) / fusion_settings.SETTINGS_FILE)
+
+
+def test_the_knowledge_validator_names_a_bad_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`knowledge.problems()` (what the tests and `triage rules` validate) covers the fusion's
+    settings too, not only the first explain that loads them."""
+    doc = _shipped_document()
+    doc["settings"]["rule_margin"] = {"value": 2, "why": "x"}
+    monkeypatch.setenv(knowledge.MODELS_ENV, str(_models_with(tmp_path, doc)))
+    said = [f"{p.item}: {p.message}" for p in knowledge.problems()]
+    assert "setting 'rule_margin': 2 is not a number in [0, 1]" in said

@@ -193,6 +193,12 @@ def problems(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Problem]
         atlas.Atlas(models_dir() / "atlas").templates  # noqa: B018
     except atlas.AtlasError as exc:
         found.extend(exc.problems)
+    from triage.knowledge import fusion_settings
+
+    try:  # the fusion's weights and thresholds (models/fusion.json), every setting checked
+        fusion_settings.shipped()
+    except fusion_settings.FusionSettingsError as exc:
+        found.extend(exc.problems)
     from triage import taxonomy
 
     try:  # the label-disambiguation notes are knowledge about the taxonomy's ids too
