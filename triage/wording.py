@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from triage.model import SURE_CAUSE, Analysis, Classification, Outcome, OutcomeKind, ScoredLabel
+from triage.model import Analysis, Classification, Outcome, OutcomeKind, ScoredLabel
 from triage.report.common import lower_first
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = No
     if labels.root_causes:
         cause = labels.root_causes[0]
         # a cause right less often than not, or one no rule names, is a guess and said to be
-        sure = cause.score >= SURE_CAUSE and not labels.cause_open
+        sure = not labels.cause_open
         lead = "most likely cause" if sure else "cause unsettled, best guess"
         parts.append(f"{lead}: {_label_phrase(cause, lower=True)}")
     sentence = "; ".join(parts)

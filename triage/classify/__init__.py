@@ -548,7 +548,7 @@ def assemble(
     return Classification(
         symptoms=symptoms,
         root_causes=_labels(result["root_cause"], tax.root_causes),
-        cause_open=fusion.left_open(result["root_cause"]),
+        cause_open=bool(result["root_cause"]) and not fusion.cause_stated(result["root_cause"]),
         fix_lead=_fix_lead(result["fix"], tax),
         stage=stage,
         fix_scores={

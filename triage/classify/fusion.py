@@ -438,14 +438,19 @@ def lead_with(
     return led + [replace(s, score=min(s.score, cap)) for s in scored if s.label not in labels]
 
 
+def cause_stated(causes: Sequence[Scored], settings: FusionSettings | None = None) -> bool:
+    """Does the report state the most likely root cause as the cause (scored at least
+    `stated_cause` and not left open by the generic layer), rather than call it a guess?"""
+    stated = _settings(settings).stated_cause
+    return bool(causes) and causes[0].score >= stated and not left_open(causes)
+
+
 def cause_fix(
     causes: Sequence[Scored], table: FixPrior, settings: FusionSettings | None = None
 ) -> str | None:
     """The usual fix of the most likely root cause (the one that resolved most of its
-    reference cases), when the report states that cause (scored at least `stated_cause`, not
-    left open by the generic layer); else None."""
-    stated = _settings(settings).stated_cause
-    if not causes or causes[0].score < stated or left_open(causes):
+    reference cases), when the report states that cause (`cause_stated`); else None."""
+    if not cause_stated(causes, settings):
         return None
     ranked = table.ranked(causes[0].label)
     return ranked[0][0] if ranked else None

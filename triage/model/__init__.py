@@ -30,7 +30,6 @@ from triage.model.analysis import (
 )
 from triage.model.diagnosis import (
     SCHEMA,
-    SURE_CAUSE,
     Classification,
     Diagnosis,
     Evidence,
@@ -161,7 +160,6 @@ __all__ = [
     "RestartFacts",
     "RuleAction",
     "SCHEMA",
-    "SURE_CAUSE",
     "ScoredLabel",
     "SettingFacts",
     "SimilarCase",

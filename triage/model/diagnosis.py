@@ -70,17 +70,14 @@ class Classification:
     similar_cases: tuple[SimilarCase, ...] = ()
     abstain_reason: str | None = None
     collect_next: tuple[str, ...] = ()  # on an abstention: the steps the reports list
-    # no specific rule names a cause and the generic layer weighs several alike: the causes
-    # shown are the neighbours' and the learned model's best guess
+    # the top root cause is a guess, not stated: no specific rule names a cause and the
+    # generic layer weighs several alike, or it scored under the fusion's `stated_cause`
+    # (right less often than wrong); the causes shown are the best guess
     cause_open: bool = False
     # the fix classify put first for a reason beyond its score, and that reason: "cause" (the
     # most likely root cause's usual fix), "remedy" (the library's message prescribes it) or
     # "standing" (the job's initiating failure names it); recommend keeps it first
     fix_lead: tuple[str, str] | None = None
-
-
-# A root cause scored under this is right less often than wrong: reports call it a guess.
-SURE_CAUSE = 0.5
 
 
 # --------------------------------------------------------------------------- recommend

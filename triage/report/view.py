@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from triage.analysis.timeline import first_error
 from triage.model import (
-    SURE_CAUSE,
     Diagnosis,
     Evidence,
     InputNote,
@@ -129,7 +128,7 @@ def verdict(d: Diagnosis) -> str:
     parts = []
     if d.symptoms:
         parts.append(c.short(d.symptoms[0].name, 200))
-    if d.root_causes and d.root_causes[0].score >= SURE_CAUSE and not d.cause_open:
+    if d.root_causes and not d.cause_open:
         cause = c.short(d.root_causes[0].name, 200)
         parts.append(f"caused by {cause[:1].lower()}{cause[1:]}")
     elif d.root_causes:
