@@ -100,3 +100,25 @@ def test_a_place_whose_example_does_not_match_is_refused() -> None:
     said = " | ".join(f"{i}: {m}" for i, m in problems)
     assert "example does not match" in said and "no_match example matches" in said
     assert "S99 is not a taxonomy id" in said and "a place says which stage" in said
+
+
+def test_an_action_given_as_a_list_is_refused_not_printed_as_one() -> None:
+    """An action written as a YAML list used to reach the report as "['check ...', '...']"."""
+    problems: list[tuple[str, str]] = []
+    body = {
+        "places": [
+            {
+                "id": "checkpoint-save",
+                "title": "t",
+                "sources": ["s"],
+                "frames": [{"function": "save_checkpoint"}],
+                "concludes": {"symptom": {"S28": 0.6}, "stage": {"ST5": 0.8}},
+                "actions": {"F5": ["free disk space", "then resume"]},
+                "examples": {"match": ["x/engine.py:save_checkpoint"]},
+            }
+        ]
+    }
+    built = places.build(body, lambda item, msg: problems.append((item, msg)), False)
+    said = " | ".join(f"{i}: {m}" for i, m in problems)
+    assert "actions.F5: must be one sentence (a string), not list" in said
+    assert not any("[" in a for p in built.places for a in p.actions.values())

@@ -167,7 +167,19 @@ def _place(
         weights[label_kind] = {str(k): float(v) for k, v in row.items() if k in tables[label_kind]}
     if not weights["stage"]:
         report(item, "concludes.stage: a place says which stage was running")
-    actions = {str(k): str(v) for k, v in (spec.get("actions") or {}).items()}
+    given = spec.get("actions") or {}
+    if not isinstance(given, dict):
+        report(item, "actions: must map a fix pattern to one sentence")
+        given = {}
+    actions: dict[str, str] = {}
+    for fix, value in given.items():
+        # a list or a mapping would be printed as its Python form, brackets and all
+        if not isinstance(value, str) or not value.strip():
+            report(
+                item, f"actions.{fix}: must be one sentence (a string), not {type(value).__name__}"
+            )
+        else:
+            actions[str(fix)] = value
     for fix, text in actions.items():
         if fix not in tax.fix_patterns:
             report(item, f"actions: {fix} is not a fix pattern")
