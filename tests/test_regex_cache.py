@@ -198,3 +198,36 @@ def test_a_stdlib_cache_others_can_write_is_not_read(
 def test_a_bad_stdlib_pattern_raises_as_re_does(cache_dir: Path) -> None:
     with pytest.raises(re.error):
         regex_cache.compile_std(r"unbalanced (")
+
+
+# --------------------------------------------------------------------------- across versions
+
+
+def _stored_patterns(path: Path) -> set[Any]:
+    body = marshal.loads(diskcache.read_verified(path))  # type: ignore[arg-type]
+    return {pattern for pattern, _flags in body["entries"]}
+
+
+@pytest.mark.parametrize("std", [False, True], ids=["regex", "re"])
+def test_an_upgrade_does_not_keep_loading_the_patterns_only_an_older_version_used(
+    cache_dir: Path, std: bool
+) -> None:
+    compile_one = regex_cache.compile_std if std else regex_cache.compile
+    # an older triage's run: its own patterns, kept on disk
+    old = [rf"older version's pattern {i}: (?P<n>\d+)" for i in range(40)]
+    for pattern in old:
+        compile_one(pattern, 0)
+    _next_run()
+    (path,) = cache_dir.glob("re-*.bin" if std else "regex-*.bin")
+    assert set(old) <= _stored_patterns(path)
+    # the new version's runs: each compiles the shipped patterns and one its job brings
+    # (an atlas template, a team folder's rule), so each writes the file back
+    for run in range(12):
+        for pattern, _flags in PATTERNS:
+            compile_one(pattern, 0)
+        compile_one(rf"job {run}'s own pattern (?P<n>\d+)", 0)
+        _next_run()
+    stored = _stored_patterns(path)
+    assert not set(old) & stored, "an older version's patterns are still loaded by every run"
+    assert {p for p, _ in PATTERNS} <= stored  # what every run uses stays
+    assert "job 11's own pattern (?P<n>\\d+)" in stored

@@ -219,3 +219,40 @@ def test_an_nccl_info_line_is_hot_when_a_trouble_word_follows_nccl_info(plain: b
     starts = [sum(map(len, rows[:i])) for i in range(len(rows))]
     assert starts[1] in found and starts[4] in found
     assert starts[2] not in found and starts[3] not in found
+
+
+def test_lines_full_of_warning_words_and_a_last_line_without_newline_are_all_read() -> None:
+    """The scan reports a line of generic words once, at its end: a line with several of
+    them (torch's warning prose), one beside a rule's needle, and the log's last line with
+    no newline after it give the events that reading every line gives."""
+    healthy = "{'loss': 5.71, 'grad_norm': 1.62, 'learning_rate': 4.9e-06, 'epoch': 1.4}\n"
+    lines = []
+    for step in range(3000):
+        lines.append(f"\r 12%|#2        | {step}/64 [00:01<00:08,  6.5it/s]{healthy}")
+        if step % 300 == 7:
+            lines.append(
+                f"[rank0]:[W1203 07:29:{step % 60:02d}.918369198 reducer.cpp:1529] Warning: "
+                "find_unused_parameters=True was specified; note that this warning may be "
+                f"a false positive, WARNING {step}\n"
+            )
+        if step == 2500:
+            lines.append("ERROR: ProcessGroupNCCL watchdog timeout, errors follow: error\n")
+    # generic words alone (no needle of a rule or a template), on the last line
+    lines.append(
+        "[2026-12-03 07:31:58,598] [ERROR] [engine.py:88] the shard reader stopped: error 7"
+    )
+    data = "".join(lines).encode()
+    assert len(data) > 4 * rank_log.SCAN_ALL_BELOW and not data.endswith(b"\n")
+    scanned = rank_log.parse(source_of(data), scan_all=False)
+    every_line = rank_log.parse(source_of(data), scan_all=True)
+    kinds = {EventKind.ERROR_LINE, EventKind.WARNING_LINE}
+    found = [(e.kind, e.line, e.text) for e in scanned.events if e.kind in kinds]
+    assert found == [(e.kind, e.line, e.text) for e in every_line.events if e.kind in kinds]
+    # the warning (its repeats counted, as every line read counts them), the error line, the
+    # last line
+    assert [text.split(":")[0][:12] for _, _, text in found] == [
+        "[W1203 07",
+        "ERROR",
+        "[2026-12-03 ",
+    ]
+    assert found[-1][1] == data.count(b"\n") + 1

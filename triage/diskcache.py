@@ -164,10 +164,11 @@ def read_trusted_marshal(path: Path) -> Any:
         return None
 
 
-def entries_body(tag: tuple[str, Any], entries: dict[tuple[Any, int], Any]) -> bytes:
+def entries_body(tag: tuple[str, Any], entries: dict[tuple[Any, int], Any], **extra: Any) -> bytes:
     """A marshal cache of `(text, flags) -> value` entries, named by its `tag` (a key and the
-    versions the entries hold for), as `read_trusted_entries` reads it back."""
-    return marshal.dumps({tag[0]: tag[1], "entries": dict(entries)})
+    versions the entries hold for), as `read_trusted_entries` reads it back; `extra` fields
+    (marshal-able) ride along, for `read_trusted_marshal` to give back."""
+    return marshal.dumps({**extra, tag[0]: tag[1], "entries": dict(entries)})
 
 
 def read_trusted_entries(
@@ -180,6 +181,17 @@ def read_trusted_entries(
     unless the file's tag is `tag`, and of them only `(text, flags)` keys with a text of one
     of `texts` and values `value_ok` accepts (a damaged or foreign entry is not used)."""
     loaded = None if path is None else read_trusted_marshal(path)
+    return checked_entries(loaded, tag, texts, value_ok)
+
+
+def checked_entries(
+    loaded: Any,
+    tag: tuple[str, Any],
+    texts: tuple[type, ...],
+    value_ok: Callable[[Any], bool],
+) -> dict[tuple[Any, int], Any]:
+    """The entries of a file `read_trusted_marshal` gave back, checked as
+    `read_trusted_entries` checks them."""
     if not isinstance(loaded, dict) or loaded.get(tag[0]) != tag[1]:
         return {}
     entries = loaded.get("entries")

@@ -283,13 +283,20 @@ _worker_kb: Knowledge | None = None
 def _start_worker(job_budget: JobBudget, kb: Knowledge) -> None:
     """The initializer of a job's worker processes: the job's budget and knowledge."""
     from triage import budget
-    from triage.parsers import flight_recorder
 
     global _worker_kb
     budget.install(job_budget)
     _worker_kb = kb
-    # A worker that dies or passes its deadline costs only its chunk, parsed again by the
-    # caller with its dumps in `triage.isolated`'s child: its dumps need no scan up front.
+
+
+def _contain_dumps() -> None:
+    """Before a worker decodes its first flight-recorder dump. A worker that dies or passes
+    its deadline costs only its chunk, parsed again by the caller with its dumps in
+    `triage.isolated`'s child: its dumps need no scan up front. Called then, not when the
+    worker starts: importing the dump decoder (pickletools and its tables) costs each worker
+    of a job of logs alone ~40 ms before its first file."""
+    from triage.parsers import flight_recorder
+
     flight_recorder.contain_decoding()
 
 
@@ -299,6 +306,8 @@ def _parse_chunk(chunk: list[_SourceFields], fr_tail: int | None) -> list[tuple[
 
     out: list[tuple[Any, ...] | None] = []
     for path, kind, size, rank, local_rank, host, attempt, warnings in chunk:
+        if kind == SourceKind.FLIGHT_RECORDER.value:
+            _contain_dumps()
         # A plain file is simply opened again; anything else (a compressed file) is
         # discovered again, which gives the very opener ingest chose for it. A file that
         # changed since is left to the main process, which reports it as ingest saw it.

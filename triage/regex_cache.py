@@ -55,7 +55,12 @@ _compiled_std: dict[tuple[str | bytes, int], re.Pattern[Any]] = {}
 
 class _Store:
     """One file of engine arguments by (pattern, flags): loaded on first use, written at exit
-    by the process that added to it."""
+    by the process that added to it.
+
+    Each write is one generation of the file, and each entry keeps the last generation whose
+    run used it: a write drops the entries none of the last `_KEEP_WRITES` writing runs used,
+    so the patterns an older version or a team folder since removed compiled are not loaded
+    by every run for ever (a run that only reads writes nothing: it stays cheap)."""
 
     def __init__(
         self, name: Callable[[], str], args: int, tag: Callable[[], Any], most: int
@@ -65,6 +70,9 @@ class _Store:
         self._tag = tag  # what else the entries were made with (checked when read)
         self._most = most  # entries at most: past this the file starts afresh
         self.entries: dict[tuple[str | bytes, int], tuple[Any, ...]] | None = None
+        self._generation = 0  # the file's writes so far
+        self._last_used: dict[tuple[str | bytes, int], int] = {}  # entry -> its generation
+        self._used: set[tuple[str | bytes, int]] = set()  # entries this process used
         self._saver = diskcache.Saver(self.save)
 
     def file(self) -> Path | None:
@@ -77,12 +85,28 @@ class _Store:
         return self.entries
 
     def _load(self) -> dict[tuple[str | bytes, int], tuple[Any, ...]]:
-        return diskcache.read_trusted_entries(
-            self.file(),
+        path = self.file()
+        loaded = None if path is None else diskcache.read_trusted_marshal(path)
+        entries = diskcache.checked_entries(
+            loaded,
             ("default_version", self._tag()),
             (str, bytes),
             lambda v: isinstance(v, tuple) and len(v) == self._args,
         )
+        kept: dict[str, Any] = loaded if entries and isinstance(loaded, dict) else {}
+        generation, last_used = kept.get("generation"), kept.get("last_used")
+        # a file an earlier triage wrote has neither: its entries count as used at its start
+        self._generation = generation if type(generation) is int else 0
+        self._last_used = {
+            k: g
+            for k, g in (last_used.items() if isinstance(last_used, dict) else ())
+            if k in entries and type(g) is int
+        }
+        return entries
+
+    def used(self, key: tuple[str | bytes, int]) -> None:
+        """An entry this run used (from the disk or just added): kept at the next write."""
+        self._used.add(key)
 
     def put(self, key: tuple[str | bytes, int], kept: tuple[Any, ...]) -> None:
         stored = self.stored()
@@ -90,6 +114,7 @@ class _Store:
             if len(stored) >= self._most:
                 stored.clear()
             stored[key] = kept
+            self._used.add(key)
             self._saver.added()
 
     def save(self) -> None:
@@ -97,14 +122,37 @@ class _Store:
         with _lock:
             if path is None or self.entries is None or not self._saver.take():
                 return
-            body = diskcache.entries_body(("default_version", self._tag()), self.entries)
+            generation = self._generation + 1
+            for key in self._used:
+                self._last_used[key] = generation
+            oldest = generation - _KEEP_WRITES
+            self.entries = {
+                k: v for k, v in self.entries.items() if self._last_used.get(k, 0) > oldest
+            }
+            self._last_used = {k: self._last_used.get(k, 0) for k in self.entries}
+            self._generation = generation
+            body = diskcache.entries_body(
+                ("default_version", self._tag()),
+                self.entries,
+                generation=generation,
+                last_used=self._last_used,
+            )
         with contextlib.suppress(OSError):  # a cache that cannot be written is no error
             diskcache.write_verified(path, body, ".regex-")
 
     def clear(self) -> None:
         with _lock:
             self.entries = None
+            self._generation = 0
+            self._last_used = {}
+            self._used = set()
             self._saver.forget()
+
+
+# An entry none of this many writing runs used is dropped at the next write: what one
+# version's runs all use is stamped at each write, what only an older version used ages out
+# (a rarely run command's patterns too: they are compiled again once, ~1 ms each).
+_KEEP_WRITES = 8
 
 
 def _regex_file() -> str:
@@ -177,6 +225,7 @@ def _from_disk(pattern: str, flags: int, engine: Any) -> regex.Pattern[str] | No
     args = _REGEX.stored().get((pattern, flags))
     if args is None:
         return None
+    _REGEX.used((pattern, flags))
     try:
         flags_, *middle, req_flags, groups = args
         compiled = engine.compile(
@@ -255,6 +304,7 @@ def _std_from_disk(pattern: AnyStr, flags: int, engine: Any) -> re.Pattern[AnySt
     args = _STD.stored().get((pattern, flags))
     if args is None:
         return None
+    _STD.used((pattern, flags))
     try:
         compiled = engine.compile(pattern, *args)
     except Exception:  # noqa: BLE001 - an entry the engine refuses: compile as always

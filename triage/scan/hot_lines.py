@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from triage.scan import hs_cache, prefilter
 from triage.scan.engines import hyperscan_module, scratch
 from triage.scan.markers import MarkerSet
-from triage.scan.prefilter import Prefilter
+from triage.scan.prefilter import Prefilter, line_local
 
 
 class Gate(NamedTuple):
@@ -82,10 +82,18 @@ class HotLines:
         *,
         prefilter: bool = True,
         ordinary: Iterable[str] = (),
+        per_line: Iterable[bytes] = (),
     ) -> None:
         self._markers = markers
         self._strong = sorted({n.lower().encode("ascii") for n in strong})
         self._verdicts = list(verdicts)
+        # verdicts that match many times in one line of prose (the generic error and warning
+        # words, a log level): the scan reports each line they match once, at its end, in
+        # one id they share, not each match (torch's warning lines, one every few KB of HF
+        # Trainer output, hold 3-4 each, and each report is a call into Python)
+        self._per_line = frozenset(
+            v for v in per_line if v in self._verdicts and b"$" not in v and line_local(v)
+        )
         self._once = list(once)
         self._gated = list(gated)
         # the main database and one per gated group: (database, ids of each pattern)
@@ -141,15 +149,22 @@ class HotLines:
     @staticmethod
     def _compile(
         groups: list[tuple[list[bytes], int]],
+        per_line: Sequence[bytes] = (),
     ) -> tuple[Any, dict[bytes, list[int]]]:
-        """One database of (patterns, flags) groups, and the ids of each pattern."""
+        """One database of (patterns, flags) groups, and the ids of each pattern; then the
+        `per_line` patterns, each extended to the end of its line under one id they share
+        (hyperscan reports an id once per end offset: once per line)."""
         expressions = [p for patterns, _ in groups for p in patterns]
         flags = [f for patterns, f in groups for _ in patterns]
-        db = hs_cache.database(
-            hyperscan_module(), expressions, list(range(len(expressions))), flags
-        )
+        numbers = list(range(len(expressions)))
+        shared = len(expressions)
+        expressions += [b"(?:" + p + rb")[^\n]*(?:\n|\z)" for p in per_line]
+        flags += [0] * len(per_line)
+        numbers += [shared] * len(per_line)
+        db = hs_cache.database(hyperscan_module(), expressions, numbers, flags)
         ids: dict[bytes, list[int]] = {}
-        for i, pattern in enumerate(expressions):
+        keys = [*(p for patterns, _ in groups for p in patterns), *per_line]
+        for i, pattern in zip(numbers, keys, strict=True):
             ids.setdefault(pattern, []).append(i)
         return db, ids
 
@@ -168,15 +183,17 @@ class HotLines:
             strong = [*map(_escaped, self._strong)]
             verdicts = self._split(self._verdicts, True) if local else self._verdicts
             once = self._split(self._once, True) if local else self._once
+            per_line = [v for v in verdicts if v in self._per_line]
             got = self._compile(
                 [
                     (strong, hs.HS_FLAG_CASELESS),
-                    (verdicts, 0),
+                    ([v for v in verdicts if v not in self._per_line], 0),
                     (once, hs.HS_FLAG_SINGLEMATCH),
                     (gates, hs.HS_FLAG_SINGLEMATCH),
-                ]
+                ],
+                per_line,
             )
-            first = len(strong) + len(verdicts) + len(once)
+            first = len(strong) + len(verdicts) - len(per_line) + len(once)
             gate_ids = {first + i: i for i in range(len(gates))}
             if local:
                 self._hs_local, self._local_gate_ids = got, gate_ids
@@ -288,6 +305,8 @@ class HotLines:
             return []
         if hyperscan_module() is None or self._markers.engine != "hyperscan":
             return self.find_plain(data, mute, skipped, muted_out)
+        if mute & self._per_line:
+            raise ValueError("a per-line verdict shares its id: it cannot be muted alone")
         begin = self._first_line(data) if self._prefilter else 0
         if begin < 0:
             return []  # no line of the chunk can be hot

@@ -271,8 +271,10 @@ class MarkerSet:
 
     def contains(self, data: bytes) -> bool:
         """Whether `data` (a line) holds a marker."""
-        if len(data) <= 512 and len(self._needles) <= 8:
-            low = data.lower()  # a few `in` tests beat a scan's set-up on a short line
+        if len(self._needles) <= 8:
+            # a few `in` tests beat a scan's set-up on a short line, and on a long one the
+            # scan's call back per occurrence (a tqdm line repeats `it/s` in each redraw)
+            low = data.lower()
             return any(needle in low for needle in self._needles)
         if self._engine != "numpy" and self._hyperscan_ready():
             return bool(self.find(data))

@@ -203,6 +203,18 @@ def _verdicts(templates: Templates, template_verdicts: dict[str, bytes]) -> list
     level (such a line is an event when it holds any needle), NCCL WARN lines (the NCCL INFO
     lines `NcclTracker.assess` keeps: `_gated`). Each is a superset of what the parser then
     decides."""
+    return [
+        *template_verdicts.values(),
+        # the record openers' literals in their own case (` FAILED`, `Traceback (most ...`)
+        *(_exact(group_literals(p.pattern)) for p in _OPENERS),
+        *_generic_verdicts(templates),
+        rb"NCCL WARN",
+    ]
+
+
+def _generic_verdicts(templates: Templates) -> list[bytes]:
+    """The verdicts of generic words and log levels: a line of prose may match them several
+    times (the scan reports such a line once, `HotLines`' `per_line`)."""
     assert templates.error_words is not None and templates.warning_words is not None
     # hyperscan's \w and \b are ASCII: `\w+Warning:` could miss `éWarning:`, whose
     # `\bWarning\b` it finds (a boundary before the W, seen from the bytes). `Warning:` after a
@@ -210,14 +222,10 @@ def _verdicts(templates: Templates, template_verdicts: dict[str, bytes]) -> list
     # (torch's `Warning: ...` lines, repeated every step, are most hot lines of some logs)
     warning = templates.warning_words.pattern.replace(r"|\w+Warning:", r"|\BWarning:")
     return [
-        *template_verdicts.values(),
-        # the record openers' literals in their own case (` FAILED`, `Traceback (most ...`)
-        *(_exact(group_literals(p.pattern)) for p in _OPENERS),
         templates.error_words.pattern.encode(),
         warning.encode(),
         # c10 `[E1218 20:27:21.4...`, glog `E1218 20:27:21.4...`, old c10 `[E file.cpp:12]`
         rb"[WEFC]\d{3,4} \d\d:\d\d:\d\d\.|\[[WEF] [\w./-]+:\d+\]|\b(?:CRITICAL|FATAL)\b",
-        rb"NCCL WARN",
     ]
 
 
@@ -323,6 +331,8 @@ class LogScanTables:
     shapes: LogShapes  # the message shapes facts and progress are read with
     # the progress words a chunk's tail is scanned for
     progress_markers: MarkerSet = PROGRESS_MARKERS
+    # the verdicts a line may match several times, reported once a line (`HotLines`)
+    per_line: tuple[bytes, ...] = ()
 
     def has_error_words(self, text: str) -> bool:
         low = text.lower()
@@ -351,6 +361,7 @@ class LogScanTables:
                 self.verdicts,
                 gated=self.gated,
                 ordinary=self.templates.healthy,
+                per_line=self.per_line,
             ),
         )
 
@@ -385,6 +396,7 @@ def _scan_tables(kb: knowledge.Knowledge) -> LogScanTables:
     markers = MarkerSet(_needles(specific, templates), ordinary=templates.healthy)
     rule_markers = MarkerSet(rule_words, ordinary=templates.healthy)
     verdicts = _verdicts(templates, template_verdicts)
+    per_line = tuple(_generic_verdicts(templates))
     gated = _gated(templates)
     tables = LogScanTables(
         templates=templates,
@@ -400,9 +412,17 @@ def _scan_tables(kb: knowledge.Knowledge) -> LogScanTables:
         gated=tuple(gated),
         markers=markers,
         rule_markers=rule_markers,
-        hot_lines=HotLines(markers, specific, verdicts, gated=gated, ordinary=templates.healthy),
+        hot_lines=HotLines(
+            markers,
+            specific,
+            verdicts,
+            gated=gated,
+            ordinary=templates.healthy,
+            per_line=per_line,
+        ),
         digit_needles=_masked_digit_needles(markers, rule_markers, templates),
         shapes=kb.log_shapes,
+        per_line=per_line,
     )
     diskcache.save()  # the literals derived here, for the next run's start (`triage.diskcache`)
     return tables
