@@ -133,3 +133,36 @@ def test_an_unknown_embedding_names_the_ones_there_are(monkeypatch) -> None:
     result = CliRunner().invoke(main, ["explain", "-q", VAGUE])
     assert result.exit_code != 0
     assert "static" in str(result.exception) and "minilm" in str(result.exception)
+
+
+def test_the_reference_free_fit_reads_no_reference_case(monkeypatch, tmp_path) -> None:
+    # `--fit-texts reference-free` exists so that cross-validation on the reference cases
+    # judges a fitted static space honestly: no line of theirs may reach MiniLM's targets
+    from triage.knowledge.corpus import CORPUS_ENV
+    from triage.train import distil
+
+    marker = "QuuxSentinelError: the sentinel shard was never written"
+    row = json.loads((neighbours.models_dir() / "corpus" / "dev.jsonl").open().readline())
+    row["evidence"] = f"Traceback (most recent call last):\n{marker}"
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    monkeypatch.setenv(CORPUS_ENV, str(cases))
+    bundle = tmp_path / "corpus_samples" / "a_job" / "bundle"
+    bundle.mkdir(parents=True)
+    (bundle / "rank1.log").write_text(
+        "[rank1]: torch.distributed.elastic.multiprocessing.errors.ChildFailedError: train.py\n"
+    )
+    rules = tmp_path / "triage" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "shm.yaml").write_text(
+        "- id: shm\n  examples:\n    match:\n"
+        '      - "NCCL WARN Error while creating shared memory segment (size 4460544)"\n'
+    )
+
+    with_references = distil.fitting_texts(tmp_path / "corpus_samples")
+    free = distil.reference_free_texts(tmp_path)
+    assert any("QuuxSentinelError" in t for t in with_references)
+    assert not any("QuuxSentinelError" in t for t in free)
+    # what it fits on instead: the rules' examples and the shipped logs' lines
+    assert any("Error while creating shared memory segment" in t for t in free)
+    assert any("ChildFailedError" in t for t in free)
