@@ -155,3 +155,32 @@ def test_the_mechanism_names_the_remedy_among_the_first_two_fixes(
     assert d["symptoms"][0]["id"] == symptom and d["root_causes"][0]["id"] == cause, d["summary"]
     actions = [a for f in d["fix_patterns"][:2] for a in f["actions"]]
     assert any(remedy in a for a in actions), actions
+
+
+# TRL computes the reference model's log-probs before the engine moved that model to the GPU
+DEVICE_MISMATCH_IN_TRAINER = """Traceback (most recent call last):
+  File "/home/user/dpo.py", line 201, in <module>
+    trainer.train()
+  File "/opt/py/site-packages/trl/trainer/dpo_trainer.py", line 1043, in compute_reference_log_probs
+    ref_chosen_logps, ref_rejected_logps = self.concatenated_forward(self.ref_model, padded_batch)
+  File "/opt/py/site-packages/torch/nn/modules/module.py", line 1747, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "/opt/py/site-packages/torch/nn/functional.py", line 2264, in embedding
+    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)"""
+
+# the same check where the user's own forward mixed devices
+DEVICE_MISMATCH_IN_USER_CODE = """Traceback (most recent call last):
+  File "/home/user/proj/model.py", line 77, in forward
+    h = self.proj(x) + self.bias_table[positions]
+RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"""
+
+
+def test_a_device_mismatch_is_the_framework_s_when_its_own_frame_mixed_the_devices() -> None:
+    d = explained(DEVICE_MISMATCH_IN_TRAINER, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S18", d["summary"]
+    assert d["root_causes"][0]["id"] == "R25", d["summary"]
+    actions = [a for f in d["fix_patterns"][:2] for a in f["actions"]]
+    assert any("`compute_reference_log_probs`" in a for a in actions), actions
+    mine = explained(DEVICE_MISMATCH_IN_USER_CODE, "--no-embed")
+    assert mine["root_causes"][0]["id"] in {"R26", "R14"}, mine["summary"]
