@@ -85,6 +85,18 @@ VLLM_ARCHITECTURE_CUT = (
     "ValueError: Model architectures ['Gemma3ForConditionalGeneration'] are not supported fo"
 )
 
+# two settings of one run: the json's micro batch and the command line's
+DS_CONFIG_VS_TRAINING_ARGS = """  File "/opt/py/site-packages/transformers/integrations/deepspeed.py", line 271, in trainer_config_finalize
+    raise ValueError(
+ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:
+- ds train_micro_batch_size_per_gpu=4 vs hf per_device_train_batch_size=8
+The easiest method is to set these DeepSpeed config values to 'auto'."""
+
+# a check that names the value it got among the two it allows
+CHECK_REFUSES_ALLOWED_VALUE = (
+    "ValueError: vllm_mode must be either 'server' or 'colocate', got 'colocate'."
+)
+
 CASES = [
     ("vllm-bnb-checkpoint-without-bnb-load-format", VLLM_BNB_CHECKPOINT, "S06", "R14"),
     ("ray-memory-monitor-killed-workers", RAY_OOM_KILL, "S15", "R17"),
@@ -96,6 +108,8 @@ CASES = [
     ("nccl-config-from-another-release", NCCL_CONFIG_FIELD, "S12", "R01"),
     ("cublaslt-symbol-not-loaded", CUBLASLT_SYMBOL, "S02", "R01"),
     ("vllm-architecture-message-cut-off", VLLM_ARCHITECTURE_CUT, "S06", "R15"),
+    ("hf-deepspeed-config-disagrees-with-training-args", DS_CONFIG_VS_TRAINING_ARGS, "S09", "R13"),
+    ("check-refuses-a-value-it-lists-as-allowed", CHECK_REFUSES_ALLOWED_VALUE, "S09", "R25"),
 ]
 
 
