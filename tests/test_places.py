@@ -122,3 +122,80 @@ def test_an_action_given_as_a_list_is_refused_not_printed_as_one() -> None:
     said = " | ".join(f"{i}: {m}" for i, m in problems)
     assert "actions.F5: must be one sentence (a string), not list" in said
     assert not any("[" in a for p in built.places for a in p.actions.values())
+
+
+# vLLM's logger puts `ERROR date time file:line] ` before every line of the traceback it logs:
+# the parser reads each line as an error line of its own
+VLLM_PREFIXED = """\
+INFO 03-02 10:11:12 config.py:510] This model supports multiple tasks: {'generate'}.
+ERROR 03-02 10:11:40 engine.py:366] 'model.layers.0.self_attn.qkv_proj.weight_scale'
+ERROR 03-02 10:11:40 engine.py:366] Traceback (most recent call last):
+ERROR 03-02 10:11:40 engine.py:366]   File "/usr/lib/py/vllm/engine/multiprocessing/engine.py", \
+line 357, in run_mp_engine
+ERROR 03-02 10:11:40 engine.py:366]     engine = MQLLMEngine.from_engine_args(engine_args=args,
+ERROR 03-02 10:11:40 engine.py:366]   File "/usr/lib/py/vllm/worker/worker.py", line 183, \
+in load_model
+ERROR 03-02 10:11:40 engine.py:366]     self.model_runner.load_model()
+ERROR 03-02 10:11:40 engine.py:366]   File "/usr/lib/py/vllm/model_executor/models/mixtral.py", \
+line 460, in load_weights
+ERROR 03-02 10:11:40 engine.py:366]     param = params_dict[name]
+ERROR 03-02 10:11:40 engine.py:366] KeyError: 'model.layers.0.self_attn.qkv_proj.weight_scale'"""
+
+# deepspeed.initialize(training_data=...) builds the DataLoader in DeepSpeedEngine.deepspeed_io
+DEEPSPEED_IO = """Traceback (most recent call last):
+  File "/home/u/train.py", line 88, in <module>
+    engine, _, loader, _ = deepspeed.initialize(args=args, model=model, training_data=dataset)
+  File "/opt/py/site-packages/deepspeed/__init__.py", line 181, in initialize
+    engine = DeepSpeedEngine(args=args,
+  File "/opt/py/site-packages/deepspeed/runtime/engine.py", line 301, in __init__
+    self.training_dataloader = self.deepspeed_io(training_data)
+  File "/opt/py/site-packages/deepspeed/runtime/engine.py", line 1689, in deepspeed_io
+    rank = self.mpu.get_data_parallel_rank()
+AttributeError: 'NoneType' object has no attribute 'get_data_parallel_rank'"""
+
+# a converter script of the user's own, named for what it does, under torch's excepthook prefix
+CONVERTER = """[rank0]: Traceback (most recent call last):
+[rank0]:   File "/workspace/tools/hf_to_mcore.py", line 212, in <module>
+[rank0]:     main()
+[rank0]:   File "/workspace/tools/hf_to_mcore.py", line 198, in main
+[rank0]:     state = build_state(hf_model, args)
+[rank0]:   File "/workspace/tools/hf_to_mcore.py", line 143, in build_state
+[rank0]:     qkv = hf_state["model.layers.0.self_attn.qkv.weight"]
+[rank0]: KeyError: 'model.layers.0.self_attn.qkv.weight'"""
+
+# cut before its exception line, inside the import of an installed package
+IMPORT_CUT = """>>> import deepspeed
+Traceback (most recent call last):
+  File "<stdin>", line 1, in <module>
+  File "/opt/py/site-packages/deepspeed/__init__.py", line 22, in <module>
+    from . import ops
+  File "/opt/py/site-packages/deepspeed/ops/__init__.py", line 6, in <module>
+    from . import adam
+  File "/opt/py/site-packages/deepspeed/ops/adam/__init__.py", line 6, in <module>
+    from .cpu_adam import DeepSpeedCPUAdam"""
+
+
+def test_a_traceback_under_vllms_log_prefix_is_placed_by_its_frames() -> None:
+    d = explained(VLLM_PREFIXED, "--no-embed")
+    placed = [e for e in d["evidence"] if e["why"] == "frames:model-init"]
+    assert placed and "in load_weights" in placed[0]["text"], d["evidence"]
+    assert d["symptoms"][0]["id"] == "S06" and d["stage"]["id"] == "ST2", d["summary"]
+
+
+def test_a_dataset_deepspeed_could_not_load_is_a_data_loading_error() -> None:
+    d = explained(DEEPSPEED_IO, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S08", d["summary"]
+    assert d["stage"]["id"] == "ST2"
+
+
+def test_a_failing_checkpoint_converter_is_a_conversion_failure() -> None:
+    d = explained(CONVERTER, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S30", d["summary"]
+    assert d["stage"]["id"] == "ST5"
+
+
+def test_a_stack_cut_inside_a_librarys_import_is_placed_at_the_import() -> None:
+    d = explained(IMPORT_CUT, "--no-embed")
+    placed = [e for e in d["evidence"] if e["why"] == "frames:library-import"]
+    assert placed and "cpu_adam" not in placed[0]["text"], d["evidence"]
+    assert d["symptoms"][0]["id"] == "S02" and d["stage"]["id"] == "ST1", d["summary"]

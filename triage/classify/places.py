@@ -11,7 +11,10 @@ and its stage enters `fusion.stage_scores`.
 Frames come from what the parsers read: a traceback's frames (outermost first), a faulthandler
 dump's (innermost first), a pasted py-spy stack's main thread. A paste the parser found no
 event in (its whole text is the event) is read for frame lines here, leniently: a pasted stack
-is often cut mid-line (`backward (torch/autograd/__ini`).
+is often cut mid-line (`backward (torch/autograd/__ini`). So is a pasted traceback whose every
+line carries a logger's prefix (vLLM's `ERROR 01-17 14:00:32 engine.py:366] `): the parser
+reads each of its lines as an error line of its own, and the frame lines among them, close
+together, are one stack.
 """
 
 from __future__ import annotations
@@ -40,8 +43,15 @@ _PYSPY_FRAME = regex_cache.compile(r"^[ \t]+(?P<func>[\w.<>]+) \((?P<file>[^():\
 _PYSPY_THREAD = regex_cache.compile(r"^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil)", regex.M)
 _FAULTHANDLER_FRAME = regex_cache.compile(r'File "[^"\n]+", line \d+ in ')
 
+# the rule id of a place's hit is this prefix and the place's id
+PLACE_RULE = "frames:"
 # (file, function) innermost first, and whether the process was waiting (None: not known)
 FrameList = tuple[tuple[tuple[str, str], ...], bool | None]
+# frame lines of one prefixed traceback lie at most this many lines apart (a frame's source
+# line and its `^^^^` marker between two frames); farther apart, they are another stack
+_RUN_GAP = 4
+# the kinds of event whose frames the parser already read (or that hold none of their own)
+_FRAMED = (EventKind.TRACEBACK, EventKind.SIGNAL, EventKind.PYSPY)
 
 
 def frame_hits(
@@ -62,7 +72,43 @@ def frame_hits(
             if place is not None:
                 out.append(_hit(place, ev, file, function))
                 break
+    for run in _line_frame_runs(events, kinds):
+        # the text order is outermost first; the innermost placed frame places the stack
+        for ev, file, function in reversed(run):
+            place = places.place_of(file, function, None)
+            if place is not None:
+                out.append(_hit(place, ev, file, function))
+                break
     return out
+
+
+def _line_frame_runs(
+    events: Sequence[Event], kinds: dict[str, SourceKind]
+) -> list[list[tuple[Event, str, str]]]:
+    """The stacks of a paste that the parser read one line per event (a prefixed traceback):
+    runs of one-line events that each show a frame, in text order."""
+    runs: list[list[tuple[Event, str, str]]] = []
+    for ev in events:
+        if kinds.get(ev.source) is not SourceKind.TEXT or ev.kind in _FRAMED or "\n" in ev.text:
+            continue
+        m = _FILE_FRAME.search(ev.text)
+        if m is None or ev.line is None:
+            continue
+        last = runs[-1][-1][0] if runs else None
+        if (
+            last is None
+            or last.source != ev.source
+            or last.line is None
+            or ev.line - last.line > _RUN_GAP
+        ):
+            runs.append([])
+        runs[-1].append((ev, m["file"], m["func"]))
+    return runs
+
+
+def is_place(hit: RuleHit) -> bool:
+    """Is this hit a place's (where the stack stood), not a rule's?"""
+    return hit.generic and hit.rule_id.startswith(PLACE_RULE)
 
 
 def _frames_of(ev: Event, kind: SourceKind | None) -> FrameList | None:
@@ -117,7 +163,7 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         line = numbers[offset]
     return RuleHit(
-        rule_id=f"frames:{place.id}",
+        rule_id=f"{PLACE_RULE}{place.id}",
         title=place.title,
         event=ev,
         symptom=dict(place.symptom),
