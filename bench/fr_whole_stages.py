@@ -11,6 +11,8 @@ like). `--root`: the checkout whose triage is measured (default: this one), e.g.
 version's `git archive`, run right before or after this one.
 
 * `bare pickle.loads`: unsafe, builds the raw dicts and nothing else (run first and last);
+  and once more with the cyclic GC on, as a user's `pickle.load` runs (and as
+  `bench/fr_scale.py`'s baseline does): the collections its fresh containers trigger;
 * `safety scan`: `safe_pickle.scan`, the exact opcode walk;
 * `scan + restricted load`: `safe_pickle.loads`, what a whole decode reads a pickle with;
 * `entry table`: `schema.build` of the raw dicts already loaded (every entry's columns);
@@ -33,12 +35,15 @@ from pathlib import Path
 from typing import Any
 
 
-def per_dump_ms(step: Callable[[bytes], Any], blobs: list[bytes], rounds: int) -> float:
-    """The fastest round's CPU time per dump, in ms."""
+def per_dump_ms(
+    step: Callable[[bytes], Any], blobs: list[bytes], rounds: int, gc_on: bool = False
+) -> float:
+    """The fastest round's CPU time per dump, in ms; the cyclic GC paused unless `gc_on`."""
     best = float("inf")
     for _ in range(rounds):
         gc.collect()
-        gc.disable()
+        if not gc_on:
+            gc.disable()
         try:
             started = time.process_time()
             for blob in blobs:
@@ -56,6 +61,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     args = parser.parse_args()
+    paths = sorted(p for p in args.folder.iterdir() if p.name.startswith("nccl_trace_rank_"))
+    blobs = [p.read_bytes() for p in paths[: args.dumps]]
+    # as a user calls it, the GC on: the baseline of bench/fr_scale.py's ratios; first, while
+    # this process holds as few objects as that baseline's (each collection walks them all)
+    gc_on = per_dump_ms(pickle.loads, blobs, args.rounds, gc_on=True)
+
     sys.path.insert(0, str(args.root))
     from triage.parsers.flight_recorder import decode, safe_pickle
     from triage.parsers.flight_recorder.schema import build
@@ -65,8 +76,6 @@ def main() -> None:
         if dump is None:
             raise SystemExit(f"a dump could not be read: {why}")
 
-    paths = sorted(p for p in args.folder.iterdir() if p.name.startswith("nccl_trace_rank_"))
-    blobs = [p.read_bytes() for p in paths[: args.dumps]]
     raws = iter([pickle.loads(b) for b in blobs] * args.rounds)  # our own files: trusted
     steps: list[tuple[str, Callable[[bytes], Any]]] = [
         ("bare pickle.loads", pickle.loads),
@@ -81,7 +90,8 @@ def main() -> None:
         )
     steps.append(("bare pickle.loads again", pickle.loads))
     got = [(name, per_dump_ms(step, blobs, args.rounds)) for name, step in steps]
-    bare = (got[0][1] + got[-1][1]) / 2
+    got.append(("bare pickle.loads, GC on", gc_on))
+    bare = (got[0][1] + got[-2][1]) / 2
     size = sum(map(len, blobs)) / len(blobs)
     print(
         f"triage from {args.root}; {len(blobs)} dumps of {size / 1e3:,.0f} KB from "

@@ -130,3 +130,50 @@ def test_an_output_shape_equal_to_the_input_but_not_of_ints_skips_its_entry(dim:
     assert reasons == {"output_sizes not a list of integer shapes": 1}
     first = entries[0]
     assert first.output_sizes == ((1, 8),) and first.output_sizes is first.input_sizes
+
+
+_STACK_A = [
+    {"name": "all_reduce", "filename": "c10d.py", "line": 9},
+    {"name": "step", "filename": "train.py", "line": 1},
+]
+_STACK_B = [
+    {"name": "barrier", "filename": "c10d.py", "line": 4},
+    {"name": "save", "filename": "ckpt.py", "line": 2},
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "values"),
+    [
+        # an integer field's None stand-in is its array's lowest value: these must stay numbers
+        ("record_id", [-128, 5, 6, 7, 8, 9, 10, 11]),
+        ("record_id", [-(1 << 63), 5, 6, 7, 8, 9, 10, 11]),
+        ("time_created_ns", [-32768, 1, 2, 3, 4, 5, 6, 7]),
+        # one value throughout, or a few: a constant or coded column, not a typed array
+        ("timeout_ms", [0] * 8),
+        ("op_id", [3, 3, 3, 4, 4, 4, 3, 4]),
+        # one shape list throughout but for one dim that only equals an int
+        ("input_sizes", [[[1, 8]]] * 7 + [[[1.0, 8]]]),
+        ("input_sizes", [[[1, 8]]] * 7 + [[[True, 8]]]),
+        ("input_dtypes", [["BFloat16"]] * 7 + [("BFloat16",)]),
+        # stacks of one depth: one throughout, two taking turns, one frame's line not an int
+        ("frames", [_STACK_A] * 8),
+        ("frames", [_STACK_A, _STACK_B] * 4),
+        ("frames", [_STACK_A] * 7 + [[_STACK_A[0], {**_STACK_A[1], "line": 1.0}]]),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+@pytest.mark.parametrize("via_json", [False, True])
+def test_fields_read_at_once_give_what_entry_by_entry_reading_gives(
+    field: str, values: list[Any], via_json: bool
+) -> None:
+    raw = [_entry(seq) for seq in range(1, 9)]
+    for entry, value in zip(raw, values, strict=True):
+        entry[field] = value
+    fast, slow = _both(raw, via_json)
+    assert fast == slow
+    entries, _ = fast
+    if field in ("record_id", "time_created_ns", "timeout_ms", "op_id"):
+        assert [getattr(e, field) for e in entries] == values
+    if field == "frames" and values[1] is _STACK_B:
+        assert [e.frames[0].function for e in entries] == ["all_reduce", "barrier"] * 4

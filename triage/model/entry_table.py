@@ -246,6 +246,15 @@ class EntryTable(Sequence[FlightRecorderEntry]):
         """The values of one field at `rows` (every entry when None)."""
         return self._columns[_FIELD_INDEX[name]].take(rows)
 
+    def distinct(self, *names: str) -> list[tuple[Any, ...]]:
+        """The distinct combinations of these fields' values, in the order the entries first
+        hold them; of fields that hold one value throughout (a job's one group), without a
+        pass over the entries."""
+        columns = [self._columns[_FIELD_INDEX[name]] for name in names]
+        if self._n and all(c.values is not None and len(c.values) == 1 for c in columns):
+            return [tuple(c.values[0] for c in columns)]  # type: ignore[index]
+        return list(dict.fromkeys(zip(*(c.take() for c in columns), strict=True)))
+
     def value(self, row: int, name: str) -> Any:
         """One field of one entry, without building the entry."""
         return self._columns[_FIELD_INDEX[name]].item(row)

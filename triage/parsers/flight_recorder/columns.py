@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from operator import itemgetter
 from typing import Any
 
 from triage.model import EntryTable, FlightRecorderEntry
 from triage.model.entry_table import Column
-from triage.parsers.flight_recorder.entries import P2P_OPS, STATES, entry_frames, fits
+from triage.parsers.flight_recorder.entries import (
+    MAX_FRAMES,
+    P2P_OPS,
+    STATES,
+    entry_frames,
+    fits,
+)
 
 __all__ = ["entries_by_column", "entries_from_columns", "entry_columns"]
 
@@ -75,16 +81,20 @@ def entries_by_column(
         return None
     names = _interned(names, cache)
     seqs = column("collective_seq_id")
-    seq_kinds = _kinds(seqs)
-    if seq_kinds == {_NONE}:
-        seqs = column("seq_id")
-        seq_kinds = _kinds(seqs)
-    if seq_kinds != {int}:
+    seq_column = _int_field(seqs, {int, _NONE})
+    if seq_column is not None and seq_column[1] == {_NONE}:
+        seqs = column("seq_id")  # before the collective/p2p split (torch <= 2.3)
+        seq_column = _int_field(seqs, {int})
+    if seq_column is None or seq_column[1] not in (None, {int}):  # None: coded, all int
         return None
 
     groups = column("process_group")
-    kinds = _kinds(groups)
-    if kinds == {_NONE}:
+    kinds = set() if _one_pair(groups) else _kinds(groups)
+    if not kinds:  # a job's one group: one count
+        name, desc = groups[0]
+        pg_names = [cache.setdefault(name, name)] * n
+        pg_descs = [cache.setdefault(desc, desc)] * n
+    elif kinds == {_NONE}:
         ids = column("pg_id")
         pg_names = [str(i) if type(i) is int else "" for i in ids]
         pg_descs = [""] * len(raw)
@@ -108,26 +118,19 @@ def entries_by_column(
     elif kinds != {bool}:
         return None
 
-    started = column("time_discovered_started_ns")
-    completed = column("time_discovered_completed_ns")
-    created = column("time_created_ns")
-    time_kinds = [_kinds(started), _kinds(completed), _kinds(created)]
-    if not all(k <= {int, _NONE} for k in time_kinds):
+    # JSON writes 0 for "not discovered": read as None
+    started_column = _int_field(column("time_discovered_started_ns"), {int, _NONE}, True)
+    completed_column = _int_field(column("time_discovered_completed_ns"), {int, _NONE}, True)
+    created_column = _int_field(column("time_created_ns"), {int, _NONE})
+    if started_column is None or completed_column is None or created_column is None:
         return None
-    # JSON writes 0 for "not discovered" (types are int or None here: 0 finds only 0)
-    if 0 in started:
-        started = [t or None for t in started]
-        time_kinds[0] = _kinds(started)
-    if 0 in completed:
-        completed = [t or None for t in completed]
-        time_kinds[1] = _kinds(completed)
 
     states = column("state")
     kinds = _kinds(states)
     if kinds == {_NONE}:
         states = [
             "completed" if c else "started" if s else "scheduled"
-            for s, c in zip(started, completed, strict=True)
+            for s, c in zip(_values(started_column), _values(completed_column), strict=True)
         ]
     elif kinds == {str} and set(states) <= STATES.keys():
         states = _interned(states, STATES)
@@ -141,10 +144,10 @@ def entries_by_column(
     if int in duration_kinds:
         durations = [d if type(d) is not int else float(d) for d in durations]
         duration_kinds = _kinds(durations)
-    timeouts = column("timeout_ms")
+    timeout_column = _int_field(column("timeout_ms"), {int, _NONE})
     retired = column("retired")
-    timeout_kinds, retired_kinds = _kinds(timeouts), _kinds(retired)
-    if not (timeout_kinds <= {int, _NONE} and retired_kinds <= {bool, _NONE}):
+    retired_kinds = _kinds(retired)
+    if timeout_column is None or not retired_kinds <= {bool, _NONE}:
         return None
 
     # each with its default where an entry lacks it (its place, 0, its seq), at C speed
@@ -155,21 +158,35 @@ def entries_by_column(
         map(dict.get, raw, repeat("p2p_seq_id", n), repeat(0, n))
     )
     op_ids = held.get("op_id") or list(map(dict.get, raw, repeat("op_id", n), seqs))
-    id_kinds = [_kinds(records), _kinds(p2p_seqs), _kinds(op_ids)]
-    if not id_kinds[0] == id_kinds[1] == id_kinds[2] == {int}:
+    id_columns = [
+        _int_field(records, {int}),
+        _int_field(p2p_seqs, {int}),
+        _int_field(op_ids, {int}),
+    ]
+    if None in id_columns:
         return None
 
-    in_sizes = _size_column(column("input_sizes"), cache)
+    in_sizes = _one_sizes(column("input_sizes"), cache) or _size_column(
+        column("input_sizes"), cache
+    )
     out_raw = column("output_sizes")
-    if in_sizes is not None and _same_sizes(out_raw, column("input_sizes")):
-        out_sizes: list[Any] | None = in_sizes  # an all-reduce's: read once
+    out_sizes = _one_sizes(out_raw, cache)
+    if out_sizes is not None:
+        pass  # one shape list throughout (a job's one all-reduce): read once
+    elif in_sizes is not None and _same_sizes(out_raw, column("input_sizes")):
+        out_sizes = in_sizes  # an all-reduce's: read once
     else:
         out_sizes = _size_column(out_raw, cache)
-    in_types = _dtype_column(column("input_dtypes"), cache)
+    in_types = _one_dtypes(column("input_dtypes"), cache) or _dtype_column(
+        column("input_dtypes"), cache
+    )
     out_raw = column("output_dtypes")
+    out_types = _one_dtypes(out_raw, cache)
     # equal to checked lists of strings, they are lists of the same strings
-    if in_types is not None and out_raw == column("input_dtypes"):
-        out_types: list[Any] | None = in_types
+    if out_types is not None:
+        pass
+    elif in_types is not None and out_raw == column("input_dtypes"):
+        out_types = in_types
     else:
         out_types = _dtype_column(out_raw, cache)
     if in_sizes is None or out_sizes is None or in_types is None or out_types is None:
@@ -179,12 +196,12 @@ def entries_by_column(
     # each column with the types it holds, where they are known (`Column.of` needs them)
     return _table(
         [
-            (records, id_kinds[0]),
+            id_columns[0],
             (pg_names, {str}),
             (pg_descs, {str}),
-            (seqs, seq_kinds),
-            (p2p_seqs, id_kinds[1]),
-            (op_ids, id_kinds[2]),
+            seq_column,
+            id_columns[1],
+            id_columns[2],
             (p2p, {bool}),
             (names, {str}),
             (in_sizes, None),
@@ -192,15 +209,28 @@ def entries_by_column(
             (in_types, None),
             (out_types, None),
             (states, {str}),
-            (created, time_kinds[2]),
-            (started, time_kinds[0]),
-            (completed, time_kinds[1]),
+            created_column,
+            started_column,
+            completed_column,
             (durations, duration_kinds),
-            (timeouts, timeout_kinds),
+            timeout_column,
             (retired, retired_kinds),
             (frames, None),
         ],
         n,
+    )
+
+
+def _one_pair(groups: Sequence[Any]) -> bool:
+    """Does every entry name the same (name, desc) pair of strings, all tuples or all lists?
+    A str equals only a str, so one C-speed count of the first pair says it."""
+    first = groups[0]
+    return (
+        type(first) in (tuple, list)
+        and len(first) == 2
+        and type(first[0]) is str
+        and type(first[1]) is str
+        and groups.count(first) == len(groups)
     )
 
 
@@ -219,12 +249,78 @@ def _same_sizes(values: Sequence[Any], checked: Sequence[Any]) -> bool:
     return set(map(type, dims)) <= {int}
 
 
-def _table(columns: list[tuple[Sequence[Any], set[type] | None]], n: int) -> EntryTable | None:
+def _int_field(
+    values: Sequence[Any], allowed: set[type], zero_is_none: bool = False
+) -> tuple[Sequence[Any] | Column, set[type] | None] | None:
+    """An integer field of every entry: (its column, the types it holds) for `_table`, or
+    None when it holds a type not `allowed`. A field of plain integers is coded at once
+    (`_int_numbers`); any other is read by its types, each 0 made None where
+    `zero_is_none` (JSON's "not discovered": types are int or None there, 0 finds only 0).
+    """
+    coded = _int_numbers(values, zero_is_none)
+    if coded is not None:
+        return coded, None
+    kinds = _kinds(values)
+    if not kinds <= allowed:
+        return None
+    if zero_is_none and 0 in values:
+        values = [t or None for t in values]
+        kinds = _kinds(values)
+    return values, kinds
+
+
+def _values(field: tuple[Sequence[Any] | Column, set[type] | None]) -> Sequence[Any]:
+    """What an `_int_field` holds, entry by entry."""
+    held = field[0]
+    return held.take() if isinstance(held, Column) else held
+
+
+def _int_numbers(values: Sequence[Any], zero_is_none: bool = False) -> Column | None:
+    """`values` coded, when they are all plain integers of 64 bits (not a bool, not None,
+    and no 0 where `zero_is_none`); None otherwise, for the caller to read their types.
+
+    The typed array that stores them is what checks them (a non-integer is a TypeError, a
+    wider one an OverflowError), at C speed, instead of a pass for their types: a bool
+    passes as an integer, and there can be one only where the bounds hold 0 or 1. The
+    column is then what `Column.of` makes of them: one value coded as one, a few coded,
+    else the narrowest array whose lowest value (its None) is below them all.
+    """
+    try:
+        numbers = array("q", values)
+    except (TypeError, OverflowError):
+        return None
+    lo, hi = min(values), max(values)
+    if lo <= 1 and hi >= 0:  # a 0 or a 1 may be False or True
+        if zero_is_none and 0 in values:
+            return None
+        if bool in _column_types(values):
+            return None
+    n = len(values)
+    if lo == hi:
+        return Column(values=(values[0],), codes=array("B", bytes(n)))
+    head = n // 4 + 1
+    if n < 4 or len(set(values[:head])) < head:  # a repeat early: maybe a few values, coded
+        return Column.of(values, {int})
+    for code in "bhi":
+        lowest = -(1 << (8 * array(code).itemsize - 1))
+        if lowest < lo and hi < -lowest:
+            return Column(numbers=array(code, values), none=lowest)
+    if lo == -(1 << 63):  # the 64-bit array's None: kept item by item
+        return None
+    return Column(numbers=numbers, none=-(1 << 63))
+
+
+def _table(
+    columns: list[tuple[Sequence[Any] | Column, set[type] | None]], n: int
+) -> EntryTable | None:
     """The table of these columns (one per entry field, each `n` long, with the types it
     holds where known); a column holding one value throughout (a job's one group, op, shape
     or timeout; a ring buffer of completed ops) is coded here with one C-speed count instead
     of `Column.of`'s passes."""
-    coded = [_constant(c, n) or Column.of(c, kinds) for c, kinds in columns]
+    coded = [
+        c if isinstance(c, Column) else _constant(c, n) or Column.of(c, kinds)
+        for c, kinds in columns
+    ]
     if not all(map(_fitting, coded)):
         return None  # the entry path skips each entry with a too-wide integer
     return EntryTable(coded, n)
@@ -307,6 +403,53 @@ def entries_from_columns(table: EntryTable) -> EntryTable:
     return table
 
 
+def _one_sizes(values: Sequence[Any], cache: dict[Any, Any]) -> list[Any] | None:
+    """Every entry's shapes as one shared tuple, when every entry holds the same shapes
+    (None where they differ or are malformed: `_size_column` reads them).
+
+    The first entry's shapes are checked; the others compare equal to them by one C-speed
+    count, which never recurses past the checked shapes' depth, whatever an entry nests;
+    equal dims may still be a bool or a float (`True == 1 == 1.0`), so the dims' types are
+    read too."""
+    first, n = values[0], len(values)
+    if first is None:
+        return [()] * n if values.count(None) == n else None
+    if type(first) is not list and type(first) is not tuple:
+        return None
+    if not all(type(shape) is list or type(shape) is tuple for shape in first):
+        return None
+    if not all(type(dim) is int and fits(dim) for shape in first for dim in shape):
+        return None
+    if values.count(first) != n:
+        return None
+    places = [
+        (itemgetter(i), itemgetter(j)) for i, shape in enumerate(first) for j in range(len(shape))
+    ]
+    if len(places) <= 8:  # each dim across all entries: two C-speed item reads each
+        dims: Any = chain.from_iterable(map(b, map(a, values)) for a, b in places)
+    else:
+        dims = chain.from_iterable(chain.from_iterable(values))
+    if not set(map(type, dims)) <= {int}:
+        return None
+    shapes = tuple(map(tuple, first))
+    return [cache.setdefault(("sizes", shapes), shapes)] * n
+
+
+def _one_dtypes(values: Sequence[Any], cache: dict[Any, Any]) -> list[Any] | None:
+    """Every entry's dtype names as one shared tuple, when every entry holds the same (None
+    otherwise: `_dtype_column` reads them). A str equals only a str, and a list only a list:
+    one C-speed count of the checked first entry says it."""
+    first, n = values[0], len(values)
+    if first is None:
+        return [()] * n if values.count(None) == n else None
+    if type(first) is not list and type(first) is not tuple:
+        return None
+    if not all(type(name) is str for name in first) or values.count(first) != n:
+        return None
+    names = tuple(first)
+    return [cache.setdefault(("dtypes", names), names)] * n
+
+
 def _size_column(values: list[Any], cache: dict[Any, Any]) -> list[Any] | None:
     """Shapes of every entry as shared tuples, or None if any entry's shapes are malformed."""
     kinds = _column_types(values)
@@ -354,7 +497,17 @@ def _frames_column(values: list[Any], cache: dict[Any, Any]) -> list[Any]:
     each stack is read once, for the first entry that holds it."""
     if not _column_types(values) <= {list}:
         return [entry_frames(v, cache) for v in values]
-    keys = list(map(tuple, map(map, repeat(id), values)))  # valid while `values` lives
+    n = len(values)
+    depths = set(map(len, values))
+    if len(depths) == 1:
+        # Stacks of one depth (a training loop's): frame by frame across all entries, one
+        # C-speed pass of ids each, instead of a Python-level map per entry.
+        places = [list(map(id, frames)) for frames in islice(zip(*values, strict=True), MAX_FRAMES)]
+        if all(ids.count(ids[0]) == n for ids in places):  # one stack throughout
+            return [entry_frames(values[0], cache)] * n
+        keys: list[Any] = list(zip(*places, strict=True))
+    else:
+        keys = list(map(tuple, map(map, repeat(id), values)))  # valid while `values` lives
     held = dict(zip(keys, values, strict=True))  # one entry per stack: the same objects
     stacks = {key: entry_frames(value, cache) for key, value in held.items()}
     return list(map(stacks.__getitem__, keys))

@@ -9,9 +9,9 @@ from typing import Any
 
 from triage.model import FlightRecorderEntry, StackFrame
 
-__all__ = ["P2P_OPS", "STATES", "BadEntry", "entry_frames", "entry_of", "fits"]
+__all__ = ["MAX_FRAMES", "P2P_OPS", "STATES", "BadEntry", "entry_frames", "entry_of", "fits"]
 
-_MAX_FRAMES = 256  # per entry; deeper stacks are cut (the innermost frames matter most)
+MAX_FRAMES = 256  # per entry; deeper stacks are cut (the innermost frames matter most)
 P2P_OPS = frozenset({"send", "recv", "isend", "irecv"})
 STATES = {s: s for s in ("scheduled", "started", "completed")}  # also interns them
 _new_frame = partial(tuple.__new__, StackFrame)
@@ -167,7 +167,7 @@ def entry_frames(value: Any, cache: dict[Any, Any]) -> tuple[StackFrame, ...]:
         return ()
     # torch's pickler memoizes frame dicts, so one stack is the same objects in every entry:
     # key on their ids (valid while the raw dump is alive, which it is for the whole build).
-    frames = value[:_MAX_FRAMES]
+    frames = value[:MAX_FRAMES]
     key = ("stack", *map(id, frames))
     hit = cache.get(key)
     if hit is not None:

@@ -68,7 +68,7 @@ def build(
 
     pg_config, pg_desc = _pg_config(top.get("pg_config"), warnings)
     # entries carry the true (name, desc); gloo's pg_config does not
-    groups = dict.fromkeys(zip(entries.field("pg_name"), entries.field("pg_desc"), strict=True))
+    groups = entries.distinct("pg_name", "pg_desc")
     _repair_gloo_pg_config(pg_config, {name for name, _ in groups})
     for name, desc in groups:
         if name and desc and name not in pg_desc:
