@@ -29,13 +29,14 @@ whose targets are never compared with the rows' fit (a tenth) say when to stop.
 
 Which texts (`--fit-texts`): `reference-free` (the default, what ships) reads no case of
 models/corpus: the shipped logs' signature-shaped windows and lines (corpus_samples scenarios,
-bench/samples/logs), the rules' examples, the taxonomy's names, descriptions and notes, and
-the atlas messages up to ATLAS_CHARS (14,553 texts), so cross-validation on the reference
+bench/samples/logs), the taxonomy's names, descriptions and notes, and the atlas messages
+up to ATLAS_CHARS (14,553 texts), so cross-validation on the reference
 cases judges the fit as the held-out cases would. Over the reference signatures (never fitted
 on) its cosine similarities correlate with MiniLM's at 0.62 (0.50 unfitted; top-7 neighbours
 shared 49% against 43%), and triage cross-validated rose from symptom@1 / root cause@1 /
 fix@1 / fix@3 77.6 / 68.6 / 76.8 / 95.7% to 79.9 / 69.1 / 77.7 / 96.6% (same run, reference
-cases, 5 folds). `reference` fits the reference cases' own salient-line windows and lines with
+cases, 5 folds). The rules' examples are left out: their authors read the reference cases and
+some quote them. `reference` fits the reference cases' own salient-line windows and lines with
 the atlas's and bundles' short lines: cross-validation then overstates it (it rose to MiniLM's
 figures there, and gained nothing on the held-out threads: symptom@1 72.9% either way).
 
@@ -288,26 +289,15 @@ def _windows(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def _strings_under(node: Any, key: str, inside: bool = False) -> list[str]:
-    """Every string found below a mapping key named `key`, in document order."""
-    if isinstance(node, dict):
-        return [s for k, v in node.items() for s in _strings_under(v, key, inside or k == key)]
-    if isinstance(node, list):
-        return [s for v in node for s in _strings_under(v, key, inside)]
-    return [node] if inside and isinstance(node, str) else []
-
-
 def reference_free_texts(root: Path | None = None) -> list[str]:
     """What MiniLM embeds for the fit when no reference case may be in it (`--fit-texts
     reference-free`), each once, in a fixed order: the signature-shaped windows and masked
     lines of the shipped logs (the corpus_samples scenarios' bundles and bench/samples/logs;
     not corpus_samples/third_party, whose jobs are split into reference and held out), the
-    rules' examples (each masked, and as it is), the taxonomy's names, descriptions and
-    label notes, and the atlas messages up to ATLAS_CHARS. No text of models/corpus is read,
-    so cross-validation on the reference cases judges the fit as it judges the held-out."""
+    taxonomy's names, descriptions and label notes, and the atlas messages up to ATLAS_CHARS.
+    No text of models/corpus is read (nor the rules' examples, some of which quote it), so
+    cross-validation on the reference cases judges the fit as it judges the held-out."""
     import importlib
-
-    import yaml
 
     from triage import taxonomy
     from triage.knowledge.atlas import Atlas
@@ -327,10 +317,6 @@ def reference_free_texts(root: Path | None = None) -> list[str]:
             masked = signature.mask(signature.strip_prefixes(line).strip())[:LINE_CHARS]
             if len(masked) >= MIN_LINE_CHARS:
                 lines.append(masked)
-    examples: list[str] = []
-    for path in sorted((root / "triage" / "rules").glob("**/*.yaml")):
-        for text in _strings_under(yaml.safe_load(path.read_text(encoding="utf-8")), "examples"):
-            examples += _windows(signature.salient_lines(text)) + [text[:LINE_CHARS]]
     prose: list[str] = []
     tax = taxonomy.load()
     for group in (tax.stages, tax.symptoms, tax.root_causes, tax.fix_patterns):
@@ -339,7 +325,7 @@ def reference_free_texts(root: Path | None = None) -> list[str]:
     for note in taxonomy.notes():
         prose += [note.use, note.avoid]
     atlas = [" ".join(t.parts)[:LINE_CHARS] for t in Atlas(models_dir() / "atlas").templates]
-    texts = windows + lines + examples + prose + [t for t in atlas if len(t) <= ATLAS_CHARS]
+    texts = windows + lines + prose + [t for t in atlas if len(t) <= ATLAS_CHARS]
     return [t for t in dict.fromkeys(texts) if len(t.strip()) >= MIN_LINE_CHARS]
 
 
@@ -456,7 +442,7 @@ FIT_TEXTS = {
     "reference-free": (
         reference_free_texts,
         "no reference case: the shipped logs' (corpus_samples scenarios, bench/samples) "
-        "salient-line windows and lines, the rules' examples, the taxonomy's names, "
+        "salient-line windows and lines, the taxonomy's names, "
         f"descriptions and notes, atlas messages up to {ATLAS_CHARS} characters",
     ),
 }
