@@ -29,16 +29,15 @@ whose targets are never compared with the rows' fit (a tenth) say when to stop.
 
 Which texts (`--fit-texts`): `reference-free` (the default, what ships) reads no case of
 models/corpus: the shipped logs' signature-shaped windows and lines (corpus_samples scenarios,
-bench/samples/logs), the taxonomy's names, descriptions and notes, and the atlas messages
-up to ATLAS_CHARS (14,553 texts), so cross-validation on the reference
-cases judges the fit as the held-out cases would. Over the reference signatures (never fitted
-on) its cosine similarities correlate with MiniLM's at 0.62 (0.50 unfitted; top-7 neighbours
-shared 49% against 43%), and triage cross-validated rose from symptom@1 / root cause@1 /
-fix@1 / fix@3 77.6 / 68.6 / 76.8 / 95.7% to 79.9 / 69.1 / 77.7 / 96.6% (same run, reference
-cases, 5 folds). The rules' examples are left out: their authors read the reference cases and
-some quote them. `reference` fits the reference cases' own salient-line windows and lines with
-the atlas's and bundles' short lines: cross-validation then overstates it (it rose to MiniLM's
-figures there, and gained nothing on the held-out threads: symptom@1 72.9% either way).
+bench/samples/logs), the taxonomy's names, descriptions and notes, and the atlas messages up to
+ATLAS_CHARS (12,684 texts), so cross-validation on the reference cases judges the fit as the
+held-out cases would. On the 1,161 reference cases, 5 folds, the same code and rules, triage
+rose from symptom@1 / root cause@1 / fix@1 / fix@3 80.2 / 73.6 / 79.2 / 96.4% unfitted to 81.1 /
+74.3 / 80.0 / 96.5% fitted (one run each, bench/eval_corpus.py, the index rebuilt for each). The
+rules' examples are left out: their authors read the reference cases and some quote them.
+`reference` fits the reference cases' own salient-line windows and lines with the atlas's and
+bundles' short lines: cross-validation then overstates it (it rose to MiniLM's figures there,
+and gained nothing on the held-out threads: symptom@1 72.9% either way).
 
 Writes `static-embedding.npz` (the rows, float16), `static-tokenizer.json` (the word-piece
 tokenizer model2vec made, unused tokens removed) and `static-embedding.json` (how it was
