@@ -38,11 +38,82 @@ HEADS_DO_NOT_SPLIT = """[rank3]: Traceback (most recent call last):
 [rank3]:     h = layer(h, self.freqs_cis)
 [rank3]: RuntimeError: shape '[1, 8192, -1, 128]' is invalid for input of size 524288"""
 
+# torch's pipelining (PiPPy) traced the model as one stage: no split points were given
+PIPELINE_ONE_STAGE = """Traceback (most recent call last):
+  File "/workspace/pippy/examples/llama/pippy_llama.py", line 41, in <module>
+    stage = PipelineStage(llama_pipe, rank, device=device)
+RuntimeError: Pipeline group size 2 cannot be larger than number of stages 1"""
+
+# torch 1.0 nightlies: NCCL had no barrier yet
+OLD_NCCL_NO_BARRIER = """Traceback (most recent call last):
+  File "train_net.py", line 157, in main
+    synchronize()
+  File "/home/ana/maskrcnn/utils/comm.py", line 45, in synchronize
+    dist.barrier()
+  File "/opt/conda/lib/python3.6/site-packages/torch/distributed/distributed_c10d.py", line 1070, in barrier
+    work = _default_pg.barrier()
+RuntimeError: ProcessGroupNCCL does not support barrier"""
+
+# Transformer Engine's userbuffers on a workstation without CUDA Multicast
+TE_NO_MULTICAST = """[rank1]:   File "/opt/TransformerEngine/transformer_engine/pytorch/module/base.py", line 289, in initialize_ub
+[rank1]:     ub_obj = tex.CommOverlapP2P(
+[rank1]: AssertionError: CUDA device, driver and/or toolkit version does not support comm+GEMM overlap with CUDA Multicast. Launch app with UB_SKIPMC=1 to try CUDA IPC instead."""
+
+# verl counts the GPUs Ray reports free
+VERL_RAY_GPUS = """(TaskRunner pid=58231) ValueError: Total available GPUs 4 is less than total desired GPUs 16"""
+
+# torchtune's packed dataset without the tokenizer's max_seq_len (the line a rank logs)
+TORCHTUNE_PACKED = (
+    """[rank3]: ValueError: PackedDataset requires a max_seq_len to be set on the tokenizer."""
+)
+
+# FSDP loading an optimizer state without state for parameters that never had a gradient
+FSDP_OPTIM_STATE_EMPTY = """[rank0]:   File "/opt/venv/lib/python3.10/site-packages/torch/distributed/fsdp/_optim_utils.py", line 478, in _flatten_optim_state_dict
+[rank0]:     raise RuntimeError(
+[rank0]: RuntimeError: The state of _OptimStateKey(unflat_param_names=('vision_tower.blocks.0.norm1.weight', 'vision_tower.blocks.0.norm1.bias'), is_fsdp_managed=True) is empty. This should happen when use_orig_params=True."""
+
+# accelerate < 0.20 refused an 8-bit model split over the GPUs of one process
+ACCELERATE_OLD_8BIT = """ValueError: You can't train a model that has been loaded in 8-bit precision on multiple devices."""
+
+# DeepSpeed's lp-to-hp fragment mapping met a parameter outside the rank's partition
+DS_FRAGMENT = """[rank1]:   File "/opt/venv/lib/python3.12/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 619, in _link_all_hp_params
+[rank1]:     link_hp_params(lp_param_list=self.bit16_groups[i],
+[rank1]:   File "/opt/venv/lib/python3.12/site-packages/deepspeed/utils/tensor_fragment.py", line 142, in get_hp_fragment_mapping
+[rank1]:     assert fragment_start < fragment_end, \\
+[rank1]: AssertionError: fragment start 4096 should be < fragment_end 4096"""
+
+# an RL update guards its advantages with np.isfinite: a bare AssertionError
+NONFINITE_ASSERTION = """Traceback (most recent call last):
+  File "/home/ana/ppo/train.py", line 301, in update
+    assert np.isfinite(advantages).all()
+AssertionError"""
+
+# Transformer Engine older than the Megatron checkout
+TE_INFERENCE_PARAMS = """  File "/opt/TransformerEngine/transformer_engine/pytorch/attention.py", line 2811, in forward
+    assert inference_params.max_sequence_len >= self.seq_len
+AttributeError: 'InferenceParams' object has no attribute 'max_sequence_len'"""
+
+# numba's NVVM binding against another CUDA toolkit
+NUMBA_NVVM = """  File "/opt/conda/lib/python3.10/site-packages/numba/cuda/cudadrv/nvvm.py", line 168, in get_ir_version
+    self.check_error(err, 'Failed to get IR version.')
+AttributeError: 'NVVM' object has no attribute 'nvvmIRVersion'"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
     ("tensor-parallel-slice-meets-full-tensor", TP_SLICE_MEETS_FULL, "S07", "R19"),
     ("attention-heads-do-not-split-over-tp", HEADS_DO_NOT_SPLIT, "S07", "R12"),
+    ("pipeline-with-fewer-stages-than-ranks", PIPELINE_ONE_STAGE, "S09", "R12"),
+    ("old-torch-nccl-without-barrier", OLD_NCCL_NO_BARRIER, "S12", "R01"),
+    ("te-comm-overlap-without-multicast", TE_NO_MULTICAST, "S04", "R04"),
+    ("verl-fewer-ray-gpus-than-asked", VERL_RAY_GPUS, "S05", "R06"),
+    ("torchtune-packing-without-max-seq-len", TORCHTUNE_PACKED, "S08", "R14"),
+    ("fsdp-optimizer-state-missing-on-load", FSDP_OPTIM_STATE_EMPTY, "S29", "R20"),
+    ("old-accelerate-8bit-check", ACCELERATE_OLD_8BIT, "S09", "R25"),
+    ("deepspeed-fragment-outside-partition", DS_FRAGMENT, "S07", "R19"),
+    ("non-finite-value-assertion", NONFINITE_ASSERTION, "S19", "R21"),
+    ("megatron-te-inference-params", TE_INFERENCE_PARAMS, "S03", "R01"),
+    ("numba-nvvm-against-cuda", NUMBA_NVVM, "S03", "R01"),
 ]
 
 
