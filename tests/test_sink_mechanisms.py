@@ -98,6 +98,15 @@ NUMBA_NVVM = """  File "/opt/conda/lib/python3.10/site-packages/numba/cuda/cudad
     self.check_error(err, 'Failed to get IR version.')
 AttributeError: 'NVVM' object has no attribute 'nvvmIRVersion'"""
 
+# RCCL at init on a node whose kernel translates GPU peer-to-peer traffic
+RCCL_NO_IOMMU_PT = """node07:1841:1841 [0] /src/rccl/src/init.cc:179 NCCL WARN Missing "iommu=pt" from kernel command line which can lead to system instablity or hang!
+node07:1841:1841 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>
+INFO 03-02 10:14:55 custom_all_reduce.py:224] Registering 2275 cuda graph addresses"""
+
+# an option value from another release's documentation
+CLI_VALUE_NOT_A_CHOICE = """usage: pretrain_gpt.py [-h] [--num-layers NUM_LAYERS] [--position-embedding-type {learned_absolute,rope}]
+pretrain_gpt.py: error: argument --position-embedding-type: invalid choice: 'none' (choose from 'learned_absolute', 'rope')"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -114,6 +123,8 @@ CASES = [
     ("non-finite-value-assertion", NONFINITE_ASSERTION, "S19", "R21"),
     ("megatron-te-inference-params", TE_INFERENCE_PARAMS, "S03", "R01"),
     ("numba-nvvm-against-cuda", NUMBA_NVVM, "S03", "R01"),
+    ("rccl-without-iommu-passthrough", RCCL_NO_IOMMU_PT, "S11", "R05"),
+    ("cli-value-from-another-release", CLI_VALUE_NOT_A_CHOICE, "S09", "R01"),
 ]
 
 
