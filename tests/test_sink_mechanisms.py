@@ -107,6 +107,16 @@ INFO 03-02 10:14:55 custom_all_reduce.py:224] Registering 2275 cuda graph addres
 CLI_VALUE_NOT_A_CHOICE = """usage: pretrain_gpt.py [-h] [--num-layers NUM_LAYERS] [--position-embedding-type {learned_absolute,rope}]
 pretrain_gpt.py: error: argument --position-embedding-type: invalid choice: 'none' (choose from 'learned_absolute', 'rope')"""
 
+# faulthandler's dump of a ZeRO-3 rank fetching an expert its peers never fetch
+MOE_ZERO3_WAIT = """Timeout (0:30:00)!
+Thread 0x00007f3c8b7fe740 (most recent call first):
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/zero/partitioned_param_coordinator.py", line 312 in fetch_sub_module
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/zero/parameter_offload.py", line 444 in pre_sub_module_forward_function
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py", line 1840 in _call_impl
+  File "/usr/local/lib/python3.10/dist-packages/transformers/models/qwen3_moe/modeling_qwen3_moe.py", line 243 in forward
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py", line 1751 in _wrapped_call_impl
+  File "/workspace/sft/train.py", line 120 in train"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -125,6 +135,7 @@ CASES = [
     ("numba-nvvm-against-cuda", NUMBA_NVVM, "S03", "R01"),
     ("rccl-without-iommu-passthrough", RCCL_NO_IOMMU_PT, "S11", "R05"),
     ("cli-value-from-another-release", CLI_VALUE_NOT_A_CHOICE, "S09", "R01"),
+    ("moe-experts-gathered-differently-under-zero3", MOE_ZERO3_WAIT, "S17", "R08"),
 ]
 
 
