@@ -117,6 +117,16 @@ Thread 0x00007f3c8b7fe740 (most recent call first):
   File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py", line 1751 in _wrapped_call_impl
   File "/workspace/sft/train.py", line 120 in train"""
 
+# a reward model's code created a parameter after ZeRO-3 had converted the model's own
+ZERO3_PARAM_AFTER_INIT = """Traceback (most recent call last):
+  File "/workspace/rm/train_reward.py", line 188, in <module>
+    loss = engine(**batch).loss
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/zero/parameter_offload.py", line 398, in _post_forward_module_hook
+    self.post_sub_module_forward_function(module)
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/zero/partitioned_param_coordinator.py", line 441, in release_sub_module
+    for param in iter_params(submodule, recurse=z3_leaf_module(submodule)):
+AttributeError: 'Parameter' object has no attribute 'ds_id'"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -136,6 +146,7 @@ CASES = [
     ("rccl-without-iommu-passthrough", RCCL_NO_IOMMU_PT, "S11", "R05"),
     ("cli-value-from-another-release", CLI_VALUE_NOT_A_CHOICE, "S09", "R01"),
     ("moe-experts-gathered-differently-under-zero3", MOE_ZERO3_WAIT, "S17", "R08"),
+    ("zero3-parameter-created-after-init", ZERO3_PARAM_AFTER_INIT, "S18", "R15"),
 ]
 
 
