@@ -132,7 +132,7 @@ CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
     ("tensor-parallel-slice-meets-full-tensor", TP_SLICE_MEETS_FULL, "S07", "R19"),
     ("attention-heads-do-not-split-over-tp", HEADS_DO_NOT_SPLIT, "S07", "R12"),
-    ("pipeline-with-fewer-stages-than-ranks", PIPELINE_ONE_STAGE, "S09", "R12"),
+    ("pipeline-with-fewer-stages-than-ranks", PIPELINE_ONE_STAGE, "S09", "R14"),
     ("old-torch-nccl-without-barrier", OLD_NCCL_NO_BARRIER, "S12", "R01"),
     ("te-comm-overlap-without-multicast", TE_NO_MULTICAST, "S04", "R04"),
     ("verl-fewer-ray-gpus-than-asked", VERL_RAY_GPUS, "S05", "R06"),
