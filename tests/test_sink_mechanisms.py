@@ -127,6 +127,10 @@ ZERO3_PARAM_AFTER_INIT = """Traceback (most recent call last):
     for param in iter_params(submodule, recurse=z3_leaf_module(submodule)):
 AttributeError: 'Parameter' object has no attribute 'ds_id'"""
 
+# vLLM's multiprocessing executor forked its TP workers after the parent touched CUDA
+VLLM_FORK_AFTER_CUDA = """(VllmWorker rank=1 pid=40213) ERROR 06-02 10:11:12 [multiproc_executor.py:487] WorkerProc failed to start.
+(VllmWorker rank=1 pid=40213) ERROR 06-02 10:11:12 [multiproc_executor.py:487] RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -147,6 +151,7 @@ CASES = [
     ("cli-value-from-another-release", CLI_VALUE_NOT_A_CHOICE, "S09", "R01"),
     ("moe-experts-gathered-differently-under-zero3", MOE_ZERO3_WAIT, "S17", "R08"),
     ("zero3-parameter-created-after-init", ZERO3_PARAM_AFTER_INIT, "S18", "R15"),
+    ("vllm-workers-forked-after-cuda-init", VLLM_FORK_AFTER_CUDA, "S32", "R14"),
 ]
 
 
