@@ -131,6 +131,12 @@ AttributeError: 'Parameter' object has no attribute 'ds_id'"""
 VLLM_FORK_AFTER_CUDA = """(VllmWorker rank=1 pid=40213) ERROR 06-02 10:11:12 [multiproc_executor.py:487] WorkerProc failed to start.
 (VllmWorker rank=1 pid=40213) ERROR 06-02 10:11:12 [multiproc_executor.py:487] RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method"""
 
+# DeepSpeed-MII from main against an older DeepSpeed's inference v2 engine
+MII_DEEPSPEED_DRIFT = """[2024-02-11 09:14:02,113] [INFO] [engine_v2.py:82:__init__] Building model...
+  File "/usr/local/lib/python3.10/site-packages/mii/batching/ragged_batching.py", line 402, in put
+    self._batch.insert_sequence(host_seq_desc, tokens)
+AttributeError: 'RaggedBatchWrapper' object has no attribute 'insert_sequence'"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -152,6 +158,7 @@ CASES = [
     ("moe-experts-gathered-differently-under-zero3", MOE_ZERO3_WAIT, "S17", "R08"),
     ("zero3-parameter-created-after-init", ZERO3_PARAM_AFTER_INIT, "S18", "R15"),
     ("vllm-workers-forked-after-cuda-init", VLLM_FORK_AFTER_CUDA, "S32", "R14"),
+    ("mii-against-another-deepspeed", MII_DEEPSPEED_DRIFT, "S32", "R01"),
 ]
 
 
