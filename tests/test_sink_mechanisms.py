@@ -137,6 +137,18 @@ MII_DEEPSPEED_DRIFT = """[2024-02-11 09:14:02,113] [INFO] [engine_v2.py:82:__ini
     self._batch.insert_sequence(host_seq_desc, tokens)
 AttributeError: 'RaggedBatchWrapper' object has no attribute 'insert_sequence'"""
 
+# a transformers 4.46+ Trainer forwards num_items_in_batch into a model that takes no loss kwargs
+TRAINER_NUM_ITEMS_TO_MODEL = """  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3633, in compute_loss
+    outputs = model(**inputs)
+  File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1747, in _call_impl
+    return forward_call(*args, **kwargs)
+TypeError: LlavaNextForConditionalGeneration.forward() got an unexpected keyword argument 'num_items_in_batch'"""
+
+# a Trainer subclass written for transformers before 4.46
+COMPUTE_LOSS_OLD_SIGNATURE = """  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3579, in training_step
+    loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
+TypeError: DistillationTrainer.compute_loss() got an unexpected keyword argument 'num_items_in_batch'"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -159,6 +171,8 @@ CASES = [
     ("zero3-parameter-created-after-init", ZERO3_PARAM_AFTER_INIT, "S18", "R15"),
     ("vllm-workers-forked-after-cuda-init", VLLM_FORK_AFTER_CUDA, "S32", "R14"),
     ("mii-against-another-deepspeed", MII_DEEPSPEED_DRIFT, "S32", "R01"),
+    ("trainer-forwards-num-items-to-model", TRAINER_NUM_ITEMS_TO_MODEL, "S18", "R25"),
+    ("compute-loss-override-of-older-transformers", COMPUTE_LOSS_OLD_SIGNATURE, "S18", "R01"),
 ]
 
 
