@@ -149,6 +149,10 @@ COMPUTE_LOSS_OLD_SIGNATURE = """  File "/opt/venv/lib/python3.11/site-packages/t
     loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
 TypeError: DistillationTrainer.compute_loss() got an unexpected keyword argument 'num_items_in_batch'"""
 
+# a pod advertises its own hostname as the store address; the other pods cannot resolve it
+RENDEZVOUS_NAME_UNRESOLVED = """[W socket.cpp:663] [c10d] The IPv4 network addresses of (trainer-7f9c-0, 29400) cannot be retrieved (gai error: -2 - Name or service not known).
+[E socket.cpp:957] [c10d] The client socket has timed out after 900s while trying to connect to (trainer-7f9c-0, 29400)."""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -173,6 +177,7 @@ CASES = [
     ("mii-against-another-deepspeed", MII_DEEPSPEED_DRIFT, "S32", "R01"),
     ("trainer-forwards-num-items-to-model", TRAINER_NUM_ITEMS_TO_MODEL, "S18", "R25"),
     ("compute-loss-override-of-older-transformers", COMPUTE_LOSS_OLD_SIGNATURE, "S18", "R01"),
+    ("rendezvous-host-name-does-not-resolve", RENDEZVOUS_NAME_UNRESOLVED, "S10", "R07"),
 ]
 
 
