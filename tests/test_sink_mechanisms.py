@@ -153,6 +153,10 @@ TypeError: DistillationTrainer.compute_loss() got an unexpected keyword argument
 RENDEZVOUS_NAME_UNRESOLVED = """[W socket.cpp:663] [c10d] The IPv4 network addresses of (trainer-7f9c-0, 29400) cannot be retrieved (gai error: -2 - Name or service not known).
 [E socket.cpp:957] [c10d] The client socket has timed out after 900s while trying to connect to (trainer-7f9c-0, 29400)."""
 
+# bitsandbytes' own CUDA check: its build has no kernel for one of the GPUs the model spans
+BNB_KERNEL_MISSING = """bin /opt/conda/lib/python3.10/site-packages/bitsandbytes/libbitsandbytes_cuda118.so
+Loading checkpoint shards:  50%|█████     | 1/2 [00:04<00:04,  4.40s/it]Error named symbol not found at line 529 in file /home/tim/git/bitsandbytes/csrc/ops.cu"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -178,6 +182,7 @@ CASES = [
     ("trainer-forwards-num-items-to-model", TRAINER_NUM_ITEMS_TO_MODEL, "S18", "R25"),
     ("compute-loss-override-of-older-transformers", COMPUTE_LOSS_OLD_SIGNATURE, "S18", "R01"),
     ("rendezvous-host-name-does-not-resolve", RENDEZVOUS_NAME_UNRESOLVED, "S10", "R07"),
+    ("library-kernel-missing-for-this-gpu", BNB_KERNEL_MISSING, "S26", "R04"),
 ]
 
 
