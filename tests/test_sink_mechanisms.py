@@ -157,6 +157,16 @@ RENDEZVOUS_NAME_UNRESOLVED = """[W socket.cpp:663] [c10d] The IPv4 network addre
 BNB_KERNEL_MISSING = """bin /opt/conda/lib/python3.10/site-packages/bitsandbytes/libbitsandbytes_cuda118.so
 Loading checkpoint shards:  50%|█████     | 1/2 [00:04<00:04,  4.40s/it]Error named symbol not found at line 529 in file /home/tim/git/bitsandbytes/csrc/ops.cu"""
 
+# an mmcv older than torch: its DDP wrapper calls a private method torch removed
+MMCV_DDP_PRIVATE = """Traceback (most recent call last):
+  File "tools/train.py", line 188, in <module>
+    main()
+  File "/opt/conda/lib/python3.9/site-packages/mmcv/parallel/distributed.py", line 42, in train_step
+    self._sync_params()
+  File "/opt/conda/lib/python3.9/site-packages/torch/nn/modules/module.py", line 1185, in __getattr__
+    raise AttributeError("'{}' object has no attribute '{}'".format(
+AttributeError: 'MMDistributedDataParallel' object has no attribute '_sync_params'"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -183,6 +193,7 @@ CASES = [
     ("compute-loss-override-of-older-transformers", COMPUTE_LOSS_OLD_SIGNATURE, "S18", "R01"),
     ("rendezvous-host-name-does-not-resolve", RENDEZVOUS_NAME_UNRESOLVED, "S10", "R07"),
     ("library-kernel-missing-for-this-gpu", BNB_KERNEL_MISSING, "S26", "R04"),
+    ("mmcv-ddp-wrapper-older-than-torch", MMCV_DDP_PRIVATE, "S03", "R01"),
 ]
 
 
