@@ -167,6 +167,11 @@ MMCV_DDP_PRIVATE = """Traceback (most recent call last):
     raise AttributeError("'{}' object has no attribute '{}'".format(
 AttributeError: 'MMDistributedDataParallel' object has no attribute '_sync_params'"""
 
+# a distributed checkpoint's writer thread got EIO from a shared filesystem under many writers
+STORAGE_EIO_ON_SAVE = """[rank3]:   File "/opt/venv/lib/python3.11/site-packages/torch/distributed/checkpoint/filesystem.py", line 377, in _write_files_from_queue
+[rank3]:     torch.save(data, stream)
+[rank3]: OSError: [Errno 5] Input/output error"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -194,6 +199,7 @@ CASES = [
     ("rendezvous-host-name-does-not-resolve", RENDEZVOUS_NAME_UNRESOLVED, "S10", "R07"),
     ("library-kernel-missing-for-this-gpu", BNB_KERNEL_MISSING, "S26", "R04"),
     ("mmcv-ddp-wrapper-older-than-torch", MMCV_DDP_PRIVATE, "S03", "R01"),
+    ("storage-input-output-error-on-save", STORAGE_EIO_ON_SAVE, "S28", "R05"),
 ]
 
 
