@@ -172,6 +172,20 @@ STORAGE_EIO_ON_SAVE = """[rank3]:   File "/opt/venv/lib/python3.11/site-packages
 [rank3]:     torch.save(data, stream)
 [rank3]: OSError: [Errno 5] Input/output error"""
 
+# MLA's head dimension on an older GPU: Transformer Engine disabled every attention backend
+TE_NO_ATTENTION_BACKEND = """[rank0]:   File "/opt/megatron-lm/megatron/core/extensions/transformer_engine.py", line 925, in forward
+[rank0]:     core_attn_out = super().forward(
+[rank0]:   File "/usr/local/lib/python3.12/dist-packages/transformer_engine/pytorch/attention/dot_product_attention/dot_product_attention.py", line 1143, in forward
+[rank0]:     raise ValueError(
+[rank0]: ValueError: No dot product attention backend is available for the provided inputs. Please run with NVTE_DEBUG=1 NVTE_DEBUG_LEVEL=2 to find out the reasons for disabling all backends."""
+
+# ten processes on an eight-GPU node: a GPU asked for more peer mappings than it has
+PEER_MAPPINGS_EXHAUSTED = """[rank9]: Traceback (most recent call last):
+[rank9]:   File "/workspace/train.py", line 77, in <module>
+[rank9]:     model = model.to(device)
+[rank9]: RuntimeError: CUDA error: peer mapping resources exhausted
+[rank9]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect."""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -200,6 +214,8 @@ CASES = [
     ("library-kernel-missing-for-this-gpu", BNB_KERNEL_MISSING, "S26", "R04"),
     ("mmcv-ddp-wrapper-older-than-torch", MMCV_DDP_PRIVATE, "S03", "R01"),
     ("storage-input-output-error-on-save", STORAGE_EIO_ON_SAVE, "S28", "R05"),
+    ("no-te-attention-backend-for-this-gpu", TE_NO_ATTENTION_BACKEND, "S04", "R04"),
+    ("more-peers-than-the-gpu-maps", PEER_MAPPINGS_EXHAUSTED, "S05", "R06"),
 ]
 
 
