@@ -186,6 +186,14 @@ PEER_MAPPINGS_EXHAUSTED = """[rank9]: Traceback (most recent call last):
 [rank9]: RuntimeError: CUDA error: peer mapping resources exhausted
 [rank9]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect."""
 
+# a CPU-only torch: transformers' bitsandbytes check fails and names packages already installed
+BNB_CHECK_WITHOUT_CUDA = """Traceback (most recent call last):
+  File "/home/ana/qlora/train.py", line 52, in <module>
+    model = AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb_config, device_map={"": 0})
+  File "/opt/conda/lib/python3.10/site-packages/transformers/quantizers/quantizer_bnb_4bit.py", line 62, in validate_environment
+    raise ImportError(
+ImportError: Using `bitsandbytes` 4-bit quantization requires Accelerate: `pip install accelerate` and the latest version of bitsandbytes: `pip install -i https://pypi.org/simple/ bitsandbytes`"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
@@ -216,6 +224,7 @@ CASES = [
     ("storage-input-output-error-on-save", STORAGE_EIO_ON_SAVE, "S28", "R05"),
     ("no-te-attention-backend-for-this-gpu", TE_NO_ATTENTION_BACKEND, "S04", "R04"),
     ("more-peers-than-the-gpu-maps", PEER_MAPPINGS_EXHAUSTED, "S05", "R06"),
+    ("bitsandbytes-check-without-cuda", BNB_CHECK_WITHOUT_CUDA, "S04", "R02"),
 ]
 
 
