@@ -194,11 +194,20 @@ BNB_CHECK_WITHOUT_CUDA = """Traceback (most recent call last):
     raise ImportError(
 ImportError: Using `bitsandbytes` 4-bit quantization requires Accelerate: `pip install accelerate` and the latest version of bitsandbytes: `pip install -i https://pypi.org/simple/ bitsandbytes`"""
 
+# DeepSpeed's AutoTP sliced Mistral's k/v projections but left num_key_value_heads whole
+KV_HEADS_NOT_DIVIDED = """Traceback (most recent call last):
+  File "/opt/conda/lib/python3.11/site-packages/deepspeed/inference/engine.py", line 636, in _generate
+    return self.module.generate(*inputs, **kwargs)
+  File "/opt/conda/lib/python3.11/site-packages/transformers/models/mistral/modeling_mistral.py", line 201, in forward
+    key_states = key_states.view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)
+RuntimeError: shape '[2, 37, 8, 128]' is invalid for input of size 37888"""
+
 # (id, paste, symptom, root cause)
 CASES = [
     ("two-gpus-in-one-op", TWO_GPUS_IN_ONE_OP, "S13", "R14"),
     ("tensor-parallel-slice-meets-full-tensor", TP_SLICE_MEETS_FULL, "S07", "R19"),
     ("attention-heads-do-not-split-over-tp", HEADS_DO_NOT_SPLIT, "S07", "R12"),
+    ("kv-head-count-not-divided-by-the-slicing", KV_HEADS_NOT_DIVIDED, "S07", "R19"),
     ("pipeline-with-fewer-stages-than-ranks", PIPELINE_ONE_STAGE, "S09", "R14"),
     ("old-torch-nccl-without-barrier", OLD_NCCL_NO_BARRIER, "S12", "R01"),
     ("te-comm-overlap-without-multicast", TE_NO_MULTICAST, "S04", "R04"),
