@@ -536,6 +536,37 @@ def test_clean_collapses_bars_and_strips_colour() -> None:
     assert reader.clean(b"ok\xff\xfe") == ["ok\ufffd\ufffd"]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                b"\r",
+                b"\r\r",
+                b" ",
+                b"\x00",
+                b"\x1b[91m",
+                b"\x1b[0m",
+                b"\xff",
+                b"x",
+                b"Error: y",
+                b" 10%|#  | 1/10 [00:01<00:09, 1.2it/s]",
+                b"[rank0]: loss 1.2",
+                b"   ",
+            ]
+        ),
+        max_size=12,
+    )
+)
+@example([b"\r", b"   ", b"\r"])
+@example([b" 10%|#  | 1/10 [00:01<00:09]", b"\r", b"Error: y", b"\r", b" 20%|## | 2/10 [0:2]"])
+def test_clean_last_is_the_last_text_clean_gives(parts: list[bytes]) -> None:
+    # what the progress and stamp readers take of a line: its last shown text, read without
+    # testing every earlier redraw of a tqdm line for a bar
+    raw = b"".join(parts)
+    assert reader.clean_last(raw) == reader.clean(raw)[-1]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=4000))
 def test_random_bytes_never_raise(data: bytes) -> None:

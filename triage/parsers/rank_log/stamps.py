@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from triage.parsers import timestamps as ts
 from triage.parsers.prefixes import Prefixes, peel
-from triage.scan.reader import clean
+from triage.scan.reader import clean_last
 
 # one output stream of an interleaved log: host, task, local rank, rank
 Stream = tuple[str | None, int | None, int | None, int | None]
@@ -71,7 +71,7 @@ class StampKeeping:
 
     def _stamped_repeat(self, number: int, raw: bytes, stream: Stream) -> None:
         """A repeat read as a stamp: parsed for its time alone (its date may not exist)."""
-        when = self._meta(peel(clean(raw)[-1]).rest).time
+        when = self._meta(peel(clean_last(raw)).rest).time
         if when is not None:
             self.stamped(number, when, stream)
 
@@ -93,7 +93,7 @@ class StampKeeping:
         for raw, stream in reversed(pending):
             if stream in found:
                 continue
-            when = self._meta(peel(clean(raw)[-1]).rest).time
+            when = self._meta(peel(clean_last(raw)).rest).time
             if when is None:
                 continue
             found.add(stream)
