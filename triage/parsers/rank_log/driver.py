@@ -159,8 +159,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
         self.hint = ts.YearHint.from_mtime(mtime)
         self.reader: ChunkReader | None = None
         self._pre: Prefixes | None = None  # the prefixes of the line `handle` read last
-        # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end)
-        self._line_shapes: dict[bytes, tuple[bool, int, int, int]] = {}
+        # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end),
+        # kept with the tables: the same for every file parsed with them
+        self._line_shapes = tables.line_shapes
 
     # ------------------------------------------------------------------ driving
 
