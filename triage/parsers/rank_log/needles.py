@@ -88,7 +88,14 @@ def _lowered(literals: tuple[str, ...] | None, min_len: int = 4) -> list[str]:
 
 
 def _healthy(needle: str, templates: Templates) -> bool:
-    return any(needle in line.lower() for line in templates.healthy)
+    return any(needle in line for line in _lowered_lines(templates.healthy))
+
+
+@lru_cache(maxsize=8)
+def _lowered_lines(lines: tuple[str, ...]) -> tuple[str, ...]:
+    # each needle was tested against every healthy line lowered again (~14k `lower` calls
+    # before the workers fork)
+    return tuple(line.lower() for line in lines)
 
 
 def rule_needles(rules: Iterable[knowledge.Rule], templates: Templates) -> list[str]:
@@ -286,6 +293,9 @@ MUTE_COMMS = frozenset({_COMM_VERDICT})
 _NONE: frozenset[bytes] = frozenset()
 
 
+_DIGIT = re.compile(rb"[0-9]")
+
+
 def _masked_digit_needles(
     markers: MarkerSet, rule_markers: MarkerSet, templates: Templates
 ) -> tuple[bytes, ...]:
@@ -294,7 +304,7 @@ def _masked_digit_needles(
     found = {
         n
         for n in (*markers._needles, *rule_markers._needles)  # noqa: SLF001 - same package
-        if any(c in b"0123456789" for c in n)
+        if _DIGIT.search(n) is not None
     }
     for template in templates.templates:
         found.update(
