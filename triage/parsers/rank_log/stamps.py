@@ -4,6 +4,7 @@ untimed event gets from them (a part of the log parser, `_LogParser`)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import itemgetter
 
 from triage.parsers import timestamps as ts
 from triage.parsers.prefixes import Prefixes, peel
@@ -89,6 +90,8 @@ class StampKeeping:
         pending = self._pending[:]
         self._pending.clear()  # in place: the chunk loop holds this list
         found: set[Stream] = set()
+        # up to 4,096 repeats of a stream or two: done once each stream's newest is read
+        streams = len(set(map(itemgetter(1), pending)))
         latest = None
         for raw, stream in reversed(pending):
             if stream in found:
@@ -102,6 +105,8 @@ class StampKeeping:
             if len(self._stream_time) >= 4096:
                 self._stream_time.clear()
             self._stream_time[stream] = when
+            if len(found) == streams:
+                break
 
     def _fix_years(self) -> None:
         if not self.hint.learned:
