@@ -142,3 +142,19 @@ def test_a_job_of_logs_alone_never_imports_the_dump_decoder() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_while_workers_parse_the_models_classify_reads_for_any_job_are_loaded() -> None:
+    # what classify would otherwise load after the last file: the neighbour index, the
+    # TF-IDF model, the calibration, the atlas's anchor table
+    from triage.classify import atlas, calibration, learned, neighbours
+
+    for cached in (neighbours._load_cached, learned._load_cached, calibration._load_cached):
+        cached.cache_clear()
+    kb = knowledge.shipped()
+    atlas._MATCHERS.pop(kb.atlas, None)
+    pipeline.warm_later_stages(pipeline.Options(use_embeddings=False), kb)
+    assert neighbours._load_cached.cache_info().currsize == 1
+    assert learned._load_cached.cache_info().currsize == 1
+    assert calibration._load_cached.cache_info().currsize == 1
+    assert kb.atlas in atlas._MATCHERS
