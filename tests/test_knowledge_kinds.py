@@ -3,8 +3,10 @@ others: a wrong entry or an example its patterns do not bear out is named with f
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import regex
@@ -223,3 +225,46 @@ def test_a_broken_regex_of_any_kind_is_reported_with_its_file_and_item(
 ) -> None:
     found = _problems(_rules_with(tmp_path, name, edit), monkeypatch)
     assert "bad regex" in found[(name, item)]
+
+
+def test_a_routine_line_runs_its_regex_only_on_a_text_that_holds_its_own_literals() -> None:
+    # each routine line is screened by its own literals, not only by the union of all of
+    # them: the same line is found for every example, and a pattern is never run on a text
+    # without one of its literals
+    routine = knowledge.shipped().routine
+    assert len(routine.line_screens) == len(routine.lines)
+    assert sum(lits is not None for lits in routine.line_screens) > len(routine.lines) // 2
+    examples = [t for line in routine.lines for t in (*line.examples, *line.no_match)]
+    texts = [*examples, *(t.upper() for t in examples), *(f"[rank3]: {t} x" for t in examples)]
+    unscreened = dataclasses.replace(routine, line_screens=())
+    for text in texts:
+        assert routine.which(text) == unscreened.which(text)
+    ran: list[str] = []
+
+    class Spy:
+        def __init__(self, line: Any) -> None:
+            self.line = line
+
+        def search(self, text: str) -> object:
+            ran.append(self.line.id)
+            return self.line.pattern.search(text)
+
+    spied = dataclasses.replace(
+        routine,
+        lines=tuple(dataclasses.replace(line, pattern=Spy(line)) for line in routine.lines),
+    )
+    j = next(i for i, lits in enumerate(routine.line_screens) if lits is not None)
+
+    def holds_any(text: str, lits: tuple[str, ...]) -> bool:
+        low = text.lower()
+        return any((lit[1:] in low) if lit.startswith("\0") else (lit in text) for lit in lits)
+
+    # a routine text of another line that holds none of line j's literals
+    other = next(
+        t
+        for t in examples
+        if routine.which(t) not in (None, routine.lines[j])
+        and not holds_any(t, routine.line_screens[j])  # type: ignore[arg-type]
+    )
+    assert spied.which(other).id == routine.which(other).id  # type: ignore[union-attr]
+    assert routine.lines[j].id not in ran

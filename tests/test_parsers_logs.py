@@ -536,6 +536,37 @@ def test_clean_collapses_bars_and_strips_colour() -> None:
     assert reader.clean(b"ok\xff\xfe") == ["ok\ufffd\ufffd"]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                b"\r",
+                b"\r\r",
+                b" ",
+                b"\x00",
+                b"\x1b[91m",
+                b"\x1b[0m",
+                b"\xff",
+                b"x",
+                b"Error: y",
+                b" 10%|#  | 1/10 [00:01<00:09, 1.2it/s]",
+                b"[rank0]: loss 1.2",
+                b"   ",
+            ]
+        ),
+        max_size=12,
+    )
+)
+@example([b"\r", b"   ", b"\r"])
+@example([b" 10%|#  | 1/10 [00:01<00:09]", b"\r", b"Error: y", b"\r", b" 20%|## | 2/10 [0:2]"])
+def test_clean_last_is_the_last_text_clean_gives(parts: list[bytes]) -> None:
+    # what the progress and stamp readers take of a line: its last shown text, read without
+    # testing every earlier redraw of a tqdm line for a bar
+    raw = b"".join(parts)
+    assert reader.clean_last(raw) == reader.clean(raw)[-1]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=4000))
 def test_random_bytes_never_raise(data: bytes) -> None:
@@ -735,6 +766,39 @@ def test_progress_read_by_shape_or_by_marker_scan_is_the_same(engine: str) -> No
     }
     full = rank_log.parse(source_of(data), scan_all=True)
     assert fields(full) == fields(parsed[True])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_files_parsed_with_one_set_of_tables_share_what_each_line_shape_is(
+    engine: str,
+) -> None:
+    # a job's rank files print the same shapes: whether a shape is a progress line and where
+    # its prefixes end is learnt once per process (the tables'), not again in each file's
+    # first windows, and a file reads the same with what others taught as alone
+    def rank_file(rank: int) -> bytes:
+        out = []
+        for step in range(3000):
+            out.append(b"[default%d]:%d/9000 [01:23<10:00, 1.23it/s, loss=2.3456]" % (rank, step))
+            out.append(
+                b"[2026-01-05 10:%02d:00,123] [INFO] [logging.py:96:log_dist] [Rank %d] step=%d, "
+                b"skipped=0, lr=[0.0001]" % (step % 60, rank, step)
+            )
+            out.append(b"[default%d]: every iteration the loader waits %d ms" % (rank, step))
+        return b"\n".join(out) + b"\n"
+
+    tables = rank_log.scan_tables().using(engine)
+    assert tables.line_shapes == {}
+    rank_log.parse(source_of(rank_file(0), "rank_0.log"), tables=tables)
+    learnt = dict(tables.line_shapes)
+    assert learnt
+    second = rank_log.parse(source_of(rank_file(1), "rank_1.log"), tables=tables)
+    assert tables.line_shapes == learnt  # nothing new in the same shapes
+    alone = rank_log.parse(
+        source_of(rank_file(1), "rank_1.log"), tables=rank_log.scan_tables().using(engine)
+    )
+    fields = lambda p: [(e.kind, e.line, e.rank, e.text, *_facts(e)) for e in p.events]  # noqa: E731
+    assert fields(second) == fields(alone)
+    assert [e.payload.step for e in of_kind(second, EventKind.PROGRESS)] == [2999, 2999]
 
 
 def test_older_torch_elastic_restart_and_rendezvous_lines() -> None:

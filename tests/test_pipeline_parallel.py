@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -122,3 +124,37 @@ def test_a_diagnosis_reads_the_same_with_or_without_workers(tmp_path: Path) -> N
         [str(root)], pipeline.Options(use_embeddings=False, workers=2, parallel_from_bytes=0)
     )
     assert pooled.to_dict() == here.to_dict()
+
+
+def test_a_job_of_logs_alone_never_imports_the_dump_decoder() -> None:
+    # Workers pack and the parent unpacks every result: for logs alone, neither needs the
+    # flight-recorder decoder (its import is ~10-30 ms of each process's CPU).
+    code = (
+        "import sys\n"
+        "from triage import parsers, pool\n"
+        "from triage.ingest import discover\n"
+        f"source = next(iter(discover([{str(FIXTURES / 'logs' / 'torchrun_watchdog.log')!r}])))\n"
+        "parsed = parsers.parse(source)\n"
+        "back = pool.unpack(source, pool.pack(parsed))\n"
+        "assert back.events == parsed.events\n"
+        "print('triage.parsers.flight_recorder' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_while_workers_parse_the_models_classify_reads_for_any_job_are_loaded() -> None:
+    # what classify would otherwise load after the last file: the neighbour index, the
+    # TF-IDF model, the calibration, the atlas's anchor table
+    from triage.classify import atlas, calibration, learned, neighbours
+
+    for cached in (neighbours._load_cached, learned._load_cached, calibration._load_cached):
+        cached.cache_clear()
+    kb = knowledge.shipped()
+    atlas._MATCHERS.pop(kb.atlas, None)
+    pipeline.warm_later_stages(pipeline.Options(use_embeddings=False), kb)
+    assert neighbours._load_cached.cache_info().currsize == 1
+    assert learned._load_cached.cache_info().currsize == 1
+    assert calibration._load_cached.cache_info().currsize == 1
+    assert kb.atlas in atlas._MATCHERS

@@ -238,14 +238,24 @@ def diagnose(
 
 def warm_later_stages(options: Options = Options(), kb: Knowledge | None = None) -> None:
     """Load what correlate, classify and recommend need first (their modules, the taxonomy,
-    the rules): ~0.5 s that would otherwise wait until every file is read, done while the
-    workers still parse."""
+    the rules, the models classify reads for any job): ~0.5 s that would otherwise wait until
+    every file is read, done while the workers still parse."""
     from triage import analysis, knowledge, recommend, taxonomy  # noqa: F401 - loaded ahead
-    from triage.classify import rules
+    from triage.classify import atlas, load_calibration, load_learned, neighbours, rules
 
     taxonomy.load()
     with contextlib.suppress(knowledge.KnowledgeError):  # reported in its turn, loudly
-        rules.ruleset(kb if kb is not None else knowledge.load(options.extra_rules_dirs))
+        kb = kb if kb is not None else knowledge.load(options.extra_rules_dirs)
+        rules.ruleset(kb)
+    # what classify reads of models/ whatever the job (each cached once loaded): the neighbour
+    # index, the TF-IDF model, the calibration, the atlas's anchor table (~60 ms after the
+    # last file otherwise). A file that cannot be used says so in its turn, as before.
+    with contextlib.suppress(Exception):
+        neighbours.load_index()
+        load_learned("tfidf")
+        load_calibration()
+        if kb is not None:
+            atlas.matcher(kb.atlas)
 
 
 def diagnose_parsed(

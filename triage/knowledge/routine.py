@@ -52,19 +52,32 @@ class Routine:
     # literals one of which every routine line holds ("\0"-prefixed: lowercased), None when
     # some pattern has none: a cheap screen before the regexes
     screen: tuple[str, ...] | None = None
+    # each line's own literals (as `screen`'s), None where its pattern has none: a text that
+    # holds none of a line's is no match of it, its regex not run (a job's events each tried
+    # ~27 patterns once one routine word was in them: a torch warning that holds `unused`)
+    line_screens: tuple[tuple[str, ...] | None, ...] = ()
 
     def which(self, text: str) -> RoutineLine | None:
         """The routine line `text` is (its first line that is one), or None."""
+        low = None
         if self.screen is not None:
             low = text.lower()
-            if not any(
-                (lit[1:] in low) if lit.startswith("\0") else (lit in text) for lit in self.screen
-            ):
+            if not any(_holds(lit, text, low) for lit in self.screen):
                 return None
-        for line in self.lines:
+        screens = self.line_screens or (None,) * len(self.lines)
+        for line, lits in zip(self.lines, screens, strict=True):
+            if lits is not None:
+                low = text.lower() if low is None else low
+                if not any(_holds(lit, text, low) for lit in lits):
+                    continue
             if line.pattern.search(text):
                 return line
         return None
+
+
+def _holds(literal: str, text: str, low: str) -> bool:
+    """Whether `text` holds a screen's literal ("\0"-led: case-insensitive, in `low`)."""
+    return (literal[1:] in low) if literal.startswith("\0") else (literal in text)
 
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Routine:
@@ -86,7 +99,11 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             continue
         seen.add(line.id)
         out.append(line)
-    return Routine(tuple(out), _screen(out))
+    return Routine(
+        tuple(out),
+        _screen(out),
+        tuple(required_literals(line.pattern.pattern, min_len=4) for line in out),
+    )
 
 
 def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine | None:

@@ -52,6 +52,23 @@ def clean(raw: bytes) -> list[str]:
     return [p.decode("utf-8", "replace").rstrip() for p in kept]
 
 
+def clean_last(raw: bytes) -> str:
+    """`clean(raw)[-1]`, the text the terminal showed last, without testing the earlier
+    segments of a `\r` line for bars (a tqdm line holds dozens of redraws)."""
+    if b"\x1b" in raw:
+        raw = _ANSI.sub(b"", raw)
+    if b"\x00" in raw:
+        raw = raw.replace(b"\x00", b"")
+    if b"\r" in raw:
+        for part in reversed(raw.split(b"\r")):
+            if part.strip():
+                raw = part
+                break
+        else:
+            return ""
+    return raw.decode("utf-8", "replace").rstrip()
+
+
 # How far past a block's end a plain file is looked at for the end of the block's last line;
 # a longer line is carried over to the next block as from any other stream.
 _PROBE = 64 << 10

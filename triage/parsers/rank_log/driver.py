@@ -159,8 +159,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
         self.hint = ts.YearHint.from_mtime(mtime)
         self.reader: ChunkReader | None = None
         self._pre: Prefixes | None = None  # the prefixes of the line `handle` read last
-        # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end)
-        self._line_shapes: dict[bytes, tuple[bool, int, int, int]] = {}
+        # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end),
+        # kept with the tables: the same for every file parsed with them
+        self._line_shapes = tables.line_shapes
 
     # ------------------------------------------------------------------ driving
 
@@ -204,15 +205,17 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
             others = self.tables.hot_lines.find(data, MUTE_COMMS, None, comms)
             offsets = sorted(others + comms) if comms else others
         plain = self.repeats
-        repeats = self._repeats
+        known_shape = self._repeats.get
         pending = self._pending
+        keep_stamp = pending.append
+        records = self.records  # the one dict, kept up to date in place
         mask = DIGITS_TO_0
         rfind, find = data.rfind, data.find
         n = len(data)
         pos = i = 0
         k = len(offsets)
         while pos < n:
-            if self.records:  # a record is open: every line, in order
+            if records:  # a record is open: every line, in order
                 for number, start, end in select_spans(data, [], self.dense, counter, pos):
                     for text in line_text(reader, data[start:end], number):  # type: ignore[arg-type]
                         self.handle(number, text)  # type: ignore[arg-type]
@@ -237,7 +240,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
             new = False
             if plain and end - start <= SHAPE_MAX:
                 shape = raw.translate(mask)
-                known = repeats.get(shape)
+                known = known_shape(shape)
                 # A line of a known shape holds no `NCCL` and no odd byte, as its first did
                 # (masking changes digits alone): those tests are for new lines only.
                 if known is not None:
@@ -250,11 +253,11 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
                         elif outcome == ERROR_AGAIN:
                             self.errors_dropped += 1
                         if timed:
-                            if stream == WHOLE_STREAM and self._after_wanted:
+                            if self._after_wanted and stream == WHOLE_STREAM:
                                 # events wait for the launcher's next stamp: this line's
                                 self._stamped_repeat(counter.number_at(start), raw, stream)
                                 continue
-                            pending.append((raw, stream))
+                            keep_stamp((raw, stream))
                             if len(pending) >= 64 and (
                                 len(pending) >= _MAX_PENDING or not self.hint.learned
                             ):

@@ -15,7 +15,7 @@ from triage.parsers.rank_log.formats import int_or_none
 from triage.parsers.rank_log.limits import PROGRESS_WINDOW
 from triage.scan.engines import LineCounter
 from triage.scan.markers import MarkerSet
-from triage.scan.reader import clean
+from triage.scan.reader import clean_last
 
 if TYPE_CHECKING:
     from triage.parsers.rank_log.needles import LogScanTables
@@ -154,23 +154,28 @@ class ProgressReading:
         over the chunk find streams that stopped early (a hung rank) before the tail is read.
         """
         wanted = {k for k, p in self.progress.items() if p.chunk == self.chunk - 1}
+        end = len(data)
+        window = PROGRESS_WINDOW
+        seen: set[tuple[str, int | None]] = set()
+        seen_raw: set[tuple[bytes, bytes | None]] = set()
         if self.chunk == 1 and len(data) > 4 * PROGRESS_WINDOW:
             # A file whose start and end show the same single stream is one process's log
             # (ranks that share a file all start together): the samples between could only
             # find that stream again, and cost ~4 ms a file.
             head = self._progress_in(data, counter, 0, PROGRESS_WINDOW, set(), set())
-            end_probe = len(data) - PROGRESS_WINDOW
-            tail = self._progress_in(data, counter, end_probe, len(data), set(), set())
+            # the tail probe is the first window of the walk back below: read once, its
+            # streams already seen (a line observed again changes nothing)
+            end = len(data) - PROGRESS_WINDOW
+            tail = self._progress_in(data, counter, end, len(data), seen, seen_raw)
             wanted |= head
             if len(head) != 1 or head != tail:
                 step = len(data) // 16
                 for at in range(step, len(data) - PROGRESS_WINDOW, step):
                     window = (at, at + PROGRESS_WINDOW)
                     wanted |= self._progress_in(data, counter, *window, set(), set())
-        end = len(data)
-        window = PROGRESS_WINDOW
-        seen: set[tuple[str, int | None]] = set()
-        seen_raw: set[tuple[bytes, bytes | None]] = set()
+            if wanted <= seen:
+                return
+            window = 4 * PROGRESS_WINDOW
         while end > 0:
             start = max(0, end - window)
             self._progress_in(data, counter, start, end, seen, seen_raw)
@@ -286,7 +291,7 @@ class ProgressReading:
         raw_key = (line[:prefix_end], line[rank_start:rank_end] if rank_end else None)
         if raw_key in seen_raw:
             return None
-        pre = peel(clean(line[-4096:])[-1])
+        pre = peel(clean_last(line[-4096:]))
         got = _read_progress(pre.rest, self.tables)
         if got is None:
             if shape is not None and shape in self._line_shapes:

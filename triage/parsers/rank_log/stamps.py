@@ -4,10 +4,11 @@ untimed event gets from them (a part of the log parser, `_LogParser`)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import itemgetter
 
 from triage.parsers import timestamps as ts
 from triage.parsers.prefixes import Prefixes, peel
-from triage.scan.reader import clean
+from triage.scan.reader import clean_last
 
 # one output stream of an interleaved log: host, task, local rank, rank
 Stream = tuple[str | None, int | None, int | None, int | None]
@@ -71,7 +72,7 @@ class StampKeeping:
 
     def _stamped_repeat(self, number: int, raw: bytes, stream: Stream) -> None:
         """A repeat read as a stamp: parsed for its time alone (its date may not exist)."""
-        when = self._meta(peel(clean(raw)[-1]).rest).time
+        when = self._meta(peel(clean_last(raw)).rest).time
         if when is not None:
             self.stamped(number, when, stream)
 
@@ -89,11 +90,13 @@ class StampKeeping:
         pending = self._pending[:]
         self._pending.clear()  # in place: the chunk loop holds this list
         found: set[Stream] = set()
+        # up to 4,096 repeats of a stream or two: done once each stream's newest is read
+        streams = len(set(map(itemgetter(1), pending)))
         latest = None
         for raw, stream in reversed(pending):
             if stream in found:
                 continue
-            when = self._meta(peel(clean(raw)[-1]).rest).time
+            when = self._meta(peel(clean_last(raw)).rest).time
             if when is None:
                 continue
             found.add(stream)
@@ -102,6 +105,8 @@ class StampKeeping:
             if len(self._stream_time) >= 4096:
                 self._stream_time.clear()
             self._stream_time[stream] = when
+            if len(found) == streams:
+                break
 
     def _fix_years(self) -> None:
         if not self.hint.learned:
