@@ -297,8 +297,11 @@ def prepare(
         hang_deaths=hang_deaths,
         kb=kb,
     )
+    # a library's own message, matched and sure of what it means, explains its lines as a
+    # specific rule does: the generic family priors on them give way to it too
+    atlas_hits = atlas_mod.job_hits(parsed, analysis, lead, kb)
     return Prepared(
-        hits=(*hits, *atlas_mod.job_hits(parsed, analysis, lead, kb)),
+        hits=tuple(fusion.yield_generic([*hits, *atlas_hits])),
         signature=signature(parsed, analysis, kb),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
