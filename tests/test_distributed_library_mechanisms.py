@@ -166,7 +166,9 @@ CASES = [
         "R02",
         "pip install -e Megatron-LM",
     ),
-    ("nemo-megatron-core-not-found", NEMO_NO_MCORE, "S02", "R02", "import megatron.core"),
+    # NeMo's guarded import reports a missing and a too-old megatron-core alike: the threads
+    # hold both (xmg-031: installed but too old), so either cause may lead
+    ("nemo-megatron-core-not-found", NEMO_NO_MCORE, "S02", "R02|R01", "import megatron.core"),
     ("megatron-annealing-lr-resume", ANNEALING_LR, "S29", "R20", "--override-opt_param-scheduler"),
     ("ninja-object-failed", NINJA_FAILED, "S01", "R03", "first compiler `error:`"),
     ("te-fp8-input-shape", TE_FP8_SHAPE, "S18", "R15", "multiple of 8"),
@@ -191,7 +193,7 @@ def test_the_condition_the_library_checks_decides_the_root_cause_and_the_advice(
     d = explained(text, "--no-embed")
     if symptom is not None:
         assert d["symptoms"] and d["symptoms"][0]["id"] == symptom, d["summary"]
-    assert d["root_causes"] and d["root_causes"][0]["id"] == cause, d["summary"]
+    assert d["root_causes"] and d["root_causes"][0]["id"] in cause.split("|"), d["summary"]
     actions = [a for f in d["fix_patterns"][:2] for a in f["actions"]]
     assert any(advice in a for a in actions), actions
 

@@ -211,12 +211,14 @@ CASES = [
     ("pipeline-with-fewer-stages-than-ranks", PIPELINE_ONE_STAGE, "S09", "R14"),
     ("old-torch-nccl-without-barrier", OLD_NCCL_NO_BARRIER, "S12", "R01"),
     ("te-comm-overlap-without-multicast", TE_NO_MULTICAST, "S04", "R04"),
-    ("verl-fewer-ray-gpus-than-asked", VERL_RAY_GPUS, "S05", "R06"),
+    # the same message was verl's own miscount in a reference thread (m5e-014): R25 may lead
+    ("verl-fewer-ray-gpus-than-asked", VERL_RAY_GPUS, "S05", "R06|R25"),
     ("torchtune-packing-without-max-seq-len", TORCHTUNE_PACKED, "S08", "R14"),
     ("fsdp-optimizer-state-missing-on-load", FSDP_OPTIM_STATE_EMPTY, "S29", "R20"),
     ("old-accelerate-8bit-check", ACCELERATE_OLD_8BIT, "S09", "R25"),
     ("deepspeed-fragment-outside-partition", DS_FRAGMENT, "S07", "R19"),
-    ("non-finite-value-assertion", NONFINITE_ASSERTION, "S19", "R21"),
+    # a reference thread's non-finite eval loss was a framework's division by zero (m5d-068)
+    ("non-finite-value-assertion", NONFINITE_ASSERTION, "S19", "R21|R25"),
     ("megatron-te-inference-params", TE_INFERENCE_PARAMS, "S03", "R01"),
     ("numba-nvvm-against-cuda", NUMBA_NVVM, "S03", "R01"),
     ("rccl-without-iommu-passthrough", RCCL_NO_IOMMU_PT, "S11", "R05"),
@@ -243,4 +245,6 @@ CASES = [
 def test_the_mechanism_names_the_symptom_and_cause(text: str, symptom: str, cause: str) -> None:
     d = explained(text)
     assert d["symptoms"] and d["symptoms"][0]["id"] == symptom, d["summary"]
-    assert d["root_causes"] and d["root_causes"][0]["id"] == cause, d["summary"]
+    causes = cause.split("|")
+    assert d["root_causes"] and d["root_causes"][0]["id"] in causes, d["summary"]
+    assert {c["id"] for c in d["root_causes"][: len(causes)]} == set(causes), d["summary"]
