@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import regex
@@ -49,13 +50,20 @@ class RoutineLine:
 @dataclass(frozen=True)
 class Routine:
     lines: tuple[RoutineLine, ...] = ()
-    # literals one of which every routine line holds ("\0"-prefixed: lowercased), None when
-    # some pattern has none: a cheap screen before the regexes
-    screen: tuple[str, ...] | None = None
-    # each line's own literals (as `screen`'s), None where its pattern has none: a text that
-    # holds none of a line's is no match of it, its regex not run (a job's events each tried
-    # ~27 patterns once one routine word was in them: a torch warning that holds `unused`)
+    # each line's literals, one of which every match holds ("\0"-prefixed: lowercased), None
+    # where its pattern has none: a text that holds none of a line's is no match of it, its
+    # regex not run (a job's events each tried ~27 patterns once one routine word was in them:
+    # a torch warning that holds `unused`)
     line_screens: tuple[tuple[str, ...] | None, ...] = ()
+
+    @cached_property
+    def screen(self) -> tuple[str, ...] | None:
+        """Every line's literals together, None when some line has none (or no screens were
+        given): one cheap screen before any line's."""
+        screens = self.line_screens
+        if len(screens) != len(self.lines) or any(lits is None for lits in screens):
+            return None
+        return tuple(dict.fromkeys(lit for lits in screens if lits for lit in lits))
 
     def which(self, text: str) -> RoutineLine | None:
         """The routine line `text` is (its first line that is one), or None."""
@@ -99,11 +107,8 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             continue
         seen.add(line.id)
         out.append(line)
-    return Routine(
-        tuple(out),
-        _screen(out),
-        tuple(required_literals(line.pattern.pattern, min_len=4) for line in out),
-    )
+    screens = tuple(required_literals(line.pattern.pattern, min_len=4) or None for line in out)
+    return Routine(tuple(out), screens)
 
 
 def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine | None:
@@ -141,16 +146,6 @@ def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine 
         examples=must,
         no_match=must_not,
     )
-
-
-def _screen(lines: Sequence[RoutineLine]) -> tuple[str, ...] | None:
-    found: list[str] = []
-    for line in lines:
-        lits = required_literals(line.pattern.pattern, min_len=4)
-        if not lits:
-            return None
-        found.extend(lits)
-    return tuple(dict.fromkeys(found))
 
 
 def merge(values: Sequence[Routine]) -> Routine:
