@@ -43,8 +43,6 @@ _PYSPY_FRAME = regex_cache.compile(r"^[ \t]+(?P<func>[\w.<>]+) \((?P<file>[^():\
 _PYSPY_THREAD = regex_cache.compile(r"^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil)", regex.M)
 _FAULTHANDLER_FRAME = regex_cache.compile(r'File "[^"\n]+", line \d+ in ')
 
-# the rule id of a place's hit is this prefix and the place's id
-PLACE_RULE = "frames:"
 # (file, function) innermost first, and whether the process was waiting (None: not known)
 FrameList = tuple[tuple[tuple[str, str], ...], bool | None]
 # frame lines of one prefixed traceback lie at most this many lines apart (a frame's source
@@ -106,11 +104,6 @@ def _line_frame_runs(
     return runs
 
 
-def is_place(hit: RuleHit) -> bool:
-    """Is this hit a place's (where the stack stood), not a rule's?"""
-    return hit.generic and hit.rule_id.startswith(PLACE_RULE)
-
-
 def _frames_of(ev: Event, kind: SourceKind | None) -> FrameList | None:
     record = ev.payload
     if ev.kind is EventKind.TRACEBACK and isinstance(record, TracebackFacts) and record.frames:
@@ -163,7 +156,7 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         line = numbers[offset]
     return RuleHit(
-        rule_id=f"{PLACE_RULE}{place.id}",
+        rule_id=f"frames:{place.id}",
         title=place.title,
         event=ev,
         symptom=dict(place.symptom),
