@@ -3,6 +3,8 @@ faulthandler dump, a pasted py-spy stack) place a failure in its stage (`rules/p
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.cli_runs import explained
 from triage.knowledge import places
 
@@ -71,21 +73,29 @@ def test_an_exception_raised_inside_the_save_is_not_read_as_a_wait() -> None:
     assert d["symptoms"][0]["id"] == "S28" and d["stage"]["id"] == "ST5", d["summary"]
 
 
+def _save_place(**over: Any) -> dict[str, Any]:
+    """A checkpoint-save place as rules/places.yaml writes one, with `over` replacing keys."""
+    return {
+        "id": "checkpoint-save",
+        "title": "t",
+        "sources": ["s"],
+        "frames": [{"function": "save_checkpoint"}],
+        "concludes": {"symptom": {"S28": 0.6}, "stage": {"ST5": 0.8}},
+        "examples": {"match": ["x/engine.py:save_checkpoint"]},
+        **over,
+    }
+
+
 def test_a_place_whose_example_does_not_match_is_refused() -> None:
     problems: list[tuple[str, str]] = []
     body = {
         "places": [
-            {
-                "id": "checkpoint-save",
-                "title": "t",
-                "sources": ["s"],
-                "frames": [{"function": "save_checkpoint"}],
-                "concludes": {"symptom": {"S28": 0.6}, "stage": {"ST5": 0.8}},
-                "examples": {
+            _save_place(
+                examples={
                     "match": ["x/trainer.py:_load_from_checkpoint"],
                     "no_match": ["x/engine.py:save_checkpoint"],
-                },
-            },
+                }
+            ),
             {
                 "id": "no-stage",
                 "title": "t",
@@ -105,19 +115,7 @@ def test_a_place_whose_example_does_not_match_is_refused() -> None:
 def test_an_action_given_as_a_list_is_refused_not_printed_as_one() -> None:
     """An action written as a YAML list used to reach the report as "['check ...', '...']"."""
     problems: list[tuple[str, str]] = []
-    body = {
-        "places": [
-            {
-                "id": "checkpoint-save",
-                "title": "t",
-                "sources": ["s"],
-                "frames": [{"function": "save_checkpoint"}],
-                "concludes": {"symptom": {"S28": 0.6}, "stage": {"ST5": 0.8}},
-                "actions": {"F5": ["free disk space", "then resume"]},
-                "examples": {"match": ["x/engine.py:save_checkpoint"]},
-            }
-        ]
-    }
+    body = {"places": [_save_place(actions={"F5": ["free disk space", "then resume"]})]}
     built = places.build(body, lambda item, msg: problems.append((item, msg)), False)
     said = " | ".join(f"{i}: {m}" for i, m in problems)
     assert "actions.F5: must be one sentence (a string), not list" in said
