@@ -171,3 +171,52 @@ def test_a_big_log_gives_the_same_events_with_and_without_the_prefilter(
     ]
     assert any("illegal memory access" in e.text for e in fast.events)
     assert any(TEAM_KEYWORD in e.text for e in fast.events) is team
+
+
+def test_the_heads_a_match_begins_with() -> None:
+    assert prefilter.heads(rb"srun: error: (?:[^:\s]+): tasks? (?:.+?)\s*$") == [b"srun: error: "]
+    assert prefilter.heads(
+        rb"(?:Out of memory: |Memory cgroup out of memory: )Killed process (?:\d+) \("
+    ) == [b"Out of memory: Killed process ", b"Memory cgroup out of memory: Killed process "]
+    # a class, a repeat, a branch with no text of its own, flags set inside: no head known
+    for pattern in (rb"[WEFC]\d{3,4} ", rb"\s*Killed", rb"(?:abc|\d+)x", rb"(?i:abc)d", rb"^abc"):
+        assert prefilter.heads(pattern) is None, pattern
+    pieces = [b"killed proc"]
+    assert prefilter.starts_covered(rb"Killed process (?:\d+) \((?:[^)]*)\)", pieces)
+    # the piece is in the pattern, but not in the text its matches begin with
+    assert not prefilter.starts_covered(rb"Main (?:[^)]*)\)\s*killed process", pieces)
+
+
+def test_the_shipped_scan_reads_a_chunk_once_from_its_first_hit() -> None:
+    """Every shipped pattern whose match may span lines begins with a prefilter piece: a chunk
+    whose first hit is late (a healthy log's last chunk, its failure at the end) is scanned
+    from that line on in one pass, not again whole for those patterns."""
+    first = rank_log.scan_tables().hot_lines.first_test()
+    assert first.crossing
+    for pattern in first.crossing:
+        assert prefilter.starts_covered(pattern, first.literals), pattern
+
+
+@pytest.mark.parametrize(
+    "verdict",
+    [
+        rb"Killed process (?:\d+) \((?:[^)]*)\)",  # begins with its piece: one pass
+        rb"[a-z]+ (?:[^)]*)\)\s*zzcrash",  # its piece after a line break: the chunk again whole
+    ],
+)
+def test_a_late_first_hit_finds_the_lines_of_one_pass(verdict: bytes) -> None:
+    """A chunk whose first prefilter hit lies past its first eighth: matches that span lines,
+    after the hit and (for a pattern whose piece is not where its matches begin) before it,
+    are the lines one pass over the whole chunk reports."""
+    pytest.importorskip("hyperscan")
+    markers = rank_log.scan_tables().markers
+    fast = HotLines(markers, ["zzkeyword"], [verdict])
+    full = HotLines(markers, ["zzkeyword"], [verdict], prefilter=False)
+    filler = b"step 1 loss 2.5\n" * 4000
+    for data in (
+        filler + b"oom (pid\n) zzcrash\nstep 2 zzkeyword\nKilled process 12 (python\nname)\n",
+        filler + b"step 2 zzkeyword\nKilled process 12 (python\nstill the name)\nend\n",
+    ):
+        got = fast.find(data)
+        assert got and _hot(got, data) == _hot(full.find(data), data)
+        assert fast.first_test().crossing == (verdict,)

@@ -139,6 +139,67 @@ def _cover(texts: set[bytes], ordinary: Sequence[bytes]) -> set[bytes]:
     return chosen | left
 
 
+def heads(pattern: bytes) -> list[bytes] | None:
+    """Texts one of which every match of `pattern` (hyperscan's default flags) begins with:
+    its leading literal text, one per branch of a leading group (`(?:Out of memory: |Memory
+    cgroup out of memory: )Killed process`). None when a match may begin otherwise: a class, a
+    repeat or an anchor before any literal, flags set inside a group, a branch with no text of
+    its own, a pattern the stdlib parser cannot read."""
+    try:
+        tree = _sre_parse.parse(pattern.decode("latin-1"))
+    except Exception:  # noqa: BLE001 - a construct `re` lacks: no head known
+        return None
+    found, _complete = _heads(list(tree))
+    if not found or not all(found) or len(found) > _MAX_HEADS:
+        return None
+    return [head.encode("latin-1") for head in found]
+
+
+# Past this many heads (nested branches multiply them) a pattern is taken to have none.
+_MAX_HEADS = 64
+
+
+def _heads(items: list[Any]) -> tuple[list[str], bool]:
+    """The leading texts of `items` and whether they are all of it (no item was left over)."""
+    c = _sre_constants
+    found = [""]
+    for op, arg in items:
+        if op is c.LITERAL:
+            found = [head + chr(arg) for head in found]
+            continue
+        if op is c.SUBPATTERN:
+            _group, add, dele, sub = arg
+            if add or dele:
+                return found, False
+            inner, complete = _heads(list(sub))
+        elif op is c.BRANCH:
+            inner, complete = [], True
+            for branch in arg[1]:
+                got, whole = _heads(list(branch))
+                inner += got
+                complete = complete and whole
+        else:
+            return found, False
+        found = [head + more for head in found for more in inner]
+        if len(found) > _MAX_HEADS or not complete:
+            return found, False
+    return found, True
+
+
+def starts_covered(pattern: bytes, pieces: Iterable[bytes]) -> bool:
+    """Whether every match of `pattern` begins with a text (`heads`) on one line that holds
+    one of `pieces` (lower-case, found caseless). A match then begins on the line of a piece,
+    at or after the line of a chunk's first prefilter hit, even where the match goes on over
+    later lines: scanned from that line on, the chunk gives the same matches as scanned whole."""
+    found = heads(pattern)
+    if found is None:
+        return False
+    pieces = list(pieces)
+    return all(
+        b"\n" not in head and any(piece in head.lower() for piece in pieces) for head in found
+    )
+
+
 def line_local(pattern: bytes) -> bool:
     """Whether every match of `pattern` (hyperscan's default flags) lies within one line and
     does not depend on where the data starts: it then matches a chunk's lines from any line
