@@ -138,6 +138,7 @@ def rule_hits(
         return []
     known_places = (kb if kb is not None else knowledge.load(extra_rules_dirs)).places
     hits += places.frame_hits(events, known_places, kinds)
+    hits = places.refine_priors(hits, known_places)
     if routine is not None:
         hits = drop_routine(hits, ruleset, routine)
     hits = demote_consequences(hits, events, analysis, hang_deaths, kb)

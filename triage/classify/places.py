@@ -20,10 +20,12 @@ together, are one stack.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import regex
 
-from triage import regex_cache
+from triage import regex_cache, taxonomy
+from triage.classify.fusion import same_lines
 from triage.classify.types import RuleHit
 from triage.knowledge.places import Place, Places
 from triage.model import (
@@ -43,6 +45,8 @@ _PYSPY_FRAME = regex_cache.compile(r"^[ \t]+(?P<func>[\w.<>]+) \((?P<file>[^():\
 _PYSPY_THREAD = regex_cache.compile(r"^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil)", regex.M)
 _FAULTHANDLER_FRAME = regex_cache.compile(r'File "[^"\n]+", line \d+ in ')
 
+# a place's hits are named `frames:<place id>`
+PLACE_PREFIX = "frames:"
 # (file, function) innermost first, and whether the process was waiting (None: not known)
 FrameList = tuple[tuple[tuple[str, str], ...], bool | None]
 # frame lines of one prefixed traceback lie at most this many lines apart (a frame's source
@@ -77,6 +81,43 @@ def frame_hits(
             if place is not None:
                 out.append(_hit(place, ev, file, function))
                 break
+    return out
+
+
+def refine_priors(hits: Sequence[RuleHit], places: Places) -> list[RuleHit]:
+    """The family priors on a place's lines, their assumed symptoms (`places.refines`: a
+    runtime exception in a training step) and those symptoms' stage left to the place.
+
+    A generic rule that names an exception's family and a place are both priors of the
+    generic layer, weighed by one feature (`rule_generic`): a `KeyError` raised inside a
+    checkpoint save would otherwise be called a training-step exception as often as the
+    family's prior outweighed the place's. The family's other labels (the causes its
+    class suggests, the fixes) stay."""
+    assumed = places.refines
+    placed = [h.event for h in hits if h.rule_id.startswith(PLACE_PREFIX) and h.event is not None]
+    if not assumed or not placed:
+        return list(hits)
+    tax = taxonomy.load()
+    out: list[RuleHit] = []
+    for h in hits:
+        names = assumed & set(h.symptom)
+        if (
+            not h.generic
+            or h.rule_id.startswith(PLACE_PREFIX)
+            or not names
+            or h.event is None
+            or not any(same_lines(h.event, ev) for ev in placed)
+        ):
+            out.append(h)
+            continue
+        stages = {tax.symptoms[s].stage for s in names}
+        out.append(
+            replace(
+                h,
+                symptom={k: w for k, w in h.symptom.items() if k not in names},
+                stage={k: w for k, w in h.stage.items() if k not in stages},
+            )
+        )
     return out
 
 
@@ -156,7 +197,7 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         line = numbers[offset]
     return RuleHit(
-        rule_id=f"frames:{place.id}",
+        rule_id=f"{PLACE_PREFIX}{place.id}",
         title=place.title,
         event=ev,
         symptom=dict(place.symptom),
