@@ -17,11 +17,13 @@ Traceback (most recent call last):
     dp_rank = parallel_state.get_data_parallel_rank()
   File "/root/Megatron-LM/megatron/core/parallel_state.py", line 1476, in get_data_parallel_rank
     return torch.distributed.get_rank(group=get_data_parallel_group())
-  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 1746, in get_rank
+  File "/opt/py/site-packages/torch/distributed/distributed_c10d.py", line 1746, in get_rank
     default_pg = _get_default_group()
-  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 1008, in _get_default_group
+  File "/opt/py/site-packages/torch/distributed/distributed_c10d.py", line 1008, \
+in _get_default_group
     raise ValueError(
-ValueError: Default process group has not been initialized, please make sure to call init_process_group."""
+ValueError: Default process group has not been initialized, please make sure to call \
+init_process_group."""
 
 
 def test_advice_names_the_script_not_megatron_cores_checkout_under_root() -> None:

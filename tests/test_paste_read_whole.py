@@ -17,7 +17,7 @@ OFFLOAD_WITH_TORCH_ADAM = """\
 Traceback (most recent call last):
   File "/home/u/finetune.py", line 88, in <module>
     engine, optimizer, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer)
-  File "/opt/conda/lib/python3.11/site-packages/deepspeed/runtime/engine.py", line 1253, in _configure_optimizer
+  File "/opt/py/site-packages/deepspeed/runtime/engine.py", line 1253, in _configure_optimizer
     raise ZeRORuntimeException(msg)
 deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload with a client provided
 optimizer (<class 'torch.optim.adam.Adam'>) which in most cases will yield poor performance.
@@ -40,7 +40,8 @@ PREFIXED_LIBRARY_FRAME = """\
 [rank6]: Traceback (most recent call last):
 [rank6]:   File "/workspace/train.py", line 57, in <module>
 [rank6]:     outputs = model(**batch)
-[rank6]:   File "/usr/local/lib/python3.10/dist-packages/colossalai/shardformer/modeling/llama.py", line 93, in llama_model_forward
+[rank6]:   File "/opt/py/site-packages/colossalai/shardformer/modeling/llama.py", line 93, in \
+llama_model_forward
 [rank6]:     input_shape = hidden_states.shape[:-1]
 [rank6]: AttributeError: 'NoneType' object has no attribute 'shape'"""
 

@@ -204,27 +204,32 @@ def test_a_stack_cut_inside_a_librarys_import_is_placed_at_the_import() -> None:
 LIGHTNING_SAVE_RAISED = """Traceback (most recent call last):
   File "/workspace/train.py", line 77, in <module>
     trainer.fit(model, datamodule=dm)
-  File "/usr/local/lib/python3.10/dist-packages/lightning/pytorch/trainer/trainer.py", line 1035, in _run_stage
+  File "/opt/py/site-packages/lightning/pytorch/trainer/trainer.py", line 1035, in _run_stage
     self.fit_loop.run()
-  File "/usr/local/lib/python3.10/dist-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 303, in on_train_epoch_end
+  File "/opt/py/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 303, \
+in on_train_epoch_end
     self._save_topk_checkpoint(trainer, monitor_candidates)
-  File "/usr/local/lib/python3.10/dist-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 383, in _save_topk_checkpoint
+  File "/opt/py/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 383, \
+in _save_topk_checkpoint
     self._save_monitor_checkpoint(trainer, monitor_candidates)
-  File "/usr/local/lib/python3.10/dist-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 703, in _save_monitor_checkpoint
+  File "/opt/py/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 703, \
+in _save_monitor_checkpoint
     current = monitor_candidates.get(self.monitor)
 AttributeError: 'NoneType' object has no attribute 'get'"""
 
 # DeepSpeed builds the training loader in `deepspeed_io`; torch's DistributedSampler needs
 # `len(dataset)`, which an IterableDataset has not
 DEEPSPEED_IO_RAISED = """  File "/home/u/train_seg.py", line 52, in main
-    engine, optimizer, loader, _ = deepspeed.initialize(model=model, optimizer=optimizer, model_parameters=model.parameters(), training_data=train_set, config="ds.json")
-  File "/opt/conda/lib/python3.9/site-packages/deepspeed/__init__.py", line 181, in initialize
+    engine, optimizer, loader, _ = deepspeed.initialize(model=model, training_data=train_set, \
+config="ds.json")
+  File "/opt/py/site-packages/deepspeed/__init__.py", line 181, in initialize
     engine = DeepSpeedEngine(args=args,
-  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/engine.py", line 301, in __init__
+  File "/opt/py/site-packages/deepspeed/runtime/engine.py", line 301, in __init__
     self.training_dataloader = self.deepspeed_io(training_data)
-  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/engine.py", line 1712, in deepspeed_io
-    data_sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=data_parallel_world_size, rank=data_parallel_rank, shuffle=False)
-  File "/opt/conda/lib/python3.9/site-packages/torch/utils/data/distributed.py", line 89, in __init__
+  File "/opt/py/site-packages/deepspeed/runtime/engine.py", line 1712, in deepspeed_io
+    data_sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, \
+shuffle=False)
+  File "/opt/py/site-packages/torch/utils/data/distributed.py", line 89, in __init__
     self.num_samples = math.ceil(len(self.dataset) / self.num_replicas)
 TypeError: object of type 'IterableDataset' has no len()"""
 
