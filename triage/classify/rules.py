@@ -86,6 +86,12 @@ class RuleSet:
         """Per rule of `text_rules`, the literals each of its patterns needs."""
         return tuple(_RuleScreen.of(rule) for rule in self.text_rules)
 
+    @cached_property
+    def specific_text(self) -> RuleSet:
+        """The specific (not generic) rules that read text: what a paste's whole text is read
+        with (`paste_hits`), its prefilter built once per rule set."""
+        return RuleSet(rules=tuple(r for r in self.text_rules if not r.generic))
+
 
 # --------------------------------------------------------------------------- loading
 
@@ -422,12 +428,13 @@ def match_events(
     *,
     source_kinds: Mapping[str, SourceKind] | None = None,
     rules: RuleSet | None = None,
+    skip: Collection[str] = (),
 ) -> list[RuleHit]:
     """Every rule hit over these events (and the analysis's findings), in event order.
 
     `source_kinds` (event.source -> kind) lets rules filter on the input kind; without it
     only event-kind filters apply. A rule hits an event at most once, and at most
-    MAX_HITS_PER_RULE times overall.
+    MAX_HITS_PER_RULE times overall. The rules whose ids are in `skip` are not run.
     """
     ruleset = rules if rules is not None else load(extra_dirs)
     facts = job_facts(analysis)
@@ -453,7 +460,7 @@ def match_events(
         lowered = text.lower() if text.isascii() else None
         for i in indices:
             rule = text_rules[i]
-            if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE:
+            if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE or rule.id in skip:
                 continue
             if rule.finding and not findings[rule.id]:
                 continue
@@ -472,7 +479,7 @@ def match_events(
 
     # Finding-only rules: one hit per finding of that kind.
     for rule in ruleset.rules:
-        if rule.needs_text or not rule.finding:
+        if rule.needs_text or not rule.finding or rule.id in skip:
             continue
         for finding in findings[rule.id][:MAX_HITS_PER_RULE]:
             ev = _finding_event(finding)
@@ -587,13 +594,11 @@ def paste_hits(
     layout wrong (a `[rank5]:` prefix or an unindented frame line turns a library frame into
     the user's), and the exception line it needs is one the parser already read.
     """
-    rest = RuleSet(
-        rules=tuple(r for r in rules.rules if r.id not in seen and r.needs_text and not r.generic)
-    )
-    if not rest.rules or not text:
+    rest = rules.specific_text
+    if not text or not rest.rules:
         return []
     whole = whole_text_event(text, source)
-    hits = match_events([whole], analysis, rules=rest, source_kinds=source_kinds)
+    hits = match_events([whole], analysis, rules=rest, source_kinds=source_kinds, skip=seen)
     if not hits:
         return []
     by_id = {r.id: r for r in rest.rules}
