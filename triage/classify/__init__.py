@@ -118,7 +118,9 @@ def rule_hits(
     hang_deaths: regex.Pattern[str] | None = None,
     kb: knowledge.Knowledge | None = None,
 ) -> list[RuleHit]:
-    """Rule hits over all events and correlate's findings (rules match findings too).
+    """Rule hits over all events and correlate's findings (rules match findings too), and
+    over a paste's own text where a specific rule's message spans lines or stands on a line
+    no event holds (`paste_hits`: what `triage rules check` reads).
 
     `ruleset` is the rules to run (the pipeline loads them once, for classify and recommend
     alike); without it, the rules of `kb`, else the shipped rules plus `extra_rules_dirs`. A

@@ -6,7 +6,8 @@ torch.compile, the optimizer step, an inference engine) and what that suggests. 
 counts, not only the innermost: a traceback cut before its exception line still ran through
 `_save_checkpoint`. The innermost placed frame places the event; the hit enters fusion as a
 generic-layer prior (it yields to a specific rule on the same lines, `fusion.yield_generic`)
-and its stage enters `fusion.stage_scores`.
+and its stage enters `fusion.stage_scores`. On its lines, an exception family's prior of the
+same layer yields to it the symptom it only assumed (`refine_priors`, `refines` in the file).
 
 Frames come from what the parsers read: a traceback's frames (outermost first), a faulthandler
 dump's (innermost first), a pasted py-spy stack's main thread. A paste the parser found no
