@@ -163,8 +163,9 @@ def paste_hits(
     """The rules that hit none of a paste's events, read over its whole text where what they
     match lies outside every single event (`rules.paste_hits`): what `triage rules check`
     sees. A line the parser kept no event of is the paste's background, not the line the
-    user quoted as the problem: a hit that rests on a line healthy jobs print is dropped
-    there, unless its rule says why that line is a fault (`routine_fault`)."""
+    user quoted as the problem: a hit whose every line is one healthy jobs print is dropped,
+    unless its rule says why such a line is a fault (`routine_fault`). A routine line that
+    only gives a fault its context (`Saving FSDP model` before a watchdog timeout) stays."""
     seen = {h.rule_id for h in hits}
     says_why = {r.id for r in ruleset.rules if r.routine_fault}
     out: list[RuleHit] = []
@@ -181,8 +182,15 @@ def paste_hits(
             source=ps.source.path,
             source_kinds=kinds,
         )
-        out += [h for h in found if h.rule_id in says_why or routine.which(h.evidence_text) is None]
+        out += [h for h in found if h.rule_id in says_why or not _all_routine(h, routine)]
     return out
+
+
+def _all_routine(hit: RuleHit, routine: Routine) -> bool:
+    """Is every line a hit stands on one that healthy jobs print?"""
+    text = hit.event.text if hit.event is not None else hit.evidence_text
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return bool(lines) and all(routine.which(ln) is not None for ln in lines)
 
 
 def drop_routine(hits: Sequence[RuleHit], ruleset: RuleSet, routine: Routine) -> list[RuleHit]:
