@@ -3,8 +3,10 @@
 usage: python bench/eval_rules.py [CASES.jsonl] [--whole] [-v]
        python bench/eval_rules.py --bundles corpus_samples [-v]
 
-Each case's `evidence` goes through `rules.match_text` (the log parser's events, then the whole
-paste for rules that hit no event); `--whole` reads the paste as one event only. The answer
+Each case's `evidence` goes through `rules.match_text` (the log parser's events, then the
+paste's text for the specific rules that hit no event, kept where the match spans events or
+stands on a line no event holds: what `triage explain` reads too); `--whole` reads the paste as
+one event only. The answer
 for a field is the id with the highest summed rule weight; hits of cascade rules count half
 when a non-cascade rule also hit (what fusion does).
 A case is right when that id is the label or one of its accepted alternatives.

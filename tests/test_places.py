@@ -197,3 +197,60 @@ def test_a_stack_cut_inside_a_librarys_import_is_placed_at_the_import() -> None:
     placed = [e for e in d["evidence"] if e["why"] == "frames:library-import"]
     assert placed and "cpu_adam" not in placed[0]["text"], d["evidence"]
     assert d["symptoms"][0]["id"] == "S02" and d["stage"]["id"] == "ST1", d["summary"]
+
+
+# Lightning's checkpoint callback saving the top-k: the exception's class (an AttributeError in
+# library code) would call it a training-step exception; the frames say it was the save
+LIGHTNING_SAVE_RAISED = """Traceback (most recent call last):
+  File "/workspace/train.py", line 77, in <module>
+    trainer.fit(model, datamodule=dm)
+  File "/opt/py/site-packages/lightning/pytorch/trainer/trainer.py", line 1035, in _run_stage
+    self.fit_loop.run()
+  File "/opt/py/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 303, \
+in on_train_epoch_end
+    self._save_topk_checkpoint(trainer, monitor_candidates)
+  File "/opt/py/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 383, \
+in _save_topk_checkpoint
+    self._save_monitor_checkpoint(trainer, monitor_candidates)
+  File "/opt/py/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 703, \
+in _save_monitor_checkpoint
+    current = monitor_candidates.get(self.monitor)
+AttributeError: 'NoneType' object has no attribute 'get'"""
+
+# DeepSpeed builds the training loader in `deepspeed_io`; torch's DistributedSampler needs
+# `len(dataset)`, which an IterableDataset has not
+DEEPSPEED_IO_RAISED = """  File "/home/u/train_seg.py", line 52, in main
+    engine, optimizer, loader, _ = deepspeed.initialize(model=model, training_data=train_set, \
+config="ds.json")
+  File "/opt/py/site-packages/deepspeed/__init__.py", line 181, in initialize
+    engine = DeepSpeedEngine(args=args,
+  File "/opt/py/site-packages/deepspeed/runtime/engine.py", line 301, in __init__
+    self.training_dataloader = self.deepspeed_io(training_data)
+  File "/opt/py/site-packages/deepspeed/runtime/engine.py", line 1712, in deepspeed_io
+    data_sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, \
+shuffle=False)
+  File "/opt/py/site-packages/torch/utils/data/distributed.py", line 89, in __init__
+    self.num_samples = math.ceil(len(self.dataset) / self.num_replicas)
+TypeError: object of type 'IterableDataset' has no len()"""
+
+
+def test_a_library_exception_raised_inside_the_checkpoint_callback_is_a_save_failure() -> None:
+    d = explained(LIGHTNING_SAVE_RAISED, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S28", d["summary"]
+    assert d["stage"]["id"] == "ST5"
+
+
+def test_an_exception_building_the_training_loader_is_not_called_a_step_exception() -> None:
+    d = explained(DEEPSPEED_IO_RAISED, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S08", d["summary"]
+    assert "S18" not in {s["id"] for s in d["symptoms"]}
+
+
+def test_only_taxonomy_symptoms_may_be_refined_by_a_place() -> None:
+    problems: list[tuple[str, str]] = []
+    places.build(
+        {"places": [_save_place()], "refines": ["S18", "S99"]},
+        lambda where, what: problems.append((where, what)),
+        False,
+    )
+    assert problems == [("refines", "S99 is not a symptom id")]

@@ -259,16 +259,24 @@ def redact_events(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
     """What the parsers found, with the secrets in its text masked: the event texts and the
     messages of error files and env reports. Run between parse and correlate: the later
     stages quote pieces of these texts cut at a length (a cut token would no longer match its
-    pattern). Ranks, hosts, times and collectives are fields the parsers already filled."""
+    pattern). Ranks, hosts, times and collectives are fields the parsers already filled. A
+    paste's own text (and its whole text, kept when no event was found) is masked the same
+    way: the rules quote it where a message spans lines."""
     redactor = Redactor()
     # Most jobs quote no secret at all: one search over all the text settles that.
-    if not redactor.could_change("\n".join(e.text for item in parsed for e in item.events)):
+    texts = [e.text for item in parsed for e in item.events]
+    texts += [t for item in parsed for t in (item.paste, item.whole_text) if t]
+    if not redactor.could_change("\n".join(texts)):
         return list(parsed)
     out = []
     for item in parsed:
         events = tuple(_event(redactor, e) for e in item.events)
         changed = any(a is not b for a, b in zip(events, item.events, strict=True))
-        out.append(dataclasses.replace(item, events=events) if changed else item)
+        paste = redactor.text(item.paste) if item.paste else item.paste
+        whole = redactor.text(item.whole_text) if item.whole_text else item.whole_text
+        if changed or paste is not item.paste or whole is not item.whole_text:
+            item = dataclasses.replace(item, events=events, paste=paste, whole_text=whole)
+        out.append(item)
     return out
 
 

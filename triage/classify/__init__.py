@@ -56,6 +56,7 @@ from triage.model import (
     RuleAction,
     ScoredLabel,
     SimilarCase,
+    SourceKind,
 )
 
 __all__ = [
@@ -117,7 +118,9 @@ def rule_hits(
     hang_deaths: regex.Pattern[str] | None = None,
     kb: knowledge.Knowledge | None = None,
 ) -> list[RuleHit]:
-    """Rule hits over all events and correlate's findings (rules match findings too).
+    """Rule hits over all events and correlate's findings (rules match findings too), and
+    over a paste's own text where a specific rule's message spans lines or stands on a line
+    no event holds (`paste_hits`: what `triage rules check` reads).
 
     `ruleset` is the rules to run (the pipeline loads them once, for classify and recommend
     alike); without it, the rules of `kb`, else the shipped rules plus `extra_rules_dirs`. A
@@ -131,17 +134,63 @@ def rule_hits(
     kinds = {ps.source.path: ps.source.kind for ps in parsed}
     if ruleset is None:
         ruleset = rules.ruleset(kb) if kb is not None else rules.load(extra_rules_dirs)
+    kb = kb if kb is not None else knowledge.load(extra_rules_dirs)
     try:
         hits = list(rules.match_events(events, analysis, rules=ruleset, source_kinds=kinds))
+        pasted = paste_hits(parsed, hits, analysis, ruleset, kinds, kb.routine)
     except Exception as exc:  # noqa: BLE001 - a matching bug must not stop the run
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
-    known_places = (kb if kb is not None else knowledge.load(extra_rules_dirs)).places
+    known_places = kb.places
     hits += places.frame_hits(events, known_places, kinds)
+    hits = places.refine_priors(hits, known_places)
     if routine is not None:
         hits = drop_routine(hits, ruleset, routine)
-    hits = demote_consequences(hits, events, analysis, hang_deaths, kb)
+    # a paste's span is read from the user's text as an event is, not concluded by correlate
+    spans = [h.event for h in pasted if h.event is not None]
+    hits = demote_consequences([*hits, *pasted], [*events, *spans], analysis, hang_deaths, kb)
     return fusion.yield_generic(hits) if layered else hits
+
+
+def paste_hits(
+    parsed: Sequence[ParsedSource],
+    hits: Sequence[RuleHit],
+    analysis: Analysis,
+    ruleset: RuleSet,
+    kinds: Mapping[str, SourceKind],
+    routine: Routine,
+) -> list[RuleHit]:
+    """The rules that hit none of a paste's events, read over its whole text where what they
+    match lies outside every single event (`rules.paste_hits`): what `triage rules check`
+    sees. A line the parser kept no event of is the paste's background, not the line the
+    user quoted as the problem: a hit whose every line is one healthy jobs print is dropped,
+    unless its rule says why such a line is a fault (`routine_fault`). A routine line that
+    only gives a fault its context (`Saving FSDP model` before a watchdog timeout) stays."""
+    seen = {h.rule_id for h in hits}
+    says_why = {r.id for r in ruleset.rules if r.routine_fault}
+    out: list[RuleHit] = []
+    for ps in parsed:
+        # a paste with no event of its own was read whole already (`with_whole_text`)
+        if not ps.paste or ps.whole_text:
+            continue
+        found = rules.paste_hits(
+            ps.paste,
+            ps.events,
+            seen,
+            analysis,
+            rules=ruleset,
+            source=ps.source.path,
+            source_kinds=kinds,
+        )
+        out += [h for h in found if h.rule_id in says_why or not _all_routine(h, routine)]
+    return out
+
+
+def _all_routine(hit: RuleHit, routine: Routine) -> bool:
+    """Is every line a hit stands on one that healthy jobs print?"""
+    text = hit.event.text if hit.event is not None else hit.evidence_text
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return bool(lines) and all(routine.which(ln) is not None for ln in lines)
 
 
 def drop_routine(hits: Sequence[RuleHit], ruleset: RuleSet, routine: Routine) -> list[RuleHit]:

@@ -257,11 +257,12 @@ def yield_generic(hits: Sequence[RuleHit], settings: FusionSettings | None = Non
     return [
         h
         for h in hits
-        if not (h.generic and h.event is not None and any(_overlap(h.event, a) for a in anchors))
+        if not (h.generic and h.event is not None and any(same_lines(h.event, a) for a in anchors))
     ]
 
 
-def _overlap(a: Event, b: Event) -> bool:
+def same_lines(a: Event, b: Event) -> bool:
+    """Do two events stand on (some of) the same lines of one source?"""
     if a == b:
         return True
     if a.source != b.source or a.line is None or b.line is None:

@@ -6,7 +6,8 @@ torch.compile, the optimizer step, an inference engine) and what that suggests. 
 counts, not only the innermost: a traceback cut before its exception line still ran through
 `_save_checkpoint`. The innermost placed frame places the event; the hit enters fusion as a
 generic-layer prior (it yields to a specific rule on the same lines, `fusion.yield_generic`)
-and its stage enters `fusion.stage_scores`.
+and its stage enters `fusion.stage_scores`. On its lines, an exception family's prior of the
+same layer yields to it the symptom it only assumed (`refine_priors`, `refines` in the file).
 
 Frames come from what the parsers read: a traceback's frames (outermost first), a faulthandler
 dump's (innermost first), a pasted py-spy stack's main thread. A paste the parser found no
@@ -20,10 +21,12 @@ together, are one stack.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import regex
 
-from triage import regex_cache
+from triage import regex_cache, taxonomy
+from triage.classify.fusion import same_lines
 from triage.classify.types import RuleHit
 from triage.knowledge.places import Place, Places
 from triage.model import (
@@ -43,6 +46,8 @@ _PYSPY_FRAME = regex_cache.compile(r"^[ \t]+(?P<func>[\w.<>]+) \((?P<file>[^():\
 _PYSPY_THREAD = regex_cache.compile(r"^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil)", regex.M)
 _FAULTHANDLER_FRAME = regex_cache.compile(r'File "[^"\n]+", line \d+ in ')
 
+# a place's hits are named `frames:<place id>`
+PLACE_PREFIX = "frames:"
 # (file, function) innermost first, and whether the process was waiting (None: not known)
 FrameList = tuple[tuple[tuple[str, str], ...], bool | None]
 # frame lines of one prefixed traceback lie at most this many lines apart (a frame's source
@@ -77,6 +82,43 @@ def frame_hits(
             if place is not None:
                 out.append(_hit(place, ev, file, function))
                 break
+    return out
+
+
+def refine_priors(hits: Sequence[RuleHit], places: Places) -> list[RuleHit]:
+    """The family priors on a place's lines, their assumed symptoms (`places.refines`: a
+    runtime exception in a training step) and those symptoms' stage left to the place.
+
+    A generic rule that names an exception's family and a place are both priors of the
+    generic layer, weighed by one feature (`rule_generic`): a `KeyError` raised inside a
+    checkpoint save would otherwise be called a training-step exception as often as the
+    family's prior outweighed the place's. The family's other labels (the causes its
+    class suggests, the fixes) stay."""
+    assumed = places.refines
+    placed = [h.event for h in hits if h.rule_id.startswith(PLACE_PREFIX) and h.event is not None]
+    if not assumed or not placed:
+        return list(hits)
+    tax = taxonomy.load()
+    out: list[RuleHit] = []
+    for h in hits:
+        names = assumed & set(h.symptom)
+        if (
+            not h.generic
+            or h.rule_id.startswith(PLACE_PREFIX)
+            or not names
+            or h.event is None
+            or not any(same_lines(h.event, ev) for ev in placed)
+        ):
+            out.append(h)
+            continue
+        stages = {tax.symptoms[s].stage for s in names}
+        out.append(
+            replace(
+                h,
+                symptom={k: w for k, w in h.symptom.items() if k not in names},
+                stage={k: w for k, w in h.stage.items() if k not in stages},
+            )
+        )
     return out
 
 
@@ -156,7 +198,7 @@ def _hit(place: Place, ev: Event, file: str, function: str) -> RuleHit:
     if numbers and offset < len(numbers) and numbers[offset] is not None:
         line = numbers[offset]
     return RuleHit(
-        rule_id=f"frames:{place.id}",
+        rule_id=f"{PLACE_PREFIX}{place.id}",
         title=place.title,
         event=ev,
         symptom=dict(place.symptom),

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any, NamedTuple
 
@@ -52,6 +52,7 @@ __all__ = [
     "load",
     "match_events",
     "match_text",
+    "paste_hits",
     "required_literals",
     "rule_keywords",
     "whole_text_event",
@@ -84,6 +85,12 @@ class RuleSet:
     def screens(self) -> tuple[_RuleScreen, ...]:
         """Per rule of `text_rules`, the literals each of its patterns needs."""
         return tuple(_RuleScreen.of(rule) for rule in self.text_rules)
+
+    @cached_property
+    def specific_text(self) -> RuleSet:
+        """The specific (not generic) rules that read text: what a paste's whole text is read
+        with (`paste_hits`), its prefilter built once per rule set."""
+        return RuleSet(rules=tuple(r for r in self.text_rules if not r.generic))
 
 
 # --------------------------------------------------------------------------- loading
@@ -421,12 +428,13 @@ def match_events(
     *,
     source_kinds: Mapping[str, SourceKind] | None = None,
     rules: RuleSet | None = None,
+    skip: Collection[str] = (),
 ) -> list[RuleHit]:
     """Every rule hit over these events (and the analysis's findings), in event order.
 
     `source_kinds` (event.source -> kind) lets rules filter on the input kind; without it
     only event-kind filters apply. A rule hits an event at most once, and at most
-    MAX_HITS_PER_RULE times overall.
+    MAX_HITS_PER_RULE times overall. The rules whose ids are in `skip` are not run.
     """
     ruleset = rules if rules is not None else load(extra_dirs)
     facts = job_facts(analysis)
@@ -452,7 +460,7 @@ def match_events(
         lowered = text.lower() if text.isascii() else None
         for i in indices:
             rule = text_rules[i]
-            if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE:
+            if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE or rule.id in skip:
                 continue
             if rule.finding and not findings[rule.id]:
                 continue
@@ -471,7 +479,7 @@ def match_events(
 
     # Finding-only rules: one hit per finding of that kind.
     for rule in ruleset.rules:
-        if rule.needs_text or not rule.finding:
+        if rule.needs_text or not rule.finding or rule.id in skip:
             continue
         for finding in findings[rule.id][:MAX_HITS_PER_RULE]:
             ev = _finding_event(finding)
@@ -554,7 +562,95 @@ def match_text(
     if len(parsed) == 1 and parsed[0].text == text:
         return hits
     seen = {h.rule_id for h in hits}
-    rest = RuleSet(rules=tuple(r for r in ruleset.rules if r.id not in seen and r.needs_text))
-    if rest.rules:
-        hits += match_events([whole_text_event(text, parsed[0].source)], analysis, rules=rest)
-    return hits
+    return hits + paste_hits(text, parsed, seen, analysis, rules=ruleset, source=parsed[0].source)
+
+
+def paste_hits(
+    text: str,
+    events: Sequence[Event],
+    seen: Collection[str],
+    analysis: Analysis | None = None,
+    *,
+    rules: RuleSet,
+    source: str = "<pasted>",
+    source_kinds: Mapping[str, SourceKind] | None = None,
+) -> list[RuleHit]:
+    """Hits over a paste's whole text of the rules that hit none of its events (`seen`: the
+    ids that did), each kept only where what it matched lies outside every single event.
+
+    That is a message that spans lines the parser cut into two events (a wrapped
+    `ZeRORuntimeException`, two ranks' collective fingerprints), or a line the parser kept no
+    event of (the `Saving FSDP model` INFO line before a watchdog timeout, the code line above
+    a bare `IndexError`). A rule whose every match sits inside one event already had its say
+    on that event, whose text the parser cleaned (rank prefixes dropped, wrapped paths
+    joined); the whole text would only let a `not` pattern miss on the raw prefixes, or join
+    pieces of two events that each read alone said nothing of. The hit's event is the span of
+    the paste from its first matched line to its last, so the generic layer yields to it
+    only on those lines.
+
+    Only the specific rules (a mechanism's message) get this second reading. A generic rule
+    gives an exception's family its prior, read from the exception line and the traceback
+    layout of an event the parser made of it; over the raw paste its frame tests read the
+    layout wrong (a `[rank5]:` prefix or an unindented frame line turns a library frame into
+    the user's), and the exception line it needs is one the parser already read.
+    """
+    rest = rules.specific_text
+    if not text or not rest.rules:
+        return []
+    whole = whole_text_event(text, source)
+    hits = match_events([whole], analysis, rules=rest, source_kinds=source_kinds, skip=seen)
+    if not hits:
+        return []
+    by_id = {r.id: r for r in rest.rules}
+    held = [_lines_held(ev) for ev in events if ev.kind is not EventKind.INPUT_WARNING]
+    starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+    kept = []
+    for hit in hits:
+        spans = [_line_span(starts, a, b) for a, b in _matched_spans(by_id[hit.rule_id], text)]
+        outside = [sp for sp in spans if not any(set(range(sp[0], sp[1] + 1)) <= h for h in held)]
+        if not outside:
+            continue
+        first = min(a for a, _ in spans)
+        last = max(b for _, b in spans)
+        kept.append(replace(hit, event=_span_event(text, starts, first, last, source)))
+    return kept
+
+
+_NEWLINE = regex.compile("\n")
+
+
+def _lines_held(event: Event) -> frozenset[int]:
+    """The paste's lines (1-based) an event was read from."""
+    if event.line_numbers:
+        return frozenset(n for n in event.line_numbers if n is not None)
+    if event.line is None:
+        return frozenset()
+    end = event.end_line if event.end_line is not None else event.line
+    return frozenset(range(event.line, end + 1))
+
+
+def _matched_spans(rule: Rule, text: str) -> list[tuple[int, int]]:
+    """Where in `text` the rule's first `any` pattern that matches, and each `all` pattern,
+    matched (character offsets)."""
+    spans: list[tuple[int, int]] = []
+    for pat in rule.any:
+        m = pat.search(text)
+        if m is not None:
+            spans.append(m.span())
+            break
+    for pat in rule.all:
+        m = pat.search(text)
+        if m is not None:
+            spans.append(m.span())
+    return spans
+
+
+def _line_span(starts: Sequence[int], a: int, b: int) -> tuple[int, int]:
+    """The first and last line (1-based) of characters a..b (a match's span)."""
+    return bisect_right(starts, a), bisect_right(starts, max(b - 1, a))
+
+
+def _span_event(text: str, starts: Sequence[int], first: int, last: int, source: str) -> Event:
+    end = starts[last] - 1 if last < len(starts) else len(text)
+    span = text[starts[first - 1] : end]
+    return replace(whole_text_event(span, source), line=first, end_line=last)

@@ -27,7 +27,14 @@ checkpoint save. Examples are `path:function` frames that must and must not matc
 whose `when: waiting` holds only for a stack of a process that was waiting (a py-spy or
 faulthandler dump, or a traceback with no exception line), not for one that raised.
 An action may name `{rank}`, the rank whose stack it is; where that rank is unknown, the
-sentence that names it is left out. Shipped only.
+sentence that names it is left out.
+
+    refines: [S18]              # the symptoms an exception's family prior assumes
+
+`refines` names the symptoms a generic rule's family prior (`KeyError` -> a runtime exception
+in a training step) concludes only because nothing said where the exception was raised: on
+the lines a place stands on, the prior yields those symptoms, and the stage they belong to,
+to the place. Shipped only.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from triage import taxonomy
 from triage.knowledge.problems import compile_regex
 
 KIND = "places"
-_KEYS = {"kind", "places"}
+_KEYS = {"kind", "places", "refines"}
 _PLACE_KEYS = {"id", "title", "sources", "frames", "when", "concludes", "actions", "examples"}
 _FRAME_KEYS = {"file", "function"}
 _WHEN = {"waiting", "raised"}
@@ -83,6 +90,8 @@ class Place:
 @dataclass(frozen=True)
 class Places:
     places: tuple[Place, ...] = ()
+    # symptoms a family prior assumes where nothing says where it raised (`refines`)
+    refines: frozenset[str] = frozenset()
 
     def place_of(self, file: str, function: str, waiting: bool | None) -> Place | None:
         """The first place (file order: the more specific first) the frame is in."""
@@ -100,12 +109,19 @@ class Places:
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> Places:
     unknown = set(body) - _KEYS
     if unknown:
-        report("", f"unknown key(s) {sorted(unknown)}; allowed: places")
+        report("", f"unknown key(s) {sorted(unknown)}; allowed: places, refines")
     raw = body.get("places")
     if not isinstance(raw, list) or not raw:
         report("places", "needs a list of places")
         return Places()
     tax = taxonomy.load()
+    refines = body.get("refines") or []
+    if not isinstance(refines, list):
+        report("refines", "must be a list of symptom ids")
+        refines = []
+    for label in refines:
+        if label not in tax.symptoms:
+            report("refines", f"{label} is not a symptom id")
     out: list[Place] = []
     seen: set[str] = set()
     for n, spec in enumerate(raw):
@@ -117,7 +133,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             continue
         seen.add(place.id)
         out.append(place)
-    return Places(tuple(out))
+    return Places(tuple(out), frozenset(str(x) for x in refines if x in tax.symptoms))
 
 
 def _place(

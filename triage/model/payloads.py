@@ -536,3 +536,6 @@ class ParsedSource:
     # in it (a bare assertion line, a P2P matrix: still the user's evidence).
     text_digest: str | None = None
     whole_text: str | None = None
+    # The text itself of a paste (`parsers.parse_text`, up to MAX_PASTE bytes): the rules read
+    # it whole where a message spans lines or stands on a line no event kept (classify).
+    paste: str | None = None

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING
 
 from triage.ingest.streams import stream_problem
 from triage.model import ParsedSource, Source, SourceKind
-from triage.parsers.common import parser_stopped
+from triage.parsers.common import MAX_PASTE, parser_stopped
 
 if TYPE_CHECKING:
     from triage.knowledge import Knowledge
@@ -169,4 +169,5 @@ def parse_text(
     sniffed it (a py-spy dump or `collect_env` output pasted into an issue)."""
     data = text.encode("utf-8", errors="replace")
     source = Source(path=name, kind=kind, size=len(data), open=lambda: io.BytesIO(data))
-    return parse(source, kb=kb)
+    parsed = parse(source, kb=kb)
+    return dataclasses.replace(parsed, paste=text) if 0 < len(data) <= MAX_PASTE else parsed

@@ -1,0 +1,44 @@
+"""A framework cloned and run from its checkout (`pip install -e .` in /root/Megatron-LM, a
+home folder's DeepSpeed) is still the framework: its frames are library code wherever the
+checkout lives (rules/frames.yaml), and advice names the user's own line."""
+
+from __future__ import annotations
+
+from tests.cli_runs import explained
+from triage import knowledge
+
+# Megatron Core asks for its data-parallel group before the script called
+# `init_process_group`; torch raises from `_get_default_group` (distributed_c10d.py)
+MEGATRON_CHECKOUT_BEFORE_INIT = """\
+Traceback (most recent call last):
+  File "/workspace/pretrain_gpt.py", line 231, in <module>
+    build_loaders(args)
+  File "/workspace/pretrain_gpt.py", line 198, in build_loaders
+    dp_rank = parallel_state.get_data_parallel_rank()
+  File "/root/Megatron-LM/megatron/core/parallel_state.py", line 1476, in get_data_parallel_rank
+    return torch.distributed.get_rank(group=get_data_parallel_group())
+  File "/opt/py/site-packages/torch/distributed/distributed_c10d.py", line 1746, in get_rank
+    default_pg = _get_default_group()
+  File "/opt/py/site-packages/torch/distributed/distributed_c10d.py", line 1008, \
+in _get_default_group
+    raise ValueError(
+ValueError: Default process group has not been initialized, please make sure to call \
+init_process_group."""
+
+
+def test_advice_names_the_script_not_megatron_cores_checkout_under_root() -> None:
+    d = explained(MEGATRON_CHECKOUT_BEFORE_INIT, "--no-embed")
+    actions = [a for f in d["fix_patterns"] for a in f["actions"]]
+    named = [a for a in actions if "init_process_group" in a and "(/" in a]
+    assert named, actions
+    assert "build_loaders (/workspace/pretrain_gpt.py:198)" in named[0]
+    assert not any("megatron/core" in a for a in actions)
+
+
+def test_a_checkouts_package_is_library_code_and_its_examples_are_the_users() -> None:
+    frames = knowledge.shipped().frames
+    assert frames.is_library("/home/u/DeepSpeed/deepspeed/runtime/zero/stage3.py")
+    assert frames.is_library("/mnt/code/transformers/src/transformers/trainer.py")
+    assert not frames.is_library("/home/u/transformers/examples/pytorch/run_clm.py")
+    # a folder of the user's own named like a library is no checkout of it
+    assert not frames.is_library("/home/u/project/src/deepspeed/train_loop.py")
