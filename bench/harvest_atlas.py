@@ -328,7 +328,7 @@ def main() -> int:
         "--review",
         type=int,
         metavar="N",
-        help="list the N templates the reference cases instantiate most (the review list)",
+        help="list the N templates the reference cases and real job logs instantiate most",
     )
     args = ap.parse_args()
     rules = knowledge.load().atlas_labels
@@ -482,35 +482,95 @@ def add_sources(args: argparse.Namespace, rules: atlas.AtlasLabels) -> int:
     return 0
 
 
-def review_list(n: int) -> None:
-    """The templates the reference cases (never the held-out ones) instantiate, most often
-    first, with their labels and the cases' labels beside them: what to review by hand."""
-    import json
+# Logs of real jobs that may be read for the review list: the public jobs' logs of
+# corpus_samples/third_party/ (their reference part: bench/eval_jobs.py's split), the bundles
+# of corpus_samples/, the healthy runs of bench/samples/logs/ and the tests' fixtures
+LOG_FOLDERS = ("corpus_samples", "bench/samples", "tests/fixtures")
+LOG_SUFFIXES = ("", ".log", ".txt", ".out", ".err")
+HEALTHY_LOGS = "bench/samples/logs"  # tiny runs that trained and exited 0
+MAX_LOG_BYTES = 5_000_000
 
-    from triage.classify import atlas as matching
+
+def _instantiated(m: object, text: str) -> set[str]:
+    """Ids of the templates a text instantiates, read in windows of lines (a log can be long;
+    a message of several lines stays in one window)."""
+    lines = text.splitlines()
+    ids: set[str] = set()
+    for start in range(0, max(len(lines), 1), 150):
+        window = "\n".join(lines[max(0, start - 10) : start + 150])
+        ids.update(t.id for t, _, _ in m.matches(window))  # type: ignore[attr-defined]
+    return ids
+
+
+def _review_sources() -> list[tuple[str, str, bool, tuple[str, ...]]]:
+    """(name, text, healthy, labels) of every text the review list counts: each reference
+    case's paste, each reference job of corpus_samples/third_party/ (held-out ones are not
+    read), each log file of the other folders."""
     from triage.knowledge import corpus
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import eval_jobs
+
+    out: list[tuple[str, str, bool, tuple[str, ...]]] = []
+    for path in corpus.reference_files():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                case = json.loads(line)
+                labels = tuple(case[f] for f in atlas.FIELDS)
+                out.append((f"case:{case['id']}", case["evidence"][:20_000], False, labels))
+    for job in eval_jobs.cases([eval_jobs.CASES]):
+        if eval_jobs.held_out(job.url):
+            continue
+        text = "\n".join(
+            Path(f).read_text(encoding="utf-8", errors="replace")
+            for f in job.files
+            if Path(f).suffix in LOG_SUFFIXES
+        )
+        healthy = job.truth["outcome"] not in eval_jobs.FAILURES
+        out.append((f"job:{job.id}", text, healthy, (str(job.truth.get("symptom")),)))
+    for folder in LOG_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            rel = path.relative_to(ROOT).as_posix()
+            if (
+                not path.is_file()
+                or "third_party" in path.parts
+                or "atlas_src" in path.parts
+                or path.suffix not in LOG_SUFFIXES
+                or path.stat().st_size > MAX_LOG_BYTES
+            ):
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            out.append((f"log:{rel}", text, rel.startswith(HEALTHY_LOGS), ()))
+    return out
+
+
+def review_list(n: int) -> None:
+    """The templates that the text we may read instantiates, most often first: the reference
+    cases (never the held-out ones) and the logs of real jobs, healthy and failed. Each with
+    its labels, the cases' labels beside them and how many healthy runs print it (those must
+    carry no failure label): what to review by hand."""
+    from triage.classify import atlas as matching
 
     kb = knowledge.load()
     m = matching.matcher(kb.atlas)
+    by_id = {t.id: t for t in kb.atlas.templates}
     count: Counter[str] = Counter()
+    kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    healthy: Counter[str] = Counter()
     seen_labels: dict[str, Counter[tuple[str, ...]]] = defaultdict(Counter)
-    by_id: dict[str, atlas.Template] = {}
-    for path in corpus.reference_files():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            case = json.loads(line)
-            ids = set()
-            for t, _, _ in m.matches(case["evidence"][:20_000]):
-                by_id[t.id] = t
-                ids.add(t.id)
-            for tid in ids:
-                count[tid] += 1
-                seen_labels[tid][tuple(case[f] for f in atlas.FIELDS)] += 1
+    for name, text, is_healthy, labels in _review_sources():
+        for tid in _instantiated(m, text):
+            count[tid] += 1
+            kinds[tid][name.split(":")[0]] += 1
+            healthy[tid] += is_healthy
+            if labels:
+                seen_labels[tid][labels] += 1
     for tid, times in count.most_common(n):
         t = by_id[tid]
         mark = "reviewed" if t.reviewed else t.labelled_by or "-"
-        print(f"{tid} {times}x {t.lib} {t.type} {t.function} | {t.text[:150]!r}")
+        where = ", ".join(f"{k} {v}" for k, v in kinds[tid].most_common())
+        print(f"{tid} {times}x ({where}; healthy {healthy[tid]}) {t.lib} {t.type} {t.function}")
+        print(f"    {t.text[:150]!r}")
         print(f"    {mark} {dict(t.labels)}  cases: {seen_labels[tid].most_common(3)}")
 
 

@@ -352,6 +352,9 @@ def test_a_label_rule_with_an_unknown_id_or_no_condition_is_reported() -> None:
             "rules": [
                 {"id": "a", "path": "x", "labels": {"symptom": "S77"}},
                 {"id": "b", "labels": {"symptom": "S01"}},
+                {"id": "c", "path": "x"},
+                # `labels: {}` on purpose: a routine family that no later rule labels
+                {"id": "d", "kind": ["log"], "type": "^info$", "labels": {}},
             ],
         },
         lambda item, msg: problems.append((item, msg)),
@@ -359,6 +362,80 @@ def test_a_label_rule_with_an_unknown_id_or_no_condition_is_reported() -> None:
     )
     assert ("label rule 'a'", "symptom 'S77' is not a taxonomy id") in problems
     assert ("label rule 'b'", "has no condition: it would label every template") in problems
+    assert [item for item, msg in problems if "names no `labels`" in msg] == ["label rule 'c'"]
+    assert not [item for item, _ in problems if item == "label rule 'd'"]
+
+
+def _atlas_labels(paste: str) -> list[tuple[str, dict[str, str]]]:
+    """(the atlas evidence's rule id, its labels) for each labelled line of a paste, as the
+    classifier's atlas layer gives them from the shipped atlas."""
+    from triage.classify import atlas as matching
+
+    found = matching.find(knowledge.shipped().atlas, [_event(paste)])
+    return [
+        (hit.rule_id, {f: next(iter(getattr(hit, f))) for f in atlas.FIELDS if getattr(hit, f)})
+        for hit in matching.hits(found)
+    ]
+
+
+def test_lines_that_runs_which_work_print_carry_no_atlas_label() -> None:
+    # torchrun's banner, a fallback warning, a fresh DeepSpeed start, NCCL's INFO narration
+    # and torchrun stopping on a scheduler's SIGTERM: none of them names a failure, so the
+    # atlas adds nothing to what the words say (a stop signal once read as a launcher
+    # misconfiguration, `incompatible with gradient checkpointing` as a version mismatch)
+    routine = (
+        "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+        "avoid your system being overloaded, please further tune the variable for optimal "
+        "performance in your application as needed.\n"
+        "`use_cache=True` is incompatible with gradient checkpointing. Setting "
+        "`use_cache=False`.\n"
+        "Unable to find latest file at /ckpt/latest, if trying to load latest checkpoint please "
+        "ensure this file exists or pass an explicit checkpoint tag when loading a checkpoint.\n"
+        "Apex is not installed. Falling back to Torch LayerNorm\n"
+        "node01:1234:1301 [0] NCCL INFO Connected all trees\n"
+        "[I socket.cpp:700] [c10d] No socket on (node01, 29500) is listening yet, will retry.\n"
+        "Received Signals.SIGTERM death signal, shutting down workers\n"
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1234 got "
+        "signal: 15\n"
+    )
+    assert _atlas_labels(routine) == []
+
+
+def test_label_rules_read_the_mechanism_not_a_word() -> None:
+    # activation checkpointing recomputes the forward: its mismatch is a training-step error,
+    # not a checkpoint that failed to load
+    recompute = (
+        "torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for "
+        "the following tensors have different metadata than during the forward pass.\n"
+        "tensor at position 12:\n"
+    )
+    assert [labels.get("symptom") for _, labels in _atlas_labels(recompute)] == ["S18"]
+    # a release bound is a version; a value bound (`>= 1`) is an argument refused
+    too_old = (
+        "RuntimeError: NCCL EP requires NCCL >= 2.28.0 at runtime; found 2.21.5. Upgrade NCCL "
+        "to a compatible version."
+    )
+    assert [labels["symptom"] for _, labels in _atlas_labels(too_old)] == ["S03"]
+    assert _atlas_labels("ValueError: ep_bootstrap requires num_topk >= 1 (got 0).") == []
+    # ZeRO found a gradient reduced twice: unreduced or doubled gradients, not a shard shape
+    twice = (
+        "AssertionError: The parameter 311 has already been reduced.             Gradient "
+        "computed twice for this partition.             Multiple gradient reduction is "
+        "currently not supported"
+    )
+    assert {labels["symptom"] for _, labels in _atlas_labels(twice)} == {"S25"}
+
+
+def test_a_megatron_resume_refused_for_a_changed_schedule_is_named() -> None:
+    # OptimizerParamScheduler._check_and_set: `checkpointvalue`, as megatron-core prints it
+    paste = (
+        "[rank0]: AssertionError: OptimizerParamScheduler: class input value 50000 and "
+        "checkpointvalue 100000 for total number of iterations do not match\n"
+    )
+    report = explained(paste)
+    why = [e["why"] for e in report["evidence"]]
+    assert "atlas:megatron-core:OptimizerParamScheduler._check_and_set" in why
+    assert report["symptoms"][0]["id"] == "S29"
 
 
 def _fixture_atlas(tmp_path: Path) -> atlas.Atlas:

@@ -57,7 +57,8 @@ def test_the_atlas_counts_in_the_readme_are_the_shipped_ones() -> None:
         manifest["reviewed"],
     ]
     unlabelled = sum(1 for review in kb.atlas_labels.reviewed.values() if not review.labels)
-    prose = f"{manifest['reviewed']} templates the reference cases instantiate most"
+    prose = f"{manifest['reviewed']} templates that the reference pastes and the public jobs'"
     assert prose in README.replace("\n", " ")
     assert f"; {unlabelled} of them on purpose carry" in README.replace("\n", " ")
+    assert f"{manifest['labelled']:,} templates carry a symptom" in README.replace("\n", " ")
     assert f"{manifest['templates']:,} templates" in README.replace("\n", " ")

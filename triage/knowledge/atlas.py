@@ -21,9 +21,13 @@ Two parts:
         type: 'KeyError|RuntimeError'        # regexes, searched (optional)
         path: 'checkpoint'                   # the file inside the release
         function: 'load'                     # the enclosing Class.function
-        words: 'missing|unexpected'          # the message's literal text and the condition
+        words: 'missing|unexpected'          # the message (fields as <*>) and the condition
         not_words: 'deprecated'
         labels: {symptom: S29, root_cause: R20, fix: F3, stage: ST5}
+      - id: info-narration                   # `labels: {}`: a family that names no failure
+        kind: [log]
+        type: '^info$'
+        labels: {}
     reviewed:
       3f0a1c2b9d: {labels: {symptom: S29, root_cause: R20, fix: F3, stage: ST5}, note: why}
 """
@@ -122,7 +126,10 @@ def _subject(t: Template, key: str) -> str:
         return t.file
     if key == "function":
         return t.function
-    return " ".join(t.parts) + "\n" + t.condition  # words, not_words
+    # words, not_words: the message as shown, a masked field as `<*>` (so that a rule can tell
+    # `requires torch >= <*>` from `requires top_k > 0`) and any run of whitespace as one space
+    # (a message continued over source lines), then the condition it checks
+    return " ".join(t.text.split()) + "\n" + t.condition
 
 
 @dataclass(frozen=True)
@@ -166,8 +173,10 @@ def build(body: Any, report: Callable[[str, str], None], _team: bool) -> AtlasLa
         for key in sorted(set(item) - _RULE_KEYS):
             report(where, f"unknown key {key!r}; known: {', '.join(sorted(_RULE_KEYS))}")
         labels = _labels(item.get("labels"), where, report)
-        if not labels:
-            report(where, "names no `labels`")
+        # `labels: {}` is a family read as routine on purpose (narration, fallbacks): its
+        # templates carry no label; a rule without `labels` is a slip
+        if not isinstance(item.get("labels"), dict):
+            report(where, "names no `labels` (`{}` for a family that names no failure)")
         selects: dict[str, regex.Pattern[str]] = {}
         for key in _SELECTS:
             if key in item:
