@@ -83,6 +83,31 @@ def test_a_log_that_ends_mid_training_is_incomplete_even_with_an_op_report_at_it
     assert _top_symptom_score(d) < 0.3
 
 
+def test_warnings_while_workers_start_are_no_failure_and_a_loading_bar_is_no_last_step() -> None:
+    # verl on Ray: vLLM's version-file warning (the ImportError's text on its next line) and
+    # wandb's "git root error" print while the workers start; the committed log ends before
+    # the first step, after a `Loading checkpoint shards ... 2/2` bar
+    d = _diagnose("b_logic_rl_verl_reinforcepp_log_incomplete")
+    assert d["outcome"]["id"] not in ("failed", "succeeded"), d["outcome"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+def test_a_setup_progress_bar_is_not_the_training_loops_last_step(tmp_path: Path) -> None:
+    # a bar that loads or prepares (transformers' shards, datasets' map) reaches 100% and its
+    # last count; the training loop's own progress says where the job stood
+    (tmp_path / "train.log").write_text(
+        "Loading checkpoint shards: 100%|##########| 2/2 [00:05<00:00,  2.55s/it]\n"
+        + "".join(f" iteration {i:8d}/ 1000 | lm loss: 7.1E+00 |\n" for i in (10, 20, 30))
+        + "Map (num_proc=8): 100%|##########| 5000/5000 [00:02<00:00, 2100.12 examples/s]\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.output)["outcome"]
+    assert outcome["id"] == "incomplete", outcome
+    assert "30" in outcome["why"] and "5000" not in outcome["why"], outcome
+
+
 def test_an_op_report_at_the_top_does_not_make_a_whole_pdsh_log_an_environment_report() -> None:
     d = _diagnose("a_starksim_dual8_ib_pdsh_done")
     assert d["inputs"][0]["kind"] == "rank_log"

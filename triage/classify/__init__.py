@@ -193,6 +193,27 @@ def _all_routine(hit: RuleHit, routine: Routine) -> bool:
     return bool(lines) and all(routine.which(ln) is not None for ln in lines)
 
 
+def _without_routine(
+    parsed: Sequence[ParsedSource], routine: Routine | None
+) -> Sequence[ParsedSource]:
+    """A job's sources less the events whose every line healthy jobs print (rules/routine.yaml):
+    the neighbours compare what went wrong, and such a line never is by itself. A paste
+    (`routine` None) keeps every line: its user quotes it as the problem."""
+    if routine is None:
+        return parsed
+
+    def routine_only(text: str) -> bool:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        return bool(lines) and all(routine.which(ln) is not None for ln in lines)
+
+    return [
+        replace(ps, events=kept)
+        if len(kept := tuple(ev for ev in ps.events if not routine_only(ev.text))) < len(ps.events)
+        else ps
+        for ps in parsed
+    ]
+
+
 def drop_routine(hits: Sequence[RuleHit], ruleset: RuleSet, routine: Routine) -> list[RuleHit]:
     """The hits that do not rest on a line healthy jobs print (rules/routine.yaml), or whose
     rule says why that line is a fault all the same."""
@@ -351,7 +372,7 @@ def prepare(
     atlas_hits = atlas_mod.job_hits(parsed, analysis, lead, kb)
     return Prepared(
         hits=tuple(fusion.yield_generic([*hits, *atlas_hits])),
-        signature=signature(parsed, analysis, kb),
+        signature=signature(_without_routine(parsed, routine), analysis, kb),
         lead=lead[0] if lead else None,
         hashes=frozenset(neighbours.query_hashes(parsed)),
         analysis=analysis,
