@@ -48,6 +48,7 @@ PROGRESS: dict[str, frozenset[str]] = {
     "deepspeed": frozenset({"rank", "step"}),
     "hf": frozenset({"epoch"}),
     "tqdm": frozenset({"step", "total"}),
+    "setup_bar": frozenset(),
     "step": frozenset({"step", "total"}),
     "iteration": frozenset({"step", "total"}),
     "epoch": frozenset({"epoch"}),

@@ -89,6 +89,8 @@ def _read_progress(
         if m is not None:
             epoch = float(m["epoch"])
     m = shapes["tqdm"].search(text) if holds(text, guards["tqdm"]) else None
+    if m is not None and holds(text, guards["setup_bar"]) and shapes["setup_bar"].search(text):
+        return (None, None, epoch, None) if epoch is not None else None  # a setup bar
     if m is not None:
         step, total = int(m["step"]), int(m["total"])
     elif text[:1].isspace() or tables.has_error_words(text):
