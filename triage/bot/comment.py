@@ -69,14 +69,17 @@ def likely_duplicates(d: Diagnosis, min_score: float) -> tuple[SimilarCase, ...]
     return tuple(c for c in d.similar_cases if c.score >= min_score and c.url)[:3]
 
 
-def asks_for(d: Diagnosis, seen: frozenset[str], collect: CollectNext) -> tuple[str, ...]:
+def asks_for(
+    d: Diagnosis, seen: frozenset[str], collect: CollectNext, abstained: bool = False
+) -> tuple[str, ...]:
     """The evidence to add: each kind the thread lacks, in the order of the run's
     `rules/collect_next.yaml` `thread_asks` (`collect`). Hang-only asks count when the job hung
-    or nothing says what happened."""
+    or nothing settles what happened: no label at all, or one too weak to act on (`abstained`:
+    a guess that low cannot rule out a hang, whichever labels happen to lead it)."""
     hang = (d.hang is not None and d.hang.detected) or any(
         any(s in label.slug for s in _HANG_SLUGS) for label in d.symptoms[:3]
     )
-    unknown = not d.symptoms and not d.root_causes
+    unknown = abstained or (not d.symptoms and not d.root_causes)
     rank = None
     if d.hang is not None and len(d.hang.lagging_ranks) == 1:
         rank = d.hang.lagging_ranks[0]

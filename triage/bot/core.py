@@ -184,7 +184,9 @@ def respond(
     collect = _collect_next(settings)
     parts = CommentParts(
         mode=mode,
-        asks=asks_for(diagnosis, seen_evidence(pieces, collect), collect) if uncertain else (),
+        asks=asks_for(diagnosis, seen_evidence(pieces, collect), collect, abstained)
+        if uncertain
+        else (),
         duplicates=likely_duplicates(diagnosis, repo.duplicate_min_score),
         labels=tuple(dict.fromkeys(labels)),
         command=repo.command,
