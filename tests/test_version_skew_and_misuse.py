@@ -91,7 +91,7 @@ CASES = [
     ("ray-cluster-version-mismatch", RAY_VERSIONS, "R01", "same Ray and Python versions"),
     ("ray-version-mismatch-alone", RAY_NO_TRACEBACK, "R01", "same Ray and Python versions"),
     ("import-name-line-cut", IMPORT_CUT, "R01", "when `LlamaFlashAttention2` moved"),
-    ("undefined-symbol-line-cut", SYMBOL_CUT, "R01", "Rebuild the extension"),
+    ("undefined-symbol-line-cut", SYMBOL_CUT, "R01", "Rebuild `flash_attn_2_cuda`"),
     ("ddp-device-ids-multi-gpu-module", DDP_DEVICE_IDS, "R14", "no `device_map"),
     ("lightning-unused-parameters", LIGHTNING_UNUSED, "R14", "ddp_find_unused_parameters_true"),
     ("accelerate-dispatch-batches", DISPATCH, "R14", "Pass `dispatch_batches=False`"),
