@@ -108,6 +108,40 @@ def test_a_setup_progress_bar_is_not_the_training_loops_last_step(tmp_path: Path
     assert "30" in outcome["why"] and "5000" not in outcome["why"], outcome
 
 
+def test_the_batch_scripts_own_error_before_the_launch_does_not_name_the_ranks_failure(
+    tmp_path: Path,
+) -> None:
+    # a Slurm script ran the `wandb` CLI under the login node's Python before `srun -l` started
+    # the ranks (the traceback is untagged, above every tagged line); rank 3 then ran out of
+    # GPU memory and the others were stopped
+    preamble = [
+        "Traceback (most recent call last):",
+        '  File "/users/u/.local/bin/wandb", line 5, in <module>',
+        "    from wandb.cli.cli import cli",
+        '  File "/users/u/.local/lib/python3.6/site-packages/wandb/util.py", line 28, in <module>',
+        "    from dataclasses import asdict, is_dataclass",
+        "ModuleNotFoundError: No module named 'dataclasses'",
+    ]
+    ranks = [f"{r}:  iteration       10/    1000 | lm loss: 7.1E+00 |" for r in range(4)]
+    failure = [
+        "3: Traceback (most recent call last):",
+        '3:   File "/work/pretrain_gpt.py", line 300, in <module>',
+        "3:     loss.backward()",
+        "3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has "
+        "a total capacity of 79.10 GiB of which 1.21 GiB is free.",
+        "srun: error: nid001: task 3: Exited with exit code 1",
+    ]
+    (tmp_path / "job.err").write_text(
+        "\n".join([*preamble, *ranks, *failure]) + "\n", encoding="utf-8"
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S14", d["symptoms"][:2]
+    assert all(s["id"] != "S02" or s["score"] < 0.3 for s in d["symptoms"]), d["symptoms"][:3]
+
+
 def test_an_op_report_at_the_top_does_not_make_a_whole_pdsh_log_an_environment_report() -> None:
     d = _diagnose("a_starksim_dual8_ib_pdsh_done")
     assert d["inputs"][0]["kind"] == "rank_log"

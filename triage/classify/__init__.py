@@ -146,6 +146,7 @@ def rule_hits(
     hits = places.refine_priors(hits, known_places)
     if routine is not None:
         hits = drop_routine(hits, ruleset, routine)
+        hits = quiet_preamble(hits, parsed, analysis)
     # a paste's span is read from the user's text as an event is, not concluded by correlate
     spans = [h.event for h in pasted if h.event is not None]
     hits = demote_consequences([*hits, *pasted], [*events, *spans], analysis, hang_deaths, kb)
@@ -211,6 +212,41 @@ def _without_routine(
         if len(kept := tuple(ev for ev in ps.events if not routine_only(ev.text))) < len(ps.events)
         else ps
         for ps in parsed
+    ]
+
+
+def quiet_preamble(
+    hits: Sequence[RuleHit], parsed: Sequence[ParsedSource], analysis: Analysis
+) -> list[RuleHit]:
+    """The hits on a job's launch preamble kept as evidence that votes for no label.
+
+    Where a file's lines carry the ranks' tags (`srun -l`'s `12: `, torchrun's `[rank3]:`)
+    and correlate placed the failure on a rank, what the file shows untagged before its first
+    tagged line is the batch script's own output from before the launch (a `wandb` command
+    under the login node's Python, a `module load` that complained), and the job went on to
+    start its ranks after it. The ranks' own failure is the job's."""
+    if not any(ev.rank is not None for ev in analysis.initiating_events):
+        return list(hits)
+    preamble: set[tuple[str, int]] = set()
+    for ps in parsed:
+        first_tagged = min(
+            (ev.line for ev in ps.events if ev.rank is not None and ev.line is not None),
+            default=None,
+        )
+        if first_tagged is None:
+            continue
+        preamble |= {
+            (ev.source, ev.line)
+            for ev in ps.events
+            if ev.rank is None and ev.line is not None and ev.line < first_tagged
+        }
+    if not preamble:
+        return list(hits)
+    return [
+        _evidence_only(h)
+        if h.event is not None and (h.event.source, h.event.line) in preamble
+        else h
+        for h in hits
     ]
 
 
