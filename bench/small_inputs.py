@@ -19,19 +19,16 @@ compile its ~130 modules from source again, ~0.15-0.2 s a run that no installed 
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from eval_jobs import CASES, cases, held_out  # noqa: E402
-from throughput import GREP_PATTERN, bundle_bytes, timed  # noqa: E402
+from throughput import GREP_PATTERN, bundle_bytes, byte_compile, timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 10 * 1000 * 1000
@@ -45,21 +42,6 @@ def inputs() -> list[tuple[str, Path]]:
     ]
     found += [(c.id, c.folder) for c in cases([CASES]) if not held_out(c.url)]
     return [(name, path) for name, path in found if bundle_bytes(path) < MAX_BYTES]
-
-
-def byte_compiled(env: dict[str, str] | None) -> Path:
-    """Byte-compile the triage package the runs will import (with `env`), as pip does."""
-    found = subprocess.run(
-        [sys.executable, "-c", "import triage; print(triage.__file__)"],
-        env=env,
-        cwd=tempfile.gettempdir(),  # where `timed` runs it from
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    package = Path(found.stdout.strip()).parent
-    compileall.compile_dir(package, quiet=1)
-    return package
 
 
 def main() -> None:
@@ -77,7 +59,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"cores: {os.cpu_count()}  load: {os.getloadavg()}  {time.strftime('%Y-%m-%d %H:%M')}")
     env = {**os.environ, "PYTHONPATH": str(args.before.resolve())} if args.before else None
-    print(f"byte-compiled: {byte_compiled(None)}" + (f", {byte_compiled(env)}" if env else ""))
+    print(f"byte-compiled: {byte_compile(None)}" + (f", {byte_compile(env)}" if env else ""))
     rows = []
     bare_runs: list[float] = []
     for name, path in inputs():
