@@ -189,7 +189,11 @@ def paste_hits(
 
 def _all_routine(hit: RuleHit, routine: Routine) -> bool:
     """Is every line a hit stands on one that healthy jobs print?"""
-    text = hit.event.text if hit.event is not None else hit.evidence_text
+    return _routine_only(hit.event.text if hit.event is not None else hit.evidence_text, routine)
+
+
+def _routine_only(text: str, routine: Routine) -> bool:
+    """Is every non-blank line of `text` one that healthy jobs print (rules/routine.yaml)?"""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return bool(lines) and all(routine.which(ln) is not None for ln in lines)
 
@@ -202,17 +206,11 @@ def _without_routine(
     (`routine` None) keeps every line: its user quotes it as the problem."""
     if routine is None:
         return parsed
-
-    def routine_only(text: str) -> bool:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        return bool(lines) and all(routine.which(ln) is not None for ln in lines)
-
-    return [
-        replace(ps, events=kept)
-        if len(kept := tuple(ev for ev in ps.events if not routine_only(ev.text))) < len(ps.events)
-        else ps
-        for ps in parsed
-    ]
+    out = []
+    for ps in parsed:
+        kept = tuple(ev for ev in ps.events if not _routine_only(ev.text, routine))
+        out.append(replace(ps, events=kept) if len(kept) < len(ps.events) else ps)
+    return out
 
 
 def quiet_preamble(
