@@ -27,6 +27,13 @@ def explained(text: str, *flags: str) -> dict[str, Any]:
     return json.loads(result.output)
 
 
+def assert_top(d: dict[str, Any], field: str, *accepted: str) -> None:
+    """The diagnosis's first `field` label ("symptoms", "root_causes") is one of `accepted`;
+    the failure message quotes the report's summary line."""
+    top = d[field][0]["id"] if d[field] else None
+    assert top in accepted, (field, top, d["summary"])
+
+
 def run_elsewhere(code: str, *args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
     """`code` (after `import sys` and `prelude`) in a fresh interpreter with `args` as
     `sys.argv[1:]`; a run past 150 s fails the test rather than hanging the suite."""

@@ -124,30 +124,44 @@ def test_torch_cpp_sources_are_recorded_with_the_commit_of_every_file_read() -> 
     assert "torch-csrc=DIR" in kb.atlas.manifest["command"]
 
 
-def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_labels() -> None:
-    paste = (
+# (paste, the library function the atlas names, the top symptom): messages only the atlas knows
+NAMED_BY_THE_ATLAS = [
+    pytest.param(
         "Traceback (most recent call last):\n"
         '  File "train.py", line 12, in <module>\n'
         "AssertionError: key: decoder.layers.3.mlp.weight is not found in the checkpoint "
-        "/ckpt/mp_rank_00_model_states.pt\n"
-    )
-    report = explained(paste)
-    why = [e["why"] for e in report["evidence"]]
-    assert "atlas:deepspeed:MegatronSDLoader.sanity_check" in why
-    assert report["symptoms"][0]["id"] == "S29"
-
-
-def test_a_message_of_several_lines_cut_after_its_first_is_still_named() -> None:
+        "/ckpt/mp_rank_00_model_states.pt\n",
+        "atlas:deepspeed:MegatronSDLoader.sanity_check",
+        "S29",
+        id="deepspeed-megatron-state-dict-check",
+    ),
     # transformers' DeepSpeed integration prints the mismatched settings on the lines after
     # this one; a paste that kept only the first line is still that check refusing a config
-    paste = (
+    pytest.param(
         "ValueError: Please correct the following DeepSpeed config values that mismatch "
-        "TrainingArguments values:\n"
-    )
+        "TrainingArguments values:\n",
+        "atlas:transformers:HfTrainerDeepSpeedConfig.trainer_config_finalize",
+        "S09",
+        id="several-lines-cut-after-the-first",
+    ),
+    # OptimizerParamScheduler._check_and_set: `checkpointvalue`, as megatron-core prints it
+    pytest.param(
+        "[rank0]: AssertionError: OptimizerParamScheduler: class input value 50000 and "
+        "checkpointvalue 100000 for total number of iterations do not match\n",
+        "atlas:megatron-core:OptimizerParamScheduler._check_and_set",
+        "S29",
+        id="megatron-resume-with-another-schedule",
+    ),
+]
+
+
+@pytest.mark.parametrize(("paste", "named", "symptom"), NAMED_BY_THE_ATLAS)
+def test_a_message_only_the_atlas_knows_is_named_with_its_library_function_and_labels(
+    paste: str, named: str, symptom: str
+) -> None:
     report = explained(paste)
-    why = [e["why"] for e in report["evidence"]]
-    assert "atlas:transformers:HfTrainerDeepSpeedConfig.trainer_config_finalize" in why
-    assert report["symptoms"][0]["id"] == "S09"
+    assert named in [e["why"] for e in report["evidence"]]
+    assert report["symptoms"][0]["id"] == symptom
 
 
 def test_torch_cpp_messages_are_named_by_the_function_that_prints_them() -> None:
@@ -424,18 +438,6 @@ def test_label_rules_read_the_mechanism_not_a_word() -> None:
         "currently not supported"
     )
     assert {labels["symptom"] for _, labels in _atlas_labels(twice)} == {"S25"}
-
-
-def test_a_megatron_resume_refused_for_a_changed_schedule_is_named() -> None:
-    # OptimizerParamScheduler._check_and_set: `checkpointvalue`, as megatron-core prints it
-    paste = (
-        "[rank0]: AssertionError: OptimizerParamScheduler: class input value 50000 and "
-        "checkpointvalue 100000 for total number of iterations do not match\n"
-    )
-    report = explained(paste)
-    why = [e["why"] for e in report["evidence"]]
-    assert "atlas:megatron-core:OptimizerParamScheduler._check_and_set" in why
-    assert report["symptoms"][0]["id"] == "S29"
 
 
 def _fixture_atlas(tmp_path: Path) -> atlas.Atlas:

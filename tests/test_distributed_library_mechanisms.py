@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import explained
+from tests.cli_runs import assert_top, explained
 
 # horovod/common/util.py check_extension: setup skipped the PyTorch extension
 HOROVOD_NOT_BUILT = """Traceback (most recent call last):
@@ -192,8 +192,8 @@ def test_the_condition_the_library_checks_decides_the_root_cause_and_the_advice(
 ) -> None:
     d = explained(text, "--no-embed")
     if symptom is not None:
-        assert d["symptoms"] and d["symptoms"][0]["id"] == symptom, d["summary"]
-    assert d["root_causes"] and d["root_causes"][0]["id"] in cause.split("|"), d["summary"]
+        assert_top(d, "symptoms", symptom)
+    assert_top(d, "root_causes", *cause.split("|"))
     actions = [a for f in d["fix_patterns"][:2] for a in f["actions"]]
     assert any(advice in a for a in actions), actions
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import explained
+from tests.cli_runs import assert_top, explained
 
 # a bitsandbytes-quantized checkpoint served without --quantization bitsandbytes: the model's
 # load_weights finds no parameter for the quantization state
@@ -120,8 +120,8 @@ def test_the_check_behind_the_message_decides_its_symptom_and_cause(
     text: str, symptom: str, cause: str
 ) -> None:
     d = explained(text, "--no-embed")
-    assert d["symptoms"] and d["symptoms"][0]["id"] == symptom, d["summary"]
-    assert d["root_causes"] and d["root_causes"][0]["id"] == cause, d["summary"]
+    assert_top(d, "symptoms", symptom)
+    assert_top(d, "root_causes", cause)
 
 
 def test_a_custom_all_reduce_ipc_failure_is_fixed_by_falling_back_to_nccl() -> None:

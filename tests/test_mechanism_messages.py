@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import explained
+from tests.cli_runs import assert_top, explained
 
 # peft merges a LoRA delta into a weight that ZeRO-3 partitioned: DeepSpeed's free_param left
 # `param.data = torch.empty(0)`, so the add sees a size 0
@@ -152,8 +152,8 @@ def test_the_code_path_of_the_message_decides_its_symptom_and_cause(
     text: str, symptom: str, cause: str
 ) -> None:
     d = explained(text, "--no-embed")
-    assert d["symptoms"] and d["symptoms"][0]["id"] == symptom, d["summary"]
-    assert d["root_causes"] and d["root_causes"][0]["id"] == cause, d["summary"]
+    assert_top(d, "symptoms", symptom)
+    assert_top(d, "root_causes", cause)
 
 
 def test_a_training_loop_that_stops_on_an_infinite_loss_is_a_nan_not_a_hang() -> None:

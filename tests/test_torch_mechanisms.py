@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import explained
+from tests.cli_runs import assert_top, explained
 
 # thrust (under torch's sort/unique and DataParallel's scatter) reports the CUDA error string
 THRUST_OOM = """Traceback (most recent call last):
@@ -84,6 +84,6 @@ def test_the_mechanism_of_a_torch_side_message_decides_its_cause(
     text: str, symptom: str, cause: str, least_score: float
 ) -> None:
     d = explained(text)
-    assert d["symptoms"] and d["symptoms"][0]["id"] == symptom, d["summary"]
-    assert d["root_causes"] and d["root_causes"][0]["id"] == cause, d["summary"]
+    assert_top(d, "symptoms", symptom)
+    assert_top(d, "root_causes", cause)
     assert d["root_causes"][0]["score"] >= least_score, d["summary"]
