@@ -170,6 +170,46 @@ def test_an_srun_dash_l_job_that_failed_names_the_failure_of_its_ranks() -> None
     assert "OptimizerParamScheduler" in d["outcome"]["why"]
 
 
+def test_tasks_srun_killed_while_it_ended_the_step_are_survivors_not_host_oom() -> None:
+    # 56 ranks: the even ranks' data iterator ran out (StopIteration), the odd ranks' broadcast
+    # timed out, then srun said `Terminating StepId=...` and reported 14 nodes' tasks `Killed`
+    d = _diagnose("b_attnbench_megatron_srun_56rank_data_exhausted_then_bcast_timeout")
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == "S08"
+    assert not any(s["id"] == "S15" and s["score"] >= 0.3 for s in d["symptoms"])
+
+
+def _srun_log(tmp_path: Path, terminating_first: bool) -> str:
+    killed = "srun: error: node02: task 1: Killed"
+    lines = [
+        "0: [rank0]: iteration 120/1000 | lm loss: 2.31",
+        "1: [rank1]: iteration 120/1000 | lm loss: 2.29",
+        *(["srun: Terminating StepId=4242.0"] if terminating_first else []),
+        killed,
+        *([] if terminating_first else ["srun: Terminating StepId=4242.0"]),
+        "srun: error: node01: task 0: Killed",
+    ]
+    path = tmp_path / "slurm-4242.out"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("terminating_first", [False, True])
+def test_a_task_killed_before_srun_ends_the_step_stays_the_cause(
+    tmp_path: Path, terminating_first: bool
+) -> None:
+    # the same kill report is the job's first fault when nothing came before it, and srun's
+    # own SIGKILL of the step when it follows srun's `Terminating StepId=...`
+    log = _srun_log(tmp_path, terminating_first)
+    result = CliRunner().invoke(main, [log, "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    killed = [s for s in d["symptoms"] if s["id"] in ("S15", "S27") and s["score"] >= 0.3]
+    assert bool(killed) is not terminating_first, d["symptoms"]
+    if terminating_first:  # the fault shown is srun ending the step, not a victim of it
+        assert "Terminating StepId" in d["outcome"]["why"]
+
+
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
 def test_every_format_leads_with_the_outcome(fmt: str) -> None:
     result = CliRunner().invoke(

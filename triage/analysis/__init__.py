@@ -174,7 +174,10 @@ def analyse(
     silent_found = silent_findings(silent, has_initiating, w.size, cascade_events)
     structural = [*launch, *fr.findings, *spy.findings, *silent_found]
     early = [(r, prog.events[r]) for r in prog.non_finite if r in culprits]
-    first = pick_first_failure(culprits, initiating, seen.exit_records, structural, placed, early)
+    # a task the launcher killed while it ended the step is never the first failure
+    victims = {id(ev) for ev in seen.launcher_victims}
+    own_ends = [p for p in placed if id(p.event) not in victims]
+    first = pick_first_failure(culprits, initiating, seen.exit_records, structural, own_ends, early)
     if first is not None and first.rank is not None and first.rank in index.host_said:
         # the host a log names for the rank beats one read from a file or folder name
         first = replace(first, host=index.host_said[first.rank])
@@ -240,6 +243,7 @@ def analyse(
         hang=hang,
         initiating_events=tuple(p.event for p in initiating),
         cascade_events=tuple(p.event for p in cascade_events),
+        launcher_victims=tuple(seen.launcher_victims),
         rank_exits=tuple(r.exit for r in seen.exit_records),
         timeline=timeline.build(placed, extra),
         facts=facts,

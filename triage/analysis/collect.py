@@ -28,6 +28,8 @@ from triage.model import (
 )
 
 _CONTEXT = Role("context", None, 0.0)
+# a task the launcher itself killed while it ended the step: a survivor, not a cause
+_KILLED_BY_LAUNCHER = Role("cascade", "killed_by_launcher", 0.0)
 
 
 @dataclass
@@ -49,6 +51,8 @@ class Collected:
     # real rank logs are here: a loose text file beside them is a note, not the job's output
     loose_text: bool = False
     exit_records: list[exits.ExitRecord] = field(default_factory=list)
+    # tasks the launcher killed while it ended the step (`_killed_with_the_step`)
+    launcher_victims: list[Event] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,9 @@ def collect(
     for ps in parsed:
         if ps.source.host:
             out.hosts.add(ps.source.host)
+        step_killed_from = _step_kill_line(ps)
         for ev in ps.events:
-            _one(out, ps, ev, index, kb, routine)
+            _one(out, ps, ev, index, kb, routine, step_killed_from)
     out.exit_records = exits.collect_exits(parsed, index, kb)
     for rec in out.exit_records:
         if rec.exit.rank is not None:
@@ -88,6 +93,7 @@ def _one(
     index: RankIndex,
     kb: knowledge.Knowledge,
     routine: Routine | None,
+    step_killed_from: int | None = None,
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
     host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
@@ -125,12 +131,46 @@ def _one(
     if role.role != "context" and routine is not None and routine.which(ev.text):
         # what healthy jobs print (rules/routine.yaml) starts no failure
         role = _CONTEXT
+    if role.role == "initiating" and _killed_with_the_step(ev, step_killed_from):
+        role = _KILLED_BY_LAUNCHER
+        out.launcher_victims.append(ev)
     if out.loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
         # a stray note or README beside real logs narrates the failure; it is not one
         role = _CONTEXT
     out.placed.append((ev, rank, domain, role))
     if rank is not None and ev.kind in ERROR_KINDS:
         out.ranks_with_events.add(rank)
+
+
+def _step_kill_line(ps: ParsedSource) -> int | None:
+    """The first line where the launcher says it kills its whole step (a line template's
+    `action: kill_step`: srun's `Terminating StepId=N.M`, which it follows with SIGKILL)."""
+    lines = [
+        ev.line
+        for ev in ps.events
+        if ev.kind is EventKind.AGENT
+        and ev.notice is not None
+        and ev.notice.action == "kill_step"
+        and ev.line is not None
+    ]
+    return min(lines, default=None)
+
+
+def _killed_with_the_step(ev: Event, step_killed_from: int | None) -> bool:
+    """A task the launcher reports killed (SIGKILL, no OOM said) after the line where it said
+    it kills the step: the launcher's victim. Before that line, a `Killed` task stays a
+    candidate cause (the OOM killer without a cgroup report, a person's `kill -9`)."""
+    notice = ev.notice
+    return (
+        step_killed_from is not None
+        and ev.kind is EventKind.SIGNAL
+        and notice is not None
+        and notice.slurm_tasks is not None
+        and notice.signal == "SIGKILL"
+        and notice.reason != "oom"
+        and ev.line is not None
+        and ev.line > step_killed_from
+    )
 
 
 def world(index: RankIndex, ranks_seen: set[int], topo: launcher.Topology) -> World:

@@ -211,10 +211,17 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
     """A rank's own faults: tracebacks and C++ exceptions (not raised by a stop), kills and
     crashes, non-zero exits, and the error lines correlate found to start the failure."""
     initiating = {id(ev) for ev in found.initiating_events}
+    victims = {id(ev) for ev in found.launcher_victims}
     out: list[Event] = []
     for ev in events:
         notice = _notice(ev)
+        if id(ev) in victims:  # killed by the launcher as it ended the step: not a fault
+            continue
         if notice.end == "failed":  # the job's own word that it failed (MLPerf aborted)
+            out.append(ev)
+        elif notice.action == "kill_step":
+            # the launcher ending the whole step (srun does after a task's bad exit, its
+            # --wait, or a forced Ctrl-C): the plainest fault left when the cause went unlogged
             out.append(ev)
         elif ev.kind in _FAULT_KINDS:
             if ends.stop_exception(_exc_type(ev)):

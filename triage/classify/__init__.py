@@ -290,6 +290,8 @@ def demote_consequences(
       hang's shape is `failed`), the cascade says nothing about why: its hits stay as evidence
       of what the others suffered, without weight for any label. Otherwise a wall of
       timeouts outvotes the one exception that caused them.
+    * A task the launcher killed while it ended the step (`Analysis.launcher_victims`) backs
+      no label: its `Killed` is the launcher's doing.
     """
     initiating = set(analysis.initiating_events)
     parsed_events = set(events)
@@ -329,6 +331,11 @@ def demote_consequences(
         ]
     if analysis.hang is not None and analysis.hang.shape is HangShape.FAILED:
         hits = [_evidence_only(h) if h.from_cascade else h for h in hits]
+    if analysis.launcher_victims:
+        # a task the launcher killed while it ended the step died of that kill, whatever its
+        # report reads like (a bare `Killed` is no OOM kill here): quoted, backing no label
+        victims = set(analysis.launcher_victims)
+        hits = [_evidence_only(h) if h.event in victims else h for h in hits]
     if (
         hang_deaths is not None
         and analysis.outcome is not None

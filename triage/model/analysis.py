@@ -226,6 +226,9 @@ class Analysis:
     hang: HangReport | None = None
     initiating_events: tuple[Event, ...] = ()  # the events that started it, best first
     cascade_events: tuple[Event, ...] = ()
+    # tasks the launcher itself killed while it ended the step (srun's `Killed` after its
+    # `Terminating StepId`): what they print says nothing about why the job failed
+    launcher_victims: tuple[Event, ...] = ()
     rank_exits: tuple[RankExit, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()
     facts: AnalysisFacts = field(default_factory=AnalysisFacts, compare=False)
