@@ -210,6 +210,56 @@ def test_a_task_killed_before_srun_ends_the_step_stays_the_cause(
         assert "Terminating StepId" in d["outcome"]["why"]
 
 
+def test_a_log_that_ends_while_the_job_still_sets_up_is_incomplete_not_unknown() -> None:
+    # verl on Ray: workers build their FSDP models, wandb starts, then only raylet's
+    # disk-space warnings until the file ends: no step, no error, no exit, no stop
+    d = _diagnose("b_logic_rl_verl_reinforcepp_log_incomplete")
+    assert d["outcome"]["id"] == "incomplete"
+    assert "before any training step" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3
+
+
+def test_earlier_slurm_jobs_appended_to_the_same_file_are_not_this_jobs_failures() -> None:
+    # one slurm.out that a dozen sbatch runs appended to: the earlier ones failed on missing
+    # datasets and a ValueError, or were cancelled; the last one trains until a user's scancel
+    d = _diagnose("b_openvla_oft_fork_slurm_out_appended_jobs_scancel")
+    assert d["outcome"]["id"] == "stopped"
+    assert "JOB 267039" in d["outcome"]["evidence"][0]["text"]
+    assert "earlier Slurm jobs" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3
+    assert d["culprit_ranks"] == [] and d["first_failure"] is None
+
+
+def _appended(tmp_path: Path, first_job: str) -> str:
+    lines = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "train.py", line 9, in <module>',
+        "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered",
+        f"slurmstepd: error: *** JOB {first_job} ON node07 CANCELLED AT 2025-01-02T10:00:00 ***",
+        "{'loss': 2.31, 'learning_rate': 1e-05, 'epoch': 0.1}",
+        "slurmstepd: error: *** JOB 1002 ON node07 CANCELLED AT 2025-01-03T10:00:00 ***",
+    ]
+    path = tmp_path / "slurm.out"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("first_job", ["1001", "1002"])
+def test_a_fault_before_a_cancel_of_the_same_job_id_is_still_this_jobs(
+    tmp_path: Path, first_job: str
+) -> None:
+    # the same lines: when the first cancel names another job id it ended an earlier job, and
+    # its fault is not this one's; when it names the same id, the fault is this job's own
+    result = CliRunner().invoke(
+        main, [_appended(tmp_path, first_job), "--no-embed", "-q", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    own_fault = first_job == "1002"
+    assert (d["outcome"]["id"] == "failed") is own_fault, d["outcome"]
+    assert any(s["id"] == "S26" for s in d["symptoms"][:1]) is own_fault, d["symptoms"]
+
+
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
 def test_every_format_leads_with_the_outcome(fmt: str) -> None:
     result = CliRunner().invoke(

@@ -22,7 +22,7 @@ rules/templates.yaml), the reasons and stop exceptions are `kind: outcome`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from triage.analysis.ranks import format_ranks, ranks_named, ref
 from triage.analysis.timeline import first_error
@@ -62,9 +62,34 @@ def decide(
     parsed: Sequence[ParsedSource], found: Analysis, ends: Ends, routine: Routine
 ) -> Outcome:
     """The outcome of one job (or one paste) from its events and correlate's findings."""
-    events = [ev for ps in parsed for ev in ps.events]
+    earlier = _earlier_jobs(parsed)
+    events = [ev for ps in parsed for ev in ps.events if not _of_earlier_job(ev, earlier)]
     # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
-    logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
+    logs = [
+        ev
+        for ps in parsed
+        if ps.source.kind is not SourceKind.TEXT
+        for ev in ps.events
+        if not _of_earlier_job(ev, earlier)
+    ]
+    if earlier:
+        found = _without_earlier_jobs(found, earlier)
+    decided = _decide(events, logs, found, ends, routine)
+    if not earlier:
+        return decided
+    jobs = sum(n for _, n in earlier.values())
+    lines = ", ".join(f"{_name(path)} up to line {line}" for path, (line, _) in earlier.items())
+    note = f"; earlier Slurm jobs wrote to the same file ({lines}; {jobs} by id): left out"
+    return replace(decided, why=decided.why + note)
+
+
+def _decide(
+    events: Sequence[Event],
+    logs: Sequence[Event],
+    found: Analysis,
+    ends: Ends,
+    routine: Routine,
+) -> Outcome:
     last_progress = _last_progress(logs)
     stops = _stops(events, ends)
     stop_caused = _stop_consequences(events, ends) if stops else set()
@@ -148,7 +173,77 @@ def decide(
         )
     if logged:
         return _failed(logged, found)
+    if logs:
+        # a job's own log with no step, fault, exit or stop: every launcher and trainer prints
+        # one of those by its end, so the log stops before the job did (still setting up)
+        return Outcome(
+            OutcomeKind.INCOMPLETE,
+            "The log ends before any training step, with no error, exit or stop: the job was "
+            "still starting when the log was copied",
+        )
     return Outcome(OutcomeKind.UNKNOWN, "The logs show neither how the job ended nor a fault")
+
+
+# --------------------------------------------------------------------------- appended jobs
+
+
+def _earlier_jobs(parsed: Sequence[ParsedSource]) -> dict[str, tuple[int, int]]:
+    """Per file that several Slurm jobs wrote to one after another (an `#SBATCH --output`
+    without `%j` appends), the last line of the earlier jobs and how many they were.
+
+    A job's end names its id (`*** JOB 263121 ON dgx-15 CANCELLED AT ...`); the last such line
+    is this job's, and whatever stands up to the last end of another id was written by an
+    earlier job: its failures are not this job's. Without an id to tell them apart, a file is
+    read as one job."""
+    out: dict[str, tuple[int, int]] = {}
+    for ps in parsed:
+        marks = sorted(
+            (ev.line, job)
+            for ev in ps.events
+            if ev.line is not None and (job := _slurm_job(ev)) is not None
+        )
+        if len(marks) < 2:
+            continue
+        this_job = marks[-1][1]
+        others = [(line, job) for line, job in marks if job != this_job]
+        if others:
+            out[ps.source.path] = (max(line for line, _ in others), len({j for _, j in others}))
+    return out
+
+
+def _slurm_job(ev: Event) -> str | None:
+    """The Slurm job id a scheduler's end line names (`1234` of `STEP 1234.0`)."""
+    notice = ev.notice
+    if notice is None or not notice.slurm or not notice.job:
+        return None
+    return notice.job.split(".")[0]
+
+
+def _of_earlier_job(ev: Event, earlier: dict[str, tuple[int, int]]) -> bool:
+    last = earlier.get(ev.source)
+    return last is not None and ev.line is not None and ev.line <= last[0]
+
+
+def _without_earlier_jobs(found: Analysis, earlier: dict[str, tuple[int, int]]) -> Analysis:
+    """Correlate's findings as far as they speak of this job: a first failure, initiating
+    and cascade events read from an earlier job's lines are not this job's."""
+    first = found.first_failure
+    if first is not None and first.line is not None:
+        last = earlier.get(first.source)
+        if last is not None and first.line <= last[0]:
+            first = None
+    return replace(
+        found,
+        first_failure=first,
+        initiating_events=tuple(
+            ev for ev in found.initiating_events if not _of_earlier_job(ev, earlier)
+        ),
+        cascade_events=tuple(ev for ev in found.cascade_events if not _of_earlier_job(ev, earlier)),
+    )
+
+
+def _name(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 # --------------------------------------------------------------------------- signals
