@@ -260,6 +260,64 @@ def test_a_fault_before_a_cancel_of_the_same_job_id_is_still_this_jobs(
     assert any(s["id"] == "S26" for s in d["symptoms"][:1]) is own_fault, d["symptoms"]
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        # a set-up helper's `srun: error: ... Exited with exit code 1` above the ranks' first
+        # tagged line; the benchmark step then runs and logs run_stop with status success
+        "c_mlperf_v40_fujitsu_sd_nemo_srun_l_ok",
+        # ten multiprocessing finalizer tracebacks (sem_unlink: FileNotFoundError) printed at
+        # interpreter exit, after run_stop with status success
+        "c_mlperf_v40_hpe_ssd_srun_teardown_tracebacks_ok",
+        # nanochat prints `Total training time: 179.44m` once its loop is over
+        "c_nanochat_pr_speedrun_d24_8gpu_done",
+        # nanoGPT's `iter 6000` lines carry no total; its printed config says max_iters = 6000
+        "c_nanogpt_pr_gpt2_resumed_iter1000_to_6000_done",
+    ],
+)
+def test_a_run_that_finished_is_finished_whatever_noise_came_before_or_after(case: str) -> None:
+    d = _diagnose(case)
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert _top_symptom_score(d) < 0.3
+
+
+def test_every_worker_ended_by_sigterm_and_none_failed_is_a_stop_from_outside() -> None:
+    # nanoGPT under torchrun at iter 9900 of 10000: both workers exit -15 at once, no error of
+    # their own, and torchrun's ChildFailedError summary follows
+    d = _diagnose("c_nanogpt_pr_linesearch_torchrun_2gpu_sigterm_near_end")
+    assert d["outcome"]["id"] == "stopped", d["outcome"]
+    assert not any(s["id"] == "S15" and s["score"] >= 0.3 for s in d["symptoms"])
+
+
+_AGENT = "1454052 torch/distributed/elastic/multiprocessing/api.py"
+
+
+def test_a_worker_that_failed_before_the_others_were_sigtermed_is_a_failure(
+    tmp_path: Path,
+) -> None:
+    # torchrun stops the survivors of a failure with SIGTERM: one worker's own exit 1 says
+    # the job failed, whatever the others' -15 say
+    log = tmp_path / "torchrun.log"
+    log.write_text(
+        "\n".join(
+            [
+                "iter 10: loss 3.2",
+                "[rank1]: Traceback (most recent call last):",
+                '[rank1]:   File "train.py", line 9, in <module>',
+                "[rank1]: ValueError: bad batch",
+                f"E0330 06:18:42.1 {_AGENT}:874] failed (exitcode: 1) local_rank: 1 (pid: 11)",
+                f"W0330 06:18:42.2 {_AGENT}:897] Sending process 10 closing signal SIGTERM",
+                f"E0330 06:18:43.1 {_AGENT}:874] failed (exitcode: -15) local_rank: 0 (pid: 10)",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(log), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["outcome"]["id"] == "failed"
+
+
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
 def test_every_format_leads_with_the_outcome(fmt: str) -> None:
     result = CliRunner().invoke(

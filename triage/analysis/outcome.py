@@ -91,10 +91,19 @@ def _decide(
     routine: Routine,
 ) -> Outcome:
     last_progress = _last_progress(logs)
-    stops = _stops(events, ends)
+    stops = _stops(events, ends) or _stopped_from_outside(events, ends)
     stop_caused = _stop_consequences(events, ends) if stops else set()
     faults = [ev for ev in _faults(events, found, ends, routine) if id(ev) not in stop_caused]
-    fatal = [ev for ev in faults if not _went_on_past(ev, last_progress)]
+    # where each file's rank-tagged lines begin (`srun -l`'s `3: `, torchrun's `[rank3]:`)
+    first_tagged: dict[str, int] = {}
+    for ev in logs:
+        if ev.rank is not None and ev.line is not None:
+            first_tagged[ev.source] = min(ev.line, first_tagged.get(ev.source, ev.line))
+    fatal = [
+        ev
+        for ev in faults
+        if not _went_on_past(ev, last_progress) and not _before_the_ranks(ev, first_tagged)
+    ]
     logged = [ev for ev in faults if ev.kind in _FAULT_KINDS and ev not in fatal]
     hung = found.hang is not None and found.hang.detected
 
@@ -156,7 +165,7 @@ def _decide(
     if fatal:
         return _failed(fatal, found)
     if last_progress:
-        done = _progress_done(last_progress.values())
+        done = _progress_done(last_progress.values(), _planned_steps(logs))
         if done is not None:
             why, shown = done
             return Outcome(OutcomeKind.SUCCEEDED, why, _refs([shown]), fault_too=bool(logged))
@@ -273,6 +282,23 @@ def _stops(events: Iterable[Event], ends: Ends) -> list[_Stop]:
     return out
 
 
+def _stopped_from_outside(events: Sequence[Event], ends: Ends) -> list[_Stop]:
+    """Every worker exit the launcher reports is a stop's signal (SIGTERM, SIGINT, SIGHUP: exit
+    -15, 143, ...) and none is a code of a worker's own: the signal reached all of them from
+    outside (a scheduler's time limit, a `kill` of the job), since a launcher that stops the
+    survivors of a failure reports the failed worker's own exit too. The first such exit
+    stands for the stop."""
+    exits = [
+        ev
+        for ev in events
+        if ev.kind in (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR) and _exitcode(ev)
+    ]
+    if not exits or any(_exitcode(ev) not in ends.stop_exit_codes for ev in exits):
+        return []
+    first = min(exits, key=_order)
+    return [_Stop(first, ends.stop_reasons.get("signal", "signal"), OutcomeKind.STOPPED)]
+
+
 def _stop_consequences(events: Iterable[Event], ends: Ends) -> set[int]:
     """Events a stop itself causes: outside signals, the exits they leave, the launcher
     killing its workers, and tracebacks of exceptions raised by the stop (a chained one
@@ -319,7 +345,7 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
             # --wait, or a forced Ctrl-C): the plainest fault left when the cause went unlogged
             out.append(ev)
         elif ev.kind in _FAULT_KINDS:
-            if ends.stop_exception(_exc_type(ev)):
+            if ends.stop_exception(_exc_type(ev)) or ends.ignored_traceback(_outermost(ev)):
                 continue
             out.append(ev)
         elif ev.kind is EventKind.SIGNAL:
@@ -359,15 +385,34 @@ def _success(events: Sequence[Event]) -> tuple[str, list[Event]] | None:
     return why, [shown[0], shown[-1]] if len(shown) > 1 else shown
 
 
-def _progress_done(last: Iterable[Event]) -> tuple[str, Event] | None:
+def _progress_done(
+    last: Iterable[Event], planned: dict[str, int] | None = None
+) -> tuple[str, Event] | None:
+    """The last progress line that reached its total: the line's own (`500/500`), else the
+    total its file's printed config set (`max_iters = 6000`, `planned`)."""
     for ev in last:
         step, total = _step(ev), _total_steps(ev)
+        if total is None and planned:
+            total = planned.get(ev.source)
         if step is not None and isinstance(total, int) and total > 1 and step >= total:
             return f"Training reached its last step ({step} of {total})", ev
     return None
 
 
 # --------------------------------------------------------------------------- order
+
+
+def _planned_steps(events: Iterable[Event]) -> dict[str, int]:
+    """Per file, the steps its printed config says the loop runs (the last such line wins:
+    an override is printed after the file's config)."""
+    out: dict[str, tuple[int, int]] = {}
+    for ev in events:
+        total = ev.notice.total_steps if ev.notice is not None else None
+        if total is not None and total > 1:
+            line = ev.line or 0
+            if ev.source not in out or line >= out[ev.source][0]:
+                out[ev.source] = (line, total)
+    return {source: total for source, (_, total) in out.items()}
 
 
 def _last_progress(events: Iterable[Event]) -> dict[tuple[str, int | None], Event]:
@@ -395,6 +440,15 @@ def _went_on_past(ev: Event, last: dict[tuple[str, int | None], Event]) -> bool:
         progress = max(same_file, key=lambda p: p.line or 0) if same_file else None
     end = ev.end_line or ev.line
     return progress is not None and end is not None and (progress.line or 0) > end + 1
+
+
+def _before_the_ranks(ev: Event, first_tagged: dict[str, int]) -> bool:
+    """An untagged fault above its file's first rank-tagged line: the batch script's own step
+    before the launch (a set-up helper's `srun: error: ... Exited with exit code 1`), after
+    which the job started its ranks; how the job ended is theirs to say."""
+    start = first_tagged.get(ev.source)
+    end = ev.end_line or ev.line
+    return ev.rank is None and start is not None and end is not None and end < start
 
 
 def _order(ev: Event) -> tuple[float, str, int]:
@@ -556,6 +610,15 @@ _NO_NOTICE = LineNotice()
 def _notice(ev: Event) -> LineNotice:
     """What the event's line template said (nothing for an event no template made)."""
     return ev.notice if ev.notice is not None else _NO_NOTICE
+
+
+def _outermost(ev: Event) -> tuple[str, str] | None:
+    """The (file, function) of a traceback's first printed frame, of its first link."""
+    links = ev.traceback.links if ev.traceback is not None else ()
+    if not links or not links[0].frames:
+        return None
+    frame = links[0].frames[0]
+    return frame.file, frame.function
 
 
 def _exc_type(ev: Event) -> str | None:

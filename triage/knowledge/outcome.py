@@ -11,6 +11,8 @@
       NODE FAILURE: {outcome: failed, why: "a node failed"}
     end_markers:                                            # `end:` attrs of line templates
       succeeded: "the training loop reported its end"
+    printed_and_ignored:                                    # a traceback's outermost frame
+      - {file: multiprocessing/util.py, function: _run_finalizers}
 
 The lines themselves are line templates (`rules/templates.yaml`) whose events carry `end:
 succeeded|stopped` and, for stops, `stop:` (the reason's key here); correlate
@@ -37,6 +39,7 @@ _KEYS = {
     "hang_deaths",
     "stop_exit_codes",
     "fault_signals",
+    "printed_and_ignored",
 }
 _OUTCOMES = {"stopped", "failed"}
 
@@ -63,6 +66,9 @@ class Ends:
     stop_exit_codes: frozenset[int] = frozenset()
     # signals the job's own processes die of (a fault, never a stop)
     fault_signals: frozenset[str] = frozenset()
+    # (file path's end, function) of the outermost frame of a traceback Python prints and goes
+    # on from (multiprocessing's exit-time finalizers): no fault of the job
+    printed_and_ignored: tuple[tuple[str, str], ...] = ()
 
     def stop_exception(self, exc_type: str | None) -> bool:
         """A Python exception raised because somebody stopped the job (Ctrl-C, a signal)."""
@@ -70,6 +76,17 @@ class Ends:
             return False
         return exc_type in self.stop_exceptions or exc_type.rsplit(".", 1)[-1] in (
             self.stop_exceptions
+        )
+
+    def ignored_traceback(self, outermost: tuple[str, str] | None) -> bool:
+        """A traceback Python printed and went on from, by its outermost (file, function)."""
+        if outermost is None:
+            return False
+        path, function = outermost
+        path = path.replace("\\", "/")
+        return any(
+            function == func and (path == end or path.endswith("/" + end))
+            for end, func in self.printed_and_ignored
         )
 
 
@@ -108,7 +125,22 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         stop_reasons={str(k): v for k, v in stops.items()},
         stop_exit_codes=frozenset(_codes(body.get("stop_exit_codes"), report)),
         fault_signals=frozenset(_names(body.get("fault_signals"), "fault_signals", report)),
+        printed_and_ignored=_frames(body.get("printed_and_ignored"), report),
     )
+
+
+def _frames(raw: Any, report: Callable[[str, str], None]) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(
+        isinstance(x, dict)
+        and set(x) == {"file", "function"}
+        and all(isinstance(v, str) and v for v in x.values())
+        for x in raw
+    ):
+        report("printed_and_ignored", "needs a list of {file, function}")
+        return ()
+    return tuple((str(x["file"]), str(x["function"])) for x in raw)
 
 
 def _codes(raw: Any, report: Callable[[str, str], None]) -> list[int]:

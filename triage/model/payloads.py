@@ -403,6 +403,8 @@ class LineNotice:
     max_attempts: int | None = None
     rendezvous: bool | None = None
     world_size: int | None = None
+    # the steps the training loop will run, as its printed config says (`max_iters = 6000`)
+    total_steps: int | None = None
     data_parallel_size: int | None = None
     # the scheduler
     slurm: str | None = None  # what Slurm cancelled: `job` or `step`
