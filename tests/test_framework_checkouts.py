@@ -42,3 +42,52 @@ def test_a_checkouts_package_is_library_code_and_its_examples_are_the_users() ->
     assert not frames.is_library("/home/u/transformers/examples/pytorch/run_clm.py")
     # a folder of the user's own named like a library is no checkout of it
     assert not frames.is_library("/home/u/project/src/deepspeed/train_loop.py")
+
+
+# A clone of Megatron-LM: its training loop (megatron/training/) is the code its users edit,
+# Megatron Core (megatron/core/) the library it calls
+MEGATRON_LM_TRAINING_LOOP = """\
+Traceback (most recent call last):
+  File "/root/Megatron-LM/pretrain_gpt.py", line 278, in <module>
+    pretrain(
+  File "/root/Megatron-LM/megatron/training/training.py", line 386, in pretrain
+    iteration, num_floating_point_operations_so_far = train(
+  File "/root/Megatron-LM/megatron/training/training.py", line 1480, in train
+    lr = stats["learning-rate"]
+KeyError: 'learning-rate'"""
+
+MEGATRON_LM_CORE = """\
+Traceback (most recent call last):
+  File "/root/Megatron-LM/pretrain_gpt.py", line 278, in <module>
+    pretrain(
+  File "/root/Megatron-LM/megatron/training/training.py", line 386, in pretrain
+    model, optimizer, opt_param_scheduler = setup_model_and_optimizer(
+  File "/root/Megatron-LM/megatron/core/optimizer/__init__.py", line 412, in get_megatron_optimizer
+    param_groups = _get_param_groups(model_chunks, no_weight_decay_cond, scale_lr_cond)
+  File "/root/Megatron-LM/megatron/core/optimizer/__init__.py", line 98, in _get_param_groups
+    key = (wd_mult, _lr_mult, is_expert_parallel, is_decoupled)
+KeyError: 'decoupled_lr'"""
+
+
+def test_a_keyerror_in_megatron_lms_training_loop_is_the_users_code() -> None:
+    """The generic layer asks the same frames knowledge as the culprit logic: a checkout's
+    megatron/training/ raised it, so the user is told to fix their own line, not to wait for
+    a framework release."""
+    d = explained(MEGATRON_LM_TRAINING_LOOP, "--no-embed")
+    rules = {e["why"] for e in d["evidence"]}
+    assert "generic-exception-user-code" in rules, rules
+    assert "generic-exception-library-code" not in rules, rules
+    actions = [a for f in d["fix_patterns"] for a in f["actions"]]
+    assert any(
+        "Fix the code at train (/root/Megatron-LM/megatron/training/training.py:1480)" in a
+        for a in actions
+    ), actions
+
+
+def test_a_keyerror_in_megatron_core_of_the_same_checkout_is_the_frameworks() -> None:
+    d = explained(MEGATRON_LM_CORE, "--no-embed")
+    rules = {e["why"] for e in d["evidence"]}
+    assert "generic-exception-library-code" in rules, rules
+    assert "generic-exception-user-code" not in rules, rules
+    actions = [a for f in d["fix_patterns"] for a in f["actions"]]
+    assert not any("in your own script" in a for a in actions), actions
