@@ -219,8 +219,8 @@ def test_a_team_rule_on_a_finding_kind_that_does_not_exist_is_reported(tmp_path:
 
 
 # A team's rule asks where an exception was raised as the shipped ones do: the frames
-# knowledge (rules/frames.yaml) answers, so Megatron-LM's training loop in the team's clone is
-# their code and Megatron Core in the same clone is the library.
+# knowledge (rules/frames.yaml) answers, so a Megatron-LM clone's package is the library and
+# the team's own entry script next to it is theirs.
 def _raised_at(file: str) -> str:
     return f'  File "{file}", line 1, in f\n    g()\nRuntimeError: grad sync failed'
 
@@ -241,12 +241,12 @@ RAISED_RULE = f"""
 """
 
 
-def _megatron_lm_raising_in(folder: str) -> str:
+def _megatron_lm_raising_in(file: str) -> str:
     return (
         "Traceback (most recent call last):\n"
         '  File "/root/Megatron-LM/pretrain_gpt.py", line 278, in <module>\n'
         "    pretrain(\n"
-        f'  File "/root/Megatron-LM/megatron/{folder}/sync.py", line 40, in finish_grad_sync\n'
+        f'  File "/root/Megatron-LM/{file}", line 40, in finish_grad_sync\n'
         "    raise RuntimeError('grad sync failed')\n"
         "RuntimeError: grad sync failed\n"
     )
@@ -266,8 +266,8 @@ def test_a_team_rule_asks_the_frames_knowledge_where_an_exception_was_raised(
             e["why"] == "team-grad-sync-in-library" for e in json.loads(result.output)["evidence"]
         )
 
-    assert fired(_megatron_lm_raising_in("core/distributed"))
-    assert not fired(_megatron_lm_raising_in("training"))
+    assert fired(_megatron_lm_raising_in("megatron/core/distributed/sync.py"))
+    assert not fired(_megatron_lm_raising_in("team_sync.py"))
 
 
 def test_a_team_rule_with_an_unknown_raised_in_is_reported(tmp_path: Path) -> None:
