@@ -226,7 +226,6 @@ def test_two_ranks_interleaved_tracebacks_are_told_apart() -> None:
     assert r0.exception.exc_type == "RuntimeError"
     assert r0.exception.exc_message.endswith("GLHF! 🏖️")  # gloo's emoji decoded
     assert [f[2] for f in r0.payload.frames] == ["<module>", "main", "all_reduce"]
-    assert [f[0] for f in r0.payload.user_frames] == ["/workspace/train.py"] * 2
     assert "[rank0]" not in r0.text and "batch = next(loader)" not in r0.text
     assert r1.exception.exc_type == "ValueError"
     assert [link.exc_type for link in r1.traceback.links] == ["KeyError", "ValueError"]
@@ -252,10 +251,10 @@ def test_pasted_traceback_without_header_is_recognised() -> None:
     parsed = parse_fixture("pasted_headerless_truncated.txt")
     (tb,) = of_kind(parsed, EventKind.TRACEBACK)
     assert tb.payload.headerless is True
-    assert len(tb.payload.frames) == 3
-    assert [f[0] for f in tb.payload.user_frames] == [
+    assert [f[0] for f in tb.payload.frames] == [
         "/workspace/finetune.py",
         "/workspace/opt.py",
+        "/venv/lib/python3.10/site-packages/deepspeed/ops/adam/fused_adam.py",
     ]
 
 
@@ -1012,7 +1011,6 @@ def test_faulthandler_stack_stays_with_the_segfault_it_explains() -> None:
     assert fault.local_rank == 1
     assert (fault.line, fault.end_line) == (2, 8)
     assert fault.payload.frames[0] == ("/workspace/train_native_aug.py", 42, "augment")
-    assert fault.payload.innermost_is_user_code is True
     assert "line 42 in augment" in fault.text
     assert not [e for e in parsed.events if e.kind is EventKind.TRACEBACK]
 

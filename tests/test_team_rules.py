@@ -216,3 +216,63 @@ def test_a_team_rule_on_a_finding_kind_that_does_not_exist_is_reported(tmp_path:
     message = " ".join(result.output.split())
     assert "team.yaml" in message and RULE_ID in message
     assert "'lagging_ranks'" in message and "lagging_rank," in message
+
+
+# A team's rule asks where an exception was raised as the shipped ones do: the frames
+# knowledge (rules/frames.yaml) answers, so a Megatron-LM clone's package is the library and
+# the team's own entry script next to it is theirs.
+def _raised_at(file: str) -> str:
+    return f'  File "{file}", line 1, in f\n    g()\nRuntimeError: grad sync failed'
+
+
+RAISED_RULE = f"""
+- id: team-grad-sync-in-library
+  title: The team's gradient sync fails inside the framework
+  match:
+    any: ['^RuntimeError: grad sync failed']
+    raised_in: WHERE
+  concludes:
+    symptom: {{S18: 0.9}}
+    root_cause: {{R25: 0.8}}
+    fix: {{F1: 0.8}}
+  examples:
+    match: [{json.dumps(_raised_at("/opt/venv/lib/python3.11/site-packages/torch/x.py"))}]
+    no_match: [{json.dumps(_raised_at("/workspace/train.py"))}]
+"""
+
+
+def _megatron_lm_raising_in(file: str) -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/root/Megatron-LM/pretrain_gpt.py", line 278, in <module>\n'
+        "    pretrain(\n"
+        f'  File "/root/Megatron-LM/{file}", line 40, in finish_grad_sync\n'
+        "    raise RuntimeError('grad sync failed')\n"
+        "RuntimeError: grad sync failed\n"
+    )
+
+
+def test_a_team_rule_asks_the_frames_knowledge_where_an_exception_was_raised(
+    tmp_path: Path,
+) -> None:
+    team = _team(tmp_path, RAISED_RULE.replace("WHERE", "library"))
+
+    def fired(text: str) -> bool:
+        result = CliRunner().invoke(
+            main, ["explain", "--no-embed", "--rules", str(team), "--format", "json", text]
+        )
+        assert result.exit_code == 0, result.output
+        return any(
+            e["why"] == "team-grad-sync-in-library" for e in json.loads(result.output)["evidence"]
+        )
+
+    assert fired(_megatron_lm_raising_in("megatron/core/distributed/sync.py"))
+    assert not fired(_megatron_lm_raising_in("team_sync.py"))
+
+
+def test_a_team_rule_with_an_unknown_raised_in_is_reported(tmp_path: Path) -> None:
+    team = _team(tmp_path, RAISED_RULE.replace("WHERE", "framework"))
+    result = CliRunner().invoke(main, ["explain", "--rules", str(team), "KeyError: 'x'"])
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert "raised_in must be one of ['library', 'user']" in message, message

@@ -127,7 +127,9 @@ def _prescribes(rule: Rule, parsed: list[ParsedSource], kb: knowledge.Knowledge)
     from triage.analysis import correlate
     from triage.classify import prepare
 
-    prep = prepare(parsed, correlate(parsed, kb), ruleset=RuleSet(rules=(rule,)), kb=kb)
+    prep = prepare(
+        parsed, correlate(parsed, kb), ruleset=RuleSet(rules=(rule,), frames=kb.frames), kb=kb
+    )
     return next((h.prescribes for h in prep.hits if h.prescribes is not None), None)
 
 
@@ -141,5 +143,5 @@ def _example_hit(
     from triage.classify import prepare
 
     found = analysis if analysis is not None else correlate(parsed, kb)
-    prep = prepare(parsed, found, ruleset=RuleSet(rules=(rule,)), kb=kb)
+    prep = prepare(parsed, found, ruleset=RuleSet(rules=(rule,), frames=kb.frames), kb=kb)
     return any(h.rule_id == rule.id for h in prep.hits)

@@ -29,6 +29,7 @@ import regex
 from triage import knowledge
 from triage.classify.types import RuleHit
 from triage.knowledge.actions import JobConditions, plain
+from triage.knowledge.frames import LibraryFrames
 from triage.knowledge.rules import Rule, RuleError, rule_keywords
 from triage.literals import required_literals
 from triage.model import (
@@ -41,6 +42,7 @@ from triage.model import (
     SourceKind,
 )
 from triage.parsers.common import whole_text_event
+from triage.parsers.tracebacks import raising_file
 
 __all__ = [
     "Rule",
@@ -65,6 +67,8 @@ MAX_EVIDENCE_CHARS = 600
 @dataclass(frozen=True)
 class RuleSet:
     rules: tuple[Rule, ...]
+    # which frames are library code (rules/frames.yaml): what a rule's `raised_in` asks
+    frames: LibraryFrames
 
     def __iter__(self) -> Any:
         return iter(self.rules)
@@ -90,7 +94,7 @@ class RuleSet:
     def specific_text(self) -> RuleSet:
         """The specific (not generic) rules that read text: what a paste's whole text is read
         with (`paste_hits`), its prefilter built once per rule set."""
-        return RuleSet(rules=tuple(r for r in self.text_rules if not r.generic))
+        return RuleSet(tuple(r for r in self.text_rules if not r.generic), self.frames)
 
 
 # --------------------------------------------------------------------------- loading
@@ -109,7 +113,7 @@ def load(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
 @lru_cache(maxsize=8)
 def ruleset(kb: knowledge.Knowledge) -> RuleSet:
     """The rules of a loaded knowledge base, ready to match (one per load)."""
-    return RuleSet(rules=kb.rules)
+    return RuleSet(rules=kb.rules, frames=kb.frames)
 
 
 # --------------------------------------------------------------------------- keyword prefilter
@@ -294,7 +298,7 @@ def _kind_ok(rule: Rule, event: Event, source_kinds: Mapping[str, SourceKind] | 
 
 
 def _match_text(
-    rule: Rule, text: str, screen: _RuleScreen, lowered: str | None
+    rule: Rule, text: str, screen: _RuleScreen, lowered: str | None, frames: LibraryFrames
 ) -> regex.Match[str] | None | bool:
     """The match to quote, True when only `all` patterns decide, None when no match.
 
@@ -303,10 +307,14 @@ def _match_text(
     first: regex.Match[str] | None = None
     if rule.any:
         for pat, needs in zip(rule.any, screen.any, strict=True):
-            if _may_match(needs, text, lowered):
+            if not _may_match(needs, text, lowered):
+                continue
+            if rule.raised_in is None:
                 first = pat.search(text)
-                if first:
-                    break
+            else:
+                first = _raised_in(pat, text, rule.raised_in, frames)
+            if first:
+                break
         if first is None:
             return None
     for pat, needs in zip(rule.not_, screen.not_, strict=True):
@@ -321,6 +329,27 @@ def _match_text(
     if first is None and all_matches:
         first = all_matches[0]
     return first if first is not None else True
+
+
+MAX_RAISED_TRIED = 32  # exception lines of one event read for `raised_in`
+
+
+def _raised_in(
+    pattern: regex.Pattern[str], text: str, where: str, frames: LibraryFrames
+) -> regex.Match[str] | None:
+    """The first exception line `pattern` finds that was raised in `where` ("library" or
+    "user"): the frame printed right above it is library code or not, as the frames knowledge
+    says. A line with no frame right above it was raised nowhere that the text shows."""
+    for n, m in enumerate(pattern.finditer(text)):
+        if n >= MAX_RAISED_TRIED:
+            break
+        frame = raising_file(text, m.start())
+        if frame is None:
+            continue
+        file, cut = frame
+        if frames.is_library(file, cut=cut) == (where == "library"):
+            return m
+    return None
 
 
 def _captures(m: regex.Match[str] | None, rule: Rule, text: str) -> dict[str, str]:
@@ -466,7 +495,7 @@ def match_events(
                 continue
             if not _kind_ok(rule, event, source_kinds):
                 continue
-            m = _match_text(rule, text, screens[i], lowered)
+            m = _match_text(rule, text, screens[i], lowered, ruleset.frames)
             if m is None:
                 continue
             quoted_match = m if isinstance(m, regex.Match) else None
@@ -606,7 +635,8 @@ def paste_hits(
     starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
     kept = []
     for hit in hits:
-        spans = [_line_span(starts, a, b) for a, b in _matched_spans(by_id[hit.rule_id], text)]
+        matched = _matched_spans(by_id[hit.rule_id], text, rest.frames)
+        spans = [_line_span(starts, a, b) for a, b in matched]
         outside = [sp for sp in spans if not any(set(range(sp[0], sp[1] + 1)) <= h for h in held)]
         if not outside:
             continue
@@ -629,12 +659,16 @@ def _lines_held(event: Event) -> frozenset[int]:
     return frozenset(range(event.line, end + 1))
 
 
-def _matched_spans(rule: Rule, text: str) -> list[tuple[int, int]]:
+def _matched_spans(rule: Rule, text: str, frames: LibraryFrames) -> list[tuple[int, int]]:
     """Where in `text` the rule's first `any` pattern that matches, and each `all` pattern,
     matched (character offsets)."""
     spans: list[tuple[int, int]] = []
     for pat in rule.any:
-        m = pat.search(text)
+        m = (
+            pat.search(text)
+            if rule.raised_in is None
+            else _raised_in(pat, text, rule.raised_in, frames)
+        )
         if m is not None:
             spans.append(m.span())
             break

@@ -6,6 +6,8 @@
     examples:
       library: ["/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"]
       user: ["/workspace/train.py"]
+      cut_library: ["ckages/deepspeed/runtime/engine.py"]   # a paste cut mid-path (optional)
+      cut_user: ["rkspace/train.py"]
     waiting:                    # py-spy frames that wait for the peers, or in setup
       functions: '^(?:all_reduce|barrier|...)$'
       files: 'torch/distributed/|...'
@@ -13,8 +15,10 @@
       examples: {waiting: ["all_reduce (.../distributed_c10d.py)"], setup: [...], neither: [...]}
 
 A file name is tested as written (backslashes read as slashes) and as its path below
-`site-packages/`, so `^torch/` names torch wherever it is installed. The analysis reads it to
-find the user's frame of a traceback, a py-spy stack and a flight-recorder record. Shipped only.
+`site-packages/`, so `^torch/` names torch wherever it is installed. It is the one answer to
+"is this frame library code or the user's": the analysis asks it for the user's frame of a
+traceback, a py-spy stack and a flight-recorder record, the rule engine for where an exception
+was raised (a rule's `match.raised_in`). Shipped only.
 """
 
 from __future__ import annotations
@@ -62,12 +66,19 @@ class LibraryFrames:
         public = [n for n in found if not n.startswith("_")]
         return (public or found or [None])[-1]
 
-    def is_library(self, filename: str) -> bool:
-        """Is a frame of this file library code (installed, standard library, no file)?"""
+    def is_library(self, filename: str, cut: bool = False) -> bool:
+        """Is a frame of this file library code (installed, standard library, no file)?
+
+        `cut`: the file is what a paste kept of a path whose start was cut off
+        (`ckages/deepspeed/runtime/engine.py`); its first part is a piece of a folder's
+        name, so the path is also read from the folder after it (`deepspeed/...`)."""
         if self.pattern is None:
             return False
         name = filename.replace("\\", "/")
-        return bool(self.pattern.search(name) or self.pattern.search(_SITE.sub("", name)))
+        names = [name, _SITE.sub("", name)]
+        if cut and "/" in name:
+            names.append(name.split("/", 1)[1])
+        return any(self.pattern.search(n) for n in names)
 
 
 def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: bool) -> LibraryFrames:
@@ -101,6 +112,12 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     for name in user:
         if frames.is_library(name):
             report("examples", f"{name!r} is listed as the user's code but a pattern finds it")
+    for name in examples.get("cut_library") or []:
+        if not frames.is_library(name, cut=True):
+            report("examples", f"cut path {name!r} is listed as library code but reads as not")
+    for name in examples.get("cut_user") or []:
+        if frames.is_library(name, cut=True):
+            report("examples", f"cut path {name!r} is listed as the user's but reads as library")
     return frames
 
 

@@ -17,6 +17,9 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
         any: ['Error while creating shared memory segment (?P<segment>\S+)']  # one must match
         all: ['...']                        # every one must match (same event)
         not: ['...']                        # none may match
+        raised_in: library                  # or user: where the exception line `any` found
+                                            # was raised, by the frame printed right above it
+                                            # (library code or not: rules/frames.yaml decides)
         finding: lagging_rank               # or {kind: rank_exit, where: {signal: SIGKILL}}
       concludes:                            # taxonomy id -> weight in [0, 1]
         symptom: {S12: 0.9}
@@ -89,7 +92,9 @@ OPTIONAL_KEYS = frozenset(
     }
 )
 LAYERS = ("specific", "generic")
-MATCH_KEYS = frozenset({"kind", "any", "all", "not", "finding"})
+MATCH_KEYS = frozenset({"kind", "any", "all", "not", "raised_in", "finding"})
+# `raised_in`: the frame an exception line was raised in is library code, or the user's
+RAISED_IN = ("library", "user")
 CONCLUDE_KEYS = frozenset({"symptom", "root_cause", "fix", "stage"})
 # the label fields a rule may rule out: what the job was and why (a fix is chosen, not true)
 RULES_OUT_KEYS = ("symptom", "root_cause")
@@ -127,6 +132,7 @@ class Rule:
     any: tuple[regex.Pattern[str], ...] = ()
     all: tuple[regex.Pattern[str], ...] = ()
     not_: tuple[regex.Pattern[str], ...] = ()
+    raised_in: str | None = None  # "library" / "user": whose frame raised the `any` line
     finding: str | None = None
     finding_where: Mapping[str, regex.Pattern[str]] = field(default_factory=dict)
     symptom: Mapping[str, float] = field(default_factory=dict)
@@ -208,7 +214,7 @@ def build_rule(
         return title.strip()
 
     title = section(head)
-    matched = section(lambda: _match(item.get("match"), lazy), ((), (), (), (), None, {}))
+    matched = section(lambda: _match(item.get("match"), lazy), ((), (), (), (), None, None, {}))
     rules_out = section(lambda: _rules_out(item.get("rules_out")), {})
     weights = section(lambda: _concludes(item.get("concludes"), bool(rules_out)), {})
     section(lambda: _not_both(weights, rules_out))
@@ -225,7 +231,7 @@ def build_rule(
         report(name, message)
     if found:
         return None
-    kinds, any_, all_, not_, finding, finding_where = matched
+    kinds, any_, all_, not_, raised_in, finding, finding_where = matched
     rule = Rule(
         id=rid,
         title=title,
@@ -237,6 +243,7 @@ def build_rule(
         any=any_,
         all=all_,
         not_=not_,
+        raised_in=raised_in,
         finding=finding,
         finding_where=finding_where,
         symptom=weights["symptom"],
@@ -307,6 +314,11 @@ def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
     any_ = tuple(compile_pattern(p, lazy) for p in _str_list(match.get("any"), "match.any"))
     all_ = tuple(compile_pattern(p, lazy) for p in _str_list(match.get("all"), "match.all"))
     not_ = tuple(compile_pattern(p, lazy) for p in _str_list(match.get("not"), "match.not"))
+    raised_in = match.get("raised_in")
+    if raised_in is not None and raised_in not in RAISED_IN:
+        raise _Invalid(f"match.raised_in must be one of {list(RAISED_IN)}, got {raised_in!r}")
+    if raised_in is not None and not any_:
+        raise _Invalid("match.raised_in needs `any`: the exception line whose frame it reads")
     finding = match.get("finding")
     finding_where: dict[str, regex.Pattern[str]] = {}
     if isinstance(finding, dict):
@@ -334,7 +346,7 @@ def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
                 )
     if not (any_ or all_ or finding):
         raise _Invalid("match needs at least one of `any`, `all` or `finding`")
-    return kinds, any_, all_, not_, finding, finding_where
+    return kinds, any_, all_, not_, raised_in, finding, finding_where
 
 
 def _rules_out(raw: Any) -> dict[str, frozenset[str]]:
@@ -435,7 +447,7 @@ _GROUP = regex_cache.compile(r"\(\?P?<([A-Za-z_]\w*)>")
 def _names_known(matched: tuple[Any, ...], actions: Mapping[str, Action]) -> None:
     """Every `{name}` of the rule's actions is something the engine fills: a named group of
     its patterns, the event's `rank` / `host`, the job's facts, or its finding's facts."""
-    _, any_, all_, _, finding, _ = matched
+    _, any_, all_, _, _, finding, _ = matched
     allowed = set(JOB_FACT_NAMES)
     for pattern in (*any_, *all_):
         allowed.update(_GROUP.findall(pattern.pattern))

@@ -220,8 +220,9 @@ LogFrame = tuple[str, int, str]
 class TracebackFacts:
     """A Python traceback block of a log (the exception it names is `Event.exception`)."""
 
-    frames: tuple[LogFrame, ...]  # outermost first, every link of a chain
-    user_frames: tuple[LogFrame, ...]  # those outside site-packages and the interpreter
+    # outermost first, every link of a chain; which are library code is the frames
+    # knowledge's to say (rules/frames.yaml), not the parser's
+    frames: tuple[LogFrame, ...]
     truncated: bool  # neither an exception type nor a message: the block was cut short
     frames_dropped: int = 0  # frames past the parser's per-traceback limit
     headerless: bool = False  # frames with no `Traceback (most recent call last):` above
@@ -234,8 +235,6 @@ class FaultHandlerFacts:
     fatal_error: str  # `Segmentation fault`, `Aborted`
     signal: str | None  # the signal that word names (`SIGSEGV`)
     frames: tuple[LogFrame, ...]  # innermost first, as faulthandler prints them
-    user_frames: tuple[LogFrame, ...]
-    innermost_is_user_code: bool
 
 
 @dataclass(frozen=True)

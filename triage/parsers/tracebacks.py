@@ -81,3 +81,32 @@ def final_exception_line(text: str) -> str | None:
         if EXCEPTION_LINE.match(s) and not s.startswith("File "):
             return s
     return None
+
+
+# A frame line as Python prints it, and one a paste cut mid-path (its `File "` lost:
+# `ckages/deepspeed/runtime/engine.py", line 468, in __getattr__`)
+_FRAME_FILE = regex_cache.compile(r'File "(?P<file>[^"\n]*)", line \d')
+_CUT_FRAME_FILE = regex_cache.compile(r'^[ \t]*+(?P<file>[^\s"]+)", line \d')
+_CODE_LINE = regex_cache.compile(r'^[ \t](?![ \t]*File ")')  # a frame's source or caret line
+MAX_CODE_LINES = 6  # lines a frame prints below itself: its source, carets, a hint
+
+
+def raising_file(text: str, at: int) -> tuple[str, bool] | None:
+    """The file of the frame printed right above the line that holds offset `at` (an exception
+    line): where that exception was raised. Its source and caret lines may lie between; any
+    other line means the line has no frame of its own. The flag says the frame line was cut
+    mid-path (the file is the part of its path the paste kept)."""
+    end = text.rfind("\n", 0, at)
+    for _ in range(MAX_CODE_LINES + 1):
+        if end < 0:
+            return None
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end]
+        if m := _FRAME_FILE.search(line):
+            return m["file"], False
+        if m := _CUT_FRAME_FILE.match(line):
+            return m["file"], True
+        if not _CODE_LINE.match(line):
+            return None
+        end = start - 1
+    return None

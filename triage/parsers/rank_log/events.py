@@ -28,8 +28,6 @@ from triage.parsers.rank_log.records import (
     TracebackRecord,
 )
 
-_USER_FRAME_SKIP = ("site-packages", "dist-packages", "/lib/python", "<frozen", "<string>")
-
 
 class RecordEvents:
     """The parser's record emitters (a part of `_LogParser`)."""
@@ -38,10 +36,8 @@ class RecordEvents:
         frames = tuple(tb.all_frames())
         if not frames and tb.exc_type is None:
             return
-        user = tuple(f for f in frames if not any(s in f[0] for s in _USER_FRAME_SKIP))
         record = TracebackFacts(
             frames=frames,
-            user_frames=user,
             truncated=tb.exc_type is None and not tb.exc_message,
             frames_dropped=tb.frames_dropped,
             headerless=tb.headerless,
@@ -72,7 +68,6 @@ class RecordEvents:
 
     def _emit_fault(self, fault: FaultHandlerRecord) -> None:
         frames = tuple(fault.frames)
-        user = tuple(f for f in frames if not any(s in f[0] for s in _USER_FRAME_SKIP))
         self._emit(
             EventKind.SIGNAL,
             fault.text(),
@@ -84,8 +79,6 @@ class RecordEvents:
                 fatal_error=fault.what,
                 signal=self.tables.templates.signal_words.get(fault.what),
                 frames=frames,  # innermost first, as faulthandler prints them
-                user_frames=user,
-                innermost_is_user_code=bool(frames) and frames[0] in user,
             ),
         )
 
