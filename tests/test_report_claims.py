@@ -1298,3 +1298,20 @@ def test_a_native_stack_is_not_asked_for_where_the_crash_names_its_library() -> 
     assert action.fill({}, JobConditions()) == "Get the native stack with `gdb -p <pid>`."
     # gloo's `[enforce fail at gloo/transport/tcp/pair.cc:456]` already says where it threw
     assert action.fill({}, JobConditions(native_named=True)) is None
+
+
+# --------------------------------------------------------------------------- the fixes' why
+
+
+def test_a_fix_quotes_the_words_its_rule_matched_not_the_start_of_a_long_line() -> None:
+    # DeepSpeed's launcher prints the whole command before the exit code: a quote of the line's
+    # first 90 characters showed a timestamp and arguments, never the segfault it was about
+    pasted = (
+        "[2024-05-02 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+        "'-u', 'pretrain_gpt.py', '--local_rank=3', '--tensor-model-parallel-size', '4', "
+        "'--pipeline-model-parallel-size', '2', '--data-path', '/data/corpus_text_document', "
+        "'--bf16'] exits with return code = -11"
+    )
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    quoted = [f.why for f in d.fix_patterns if "segmentation fault" in f.why]
+    assert quoted and all("exits with return code = -11" in why for why in quoted), quoted

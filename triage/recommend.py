@@ -358,8 +358,7 @@ def _why(
     if evidence > 0:
         quote = _evidence_for(fix, classification, rules_by_id)
         if quote is not None:
-            text = " ".join(quote.text.split())
-            text = text if len(text) <= 90 else text[:87] + "..."
+            text = _quoted(" ".join(quote.text.split()), rules_by_id[quote.why])
             title = rules_by_id[quote.why].title
             first = title.split(" ", 1)[0]
             # "NCCL cannot ...", "NaN in ...", "ZeRO-1/2 saw ..." keep their capitals: only a
@@ -378,6 +377,28 @@ def _why(
     if not parts:
         parts.append(f"similar failures were resolved by: {tax.fix_patterns[fix].name}")
     return "; ".join(parts)
+
+
+QUOTE_CHARS = 90
+
+
+def _quoted(text: str, rule: knowledge.Rule) -> str:
+    """At most QUOTE_CHARS of `text` around what `rule` matched in it: the line's start alone
+    can be a command's arguments where the rule's words (`exits with return code = -11`)
+    come last, and the quote would not show what the fix is advised for."""
+    if len(text) <= QUOTE_CHARS:
+        return text
+    start = 0
+    for pattern in rule.any + rule.all:
+        found = pattern.search(text)
+        if found is not None:
+            start = found.start()
+            break
+    room = QUOTE_CHARS - 3
+    if start <= room // 2:
+        return text[:room] + "..."  # its words begin near the line's start: quoted from there
+    shown = text[start : start + room - 3]
+    return "..." + shown + ("..." if start + len(shown) < len(text) else "")
 
 
 def _evidence_for(
