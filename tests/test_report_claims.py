@@ -1315,3 +1315,21 @@ def test_a_fix_quotes_the_words_its_rule_matched_not_the_start_of_a_long_line() 
     d = explain(pasted, Options(use_embeddings=False, workers=1))
     quoted = [f.why for f in d.fix_patterns if "segmentation fault" in f.why]
     assert quoted and all("exits with return code = -11" in why for why in quoted), quoted
+
+
+def test_a_fix_gives_its_cause_the_percentage_the_report_shows() -> None:
+    # the root-cause table shows a calibrated score as 99% at most; the fix's why said 100%
+    pasted = (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+        "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+        "address already in use"
+    )
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    view = report_view.build(d)
+    shown = {label.id: label.pct for label in view.root_causes}
+    for fix in d.fix_patterns:
+        for cause, pct in re.findall(
+            r"root cause,? (R\d+) [^(]*(?:\([^)]*\) )*\((\d+%)\)", fix.why
+        ):
+            assert shown.get(cause, pct) == pct, (fix.why, shown)
+        assert "100%" not in fix.why, fix.why

@@ -373,7 +373,8 @@ def _why(
         place = "the usual fix" if i == 0 else "a common fix"
         # the fix that leads for the cause the report states says so
         whose = "the most likely root cause," if led_by == "cause" else "root cause"
-        parts.append(f"{place} for {whose} {rc.id} {rc.name} ({rc.score:.0%})")
+        # shown as the report's tables show it: a calibrated score is never 100%
+        parts.append(f"{place} for {whose} {rc.id} {rc.name} ({min(rc.score, 0.99):.0%})")
     if not parts:
         parts.append(f"similar failures were resolved by: {tax.fix_patterns[fix].name}")
     return "; ".join(parts)
