@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -1333,3 +1334,27 @@ def test_a_fix_gives_its_cause_the_percentage_the_report_shows() -> None:
         ):
             assert shown.get(cause, pct) == pct, (fix.why, shown)
         assert "100%" not in fix.why, fix.why
+
+
+# --------------------------------------------------------------------------- whole jobs
+
+
+def _whole_job(case: str, *flags: str) -> str:
+    """`triage <the case's files> --no-embed -q FLAGS` on a reference whole job (the held-out
+    ones are refused by test_whole_jobs' guard before a file is read)."""
+    from click.testing import CliRunner
+
+    from tests.test_whole_jobs import _files
+    from triage.cli import main
+
+    result = CliRunner().invoke(main, [*_files(case), "--no-embed", "-q", *flags])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_the_summary_folds_the_culprit_ranks_as_the_culprit_line_does() -> None:
+    # eight ranks raised DeepSpeed's untested-optimizer assertion: the culprit line said
+    # `ranks 0-7` and the summary beside it `started by ranks 0, 1, 2, 3, 4, 5, 6, 7`
+    d = json.loads(_whole_job("b_linsky_llm_ds_8gpu_untested_zero_optimizer", "--format", "json"))
+    assert d["culprit_ranks"] == list(range(8))
+    assert d["summary"].endswith("started by ranks 0-7."), d["summary"]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from triage.model import Analysis, Classification, Outcome, OutcomeKind, ScoredLabel
+from triage.rank_ranges import ranks_text
 from triage.report.common import lower_first
 
 if TYPE_CHECKING:
@@ -91,5 +92,7 @@ def _who(found: Analysis) -> str:
 
 
 def _ranks(ranks: Sequence[int]) -> str:
-    """`rank 2`, `ranks 0, 1`: the noun agrees with the count."""
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+    """`rank 2`, `ranks 0-7`, `ranks 1, 3, 5-7`: the noun agrees with the count, and the list
+    is folded as the report's culprit line folds it (the sentence said `ranks 0, 1, 2, 3, 4,
+    5, 6, 7` beside a culprit line of `ranks 0-7`)."""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ranks_text(ranks, limit=32)
