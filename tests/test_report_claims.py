@@ -1358,3 +1358,18 @@ def test_the_summary_folds_the_culprit_ranks_as_the_culprit_line_does() -> None:
     d = json.loads(_whole_job("b_linsky_llm_ds_8gpu_untested_zero_optimizer", "--format", "json"))
     assert d["culprit_ranks"] == list(range(8))
     assert d["summary"].endswith("started by ranks 0-7."), d["summary"]
+
+
+def test_a_cause_tied_with_another_is_not_named_alone() -> None:
+    # DeepSpeed-Chat's device mismatch: the table shows user code and API misuse at 50% each
+    # ("50% (tied)"); the headline and the summary named user code alone as the cause
+    report = _whole_job("a_dschat_sft_llama7b_zero3_device_mismatch")
+    d = json.loads(_whole_job("a_dschat_sft_llama7b_zero3_device_mismatch", "--format", "json"))
+    first, second = d["root_causes"][:2]
+    assert round(first["score"] * 100) == round(second["score"] * 100), (first, second)
+    # the verdict, above the tables: its words as one line, without the panel's borders
+    headline = " ".join(report.split("Symptom ")[0].replace("│", " ").split())
+    assert "caused by error in the user's training code, tied with framework API misuse" in (
+        headline
+    ), headline
+    assert f"tied with framework API misuse ({second['id']}, " in d["summary"], d["summary"]

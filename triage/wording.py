@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from triage.model import Analysis, Classification, Outcome, OutcomeKind, ScoredLabel
 from triage.rank_ranges import ranks_text
-from triage.report.common import lower_first
+from triage.report.common import lower_first, pct, tied_at_top
 
 if TYPE_CHECKING:
     from triage.knowledge import Knowledge
@@ -62,22 +62,29 @@ def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = No
         return not_enough(advice.asks(knowledge.Situation()))
     parts: list[str] = []
     if labels.symptoms:
-        parts.append(_label_phrase(labels.symptoms[0]))
+        parts.append(_with_ties(labels.symptoms))
     if labels.root_causes:
-        cause = labels.root_causes[0]
         # a cause right less often than not, or one no rule names, is a guess and said to be
         sure = not labels.cause_open
         lead = "most likely cause" if sure else "cause unsettled, best guess"
-        parts.append(f"{lead}: {_label_phrase(cause, lower=True)}")
+        parts.append(f"{lead}: {_with_ties(labels.root_causes, lower=True)}")
     sentence = "; ".join(parts)
     who = _who(found)
     return f"{sentence}{who}."
 
 
+def _with_ties(labels: Sequence[ScoredLabel], lower: bool = False) -> str:
+    """The first label, and those the report's tables show at its percentage: naming the first
+    alone would make a choice the scores do not make."""
+    first, *tied = tied_at_top(labels)
+    said = _label_phrase(first, lower)
+    return "".join([said, *(f", tied with {_label_phrase(x, lower=True)}" for x in tied)])
+
+
 def _label_phrase(label: ScoredLabel, lower: bool = False) -> str:
     name = label.name[0].lower() + label.name[1:] if lower else label.name
-    # a calibrated score is never certainty: shown as 99% at most
-    return f"{name} ({label.id}, {min(label.score, 0.99):.0%})"
+    # a calibrated score is never certainty: shown as the tables show it, 99% at most
+    return f"{name} ({label.id}, {pct(label.score)})"
 
 
 def _who(found: Analysis) -> str:
