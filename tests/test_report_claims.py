@@ -1373,3 +1373,12 @@ def test_a_cause_tied_with_another_is_not_named_alone() -> None:
         headline
     ), headline
     assert f"tied with framework API misuse ({second['id']}, " in d["summary"], d["summary"]
+
+
+def test_a_node_to_drain_is_never_called_localhost() -> None:
+    # pdsh's DeepSpeed launch prefixes the launching node's lines `localhost:`: "Take localhost
+    # out of the pool" names no machine an operator can drain; the culprit's rank does
+    d = json.loads(_whole_job("a_starksim_dual8_pdsh_nccl_cuda_calloc", "--format", "json"))
+    actions = [a for f in d["fix_patterns"] for a in f["actions"]]
+    assert not [a for a in actions if re.search(r"\blocalhost\b", a)], actions
+    assert any(a.startswith("Drain the node of rank 0,") for a in actions), actions

@@ -175,6 +175,10 @@ def _prior(
     return prior, source
 
 
+# a host name that names whichever machine reads it
+_LOOPBACK = re.compile(r"(?i)^(?:localhost(?:\.localdomain)?|127(?:\.\d{1,3}){3}|::1)$")
+
+
 def job_facts(analysis: Analysis) -> dict[str, Any]:
     """The facts actions may name, from the analysis (ranks, collective, timeout, versions)."""
     known = analysis.facts
@@ -196,7 +200,8 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
             facts["collective"] = op  # the op's name, never the record it came from
         timeout_ms = timeout_ms or hang.collective.timeout_ms or None
     host = known.culprit_host or (first.host if first is not None else None)
-    if host:
+    if host and not _LOOPBACK.match(host):
+        # pdsh and ssh launchers name the launching node `localhost`: no node to drain by
         facts["host"] = host
     if timeout_ms:
         facts["timeout_ms"] = timeout_ms
