@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -1298,3 +1299,86 @@ def test_a_native_stack_is_not_asked_for_where_the_crash_names_its_library() -> 
     assert action.fill({}, JobConditions()) == "Get the native stack with `gdb -p <pid>`."
     # gloo's `[enforce fail at gloo/transport/tcp/pair.cc:456]` already says where it threw
     assert action.fill({}, JobConditions(native_named=True)) is None
+
+
+# --------------------------------------------------------------------------- the fixes' why
+
+
+def test_a_fix_quotes_the_words_its_rule_matched_not_the_start_of_a_long_line() -> None:
+    # DeepSpeed's launcher prints the whole command before the exit code: a quote of the line's
+    # first 90 characters showed a timestamp and arguments, never the segfault it was about
+    pasted = (
+        "[2024-05-02 10:11:12,345] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+        "'-u', 'pretrain_gpt.py', '--local_rank=3', '--tensor-model-parallel-size', '4', "
+        "'--pipeline-model-parallel-size', '2', '--data-path', '/data/corpus_text_document', "
+        "'--bf16'] exits with return code = -11"
+    )
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    quoted = [f.why for f in d.fix_patterns if "segmentation fault" in f.why]
+    assert quoted and all("exits with return code = -11" in why for why in quoted), quoted
+
+
+def test_a_fix_gives_its_cause_the_percentage_the_report_shows() -> None:
+    # the root-cause table shows a calibrated score as 99% at most; the fix's why said 100%
+    pasted = (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+        "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+        "address already in use"
+    )
+    d = explain(pasted, Options(use_embeddings=False, workers=1))
+    view = report_view.build(d)
+    shown = {label.id: label.pct for label in view.root_causes}
+    for fix in d.fix_patterns:
+        for cause, pct in re.findall(
+            r"root cause,? (R\d+) [^(]*(?:\([^)]*\) )*\((\d+%)\)", fix.why
+        ):
+            assert shown.get(cause, pct) == pct, (fix.why, shown)
+        assert "100%" not in fix.why, fix.why
+
+
+# --------------------------------------------------------------------------- whole jobs
+
+
+def _whole_job(case: str, *flags: str) -> str:
+    """`triage <the case's files> --no-embed -q FLAGS` on a reference whole job (the held-out
+    ones are refused by test_whole_jobs' guard before a file is read)."""
+    from click.testing import CliRunner
+
+    from tests.test_whole_jobs import _files
+    from triage.cli import main
+
+    result = CliRunner().invoke(main, [*_files(case), "--no-embed", "-q", *flags])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_the_summary_folds_the_culprit_ranks_as_the_culprit_line_does() -> None:
+    # eight ranks raised DeepSpeed's untested-optimizer assertion: the culprit line said
+    # `ranks 0-7` and the summary beside it `started by ranks 0, 1, 2, 3, 4, 5, 6, 7`
+    d = json.loads(_whole_job("b_linsky_llm_ds_8gpu_untested_zero_optimizer", "--format", "json"))
+    assert d["culprit_ranks"] == list(range(8))
+    assert d["summary"].endswith("started by ranks 0-7."), d["summary"]
+
+
+def test_a_cause_tied_with_another_is_not_named_alone() -> None:
+    # DeepSpeed-Chat's device mismatch: the table shows user code and API misuse at 50% each
+    # ("50% (tied)"); the headline and the summary named user code alone as the cause
+    report = _whole_job("a_dschat_sft_llama7b_zero3_device_mismatch")
+    d = json.loads(_whole_job("a_dschat_sft_llama7b_zero3_device_mismatch", "--format", "json"))
+    first, second = d["root_causes"][:2]
+    assert round(first["score"] * 100) == round(second["score"] * 100), (first, second)
+    # the verdict, above the tables: its words as one line, without the panel's borders
+    headline = " ".join(report.split("Symptom ")[0].replace("│", " ").split())
+    assert "caused by error in the user's training code, tied with framework API misuse" in (
+        headline
+    ), headline
+    assert f"tied with framework API misuse ({second['id']}, " in d["summary"], d["summary"]
+
+
+def test_a_node_to_drain_is_never_called_localhost() -> None:
+    # pdsh's DeepSpeed launch prefixes the launching node's lines `localhost:`: "Take localhost
+    # out of the pool" names no machine an operator can drain; the culprit's rank does
+    d = json.loads(_whole_job("a_starksim_dual8_pdsh_nccl_cuda_calloc", "--format", "json"))
+    actions = [a for f in d["fix_patterns"] for a in f["actions"]]
+    assert not [a for a in actions if re.search(r"\blocalhost\b", a)], actions
+    assert any(a.startswith("Drain the node of rank 0,") for a in actions), actions

@@ -175,6 +175,10 @@ def _prior(
     return prior, source
 
 
+# a host name that names whichever machine reads it
+_LOOPBACK = re.compile(r"(?i)^(?:localhost(?:\.localdomain)?|127(?:\.\d{1,3}){3}|::1)$")
+
+
 def job_facts(analysis: Analysis) -> dict[str, Any]:
     """The facts actions may name, from the analysis (ranks, collective, timeout, versions)."""
     known = analysis.facts
@@ -196,7 +200,8 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
             facts["collective"] = op  # the op's name, never the record it came from
         timeout_ms = timeout_ms or hang.collective.timeout_ms or None
     host = known.culprit_host or (first.host if first is not None else None)
-    if host:
+    if host and not _LOOPBACK.match(host):
+        # pdsh and ssh launchers name the launching node `localhost`: no node to drain by
         facts["host"] = host
     if timeout_ms:
         facts["timeout_ms"] = timeout_ms
@@ -358,8 +363,7 @@ def _why(
     if evidence > 0:
         quote = _evidence_for(fix, classification, rules_by_id)
         if quote is not None:
-            text = " ".join(quote.text.split())
-            text = text if len(text) <= 90 else text[:87] + "..."
+            text = _quoted(" ".join(quote.text.split()), rules_by_id[quote.why])
             title = rules_by_id[quote.why].title
             first = title.split(" ", 1)[0]
             # "NCCL cannot ...", "NaN in ...", "ZeRO-1/2 saw ..." keep their capitals: only a
@@ -374,10 +378,33 @@ def _why(
         place = "the usual fix" if i == 0 else "a common fix"
         # the fix that leads for the cause the report states says so
         whose = "the most likely root cause," if led_by == "cause" else "root cause"
-        parts.append(f"{place} for {whose} {rc.id} {rc.name} ({rc.score:.0%})")
+        # shown as the report's tables show it: a calibrated score is never 100%
+        parts.append(f"{place} for {whose} {rc.id} {rc.name} ({min(rc.score, 0.99):.0%})")
     if not parts:
         parts.append(f"similar failures were resolved by: {tax.fix_patterns[fix].name}")
     return "; ".join(parts)
+
+
+QUOTE_CHARS = 90
+
+
+def _quoted(text: str, rule: knowledge.Rule) -> str:
+    """At most QUOTE_CHARS of `text` around what `rule` matched in it: the line's start alone
+    can be a command's arguments where the rule's words (`exits with return code = -11`)
+    come last, and the quote would not show what the fix is advised for."""
+    if len(text) <= QUOTE_CHARS:
+        return text
+    start = 0
+    for pattern in rule.any + rule.all:
+        found = pattern.search(text)
+        if found is not None:
+            start = found.start()
+            break
+    room = QUOTE_CHARS - 3
+    if start <= room // 2:
+        return text[:room] + "..."  # its words begin near the line's start: quoted from there
+    shown = text[start : start + room - 3]
+    return "..." + shown + ("..." if start + len(shown) < len(text) else "")
 
 
 def _evidence_for(

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from triage.model import Analysis, Classification, Outcome, OutcomeKind, ScoredLabel
-from triage.report.common import lower_first
+from triage.rank_ranges import ranks_text
+from triage.report.common import lower_first, pct, tied_at_top
 
 if TYPE_CHECKING:
     from triage.knowledge import Knowledge
@@ -61,22 +62,29 @@ def summarize(labels: Classification, found: Analysis, kb: Knowledge | None = No
         return not_enough(advice.asks(knowledge.Situation()))
     parts: list[str] = []
     if labels.symptoms:
-        parts.append(_label_phrase(labels.symptoms[0]))
+        parts.append(_with_ties(labels.symptoms))
     if labels.root_causes:
-        cause = labels.root_causes[0]
         # a cause right less often than not, or one no rule names, is a guess and said to be
         sure = not labels.cause_open
         lead = "most likely cause" if sure else "cause unsettled, best guess"
-        parts.append(f"{lead}: {_label_phrase(cause, lower=True)}")
+        parts.append(f"{lead}: {_with_ties(labels.root_causes, lower=True)}")
     sentence = "; ".join(parts)
     who = _who(found)
     return f"{sentence}{who}."
 
 
+def _with_ties(labels: Sequence[ScoredLabel], lower: bool = False) -> str:
+    """The first label, and those the report's tables show at its percentage: naming the first
+    alone would make a choice the scores do not make."""
+    first, *tied = tied_at_top(labels)
+    said = _label_phrase(first, lower)
+    return "".join([said, *(f", tied with {_label_phrase(x, lower=True)}" for x in tied)])
+
+
 def _label_phrase(label: ScoredLabel, lower: bool = False) -> str:
     name = label.name[0].lower() + label.name[1:] if lower else label.name
-    # a calibrated score is never certainty: shown as 99% at most
-    return f"{name} ({label.id}, {min(label.score, 0.99):.0%})"
+    # a calibrated score is never certainty: shown as the tables show it, 99% at most
+    return f"{name} ({label.id}, {pct(label.score)})"
 
 
 def _who(found: Analysis) -> str:
@@ -91,5 +99,7 @@ def _who(found: Analysis) -> str:
 
 
 def _ranks(ranks: Sequence[int]) -> str:
-    """`rank 2`, `ranks 0, 1`: the noun agrees with the count."""
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+    """`rank 2`, `ranks 0-7`, `ranks 1, 3, 5-7`: the noun agrees with the count, and the list
+    is folded as the report's culprit line folds it (the sentence said `ranks 0, 1, 2, 3, 4,
+    5, 6, 7` beside a culprit line of `ranks 0-7`)."""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ranks_text(ranks, limit=32)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import regex
 
 from triage import regex_cache
-from triage.model import Diagnosis, TimelineEntry
+from triage.model import Diagnosis, ScoredLabel, TimelineEntry
 from triage.rank_ranges import ranks_text
 
 # Log text arrives with terminal colour codes (ANSI CSI/OSC sequences) and stray control bytes.
@@ -91,6 +91,17 @@ def pct(score: float | None) -> str:
     if score is None:
         return "-"
     return f"{round(max(0.0, min(0.99, score)) * 100):d}%"
+
+
+def tied_at_top(labels: Sequence[ScoredLabel]) -> list[ScoredLabel]:
+    """The first label and those after it shown at the same percentage: a tie the reader sees
+    in the tables, which a sentence naming the first alone would break."""
+    top = [*labels[:1]]
+    for label in labels[1:]:
+        if pct(label.score) != pct(top[0].score):
+            break
+        top.append(label)
+    return top
 
 
 def rel(path: str, base: str) -> str:

@@ -127,13 +127,20 @@ def verdict(d: Diagnosis) -> str:
         return ABSTAIN_TITLE
     parts = []
     if d.symptoms:
-        parts.append(c.short(d.symptoms[0].name, 200))
+        parts.append(_named_with_ties(d.symptoms))
     if d.root_causes and not d.cause_open:
-        cause = c.short(d.root_causes[0].name, 200)
-        parts.append(f"caused by {cause[:1].lower()}{cause[1:]}")
+        parts.append(f"caused by {_named_with_ties(d.root_causes, lower=True)}")
     elif d.root_causes:
         parts.append("cause unsettled")
     return ", ".join(parts)
+
+
+def _named_with_ties(labels: Sequence[ScoredLabel], lower: bool = False) -> str:
+    """The first label's name, and those the tables show at its percentage (`X, tied with Y`):
+    the first alone would be a choice the scores do not make."""
+    names = [c.short(x.name, 200) for x in c.tied_at_top(labels)]
+    names = [c.lower_first(x) if lower or n else x for n, x in enumerate(names)]
+    return ", tied with ".join(names)
 
 
 def _outcome(d: Diagnosis, base: str) -> OutcomeLine | None:
