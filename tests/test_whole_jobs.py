@@ -318,6 +318,22 @@ def test_a_worker_that_failed_before_the_others_were_sigtermed_is_a_failure(
     assert json.loads(result.output)["outcome"]["id"] == "failed"
 
 
+def test_a_first_failure_cut_by_another_ranks_lines_quotes_where_it_was() -> None:
+    # DeepSpeed-Chat: two ranks' tracebacks interleave and the first is cut after its first
+    # frame; "first failure: `Traceback (most recent call last):`" said nothing
+    d = _diagnose("a_dschat_sft_llama7b_zero3_device_mismatch")
+    assert "Traceback (most recent call last)" not in d["outcome"]["why"]
+    assert 'File "main.py", line 343' in d["outcome"]["why"]
+
+
+def test_a_worker_the_launcher_names_without_a_rank_is_not_rank_none() -> None:
+    # GPT-NeoX under the DeepSpeed launcher: `exits with return code = 1` names no rank
+    d = _diagnose("a_gptneox_llemma_debug_oom")
+    texts = [t["text"] for t in d["timeline"]]
+    assert not any("rank(s) none" in t for t in texts)
+    assert any(t.startswith("a worker exited 1") for t in texts), texts
+
+
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
 def test_every_format_leads_with_the_outcome(fmt: str) -> None:
     result = CliRunner().invoke(

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from triage.analysis import exits, flight_recorder, launcher, pyspy, timeline
 from triage.analysis.first_failure import by_time
-from triage.analysis.ranks import RankIndex, first_line, format_ranks, ref
+from triage.analysis.ranks import RankIndex, first_line, format_ranks, ranks_named, ref
 from triage.model import (
     CascadeFacts,
     CollectiveMismatchFacts,
@@ -157,7 +157,7 @@ def timeline_extras(
             TimelineEntry(
                 time=when,
                 rank=ranks[0] if len(ranks) == 1 else None,
-                text=f"rank(s) {format_ranks(ranks)} exited {code}: {recs[0].meaning}",
+                text=f"{_who_exited(ranks, len(recs))} exited {code}: {recs[0].meaning}",
                 source=recs[0].event.source,
                 line=recs[0].event.line,
                 role="context",
@@ -334,3 +334,11 @@ def launch_entries(launch: Sequence[Finding], topo: launcher.Topology) -> list[T
             )
         )
     return out
+
+
+def _who_exited(ranks: list[int], processes: int) -> str:
+    """`rank 3`, `ranks 0-7`; a process the launcher names without a rank (DeepSpeed's
+    `exits with return code`) is `a worker`, not `rank(s) none`."""
+    if ranks:
+        return ranks_named(ranks)
+    return "a worker" if processes == 1 else f"{processes} workers"

@@ -274,6 +274,11 @@ def first_line(text: str, limit: int = 300, traceback: Traceback | None = None) 
         # ones were raised while handling it (a `finally:` barrier that then timed out)
         heads = (traceback or tracebacks.read(text)).exception_lines
         line = heads[0] if len(heads) > 1 else (heads[-1] if heads else line)
+        if not heads:
+            # a traceback cut before its exception (another rank's lines broke in): its
+            # innermost frame says where it was, `Traceback (most recent call last):` nothing
+            frames = [ln for ln in lines if ln.startswith('File "')]
+            line = frames[-1] if frames else line
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
