@@ -334,6 +334,16 @@ def test_a_worker_the_launcher_names_without_a_rank_is_not_rank_none() -> None:
     assert any(t.startswith("a worker exited 1") for t in texts), texts
 
 
+def test_a_submitit_job_that_never_found_its_pickle_is_a_launch_failure() -> None:
+    # llm.c under submitit: the job on the node waits 60 s for the pickled function and gives
+    # up; the user's code never ran
+    d = _diagnose("c_llmc_pr_submitit_srun_pickle_not_found")
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == "S05"
+    assert d["root_causes"][0]["id"] == "R06"
+    assert "shared" in d["fix_patterns"][0]["actions"][0]
+
+
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
 def test_every_format_leads_with_the_outcome(fmt: str) -> None:
     result = CliRunner().invoke(
