@@ -344,6 +344,18 @@ def test_a_submitit_job_that_never_found_its_pickle_is_a_launch_failure() -> Non
     assert "shared" in d["fix_patterns"][0]["actions"][0]
 
 
+def test_what_python_printed_and_ignored_is_not_the_jobs_failure() -> None:
+    # verl with a TensorRT-LLM rollout at TP 8: eight engines torn down half-built print
+    # `Exception ignored in: <function PyTorchModelEngine.__del__>` tracebacks, and a Ray
+    # driver without a GPU warns `No CUDA runtime is found, using CUDA_HOME=...`; the failure
+    # is the engine's build (an attention assert on the heads per TP rank)
+    d = _diagnose("c_verl_pr_ray_trtllm_heads_not_divisible_by_tp")
+    assert d["outcome"]["id"] == "failed"
+    assert "cuda_graph_runner" not in d["outcome"]["why"]
+    assert d["symptoms"][0]["id"] in ("S09", "S32", "S06"), d["symptoms"]
+    assert not any(s["id"] == "S01" and s["score"] >= 0.3 for s in d["symptoms"])
+
+
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
 def test_every_format_leads_with_the_outcome(fmt: str) -> None:
     result = CliRunner().invoke(

@@ -23,7 +23,7 @@ from functools import lru_cache
 import regex
 
 from triage import knowledge
-from triage.analysis.ranks import traceback_of
+from triage.analysis.ranks import outermost_frame, traceback_of
 from triage.literals import Screened, lowered_ascii
 from triage.model import Event, EventKind, Level
 from triage.parsers.tracebacks import EXCEPTION_LINE
@@ -179,6 +179,8 @@ def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
         return Role("context", None, 0.0)
     if ev.kind is EventKind.RANK_EXIT:
         return Role("context", None, 0.0)  # exits are weighed separately (exits.py)
+    if (kb if kb is not None else knowledge.shipped()).ends.ignored_traceback(outermost_frame(ev)):
+        return Role("context", None, 0.0)  # printed by Python, which went on (`__del__`)
     head = headline(ev, kb)
     lowered = lowered_ascii(head)
     facts = screens(kb)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from triage.analysis.ranks import format_ranks, ranks_named, ref
+from triage.analysis.ranks import format_ranks, outermost_frame, ranks_named, ref
 from triage.analysis.timeline import first_error
 from triage.knowledge.outcome import Ends
 from triage.knowledge.routine import Routine
@@ -345,7 +345,7 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
             # --wait, or a forced Ctrl-C): the plainest fault left when the cause went unlogged
             out.append(ev)
         elif ev.kind in _FAULT_KINDS:
-            if ends.stop_exception(_exc_type(ev)) or ends.ignored_traceback(_outermost(ev)):
+            if ends.stop_exception(_exc_type(ev)) or ends.ignored_traceback(outermost_frame(ev)):
                 continue
             out.append(ev)
         elif ev.kind is EventKind.SIGNAL:
@@ -610,15 +610,6 @@ _NO_NOTICE = LineNotice()
 def _notice(ev: Event) -> LineNotice:
     """What the event's line template said (nothing for an event no template made)."""
     return ev.notice if ev.notice is not None else _NO_NOTICE
-
-
-def _outermost(ev: Event) -> tuple[str, str] | None:
-    """The (file, function) of a traceback's first printed frame, of its first link."""
-    links = ev.traceback.links if ev.traceback is not None else ()
-    if not links or not links[0].frames:
-        return None
-    frame = links[0].frames[0]
-    return frame.file, frame.function
 
 
 def _exc_type(ev: Event) -> str | None:

@@ -282,6 +282,17 @@ def first_line(text: str, limit: int = 300, traceback: Traceback | None = None) 
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def outermost_frame(ev: Event) -> tuple[str, str] | None:
+    """The (file, function) of the first frame a traceback event printed (its first link's)."""
+    if ev.kind is not EventKind.TRACEBACK:
+        return None
+    links = traceback_of(ev).links
+    if not links or not links[0].frames:
+        return None
+    frame = links[0].frames[0]
+    return frame.file, frame.function
+
+
 def traceback_of(ev: Event) -> Traceback:
     """A traceback event's chain as the parser read it (`Event.traceback`); an event built
     without one (a test, a record of another parser) has its text read the same way."""

@@ -24,6 +24,7 @@ import regex
 
 from triage import knowledge, taxonomy
 from triage.analysis.cascade import handled_after
+from triage.analysis.ranks import outermost_frame
 from triage.classify import (
     abstention,
     embedding,
@@ -147,6 +148,7 @@ def rule_hits(
     if routine is not None:
         hits = drop_routine(hits, ruleset, routine)
         hits = quiet_preamble(hits, parsed, analysis)
+        hits = [_evidence_only(h) if _printed_and_ignored(h.event, kb) else h for h in hits]
     # a paste's span is read from the user's text as an event is, not concluded by correlate
     spans = [h.event for h in pasted if h.event is not None]
     hits = demote_consequences([*hits, *pasted], [*events, *spans], analysis, hang_deaths, kb)
@@ -190,6 +192,13 @@ def paste_hits(
 def _all_routine(hit: RuleHit, routine: Routine) -> bool:
     """Is every line a hit stands on one that healthy jobs print?"""
     return _routine_only(hit.event.text if hit.event is not None else hit.evidence_text, routine)
+
+
+def _printed_and_ignored(ev: Event | None, kb: knowledge.Knowledge) -> bool:
+    """A traceback Python printed and went on from (`rules/outcome.yaml` printed_and_ignored:
+    an exception in `__del__`, multiprocessing's exit-time finalizers): in a job's logs it
+    names no failure, however its exception reads."""
+    return ev is not None and kb.ends.ignored_traceback(outermost_frame(ev))
 
 
 def _routine_only(text: str, routine: Routine) -> bool:

@@ -13,6 +13,7 @@
       succeeded: "the training loop reported its end"
     printed_and_ignored:                                    # a traceback's outermost frame
       - {file: multiprocessing/util.py, function: _run_finalizers}
+      - {function: __del__}
 
 The lines themselves are line templates (`rules/templates.yaml`) whose events carry `end:
 succeeded|stopped` and, for stops, `stop:` (the reason's key here); correlate
@@ -66,8 +67,8 @@ class Ends:
     stop_exit_codes: frozenset[int] = frozenset()
     # signals the job's own processes die of (a fault, never a stop)
     fault_signals: frozenset[str] = frozenset()
-    # (file path's end, function) of the outermost frame of a traceback Python prints and goes
-    # on from (multiprocessing's exit-time finalizers): no fault of the job
+    # (file path's end or "" for any, function) of the outermost frame of a traceback Python
+    # prints and goes on from (multiprocessing's exit-time finalizers, `__del__`): no fault
     printed_and_ignored: tuple[tuple[str, str], ...] = ()
 
     def stop_exception(self, exc_type: str | None) -> bool:
@@ -85,7 +86,7 @@ class Ends:
         path, function = outermost
         path = path.replace("\\", "/")
         return any(
-            function == func and (path == end or path.endswith("/" + end))
+            function == func and (not end or path == end or path.endswith("/" + end))
             for end, func in self.printed_and_ignored
         )
 
@@ -134,13 +135,14 @@ def _frames(raw: Any, report: Callable[[str, str], None]) -> tuple[tuple[str, st
         return ()
     if not isinstance(raw, list) or not all(
         isinstance(x, dict)
-        and set(x) == {"file", "function"}
+        and "function" in x
+        and set(x) <= {"file", "function"}
         and all(isinstance(v, str) and v for v in x.values())
         for x in raw
     ):
-        report("printed_and_ignored", "needs a list of {file, function}")
+        report("printed_and_ignored", "needs a list of {function, file (optional)}")
         return ()
-    return tuple((str(x["file"]), str(x["function"])) for x in raw)
+    return tuple((str(x.get("file", "")), str(x["function"])) for x in raw)
 
 
 def _codes(raw: Any, report: Callable[[str, str], None]) -> list[int]:
