@@ -356,6 +356,16 @@ def test_what_python_printed_and_ignored_is_not_the_jobs_failure() -> None:
     assert not any(s["id"] == "S01" and s["score"] >= 0.3 for s in d["symptoms"])
 
 
+def test_the_process_mp_spawn_says_died_is_the_culprit_on_one_node() -> None:
+    # icefall under mp.spawn (3 processes, one node): the parent's join raises
+    # `ProcessExitedException: process 0 terminated with signal SIGKILL`, no traceback of its own
+    d = _diagnose("c_icefall_pr_mpspawn_3gpu_rank0_sigkill")
+    assert d["outcome"]["id"] == "failed"
+    assert d["culprit_ranks"] == [0]
+    assert d["first_failure"]["rank"] == 0
+    assert "ProcessExitedException" in d["first_failure"]["text"]
+
+
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])
 def test_every_format_leads_with_the_outcome(fmt: str) -> None:
     result = CliRunner().invoke(

@@ -5,6 +5,7 @@ What each status means, and which ones only a rank's own failure causes, is the 
 
 from __future__ import annotations
 
+import signal
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -44,6 +45,7 @@ def collect_exits(
     """One record per (attempt, rank): torchrun summary, error.json and launcher lines merged,
     each with what its status means (`kb.exits`)."""
     merged: dict[tuple[int | None, int | None, int | None], ExitRecord] = {}
+    one_node = _one_node(parsed, index)
     for ps in parsed:
         for ev in ps.events:
             if ev.kind not in (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
@@ -56,6 +58,9 @@ def collect_exits(
                 rank = index.rank_for(ex.pid, ex.host or ev.host)
             if rank is None:
                 rank = index.rank_for_local(ex.local_rank, ex.host or ev.host)
+            if rank is None and one_node and _launcher(ev) == "mp.spawn":
+                # mp.spawn's index is the process's local rank; on one node, its rank
+                rank = ex.local_rank
             if rank is None:
                 rank = ev.rank if ev.rank is not None else ps.source.rank
             if rank is not None and rank != ex.rank:
@@ -90,6 +95,10 @@ def collect_exits(
 
 def _read(rec: ExitRecord, codes: ExitCodes) -> ExitRecord:
     code = rec.exit.exitcode
+    if code is None and rec.exit.signal in signal.Signals.__members__:
+        # a launcher that names the signal alone (mp.spawn): the code torchrun would report
+        code = -int(signal.Signals[rec.exit.signal])
+        rec = replace(rec, exit=replace(rec.exit, exitcode=code))
     return replace(
         rec,
         meaning=codes.meaning(code),
@@ -97,6 +106,19 @@ def _read(rec: ExitRecord, codes: ExitCodes) -> ExitRecord:
         launcher_killed=code in codes.launcher_killed,
         signal=signal_name(code, rec.exit.signal),
     )
+
+
+def _launcher(ev: Event) -> str | None:
+    return ev.notice.launcher if ev.notice is not None else None
+
+
+def _one_node(parsed: Sequence[ParsedSource], index: RankIndex) -> bool:
+    """Nothing in the job names a second host (no launcher rank map, at most one host)."""
+    if index.by_host_local:
+        return False
+    hosts = {ev.host for ps in parsed for ev in ps.events if ev.host}
+    hosts |= {ps.source.host for ps in parsed if ps.source.host}
+    return len(hosts) <= 1
 
 
 def _merge(a: RankExit, b: RankExit) -> RankExit:

@@ -51,6 +51,7 @@ _TEMPLATE_KEYS = {
     "time",
     "local_rank",
     "exit",
+    "exception",
     "examples",
     "no_match",
 }
@@ -102,6 +103,9 @@ class Template:
     time: Value | None = None
     local_rank: Value | None = None
     exit: bool = False
+    # also read on a Python traceback's exception line (`Type: message`): a launcher that
+    # reports a worker's end by raising (mp.spawn's ProcessExitedException)
+    exception: bool = False
     examples: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     no_match: tuple[str, ...] = ()
 
@@ -276,6 +280,7 @@ def _template(raw: Any, n: int, report: Callable[[str, str], None]) -> Template 
         optional=optional,
         attrs=values,
         exit=bool(raw.get("exit")),
+        exception=bool(raw.get("exception")),
         examples=tuple(examples),
         no_match=tuple(no_match),
         **fields,

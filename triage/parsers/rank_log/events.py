@@ -18,8 +18,14 @@ from triage.model import (
 )
 from triage.parsers import timestamps as ts
 from triage.parsers import tracebacks
-from triage.parsers.rank_log.facts import gloo_timeout_in, message_facts
-from triage.parsers.rank_log.formats import SUMMARY_EXIT, SUMMARY_RANK, int_or_none, signal_name
+from triage.parsers.rank_log.facts import gloo_timeout_in, message_facts, template_match
+from triage.parsers.rank_log.formats import (
+    SUMMARY_EXIT,
+    SUMMARY_RANK,
+    LineMeta,
+    int_or_none,
+    signal_name,
+)
 from triage.parsers.rank_log.records import (
     CppExceptionRecord,
     CppTailRecord,
@@ -65,6 +71,23 @@ class RecordEvents:
             line_numbers=tb.line_numbers(),
             traceback=tracebacks.read(text, [*tb.earlier, (tb.exc_type, tb.exc_message)]),
         )
+        if tb.exc_type:
+            self._exception_templates(tb, msg)
+
+    def _exception_templates(self, tb: TracebackRecord, msg: str) -> None:
+        """A launcher that reports a worker's end by raising (mp.spawn's join): the line
+        templates marked `exception` read the exception line as a line of its own."""
+        line = f"{tb.exc_type.rsplit('.', 1)[-1]}:{msg.split(':', 1)[1]}" if ":" in msg else msg
+        meta = LineMeta(msg=line)
+        for template in self.tables.templates.templates:
+            if not template.exception:
+                continue
+            groups = template_match(template, line, meta)
+            if groups is not None:
+                # the event quotes the exception line, not the traceback's header
+                pre = replace(tb.pre, rest=f"{tb.exc_type}: {tb.exc_message or ''}")
+                self._emit_template(template, groups, tb.last_line, pre, meta)
+                return
 
     def _emit_fault(self, fault: FaultHandlerRecord) -> None:
         frames = tuple(fault.frames)
