@@ -1,0 +1,134 @@
+# ruff: noqa: E501 (pasted tracebacks and log lines are as long as the libraries made them)
+"""A library's check names its mechanism: the condition it tested decides the root cause, not the
+words around it. flash-attn's setup tells a missing nvcc from an old one, pip's Requires-Python
+check is the interpreter, FSDP's compute-device check is the rank's own placement, NCCL's IB
+receive-size check is ranks or nodes that disagree, GPT-NeoX's derived-argument check is the parallel
+degrees, a bus error (however the paste wrapped or reported it) is /dev/shm, a newer DeepSpeed's
+bf16 model is a bf16 section its release let pass, argparse's checks are the command line, horovodrun's
+ssh launch and Open MPI's address match are the cluster, and bitsandbytes' missing libcuda is the
+driver. Each is read through `triage explain`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_runs import assert_top, explained
+
+FLASH_ATTN_NO_NVCC = """  File "/tmp/pip-install-abc123/flash-attn_0f1e2d/setup.py", line 88, in raise_if_cuda_home_none
+    raise RuntimeError(
+RuntimeError: flash_attn was requested, but nvcc was not found.  Are you sure your environment has nvcc available?  If you're installing within a container from https://hub.docker.com/r/pytorch/pytorch, only images whose names contain 'devel' will provide nvcc.
+torch.__version__  = 2.1.0+cu121"""
+
+FLASH_ATTN_OLD_CUDA = """  File "/tmp/pip-install-abc123/flash-attn_0f1e2d/setup.py", line 117, in <module>
+    raise RuntimeError(
+RuntimeError: FlashAttention is only supported on CUDA 11.7 and above.  Note: make sure nvcc has a supported version by running nvcc -V.
+torch.__version__  = 2.1.0+cu118"""
+
+PIP_REQUIRES_PYTHON = """Collecting deepspeed==0.14.0
+  Using cached deepspeed-0.14.0.tar.gz (1.3 MB)
+ERROR: Package 'deepspeed' requires a different Python: 3.6.9 not in '>=3.8'"""
+
+FSDP_OFF_COMPUTE_DEVICE = """[rank1]: Traceback (most recent call last):
+[rank1]:   File "/home/user/train_fsdp.py", line 141, in <module>
+[rank1]:     loss = model(batch).loss
+[rank1]:   File "/opt/py/site-packages/torch/distributed/fsdp/_flat_param.py", line 1420, in unshard
+[rank1]:     self._check_on_compute_device(self.flat_param)
+[rank1]:   File "/opt/py/site-packages/torch/distributed/utils.py", line 160, in _p_assert
+[rank1]:     raise AssertionError(s)
+[rank1]: AssertionError: Expects tensor to be on the compute device cuda:1, was on cuda:0"""
+
+NCCL_IB_SIZE_MISMATCH = """gpu-node-3:812211:812390 [2] transport/net_ib.cc:1092 NCCL WARN NET/IB : req 1/1 tag 7 peer 10.1.4.17<43121> collective mismatch error, local size 1048576 remote size 4194304
+gpu-node-3:812211:812390 [2] NCCL INFO transport/net.cc:1134 -> 5
+gpu-node-3:812211:812390 [2] NCCL INFO proxy.cc:723 -> 5 [Proxy Thread]"""
+
+NEOX_DERIVED = """Traceback (most recent call last):
+  File "/gpt-neox/train.py", line 27, in main
+    neox_args = NeoXArgs.consume_neox_args()
+  File "/gpt-neox/megatron/neox_arguments/arguments.py", line 1024, in calculate_derived
+    ), "NeoXArgs.calculate_derived() (global_num_gpus / pp_size) / mp_size [(8 / 3) / 1] must be a whole number"
+AssertionError: NeoXArgs.calculate_derived() (global_num_gpus / pp_size) / mp_size [(8 / 3) / 1] must be a whole number"""
+
+DATALOADER_BUS_ERROR_WRAPPED = """  File "/opt/py/site-packages/torch/utils/data/_utils/signal_handling.py", line 66, in handler
+    _error_if_any_worker_fails()
+RuntimeError: DataLoader worker (pid 3121) is killed by signal: Bus
+error. It is possible that dataloader's workers are out of shared
+memory. Please try to raise your shared memory limit."""
+
+FAULTHANDLER_BUS_ERROR = """(RayWorkerWrapper pid=5512) Fatal Python error: Bus error
+(RayWorkerWrapper pid=5512)
+(RayWorkerWrapper pid=5512) Thread 0x00007f3a1c7fe640 (most recent call first):
+(RayWorkerWrapper pid=5512)   File "/usr/lib/python3.10/threading.py", line 324 in wait"""
+
+COMPOSER_RANK_SIGBUS = """Building eval loader...
+Building trainer...
+ERROR:composer.cli.launcher:Rank 5 crashed with exit code -7.
+ERROR:composer.cli.launcher:Global rank 0 (PID 4410) exited with code -15"""
+
+DS_BF16_LOSS_SCALE_KEYS = """[rank0]:   File "/opt/py/site-packages/deepspeed/runtime/precision_config.py", line 38, in get_bfloat16_config
+[rank0]:     return DeepSpeedBF16Config(**bf16_config_dict)
+[rank0]: pydantic_core._pydantic_core.ValidationError: 2 validation errors for DeepSpeedBF16Config
+[rank0]: initial_scale_power
+[rank0]:   Extra inputs are not permitted [type=extra_forbidden, input_value=16, input_type=int]
+[rank0]: hysteresis
+[rank0]:   Extra inputs are not permitted [type=extra_forbidden, input_value=2, input_type=int]"""
+
+ARGPARSE_REQUIRED = """usage: run_clm.py [-h] --model_name_or_path MODEL_NAME_OR_PATH --output_dir OUTPUT_DIR
+run_clm.py: error: the following arguments are required: --output_dir
+E1107 09:12:44.120000 1771 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 2) local_rank: 0 (pid: 1802) of binary: /usr/bin/python3"""
+
+LAUNCHER_AFTER_SCRIPT = """$ python main.py -m torch.distributed.launch --nproc_per_node 4 --epochs 10
+usage: main.py [-h] [--epochs EPOCHS] [--lr LR]
+main.py: error: unrecognized arguments: -m torch.distributed.launch --nproc_per_node 4"""
+
+HOROVODRUN_SSH_TASK = """$ horovodrun -np 4 -H gpu1:2,gpu2:2 python train.py
+Launching horovodrun task function was not successful:
+bash: /home/me/miniconda3/envs/hvd/bin/python: No such file or directory"""
+
+OPENMPI_ADDRESS_UNMATCHED = """[node-a:21034] btl: tcp: Match incoming connection from [[41872,1],1] 172.17.0.1 with locally known IP 10.0.0.5 failed (iface 0/3)!
+[node-a:21034] btl: tcp: Match incoming connection from [[41872,1],1] 172.17.0.1 with locally known IP 10.0.0.6 failed (iface 1/3)!"""
+
+BNB_NO_LIBCUDA = """CUDA SETUP: WARNING! libcuda.so not found! Do you have a CUDA driver installed? If you are on a cluster, make sure you are on a CUDA machine!
+CUDA SETUP: CUDA runtime path found: /opt/conda/lib/libcudart.so.11.0
+/opt/conda/lib/python3.10/site-packages/bitsandbytes/cuda_setup/main.py:145: UserWarning: WARNING: No GPU detected! Check your CUDA paths. Proceeding to load CPU-only library..."""
+
+# (name, paste, top symptom, top root cause (or causes, "/"), what the fixes must tell the user);
+# NCCL's IB size check is either ranks in different collectives or nodes with different NCCL settings
+CASES = [
+    ("pip-requires-python", PIP_REQUIRES_PYTHON, "S01", "R04", "Python >=3.8"),
+    ("fsdp-off-compute-device", FSDP_OFF_COMPUTE_DEVICE, "S13", "R14", "set_device"),
+    ("nccl-ib-size-mismatch", NCCL_IB_SIZE_MISMATCH, "S12", "R08/R06", "NCCL_BUFFSIZE"),
+    ("neox-derived-degrees", NEOX_DERIVED, "S09", "R12", "pipe_parallel_size"),
+    ("dataloader-bus-error-wrapped", DATALOADER_BUS_ERROR_WRAPPED, "S08", "R05", "--shm-size"),
+    ("faulthandler-bus-error", FAULTHANDLER_BUS_ERROR, "S27", "R05", "--shm-size"),
+    ("composer-rank-sigbus", COMPOSER_RANK_SIGBUS, "S27", "R05", "--shm-size"),
+    ("deepspeed-bf16-loss-scale-keys", DS_BF16_LOSS_SCALE_KEYS, "S09", "R13/R01", "`bf16` section"),
+    ("argparse-required-arguments", ARGPARSE_REQUIRED, "S05", "R14", "--output_dir"),
+    ("launcher-module-after-script", LAUNCHER_AFTER_SCRIPT, "S05", "R06", "launcher first"),
+    ("horovodrun-ssh-task-server", HOROVODRUN_SSH_TASK, "S05", "R06", "same path on every host"),
+    ("openmpi-address-unmatched", OPENMPI_ADDRESS_UNMATCHED, "S11", "R07", "btl_tcp_if_include"),
+    ("bitsandbytes-without-libcuda", BNB_NO_LIBCUDA, "S04", "R02", "nvidia-smi"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_the_check_a_library_made_decides_the_root_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    d = explained(text, "--no-embed")
+    assert_top(d, "symptoms", symptom)
+    assert_top(d, "root_causes", *cause.split("/"))
+    # the check names its mechanism, so the cause is stated with confidence, not as a guess
+    assert d["root_causes"][0]["score"] >= 0.8, d["root_causes"][:2]
+    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    assert advice in told, told
+
+
+def test_flash_attn_without_nvcc_and_with_an_old_nvcc_are_told_apart() -> None:
+    missing = explained(FLASH_ATTN_NO_NVCC, "--no-embed")
+    too_old = explained(FLASH_ATTN_OLD_CUDA, "--no-embed")
+    assert_top(missing, "root_causes", "R02")
+    assert_top(too_old, "root_causes", "R01")
+    # an old toolkit is answered with the version it needs
+    assert "11.7 or newer" in " ".join(too_old["fix_patterns"][0]["actions"])
