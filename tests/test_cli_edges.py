@@ -172,6 +172,20 @@ def test_rules_check_refuses_a_missing_path_and_an_empty_argument(
     assert text.exit_code == 0 and "cuda-oom" in text.output
 
 
+def test_rules_check_reads_a_long_pasted_error_as_text() -> None:
+    # a pasted pydantic error runs past the OS's file-name limit: asking whether it is a path
+    # raised OSError (ENAMETOOLONG) and the command stopped with an internal error
+    lines = [
+        "pydantic_core._pydantic_core.ValidationError: 5 validation errors for DeepSpeedBF16Config"
+    ]
+    for key in ("loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis"):
+        lines += [key, "  Extra inputs are not permitted [type=extra_forbidden, input_value=0]"]
+    text = "\n".join(lines * 3)
+    result = CliRunner().invoke(main, ["rules", "check", text])
+    assert result.exit_code == 0, result.output
+    assert "ds-bf16-section-refuses-loss-scale-keys" in result.output
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_a_pipe_given_as_a_path_is_refused_with_the_reason_and_the_way(tmp_path: Path) -> None:
     fifo = tmp_path / "job.log"
