@@ -153,7 +153,16 @@ REMEDY_CASES = [
         "R12",
         "actor_rollout_ref.actor.ppo_mini_batch_size",
     ),
-    ("hf-dataparallel-wrapper-attribute", HF_DATAPARALLEL, "S18", "R14", "model.module.generate"),
+    # `generate` called for evaluation: a runtime exception, or a distributed inference failure
+    # (the taxonomy's S32 names inference through a parallel wrapper) since the corpus gained
+    # round 12's inference cases; the cause and the remedy are the mechanism's either way
+    (
+        "hf-dataparallel-wrapper-attribute",
+        HF_DATAPARALLEL,
+        ("S18", "S32"),
+        "R14",
+        "model.module.generate",
+    ),
 ]
 
 
@@ -163,10 +172,12 @@ REMEDY_CASES = [
     ids=[c[0] for c in REMEDY_CASES],
 )
 def test_the_mechanism_names_the_remedy_among_the_first_two_fixes(
-    text: str, symptom: str, cause: str, remedy: str
+    text: str, symptom: str | tuple[str, ...], cause: str, remedy: str
 ) -> None:
     d = explained(text, "--no-embed")
-    assert d["symptoms"][0]["id"] == symptom and d["root_causes"][0]["id"] == cause, d["summary"]
+    accepted = symptom if isinstance(symptom, tuple) else (symptom,)
+    assert d["symptoms"][0]["id"] in accepted, d["summary"]
+    assert d["root_causes"][0]["id"] == cause, d["summary"]
     actions = [a for f in d["fix_patterns"][:2] for a in f["actions"]]
     assert any(remedy in a for a in actions), actions
 
