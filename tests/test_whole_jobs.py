@@ -32,8 +32,9 @@ def _files(case: str) -> list[str]:
     return [str(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "case.json"]
 
 
-def _diagnose(case: str) -> dict[str, Any]:
-    result = CliRunner().invoke(main, [*_files(case), "--no-embed", "-q", "--format", "json"])
+def _diagnose(case: str, *, embed: bool = False) -> dict[str, Any]:
+    flags = [] if embed else ["--no-embed"]
+    result = CliRunner().invoke(main, [*_files(case), *flags, "-q", "--format", "json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -364,6 +365,18 @@ def test_the_process_mp_spawn_says_died_is_the_culprit_on_one_node() -> None:
     assert d["culprit_ranks"] == [0]
     assert d["first_failure"]["rank"] == 0
     assert "ProcessExitedException" in d["first_failure"]["text"]
+
+
+@pytest.mark.parametrize(
+    "case", ["a_mlperf_v10_nvidia_unet3d_n13_diverged", "a_mlperf_v10_inspur_bert_notconverged"]
+)
+def test_an_mlperf_run_that_says_it_aborted_is_a_convergence_failure(case: str) -> None:
+    # MLPerf's run_stop with status `aborted` (out of epochs, or `MODEL DIVERGED`) is the job's
+    # own word that it failed: the rule's convergence failure leads, whatever the words of the
+    # eval_accuracy lines resemble (the default settings: the similarity model read them S33)
+    d = _diagnose(case, embed=True)
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == "S20", d["symptoms"]
 
 
 @pytest.mark.parametrize("fmt", ["text", "md", "html"])

@@ -169,6 +169,10 @@ def reads_as_cascade(text: str, kb: knowledge.Knowledge | None = None) -> bool:
 
 def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
     """Initiating, cascade or context for one event, with a strength for culprit voting."""
+    if ev.kind is EventKind.AGENT and ev.notice is not None and ev.notice.end == "failed":
+        # the job's own word that it failed (an MLPerf run_stop `aborted`): where it shows
+        weights = (kb if kb is not None else knowledge.shipped()).culprit.strength
+        return Role("initiating", None, weights.default)
     if ev.kind in (EventKind.AGENT, EventKind.INPUT_WARNING, EventKind.ENV_REPORT):
         return Role("context", None, 0.0)
     if ev.kind in (EventKind.PROGRESS, EventKind.NCCL_COMM, EventKind.NCCL_INFO):
