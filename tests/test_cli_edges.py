@@ -172,6 +172,16 @@ def test_rules_check_refuses_a_missing_path_and_an_empty_argument(
     assert text.exit_code == 0 and "cuda-oom" in text.output
 
 
+def test_a_pasted_error_given_as_a_path_is_refused_with_the_way() -> None:
+    # an error's whole text passed where a path belongs: the OS refuses a name that long, and
+    # asking whether it exists raised OSError (ENAMETOOLONG), an internal error
+    text = "RuntimeError: CUDA out of memory. " * 200
+    result = CliRunner().invoke(main, [text, "--no-embed", "-q"])
+    assert result.exit_code == 2, result.output
+    assert "no such file or folder" in result.output and "triage explain" in result.output
+    assert "internal error" not in result.output
+
+
 def test_rules_check_reads_a_long_pasted_error_as_text() -> None:
     # a pasted pydantic error runs past the OS's file-name limit: asking whether it is a path
     # raised OSError (ENAMETOOLONG) and the command stopped with an internal error

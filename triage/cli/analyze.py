@@ -18,6 +18,7 @@ from triage.cli.common import (
     fr_entries_option,
     no_embed_option,
     output_option,
+    path_exists,
     pick_format,
     pipeline_options,
     redact_hosts_option,
@@ -53,9 +54,13 @@ def analyze(
     """Diagnose the failure bundle(s) at PATHS (files, folders, .tar.gz, .zip)."""
     from triage import pipeline
 
-    missing = [p for p in paths if not Path(p).exists()]
+    missing = [p for p in paths if not path_exists(p)]
     if missing:
-        raise click.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATH")
+        shown = ", ".join(m if len(m) <= 200 else m[:200] + "…" for m in missing)
+        raise click.BadParameter(
+            f"no such file or folder: {shown} (to diagnose a pasted error, use `triage explain`)",
+            param_hint="PATH",
+        )
     refuse_streams(paths)
     fmt = pick_format(fmt, out, brief)
     options = pipeline_options(

@@ -207,6 +207,15 @@ def emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool, brief: bool = F
         raise click.exceptions.Exit(EXIT_NO_EVIDENCE)
 
 
+def path_exists(arg: str) -> bool:
+    """Is the argument a file or folder here? A pasted error's text given as a path is none:
+    the OS refuses a name that long or with a NUL in it, which is an answer too."""
+    try:
+        return Path(arg).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def refuse_streams(paths: tuple[str, ...]) -> None:
     """A pipe named as a path (`triage <(cat log)`, a FIFO) is read once and cannot be
     sniffed and read again as a bundle's files are, so ingest leaves it unread: say so,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 import click
 
-from triage.cli.common import check_rules, refuse_streams, rules_option
+from triage.cli.common import check_rules, path_exists, refuse_streams, rules_option
 
 
 @click.group("rules")
@@ -42,7 +41,7 @@ def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
             "nothing to check: give a file, a folder or the text of an error",
             param_hint="FILE_OR_TEXT",
         )
-    exists = _exists(file_or_text)
+    exists = path_exists(file_or_text)
     if _looks_like_a_path(file_or_text) and not exists:
         raise click.BadParameter(
             f"no such file or folder: {file_or_text} (quote an error's text to check it as text)",
@@ -60,15 +59,6 @@ def rules_check(file_or_text: str, rules: tuple[str, ...]) -> None:
             where = f" (line {hit.evidence_line})" if hit.evidence_line else ""
         quoted = redact_text(hit.evidence_text.strip())
         click.echo(f"{hit.rule_id}: {hit.title}{where}\n    {quoted}")
-
-
-def _exists(arg: str) -> bool:
-    """Is the argument a file or folder here? A pasted error's text is no path: the OS refuses
-    a name that long or with a NUL in it, which is an answer too."""
-    try:
-        return Path(arg).exists()
-    except (OSError, ValueError):
-        return False
 
 
 def _looks_like_a_path(arg: str) -> bool:
