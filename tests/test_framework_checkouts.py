@@ -4,6 +4,8 @@ checkout lives (rules/frames.yaml), and advice names the user's own line."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.cli_runs import explained
 from triage import knowledge
 
@@ -24,15 +26,6 @@ in _get_default_group
     raise ValueError(
 ValueError: Default process group has not been initialized, please make sure to call \
 init_process_group."""
-
-
-def test_advice_names_the_script_not_megatron_cores_checkout_under_root() -> None:
-    d = explained(MEGATRON_CHECKOUT_BEFORE_INIT, "--no-embed")
-    actions = [a for f in d["fix_patterns"] for a in f["actions"]]
-    named = [a for a in actions if "init_process_group" in a and "(/" in a]
-    assert named, actions
-    assert "build_loaders (/workspace/pretrain_gpt.py:198)" in named[0]
-    assert not any("megatron/core" in a for a in actions)
 
 
 def test_a_checkouts_package_is_library_code_and_its_examples_are_the_users() -> None:
@@ -66,13 +59,34 @@ ValueError: Default process group has not been initialized, please make sure to 
 init_process_group."""
 
 
-def test_advice_names_the_entry_script_not_megatron_lms_training_loop_in_the_clone() -> None:
-    d = explained(MEGATRON_LM_LOOP_BEFORE_INIT, "--no-embed")
+@pytest.mark.parametrize(
+    ("pasted", "users_frame", "never_named"),
+    [
+        # Megatron Core in a checkout under /root, the user's script elsewhere
+        (
+            MEGATRON_CHECKOUT_BEFORE_INIT,
+            "build_loaders (/workspace/pretrain_gpt.py:198)",
+            "megatron/core",
+        ),
+        # the whole Megatron-LM clone: its training loop is Megatron's, the entry script the
+        # user's
+        (
+            MEGATRON_LM_LOOP_BEFORE_INIT,
+            "build_loaders (/root/Megatron-LM/pretrain_gpt.py:198)",
+            "megatron/training",
+        ),
+    ],
+    ids=["megatron-core-checkout", "megatron-lm-clone"],
+)
+def test_advice_names_the_users_frame_not_the_checkouts(
+    pasted: str, users_frame: str, never_named: str
+) -> None:
+    d = explained(pasted, "--no-embed")
     actions = [a for f in d["fix_patterns"] for a in f["actions"]]
     named = [a for a in actions if "init_process_group" in a and "(/" in a]
     assert named, actions
-    assert "build_loaders (/root/Megatron-LM/pretrain_gpt.py:198)" in named[0]
-    assert not any("megatron/training" in a for a in actions)
+    assert users_frame in named[0]
+    assert not any(never_named in a for a in actions)
 
 
 # A project's own `datasets/` folder (named like Hugging Face's package): the IndexError is

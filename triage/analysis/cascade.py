@@ -169,9 +169,11 @@ def reads_as_cascade(text: str, kb: knowledge.Knowledge | None = None) -> bool:
 
 def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
     """Initiating, cascade or context for one event, with a strength for culprit voting."""
+    kb = kb if kb is not None else knowledge.shipped()
+    # how much this event alone says "this rank started it" (`rules/culprit.yaml` strength)
+    weights = kb.culprit.strength
     if ev.kind is EventKind.AGENT and ev.notice is not None and ev.notice.end == "failed":
         # the job's own word that it failed (an MLPerf run_stop `aborted`): where it shows
-        weights = (kb if kb is not None else knowledge.shipped()).culprit.strength
         return Role("initiating", None, weights.default)
     if ev.kind in (EventKind.AGENT, EventKind.INPUT_WARNING, EventKind.ENV_REPORT):
         return Role("context", None, 0.0)
@@ -183,7 +185,7 @@ def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
         return Role("context", None, 0.0)
     if ev.kind is EventKind.RANK_EXIT:
         return Role("context", None, 0.0)  # exits are weighed separately (exits.py)
-    if (kb if kb is not None else knowledge.shipped()).ends.ignored_traceback(outermost_frame(ev)):
+    if kb.ends.ignored_traceback(outermost_frame(ev)):
         return Role("context", None, 0.0)  # printed by Python, which went on (`__del__`)
     head = headline(ev, kb)
     lowered = lowered_ascii(head)
@@ -207,8 +209,6 @@ def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
         family = _family(chain, chain_lowered, facts)
         if family and not facts.initiating.search(chain, chain_lowered):
             return Role("cascade", family, 0.0)
-    # how much this event alone says "this rank started it" (`rules/culprit.yaml` strength)
-    weights = (kb if kb is not None else knowledge.shipped()).culprit.strength
     strength = weights.default
     if ev.kind is EventKind.NCCL_WARN:
         strength = weights.nccl_warn

@@ -21,6 +21,7 @@ rules/templates.yaml), the reasons and stop exceptions are `kind: outcome`
 
 from __future__ import annotations
 
+import ntpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -78,7 +79,10 @@ def decide(
     if not earlier:
         return decided
     jobs = sum(n for _, n in earlier.values())
-    lines = ", ".join(f"{_name(path)} up to line {line}" for path, (line, _) in earlier.items())
+    # a file's name whichever separator its path uses (a Windows path read on Linux too)
+    lines = ", ".join(
+        f"{ntpath.basename(path)} up to line {line}" for path, (line, _) in earlier.items()
+    )
     note = f"; earlier Slurm jobs wrote to the same file ({lines}; {jobs} by id): left out"
     return replace(decided, why=decided.why + note)
 
@@ -249,10 +253,6 @@ def _without_earlier_jobs(found: Analysis, earlier: dict[str, tuple[int, int]]) 
         ),
         cascade_events=tuple(ev for ev in found.cascade_events if not _of_earlier_job(ev, earlier)),
     )
-
-
-def _name(path: str) -> str:
-    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 # --------------------------------------------------------------------------- signals

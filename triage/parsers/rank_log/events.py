@@ -72,12 +72,13 @@ class RecordEvents:
             traceback=tracebacks.read(text, [*tb.earlier, (tb.exc_type, tb.exc_message)]),
         )
         if tb.exc_type:
-            self._exception_templates(tb, msg)
+            self._exception_templates(tb, tb.exc_type)
 
-    def _exception_templates(self, tb: TracebackRecord, msg: str) -> None:
+    def _exception_templates(self, tb: TracebackRecord, exc_type: str) -> None:
         """A launcher that reports a worker's end by raising (mp.spawn's join): the line
-        templates marked `exception` read the exception line as a line of its own."""
-        line = f"{tb.exc_type.rsplit('.', 1)[-1]}:{msg.split(':', 1)[1]}" if ":" in msg else msg
+        templates marked `exception` read the exception line as a line of its own, its type
+        by its last dotted part (`ProcessExitedException: process 0 terminated ...`)."""
+        line = f"{exc_type.rsplit('.', 1)[-1]}: {tb.exc_message or ''}"
         meta = LineMeta(msg=line)
         for template in self.tables.templates.templates:
             if not template.exception:
@@ -85,7 +86,7 @@ class RecordEvents:
             groups = template_match(template, line, meta)
             if groups is not None:
                 # the event quotes the exception line, not the traceback's header
-                pre = replace(tb.pre, rest=f"{tb.exc_type}: {tb.exc_message or ''}")
+                pre = replace(tb.pre, rest=f"{exc_type}: {tb.exc_message or ''}")
                 self._emit_template(template, groups, tb.last_line, pre, meta)
                 return
 
