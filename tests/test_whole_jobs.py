@@ -261,6 +261,37 @@ def test_a_fault_before_a_cancel_of_the_same_job_id_is_still_this_jobs(
     assert any(s["id"] == "S26" for s in d["symptoms"][:1]) is own_fault, d["symptoms"]
 
 
+def test_an_earlier_jobs_failure_is_not_read_as_the_failed_last_jobs_evidence(
+    tmp_path: Path,
+) -> None:
+    # two runs of one sbatch script appended to slurm.out: the first hit an illegal memory
+    # access and was cancelled, the second ran out of GPU memory and srun cancelled its step.
+    # The report is the second job's: its OOM, not the earlier job's CUDA fault
+    lines = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "train.py", line 9, in <module>',
+        "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered",
+        "slurmstepd: error: *** JOB 1001 ON node07 CANCELLED AT 2025-01-02T10:00:00 ***",
+        "{'loss': 2.31, 'learning_rate': 1e-05, 'epoch': 0.1}",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "train.py", line 12, in <module>',
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0"
+        " has a total capacity of 79.11 GiB of which 1.02 GiB is free.",
+        "srun: error: node07: task 0: Exited with exit code 1",
+        "slurmstepd: error: *** STEP 1002.0 ON node07 CANCELLED AT 2025-01-03T10:00:00 ***",
+    ]
+    path = tmp_path / "slurm.out"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "earlier Slurm jobs" in d["outcome"]["why"]
+    assert d["symptoms"][0]["id"] == "S14", d["symptoms"]
+    quoted = json.dumps([d["evidence"], d["first_failure"], d["timeline"]])
+    assert "illegal memory access" not in quoted
+
+
 @pytest.mark.parametrize(
     "case",
     [

@@ -287,6 +287,9 @@ def diagnose_many(
     # secrets in the parsed text before the later stages cut quotes out of it, then every
     # string of the finished Diagnosis (paths, warnings, actions; hosts on request).
     jobs = [redact_events(parsed) for parsed in jobs]
+    if not pasted:
+        # a file several Slurm jobs appended to: only the last job's lines are this job's
+        jobs = [analysis.this_job(parsed) for parsed in jobs]
     found = [analysis.correlate(parsed, kb) for parsed in jobs]
     labels = classify.classify_many(
         list(zip(jobs, found, strict=True)),

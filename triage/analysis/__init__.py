@@ -53,6 +53,7 @@ from triage.analysis import (
     pyspy,
     timeline,
 )
+from triage.analysis.appended_jobs import this_job
 from triage.analysis.cascade import family_wording, waited_until_timeout
 from triage.analysis.collect import Collected, add_dump_anchors, collect, with_dumps, world
 from triage.analysis.facts import job_facts
@@ -80,7 +81,7 @@ from triage.analysis.ranks import build_index
 from triage.knowledge.routine import Routine
 from triage.model import Analysis, AnalysisFacts, Finding, FindingKind, ParsedSource
 
-__all__ = ["analyse", "correlate"]
+__all__ = ["analyse", "correlate", "this_job"]
 
 
 def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = None) -> Analysis:

@@ -63,25 +63,19 @@ def decide(
     parsed: Sequence[ParsedSource], found: Analysis, ends: Ends, routine: Routine
 ) -> Outcome:
     """The outcome of one job (or one paste) from its events and correlate's findings."""
-    earlier = _earlier_jobs(parsed)
-    events = [ev for ps in parsed for ev in ps.events if not _of_earlier_job(ev, earlier)]
+    events = [ev for ps in parsed for ev in ps.events]
     # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
-    logs = [
-        ev
-        for ps in parsed
-        if ps.source.kind is not SourceKind.TEXT
-        for ev in ps.events
-        if not _of_earlier_job(ev, earlier)
-    ]
-    if earlier:
-        found = _without_earlier_jobs(found, earlier)
+    logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
     decided = _decide(events, logs, found, ends, routine)
+    # earlier Slurm jobs that wrote to the same file were left out before correlate
+    # (appended_jobs.py): the outcome says where
+    earlier = [(ps.source.path, ps.earlier_jobs) for ps in parsed if ps.earlier_jobs]
     if not earlier:
         return decided
-    jobs = sum(n for _, n in earlier.values())
+    jobs = sum(head.jobs for _, head in earlier)
     # a file's name whichever separator its path uses (a Windows path read on Linux too)
     lines = ", ".join(
-        f"{ntpath.basename(path)} up to line {line}" for path, (line, _) in earlier.items()
+        f"{ntpath.basename(path)} up to line {head.last_line}" for path, head in earlier
     )
     note = f"; earlier Slurm jobs wrote to the same file ({lines}; {jobs} by id): left out"
     return replace(decided, why=decided.why + note)
@@ -195,64 +189,6 @@ def _decide(
             "still starting when the log was copied",
         )
     return Outcome(OutcomeKind.UNKNOWN, "The logs show neither how the job ended nor a fault")
-
-
-# --------------------------------------------------------------------------- appended jobs
-
-
-def _earlier_jobs(parsed: Sequence[ParsedSource]) -> dict[str, tuple[int, int]]:
-    """Per file that several Slurm jobs wrote to one after another (an `#SBATCH --output`
-    without `%j` appends), the last line of the earlier jobs and how many they were.
-
-    A job's end names its id (`*** JOB 263121 ON dgx-15 CANCELLED AT ...`); the last such line
-    is this job's, and whatever stands up to the last end of another id was written by an
-    earlier job: its failures are not this job's. Without an id to tell them apart, a file is
-    read as one job."""
-    out: dict[str, tuple[int, int]] = {}
-    for ps in parsed:
-        marks = sorted(
-            (ev.line, job)
-            for ev in ps.events
-            if ev.line is not None and (job := _slurm_job(ev)) is not None
-        )
-        if len(marks) < 2:
-            continue
-        this_job = marks[-1][1]
-        others = [(line, job) for line, job in marks if job != this_job]
-        if others:
-            out[ps.source.path] = (max(line for line, _ in others), len({j for _, j in others}))
-    return out
-
-
-def _slurm_job(ev: Event) -> str | None:
-    """The Slurm job id a scheduler's end line names (`1234` of `STEP 1234.0`)."""
-    notice = ev.notice
-    if notice is None or not notice.slurm or not notice.job:
-        return None
-    return notice.job.split(".")[0]
-
-
-def _of_earlier_job(ev: Event, earlier: dict[str, tuple[int, int]]) -> bool:
-    last = earlier.get(ev.source)
-    return last is not None and ev.line is not None and ev.line <= last[0]
-
-
-def _without_earlier_jobs(found: Analysis, earlier: dict[str, tuple[int, int]]) -> Analysis:
-    """Correlate's findings as far as they speak of this job: a first failure, initiating
-    and cascade events read from an earlier job's lines are not this job's."""
-    first = found.first_failure
-    if first is not None and first.line is not None:
-        last = earlier.get(first.source)
-        if last is not None and first.line <= last[0]:
-            first = None
-    return replace(
-        found,
-        first_failure=first,
-        initiating_events=tuple(
-            ev for ev in found.initiating_events if not _of_earlier_job(ev, earlier)
-        ),
-        cascade_events=tuple(ev for ev in found.cascade_events if not _of_earlier_job(ev, earlier)),
-    )
 
 
 # --------------------------------------------------------------------------- signals

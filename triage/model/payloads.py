@@ -523,6 +523,15 @@ class Event:
 
 
 @dataclass(frozen=True)
+class EarlierJobs:
+    """The head of a file that earlier Slurm jobs wrote to before this job appended its own
+    output (an `#SBATCH --output` without `%j`): left out of this job's diagnosis."""
+
+    last_line: int  # the last line an earlier job wrote (its end line)
+    jobs: int  # how many earlier jobs, by id
+
+
+@dataclass(frozen=True)
 class ParsedSource:
     """A source and what its parser produced."""
 
@@ -540,3 +549,5 @@ class ParsedSource:
     # The text itself of a paste (`parsers.parse_text`, up to MAX_PASTE bytes): the rules read
     # it whole where a message spans lines or stands on a line no event kept (classify).
     paste: str | None = None
+    # set when earlier jobs' output heads the file: their events are left out of `events`
+    earlier_jobs: EarlierJobs | None = None
