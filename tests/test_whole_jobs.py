@@ -231,6 +231,48 @@ def test_earlier_slurm_jobs_appended_to_the_same_file_are_not_this_jobs_failures
     assert d["culprit_ranks"] == [] and d["first_failure"] is None
 
 
+def test_a_failed_inference_step_is_named_by_its_own_reviewed_message_not_a_later_step() -> None:
+    # srun ran two steps of one Slurm job: four tensor-parallel ranks of Megatron's inference
+    # all hit "Inference must always gather TP logits" (a message whose atlas labels were
+    # reviewed: the inference path), torchrun SIGTERMed the rest; then a second step's helper
+    # script failed to import `src`. The job failed in its first step, in inference
+    d = _diagnose("b_attnbench_megatron_srun_4rank_tp_inference_assert")
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == "S32", d["symptoms"][:3]
+    assert all(s["id"] != "S02" for s in d["symptoms"][:3]), d["symptoms"][:3]
+
+
+def test_a_later_steps_failure_does_not_name_the_jobs_failure(tmp_path: Path) -> None:
+    # one Slurm job, two srun steps: the training step runs out of GPU memory and srun ends
+    # it; the evaluation step that follows fails to import its package. The job failed in
+    # training: the OOM is its symptom, the later import error is only quoted
+    lines = [
+        "0: [rank0]: Traceback (most recent call last):",
+        '0: [rank0]:   File "/work/train.py", line 12, in <module>',
+        "0: [rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+        " GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free.",
+        "srun: error: node07: task 0: Exited with exit code 1",
+        "srun: Terminating StepId=5501.0",
+        "0: Traceback (most recent call last):",
+        '0:   File "/work/eval.py", line 3, in <module>',
+        "0:     from evalkit.metrics import score",
+        "0: ModuleNotFoundError: No module named 'evalkit'",
+        "srun: error: node07: task 0: Exited with exit code 1",
+        "srun: Terminating StepId=5501.1",
+    ]
+    path = tmp_path / "5501.err"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S14", d["symptoms"][:3]
+    assert all(s["id"] != "S02" for s in d["symptoms"][:3]), d["symptoms"][:3]
+    assert "OutOfMemoryError" in d["first_failure"]["text"]
+    assert d["fix_patterns"][0]["id"] == "F5", d["fix_patterns"][:2]
+    assert "a later job step failed too" in d["outcome"]["why"]
+
+
 def _appended(tmp_path: Path, first_job: str) -> str:
     lines = [
         "[rank1]: Traceback (most recent call last):",

@@ -245,6 +245,7 @@ def analyse(
         initiating_events=tuple(p.event for p in initiating),
         cascade_events=tuple(p.event for p in cascade_events),
         launcher_victims=tuple(seen.launcher_victims),
+        later_step_faults=tuple(seen.later_step_faults),
         rank_exits=tuple(r.exit for r in seen.exit_records),
         timeline=timeline.build(placed, extra),
         facts=facts,

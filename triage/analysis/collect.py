@@ -30,6 +30,8 @@ from triage.model import (
 _CONTEXT = Role("context", None, 0.0)
 # a task the launcher itself killed while it ended the step: a survivor, not a cause
 _KILLED_BY_LAUNCHER = Role("cascade", "killed_by_launcher", 0.0)
+# a fault of a later job step, after an earlier step of the same job had failed
+_LATER_STEP = Role("context", None, 0.0)
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Collected:
     exit_records: list[exits.ExitRecord] = field(default_factory=list)
     # tasks the launcher killed while it ended the step (`_killed_with_the_step`)
     launcher_victims: list[Event] = field(default_factory=list)
+    # faults of a later step of a job whose earlier step had already failed (`_later_steps_from`)
+    later_step_faults: list[Event] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,9 @@ def collect(
         if ps.source.host:
             out.hosts.add(ps.source.host)
         step_killed_from = _step_kill_line(ps)
+        later_steps_from = _later_steps_from(ps)
         for ev in ps.events:
-            _one(out, ps, ev, index, kb, routine, step_killed_from)
+            _one(out, ps, ev, index, kb, routine, step_killed_from, later_steps_from)
     out.exit_records = exits.collect_exits(parsed, index, kb)
     for rec in out.exit_records:
         if rec.exit.rank is not None:
@@ -94,6 +99,7 @@ def _one(
     kb: knowledge.Knowledge,
     routine: Routine | None,
     step_killed_from: int | None = None,
+    later_steps_from: int | None = None,
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
     host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
@@ -134,6 +140,14 @@ def _one(
     if role.role == "initiating" and _killed_with_the_step(ev, step_killed_from):
         role = _KILLED_BY_LAUNCHER
         out.launcher_victims.append(ev)
+    elif (
+        role.role == "initiating"
+        and later_steps_from is not None
+        and ev.line is not None
+        and ev.line > later_steps_from
+    ):
+        role = _LATER_STEP
+        out.later_step_faults.append(ev)
     if out.loose_text and ps.source.kind is SourceKind.TEXT and role.role != "context":
         # a stray note or README beside real logs narrates the failure; it is not one
         role = _CONTEXT
@@ -154,6 +168,29 @@ def _step_kill_line(ps: ParsedSource) -> int | None:
         and ev.line is not None
     ]
     return min(lines, default=None)
+
+
+def _later_steps_from(ps: ParsedSource) -> int | None:
+    """Where a job's first failed step ended, when a later step of the same job was ended
+    too: the line of the first step's kill (srun's `Terminating StepId=N.0`, then
+    `Terminating StepId=N.1`). srun ends a step when one of its tasks fails, so the first
+    step failed on its own; a later step (an evaluation, a conversion, a second `srun` of the
+    batch script) ran after it, often on what the failed step never wrote. Its faults are
+    the job's too, but not where the job started failing."""
+    steps: dict[str, int] = {}
+    for ev in ps.events:
+        notice = ev.notice
+        if (
+            ev.kind is EventKind.AGENT
+            and notice is not None
+            and notice.action == "kill_step"
+            and notice.job
+            and ev.line is not None
+        ):
+            steps.setdefault(notice.job, ev.line)
+    if len(steps) < 2:
+        return None
+    return min(steps.values())
 
 
 def _killed_with_the_step(ev: Event, step_killed_from: int | None) -> bool:

@@ -67,6 +67,12 @@ def decide(
     # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
     logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
     decided = _decide(events, logs, found, ends, routine)
+    if found.later_step_faults and decided.id in (OutcomeKind.FAILED, OutcomeKind.HUNG):
+        # quoted in the evidence without weight: say why
+        later = found.later_step_faults[0]
+        line = later.text.strip().splitlines()[-1] if later.text.strip() else later.text
+        note = f"; a later job step failed too: `{_clip(line.replace('`', ''), 120)}`"
+        decided = replace(decided, why=decided.why + note)
     # earlier Slurm jobs that wrote to the same file were left out before correlate
     # (appended_jobs.py): the outcome says where
     earlier = [(ps.source.path, ps.earlier_jobs) for ps in parsed if ps.earlier_jobs]

@@ -301,6 +301,8 @@ def demote_consequences(
       timeouts outvotes the one exception that caused them.
     * A task the launcher killed while it ended the step (`Analysis.launcher_victims`) backs
       no label: its `Killed` is the launcher's doing.
+    * A fault of a later job step after an earlier step had failed
+      (`Analysis.later_step_faults`) is quoted but backs no label: the job failed first there.
     """
     initiating = set(analysis.initiating_events)
     parsed_events = set(events)
@@ -345,6 +347,10 @@ def demote_consequences(
         # report reads like (a bare `Killed` is no OOM kill here): quoted, backing no label
         victims = set(analysis.launcher_victims)
         hits = [_evidence_only(h) if h.event in victims else h for h in hits]
+    if analysis.later_step_faults:
+        # a later job step failed after the first had: the job started failing in the first
+        later = set(analysis.later_step_faults)
+        hits = [_evidence_only(h) if h.event in later else h for h in hits]
     if (
         hang_deaths is not None
         and analysis.outcome is not None

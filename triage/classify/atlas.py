@@ -228,6 +228,7 @@ def hits(matches: Sequence[Match]) -> list[RuleHit]:
                 evidence_text=match.text[:400],
                 evidence_line=match.line,
                 atlas=True,
+                reviewed=sure,
             )
         )
     return out

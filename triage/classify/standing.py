@@ -9,11 +9,12 @@ script; the hang the ranks end in outranks the gloo error that caused it).
 
 A label has standing when a rule confidently explains the job's initiating failure with it:
 the rule's hit is on an event correlate placed as initiating, or on a finding about the
-culprit rank that is no consequence of another rank's failure; it is not a cascade hit or an
-atlas match; and it gives the label at least ANCHOR_WEIGHT, clearly more than any other label
-of the field. Per field, the strongest such label has standing, a specific rule's before the
-generic layer's (a generic hit on the initiating event counts when no specific rule names a
-label of the field anywhere in the job: the user's own frame of a KeyError).
+culprit rank that is no consequence of another rank's failure; it is not a cascade hit, nor an
+atlas match whose labels nobody reviewed; and it gives the label at least ANCHOR_WEIGHT,
+clearly more than any other label of the field. Per field, the strongest such label has
+standing, a specific rule's before the generic layer's (a generic hit on the initiating event
+counts when no specific rule names a label of the field anywhere in the job: the user's own
+frame of a KeyError).
 The taxonomy's cascade guidance (rules/cascade.yaml): the initiating error outranks what it
 caused. Pasted text keeps the calibrated order: the calibrator was fitted on exactly such
 cases.
@@ -107,7 +108,9 @@ def _named(hits: Sequence[RuleHit], anchors: Sequence[RuleHit]) -> dict[str, dic
 
 
 def _explains_the_start(hit: RuleHit, initiating: set[Event], culprits: set[int]) -> bool:
-    if hit.from_cascade or hit.atlas:
+    # an atlas label from a label rule alone is a guess from the code around the message; one
+    # a person reviewed, matched in full, is as good as a specific rule
+    if hit.from_cascade or (hit.atlas and not hit.reviewed):
         return False
     if hit.finding is not None:
         # a finding about the culprit that is not where it stood after failing (its hang,

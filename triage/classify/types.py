@@ -31,6 +31,8 @@ class RuleHit:
     from_cascade: bool = False  # the matched event is cascade, not initiating
     generic: bool = False  # from a `layer: generic` rule: a family prior, not a mechanism
     atlas: bool = False  # a library's own message, matched in the atlas (classify.atlas)
+    # an atlas match whose labels a person reviewed (every template of that text)
+    reviewed: bool = False
     finding: Finding | None = None  # the correlate finding a finding rule hit
     # the fix the matched message prescribes itself (the rule's `remedy`), when it says it
     prescribes: str | None = None

@@ -229,6 +229,9 @@ class Analysis:
     # tasks the launcher itself killed while it ended the step (srun's `Killed` after its
     # `Terminating StepId`): what they print says nothing about why the job failed
     launcher_victims: tuple[Event, ...] = ()
+    # faults of a later job step (srun's second step) after an earlier step had failed: the
+    # job's too, quoted, but not where it started failing
+    later_step_faults: tuple[Event, ...] = ()
     rank_exits: tuple[RankExit, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()
     facts: AnalysisFacts = field(default_factory=AnalysisFacts, compare=False)
