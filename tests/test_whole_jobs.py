@@ -273,6 +273,16 @@ def test_a_later_steps_failure_does_not_name_the_jobs_failure(tmp_path: Path) ->
     assert "a later job step failed too" in d["outcome"]["why"]
 
 
+def test_mp_spawns_re_raise_is_not_the_first_failure_the_childs_own_error_is() -> None:
+    # icefall under torch.multiprocessing.spawn: the parent re-raises process 0's failure as
+    # `ProcessRaisedException:` and prints the child's traceback under it; the job failed
+    # with the child's TypeError, which the headline and the first failure quote
+    d = _diagnose("c_icefall_pr_mpspawn_3gpu_rir_transform_typeerror")
+    assert d["outcome"]["id"] == "failed"
+    assert "missing 1 required positional argument" in d["first_failure"]["text"]
+    assert "missing 1 required positional argument" in d["outcome"]["why"]
+
+
 def _appended(tmp_path: Path, first_job: str) -> str:
     lines = [
         "[rank1]: Traceback (most recent call last):",
