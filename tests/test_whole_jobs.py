@@ -283,6 +283,37 @@ def test_mp_spawns_re_raise_is_not_the_first_failure_the_childs_own_error_is() -
     assert "missing 1 required positional argument" in d["outcome"]["why"]
 
 
+def test_a_progress_bar_redrawn_at_its_step_after_an_oom_is_no_step_taken_past_it() -> None:
+    # Oumi on one GPU: the first step's OOM traceback, then tqdm redraws `0/1000` as it
+    # closes; the job failed at step 0, it was not still running
+    d = _diagnose("d_lcn_llama_oumi_sbatch_1gpu_cuda_oom_step0")
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "OutOfMemoryError" in d["outcome"]["why"]
+    assert d["symptoms"][0]["id"] == "S14"
+
+
+def test_a_job_of_one_process_names_that_process_as_the_culprit() -> None:
+    # Colossal-AI's inference test under mp.spawn states `world size: 1`; its traceback has no
+    # rank prefix, and with one process it can only be rank 0's
+    d = _diagnose("d_colossalai_pr_mpspawn_1rank_infer_device_side_assert")
+    assert d["outcome"]["id"] == "failed"
+    assert d["culprit_ranks"] == [0]
+    assert d["symptoms"][0]["id"] == "S26"
+
+
+def test_colossalai_runs_report_of_a_failed_command_is_no_launcher_failure() -> None:
+    # `colossalai run` prints `Error: failed to run torchrun ...` for any non-zero exit of
+    # the command; the training script's own output was not captured, so nothing says why
+    d = _diagnose("d_colossalai_pr_colossalai_run_1gpu_sft_exit1_no_traceback")
+    assert d["outcome"]["id"] == "failed"
+    assert "failed to run torchrun" in d["outcome"]["why"]
+    assert all(
+        "exporting the environment" not in line
+        for f in d["fix_patterns"]
+        for line in [f.get("why", ""), *f.get("actions", [])]
+    ), d["fix_patterns"]
+
+
 def _appended(tmp_path: Path, first_job: str) -> str:
     lines = [
         "[rank1]: Traceback (most recent call last):",

@@ -94,7 +94,8 @@ def _decide(
     ends: Ends,
     routine: Routine,
 ) -> Outcome:
-    last_progress = _last_progress(logs)
+    progress = _progress_lines(logs)
+    last_progress = _last_progress(progress)
     stops = _stops(events, ends) or _stopped_from_outside(events, ends)
     stop_caused = _stop_consequences(events, ends) if stops else set()
     faults = [ev for ev in _faults(events, found, ends, routine) if id(ev) not in stop_caused]
@@ -106,7 +107,7 @@ def _decide(
     fatal = [
         ev
         for ev in faults
-        if not _went_on_past(ev, last_progress) and not _before_the_ranks(ev, first_tagged)
+        if not _went_on_past(ev, progress) and not _before_the_ranks(ev, first_tagged)
     ]
     logged = [ev for ev in faults if ev.kind in _FAULT_KINDS and ev not in fatal]
     hung = found.hang is not None and found.hang.detected
@@ -357,31 +358,47 @@ def _planned_steps(events: Iterable[Event]) -> dict[str, int]:
     return {source: total for source, (_, total) in out.items()}
 
 
-def _last_progress(events: Iterable[Event]) -> dict[tuple[str, int | None], Event]:
-    """The last progress line of each (file, rank)."""
-    out: dict[tuple[str, int | None], Event] = {}
+def _progress_lines(events: Iterable[Event]) -> dict[tuple[str, int | None], list[Event]]:
+    """The progress lines of each (file, rank), in file order."""
+    out: dict[tuple[str, int | None], list[Event]] = {}
     for ev in events:
         if ev.kind is EventKind.PROGRESS:
-            key = (ev.source, ev.rank)
-            old = out.get(key)
-            if old is None or (ev.line or 0) > (old.line or 0):
-                out[key] = ev
+            out.setdefault((ev.source, ev.rank), []).append(ev)
+    for lines in out.values():
+        lines.sort(key=lambda ev: ev.line or 0)
     return out
 
 
-def _went_on_past(ev: Event, last: dict[tuple[str, int | None], Event]) -> bool:
+def _last_progress(
+    progress: dict[tuple[str, int | None], list[Event]],
+) -> dict[tuple[str, int | None], Event]:
+    """The last progress line of each (file, rank)."""
+    return {key: lines[-1] for key, lines in progress.items()}
+
+
+def _went_on_past(ev: Event, progress: dict[tuple[str, int | None], list[Event]]) -> bool:
     """Training logged progress after this event (in its file, on its rank when known): the
-    job survived it."""
+    job survived it. A progress bar redrawn at the step it had already shown (tqdm renders
+    its bar once more when it is closed, as the exception unwinds or the process exits) is
+    no step taken after the fault."""
     if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed":
         return False
-    progress = last.get((ev.source, ev.rank)) or (
-        last.get((ev.source, None)) if ev.rank is None else None
+    lines = progress.get((ev.source, ev.rank)) or (
+        progress.get((ev.source, None)) if ev.rank is None else None
     )
-    if progress is None and ev.rank is None:
-        same_file = [p for (src, _), p in last.items() if src == ev.source]
-        progress = max(same_file, key=lambda p: p.line or 0) if same_file else None
+    if lines is None and ev.rank is None:
+        lines = sorted(
+            (p for (src, _), ps in progress.items() if src == ev.source for p in ps),
+            key=lambda p: p.line or 0,
+        )
     end = ev.end_line or ev.line
-    return progress is not None and end is not None and (progress.line or 0) > end + 1
+    if not lines or end is None:
+        return False
+    before = [s for p in lines if (p.line or 0) < (ev.line or end) and (s := _step(p)) is not None]
+    reached = max(before, default=0)
+    return any(
+        (p.line or 0) > end + 1 and ((step := _step(p)) is None or step > reached) for p in lines
+    )
 
 
 def _before_the_ranks(ev: Event, first_tagged: dict[str, int]) -> bool:

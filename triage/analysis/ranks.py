@@ -51,6 +51,8 @@ class RankIndex:
     # torchrun's summary says (host, local_rank) -> rank; per-rank log dirs only know local_rank
     by_host_local: dict[tuple[str | None, int], int] = field(default_factory=dict)
     local_is_global: bool = False
+    # a line names a rank other than 0: more than one process ran, whatever a log claims
+    other_ranks_named: bool = False
 
     def learn_local(self, host: str | None, local_rank: int | None, rank: int | None) -> None:
         if local_rank is None or rank is None or rank < 0:
@@ -141,6 +143,8 @@ def build_index(parsed: Sequence[ParsedSource]) -> RankIndex:
         for ev in ps.events:
             host = ev.host or ps.source.host
             rank = ev.rank if ev.rank is not None else ps.source.rank
+            if rank is not None and rank > 0:
+                index.other_ranks_named = True
             payload = ev.payload
             if isinstance(payload, RankExit):
                 if payload.host and payload.rank is not None:
@@ -199,6 +203,9 @@ def event_rank(ev: Event, index: RankIndex, source_rank: int | None = None) -> i
         return source_rank
     if ev.kind is EventKind.AGENT:
         return None
+    if index.world_size == 1 and not index.other_ranks_named:
+        # a job of one process: whatever its launcher did not print is that process's
+        return 0
     if ev.tagged_rank is not None:
         # torch names the rank inside the message (`[Rank 2] Watchdog caught ...`) even when a
         # progress bar or a collector glued junk before the prefix (the parser read the tag)
