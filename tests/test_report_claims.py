@@ -1390,3 +1390,39 @@ def test_a_node_to_drain_is_never_called_localhost() -> None:
     found = analysis.correlate(parsed[0] if isinstance(parsed, tuple) else parsed)
     assert found.first_failure is not None and found.first_failure.host == "localhost"
     assert "host" not in recommend.job_facts(found)
+
+
+def test_a_stack_dumped_when_the_launcher_stopped_a_worker_starts_nothing(tmp_path: Path) -> None:
+    # Megatron-RL's refit benchmark: a TypeError on every rank, then torchrun SIGTERMs the
+    # workers and one of them, with faulthandler registered for SIGTERM, prints where the stop
+    # found it (torch.compile's worker pool shutting down). That stack was an initiating row of
+    # the timeline and brought torch.compile advice to a job that never failed in torch.compile.
+    agent = "torch/distributed/elastic/multiprocessing/api.py"
+    log = "\n".join(
+        [
+            "[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "/work/examples/rl/benchmark_refit.py", line 88, in <module>',
+            "[rank0]:     main()",
+            '[rank0]:   File "/work/megatron/training/training.py", line 1231, in build_model',
+            "[rank0]:     model = model_provider_func(",
+            "[rank0]: TypeError: <lambda>() got an unexpected keyword argument 'config'",
+            f"W0128 15:42:08.661000 564838 {agent}:900] Sending process 564909 closing signal"
+            " SIGTERM",
+            "Stack (most recent call first):",
+            '  File "/usr/lib/python3.12/subprocess.py", line 2047 in _wait',
+            '  File "/usr/lib/python3.12/subprocess.py", line 1264 in wait',
+            '  File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/compile_worker/'
+            'subproc_pool.py", line 226 in shutdown',
+            '  File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/async_compile.py",'
+            " line 115 in shutdown_compile_workers",
+            f"E0128 15:42:09.792000 564838 {agent}:874] failed (exitcode: 1) local_rank: 0"
+            " (pid: 564910) of binary: /usr/bin/python",
+            "",
+        ]
+    )
+    (tmp_path / "train.log").write_text(log, encoding="utf-8")
+    d = diagnose([str(tmp_path)], Options(use_embeddings=False, workers=1))
+    started = [t for t in d.timeline if t.role == "initiating"]
+    assert started and all("TypeError" in t.text for t in started), started
+    actions = [a for f in d.fix_patterns for a in f.actions]
+    assert not [a for a in actions if "torch.compile" in a], actions
