@@ -1426,3 +1426,48 @@ def test_a_stack_dumped_when_the_launcher_stopped_a_worker_starts_nothing(tmp_pa
     assert started and all("TypeError" in t.text for t in started), started
     actions = [a for f in d.fix_patterns for a in f.actions]
     assert not [a for a in actions if "torch.compile" in a], actions
+
+
+def _srun_job(tmp_path: Path, before_exits: list[str]) -> Diagnosis:
+    lines = [*before_exits]
+    lines += [
+        "srun: error: gpu01: task 0: Exited with exit code 2",
+        "srun: error: gpu02: task 1: Exited with exit code 2",
+        "",
+    ]
+    (tmp_path / "slurm-4242.err").write_text("\n".join(lines), encoding="utf-8")
+    return diagnose([str(tmp_path)], Options(use_embeddings=False, workers=1))
+
+
+def test_a_task_whose_program_never_started_is_no_usage_error(tmp_path: Path) -> None:
+    # slurmstepd ends a task whose execve() failed with errno: ENOENT is 2, like argparse's
+    # usage error, but no parser ran; the report said "the command-line parser's usage error"
+    # and counted the two tasks that exited as one worker
+    d = _srun_job(
+        tmp_path,
+        [
+            "slurmstepd: error: execve(): torchrun: No such file or directory",
+            "slurmstepd: error: execve(): torchrun: No such file or directory",
+        ],
+    )
+    said = " ".join(
+        [*(f.why for f in d.fix_patterns), *(a for f in d.fix_patterns for a in f.actions)]
+    )
+    assert "usage error" not in said and "--help" not in said, said
+    exits = [f for f in d.findings if f.kind.value == "rank_exit"]
+    assert [f.summary for f in exits] == [
+        "2 worker(s) of unknown rank exited with 2 (exit 2: the program never started:"
+        " execve(): torchrun: No such file or directory)"
+    ], exits
+
+
+def test_a_task_that_ran_and_exited_2_is_still_read_as_a_usage_error(tmp_path: Path) -> None:
+    d = _srun_job(
+        tmp_path,
+        [
+            "usage: train.py [-h] [--lr LR]",
+            "train.py: error: unrecognized arguments: --learning-rate 3e-4",
+        ],
+    )
+    said = " ".join(f.why for f in d.fix_patterns)
+    assert "usage error" in said, said
