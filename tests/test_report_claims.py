@@ -1471,3 +1471,16 @@ def test_a_task_that_ran_and_exited_2_is_still_read_as_a_usage_error(tmp_path: P
     )
     said = " ".join(f.why for f in d.fix_patterns)
     assert "usage error" in said, said
+
+
+def test_a_fix_names_no_root_cause_the_table_leaves_out() -> None:
+    # a Megatron inference job failed an assertion, then a second step failed an import: the
+    # top fix's why named "root cause R17 Insufficient host memory (15%)", fourth in a table
+    # that shows three, a cause the report never states
+    d = json.loads(
+        _whole_job("b_attnbench_megatron_srun_4rank_tp_inference_assert", "--format", "json")
+    )
+    shown = {c["id"] for c in d["root_causes"][:3]}
+    for fix in d["fix_patterns"]:
+        named = set(re.findall(r"root cause,? (R\d+)", fix["why"]))
+        assert named <= shown, (fix["id"], fix["why"], shown)

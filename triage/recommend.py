@@ -33,7 +33,14 @@ from triage import knowledge, taxonomy
 from triage.classify.fix_prior import FixPrior
 from triage.knowledge.actions import JobConditions, plain
 from triage.knowledge.playbook import Playbook
-from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
+from triage.model import (
+    LABELS_SHOWN,
+    Analysis,
+    Classification,
+    Evidence,
+    FixRecommendation,
+    ScoredLabel,
+)
 
 # Share of the score from the classifier's fix_scores when it gave some. Those scores already
 # fold in the root-cause prior (the calibrator reads it), so the prior here mostly breaks
@@ -69,7 +76,10 @@ def recommend(
         f: _clip(s) for f, s in (classification.fix_scores or {}).items() if f in tax.fix_patterns
     }
     causes = [rc for rc in classification.root_causes if rc.id in tax.root_causes]
-    prior, prior_cause = _prior(causes, fix_prior)
+    prior, _ = _prior(causes, fix_prior)
+    # a fix's why names the cause it follows among those the report's table shows: a cause
+    # left out of it (R17 at 15%, fourth) is not one the report states
+    _, prior_cause = _prior(causes[:LABELS_SHOWN], fix_prior)
     candidates = set(evidence) | set(prior)
     if not candidates:
         return ()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from triage.analysis.timeline import first_error
 from triage.model import (
+    LABELS_SHOWN,
     Diagnosis,
     Evidence,
     InputNote,
@@ -90,8 +91,8 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
         abstain=abstain,
         outcome=_outcome(d, base),
         ended_well=ended_well,
-        symptoms=_ties(tuple(_label(x) for x in d.symptoms[:3])),
-        root_causes=_ties(tuple(_label(x) for x in d.root_causes[:3])),
+        symptoms=_ties(tuple(_label(x) for x in d.symptoms[:LABELS_SHOWN])),
+        root_causes=_ties(tuple(_label(x) for x in d.root_causes[:LABELS_SHOWN])),
         stage=(c.short(f"{d.stage.id} {d.stage.name or d.stage.slug}", 200) if d.stage else ""),
         collect_next=tuple(_action(a) for a in collect_next(d, kb)) if abstain else (),
         who=_who(d, base),
