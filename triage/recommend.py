@@ -111,6 +111,8 @@ def recommend(
         order = _lead_with_the_cause(order, scores, ranked)
     else:
         order = [lead, *_lead_with_the_cause(order[1:], scores, ranked)]
+    usual = fix_prior.ranked(causes[0].id) if causes else ()
+    usual_for_top = usual[0][0] if usual else None
     out: list[FixRecommendation] = []
     said: list[str] = []  # every action already given, under any fix pattern
     for f in order:
@@ -120,8 +122,14 @@ def recommend(
         # what an earlier one said is left out
         actions = _distinct(ranked[f], kb.playbook, said)[:MAX_ACTIONS]
         if not actions:
-            if out:
-                continue  # nothing this job can act on (or nothing new): filler, not advice
+            if out or (
+                f != usual_for_top
+                and any(ranked[g] for g in order if g != f and scores[g] >= MIN_SCORE)
+            ):
+                # nothing this job can act on (or nothing new): filler, not advice. The
+                # playbook's general line leads only for the usual fix of the most likely
+                # cause, or where no fix pattern has anything concrete to say
+                continue
             actions = [kb.playbook.fallback[f]]
         said.extend(actions)
         actions = _no_leading_or(actions)
