@@ -1484,3 +1484,14 @@ def test_a_fix_names_no_root_cause_the_table_leaves_out() -> None:
     for fix in d["fix_patterns"]:
         named = set(re.findall(r"root cause,? (R\d+)", fix["why"]))
         assert named <= shown, (fix["id"], fix["why"], shown)
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html"])
+def test_a_rank_is_never_said_to_run_on_localhost(fmt: str) -> None:
+    # pdsh prefixes the launching node's lines `localhost:`; "rank 0 on localhost" names
+    # whichever machine reads the report, not the node rank 0 ran on (pdsh@DGX2-1's)
+    report = _whole_job("a_starksim_dual8_pdsh_nccl_cuda_calloc", "--format", fmt)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", report)) if fmt == "html" else report
+    text = text.replace("\u200b", "").replace("\\_", "_")
+    assert not re.search(r"rank \d+ on\W+localhost", " ".join(text.split())), fmt
+    assert re.search(r"rank 0\b", text), fmt

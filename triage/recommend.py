@@ -197,6 +197,12 @@ def _prior(
 _LOOPBACK = re.compile(r"(?i)^(?:localhost(?:\.localdomain)?|127(?:\.\d{1,3}){3}|::1)$")
 
 
+def names_a_machine(host: str | None) -> bool:
+    """Does this host name say which machine? `localhost` (pdsh's and ssh launchers' name for
+    the node they run on) names whichever machine reads it."""
+    return bool(host) and not _LOOPBACK.match(host or "")
+
+
 def job_facts(analysis: Analysis) -> dict[str, Any]:
     """The facts actions may name, from the analysis (ranks, collective, timeout, versions)."""
     known = analysis.facts
@@ -218,7 +224,7 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
             facts["collective"] = op  # the op's name, never the record it came from
         timeout_ms = timeout_ms or hang.collective.timeout_ms or None
     host = known.culprit_host or (first.host if first is not None else None)
-    if host and not _LOOPBACK.match(host):
+    if names_a_machine(host):
         # pdsh and ssh launchers name the launching node `localhost`: no node to drain by
         facts["host"] = host
     if timeout_ms:

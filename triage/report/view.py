@@ -33,6 +33,7 @@ from triage.model import (
     ScoredLabel,
     SourceKind,
 )
+from triage.recommend import names_a_machine
 
 from . import common as c
 from . import pictures, wording
@@ -251,7 +252,8 @@ def _who(d: Diagnosis, base: str) -> Who | None:
         about = _by_no_rank_about(d)
         first = FirstFailure(
             rank=c.rank_str(f.rank),
-            host=c.short(f.host or "", 200),
+            # `localhost` (pdsh's prefix for the launching node) says no machine: the rank alone
+            host=c.short(f.host or "", 200) if names_a_machine(f.host) else "",
             time=c.iso_time(f.time, f.time_resolution) if f.time is not None else "",
             where=_where(f.source, f.line, base),
             text=c.short(f.text, 20_000),
