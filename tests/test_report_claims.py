@@ -1495,3 +1495,13 @@ def test_a_rank_is_never_said_to_run_on_localhost(fmt: str) -> None:
     text = text.replace("\u200b", "").replace("\\_", "_")
     assert not re.search(r"rank \d+ on\W+localhost", " ".join(text.split())), fmt
     assert re.search(r"rank 0\b", text), fmt
+
+
+def test_a_traceback_whose_header_a_progress_bar_swallowed_is_quoted_by_its_exception() -> None:
+    # tqdm's bar and `[rank1]: Traceback (most recent call last):` shared one line: the first
+    # failure was quoted as `File ".../lozo_train.py", line 413, in <module>`, the outermost
+    # frame, while the KeyError it raised stood six lines below
+    d = json.loads(_whole_job("c_nanogpt_pr_lozo_torchrun_8gpu_keyerror", "--format", "json"))
+    first = d["first_failure"]
+    assert first["text"] == "KeyError: '_orig_mod.transformer.wte.weight'", first
+    assert first["line"] == 447, first
