@@ -1505,3 +1505,13 @@ def test_a_traceback_whose_header_a_progress_bar_swallowed_is_quoted_by_its_exce
     first = d["first_failure"]
     assert first["text"] == "KeyError: '_orig_mod.transformer.wte.weight'", first
     assert first["line"] == 447, first
+
+
+def test_a_rank_is_not_said_to_be_silent_where_errors_name_no_rank() -> None:
+    # eight unprefixed `ModuleNotFoundError: No module named 'triton_kernels'` tracebacks, then
+    # torchrun's rank 0 exited 1: the finding said rank 0 "exited 1 without any message of its
+    # own", which the log's unattributed tracebacks do not support
+    d = json.loads(_whole_job("c_modded_nanogpt_nebius_triton_kernels_missing", "--format", "json"))
+    assert any(e["rank"] is None and "ModuleNotFoundError" in e["text"] for e in d["timeline"])
+    said = " ".join(f["summary"] for f in d["findings"])
+    assert "without any message" not in said, said
