@@ -9,6 +9,9 @@
 - `triage rules check DIR` named no file, read a missing path as text, and `rules check ""`
   scanned the current folder.
 - `triage <(cat log)` and a FIFO said "No evidence found" without saying why.
+- A name the OS refuses (ENAMETOOLONG) for `-o`, `--rules`, a jobs folder or `--event` was an
+  internal error; a FIFO as the jobs folder crashed `batch`, and as `--event` or `--config` it
+  blocked forever; `-o` under a file said the file "does not exist".
 """
 
 from __future__ import annotations
@@ -203,3 +206,98 @@ def test_a_pipe_given_as_a_path_is_refused_with_the_reason_and_the_way(tmp_path:
     result = CliRunner().invoke(main, [str(fifo), "--no-embed", "-q", "--brief"])
     assert result.exit_code == 2, result.output
     assert "is a pipe" in result.output and "triage explain" in result.output
+
+
+# --------------------------------------------------------------------------- paths the OS refuses
+
+_LONG = "x" * 5000  # longer than any file name: the OS answers ENAMETOOLONG
+
+
+def _refused(args: list[str], *phrases: str) -> str:
+    """The command stops with a usage error that says why, in a line a person can read."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.output and "Traceback" not in result.output
+    assert all(p in result.output for p in phrases), result.output
+    assert _LONG not in result.output, "the refused name is quoted whole"
+    return result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(NAN_BUNDLE), "--no-embed", "-q", "-o"],
+        ["explain", "RuntimeError: boom", "--no-embed", "-q", "-o"],
+        ["batch", str(NAN_BUNDLE.parent), "--no-embed", "-o"],
+        ["fleet", str(NAN_BUNDLE.parent), "--no-embed", "-q", "-o"],
+        ["snapshot", "--pid", "1", "-o"],
+    ],
+    ids=["analyze", "explain", "batch", "fleet", "snapshot"],
+)
+def test_an_output_name_too_long_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
+    suffix = "" if command[0] == "snapshot" else ".json"
+    _refused([*command, str(tmp_path / (_LONG + suffix))], "File name too long")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(NAN_BUNDLE), "--no-embed", "-q", "-o"],
+        ["batch", str(NAN_BUNDLE.parent), "--no-embed", "-o"],
+        ["fleet", str(NAN_BUNDLE.parent), "--no-embed", "-q", "-o"],
+    ],
+    ids=["analyze", "batch", "fleet"],
+)
+def test_an_output_under_a_file_says_it_is_a_file_not_a_missing_folder(
+    command: list[str], tmp_path: Path
+) -> None:
+    # "the folder report.txt does not exist" was said of a file that does exist
+    afile = tmp_path / "report.txt"
+    afile.write_text("x", encoding="utf-8")
+    out = _refused([*command, str(afile / "r.json")], "is a file, not a folder")
+    assert "does not exist" not in out
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize(
+    ("command", "hint"),
+    [
+        ([str(NAN_BUNDLE), "--no-embed", "-q", "--rules"], "--rules"),
+        (["batch", "-o", "OUT", "--no-embed"], "JOBS_DIR"),
+        (["fleet", "--no-embed", "-q"], "JOBS_DIR"),
+        (["bot", "github", "--dry-run", "--no-embed", "--event"], "--event"),
+        (["serve", "--config"], "--config"),
+    ],
+    ids=["rules", "batch", "fleet", "bot-event", "serve-config"],
+)
+def test_a_pipe_where_a_folder_or_file_is_read_is_refused_not_read(
+    command: list[str], hint: str, tmp_path: Path
+) -> None:
+    # a FIFO given as the jobs folder crashed batch (NotADirectoryError); given as the bot's
+    # event or serve's config it blocked forever, waiting for a writer
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    command = [str(tmp_path / "out.jsonl") if a == "OUT" else a for a in command]
+    args = (
+        [*command, str(fifo)]
+        if command[-1].startswith("-")
+        else [*command[:1], str(fifo), *command[1:]]
+    )
+    _refused(args, hint, "is a pipe")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(NAN_BUNDLE), "--no-embed", "-q", "--rules"],
+        ["batch", "-o", "OUT", "--no-embed"],
+        ["fleet", "--no-embed", "-q"],
+        ["bot", "github", "--dry-run", "--no-embed", "--event"],
+    ],
+    ids=["rules", "batch", "fleet", "bot-event"],
+)
+def test_an_input_name_too_long_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
+    command = [str(tmp_path / "out.jsonl") if a == "OUT" else a for a in command]
+    name = str(tmp_path / _LONG)
+    args = [*command, name] if command[-1].startswith("-") else [*command[:1], name, *command[1:]]
+    _refused(args, "File name too long")

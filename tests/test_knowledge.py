@@ -60,12 +60,22 @@ def test_zero_shipped_rules_is_an_error_not_an_empty_answer(
         knowledge.load()
 
 
-def test_the_shipped_folders_come_from_the_package_not_from_a_path_guess() -> None:
+def test_the_shipped_folders_come_from_the_package_not_from_a_path_guess(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     rules = knowledge.package_dir("triage.rules")
     models = knowledge.package_dir("triage.models")
     assert any(p.suffix == ".yaml" for p in rules.iterdir())
     assert (models / "manifest.json").is_file() and (models / "corpus" / "manifest.yaml").is_file()
+    # without the developer's variables, the knowledge is the installed package's folders
+    monkeypatch.delenv(knowledge.RULES_ENV, raising=False)
+    monkeypatch.delenv(knowledge.MODELS_ENV, raising=False)
     assert knowledge.rules_dir() == rules and knowledge.models_dir() == models
+    # with them (a developer's checkout), their folders replace the package's
+    monkeypatch.setenv(knowledge.RULES_ENV, str(tmp_path / "rules"))
+    monkeypatch.setenv(knowledge.MODELS_ENV, str(tmp_path / "models"))
+    assert knowledge.rules_dir() == tmp_path / "rules"
+    assert knowledge.models_dir() == tmp_path / "models"
 
 
 def _corpus(folder: Path, manifest: str, files: dict[str, list[dict]]) -> Path:

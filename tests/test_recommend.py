@@ -268,3 +268,19 @@ def test_the_wording_that_says_where_replaces_the_same_advice_that_does_not(
     located = [a for a in f6.actions if "(/workspace/train.py:46)" in a]
     assert len(located) == 1 and " at main (" in located[0], f6.actions
     assert not any("team runbook 3" in a for a in f6.actions), f6.actions
+
+
+def test_a_fix_with_nothing_concrete_to_say_does_not_lead_one_that_has() -> None:
+    # a Megatron job's learned votes scored "resources" (F5) above the missing package's fix
+    # (F1); F5 had no advice for this job, so the report led with the playbook's general line
+    # "Give the job the resources it needs ..." above `pip install` of the missing module
+    book = knowledge.load().playbook
+    fixes = recommend(
+        Classification(
+            root_causes=(_label("root_causes", "R02", 0.35), _label("root_causes", "R17", 0.15)),
+            fix_scores={"F5": 0.62, "F1": 0.53},
+        ),
+        Analysis(),
+    )
+    assert fixes and fixes[0].id == "F1", [(f.id, f.actions) for f in fixes]
+    assert all(book.fallback[f.id] not in f.actions for f in fixes), fixes

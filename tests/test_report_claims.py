@@ -1390,3 +1390,128 @@ def test_a_node_to_drain_is_never_called_localhost() -> None:
     found = analysis.correlate(parsed[0] if isinstance(parsed, tuple) else parsed)
     assert found.first_failure is not None and found.first_failure.host == "localhost"
     assert "host" not in recommend.job_facts(found)
+
+
+def test_a_stack_dumped_when_the_launcher_stopped_a_worker_starts_nothing(tmp_path: Path) -> None:
+    # Megatron-RL's refit benchmark: a TypeError on every rank, then torchrun SIGTERMs the
+    # workers and one of them, with faulthandler registered for SIGTERM, prints where the stop
+    # found it (torch.compile's worker pool shutting down). That stack was an initiating row of
+    # the timeline and brought torch.compile advice to a job that never failed in torch.compile.
+    agent = "torch/distributed/elastic/multiprocessing/api.py"
+    log = "\n".join(
+        [
+            "[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "/work/examples/rl/benchmark_refit.py", line 88, in <module>',
+            "[rank0]:     main()",
+            '[rank0]:   File "/work/megatron/training/training.py", line 1231, in build_model',
+            "[rank0]:     model = model_provider_func(",
+            "[rank0]: TypeError: <lambda>() got an unexpected keyword argument 'config'",
+            f"W0128 15:42:08.661000 564838 {agent}:900] Sending process 564909 closing signal"
+            " SIGTERM",
+            "Stack (most recent call first):",
+            '  File "/usr/lib/python3.12/subprocess.py", line 2047 in _wait',
+            '  File "/usr/lib/python3.12/subprocess.py", line 1264 in wait',
+            '  File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/compile_worker/'
+            'subproc_pool.py", line 226 in shutdown',
+            '  File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/async_compile.py",'
+            " line 115 in shutdown_compile_workers",
+            f"E0128 15:42:09.792000 564838 {agent}:874] failed (exitcode: 1) local_rank: 0"
+            " (pid: 564910) of binary: /usr/bin/python",
+            "",
+        ]
+    )
+    (tmp_path / "train.log").write_text(log, encoding="utf-8")
+    d = diagnose([str(tmp_path)], Options(use_embeddings=False, workers=1))
+    started = [t for t in d.timeline if t.role == "initiating"]
+    assert started and all("TypeError" in t.text for t in started), started
+    actions = [a for f in d.fix_patterns for a in f.actions]
+    assert not [a for a in actions if "torch.compile" in a], actions
+
+
+def _srun_job(tmp_path: Path, before_exits: list[str]) -> Diagnosis:
+    lines = [*before_exits]
+    lines += [
+        "srun: error: gpu01: task 0: Exited with exit code 2",
+        "srun: error: gpu02: task 1: Exited with exit code 2",
+        "",
+    ]
+    (tmp_path / "slurm-4242.err").write_text("\n".join(lines), encoding="utf-8")
+    return diagnose([str(tmp_path)], Options(use_embeddings=False, workers=1))
+
+
+def test_a_task_whose_program_never_started_is_no_usage_error(tmp_path: Path) -> None:
+    # slurmstepd ends a task whose execve() failed with errno: ENOENT is 2, like argparse's
+    # usage error, but no parser ran; the report said "the command-line parser's usage error"
+    # and counted the two tasks that exited as one worker
+    d = _srun_job(
+        tmp_path,
+        [
+            "slurmstepd: error: execve(): torchrun: No such file or directory",
+            "slurmstepd: error: execve(): torchrun: No such file or directory",
+        ],
+    )
+    said = " ".join(
+        [*(f.why for f in d.fix_patterns), *(a for f in d.fix_patterns for a in f.actions)]
+    )
+    assert "usage error" not in said and "--help" not in said, said
+    exits = [f for f in d.findings if f.kind.value == "rank_exit"]
+    assert [f.summary for f in exits] == [
+        "2 worker(s) of unknown rank exited with 2 (exit 2: the program never started:"
+        " execve(): torchrun: No such file or directory)"
+    ], exits
+
+
+def test_a_task_that_ran_and_exited_2_is_still_read_as_a_usage_error(tmp_path: Path) -> None:
+    d = _srun_job(
+        tmp_path,
+        [
+            "usage: train.py [-h] [--lr LR]",
+            "train.py: error: unrecognized arguments: --learning-rate 3e-4",
+        ],
+    )
+    said = " ".join(f.why for f in d.fix_patterns)
+    assert "usage error" in said, said
+
+
+def test_a_fix_names_no_root_cause_the_table_leaves_out() -> None:
+    # a Megatron inference job failed an assertion, then a second step failed an import: the
+    # top fix's why named "root cause R17 Insufficient host memory (15%)", fourth in a table
+    # that shows three, a cause the report never states
+    d = json.loads(
+        _whole_job("b_attnbench_megatron_srun_4rank_tp_inference_assert", "--format", "json")
+    )
+    shown = {c["id"] for c in d["root_causes"][:3]}
+    for fix in d["fix_patterns"]:
+        named = set(re.findall(r"root cause,? (R\d+)", fix["why"]))
+        assert named <= shown, (fix["id"], fix["why"], shown)
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "html"])
+def test_a_rank_is_never_said_to_run_on_localhost(fmt: str) -> None:
+    # pdsh prefixes the launching node's lines `localhost:`; "rank 0 on localhost" names
+    # whichever machine reads the report, not the node rank 0 ran on (pdsh@DGX2-1's)
+    report = _whole_job("a_starksim_dual8_pdsh_nccl_cuda_calloc", "--format", fmt)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", report)) if fmt == "html" else report
+    text = text.replace("\u200b", "").replace("\\_", "_")
+    assert not re.search(r"rank \d+ on\W+localhost", " ".join(text.split())), fmt
+    assert re.search(r"rank 0\b", text), fmt
+
+
+def test_a_traceback_whose_header_a_progress_bar_swallowed_is_quoted_by_its_exception() -> None:
+    # tqdm's bar and `[rank1]: Traceback (most recent call last):` shared one line: the first
+    # failure was quoted as `File ".../lozo_train.py", line 413, in <module>`, the outermost
+    # frame, while the KeyError it raised stood six lines below
+    d = json.loads(_whole_job("c_nanogpt_pr_lozo_torchrun_8gpu_keyerror", "--format", "json"))
+    first = d["first_failure"]
+    assert first["text"] == "KeyError: '_orig_mod.transformer.wte.weight'", first
+    assert first["line"] == 447, first
+
+
+def test_a_rank_is_not_said_to_be_silent_where_errors_name_no_rank() -> None:
+    # eight unprefixed `ModuleNotFoundError: No module named 'triton_kernels'` tracebacks, then
+    # torchrun's rank 0 exited 1: the finding said rank 0 "exited 1 without any message of its
+    # own", which the log's unattributed tracebacks do not support
+    d = json.loads(_whole_job("c_modded_nanogpt_nebius_triton_kernels_missing", "--format", "json"))
+    assert any(e["rank"] is None and "ModuleNotFoundError" in e["text"] for e in d["timeline"])
+    said = " ".join(f["summary"] for f in d["findings"])
+    assert "without any message" not in said, said

@@ -33,7 +33,14 @@ from triage import knowledge, taxonomy
 from triage.classify.fix_prior import FixPrior
 from triage.knowledge.actions import JobConditions, plain
 from triage.knowledge.playbook import Playbook
-from triage.model import Analysis, Classification, Evidence, FixRecommendation, ScoredLabel
+from triage.model import (
+    LABELS_SHOWN,
+    Analysis,
+    Classification,
+    Evidence,
+    FixRecommendation,
+    ScoredLabel,
+)
 
 # Share of the score from the classifier's fix_scores when it gave some. Those scores already
 # fold in the root-cause prior (the calibrator reads it), so the prior here mostly breaks
@@ -69,7 +76,10 @@ def recommend(
         f: _clip(s) for f, s in (classification.fix_scores or {}).items() if f in tax.fix_patterns
     }
     causes = [rc for rc in classification.root_causes if rc.id in tax.root_causes]
-    prior, prior_cause = _prior(causes, fix_prior)
+    prior, _ = _prior(causes, fix_prior)
+    # a fix's why names the cause it follows among those the report's table shows: a cause
+    # left out of it (R17 at 15%, fourth) is not one the report states
+    _, prior_cause = _prior(causes[:LABELS_SHOWN], fix_prior)
     candidates = set(evidence) | set(prior)
     if not candidates:
         return ()
@@ -101,6 +111,8 @@ def recommend(
         order = _lead_with_the_cause(order, scores, ranked)
     else:
         order = [lead, *_lead_with_the_cause(order[1:], scores, ranked)]
+    usual = fix_prior.ranked(causes[0].id) if causes else ()
+    usual_for_top = usual[0][0] if usual else None
     out: list[FixRecommendation] = []
     said: list[str] = []  # every action already given, under any fix pattern
     for f in order:
@@ -110,8 +122,14 @@ def recommend(
         # what an earlier one said is left out
         actions = _distinct(ranked[f], kb.playbook, said)[:MAX_ACTIONS]
         if not actions:
-            if out:
-                continue  # nothing this job can act on (or nothing new): filler, not advice
+            if out or (
+                f != usual_for_top
+                and any(ranked[g] for g in order if g != f and scores[g] >= MIN_SCORE)
+            ):
+                # nothing this job can act on (or nothing new): filler, not advice. The
+                # playbook's general line leads only for the usual fix of the most likely
+                # cause, or where no fix pattern has anything concrete to say
+                continue
             actions = [kb.playbook.fallback[f]]
         said.extend(actions)
         actions = _no_leading_or(actions)
@@ -179,6 +197,12 @@ def _prior(
 _LOOPBACK = re.compile(r"(?i)^(?:localhost(?:\.localdomain)?|127(?:\.\d{1,3}){3}|::1)$")
 
 
+def names_a_machine(host: str | None) -> bool:
+    """Does this host name say which machine? `localhost` (pdsh's and ssh launchers' name for
+    the node they run on) names whichever machine reads it."""
+    return bool(host) and not _LOOPBACK.match(host or "")
+
+
 def job_facts(analysis: Analysis) -> dict[str, Any]:
     """The facts actions may name, from the analysis (ranks, collective, timeout, versions)."""
     known = analysis.facts
@@ -200,7 +224,7 @@ def job_facts(analysis: Analysis) -> dict[str, Any]:
             facts["collective"] = op  # the op's name, never the record it came from
         timeout_ms = timeout_ms or hang.collective.timeout_ms or None
     host = known.culprit_host or (first.host if first is not None else None)
-    if host and not _LOOPBACK.match(host):
+    if names_a_machine(host):
         # pdsh and ssh launchers name the launching node `localhost`: no node to drain by
         facts["host"] = host
     if timeout_ms:

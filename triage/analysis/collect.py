@@ -25,6 +25,7 @@ from triage.model import (
     ParsedSource,
     PySpyDump,
     SourceKind,
+    TracebackFacts,
 )
 
 _CONTEXT = Role("context", None, 0.0)
@@ -79,9 +80,12 @@ def collect(
         if ps.source.host:
             out.hosts.add(ps.source.host)
         step_killed_from = _step_kill_line(ps)
+        stop_sent_from = _stop_signal_line(ps)
         later_steps_from = _later_steps_from(ps)
         for ev in ps.events:
-            _one(out, ps, ev, index, kb, routine, step_killed_from, later_steps_from)
+            _one(
+                out, ps, ev, index, kb, routine, step_killed_from, stop_sent_from, later_steps_from
+            )
     out.exit_records = exits.collect_exits(parsed, index, kb)
     for rec in out.exit_records:
         if rec.exit.rank is not None:
@@ -99,6 +103,7 @@ def _one(
     kb: knowledge.Knowledge,
     routine: Routine | None,
     step_killed_from: int | None = None,
+    stop_sent_from: int | None = None,
     later_steps_from: int | None = None,
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
@@ -137,7 +142,9 @@ def _one(
     if role.role != "context" and routine is not None and routine.which(ev.text):
         # what healthy jobs print (rules/routine.yaml) starts no failure
         role = _CONTEXT
-    if role.role == "initiating" and _killed_with_the_step(ev, step_killed_from):
+    if role.role == "initiating" and (
+        _killed_with_the_step(ev, step_killed_from) or _dumped_at_the_stop(ev, stop_sent_from)
+    ):
         role = _KILLED_BY_LAUNCHER
         out.launcher_victims.append(ev)
     elif (
@@ -191,6 +198,38 @@ def _later_steps_from(ps: ParsedSource) -> int | None:
     if len(steps) < 2:
         return None
     return min(steps.values())
+
+
+def _stop_signal_line(ps: ParsedSource) -> int | None:
+    """The first line where the launcher says it stops a worker (a line template's
+    `role: victim`: torchrun's `Sending process N closing signal SIGTERM`, DeepSpeed's
+    `Killing subprocess N`)."""
+    lines = [
+        ev.line
+        for ev in ps.events
+        if ev.kind is EventKind.AGENT
+        and ev.notice is not None
+        and ev.notice.role == "victim"
+        and ev.line is not None
+    ]
+    return min(lines, default=None)
+
+
+def _dumped_at_the_stop(ev: Event, stop_sent_from: int | None) -> bool:
+    """A stack of frames alone (no exception line, no `Traceback` header) printed after the
+    launcher sent its closing signal: a worker's faulthandler registered for that signal
+    (`faulthandler.register(SIGTERM)` prints `Stack (most recent call first):` and the
+    frames) shows where the stop found it; the stop caused it, it caused nothing."""
+    facts = ev.payload
+    return (
+        stop_sent_from is not None
+        and ev.kind is EventKind.TRACEBACK
+        and isinstance(facts, TracebackFacts)
+        and facts.headerless
+        and facts.truncated  # no exception type nor message: nothing was raised
+        and ev.line is not None
+        and ev.line > stop_sent_from
+    )
 
 
 def _killed_with_the_step(ev: Event, step_killed_from: int | None) -> bool:

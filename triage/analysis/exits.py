@@ -37,6 +37,8 @@ class ExitRecord:
     self_inflicted: bool = False  # only the rank's own failure ends it this way
     launcher_killed: bool = False  # a survivor the launcher (or a user) stopped
     signal: str | None = None  # the signal it names, if any
+    # the launcher's line that says the program never started (its status is that errno)
+    not_started: str | None = None
 
 
 def collect_exits(
@@ -44,10 +46,16 @@ def collect_exits(
 ) -> list[ExitRecord]:
     """One record per (attempt, rank): torchrun summary, error.json and launcher lines merged,
     each with what its status means (`kb.exits`)."""
-    merged: dict[tuple[int | None, int | None, int | None], ExitRecord] = {}
+    merged: dict[tuple[int | None, int | None, object], ExitRecord] = {}
     one_node = _one_node(parsed, index)
     for ps in parsed:
+        # the launcher's word that a task's program could not start, by the status it ends with
+        failed_starts: dict[int, str] = {}
         for ev in ps.events:
+            start = _failed_start(ev, kb.exits)
+            if start is not None:
+                failed_starts.setdefault(*start)
+                continue
             if ev.kind not in (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR):
                 continue
             if not isinstance(ev.payload, RankExit):
@@ -65,13 +73,18 @@ def collect_exits(
                 rank = ev.rank if ev.rank is not None else ps.source.rank
             if rank is not None and rank != ex.rank:
                 ex = replace(ex, rank=rank)
-            # a rank without a rank (old deepspeed lines) is keyed by pid so it is not lost
-            key = (ps.source.attempt, rank, None if rank is not None else ex.pid)
+            # an exit without a rank (old deepspeed lines, srun's tasks) is keyed by what names
+            # its process, so that two of them are not read as one
+            task = ev.notice.task if ev.notice is not None else None
+            unranked = None if rank is not None else (ex.pid, ex.host or ev.host, task)
+            key = (ps.source.attempt, rank, unranked)
             old = merged.get(key)
+            not_started = failed_starts.get(ex.exitcode) if _launcher(ev) == "srun" else None
             merged[key] = ExitRecord(
                 exit=_merge(old.exit, ex) if old else ex,
                 event=old.event if old and _richer(old.event, ev) else ev,
                 attempt=ps.source.attempt,
+                not_started=not_started or (old.not_started if old else None),
             )
     # a console summary carries no attempt; it describes the last attempt of its rank
     latest: dict[int | None, int] = {}
@@ -86,6 +99,7 @@ def collect_exits(
             exit=_merge(rec.exit, old.exit),
             event=rec.event if rec.exit.exitcode is not None else old.event,
             attempt=old.attempt,
+            not_started=rec.not_started or old.not_started,
         )
     return sorted(
         (_read(r, kb.exits) for r in merged.values()),
@@ -99,13 +113,28 @@ def _read(rec: ExitRecord, codes: ExitCodes) -> ExitRecord:
         # a launcher that names the signal alone (mp.spawn): the code torchrun would report
         code = -int(signal.Signals[rec.exit.signal])
         rec = replace(rec, exit=replace(rec.exit, exitcode=code))
+    meaning = codes.meaning(code)
+    if rec.not_started:
+        meaning = f"exit {code}: the program never started: {rec.not_started}"
     return replace(
         rec,
-        meaning=codes.meaning(code),
+        meaning=meaning,
         self_inflicted=code in codes.self_inflicted,
         launcher_killed=code in codes.launcher_killed,
         signal=signal_name(code, rec.exit.signal),
     )
+
+
+def _failed_start(ev: Event, codes: ExitCodes) -> tuple[int, str] | None:
+    """(the status the task ends with, the words that say why) where this line says the
+    launcher could not start a task's program (`kb.exits.not_started`: slurmstepd's
+    `execve(): torchrun: No such file or directory` ends the task with ENOENT, 2)."""
+    if codes.not_started is None or ev.kind is not EventKind.ERROR_LINE:
+        return None
+    m = codes.not_started.search(ev.text)
+    if m is None or m["reason"] not in codes.not_started_status:
+        return None
+    return codes.not_started_status[m["reason"]], m.group(0).strip()
 
 
 def _launcher(ev: Event) -> str | None:
@@ -173,7 +202,14 @@ def exit_findings(records: Sequence[ExitRecord]) -> list[Finding]:
                 summary=f"{where} exited with {code} ({what})",
                 ranks=tuple(ranks),
                 evidence=tuple(ref(r.event, r.exit.rank) for r in recs[:5]),
-                facts=RankExitFacts(exitcode=code, signal=sig, meaning=what, count=len(recs)),
+                facts=RankExitFacts(
+                    exitcode=code,
+                    signal=sig,
+                    meaning=what,
+                    count=len(recs),
+                    # said only where every exit of the group never started its program
+                    not_started=recs[0].not_started if all(r.not_started for r in recs) else None,
+                ),
             )
         )
     return out

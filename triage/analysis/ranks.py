@@ -276,12 +276,15 @@ def first_line(text: str, limit: int = 300, traceback: Traceback | None = None) 
     if not lines:
         return ""
     line = lines[0]
-    if line.startswith("Traceback") and len(lines) > 1:
+    # frames without their `Traceback` header (a progress bar printed it mid-line) are read
+    # the same: the exception says what went wrong, not the outermost frame
+    headerless = line.startswith('File "')
+    if (line.startswith("Traceback") or headerless) and len(lines) > 1:
         # a chain prints its first exception first: that one is what went wrong, the later
         # ones were raised while handling it (a `finally:` barrier that then timed out)
         heads = (traceback or tracebacks.read(text)).exception_lines
         line = heads[0] if len(heads) > 1 else (heads[-1] if heads else line)
-        if not heads:
+        if not heads and not headerless:
             # a traceback cut before its exception (another rank's lines broke in): its
             # innermost frame says where it was, `Traceback (most recent call last):` nothing
             frames = [ln for ln in lines if ln.startswith('File "')]

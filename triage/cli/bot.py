@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from triage.cli.common import check_rules, no_embed_option, rules_option
+from triage.cli.common import check_input_file, check_rules, no_embed_option, rules_option
 
 
 @click.group("bot")
@@ -73,6 +73,7 @@ def _run_bot(
     from triage.bot.ci import run_ci
     from triage.bot.settings import ServiceSettings
 
+    check_input_file(event_path, "--event", "event file")
     check_rules(rules)
     settings = ServiceSettings(embeddings=not no_embed, rules_dirs=tuple(rules))
     result = run_ci(
@@ -115,6 +116,8 @@ def serve(host: str, port: int, api_url: str | None, config_path: str | None) ->
     from triage.bot.service import Service
     from triage.bot.settings import SettingsError, load_service_settings
 
+    if config_path is not None:
+        check_input_file(config_path, "--config")
     try:
         settings = load_service_settings(config_path)
     except SettingsError as exc:

@@ -36,7 +36,9 @@ rules_option = click.option(
     "--rules",
     "rules",
     multiple=True,
-    type=click.Path(exists=True, file_okay=False),
+    # checked by check_rules (check_input_folder): a clear sentence for a pipe, a file, a name
+    # too long or a folder the user may not read
+    type=click.Path(),
     help="Add a folder of your own rules (repeatable).",
 )
 no_embed_option = click.option(
@@ -151,6 +153,8 @@ def check_rules(extra: tuple[str, ...]) -> None:
     """A broken rule file is the user's to fix: say which file and rule, exit 2."""
     if not extra:
         return
+    for folder in extra:
+        check_input_folder(folder, "--rules")
     from triage.classify import rules as engine
 
     try:
@@ -162,14 +166,7 @@ def check_rules(extra: tuple[str, ...]) -> None:
 def pick_format(fmt: str | None, out: str | None, brief: bool = False) -> str:
     """The report format, checked before any work is done: a typo costs no minutes."""
     if out:
-        path = Path(out)
-        folder = path.parent
-        if not folder.is_dir():
-            raise click.BadParameter(
-                f"cannot write {out}: the folder {folder} does not exist", param_hint="-o"
-            )
-        if path.is_dir():
-            raise click.BadParameter(f"{out} is a folder; give a file name", param_hint="-o")
+        check_output_file(out)
     if not fmt and out:
         fmt = SUFFIX_FORMATS.get(Path(out).suffix.lower())
         if fmt is None:
@@ -192,7 +189,7 @@ def emit(diagnosis: Any, fmt: str, out: str | None, quiet: bool, brief: bool = F
             Path(out).write_text(report.render(diagnosis, fmt, brief), encoding="utf-8")
         except OSError as exc:
             raise click.BadParameter(
-                f"cannot write {out}: {exc.strerror or exc}", param_hint="-o"
+                f"cannot write {shown_path(out)}: {exc.strerror or exc}", param_hint="-o"
             ) from exc
         if not quiet:
             click.echo(f"{diagnosis.summary}\nreport written to {out}", err=True)
@@ -235,3 +232,111 @@ def refuse_streams(paths: tuple[str, ...]) -> None:
                 "triage job.txt`) or pipe a pasted error to `triage explain`.",
                 param_hint="PATH",
             )
+
+
+# A path is quoted in a message up to this many characters: a pasted text given as a path
+# would fill the terminal.
+_SHOWN_PATH = 200
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    text = os.fspath(path)
+    return text if len(text) <= _SHOWN_PATH else text[:_SHOWN_PATH] + "…"
+
+
+def check_output_file(out: str, param_hint: str = "-o") -> None:
+    """Refuse, before any work is done, a path no report can be written to: a folder, a file
+    under something that is no folder, a name the OS refuses (too long). Each OSError the
+    checks meet (ENAMETOOLONG, EACCES) is the user's to fix: a usage error, not a crash. A
+    pipe stays allowed (`-o /dev/stdout`, `-o >(gzip > r.gz)`): something reads it."""
+    path = Path(out)
+    shown = shown_path(out)
+    try:
+        if path.is_dir():
+            raise click.BadParameter(
+                f"{shown} is a folder; give a file name", param_hint=param_hint
+            )
+        folder = path.parent
+        if not folder.exists():
+            raise click.BadParameter(
+                f"cannot write {shown}: the folder {shown_path(folder)} does not exist",
+                param_hint=param_hint,
+            )
+        if not folder.is_dir():
+            raise click.BadParameter(
+                f"cannot write {shown}: {shown_path(folder)} is a file, not a folder",
+                param_hint=param_hint,
+            )
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot write {shown}: {exc.strerror or exc}", param_hint=param_hint
+        ) from None
+
+
+def check_output_folder(out_dir: str, param_hint: str = "-o") -> None:
+    """The folder a command writes into is one where it exists, and a name the OS takes
+    where it does not yet (the command makes it only once it has something to write)."""
+    import stat
+
+    shown = shown_path(out_dir)
+    try:
+        if not stat.S_ISDIR(os.stat(out_dir).st_mode):
+            raise click.BadParameter(f"{shown} is a file; give a folder", param_hint=param_hint)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot write to the folder {shown}: {exc.strerror or exc}", param_hint=param_hint
+        ) from None
+
+
+def check_input_folder(folder: str, param_hint: str) -> None:
+    """A folder the command reads (`--rules DIR`, the jobs of `batch` and `fleet`) is one, and
+    can be listed: a file, a pipe, a name too long or a folder the user may not read each get
+    a sentence that says so, not an internal error later."""
+    import stat
+
+    shown = shown_path(folder)
+    try:
+        mode = os.stat(folder).st_mode
+        if not stat.S_ISDIR(mode):
+            what = "a pipe" if stat.S_ISFIFO(mode) else "a file"
+            raise click.BadParameter(f"{shown} is {what}, not a folder", param_hint=param_hint)
+        with os.scandir(folder):
+            pass
+    except FileNotFoundError:
+        raise click.BadParameter(f"no such folder: {shown}", param_hint=param_hint) from None
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read the folder {shown}: {exc.strerror or exc}", param_hint=param_hint
+        ) from None
+
+
+def check_input_file(path: str, param_hint: str, what: str = "file") -> None:
+    """A file the command reads whole (`bot --event`, `serve --config`) is a regular file it
+    may read: a pipe would be read once or block, a folder or a name too long is no file."""
+    import stat
+
+    shown = shown_path(path)
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            what = (
+                "a folder"
+                if stat.S_ISDIR(mode)
+                else "a pipe"
+                if stat.S_ISFIFO(mode)
+                else "not a regular file"
+            )
+            raise click.BadParameter(
+                f"{shown} is {what}; give the file itself (save a pipe's content first)",
+                param_hint=param_hint,
+            )
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise click.BadParameter(f"no such {what}: {shown}", param_hint=param_hint) from None
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read {shown}: {exc.strerror or exc}", param_hint=param_hint
+        ) from None

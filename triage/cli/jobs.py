@@ -8,15 +8,18 @@ import click
 
 from triage.cli.common import (
     SUFFIX_FORMATS,
+    check_input_folder,
+    check_output_file,
     many_jobs_options,
     pipeline_options,
     redact_hosts_option,
+    shown_path,
 )
 from triage.cli.progress import BatchProgress, FleetProgress
 
 
 @click.command("batch")
-@click.argument("jobs_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("jobs_dir", type=click.Path())  # check_input_folder says what is wrong
 @click.option(
     "-o",
     "--output",
@@ -46,6 +49,8 @@ def batch(
 
     if dask_address is not None and ray_address is not None:
         raise click.UsageError("--dask and --ray: choose one cluster")
+    check_input_folder(jobs_dir, "JOBS_DIR")
+    check_output_file(out)
     try:
         batch_runner.check_cluster(dask=dask_address, ray=ray_address)
     except batch_runner.ClusterUnavailable as exc:
@@ -55,11 +60,13 @@ def batch(
     options = pipeline_options(
         no_embed, rules, fr_entries, follow_links=follow_links, redact_hosts=redact_hosts
     )
-    if not Path(out).parent.is_dir():
+    try:
+        rows = open(out, "w", encoding="utf-8")  # noqa: SIM115 - closed by the `with` below
+    except OSError as exc:
         raise click.BadParameter(
-            f"cannot write {out}: the folder {Path(out).parent} does not exist", param_hint="-o"
-        )
-    with open(out, "w", encoding="utf-8") as fh, BatchProgress(len(entries)) as progress:
+            f"cannot write {shown_path(out)}: {exc.strerror or exc}", param_hint="-o"
+        ) from None
+    with rows as fh, BatchProgress(len(entries)) as progress:
         count = batch_runner.run_batch(
             entries,
             fh,
@@ -73,7 +80,7 @@ def batch(
 
 
 @click.command("fleet")
-@click.argument("jobs_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("jobs_dir", type=click.Path())  # check_input_folder says what is wrong
 @click.option(
     "-o",
     "--output",
@@ -119,10 +126,10 @@ def fleet(
             f"cannot tell the format of {out}: use .html, .md or .json, or --format",
             param_hint="-o",
         )
-    if out and not Path(out).parent.is_dir():
-        raise click.BadParameter(
-            f"cannot write {out}: the folder {Path(out).parent} does not exist", param_hint="-o"
-        )
+    check_input_folder(jobs_dir, "JOBS_DIR")
+    if out:
+        check_output_file(out)
+    check_output_file(db_path, "--db")
     options = pipeline_options(no_embed, rules, fr_entries, follow_links=follow_links)
     with FleetProgress(not quiet) as progress:
         try:
@@ -141,7 +148,12 @@ def fleet(
             raise click.ClickException(str(exc)) from None
     text = render(report, fmt)
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        try:
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot write {shown_path(out)}: {exc.strerror or exc}", param_hint="-o"
+            ) from None
         if not quiet:
             click.echo(f"fleet report written to {out}", err=True)
     else:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from triage.cli.common import emit, no_embed_option
+from triage.cli.common import check_output_folder, emit, no_embed_option
 
 
 @click.command("snapshot")
@@ -58,6 +58,7 @@ def snapshot(
 
     if pid is not None and every:
         raise click.UsageError("give --pid or --all, not both")
+    check_output_folder(out_dir)
     options = snap.SnapshotOptions(
         out_dir=out_dir,
         pid=pid,

@@ -8,6 +8,10 @@
     restarts:                   # the elastic agent's lines that say it restarted the workers
       pattern: 'Worker group FAILED\\. (?P<left>\\d+)/(?P<max>\\d+) attempts left|...'
       examples: {match: [...], no_match: [...]}
+    not_started:                # the launcher could not start the program (slurmstepd's execve)
+      pattern: 'execve\\(\\): (?P<program>.+?): (?P<reason>No such file or directory|...)'
+      errno: {No such file or directory: 2}   # the status the task then ends with
+      examples: {match: [...], no_match: [...]}
 
 `role`: `self_inflicted` exits are evidence of the rank's own failure (the culprit vote weighs
 them); `launcher_killed` ones mark a survivor the launcher stopped. A code the table does not
@@ -27,7 +31,7 @@ from triage.knowledge.problems import check_examples, compile_regex
 
 KIND = "exits"
 ROLES = ("self_inflicted", "launcher_killed")
-_KEYS = {"kind", "codes", "restarts"}
+_KEYS = {"kind", "codes", "restarts", "not_started"}
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: one per load
@@ -37,6 +41,10 @@ class ExitCodes:
     launcher_killed: frozenset[int] = frozenset()
     # `max`: the restarts configured, where the line says
     restarts: regex.Pattern[str] | None = None
+    # a line that says the program of a task could not be started, naming `reason`, and the
+    # exit status each reason ends the task with (its errno)
+    not_started: regex.Pattern[str] | None = None
+    not_started_status: Mapping[str, int] = field(default_factory=dict)
 
     def meaning(self, exitcode: int | None) -> str:
         """What a person should read into an exit status."""
@@ -97,6 +105,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         self_inflicted=frozenset(roles["self_inflicted"]),
         launcher_killed=frozenset(roles["launcher_killed"]),
         restarts=_restarts(body.get("restarts"), report),
+        **_not_started(body.get("not_started"), report),
     )
 
 
@@ -109,6 +118,29 @@ def _restarts(spec: Any, report: Callable[[str, str], None]) -> regex.Pattern[st
         return None
     check_examples(pattern, spec.get("examples"), "restarts", report)
     return pattern
+
+
+def _not_started(spec: Any, report: Callable[[str, str], None]) -> dict[str, Any]:
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or not isinstance(spec.get("pattern"), str):
+        report("not_started", "needs `pattern`, `errno` and `examples`")
+        return {}
+    errno = spec.get("errno")
+    if not isinstance(errno, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in errno.items()
+    ):
+        report("not_started", "`errno` maps each reason the line names to the exit status")
+        return {}
+    pattern = compile_regex(spec["pattern"], "not_started", report)
+    if pattern is None:
+        return {}
+    if "reason" not in pattern.groupindex:
+        report("not_started", "the pattern names the failure's `reason` (?P<reason>...)")
+        return {}
+    check_examples(pattern, spec.get("examples"), "not_started", report)
+    return {"not_started": pattern, "not_started_status": dict(errno)}
 
 
 def merge(values: Sequence[ExitCodes]) -> ExitCodes:

@@ -29,6 +29,7 @@ from triage.model.analysis import (
     TimelineEntry,
 )
 from triage.model.diagnosis import (
+    LABELS_SHOWN,
     SCHEMA,
     Classification,
     Diagnosis,
@@ -102,6 +103,7 @@ from triage.model.payloads import (
 )
 
 __all__ = [
+    "LABELS_SHOWN",
     "Analysis",
     "AnalysisFacts",
     "C10dFacts",

@@ -106,6 +106,11 @@ class InputSummary:
     events: int = 0
 
 
+# How many of each ranked label (symptoms, root causes) a report's tables list; the JSON has
+# them all. A sentence of the report names no label the tables leave out.
+LABELS_SHOWN = 3
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     summary: str

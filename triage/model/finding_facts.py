@@ -168,6 +168,9 @@ class RankExitFacts(FindingFacts):
     signal: str | None = None  # SIGKILL, ...
     meaning: str = ""
     count: int = 0  # workers that ended this way
+    # the launcher's words that the program never started (slurmstepd's `execve(): ...`): the
+    # status is that failure's errno, not the program's own
+    not_started: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from triage.analysis.timeline import first_error
 from triage.model import (
+    LABELS_SHOWN,
     Diagnosis,
     Evidence,
     InputNote,
@@ -32,6 +33,7 @@ from triage.model import (
     ScoredLabel,
     SourceKind,
 )
+from triage.recommend import names_a_machine
 
 from . import common as c
 from . import pictures, wording
@@ -90,8 +92,8 @@ def build(d: Diagnosis, kb: Knowledge | None = None) -> ReportView:
         abstain=abstain,
         outcome=_outcome(d, base),
         ended_well=ended_well,
-        symptoms=_ties(tuple(_label(x) for x in d.symptoms[:3])),
-        root_causes=_ties(tuple(_label(x) for x in d.root_causes[:3])),
+        symptoms=_ties(tuple(_label(x) for x in d.symptoms[:LABELS_SHOWN])),
+        root_causes=_ties(tuple(_label(x) for x in d.root_causes[:LABELS_SHOWN])),
         stage=(c.short(f"{d.stage.id} {d.stage.name or d.stage.slug}", 200) if d.stage else ""),
         collect_next=tuple(_action(a) for a in collect_next(d, kb)) if abstain else (),
         who=_who(d, base),
@@ -250,7 +252,8 @@ def _who(d: Diagnosis, base: str) -> Who | None:
         about = _by_no_rank_about(d)
         first = FirstFailure(
             rank=c.rank_str(f.rank),
-            host=c.short(f.host or "", 200),
+            # `localhost` (pdsh's prefix for the launching node) says no machine: the rank alone
+            host=c.short(f.host or "", 200) if names_a_machine(f.host) else "",
             time=c.iso_time(f.time, f.time_resolution) if f.time is not None else "",
             where=_where(f.source, f.line, base),
             text=c.short(f.text, 20_000),
