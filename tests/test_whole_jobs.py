@@ -314,6 +314,40 @@ def test_colossalai_runs_report_of_a_failed_command_is_no_launcher_failure() -> 
     ), d["fix_patterns"]
 
 
+def test_a_run_whose_loss_is_nan_on_its_last_steps_diverged_though_it_kept_stepping() -> None:
+    # nanochat SFT on one GPU: the loss rises, then reads `loss: nan` from step 9 to the
+    # last line (step 133); no exception, no exit: the run is lost all the same
+    d = _diagnose("d_nanochat_pr_sft_1gpu_loss_nan_from_step9")
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "diverged" in d["outcome"]["why"]
+    assert d["symptoms"][0]["id"] == "S19"
+
+
+@pytest.mark.parametrize(
+    ("last_line", "diverged"),
+    [
+        ("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.4}", True),
+        # fp16 loss scaling skipped this step: its gradient norm is inf, its loss a number
+        ("{'loss': 1.7342, 'grad_norm': inf, 'learning_rate': 1e-05, 'epoch': 0.4}", False),
+    ],
+)
+def test_only_a_non_finite_loss_on_the_last_step_is_a_diverged_run(
+    tmp_path: Path, last_line: str, diverged: bool
+) -> None:
+    lines = [
+        "{'loss': 2.3456, 'grad_norm': 1.234, 'learning_rate': 1e-05, 'epoch': 0.1}",
+        "{'loss': 2.1002, 'grad_norm': 1.101, 'learning_rate': 1e-05, 'epoch': 0.2}",
+        last_line,
+    ]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert (d["outcome"]["id"] == "failed") is diverged, d["outcome"]
+    assert any(s["id"] == "S19" for s in d["symptoms"][:1]) is diverged, d["symptoms"]
+
+
 def _appended(tmp_path: Path, first_job: str) -> str:
     lines = [
         "[rank1]: Traceback (most recent call last):",

@@ -204,6 +204,7 @@ def analyse(
         *cascade_findings(cascade_events, first),
         *exits.exit_findings(seen.exit_records),
         *exits.restart_findings(parsed, kb),
+        *progress.loss_diverged(parsed),
         *cons.findings,
     ]
     # a detector's abort explains its missing dump as well as a rank's own error does

@@ -35,12 +35,14 @@ from triage.model import (
     EventKind,
     EvidenceRef,
     FaultHandlerFacts,
+    Finding,
     HangShape,
     Level,
     LineNotice,
     Outcome,
     OutcomeKind,
     ParsedSource,
+    ProgressDivergenceFacts,
     ProgressFacts,
     RankExit,
     SourceKind,
@@ -169,6 +171,11 @@ def _decide(
         return Outcome(OutcomeKind.SUCCEEDED, why, _refs(shown), fault_too=bool(logged))
     if fatal:
         return _failed(fatal, found)
+    diverged = _loss_diverged(found)
+    if diverged is not None:
+        # no exception, but the loss it reports is no number: the run is lost
+        shown = diverged.evidence[:_MAX_EVIDENCE]
+        return Outcome(OutcomeKind.FAILED, _cap(diverged.summary), shown)
     if last_progress:
         done = _progress_done(last_progress.values(), _planned_steps(logs))
         if done is not None:
@@ -356,6 +363,14 @@ def _planned_steps(events: Iterable[Event]) -> dict[str, int]:
             if ev.source not in out or line >= out[ev.source][0]:
                 out[ev.source] = (line, total)
     return {source: total for source, (_, total) in out.items()}
+
+
+def _loss_diverged(found: Analysis) -> Finding | None:
+    """Correlate's finding that every stream's last progress line reports a nan/inf loss."""
+    for f in found.findings:
+        if isinstance(f.facts, ProgressDivergenceFacts) and f.facts.loss_diverged:
+            return f
+    return None
 
 
 def _progress_lines(events: Iterable[Event]) -> dict[tuple[str, int | None], list[Event]]:

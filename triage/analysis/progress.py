@@ -8,11 +8,20 @@ finished) or ahead (it skipped a collective the others still wait in) is a suspe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from triage.analysis.ranks import format_ranks, ref
-from triage.model import Event, Finding, FindingKind, ProgressDivergenceFacts, ProgressFacts
+from triage.model import (
+    Event,
+    EventKind,
+    Finding,
+    FindingKind,
+    ParsedSource,
+    ProgressDivergenceFacts,
+    ProgressFacts,
+    SourceKind,
+)
 
 
 @dataclass
@@ -127,3 +136,48 @@ def _non_finite(out: ProgressAnalysis) -> None:
 
 def _rank_unit(unit: str) -> int:
     return {"step": 0, "global_step": 0, "iteration": 1, "epoch": 2}.get(unit, 3)
+
+
+def loss_diverged(parsed: Sequence[ParsedSource]) -> list[Finding]:
+    """Every stream that logged progress last reported its loss as nan or inf: the training
+    diverged and went on stepping (or the log ends there), whatever else it printed. A
+    healthy fp16 run skips the steps its loss scaling overflows on and reports a finite loss;
+    a loss printed as NaN on the last step means the forward pass itself produced it."""
+    last: dict[tuple[str, int | None], Event] = {}
+    for ps in parsed:
+        if ps.source.kind is SourceKind.TEXT:
+            continue  # a note's prose quoting a loss is no stream of the job
+        for ev in ps.events:
+            if ev.kind is EventKind.PROGRESS and isinstance(ev.payload, ProgressFacts):
+                key = (ev.source, ev.rank)
+                old = last.get(key)
+                if old is None or (ev.line or 0) > (old.line or 0):
+                    last[key] = ev
+    bad = [
+        ev
+        for ev in last.values()
+        if isinstance(ev.payload, ProgressFacts) and ev.payload.loss_non_finite
+    ]
+    if not bad or len(bad) < len(last):
+        return []
+    ranks = tuple(sorted({ev.rank for ev in bad if ev.rank is not None}))
+    steps = [ev.payload.step for ev in bad if isinstance(ev.payload, ProgressFacts)]
+    step = min((s for s in steps if s is not None), default=None)
+    at = f" at step {step}" if step is not None else ""
+    who = f"rank(s) {format_ranks(ranks)}" if ranks else "the training loop"
+    return [
+        Finding(
+            kind=FindingKind.PROGRESS_DIVERGENCE,
+            summary=(
+                f"{who} reported the loss as nan/inf on the last logged progress line{at}: "
+                "the training diverged"
+            ),
+            ranks=ranks,
+            evidence=tuple(ref(ev, ev.rank) for ev in bad[:4]),
+            facts=ProgressDivergenceFacts(
+                unit="step",
+                step=float(step) if step is not None else None,
+                loss_diverged=True,
+            ),
+        )
+    ]

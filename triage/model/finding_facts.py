@@ -160,6 +160,8 @@ class ProgressDivergenceFacts(FindingFacts):
     last: Mapping[int, float] = field(default_factory=dict)  # rank -> its last one
     step: float | None = None  # where a rank's metric went non-finite
     non_finite: tuple[int, ...] = ()
+    # every stream's last progress line reports the loss as nan/inf: the training diverged
+    loss_diverged: bool = False
 
 
 @dataclass(frozen=True)

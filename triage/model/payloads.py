@@ -307,6 +307,7 @@ class ProgressFacts:
     total_steps: int | None
     epoch: float | None
     non_finite: bool = False  # the line prints a metric as nan or inf (`loss nan`)
+    loss_non_finite: bool = False  # ... and that metric is the loss (`loss: nan`)
 
 
 @dataclass(frozen=True)

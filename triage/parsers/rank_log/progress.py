@@ -35,6 +35,12 @@ _RAW_RANK = re.compile(rb"\[Rank (-?\d+)\] step=")
 # a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`): Python's and
 # C's spellings of a non-finite float
 _NON_FINITE = re.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", re.I)
+# ... the loss itself printed so (`loss: nan`, `'loss': nan`, `lm loss: inf`, `train_loss=nan`),
+# not a gradient norm: fp16 loss scaling prints `grad_norm: nan` on the steps it skips, and
+# the loss stays finite there
+_LOSS_NON_FINITE = re.compile(
+    r"(?<![\w.])(?:\w+[_ ])?loss['\"]?\s*[:=]?\s*[-+]?(?:nan|inf|infinity)(?![\w.])", re.I
+)
 DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
 
@@ -326,7 +332,11 @@ class ProgressReading:
                 msg_rank=p.msg_rank,
                 time=ts.parse_any(p.text, self.hint),
                 payload=ProgressFacts(
-                    p.step, p.total, p.epoch, non_finite=_NON_FINITE.search(p.text) is not None
+                    p.step,
+                    p.total,
+                    p.epoch,
+                    non_finite=_NON_FINITE.search(p.text) is not None,
+                    loss_non_finite=_LOSS_NON_FINITE.search(p.text) is not None,
                 ),
                 progress=True,
             )
