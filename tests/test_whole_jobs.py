@@ -348,6 +348,24 @@ def test_only_a_non_finite_loss_on_the_last_step_is_a_diverged_run(
     assert any(s["id"] == "S19" for s in d["symptoms"][:1]) is diverged, d["symptoms"]
 
 
+@pytest.mark.parametrize(
+    ("case", "symptom"),
+    [
+        # torch_xla's xmp.spawn takes 1 or one host's devices, and was asked for 32
+        ("d_aws_neuronx_nemo_xmp_spawn_32_devices_refused", "S09"),
+        # the XRT client's global device map of a 2-node job lacks this process's device
+        ("d_aws_neuronx_nemo_xmp_spawn_2node_xrt_device_map_check_failed", "S13"),
+    ],
+)
+def test_torch_xla_launch_checks_name_the_layout_not_a_runtime_exception(
+    case: str, symptom: str
+) -> None:
+    d = _diagnose(case)
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == symptom, d["symptoms"][:3]
+    assert d["root_causes"][0]["id"] == "R06", d["root_causes"][:3]
+
+
 def _appended(tmp_path: Path, first_job: str) -> str:
     lines = [
         "[rank1]: Traceback (most recent call last):",
