@@ -395,7 +395,9 @@ def _went_on_past(ev: Event, progress: dict[tuple[str, int | None], list[Event]]
     """Training logged progress after this event (in its file, on its rank when known): the
     job survived it. A progress bar redrawn at the step it had already shown (tqdm renders
     its bar once more when it is closed, as the exception unwinds or the process exits) is
-    no step taken after the fault."""
+    no step taken after the fault. The parser keeps each stream's last progress line, so the
+    step shown before the fault is known only where another line of the stream came before
+    it; without one, only a bar still at step 0 is told apart."""
     if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed":
         return False
     lines = progress.get((ev.source, ev.rank)) or (
