@@ -6,7 +6,9 @@ later DeepSpeed releases declare is a version mismatch; TCPStore's libuv check f
 without libuv (the Windows wheels); CPython that cannot open the launched script is the command
 line; zsh's `killed` is SIGKILL; bitsandbytes without even its CPU library was never built, and
 without a library for torch's CUDA is too old for it; a binary with no kernel for the GPU does not
-support that GPU. Each is read through `triage explain`, as a user pastes it."""
+support that GPU; training sections under init_inference's `zero` are a training config given to
+the inference API; the top-level horovod package has no framework API. Each is read through
+`triage explain`, as a user pastes it."""
 
 from __future__ import annotations
 
@@ -68,7 +70,23 @@ NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the c
 The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.
 If you want to use the NVIDIA GeForce RTX 5090 GPU with PyTorch, please check the instructions at https://pytorch.org/get-started/locally/"""
 
-# (name, paste, top symptom, top root cause (or causes, "/"), what the fixes must tell the user)
+DS_INFERENCE_GIVEN_TRAINING_CONFIG = """  File "inference-test-zero.py", line 95, in <module>
+    model = deepspeed.init_inference(model, config=ds_config)
+pydantic.error_wrappers.ValidationError: 3 validation errors for DeepSpeedInferenceConfig
+tp
+  value is not a valid dict (type=type_error.dict)
+zero -> fp16
+  extra fields not permitted (type=value_error.extra)
+zero -> zero_optimization
+  extra fields not permitted (type=value_error.extra)"""
+
+HOROVOD_TOP_LEVEL_PACKAGE = """Traceback (most recent call last):
+  File "train.py", line 22, in <module>
+    torch.cuda.set_device(hvd.local_rank())
+AttributeError: module 'horovod' has no attribute 'local_rank'"""
+
+# (name, paste, top symptom and top root cause (either of those a "/" separates), what the fixes
+# must tell the user)
 CASES = [
     ("torch17-invalid-device-ordinal", TORCH17_INVALID_ORDINAL, "S13", "R06", "set_device"),
     ("lightning-no-gpu-visible", LIGHTNING_NO_GPU_VISIBLE, "S04", "R04/R02", 'accelerator="cpu"'),
@@ -86,6 +104,14 @@ CASES = [
     ("bitsandbytes-never-built", BNB_NEVER_BUILT, "S02", "R02", "pip install bitsandbytes"),
     ("bitsandbytes-no-binary-for-cuda", BNB_NO_BINARY_FOR_CUDA, "S04", "R01", "CUDA 129"),
     ("no-kernel-for-the-gpu", NO_KERNEL_FOR_THE_GPU, "S04", "R04", "TORCH_CUDA_ARCH_LIST"),
+    (
+        "deepspeed-inference-given-a-training-config",
+        DS_INFERENCE_GIVEN_TRAINING_CONFIG,
+        "S09",
+        "R14",
+        "`zero` section holds only ZeRO settings",
+    ),
+    ("horovod-top-level-package", HOROVOD_TOP_LEVEL_PACKAGE, "S18/S13", "R14", "horovod.torch"),
 ]
 
 
@@ -96,7 +122,7 @@ def test_the_check_the_library_made_names_the_root_cause_and_the_advice(
     text: str, symptom: str, cause: str, advice: str
 ) -> None:
     d = explained(text, "--no-embed")
-    assert_top(d, "symptoms", symptom)
+    assert_top(d, "symptoms", *symptom.split("/"))
     assert_top(d, "root_causes", *cause.split("/"))
     # the check names its mechanism, so the cause is stated with confidence, not as a guess
     assert d["root_causes"][0]["score"] >= 0.8, d["root_causes"][:2]
