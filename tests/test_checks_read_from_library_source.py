@@ -7,7 +7,8 @@ without libuv (the Windows wheels); CPython that cannot open the launched script
 line; zsh's `killed` is SIGKILL; bitsandbytes without even its CPU library was never built, and
 without a library for torch's CUDA is too old for it; a binary with no kernel for the GPU does not
 support that GPU; training sections under init_inference's `zero` are a training config given to
-the inference API; the top-level horovod package has no framework API. Each is read through
+the inference API; the top-level horovod package has no framework API; an NVSwitch fabric manager
+that is down (most often: not the driver's version) is the versions. Each is read through
 `triage explain`, as a user pastes it."""
 
 from __future__ import annotations
@@ -85,6 +86,16 @@ HOROVOD_TOP_LEVEL_PACKAGE = """Traceback (most recent call last):
     torch.cuda.set_device(hvd.local_rank())
 AttributeError: module 'horovod' has no attribute 'local_rank'"""
 
+FABRIC_MANAGER_FAILED = """$ sudo systemctl status nvidia-fabricmanager
+● nvidia-fabricmanager.service - NVIDIA fabric manager service
+     Loaded: loaded (/lib/systemd/system/nvidia-fabricmanager.service; enabled; vendor preset: enabled)
+     Active: failed (Result: exit-code) since Mon 2024-07-01 14:43:57 UTC; 5s ago
+    Process: 444114 ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg (code=exited, status=1/FAILURE)"""
+
+FABRIC_MANAGER_OTHER_VERSION = """Nov 05 13:55:26 node1 systemd[1]: Starting NVIDIA fabric manager service...
+Nov 05 13:55:26 node1 nv-fabricmanager[104230]: fabric manager NVIDIA GPU driver interface version 550.127.05 doesn't match with driver version 550.120. Please update with the matching NVIDIA driver package.
+Nov 05 13:55:26 node1 systemd[1]: nvidia-fabricmanager.service: Control process exited, code=exited, status=1/FAILURE"""
+
 # (name, paste, top symptom and top root cause (either of those a "/" separates), what the fixes
 # must tell the user)
 CASES = [
@@ -112,6 +123,20 @@ CASES = [
         "`zero` section holds only ZeRO settings",
     ),
     ("horovod-top-level-package", HOROVOD_TOP_LEVEL_PACKAGE, "S18/S13", "R14", "horovod.torch"),
+    (
+        "fabric-manager-failed",
+        FABRIC_MANAGER_FAILED,
+        "S11/S04",
+        "R01",
+        "journalctl -u nvidia-fabricmanager",
+    ),
+    (
+        "fabric-manager-other-version",
+        FABRIC_MANAGER_OTHER_VERSION,
+        "S11/S04",
+        "R01",
+        "exactly the driver's version (550.120",
+    ),
 ]
 
 
