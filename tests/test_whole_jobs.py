@@ -366,6 +366,27 @@ def test_torch_xla_launch_checks_name_the_layout_not_a_runtime_exception(
     assert d["root_causes"][0]["id"] == "R06", d["root_causes"][:3]
 
 
+def test_tcpstores_libuv_refusal_as_a_dist_store_error_starts_the_failure(tmp_path: Path) -> None:
+    # torch >= 2.5 raises the store's libuv check as a DistStoreError, the family of a lost
+    # store; it is the store's own refusal on a build without libuv, and says its remedy
+    lines = [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "C:\\work\\train.py", line 14, in <module>',
+        '[rank0]:     dist.init_process_group("gloo")',
+        "[rank0]: torch.distributed.DistStoreError: use_libuv was requested but PyTorch was built"
+        " without libuv support, run with USE_LIBUV=0 to disable it.",
+        "E1207 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed"
+        " (exitcode: 1) local_rank: 0 (pid: 4242) of binary: C:\\Python311\\python.exe",
+    ]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["root_causes"][0]["id"] == "R04", d["root_causes"][:2]
+    assert "USE_LIBUV=0" in json.dumps(d["fix_patterns"][:1])
+
+
 def _appended(tmp_path: Path, first_job: str) -> str:
     lines = [
         "[rank1]: Traceback (most recent call last):",
