@@ -387,6 +387,17 @@ def test_tcpstores_libuv_refusal_as_a_dist_store_error_starts_the_failure(tmp_pa
     assert "USE_LIBUV=0" in json.dumps(d["fix_patterns"][:1])
 
 
+def test_nemos_own_warning_level_is_read_and_its_model_instantiation_failure_named() -> None:
+    # NeMo's logger writes `[NeMo W <date> exp_manager:966] ... will not error out.`: a warning
+    # by its own level letter, not an error because it says `error`; the failure is the model
+    # NeMo could not build (`[NeMo E ...] Model instantiation failed!` and its AttributeError)
+    d = _diagnose("d_nemo_pr_bert_embedding_rank0_log_model_instantiation_failed")
+    assert d["outcome"]["id"] == "failed"
+    assert "AttributeError" in d["first_failure"]["text"], d["first_failure"]
+    assert d["symptoms"][0]["id"] == "S06", d["symptoms"][:3]
+    assert all("exp_manager" not in t["text"] for t in d["timeline"] if t["role"] == "initiating")
+
+
 def _appended(tmp_path: Path, first_job: str) -> str:
     lines = [
         "[rank1]: Traceback (most recent call last):",

@@ -1,4 +1,4 @@
-"""The line formats a log's lines come in (c10, glog, DeepSpeed, Python logging) and the
+"""The line formats a log's lines come in (c10, glog, DeepSpeed, NeMo, Python logging) and the
 shapes of the messages in them: traceback parts, C++ exceptions, torchrun's summary, watchdog
 reports; `LineMeta` is what a line's format said."""
 
@@ -16,6 +16,11 @@ OLD_C10 = re.compile(r"\[(?P<lvl>[IWEF]) (?P<src>[\w./-]+):(?P<srcline>\d+)\] ?"
 DEEPSPEED = re.compile(
     r"\[(?P<when>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[,.]\d+)\] \[(?P<lvl>[A-Z]+)\] "
     r"\[(?P<src>[^:\]]+):(?P<srcline>\d+):(?P<func>[^\]]*)\] ?"
+)
+# NeMo's logger (nemo/utils/formatters/base.py): `[NeMo W 2024-04-08 15:44:57 exp_manager:966] `
+NEMO = re.compile(
+    r"\[NeMo (?P<lvl>[DIWEC]) (?P<when>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})"
+    r"(?: (?P<src>[\w.]+):(?P<srcline>\d+))?\] ?"
 )
 PYLOG = re.compile(r"(?P<lvl>ERROR|WARNING|CRITICAL|INFO|DEBUG|FATAL):(?P<logger>[\w.]+):")
 LEVEL_WORD = re.compile(r"\b(?P<lvl>ERROR|CRITICAL|FATAL|WARNING|WARN)\b")

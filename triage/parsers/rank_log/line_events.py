@@ -29,6 +29,7 @@ from triage.parsers.rank_log.formats import (
     FATAL_PYTHON,
     LEVEL_WORD,
     LEVELS,
+    NEMO,
     OLD_C10,
     PYLOG,
     SUMMARY_HEADER,
@@ -121,6 +122,15 @@ class LineEvents:
                 time=ts.parse_any(rest, self.hint),
                 src=m["src"],
                 src_line=int(m["srcline"]),
+            )
+        m = NEMO.match(rest)
+        if m is not None:
+            return LineMeta(
+                msg=rest[m.end() :],
+                level=LEVELS[m["lvl"]],
+                time=ts.parse_any(m["when"], self.hint),
+                src=m["src"],
+                src_line=int_or_none(m["srcline"]),
             )
         m = PYLOG.match(rest)
         if m is not None:

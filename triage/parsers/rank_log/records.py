@@ -18,6 +18,7 @@ from triage.parsers.rank_log.formats import (
     EXC_LINE,
     FAULT_THREAD,
     NATIVE_AT,
+    NEMO,
     OLD_C10,
     PYLOG,
     RAISED_FROM,
@@ -381,6 +382,7 @@ def _looks_structured(text: str) -> bool:
         ts.C10_RE.match(text)
         or OLD_C10.match(text)
         or DEEPSPEED.match(text)
+        or NEMO.match(text)
         or ts.parse_dated(head) is not None
     ):
         return True
