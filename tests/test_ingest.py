@@ -1130,3 +1130,14 @@ def test_a_note_alone_is_read_it_is_the_evidence_the_user_gave(tmp_path: Path):
     )
     d = pipeline.diagnose([str(tmp_path)])
     assert d.symptoms and d.symptoms[0].id == "S14"
+
+
+def test_a_rank_the_name_only_suggests_stands_when_the_lines_name_it_most() -> None:
+    from triage.ingest.attribution import confirmed
+
+    guess = attribute(["logs", "log-5.txt"])
+    assert (guess.rank, guess.rank_guessed) == (5, True)
+    assert confirmed(guess, b"[rank5]: step 1\n[rank5]: step 2\n").rank == 5
+    assert confirmed(guess, b"Rank 4 ready\nRank 5 ready\nRank 6 ready\n").rank is None
+    assert confirmed(guess, b"local_rank=5 starting\n").rank is None
+    assert confirmed(attribute(["rank_5.log"]), b"nothing\n").rank == 5

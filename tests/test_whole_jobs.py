@@ -728,3 +728,96 @@ def test_a_routine_line_in_a_running_job_invents_no_failure(
     d = json.loads(result.output)
     assert d["outcome"]["id"] == "incomplete", (routine_id, d["outcome"])
     assert _top_symptom_score(d) < 0.3, (routine_id, d["symptoms"][:1])
+
+
+def _causes(d: dict[str, Any]) -> list[str]:
+    """The timeline lines the report marks as starting the failure."""
+    return [t["text"] for t in d["timeline"] if t["role"] == "initiating"]
+
+
+def test_a_git_version_stamp_that_cannot_read_the_repository_starts_no_failure() -> None:
+    # icefall's get_env_info asks git for the commit; git prints `fatal: detected dubious
+    # ownership` on stderr and training runs for minutes before rank 0 is SIGKILLed
+    d = _diagnose("c_icefall_pr_mpspawn_3gpu_rank0_sigkill")
+    causes = _causes(d)
+    assert not any("dubious ownership" in t for t in causes), causes
+    assert any("SIGKILL" in t for t in causes), causes
+    # Megatron-DeepSpeed's git_ds_info in a folder that is no repository
+    causes = _causes(_diagnose("a_starksim_dual8_pdsh_missing_index_hang"))
+    assert not any("not a git repository" in t for t in causes), causes
+
+
+def test_a_git_failure_that_stops_the_launch_script_is_still_the_failure(tmp_path: Path) -> None:
+    # the same git message as the log's last words: the script died of it
+    (tmp_path / "job.log").write_text(
+        "+ cd /work/repo\n+ git pull\n"
+        "fatal: not a git repository (or any of the parent directories): .git\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "not a git repository" in d["first_failure"]["text"]
+
+
+def test_verl_s_shell_echo_config_dump_and_library_probes_are_not_causes() -> None:
+    # bash -x's echo of the command, the printed config (`'truncation': 'error',`), Open MPI's
+    # hcoll fallback, Megatron's unified-memory warning: all printed by a job that ran on
+    d = _diagnose("c_verl_pr_ray_trtllm_heads_not_divisible_by_tp")
+    causes = _causes(d)
+    assert causes, d["timeline"][:5]
+    for ordinary in ("+ python3", "'truncation'", "Hcol library", "unified memory mempool"):
+        assert not any(ordinary in t for t in causes), (ordinary, causes)
+    causes = _causes(_diagnose("c_verl_pr_ray_trtllm_openaiserver_unexpected_kwarg"))
+    assert not any("confidential compute" in t or "hcoll" in t for t in causes), causes
+    assert any("unexpected keyword argument 'llm'" in t for t in causes), causes
+
+
+def test_a_lightning_log_cut_mid_redraw_ends_at_the_bar_s_last_global_step() -> None:
+    # NeMo's bar: 165 redraws on one `\r` line, the last cut off; the line before deletes a
+    # checkpoint named `...-step=5100-...ckpt`, which is no step the job reached
+    d = _diagnose("c_nemo_pr_slurm_megatron_gpt_8gpu_lightning_logends")
+    assert d["outcome"]["id"] == "incomplete"
+    assert "step 5281" in d["outcome"]["why"], d["outcome"]["why"]
+
+
+def test_an_error_printed_without_a_rank_is_not_put_to_the_rank_that_exited_first() -> None:
+    # eight ModuleNotFoundError tracebacks with no rank prefix; torchrun reports rank 0's exit
+    # first. The outcome line and the First failure section say the same: no rank named
+    d = _diagnose("c_modded_nanogpt_nebius_triton_kernels_missing")
+    assert d["first_failure"]["rank"] is None
+    assert "triton_kernels" in d["outcome"]["why"]
+    assert "rank 0" not in d["outcome"]["why"], d["outcome"]["why"]
+
+
+def test_a_ray_driver_console_named_log_5_is_not_rank_5_s_log() -> None:
+    # verl's driver console, saved as `log-5.txt`: the TypeError comes from a Ray actor, and
+    # the file names every rank of the job as often as rank 5
+    d = _diagnose("c_verl_pr_ray_trtllm_openaiserver_unexpected_kwarg")
+    assert "rank 5" not in d["outcome"]["why"], d["outcome"]["why"]
+    assert d["first_failure"]["rank"] is None
+    assert all(i["rank"] is None for i in d["inputs"]), d["inputs"]
+
+
+@pytest.mark.parametrize(
+    ("name", "first_line", "rank"),
+    [
+        ("stdout_3.log", "rank 3: step 10 loss 2.1", 3),  # its lines say rank 3: a rank's log
+        ("log-5.txt", "starting driver", None),  # nothing says rank 5: a guess, dropped
+        ("rank_5.txt", "starting driver", 5),  # an explicit rank word needs no agreement
+    ],
+)
+def test_a_number_in_a_file_name_is_a_rank_only_where_the_name_or_the_lines_say_so(
+    tmp_path: Path, name: str, first_line: str, rank: int | None
+) -> None:
+    (tmp_path / name).write_text(
+        f"{first_line}\nTraceback (most recent call last):\n"
+        '  File "train.py", line 3, in <module>\nValueError: bad batch\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert [i["rank"] for i in d["inputs"]] == [rank]
+    assert d["culprit_ranks"] == ([] if rank is None else [rank])

@@ -82,9 +82,19 @@ def collect(
         step_killed_from = _step_kill_line(ps)
         stop_sent_from = _stop_signal_line(ps)
         later_steps_from = _later_steps_from(ps)
+        last_said = _last_said(ps)
         for ev in ps.events:
             _one(
-                out, ps, ev, index, kb, routine, step_killed_from, stop_sent_from, later_steps_from
+                out,
+                ps,
+                ev,
+                index,
+                kb,
+                routine,
+                step_killed_from,
+                stop_sent_from,
+                later_steps_from,
+                last_said,
             )
     out.exit_records = exits.collect_exits(parsed, index, kb)
     for rec in out.exit_records:
@@ -105,6 +115,7 @@ def _one(
     step_killed_from: int | None = None,
     stop_sent_from: int | None = None,
     later_steps_from: int | None = None,
+    last_said: int | None = None,
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
     host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
@@ -139,8 +150,10 @@ def _one(
         # the address a bootstrap or socket line names (a loopback one tells no host apart)
         out.ip_hosts.setdefault(ip, host)
     role = classify_event(ev, kb)
-    if role.role != "context" and routine is not None and routine.which(ev.text):
-        # what healthy jobs print (rules/routine.yaml) starts no failure
+    ordinary = routine.which(ev.text) if role.role != "context" and routine is not None else None
+    if ordinary is not None and not (ordinary.last_words and ev.line == last_said):
+        # what healthy jobs print (rules/routine.yaml) starts no failure, unless it is the
+        # message a program dies of and nothing but the exit report follows it
         role = _CONTEXT
     if role.role == "initiating" and (
         _killed_with_the_step(ev, step_killed_from) or _dumped_at_the_stop(ev, stop_sent_from)
@@ -161,6 +174,17 @@ def _one(
     out.placed.append((ev, rank, domain, role))
     if rank is not None and ev.kind in ERROR_KINDS:
         out.ranks_with_events.add(rank)
+
+
+# what a launcher or the ingest adds after a program's own last line
+_AFTER_THE_END = (EventKind.AGENT, EventKind.RANK_EXIT, EventKind.INPUT_WARNING)
+
+
+def _last_said(ps: ParsedSource) -> int | None:
+    """The line of the last event a program printed in this source (a launcher's exit report
+    after it does not count): a routine line there (`last_words`) is what it died of."""
+    lines = [ev.line for ev in ps.events if ev.kind not in _AFTER_THE_END and ev.line is not None]
+    return max(lines, default=None)
 
 
 def _step_kill_line(ps: ParsedSource) -> int | None:

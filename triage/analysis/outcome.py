@@ -310,10 +310,18 @@ def _faults(events: Iterable[Event], found: Analysis, ends: Ends, routine: Routi
         elif (
             id(ev) in initiating
             and ev.level in (Level.ERROR, Level.FATAL)
-            and routine.which(ev.text) is None
+            and _not_routine_here(ev, routine)
         ):
             out.append(ev)
     return out
+
+
+def _not_routine_here(ev: Event, routine: Routine) -> bool:
+    """An initiating error line that is no routine line, or a routine message a program dies
+    of (`last_words`: git's `fatal:`) that correlate kept as initiating because nothing of the
+    program followed it."""
+    line = routine.which(ev.text)
+    return line is None or line.last_words
 
 
 def _success(events: Sequence[Event]) -> tuple[str, list[Event]] | None:
@@ -500,7 +508,9 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
         event = min(faults, key=_order)
         who, text, lead = _who(event), _line_of(event), ()
         shown = [event, *(s for s in faults if s is not event)][:_MAX_EVIDENCE]
-    if culprits and not who:
+    if culprits and not who and not text:
+        # a rank is put to a line only where the line is its own: an error printed without a
+        # rank prefix (eight tracebacks on one console) may be any rank's, whoever exited first
         who = ranks_named(culprits)
     said = f"`{_clip(text.replace('`', ''), 160)}`" if text else "no message of its own"
     why = f"first failure on {who}: {said}" if who else f"first failure: {said}"

@@ -1,4 +1,5 @@
-"""Rank, local rank, host and attempt from where a file sits (its path), never its content.
+"""Rank, local rank, host and attempt from where a file sits (its path), and its content only
+to confirm a rank the name merely suggests (`confirmed`).
 
 Parsers attribute from content (`[rank3]:` prefixes, NCCL `Init COMPLETE` lines); this module
 does the path side, conservatively: a wrong rank is worse than none.
@@ -13,9 +14,13 @@ Rules, innermost evidence first:
   `node-1-rank12` (12), `stderr_rank_5`, `worker-0`, `trace_7`, `nccl_trace_rank_3`, and the
   flight-recorder form with a host inside, `comm_lib_trace_rank_container-node02_5` (rank =
   last run of digits, host between). `local_rank3` gives a local rank, not a rank.
-* A small trailing index (1-4 digits after `_` or `-`) counts as a rank only after a word
-  that per-rank files use: `stdout_3`, `log-2`, `pyspy_1`, `dump_0`... Numbers after other
-  words (`slurm-494583`, `job_12`, `epoch_3`), dates, and `.N` rotation suffixes never do.
+* A small trailing index (1-4 digits after `_` or `-`) after a word that per-rank files use
+  (`stdout_3`, `log-2`, `pyspy_1`, `dump_0`...) is a guess (`rank_guessed`): a log's own
+  lines must name that rank before it counts (`confirmed`, which the walk runs on the file's
+  first bytes). A `log-5.txt` that is one driver's console with every rank in it, or a
+  `train-0.log` that is torchrun's merged output, names no rank 5 or 0 of its own. Numbers
+  after other words (`slurm-494583`, `job_12`, `epoch_3`), dates, and `.N` rotation suffixes
+  never count.
 * A directory named exactly `rank_3` / `worker3` gives the rank when the file name does not.
 * Host: the flight-recorder name above, NCCL_DEBUG_FILE's `%h.%p` names
   (`nccl.node01.12345.log` -> node01), a host-shaped name right before an explicit rank
@@ -29,8 +34,9 @@ Rules, innermost evidence first:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import regex
 
@@ -43,6 +49,9 @@ class PathFacts:
     local_rank: int | None = None
     host: str | None = None
     attempt: int | None = None
+    # the rank is a trailing number after a word per-rank files use (`stdout_4`, `log-5`),
+    # not an explicit rank word: a guess until the file's own lines agree (`confirmed`)
+    rank_guessed: bool = False
 
 
 # Suffixes stripped before reading a name (repeatedly: `rank2.pyspy.json` -> `rank2`).
@@ -162,7 +171,7 @@ def attribute(parts: Sequence[str]) -> PathFacts:
     stem = strip_extensions(clean[-1])
     dirs = [strip_extensions(d) for d in clean[:-1]]
 
-    rank, host = _rank_and_host_from_name(stem)
+    rank, host, guessed = _rank_and_host_from_name(stem)
     local_rank: int | None = None
     attempt: int | None = None
 
@@ -189,7 +198,31 @@ def attribute(parts: Sequence[str]) -> PathFacts:
             host = host_from_dir(d)
             if host:
                 break
-    return PathFacts(rank=rank, local_rank=local_rank, host=host, attempt=attempt)
+    return PathFacts(
+        rank=rank, local_rank=local_rank, host=host, attempt=attempt, rank_guessed=guessed
+    )
+
+
+# a line naming the rank of the process that printed it: `[rank5]:`, `rank 5`, `RANK=5`,
+# `global_rank: 5`, `[Rank 5]`; never a local rank (`local_rank=5`, `[default5]:`)
+_RANK_IN_LINE = regex_cache.compile(
+    r"(?<![A-Za-z_])(?<!local )(?:global[ _])?rank[\s=:\[-]{0,3}(\d{1,6})(?!\d)",
+    regex.IGNORECASE,
+)
+
+
+def confirmed(facts: PathFacts, head: bytes) -> PathFacts:
+    """`facts` less a guessed rank (`rank_guessed`) that the log's first bytes do not name
+    more than any other: a file of one rank's output says its rank, and a file that says
+    many ranks as often (a driver's console, a launcher's merged output) is no one rank's."""
+    if not facts.rank_guessed:
+        return facts
+    text = head.decode("utf-8", "replace")
+    named = Counter(int(m.group(1)) for m in _RANK_IN_LINE.finditer(text))
+    mine = named.get(facts.rank, 0) if facts.rank is not None else 0
+    if mine and all(n < mine for r, n in named.items() if r != facts.rank):
+        return replace(facts, rank_guessed=False)
+    return replace(facts, rank=None, rank_guessed=False)
 
 
 def host_from_dir(name: str) -> str | None:
@@ -215,24 +248,25 @@ def _host_before(prefix: str) -> str | None:
     return host_from_dir(prefix) or host_from_dir(prefix.rsplit(".", 1)[-1])
 
 
-def _rank_and_host_from_name(stem: str) -> tuple[int | None, str | None]:
+def _rank_and_host_from_name(stem: str) -> tuple[int | None, str | None, bool]:
+    """(rank, host, whether the rank is a guess) a file's name gives."""
     m = _FR_WITH_HOST.search(stem)
     if m:
-        return int(m.group("rank")), m.group("host")
+        return int(m.group("rank")), m.group("host"), False
     stem_wo_local = _LOCAL_RANK.sub("", stem)
     explicit = list(_EXPLICIT_RANK.finditer(stem_wo_local))
     if explicit:
         last = explicit[-1]
-        return int(last.group(1)), _host_before(stem_wo_local[: last.start()])
+        return int(last.group(1)), _host_before(stem_wo_local[: last.start()]), False
     m = _TRACE_INDEX.search(stem)
     if m:
-        return int(m.group(1)), None
+        return int(m.group(1)), None, False
     m = _NCCL_HOST_PID.fullmatch(stem)
     if m:
-        return None, m.group("host")
+        return None, m.group("host"), False
     m = _TRAILING_INDEX.search(stem_wo_local)
     if m and m.group("word").lower() in _RANK_WORDS:
-        return int(m.group("idx")), None
+        return int(m.group("idx")), None, True
     if _HOST_FILE.fullmatch(stem) or _HOST_PREFIXED.fullmatch(stem) or _IPV4.fullmatch(stem):
-        return None, host_from_dir(stem)  # `node01.log`: one file per host
-    return None, None
+        return None, host_from_dir(stem), False  # `node01.log`: one file per host
+    return None, None, False

@@ -36,7 +36,7 @@ from triage.ingest.archives import (
     looks_like_tar,
     printable_name,
 )
-from triage.ingest.attribution import attribute
+from triage.ingest.attribution import attribute, confirmed
 from triage.ingest.sniff import HEAD_BYTES, Sniffed, nccl_only, sniff
 from triage.ingest.streams import (
     CHUNK,
@@ -50,6 +50,8 @@ from triage.model import InputNote, Source, SourceKind
 
 _DIGITS = regex_cache.compile(r"(\d+)")
 TAIL_BYTES = 16 * 1024
+# what a process printed, whose lines say its rank (`confirmed`)
+_LOG_KINDS = frozenset({SourceKind.RANK_LOG, SourceKind.TEXT, SourceKind.NCCL})
 _MAX_DIR_DEPTH = 64  # far deeper than any job bundle; keeps recursion bounded
 _CODECS = ("gzip", "bz2", "xz", "zstd")
 _CONTAINER_HEAD = 1024  # enough for every magic `container_format` checks (tar's at 257)
@@ -349,6 +351,9 @@ class _Walker:
         if found.kind is SourceKind.NCCL and len(head) >= HEAD_BYTES:
             found = self._confirm_nccl(found, opener, size, random_access)
         facts = attribute(parts)
+        if found.kind in _LOG_KINDS:
+            # a log says its rank in its lines; a dump's content names none (its name does)
+            facts = confirmed(facts, head)
         if not found.readable and release is not None:
             release()  # nothing will read it: its temp space goes back now
             release = None

@@ -50,6 +50,7 @@ PROGRESS: dict[str, frozenset[str]] = {
     "tqdm": frozenset({"step", "total"}),
     "setup_bar": frozenset(),
     "step": frozenset({"step", "total"}),
+    "bar_step": frozenset({"step"}),
     "iteration": frozenset({"step", "total"}),
     "epoch": frozenset({"epoch"}),
 }

@@ -10,6 +10,8 @@
         examples:
           match: ["[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536"]
           no_match: ["Current loss scale already at minimum - cannot decrease scale anymore"]
+        last_words: false   # true: the message a program dies of (git's `fatal:`); as the
+                            # last line its program printed it stays the failure
 
 Every healthy fp16 run prints loss-scale overflows in its first steps, every DeepSpeed job its op
 report, every Megatron job dozens of NCCL sub-communicator set-ups. Read as errors they turn a
@@ -33,7 +35,7 @@ from triage.literals import required_literals
 
 KIND = "routine"
 _KEYS = {"kind", "lines"}
-_LINE_KEYS = {"id", "title", "source", "pattern", "fault", "examples"}
+_LINE_KEYS = {"id", "title", "source", "pattern", "fault", "examples", "last_words"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class RoutineLine:
     fault: str  # when a line like it is a fault after all (and which rule says so)
     examples: tuple[str, ...]
     no_match: tuple[str, ...]
+    # the message of a program that dies of it (git's `die`): as the last thing its log holds
+    # (before the launcher's exit report) it is what ended the script, not routine
+    last_words: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,10 @@ def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine 
     examples = spec.get("examples") or {}
     must = tuple(str(x) for x in examples.get("match") or ())
     must_not = tuple(str(x) for x in examples.get("no_match") or ())
+    last_words = spec.get("last_words", False)
+    if not isinstance(last_words, bool):
+        report(item, "last_words must be true or false")
+        last_words = False
     if not must:
         report(item, "needs examples.match: real lines the library prints")
     for example in must:
@@ -145,6 +154,7 @@ def _line(spec: Any, n: int, report: Callable[[str, str], None]) -> RoutineLine 
         fault=str(spec["fault"]),
         examples=must,
         no_match=must_not,
+        last_words=last_words,
     )
 
 

@@ -45,6 +45,14 @@ DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
 
 
+def _without_last_redraw(raw: bytes) -> bytes:
+    """A `\r` line less its last non-blank redraw (the terminal's line before it)."""
+    parts = raw.rstrip().split(b"\r")
+    while parts and not parts[-1].strip():
+        parts.pop()
+    return b"\r".join(parts[:-1])
+
+
 def _raw_spans(data: bytes, start: int, end: int) -> tuple[int, int, int]:
     """(end of the raw prefixes, start and end of the `[Rank N]` number or 0, 0) of the line
     data[start:end], relative to its start; the rank counts within the line's first 200 bytes."""
@@ -99,6 +107,9 @@ def _read_progress(
         return (None, None, epoch, None) if epoch is not None else None  # a setup bar
     if m is not None:
         step, total = int(m["step"]), int(m["total"])
+        if holds(text, guards["bar_step"]) and (trainer := shapes["bar_step"].search(text)):
+            # Lightning's bar counts batches; the trainer's own step is in its postfix
+            step, total = int(trainer["step"]), None
     elif text[:1].isspace() or tables.has_error_words(text):
         # `... at step 23` in an error or a traceback line says where it broke, not progress
         return (None, None, epoch, None) if epoch is not None else None
@@ -208,6 +219,10 @@ class ProgressReading:
         """
         if start > 0:
             start = data.find(b"\n", start, end) + 1 or end
+        if start < end < len(data) and data[end - 1 : end] != b"\n":
+            # a window that ends inside a line reads that line whole: its cut half is an
+            # older redraw of a bar (a `\r` line), or half a number
+            end = data.find(b"\n", end) + 1 or len(data)
         window = data[start:end]
         found: set[tuple[str, int | None]] = set()
         if not (
@@ -301,6 +316,12 @@ class ProgressReading:
             return None
         pre = peel(clean_last(line[-4096:]))
         got = _read_progress(pre.rest, self.tables)
+        if (got is None or got[0] is None) and b"\r" in line:
+            # a log copied while a bar was being redrawn ends in half a redraw (`Epoch 0:
+            # 5%|▌  | 7`): the whole redraw before it shows where the bar was
+            earlier = peel(clean_last(_without_last_redraw(line[-8192:])))
+            if (again := _read_progress(earlier.rest, self.tables)) and again[0] is not None:
+                pre, got = earlier, again
         if got is None:
             if shape is not None and shape in self._line_shapes:
                 self._line_shapes[shape] = (False, *spans)
