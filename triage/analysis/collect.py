@@ -79,23 +79,9 @@ def collect(
     for ps in parsed:
         if ps.source.host:
             out.hosts.add(ps.source.host)
-        step_killed_from = _step_kill_line(ps)
-        stop_sent_from = _stop_signal_line(ps)
-        later_steps_from = _later_steps_from(ps)
-        last_said = _last_said(ps)
+        marks = _marks(ps)
         for ev in ps.events:
-            _one(
-                out,
-                ps,
-                ev,
-                index,
-                kb,
-                routine,
-                step_killed_from,
-                stop_sent_from,
-                later_steps_from,
-                last_said,
-            )
+            _one(out, ps, ev, index, kb, routine, marks)
     out.exit_records = exits.collect_exits(parsed, index, kb)
     for rec in out.exit_records:
         if rec.exit.rank is not None:
@@ -112,10 +98,7 @@ def _one(
     index: RankIndex,
     kb: knowledge.Knowledge,
     routine: Routine | None,
-    step_killed_from: int | None = None,
-    stop_sent_from: int | None = None,
-    later_steps_from: int | None = None,
-    last_said: int | None = None,
+    marks: _SourceMarks,
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
     host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
@@ -151,20 +134,21 @@ def _one(
         out.ip_hosts.setdefault(ip, host)
     role = classify_event(ev, kb)
     ordinary = routine.which(ev.text) if role.role != "context" and routine is not None else None
-    if ordinary is not None and not (ordinary.last_words and ev.line == last_said):
+    if ordinary is not None and not (ordinary.last_words and ev.line == marks.last_said):
         # what healthy jobs print (rules/routine.yaml) starts no failure, unless it is the
         # message a program dies of and nothing but the exit report follows it
         role = _CONTEXT
     if role.role == "initiating" and (
-        _killed_with_the_step(ev, step_killed_from) or _dumped_at_the_stop(ev, stop_sent_from)
+        _killed_with_the_step(ev, marks.step_killed_from)
+        or _dumped_at_the_stop(ev, marks.stop_sent_from)
     ):
         role = _KILLED_BY_LAUNCHER
         out.launcher_victims.append(ev)
     elif (
         role.role == "initiating"
-        and later_steps_from is not None
+        and marks.later_steps_from is not None
         and ev.line is not None
-        and ev.line > later_steps_from
+        and ev.line > marks.later_steps_from
     ):
         role = _LATER_STEP
         out.later_step_faults.append(ev)
@@ -174,6 +158,22 @@ def _one(
     out.placed.append((ev, rank, domain, role))
     if rank is not None and ev.kind in ERROR_KINDS:
         out.ranks_with_events.add(rank)
+
+
+@dataclass(frozen=True)
+class _SourceMarks:
+    """Lines of one source that change what the events after them are."""
+
+    step_killed_from: int | None  # the launcher kills its whole step (`_step_kill_line`)
+    stop_sent_from: int | None  # the launcher sends its workers a stop (`_stop_signal_line`)
+    later_steps_from: int | None  # a later job step begins (`_later_steps_from`)
+    last_said: int | None  # the program's own last line (`_last_said`)
+
+
+def _marks(ps: ParsedSource) -> _SourceMarks:
+    return _SourceMarks(
+        _step_kill_line(ps), _stop_signal_line(ps), _later_steps_from(ps), _last_said(ps)
+    )
 
 
 # what a launcher or the ingest adds after a program's own last line
