@@ -627,6 +627,10 @@ def should_abstain(
     tops = [result[f][0] for f in ("symptom", "root_cause") if result[f]]
     if not tops or max(t.score for t in tops) < abstain_below:
         return True
+    # the symptom is what the evidence itself must show: a root cause's probability alone can
+    # be the base rate of the commonest cause (R25 for a paste that says nothing)
+    if result["symptom"] and result["symptom"][0].score < abstain_below and not _rule_backed(tops):
+        return True
     rule_support = max(
         t.features.get("rule", 0.0)
         + t.features.get("rule_cascade", 0.0)
@@ -642,6 +646,17 @@ def should_abstain(
         rule_support < MIN_RULE_SUPPORT
         and model_support < MIN_MODEL_SUPPORT
         and nearest < _floor(NEAREST_FLOOR, mode)
+    )
+
+
+def _rule_backed(tops: Sequence[fusion.Scored]) -> bool:
+    return any(
+        t.features.get("rule", 0.0)
+        + t.features.get("rule_cascade", 0.0)
+        + t.features.get("rule_generic", 0.0)
+        + t.features.get("atlas", 0.0)
+        >= MIN_RULE_SUPPORT
+        for t in tops
     )
 
 
