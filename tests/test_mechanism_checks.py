@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import assert_top, explained
+from tests.cli_runs import assert_top, cases_with_known_misses, explained
 
 FLASH_ATTN_NO_NVCC = """  File "/tmp/pip-install-abc123/flash-attn_0f1e2d/setup.py", line 88, in raise_if_cuda_home_none
     raise RuntimeError(
@@ -118,16 +118,7 @@ KNOWN_MISSES = {"fsdp-off-compute-device": "since the refit on 1,447: R14 at 0.7
 
 @pytest.mark.parametrize(
     ("text", "symptom", "cause", "advice"),
-    [
-        pytest.param(
-            *c[1:],
-            id=c[0],
-            marks=[pytest.mark.xfail(reason=KNOWN_MISSES[c[0]], strict=True)]
-            if c[0] in KNOWN_MISSES
-            else [],
-        )
-        for c in CASES
-    ],
+    cases_with_known_misses(CASES, KNOWN_MISSES),
 )
 def test_the_check_a_library_made_decides_the_root_cause_and_the_advice(
     text: str, symptom: str, cause: str, advice: str

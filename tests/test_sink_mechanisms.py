@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import assert_top, explained
+from tests.cli_runs import assert_top, cases_with_known_misses, explained
 
 # accelerate's device_map spread the model over the GPUs of one process; torch's device check
 # names two GPUs
@@ -251,16 +251,7 @@ KNOWN_MISSES = {
 
 @pytest.mark.parametrize(
     ("text", "symptom", "cause"),
-    [
-        pytest.param(
-            *c[1:],
-            id=c[0],
-            marks=[pytest.mark.xfail(reason=KNOWN_MISSES[c[0]], strict=True)]
-            if c[0] in KNOWN_MISSES
-            else [],
-        )
-        for c in CASES
-    ],
+    cases_with_known_misses(CASES, KNOWN_MISSES),
 )
 def test_the_mechanism_names_the_symptom_and_cause(text: str, symptom: str, cause: str) -> None:
     d = explained(text)

@@ -39,6 +39,15 @@ def _diagnose(case: str, *, embed: bool = False) -> dict[str, Any]:
     return json.loads(result.output)
 
 
+def _diagnose_lines(tmp_path: Path, name: str, lines: list[str]) -> dict[str, Any]:
+    """Diagnose a log of these lines, written to `name`, through the CLI."""
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
 def _top_symptom_score(d: dict[str, Any]) -> float:
     return d["symptoms"][0]["score"] if d["symptoms"] else 0.0
 
@@ -260,11 +269,7 @@ def test_a_later_steps_failure_does_not_name_the_jobs_failure(tmp_path: Path) ->
         "srun: error: node07: task 0: Exited with exit code 1",
         "srun: Terminating StepId=5501.1",
     ]
-    path = tmp_path / "5501.err"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
-    assert result.exit_code == 0, result.output
-    d = json.loads(result.output)
+    d = _diagnose_lines(tmp_path, "5501.err", lines)
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert d["symptoms"][0]["id"] == "S14", d["symptoms"][:3]
     assert all(s["id"] != "S02" for s in d["symptoms"][:3]), d["symptoms"][:3]
@@ -339,11 +344,7 @@ def test_only_a_non_finite_loss_on_the_last_step_is_a_diverged_run(
         "{'loss': 2.1002, 'grad_norm': 1.101, 'learning_rate': 1e-05, 'epoch': 0.2}",
         last_line,
     ]
-    path = tmp_path / "train.log"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
-    assert result.exit_code == 0, result.output
-    d = json.loads(result.output)
+    d = _diagnose_lines(tmp_path, "train.log", lines)
     assert (d["outcome"]["id"] == "failed") is diverged, d["outcome"]
     assert any(s["id"] == "S19" for s in d["symptoms"][:1]) is diverged, d["symptoms"]
 
@@ -378,11 +379,7 @@ def test_tcpstores_libuv_refusal_as_a_dist_store_error_starts_the_failure(tmp_pa
         "E1207 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed"
         " (exitcode: 1) local_rank: 0 (pid: 4242) of binary: C:\\Python311\\python.exe",
     ]
-    path = tmp_path / "train.log"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
-    assert result.exit_code == 0, result.output
-    d = json.loads(result.output)
+    d = _diagnose_lines(tmp_path, "train.log", lines)
     assert d["root_causes"][0]["id"] == "R04", d["root_causes"][:2]
     assert "USE_LIBUV=0" in json.dumps(d["fix_patterns"][:1])
 
@@ -447,11 +444,7 @@ def test_an_earlier_jobs_failure_is_not_read_as_the_failed_last_jobs_evidence(
         "srun: error: node07: task 0: Exited with exit code 1",
         "slurmstepd: error: *** STEP 1002.0 ON node07 CANCELLED AT 2025-01-03T10:00:00 ***",
     ]
-    path = tmp_path / "slurm.out"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(main, [str(path), "--no-embed", "-q", "--format", "json"])
-    assert result.exit_code == 0, result.output
-    d = json.loads(result.output)
+    d = _diagnose_lines(tmp_path, "slurm.out", lines)
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert "earlier Slurm jobs" in d["outcome"]["why"]
     assert d["symptoms"][0]["id"] == "S14", d["symptoms"]

@@ -21,6 +21,7 @@ from triage.model import (
     Event,
     EventKind,
     FlightRecorderDump,
+    LineNotice,
     NcclLineFacts,
     ParsedSource,
     PySpyDump,
@@ -187,18 +188,19 @@ def _last_said(ps: ParsedSource) -> int | None:
     return max(lines, default=None)
 
 
+def _launcher_notices(ps: ParsedSource) -> list[tuple[int, LineNotice]]:
+    """(line, facts) of every launcher line of a source that a line template read."""
+    return [
+        (ev.line, ev.notice)
+        for ev in ps.events
+        if ev.kind is EventKind.AGENT and ev.notice is not None and ev.line is not None
+    ]
+
+
 def _step_kill_line(ps: ParsedSource) -> int | None:
     """The first line where the launcher says it kills its whole step (a line template's
     `action: kill_step`: srun's `Terminating StepId=N.M`, which it follows with SIGKILL)."""
-    lines = [
-        ev.line
-        for ev in ps.events
-        if ev.kind is EventKind.AGENT
-        and ev.notice is not None
-        and ev.notice.action == "kill_step"
-        and ev.line is not None
-    ]
-    return min(lines, default=None)
+    return min((line for line, n in _launcher_notices(ps) if n.action == "kill_step"), default=None)
 
 
 def _later_steps_from(ps: ParsedSource) -> int | None:
@@ -208,35 +210,17 @@ def _later_steps_from(ps: ParsedSource) -> int | None:
     step failed on its own; a later step (an evaluation, a conversion, a second `srun` of the
     batch script) ran after it, often on what the failed step never wrote. Its faults are
     the job's too, but not where the job started failing."""
-    steps: dict[str, int] = {}
-    for ev in ps.events:
-        notice = ev.notice
-        if (
-            ev.kind is EventKind.AGENT
-            and notice is not None
-            and notice.action == "kill_step"
-            and notice.job
-            and ev.line is not None
-        ):
-            steps.setdefault(notice.job, ev.line)
-    if len(steps) < 2:
+    kills = [(line, n.job) for line, n in _launcher_notices(ps) if n.action == "kill_step"]
+    if len({job for _, job in kills if job}) < 2:
         return None
-    return min(steps.values())
+    return min(line for line, job in kills if job)
 
 
 def _stop_signal_line(ps: ParsedSource) -> int | None:
     """The first line where the launcher says it stops a worker (a line template's
     `role: victim`: torchrun's `Sending process N closing signal SIGTERM`, DeepSpeed's
     `Killing subprocess N`)."""
-    lines = [
-        ev.line
-        for ev in ps.events
-        if ev.kind is EventKind.AGENT
-        and ev.notice is not None
-        and ev.notice.role == "victim"
-        and ev.line is not None
-    ]
-    return min(lines, default=None)
+    return min((line for line, n in _launcher_notices(ps) if n.role == "victim"), default=None)
 
 
 def _dumped_at_the_stop(ev: Event, stop_sent_from: int | None) -> bool:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -290,6 +291,19 @@ def check_output_folder(out_dir: str, param_hint: str = "-o") -> None:
         ) from None
 
 
+@contextlib.contextmanager
+def _refusals_said(shown: str, missing: str, unreadable: str, param_hint: str) -> Iterator[None]:
+    """The OS's refusals of a path the command reads, as a usage error that says which."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise click.BadParameter(f"{missing}: {shown}", param_hint=param_hint) from None
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read {unreadable}{shown}: {exc.strerror or exc}", param_hint=param_hint
+        ) from None
+
+
 def check_input_folder(folder: str, param_hint: str) -> None:
     """A folder the command reads (`--rules DIR`, the jobs of `batch` and `fleet`) is one, and
     can be listed: a file, a pipe, a name too long or a folder the user may not read each get
@@ -297,19 +311,13 @@ def check_input_folder(folder: str, param_hint: str) -> None:
     import stat
 
     shown = shown_path(folder)
-    try:
+    with _refusals_said(shown, "no such folder", "the folder ", param_hint):
         mode = os.stat(folder).st_mode
         if not stat.S_ISDIR(mode):
-            what = "a pipe" if stat.S_ISFIFO(mode) else "a file"
-            raise click.BadParameter(f"{shown} is {what}, not a folder", param_hint=param_hint)
+            kind = "a pipe" if stat.S_ISFIFO(mode) else "a file"
+            raise click.BadParameter(f"{shown} is {kind}, not a folder", param_hint=param_hint)
         with os.scandir(folder):
             pass
-    except FileNotFoundError:
-        raise click.BadParameter(f"no such folder: {shown}", param_hint=param_hint) from None
-    except OSError as exc:
-        raise click.BadParameter(
-            f"cannot read the folder {shown}: {exc.strerror or exc}", param_hint=param_hint
-        ) from None
 
 
 def check_input_file(path: str, param_hint: str, what: str = "file") -> None:
@@ -318,10 +326,10 @@ def check_input_file(path: str, param_hint: str, what: str = "file") -> None:
     import stat
 
     shown = shown_path(path)
-    try:
+    with _refusals_said(shown, f"no such {what}", "", param_hint):
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):
-            what = (
+            kind = (
                 "a folder"
                 if stat.S_ISDIR(mode)
                 else "a pipe"
@@ -329,14 +337,8 @@ def check_input_file(path: str, param_hint: str, what: str = "file") -> None:
                 else "not a regular file"
             )
             raise click.BadParameter(
-                f"{shown} is {what}; give the file itself (save a pipe's content first)",
+                f"{shown} is {kind}; give the file itself (save a pipe's content first)",
                 param_hint=param_hint,
             )
         with open(path, "rb"):
             pass
-    except FileNotFoundError:
-        raise click.BadParameter(f"no such {what}: {shown}", param_hint=param_hint) from None
-    except OSError as exc:
-        raise click.BadParameter(
-            f"cannot read {shown}: {exc.strerror or exc}", param_hint=param_hint
-        ) from None
