@@ -295,6 +295,9 @@ def test_a_progress_bar_redrawn_at_its_step_after_an_oom_is_no_step_taken_past_i
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert "OutOfMemoryError" in d["outcome"]["why"]
     assert d["symptoms"][0]["id"] == "S14"
+    # Oumi's `DeviceRankInfo(world_size=1, rank=0, ...)` says the job is one process: the
+    # traceback in the .err (no rank prefix) is rank 0's
+    assert d["culprit_ranks"] == [0]
 
 
 def test_a_job_of_one_process_names_that_process_as_the_culprit() -> None:
