@@ -300,6 +300,18 @@ def test_a_progress_bar_redrawn_at_its_step_after_an_oom_is_no_step_taken_past_i
     assert d["culprit_ranks"] == [0]
 
 
+def test_a_transform_the_data_pipeline_cannot_call_is_a_data_loading_error() -> None:
+    # icefall under mp.spawn: lhotse's dataset calls the user's cut transform as `tnfm(cuts)`
+    # and the transform wants another argument; the traceback's innermost frame is lhotse's
+    d = _diagnose("c_icefall_pr_mpspawn_3gpu_rir_transform_typeerror")
+    assert d["symptoms"][0]["id"] == "S08"
+    assert d["root_causes"][0]["id"] == "R27"
+    actions = [a for f in d["fix_patterns"] for a in f.get("actions", [])]
+    # the script called lhotse there; it did not raise the error itself
+    assert not any("raised by the script" in a for a in actions), actions
+    assert any("train.py:1134" in a and "inside the library" in a for a in actions), actions
+
+
 def test_a_job_of_one_process_names_that_process_as_the_culprit() -> None:
     # Colossal-AI's inference test under mp.spawn states `world size: 1`; its traceback has no
     # rank prefix, and with one process it can only be rank 0's
