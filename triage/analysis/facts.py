@@ -19,7 +19,6 @@ from triage.model import (
     HangReport,
     ParsedSource,
     SourceKind,
-    StackFrame,
 )
 
 
@@ -80,7 +79,7 @@ def job_facts(
     culprits: Sequence[int],
     lead: int | None,
     first: FailureRef | None,
-    raised: StackFrame | None,
+    raised: pyspy.RaisedAt | None,
     hang: HangReport | None,
     fr: flight_recorder.FRAnalysis,
     spy: pyspy.PySpyAnalysis,
@@ -92,17 +91,20 @@ def job_facts(
     loose_text: bool,
     kb: knowledge.Knowledge,
 ) -> AnalysisFacts:
-    """`raised`: the frame the first failure's traceback raised at, if it was found."""
+    """`raised`: where the first failure's traceback raised, as the user's code saw it, if found."""
     culprit_host = None
     if lead is not None:
         culprit_host = index.host_said.get(lead) or index.host_of_rank.get(lead) or None
     coll = hang.collective if hang is not None else None
     missing = sorted({r for rep in fr.reports for r in rep.missing})
-    user_frame = None
-    if raised is not None:
+    user_frame = raising_user_frame = None
+    if raised is not None and raised.user is not None:
         # the line the first failure's traceback raised at; py-spy's frame is only where the
         # rank waited afterwards (its `finally:` barrier, a `Queue.get` of the main thread)
-        user_frame = f"{raised.function} ({raised.filename}:{raised.line})"
+        uf = raised.user
+        user_frame = f"{uf.function} ({uf.filename}:{uf.line})"
+        if raised.by_user:
+            raising_user_frame = user_frame
     elif lead is not None and lead in spy.user_frames:
         uf = spy.user_frames[lead]
         user_frame = f"{uf.function} ({uf.filename}:{uf.line})"
@@ -135,6 +137,7 @@ def job_facts(
         fr_ranks_dumped=tuple(fr.ranks_dumped) if fr.reports else None,
         missing_ranks=tuple(missing),
         user_frame=user_frame,
+        raising_user_frame=raising_user_frame,
         last_progress={r: v for r, (_, v) in sorted(prog.last.items())} or None,
         exitcode=exitcode,
         signal=signal,

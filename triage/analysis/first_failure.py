@@ -8,7 +8,7 @@ from dataclasses import replace
 from triage import knowledge
 from triage.analysis import exits, pyspy, timeline
 from triage.analysis.ranks import first_line, quoted_line, traceback_of
-from triage.model import Event, FailureRef, Finding, StackFrame
+from triage.model import Event, FailureRef, Finding
 from triage.parsers import timestamps
 
 
@@ -161,7 +161,7 @@ def _resolution(ev: Event) -> float:
 
 def raising_frame(
     first: FailureRef | None, placed: Sequence[timeline.Placed], kb: knowledge.Knowledge
-) -> StackFrame | None:
+) -> pyspy.RaisedAt | None:
     if first is None:
         return None
     for p in placed:

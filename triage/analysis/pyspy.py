@@ -82,13 +82,23 @@ def user_frame(frames: Sequence[StackFrame], library: LibraryFrames) -> StackFra
     return None
 
 
-def raising_frame(traceback: Traceback, library: LibraryFrames) -> StackFrame | None:
+@dataclass(frozen=True)
+class RaisedAt:
+    """Where a traceback's first link raised, as the user's code saw it."""
+
+    user: StackFrame | None  # the innermost frame of the user's code
+    # that frame is the innermost of all: the user's own line raised, not a library it called
+    by_user: bool
+
+
+def raising_frame(traceback: Traceback, library: LibraryFrames) -> RaisedAt:
     """The user's line that raised: the innermost frame of the user's code in the first link of
     a (chained) traceback. A later link was raised while handling it (a `finally:` barrier),
     and a thread's traceback is its own (`Exception in thread prefetch-1:`)."""
     first = traceback.links[0].frames if traceback.links else ()
-    frames = [StackFrame(f.function, f.file, f.line) for f in first]
-    return user_frame(frames[::-1], library)
+    frames = [StackFrame(f.function, f.file, f.line) for f in first][::-1]
+    user = user_frame(frames, library)
+    return RaisedAt(user, user is not None and user is frames[0])
 
 
 def analyze(

@@ -79,7 +79,7 @@ INPUT_KINDS = (
 
 # The facts that name a place in the job's code (`user_frame`: `main (train.py:46)`): advice
 # filled with one says where to look (`Filled.located`; the playbook's `located` ideas).
-PLACE_FACTS = frozenset({"user_frame"})
+PLACE_FACTS = frozenset({"user_frame", "raising_user_frame"})
 
 # A parenthesised clause that holds no other parentheses, with the space before it.
 _CLAUSE = regex_cache.compile(r"\s?\([^()`]*\)")

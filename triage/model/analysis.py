@@ -175,6 +175,9 @@ class AnalysisFacts:
     fr_ranks_dumped: tuple[int, ...] | None = None
     missing_ranks: tuple[int, ...] = ()  # members of a process group that left no dump
     user_frame: str | None = None  # "function (file:line)" the first failure raised at
+    # the same frame when it is the traceback's innermost: the user's own line raised, not a
+    # library called from it
+    raising_user_frame: str | None = None
     last_progress: Mapping[int, Any] | None = None  # rank -> last step logged
     # the majority's versions across ranks
     torch: str | None = None
