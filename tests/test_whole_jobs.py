@@ -170,7 +170,31 @@ def test_a_deepspeed_launcher_oom_blames_the_oom_not_the_last_spawned_rank() -> 
 def test_a_watchdog_timeout_is_a_hang_not_a_death_by_signal() -> None:
     d = _diagnose("a_torchtitan_qwen3_run285_allgather_timeout")
     assert d["outcome"]["id"] == "hung"
-    assert d["symptoms"][0]["id"] != "S27"
+    assert d["symptoms"][0]["id"] == "S17"
+    # only rank 0's output is kept and every rank exited -6: each watchdog ended its own
+    # process the same way, so no rank is named as the one the others waited for; nor are
+    # the watchdog's own diagnostics (its C++ stack frames, `Fatal Python error: Aborted`)
+    # the failure
+    assert d["culprit_ranks"] == []
+    assert "Watchdog caught collective operation timeout" in d["first_failure"]["text"]
+
+
+def test_the_watchdogs_own_diagnostics_are_not_the_failure_nor_name_a_laggard(
+    tmp_path: Path,
+) -> None:
+    # rank 0's watchdog caught the timeout of all-reduce #20585 that it had enqueued (last
+    # enqueued 20589): it waited, it was not the rank the others waited for
+    lines = [
+        "[rank0]:[E709 17:05:38.161114220 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=20585, OpType=ALLREDUCE, NumelIn=1259621, NumelOut=1259621, Timeout(ms)=600000) ran for 600000 milliseconds before timing out.",  # noqa: E501
+        "[rank0]:[E709 17:05:38.162814866 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 20585 PG status: last enqueued work: 20589, last completed work: 20584",  # noqa: E501
+        "[rank0]:[E709 17:05:38.162832798 ProcessGroupNCCL.cpp:670] Stack trace of the failed collective not found, potentially because FlightRecorder is disabled. You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value.",  # noqa: E501
+        "[rank0]:[E709 17:05:38.162895613 ProcessGroupNCCL.cpp:2106] [PG ID 0 PG GUID 0(default_pg) Rank 0] First PG on this rank to signal dumping.",  # noqa: E501
+    ]
+    d = _diagnose_lines(tmp_path, "rank0.log", lines)
+    assert d["outcome"]["id"] == "hung"
+    assert d["symptoms"][0]["id"] == "S17"
+    assert d["culprit_ranks"] == []
+    assert "Watchdog caught" in d["first_failure"]["text"]
 
 
 def test_an_srun_dash_l_job_that_failed_names_the_failure_of_its_ranks() -> None:

@@ -38,6 +38,10 @@ class Role:
     strength: float  # how much this event, alone, says "this rank started it"
 
 
+# the cascade families after which ProcessGroupNCCL's watchdog ends its process with SIGABRT
+# (`To avoid data inconsistency, we are taking the entire process down`)
+WATCHDOG_FAMILIES = frozenset({"collective_timeout", "comm_aborted"})
+
 ERROR_KINDS = {
     EventKind.TRACEBACK,
     EventKind.CPP_EXCEPTION,

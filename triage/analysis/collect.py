@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 
 from triage import knowledge
 from triage.analysis import exits, flight_recorder, launcher, pyspy
-from triage.analysis.cascade import ERROR_KINDS, Role, classify_event
+from triage.analysis.cascade import ERROR_KINDS, WATCHDOG_FAMILIES, Role, classify_event
 from triage.analysis.ranks import RankIndex, event_rank
 from triage.knowledge.routine import Routine
 from triage.model import (
     Event,
     EventKind,
+    FaultHandlerFacts,
     FlightRecorderDump,
     LineNotice,
     NcclLineFacts,
@@ -34,6 +35,8 @@ _CONTEXT = Role("context", None, 0.0)
 _KILLED_BY_LAUNCHER = Role("cascade", "killed_by_launcher", 0.0)
 # a fault of a later job step, after an earlier step of the same job had failed
 _LATER_STEP = Role("context", None, 0.0)
+# the abort a process group's watchdog ends its process with (`_aborted_by_the_watchdog`)
+_WATCHDOG_ABORT = Role("cascade", "comm_aborted", 0.0)
 
 
 @dataclass
@@ -81,8 +84,10 @@ def collect(
         if ps.source.host:
             out.hosts.add(ps.source.host)
         marks = _marks(ps)
+        # rank -> the line where its watchdog reported a timeout or a torn-down communicator
+        watchdog_from: dict[int | None, int] = {}
         for ev in ps.events:
-            _one(out, ps, ev, index, kb, routine, marks)
+            _one(out, ps, ev, index, kb, routine, marks, watchdog_from)
     out.exit_records = exits.collect_exits(parsed, index, kb)
     for rec in out.exit_records:
         if rec.exit.rank is not None:
@@ -100,6 +105,7 @@ def _one(
     kb: knowledge.Knowledge,
     routine: Routine | None,
     marks: _SourceMarks,
+    watchdog_from: dict[int | None, int],
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
     host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
@@ -139,6 +145,10 @@ def _one(
         # what healthy jobs print (rules/routine.yaml) starts no failure, unless it is the
         # message a program dies of and nothing but the exit report follows it
         role = _CONTEXT
+    if role.role == "cascade" and role.family in WATCHDOG_FAMILIES and ev.line is not None:
+        watchdog_from.setdefault(rank, ev.line)
+    elif role.role == "initiating" and _aborted_by_the_watchdog(ev, watchdog_from.get(rank)):
+        role = _WATCHDOG_ABORT
     if role.role == "initiating" and (
         _killed_with_the_step(ev, marks.step_killed_from)
         or _dumped_at_the_stop(ev, marks.stop_sent_from)
@@ -237,6 +247,23 @@ def _dumped_at_the_stop(ev: Event, stop_sent_from: int | None) -> bool:
         and facts.truncated  # no exception type nor message: nothing was raised
         and ev.line is not None
         and ev.line > stop_sent_from
+    )
+
+
+def _aborted_by_the_watchdog(ev: Event, watchdog_from: int | None) -> bool:
+    """faulthandler's `Fatal Python error: Aborted` after the same rank's process-group
+    watchdog caught a timeout or tore its communicator down: ProcessGroupNCCL then ends the
+    process (`To avoid data inconsistency, we are taking the entire process down`, an
+    uncaught DistBackendError and std::terminate), and the SIGABRT that brings is what
+    faulthandler reports. The abort is the watchdog's ending, not a failure of its own."""
+    facts = ev.payload
+    return (
+        watchdog_from is not None
+        and ev.kind is EventKind.SIGNAL
+        and isinstance(facts, FaultHandlerFacts)
+        and facts.signal == "SIGABRT"
+        and ev.line is not None
+        and ev.line > watchdog_from
     )
 
 

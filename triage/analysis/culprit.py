@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 
 from triage import knowledge
 from triage.analysis import consistency, exits, flight_recorder, progress, pyspy, timeline
-from triage.analysis.cascade import ERROR_KINDS, Role, peer_address, pointed_ranks
+from triage.analysis.cascade import (
+    ERROR_KINDS,
+    WATCHDOG_FAMILIES,
+    Role,
+    peer_address,
+    pointed_ranks,
+)
 from triage.analysis.ranks import RankIndex
 from triage.knowledge.culprit import CulpritTable
 
@@ -120,12 +126,18 @@ def vote(
             votes.add(r, "peer_host", n, host=host)
 
     cascade_ranks = {p.rank for p in placed if p.role == "cascade" and p.rank is not None}
+    # a process group's watchdog caught a timeout or tore a communicator down somewhere: every
+    # rank's watchdog ends its process with SIGABRT the same way, so such an exit is no sign
+    watchdog_seen = any(p.role == "cascade" and p.family in WATCHDOG_FAMILIES for p in placed)
     for rec in exit_records:
         code, r = rec.exit.exitcode, rec.exit.rank
         if rec.self_inflicted:
             votes.add(r, "exit_self_inflicted", code=code, meaning=rec.meaning)
         elif (
-            code not in (None, 0) and not rec.launcher_killed and r not in cascade_ranks | set(best)
+            code not in (None, 0)
+            and not rec.launcher_killed
+            and r not in cascade_ranks | set(best)
+            and not (watchdog_seen and rec.signal == "SIGABRT")
         ):
             votes.add(r, "exit_without_message", code=code)
 
