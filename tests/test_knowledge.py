@@ -318,8 +318,12 @@ def test_a_kept_exit_code_survives_the_number_masks() -> None:
 
     # the signal number and exit code mean something; the pid and the local rank do not
     assert mask("exitcode: -9 signal 15 return code 255 pid 4321") == (
-        "exitcode: -9 signal 15 return code 255 pid <n>"
+        "exitcode: -9 SIGKILL signal 15 return code 255 pid <n>"
     )
+    # an exit status that is a signal reads as its name, whichever launcher printed the number
+    assert mask("exits with return code = -9") == "exits with return code = -9 SIGKILL"
+    assert mask("exits with return code = 1") == "exits with return code = 1"
+    assert mask("exit status 137") == "exit status 137 SIGKILL"
     assert mask("exit code 9-5, exit status 1.5") == "exit code 9-<n>, exit status 1.<n>"
 
 

@@ -20,7 +20,7 @@ from triage.model import Analysis, Event, EventKind, ParsedSource
 
 # Bumped whenever masking or line selection changes: the index manifest records it, so an
 # index built with another version is stale.
-SIGNATURE_VERSION = 4
+SIGNATURE_VERSION = 5
 MAX_CHARS = 700
 MAX_LINES = 8
 MAX_EVENTS = 2000  # events read for one signature
