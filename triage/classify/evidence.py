@@ -70,9 +70,13 @@ def line_of(ev: Event, quoted: str) -> int | None:
 
 
 def first_line_containing(text: str, masked: str) -> str | None:
-    """The raw line of the event that the masked signature line came from (best effort)."""
+    """The raw line of the event that the masked signature line came from (best effort): one
+    word may be missing, since masking may add one (an exit status's signal name, `-9 SIGKILL`)."""
     words = [w for w in masked.split() if "<" not in w][:4]
+    if not words:
+        return None
+    allowed_missing = 1 if len(words) >= 3 else 0
     for line in text.splitlines():
-        if words and all(w in line for w in words):
+        if sum(w not in line for w in words) <= allowed_missing:
             return line.strip()[:400]
     return None
