@@ -179,6 +179,16 @@ def test_a_watchdog_timeout_is_a_hang_not_a_death_by_signal() -> None:
     assert "Watchdog caught collective operation timeout" in d["first_failure"]["text"]
 
 
+def test_interleaved_watchdog_teardowns_of_many_ranks_are_no_failure_of_their_own() -> None:
+    # 16 ranks on 2 MI300 nodes under srun -l: every rank's watchdog but one reports the first
+    # all-reduce timed out, then their uncaught c10::DistBackendErrors interleave into garbled
+    # `terminate called after throwing ...` lines on one stream; the job hung, it did not fail
+    d = _diagnose("e_rocm_megatron_srun_l_2node_mi300_first_allreduce_watchdog_hang")
+    assert d["outcome"]["id"] == "hung", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S17"
+    assert "terminate called" not in (d["first_failure"] or {}).get("text", "")
+
+
 def test_the_watchdogs_own_diagnostics_are_not_the_failure_nor_name_a_laggard(
     tmp_path: Path,
 ) -> None:

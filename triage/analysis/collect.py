@@ -12,12 +12,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from triage import knowledge
+from triage import knowledge, regex_cache
 from triage.analysis import exits, flight_recorder, launcher, pyspy
 from triage.analysis.cascade import ERROR_KINDS, WATCHDOG_FAMILIES, Role, classify_event
 from triage.analysis.ranks import RankIndex, event_rank
 from triage.knowledge.routine import Routine
 from triage.model import (
+    CppExceptionFacts,
     Event,
     EventKind,
     FaultHandlerFacts,
@@ -37,6 +38,8 @@ _KILLED_BY_LAUNCHER = Role("cascade", "killed_by_launcher", 0.0)
 _LATER_STEP = Role("context", None, 0.0)
 # the abort a process group's watchdog ends its process with (`_aborted_by_the_watchdog`)
 _WATCHDOG_ABORT = Role("cascade", "comm_aborted", 0.0)
+# any rank of a stream: interleaved ranks' teardown lines often carry no rank of their own
+_ANY_RANK = "any"
 
 
 @dataclass
@@ -84,8 +87,9 @@ def collect(
         if ps.source.host:
             out.hosts.add(ps.source.host)
         marks = _marks(ps)
-        # rank -> the line where its watchdog reported a timeout or a torn-down communicator
-        watchdog_from: dict[int | None, int] = {}
+        # rank (or _ANY_RANK) -> the first line where its watchdog reported a timeout or a
+        # torn-down communicator
+        watchdog_from: dict[int | str | None, int] = {}
         for ev in ps.events:
             _one(out, ps, ev, index, kb, routine, marks, watchdog_from)
     out.exit_records = exits.collect_exits(parsed, index, kb)
@@ -105,7 +109,7 @@ def _one(
     kb: knowledge.Knowledge,
     routine: Routine | None,
     marks: _SourceMarks,
-    watchdog_from: dict[int | None, int],
+    watchdog_from: dict[int | str | None, int],
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
     host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
@@ -147,7 +151,10 @@ def _one(
         role = _CONTEXT
     if role.role == "cascade" and role.family in WATCHDOG_FAMILIES and ev.line is not None:
         watchdog_from.setdefault(rank, ev.line)
-    elif role.role == "initiating" and _aborted_by_the_watchdog(ev, watchdog_from.get(rank)):
+        watchdog_from.setdefault(_ANY_RANK, ev.line)
+    elif role.role == "initiating" and _aborted_by_the_watchdog(
+        ev, watchdog_from.get(rank, watchdog_from.get(_ANY_RANK))
+    ):
         role = _WATCHDOG_ABORT
     if role.role == "initiating" and (
         _killed_with_the_step(ev, marks.step_killed_from)
@@ -251,20 +258,28 @@ def _dumped_at_the_stop(ev: Event, stop_sent_from: int | None) -> bool:
 
 
 def _aborted_by_the_watchdog(ev: Event, watchdog_from: int | None) -> bool:
-    """faulthandler's `Fatal Python error: Aborted` after the same rank's process-group
-    watchdog caught a timeout or tore its communicator down: ProcessGroupNCCL then ends the
-    process (`To avoid data inconsistency, we are taking the entire process down`, an
-    uncaught DistBackendError and std::terminate), and the SIGABRT that brings is what
-    faulthandler reports. The abort is the watchdog's ending, not a failure of its own."""
+    """How a process ends after a process-group watchdog on its stream caught a timeout or
+    tore its communicator down: ProcessGroupNCCL rethrows what it caught as an uncaught
+    c10::DistBackendError (`To avoid data inconsistency, we are taking the entire process
+    down`), std::terminate prints `terminate called after throwing an instance of
+    'c10::DistBackendError'` and aborts, and faulthandler reports the SIGABRT (`Fatal Python
+    error: Aborted`). That ending is the watchdog's doing, not a failure of its own. (Several
+    ranks writing to one stream interleave these lines, what() included; a what() that names
+    another failure keeps its event initiating, as the cascade file decides.)"""
+    if watchdog_from is None or ev.line is None or ev.line <= watchdog_from:
+        return False
     facts = ev.payload
-    return (
-        watchdog_from is not None
-        and ev.kind is EventKind.SIGNAL
-        and isinstance(facts, FaultHandlerFacts)
-        and facts.signal == "SIGABRT"
-        and ev.line is not None
-        and ev.line > watchdog_from
-    )
+    if ev.kind is EventKind.SIGNAL and isinstance(facts, FaultHandlerFacts):
+        return facts.signal == "SIGABRT"
+    first = ev.text.split("\n", 1)[0]
+    if ev.kind is EventKind.CPP_EXCEPTION and isinstance(facts, CppExceptionFacts):
+        # interleaved writers garble the class name around it; what() is the test
+        return "c10::DistBackendError" in first and not (facts.what or "").strip()
+    # a piece of such an interleaved `terminate called ...` line, cut off on a line of its own
+    return ev.kind is EventKind.ERROR_LINE and _DIST_BACKEND_PIECE.fullmatch(first) is not None
+
+
+_DIST_BACKEND_PIECE = regex_cache.compile(r"(?:c10::DistBackendError|')+\s*")
 
 
 def _killed_with_the_step(ev: Event, step_killed_from: int | None) -> bool:
