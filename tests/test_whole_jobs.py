@@ -179,6 +179,15 @@ def test_a_watchdog_timeout_is_a_hang_not_a_death_by_signal() -> None:
     assert "Watchdog caught collective operation timeout" in d["first_failure"]["text"]
 
 
+def test_vllm_loading_its_shards_is_no_training_step_taken_past_a_failure() -> None:
+    # SkyRL's vLLM rollout engine dies of a busy GPU; the other engines go on printing
+    # vLLM's `Loading safetensors checkpoint shards: 100% Completed | 1/1`: set-up, not a
+    # training loop that reached its last step, so the job failed, it was not still running
+    d = _diagnose("e_skyrl_pr_ray_vllm_engine_cuda_device_busy_actor_died")
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S04"
+
+
 def test_interleaved_watchdog_teardowns_of_many_ranks_are_no_failure_of_their_own() -> None:
     # 16 ranks on 2 MI300 nodes under srun -l: every rank's watchdog but one reports the first
     # all-reduce timed out, then their uncaught c10::DistBackendErrors interleave into garbled
