@@ -341,7 +341,10 @@ def test_the_shipped_index_is_fresh_and_loads_without_torch(shipped_index) -> No
     assert indexing.stale_reasons() == []
     assert len(shipped_index) >= 100
     norms = np.linalg.norm(shipped_index.embeddings, axis=1)
-    assert np.allclose(norms, 1.0, atol=1e-2)
+    # unit length, or zero where the signature kept no word the model knows (a pasted table of
+    # benchmark numbers masks to `<n> <n> ...`): such a case is never anyone's neighbour
+    assert np.all(np.isclose(norms, 1.0, atol=1e-2) | (norms == 0.0))
+    assert np.count_nonzero(norms == 0.0) <= 3
     # the public issues carry their URL; corpus_samples bundles are indexed too
     origins = {p.name for p in corpus.reference_files()}
     assert all(c.url for c in shipped_index.cases if c.origin in origins)
