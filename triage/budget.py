@@ -22,6 +22,7 @@ What trips a limit stops early and says so on that input; the rest of the job is
 from __future__ import annotations
 
 import contextvars
+import mmap
 import threading
 import time
 from collections.abc import Iterator
@@ -68,9 +69,9 @@ class JobBudget:
 
     def before_fork(self) -> None:
         """Move the counts into shared memory for the workers about to be forked (a budget
-        made with `shared=True`). Done only then: a small job forks none, and multiprocessing's
-        shared memory costs its start ~10-20 ms. Call it from the thread that forks, while no
-        other thread counts."""
+        made with `shared=True`). Done only then: a small job forks none, and a lock shared
+        across processes costs its start. Call it from the thread that forks, while no other
+        thread counts."""
         if not self._shareable:
             return
         import multiprocessing
@@ -79,9 +80,12 @@ class JobBudget:
         if "fork" not in multiprocessing.get_all_start_methods():
             return
         ctx = multiprocessing.get_context("fork")
-        counts = ctx.RawArray("q", 4)
+        # an anonymous shared mapping, which forked processes share: multiprocessing's
+        # RawArray makes a file for its heap first (~3-4 ms of CPU, more on a busy disk)
+        counts = memoryview(mmap.mmap(-1, 8 * len(self._counts))).cast("q")
         with self._lock:
-            counts[:] = list(self._counts)
+            for slot, value in enumerate(self._counts):
+                counts[slot] = value
             self._counts, self._lock = counts, ctx.Lock()
 
     # ------------------------------------------------------------ decompression

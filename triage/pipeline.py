@@ -28,7 +28,14 @@ from triage.model import (
     Source,
     SourceKind,
 )
-from triage.pool import PARALLEL_FROM_BYTES, ParsePool, ProgressCallback, ReadProgress, poolable
+from triage.pool import (
+    PARALLEL_FROM_BYTES,
+    ParsePool,
+    ProgressCallback,
+    ReadProgress,
+    poolable,
+    settle,
+)
 
 if TYPE_CHECKING:
     from triage.classify.types import RuleHit
@@ -68,6 +75,7 @@ def read_inputs(
     workers: int | None = None,
     kb: Knowledge | None = None,
     parallel_from_bytes: int = PARALLEL_FROM_BYTES,
+    workers_exit_later: bool = False,
 ) -> list[ParsedSource]:
     """Ingest and parse every input under `paths`, in a stable order.
 
@@ -83,7 +91,8 @@ def read_inputs(
     across this process and its workers. `workers` is the pool's size (None:
     `pool.default_workers()`, which looks at this process; 1: no pool), started once
     `parallel_from_bytes` of files are found. `kb` is the run's knowledge (None: the shipped
-    one), which the parsers here and in the workers read.
+    one), which the parsers here and in the workers read. `workers_exit_later`: once every
+    result is in, return while the workers still exit (`pool.settle` waits for them).
     """
     from triage import budget, knowledge
 
@@ -99,6 +108,7 @@ def read_inputs(
             workers,
             kb,
             parallel_from_bytes,
+            workers_exit_later,
         )
 
 
@@ -112,6 +122,7 @@ def _read_inputs(
     workers: int | None,
     kb: Knowledge,
     parallel_from_bytes: int,
+    workers_exit_later: bool,
 ) -> list[ParsedSource]:
     from triage import ingest
 
@@ -143,6 +154,8 @@ def _read_inputs(
         here = [i for i in range(len(sources)) if results[i] is None and not pool.took(i)]
         _parse_all_here(sources, here, results, fr_tail, progress, kb)
         pool.collect(sources, results, progress)
+        if workers_exit_later and all(parsed is not None for parsed in results):
+            pool.close(wait=False)  # nothing is left to parse (or fork) here
     finally:
         pool.close()
         for i, source in enumerate(sources):
@@ -225,6 +238,8 @@ def diagnose(
         workers=options.workers,
         kb=kb,
         parallel_from_bytes=options.parallel_from_bytes,
+        # the workers exit while the diagnosis is made, not before it starts
+        workers_exit_later=True,
     )
     # What was read stays alive until the diagnosis is made: the cyclic GC is told to leave it
     # alone rather than walk it again and again while the later stages allocate (~0.1-0.3 s
@@ -234,6 +249,7 @@ def diagnose(
         return diagnose_parsed(parsed, options, kb)
     finally:
         gc.unfreeze()
+        settle()
 
 
 def warm_later_stages(options: Options = Options(), kb: Knowledge | None = None) -> None:

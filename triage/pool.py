@@ -152,6 +152,7 @@ class ParsePool:
         return index in self.shipped
 
     def _start(self) -> None:
+        settle()  # an earlier pool's thread still joining its workers: no fork beside it
         workers = default_workers() if self.workers is None else self.workers
         if workers < 2:
             self.broken = True  # parse here; do not ask again for every later source
@@ -252,15 +253,31 @@ class ParsePool:
         for process in list(getattr(self.executor, "_processes", {}).values()):
             process.kill()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers. `wait=False` returns while they still exit (~10-40 ms in which
+        this process can go on with the diagnosis); `settle` waits for them."""
         if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor.shutdown(wait=wait, cancel_futures=True)
+            if not wait:
+                _exiting.append(self.executor)
             self.executor = None
             self._restore_gc()
 
     def _restore_gc(self) -> None:
         if self.gc_was_enabled:
             gc.enable()
+
+
+# Executors closed without waiting (`ParsePool.close(wait=False)`): their threads still join
+# the exiting workers.
+_exiting: list[Any] = []
+
+
+def settle() -> None:
+    """Wait until the workers of every pool closed without waiting have exited, and their
+    executor's thread with them: this process has no threads of the pools' left after."""
+    while _exiting:
+        _exiting.pop().shutdown(wait=True)
 
 
 def _fields(source: Source) -> _SourceFields:

@@ -122,6 +122,12 @@ def _pattern(item: Any, group: str) -> Pattern:
     )
 
 
+# `Redactor.text` keeps the answers for up to this many texts of at most this length
+_MAX_KEPT = 4096
+_MAX_KEPT_TEXT = 4096
+_NOT_SEEN = object()
+
+
 class Redactor:
     """Masks text with the secret patterns (and host patterns when `hosts`), keeping one
     stand-in per host name across every text it is given."""
@@ -129,6 +135,7 @@ class Redactor:
     def __init__(self, *, hosts: bool = False, known_hosts: Iterable[str] = ()) -> None:
         secrets, host_patterns = patterns()
         self._aliases: dict[tuple[str, str], str] = {}
+        self._done: dict[str, str | None] = {}  # text -> masked (None: clean), see `text`
         self._counts: dict[str, int] = {}
         self._steps: list[tuple[Any, tuple[str, ...], Any]] = [
             (p.regex, p.needs, self._mask) for p in secrets
@@ -159,6 +166,19 @@ class Redactor:
         """`text` with every secret masked (and hosts replaced); the same object if clean."""
         if not text:
             return text
+        # A job's ranks print the same lines: a text seen before gets the answer it got (its
+        # host names have their stand-ins by then, so masking it again gives the same).
+        done = self._done.get(text, _NOT_SEEN)
+        if done is not _NOT_SEEN:
+            return text if done is None else done
+        out = self._masked(text)
+        if len(text) <= _MAX_KEPT_TEXT:
+            if len(self._done) >= _MAX_KEPT:
+                self._done.clear()
+            self._done[text] = None if out is text else out
+        return out
+
+    def _masked(self, text: str) -> str:
         out = text
         lower = text.lower()
         for pattern, needs, replace in self._steps:

@@ -70,8 +70,25 @@ class Routine:
             return None
         return tuple(dict.fromkeys(lit for lits in screens if lits for lit in lits))
 
+    @cached_property
+    def _answers(self) -> dict[str, RoutineLine | None]:
+        """`which`'s answers so far: a job's events repeat their texts (the same warning from
+        each rank), and each new text tries every line's screen (~40 us)."""
+        return {}
+
     def which(self, text: str) -> RoutineLine | None:
         """The routine line `text` is (its first line that is one), or None."""
+        if len(text) > _MAX_KEPT_TEXT:  # a traceback's text: kept by no answer
+            return self._which(text)
+        answers = self._answers
+        if text in answers:
+            return answers[text]
+        if len(answers) >= _MAX_ANSWERS:  # bounded: a batch process reads many jobs
+            answers.clear()
+        found = answers[text] = self._which(text)
+        return found
+
+    def _which(self, text: str) -> RoutineLine | None:
         low = None
         if self.screen is not None:
             low = text.lower()
@@ -86,6 +103,11 @@ class Routine:
             if line.pattern.search(text):
                 return line
         return None
+
+
+# texts whose answer `which` keeps before it starts again, and the longest text it keeps
+_MAX_ANSWERS = 4096
+_MAX_KEPT_TEXT = 2048
 
 
 def _holds(literal: str, text: str, low: str) -> bool:
