@@ -1,3 +1,4 @@
+# ruff: noqa: E501 (pasted errors are as long as the libraries made them)
 """A data pipeline calls the callables it was handed (a cut or sample transform, a collate
 function) with its own protocol's arguments: a `TypeError` about `__call__()`'s arguments on
 that call line is the user's transform not fitting the pipeline (S08, R27), not two releases

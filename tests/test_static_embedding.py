@@ -101,7 +101,9 @@ def test_every_file_fitted_in_the_static_space_agrees_on_its_size() -> None:
     static = embedding.load_static()
     index = neighbours.load_index()
     assert index.embeddings.shape == (len(index), static.dim)
-    assert np.allclose(np.linalg.norm(index.embeddings, axis=1), 1.0, atol=1e-2)
+    norms = np.linalg.norm(index.embeddings, axis=1)
+    # zero where a signature kept no word the model knows (a table of numbers): nobody's neighbour
+    assert np.all(np.isclose(norms, 1.0, atol=1e-2) | (norms == 0.0))
     model = load_learned("embed")
     assert model is not None and model.embed_dim == static.dim
     cal = load_calibration()
