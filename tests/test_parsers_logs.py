@@ -614,6 +614,11 @@ def test_truncated_and_reencoded_logs_never_raise(
         ("[80746] hello", {}),
         ("(RayWorkerWrapper pid=2376582) hello", {}),
         ("(Worker[rank=8] pid=3294808, ip=10.0.0.9) hello", {"rank": 8}),
+        # `docker logs --timestamps` / `kubectl logs --timestamps` put their stamp first
+        (
+            "2025-11-21T23:37:35.078181367Z [rank0]: hello",
+            {"rank": 0, "stamp": "2025-11-21T23:37:35.078181367Z"},
+        ),
     ],
 )
 def test_prefixes_are_peeled_outermost_first(line: str, expect: dict) -> None:
@@ -634,6 +639,7 @@ def test_prefixes_are_peeled_outermost_first(line: str, expect: dict) -> None:
         "Traceback (most recent call last):",
         "[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] msg",
         "node07:41210:41300 [0] NCCL INFO Using network IB",
+        "2025-11-21 23:37:35,078 - INFO - a Python logging stamp is the line's own",
     ],
 )
 def test_log_text_is_not_mistaken_for_a_prefix(line: str) -> None:

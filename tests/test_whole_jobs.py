@@ -179,6 +179,15 @@ def test_a_watchdog_timeout_is_a_hang_not_a_death_by_signal() -> None:
     assert "Watchdog caught collective operation timeout" in d["first_failure"]["text"]
 
 
+def test_a_container_runtimes_time_stamps_hide_no_rank_prefix() -> None:
+    # AReaL under docker (`docker logs --timestamps`): every line starts with an RFC 3339
+    # stamp, then torch's `[rank0]:` on the traceback; the one trainer process is rank 0
+    d = _diagnose("e_areal_pr_docker_torchrun_1gpu_grpo_cuda_oom_beside_sglang_twice")
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] == "S14"
+    assert d["culprit_ranks"] == [0]
+
+
 def test_vllm_loading_its_shards_is_no_training_step_taken_past_a_failure() -> None:
     # SkyRL's vLLM rollout engine dies of a busy GPU; the other engines go on printing
     # vLLM's `Loading safetensors checkpoint shards: 100% Completed | 1/1`: set-up, not a

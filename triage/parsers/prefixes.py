@@ -4,7 +4,10 @@ Peeled from the outside in (formats.md §1): `srun -l` task labels `3: `, pdsh/c
 `node07: `, `mpirun --tag-output` `[1,0]<stdout>:`, torchrun `--tee`/`--redirects` `[default3]:`
 (local rank; the role name can differ), the `[rank3]: ` that torch's excepthook puts on every
 traceback line (global rank; glued to C++ logs as `[rank0]:[E1218 ...`), and `[80746] ` line
-numbers that some log collectors add (noise), and Ray's `(RayWorkerWrapper pid=123) `.
+numbers that some log collectors add (noise), and Ray's `(RayWorkerWrapper pid=123) `. A
+container runtime's own time stamp (`docker logs --timestamps`, `kubectl logs --timestamps`:
+RFC 3339 with nanoseconds, `2025-11-21T23:37:35.078263831Z `) comes first of all: it is kept
+as the line's time (`stamp`), and the prefixes after it are peeled as usual.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ _MPIRUN = re.compile(r"\[(\d+),(\d+)\]<(?:stdout|stderr)>: ?")
 _RANK = re.compile(r"\[rank(\d{1,6})\]: ?")
 _ROLE = re.compile(r"\[([A-Za-z_][A-Za-z_-]*?)(\d{1,6})\]: ?")
 _COLLECTOR = re.compile(r"\[\d{1,9}\] ")
+# a container runtime's stamp: RFC 3339, a `T`, seconds with a fraction, `Z` or an offset
+_RUNTIME_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{1,9}(?:Z|[+-]\d\d:\d\d) ")
 _RAY = re.compile(
     r"\((?P<actor>[\w.]+)(?:\[(?:[^\]]*?rank=(?P<rank>\d+))?[^\]]*\])? pid=(?P<pid>\d+)"
     r"(?:, ip=[\w.:-]+)?\) ?"
@@ -49,6 +54,7 @@ class Prefixes:
     host: str | None = None  # pdsh/clush `node07: `
     task: int | None = None  # `srun -l` task id
     key: str = ""  # the prefixes as written, minus collector noise: one output stream
+    stamp: str | None = None  # a container runtime's time stamp in front of them all
 
     @property
     def empty(self) -> bool:
@@ -75,9 +81,13 @@ def _looks_like_host(name: str) -> bool:
 def peel(text: str, *, max_layers: int = 8) -> Prefixes:
     """Strip stacked wrapper prefixes from `text`, outermost first."""
     rank = local_rank = task = None
-    role = host = None
+    role = host = stamp = None
     keys: list[str] = []
     pos = 0
+    if text[:1].isdigit():
+        m = _RUNTIME_STAMP.match(text)
+        if m is not None:
+            stamp, pos = m[0].rstrip(), m.end()
     for _ in range(max_layers):
         if pos >= len(text):
             break
@@ -142,4 +152,5 @@ def peel(text: str, *, max_layers: int = 8) -> Prefixes:
         host=host,
         task=task,
         key="".join(keys),
+        stamp=stamp,
     )

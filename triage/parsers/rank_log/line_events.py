@@ -145,6 +145,13 @@ class LineEvents:
                     meta.level = LEVELS[lw["lvl"]]
         return meta
 
+    def _time_of(self, pre: Prefixes) -> float | None:
+        """A peeled line's time: its own log format's, else the container runtime's stamp."""
+        when = self._meta(pre.rest).time
+        if when is None and pre.stamp is not None:
+            when = ts.parse_any(pre.stamp, self.hint)
+        return when
+
     def classify(self, number: int, pre: Prefixes) -> None:
         rest = pre.rest
         key = pre.key
@@ -169,6 +176,12 @@ class LineEvents:
                     self.stamped(number, nl.time)
                 return
         meta = self._meta(rest)
+        if meta.time is None and pre.stamp is not None:
+            # the runtime's stamp stands for the line's own, its level word read as after one
+            meta.time = ts.parse_any(pre.stamp, self.hint)
+            lw = LEVEL_WORD.search(rest, 0, 96) if meta.level is None else None
+            if lw is not None:
+                meta.level = LEVELS[lw["lvl"]]
         if meta.time is not None:
             self.stamped(number, meta.time)
         # A repeat of this line may have a time where this one has none (a date that does

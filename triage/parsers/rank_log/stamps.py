@@ -72,7 +72,7 @@ class StampKeeping:
 
     def _stamped_repeat(self, number: int, raw: bytes, stream: Stream) -> None:
         """A repeat read as a stamp: parsed for its time alone (its date may not exist)."""
-        when = self._meta(peel(clean_last(raw)).rest).time
+        when = self._time_of(peel(clean_last(raw)))
         if when is not None:
             self.stamped(number, when, stream)
 
@@ -96,7 +96,7 @@ class StampKeeping:
         for raw, stream in reversed(pending):
             if stream in found:
                 continue
-            when = self._meta(peel(clean_last(raw)).rest).time
+            when = self._time_of(peel(clean_last(raw)))
             if when is None:
                 continue
             found.add(stream)
