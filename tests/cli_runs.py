@@ -34,6 +34,18 @@ def assert_top(d: dict[str, Any], field: str, *accepted: str) -> None:
     assert top in accepted, (field, top, d["summary"])
 
 
+def assert_the_check_decides(text: str, symptom: str, cause: str, advice: str) -> None:
+    """A paste whose library check names its mechanism, read by `triage explain --no-embed`:
+    its top symptom and root cause are among `symptom` and `cause` (alternatives split by "/"),
+    the cause is stated with confidence (>= 0.8), not as a guess, and the fixes say `advice`."""
+    d = explained(text, "--no-embed")
+    assert_top(d, "symptoms", *symptom.split("/"))
+    assert_top(d, "root_causes", *cause.split("/"))
+    assert d["root_causes"][0]["score"] >= 0.8, d["root_causes"][:2]
+    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    assert advice in told, told
+
+
 def cases_with_known_misses(
     cases: list[tuple[Any, ...]], known_misses: dict[str, str]
 ) -> list[Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from tests.cli_runs import assert_top, explained
+from tests.cli_runs import assert_the_check_decides
 from triage.cli import main
 
 TORCH17_INVALID_ORDINAL = """Traceback (most recent call last):
@@ -146,13 +146,7 @@ CASES = [
 def test_the_check_the_library_made_names_the_root_cause_and_the_advice(
     text: str, symptom: str, cause: str, advice: str
 ) -> None:
-    d = explained(text, "--no-embed")
-    assert_top(d, "symptoms", *symptom.split("/"))
-    assert_top(d, "root_causes", *cause.split("/"))
-    # the check names its mechanism, so the cause is stated with confidence, not as a guess
-    assert d["root_causes"][0]["score"] >= 0.8, d["root_causes"][:2]
-    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
-    assert advice in told, told
+    assert_the_check_decides(text, symptom, cause, advice)
 
 
 def test_zeros_twice_reduced_gradient_is_one_mechanism_with_one_rule() -> None:

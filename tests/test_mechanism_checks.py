@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import assert_top, cases_with_known_misses, explained
+from tests.cli_runs import assert_the_check_decides, assert_top, cases_with_known_misses, explained
 
 FLASH_ATTN_NO_NVCC = """  File "/tmp/pip-install-abc123/flash-attn_0f1e2d/setup.py", line 88, in raise_if_cuda_home_none
     raise RuntimeError(
@@ -123,13 +123,7 @@ KNOWN_MISSES = {"fsdp-off-compute-device": "since the refit on 1,447: R14 at 0.7
 def test_the_check_a_library_made_decides_the_root_cause_and_the_advice(
     text: str, symptom: str, cause: str, advice: str
 ) -> None:
-    d = explained(text, "--no-embed")
-    assert_top(d, "symptoms", symptom)
-    assert_top(d, "root_causes", *cause.split("/"))
-    # the check names its mechanism, so the cause is stated with confidence, not as a guess
-    assert d["root_causes"][0]["score"] >= 0.8, d["root_causes"][:2]
-    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
-    assert advice in told, told
+    assert_the_check_decides(text, symptom, cause, advice)
 
 
 def test_flash_attn_without_nvcc_and_with_an_old_nvcc_are_told_apart() -> None:
