@@ -38,8 +38,6 @@ _KILLED_BY_LAUNCHER = Role("cascade", "killed_by_launcher", 0.0)
 _LATER_STEP = Role("context", None, 0.0)
 # the abort a process group's watchdog ends its process with (`_aborted_by_the_watchdog`)
 _WATCHDOG_ABORT = Role("cascade", "comm_aborted", 0.0)
-# any rank of a stream: interleaved ranks' teardown lines often carry no rank of their own
-_ANY_RANK = "any"
 
 
 @dataclass
@@ -87,11 +85,9 @@ def collect(
         if ps.source.host:
             out.hosts.add(ps.source.host)
         marks = _marks(ps)
-        # rank (or _ANY_RANK) -> the first line where its watchdog reported a timeout or a
-        # torn-down communicator
-        watchdog_from: dict[int | str | None, int] = {}
+        watchdog = _WatchdogLines()
         for ev in ps.events:
-            _one(out, ps, ev, index, kb, routine, marks, watchdog_from)
+            _one(out, ps, ev, index, kb, routine, marks, watchdog)
     out.exit_records = exits.collect_exits(parsed, index, kb)
     for rec in out.exit_records:
         if rec.exit.rank is not None:
@@ -109,7 +105,7 @@ def _one(
     kb: knowledge.Knowledge,
     routine: Routine | None,
     marks: _SourceMarks,
-    watchdog_from: dict[int | str | None, int],
+    watchdog: _WatchdogLines,
 ) -> None:
     rank = event_rank(ev, index, ps.source.rank)
     host = ev.host or ps.source.host or (index.host_of_rank.get(rank) if rank is not None else None)
@@ -150,11 +146,8 @@ def _one(
         # message a program dies of and nothing but the exit report follows it
         role = _CONTEXT
     if role.role == "cascade" and role.family in WATCHDOG_FAMILIES and ev.line is not None:
-        watchdog_from.setdefault(rank, ev.line)
-        watchdog_from.setdefault(_ANY_RANK, ev.line)
-    elif role.role == "initiating" and _aborted_by_the_watchdog(
-        ev, watchdog_from.get(rank, watchdog_from.get(_ANY_RANK))
-    ):
+        watchdog.saw(rank, ev.line)
+    elif role.role == "initiating" and _aborted_by_the_watchdog(ev, watchdog.since(rank)):
         role = _WATCHDOG_ABORT
     if role.role == "initiating" and (
         _killed_with_the_step(ev, marks.step_killed_from)
@@ -176,6 +169,25 @@ def _one(
     out.placed.append((ev, rank, domain, role))
     if rank is not None and ev.kind in ERROR_KINDS:
         out.ranks_with_events.add(rank)
+
+
+@dataclass
+class _WatchdogLines:
+    """Where a source's process-group watchdogs first reported a timeout or a torn-down
+    communicator, per rank and on the whole stream (ranks that interleave their teardown
+    lines on one stream often leave them without a rank of their own)."""
+
+    first: int | None = None
+    by_rank: dict[int | None, int] = field(default_factory=dict)
+
+    def saw(self, rank: int | None, line: int) -> None:
+        self.by_rank.setdefault(rank, line)
+        if self.first is None:
+            self.first = line
+
+    def since(self, rank: int | None) -> int | None:
+        """The line after which this rank's process is being taken down by its watchdog."""
+        return self.by_rank.get(rank, self.first)
 
 
 @dataclass(frozen=True)
@@ -257,6 +269,10 @@ def _dumped_at_the_stop(ev: Event, stop_sent_from: int | None) -> bool:
     )
 
 
+# a piece of an interleaved `terminate called ... 'c10::DistBackendError'` line on its own
+_DIST_BACKEND_PIECE = regex_cache.compile(r"(?:c10::DistBackendError|')+\s*")
+
+
 def _aborted_by_the_watchdog(ev: Event, watchdog_from: int | None) -> bool:
     """How a process ends after a process-group watchdog on its stream caught a timeout or
     tore its communicator down: ProcessGroupNCCL rethrows what it caught as an uncaught
@@ -277,9 +293,6 @@ def _aborted_by_the_watchdog(ev: Event, watchdog_from: int | None) -> bool:
         return "c10::DistBackendError" in first and not (facts.what or "").strip()
     # a piece of such an interleaved `terminate called ...` line, cut off on a line of its own
     return ev.kind is EventKind.ERROR_LINE and _DIST_BACKEND_PIECE.fullmatch(first) is not None
-
-
-_DIST_BACKEND_PIECE = regex_cache.compile(r"(?:c10::DistBackendError|')+\s*")
 
 
 def _killed_with_the_step(ev: Event, step_killed_from: int | None) -> bool:
