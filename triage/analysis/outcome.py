@@ -187,8 +187,8 @@ def _decide(
         at = f" at step {step}" + (f" of {total}" if total else "") if step is not None else ""
         return Outcome(
             OutcomeKind.INCOMPLETE,
-            f"The log ends{at} with no error, exit or stop: the job was still running "
-            "when the log was copied",
+            f"The log ends{at} with no error, exit or stop: it does not say that the job "
+            "ended (it may have been still running when the log was copied, or its end unlogged)",
             _refs([furthest]),
             fault_too=bool(logged),
         )
@@ -199,8 +199,8 @@ def _decide(
         # one of those by its end, so the log stops before the job did (still setting up)
         return Outcome(
             OutcomeKind.INCOMPLETE,
-            "The log ends before any training step, with no error, exit or stop: the job was "
-            "still starting when the log was copied",
+            "The log ends before any training step, with no error, exit or stop: it does not "
+            "say that the job ended (it may have been still starting when the log was copied)",
         )
     return Outcome(OutcomeKind.UNKNOWN, "The logs show neither how the job ended nor a fault")
 

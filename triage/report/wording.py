@@ -26,7 +26,7 @@ OUTCOME_WORDS = {
     OutcomeKind.STOPPED: "Stopped on purpose",
     OutcomeKind.FAILED: "Failed",
     OutcomeKind.HUNG: "Hung",
-    OutcomeKind.INCOMPLETE: "Still running when the logs end",
+    OutcomeKind.INCOMPLETE: "No end in the logs",
     OutcomeKind.UNKNOWN: "End not known",
 }
 
