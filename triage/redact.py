@@ -167,7 +167,8 @@ class Redactor:
         if not text:
             return text
         # A job's ranks print the same lines: a text seen before gets the answer it got (its
-        # host names have their stand-ins by then, so masking it again gives the same).
+        # host names have their stand-ins by then, so masking it again gives the same). Kept by
+        # hand, not by `functools.lru_cache`: a clean text must come back as the caller's object.
         done = self._done.get(text, _NOT_SEEN)
         if done is not _NOT_SEEN:
             return text if done is None else done

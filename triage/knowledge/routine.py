@@ -73,7 +73,8 @@ class Routine:
     @cached_property
     def _answers(self) -> dict[str, RoutineLine | None]:
         """`which`'s answers so far: a job's events repeat their texts (the same warning from
-        each rank), and each new text tries every line's screen (~40 us)."""
+        each rank), and each new text tries every line's screen (~40 us). A plain dict, not
+        `functools.lru_cache` on the method: the knowledge must stay picklable."""
         return {}
 
     def which(self, text: str) -> RoutineLine | None:
