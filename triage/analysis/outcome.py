@@ -534,7 +534,11 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
             lead += (EvidenceRef(printed.source, earlier.line, earlier.rank, line[:240]),)
     if then is not None:
         why += f"; then {then.why}"
-    refs = tuple(dict.fromkeys((*lead, *_refs(shown))))[:_MAX_EVIDENCE]
+    # one line once: the lead quotes it cut at 240 characters, `_refs` with an ellipsis
+    by_line: dict[tuple[str, int | None], EvidenceRef] = {}
+    for r in (*lead, *_refs(shown)):
+        by_line.setdefault((r.source, r.line), r)
+    refs = tuple(by_line.values())[:_MAX_EVIDENCE]
     return Outcome(OutcomeKind.FAILED, _cap(why), refs)
 
 
