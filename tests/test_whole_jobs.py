@@ -881,3 +881,61 @@ def test_a_number_in_a_file_name_is_a_rank_only_where_the_name_or_the_lines_say_
     d = json.loads(result.output)
     assert [i["rank"] for i in d["inputs"]] == [rank]
     assert d["culprit_ranks"] == ([] if rank is None else [rank])
+
+
+_LAUNCHER_ONLY = "b_superbench_fixture_megatron_deepspeed_pdsh_2node"
+
+
+def _launcher_only_variant(tmp_path: Path, edit: Any) -> dict[str, Any]:
+    """The launcher-only DeepSpeed job with its log edited by `edit(lines) -> lines`."""
+    (src,) = _files(_LAUNCHER_ONLY)
+    lines = Path(src).read_text(encoding="utf-8").splitlines()
+    return _diagnose_lines(tmp_path, "megatron_deepspeed.log", edit(lines))
+
+
+def test_a_failure_known_only_from_the_launchers_exit_status_names_no_cause() -> None:
+    # Megatron-DeepSpeed on 2 nodes: every iteration ran, the checkpoint save began, then the
+    # DeepSpeed launcher's sigkill_handler killed the other workers and reported `exits with
+    # return code = 1` on both nodes; no worker printed why. The handler's name and its
+    # `Killing subprocess` lines are printed for any failed worker: they read like the OOM
+    # killer's work (host OOM at 92% before), a claim the exit status 1 does not support.
+    d = _diagnose(_LAUNCHER_ONLY, embed=True)
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"] == [] and d["root_causes"] == []
+    assert "launcher's report that a worker exited with status 1" in d["summary"]
+    assert "Collect next: the failing worker's own output" in d["summary"]
+    # NCCL's account, flight-recorder dumps and stacks of stuck ranks are no help here
+    assert "py-spy" not in d["summary"] and "NCCL_DEBUG" not in d["summary"]
+
+
+def test_the_same_launcher_report_with_a_kill_signal_still_names_the_failure(
+    tmp_path: Path,
+) -> None:
+    # the same log where the worker's exit status is -9: a SIGKILL is a fact of the failure
+    d = _launcher_only_variant(
+        tmp_path, lambda lines: [ln.replace("return code = 1", "return code = -9") for ln in lines]
+    )
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"] and d["symptoms"][0]["id"] in {"S15", "S27"}
+
+
+def test_the_same_launcher_report_after_a_workers_traceback_names_the_workers_error(
+    tmp_path: Path,
+) -> None:
+    # the same log where a worker printed its error before the launcher killed the others
+    traceback = [
+        "vm-07-05: Traceback (most recent call last):",
+        'vm-07-05:   File "/root/Megatron-DeepSpeed/megatron/checkpointing.py", line 250, '
+        "in save_checkpoint",
+        "vm-07-05:     torch.save(state_dict, checkpoint_name)",
+        "vm-07-05: OSError: [Errno 28] No space left on device",
+    ]
+
+    def with_traceback(lines: list[str]) -> list[str]:
+        at = next(i for i, ln in enumerate(lines) if "Killing subprocess" in ln)
+        return [*lines[:at], *traceback, *lines[at:]]
+
+    d = _launcher_only_variant(tmp_path, with_traceback)
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"] and d["symptoms"][0]["id"] == "S28"
+    assert "launcher's report" not in d["summary"]

@@ -485,6 +485,8 @@ def classify_many(
     leads: list[dict[str, dict[str, float]]] = [
         standing(p.hits, p.analysis, pasted=pasted) for p in prepared
     ]
+    # a failed job known only from its launcher's report: nothing of its own to classify
+    unlogged = [None if pasted else abstention.failure_unlogged(p, kb) for p in prepared]
     usual = load_cause_fixes()
     settings = fusion_settings.shipped()
     results = [
@@ -497,7 +499,10 @@ def classify_many(
         need = [
             i
             for i, r in enumerate(results)
-            if prepared[i].signature and not rules_decide(r) and not _ended_well(prepared[i])
+            if prepared[i].signature
+            and not rules_decide(r)
+            and not _ended_well(prepared[i])
+            and unlogged[i] is None
         ]
         if need:
             # one embedding per signature, for the neighbours and the learned model alike
@@ -517,8 +522,8 @@ def classify_many(
                 modes[i] = "embed"
     abstain_below = cal.abstain_below if cal is not None else DEFAULT_ABSTAIN_BELOW
     return [
-        assemble(p, r, v[m], m, abstain_below, kb.collect_next)
-        for p, r, v, m in zip(prepared, results, votes, modes, strict=True)
+        assemble(p, r, v[m], m, abstain_below, kb.collect_next, unlogged)
+        for p, r, v, m, unlogged in zip(prepared, results, votes, modes, unlogged, strict=True)
     ]
 
 
@@ -667,7 +672,10 @@ def assemble(
     method: str,
     abstain_below: float,
     advice: knowledge.CollectNext | None = None,
+    unlogged: str | None = None,
 ) -> Classification:
+    """`unlogged`: the launcher's report that is all a failed job's logs say of its failure
+    (`abstention.failure_unlogged`): no label is claimed from its words."""
     advice = advice if advice is not None else knowledge.shipped().collect_next
     tax = taxonomy.load()
     # Bundles from corpus_samples vote but are not shown: a similar case is a public issue
@@ -677,6 +685,12 @@ def assemble(
         for v in votes
         if v.url and v.similarity >= _floor(MIN_SIMILARITY, method)
     )[:MAX_SIMILAR]
+    if unlogged is not None:
+        return Classification(
+            similar_cases=similar,
+            abstain_reason=abstention.unlogged_reason(prep, unlogged, advice),
+            collect_next=tuple(advice.steps(abstention.situation(prep, unlogged=True))),
+        )
     if should_abstain(result, abstain_below, method):
         return Classification(
             similar_cases=similar,

@@ -8,14 +8,69 @@ from typing import TYPE_CHECKING
 
 from triage import knowledge, taxonomy
 from triage.classify import fusion
-from triage.model import EventKind, SourceKind
+from triage.model import EventKind, OutcomeKind, RankExit, SourceKind
 
 if TYPE_CHECKING:
     from triage.classify import Prepared
 
 
-def situation(prep: Prepared) -> knowledge.Situation:
-    """What this job's evidence holds, for the collect-next advice (`rules/collect_next.yaml`)."""
+# What a failing program prints of its own failure. A launcher's account of it (torchrun's
+# summary, DeepSpeed's `exits with return code`, `colossalai run`'s `failed to run`: agent,
+# rank-exit and error-file events) says that a worker exited, and with what status, not why.
+_PROGRAM_OUTPUT = frozenset(
+    {
+        EventKind.TRACEBACK,
+        EventKind.CPP_EXCEPTION,
+        EventKind.ERROR_LINE,
+        EventKind.NCCL_WARN,
+        EventKind.SIGNAL,
+    }
+)
+_LAUNCHER_OUTPUT = frozenset({EventKind.AGENT, EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR})
+# torchrun's summary of a worker that ran without `@record`: its traceback field is this note
+_NO_TRACEBACK_NOTE = "To enable traceback see"
+
+
+def failure_unlogged(prep: Prepared, kb: knowledge.Knowledge) -> str | None:
+    """How the launcher reported a failed job whose logs hold nothing else of its failure (no
+    traceback, error line or warning of the program, no rule that names a mechanism, no signal
+    that ended a worker), e.g. "status 1"; None when the logs say more. Neighbours and the
+    learned model would read only the launcher's words there (DeepSpeed's `sigkill_handler`
+    `Killing subprocess`, printed for any failed worker, reads like the OOM killer's work)."""
+    analysis = prep.analysis
+    outcome = analysis.outcome
+    if outcome is None or outcome.id is not OutcomeKind.FAILED or not outcome.evidence:
+        return None
+    launcher_lines = set()
+    for ps in prep.parsed:
+        for ev in ps.events:
+            if ev.kind in _PROGRAM_OUTPUT and kb.routine.which(ev.text) is None:
+                return None
+            if ev.kind in _LAUNCHER_OUTPUT:
+                launcher_lines.add((ev.source, ev.line))
+    # the outcome rests on the launcher's report alone (not a loss gone to NaN, a stop)
+    if any((ref.source, ref.line) not in launcher_lines for ref in outcome.evidence):
+        return None
+    cascade_rules = kb.cascade.rules
+    if any(
+        hit.symptom and not hit.generic and hit.rule_id not in cascade_rules for hit in prep.hits
+    ):
+        return None
+    exits: list[RankExit] = list(analysis.rank_exits)
+    for e in exits:
+        if e.signal is not None:
+            return None  # the signal is a fact of the failure (SIGKILL, SIGSEGV, ...)
+        if e.message and _NO_TRACEBACK_NOTE not in e.message:
+            return None  # the worker's own error, carried by its exit record
+    codes = sorted({e.exitcode for e in exits if e.exitcode is not None})
+    if not codes:
+        return "an error"
+    return "status " + ", ".join(str(c) for c in codes)
+
+
+def situation(prep: Prepared, unlogged: bool = False) -> knowledge.Situation:
+    """What this job's evidence holds, for the collect-next advice (`rules/collect_next.yaml`);
+    `unlogged`: the failure is known only from a launcher's report (`failure_unlogged`)."""
     kinds = {ps.source.kind.value for ps in prep.parsed}
     nccl_events = {EventKind.NCCL_INFO, EventKind.NCCL_WARN}
     if any(ev.kind in nccl_events for ps in prep.parsed for ev in ps.events):
@@ -39,6 +94,7 @@ def situation(prep: Prepared) -> knowledge.Situation:
         hang=hang,
         stuck_rank=stuck,
         stuck_in_setup=analysis.facts.stuck_in_setup,
+        failure_unlogged=unlogged,
     )
 
 
@@ -73,6 +129,18 @@ def abstain_reason(
                 "case is close)"
             )
     return not_enough(advice.asks(situation(prep)), guess)
+
+
+def unlogged_reason(
+    prep: Prepared, reported: str, advice: knowledge.CollectNext | None = None
+) -> str:
+    """The abstention of a failed job whose logs hold only the launcher's word of it."""
+    advice = advice if advice is not None else knowledge.shipped().collect_next
+    guess = (
+        f" (the logs hold only the launcher's report that a worker exited with {reported}, "
+        "none of the workers' own output about the failure)"
+    )
+    return not_enough(advice.asks(situation(prep, unlogged=True)), guess)
 
 
 def not_enough(asks: Sequence[str], guess: str = "") -> str:

@@ -39,7 +39,16 @@ from triage.model import SourceKind
 
 KIND = "collect_next"
 _KINDS = frozenset(k.value for k in SourceKind)
-_CONDITIONS = {"missing", "present", "inputs", "ranks_at_most", "hang", "setup", "any_of"}
+_CONDITIONS = {
+    "missing",
+    "present",
+    "inputs",
+    "ranks_at_most",
+    "hang",
+    "setup",
+    "failure",
+    "any_of",
+}
 # the kinds of evidence the bot looks for in an issue thread (triage.bot.extract.seen_evidence);
 # how each shows is `thread_evidence` in the shipped file
 THREAD_EVIDENCE = ("traceback", "nccl_debug", "pyspy", "flight_recorder", "env")
@@ -59,6 +68,9 @@ class Situation:
     # no rank is known to have got past process-group setup (`setup: stuck`): there are no
     # collectives to record yet
     stuck_in_setup: bool = False
+    # the job failed and its logs hold only a launcher's report of the workers' exit status,
+    # none of their own output about it (`failure: unlogged`)
+    failure_unlogged: bool = False
 
     def facts(self) -> dict[str, Any]:
         """What an advice's `{names}` may read (`FACTS`), the unknown left out."""
@@ -155,6 +167,8 @@ def _holds(when: Mapping[str, Any], s: Situation) -> bool:
         if key == "hang" and s.hang != bool(value):
             return False
         if key == "setup" and s.stuck_in_setup != (value == "stuck"):
+            return False
+        if key == "failure" and s.failure_unlogged != (value == "unlogged"):
             return False
         if key == "any_of" and not any(_holds(c, s) for c in value):
             return False
@@ -293,6 +307,9 @@ def _check_when(when: Mapping[str, Any], item: str, report: Callable[[str, str],
             ok = False
         elif key == "setup" and value not in ("passed", "stuck"):
             report(item, "`setup` must be `passed` or `stuck`")
+            ok = False
+        elif key == "failure" and value not in ("logged", "unlogged"):
+            report(item, "`failure` must be `logged` or `unlogged`")
             ok = False
         elif key == "any_of":
             if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
