@@ -939,3 +939,45 @@ def test_the_same_launcher_report_after_a_workers_traceback_names_the_workers_er
     assert d["outcome"]["id"] == "failed"
     assert d["symptoms"] and d["symptoms"][0]["id"] == "S28"
     assert "launcher's report" not in d["summary"]
+
+
+def test_torchruns_summary_of_a_worker_that_printed_no_error_names_no_cause(
+    tmp_path: Path,
+) -> None:
+    # torchrun's own ChildFailedError traceback and its summary (no `@record`, so the traceback
+    # field only says how to enable one) report that rank 0 exited 1, not why
+    d = _diagnose_lines(
+        tmp_path,
+        "train.log",
+        [
+            "step 10 loss 2.31",
+            "step 20 loss 2.10",
+            "E0301 10:05:00.000000 140 torch/distributed/elastic/multiprocessing/api.py:826] "
+            "failed (exitcode: 1) local_rank: 0 (pid: 41210) of binary: /usr/bin/python",
+            "Traceback (most recent call last):",
+            '  File "/usr/bin/torchrun", line 8, in <module>',
+            "    sys.exit(main())",
+            '  File "/usr/lib/python3/dist-packages/torch/distributed/run.py", line 812, in main',
+            "    run(args)",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "============================================================",
+            "train.py FAILED",
+            "------------------------------------------------------------",
+            "Failures:",
+            "  <NO_OTHER_FAILURES>",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2024-03-01_10:05:00",
+            "  host      : node01",
+            "  rank      : 0 (local_rank: 0)",
+            "  exitcode  : 1 (pid: 41210)",
+            "  error_file: <N/A>",
+            "  traceback : To enable traceback see: "
+            "https://pytorch.org/docs/stable/elastic/errors.html",
+            "============================================================",
+        ],
+    )
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"] == [] and d["root_causes"] == []
+    assert "launcher's report that a worker exited with status 1" in d["summary"]

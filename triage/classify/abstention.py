@@ -41,16 +41,24 @@ def failure_unlogged(prep: Prepared, kb: knowledge.Knowledge) -> str | None:
     outcome = analysis.outcome
     if outcome is None or outcome.id is not OutcomeKind.FAILED or not outcome.evidence:
         return None
-    launcher_lines = set()
+    # (source, first line, last line) of what the launcher printed
+    launcher_spans: list[tuple[str, int, int]] = []
     for ps in prep.parsed:
         for ev in ps.events:
             if ev.kind in _PROGRAM_OUTPUT and kb.routine.which(ev.text) is None:
-                return None
-            if ev.kind in _LAUNCHER_OUTPUT:
-                launcher_lines.add((ev.source, ev.line))
+                if not _narrates_the_launch(ev.text, kb):
+                    return None
+            elif ev.kind not in _LAUNCHER_OUTPUT:
+                continue
+            if ev.line is not None:
+                launcher_spans.append((ev.source, ev.line, ev.end_line or ev.line))
     # the outcome rests on the launcher's report alone (not a loss gone to NaN, a stop)
-    if any((ref.source, ref.line) not in launcher_lines for ref in outcome.evidence):
-        return None
+    for ref in outcome.evidence:
+        if not any(
+            src == ref.source and ref.line is not None and first <= ref.line <= last
+            for src, first, last in launcher_spans
+        ):
+            return None
     cascade_rules = kb.cascade.rules
     if any(
         hit.symptom and not hit.generic and hit.rule_id not in cascade_rules for hit in prep.hits
@@ -58,14 +66,26 @@ def failure_unlogged(prep: Prepared, kb: knowledge.Knowledge) -> str | None:
         return None
     exits: list[RankExit] = list(analysis.rank_exits)
     for e in exits:
-        if e.signal is not None:
-            return None  # the signal is a fact of the failure (SIGKILL, SIGSEGV, ...)
+        # a signal is a fact of the failure (SIGKILL, SIGSEGV, ...): torchrun reports one as
+        # -N, a shell or a launcher that passes a shell's status on as 128 + N
+        code = e.exitcode
+        if e.signal is not None or (code is not None and (code < 0 or 128 < code < 160)):
+            return None
         if e.message and _NO_TRACEBACK_NOTE not in e.message:
             return None  # the worker's own error, carried by its exit record
     codes = sorted({e.exitcode for e in exits if e.exitcode is not None})
     if not codes:
         return "an error"
     return "status " + ", ".join(str(c) for c in codes)
+
+
+def _narrates_the_launch(text: str, kb: knowledge.Knowledge) -> bool:
+    """Does this error event only narrate what the launcher did (its last line is one of the
+    cascade file's `context` lines: torchrun's own `ChildFailedError` traceback, its `Root
+    Cause` heading)? A spawn re-raise ends with the child's error, which is no narration."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    context = kb.cascade.context
+    return bool(lines) and context is not None and context.search(lines[-1]) is not None
 
 
 def situation(prep: Prepared, unlogged: bool = False) -> knowledge.Situation:
