@@ -981,3 +981,35 @@ def test_torchruns_summary_of_a_worker_that_printed_no_error_names_no_cause(
     assert d["outcome"]["id"] == "failed"
     assert d["symptoms"] == [] and d["root_causes"] == []
     assert "launcher's report that a worker exited with status 1" in d["summary"]
+
+
+_IB_PLUGIN_JOB = "e_dsexamples_random_ltd_gpt2_fp16_kernel_illegal_memory_access"
+
+
+def _finding_kinds(d: dict[str, Any]) -> set[str]:
+    return {f["kind"] for f in d["findings"]}
+
+
+def test_one_process_naming_its_infiniband_transport_twice_is_no_transport_mismatch() -> None:
+    # the one rank prints `NET/IB : Using [0]mlx5_ib0:1/IB/SHARP ...` and `Using network IBext`
+    # (nccl-rdma-sharp-plugins' name for the same InfiniBand path); the job died of an illegal
+    # memory access, and a "transport differs" finding put a network cause and an NCCL
+    # transport fix first
+    d = _diagnose(_IB_PLUGIN_JOB)
+    assert "transport_mismatch" not in _finding_kinds(d)
+    assert d["symptoms"][0]["id"] == "S26"
+    assert d["root_causes"][0]["id"] != "R07"
+    assert d["fix_patterns"][0]["id"] != "F4"
+
+
+def test_a_second_host_on_sockets_beside_infiniband_is_a_transport_mismatch(
+    tmp_path: Path,
+) -> None:
+    (src,) = _files(_IB_PLUGIN_JOB)
+    lines = Path(src).read_text(encoding="utf-8").splitlines()
+    other = [
+        "node07:4242:4242 [0] NCCL INFO NET/Socket : Using [0]eth0:192.168.0.138<0>",
+        "node07:4242:4242 [0] NCCL INFO Using network Socket",
+    ]
+    d = _diagnose_lines(tmp_path, "train.log", [*lines[:28], *other, *lines[28:]])
+    assert "transport_mismatch" in _finding_kinds(d)

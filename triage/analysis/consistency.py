@@ -9,7 +9,7 @@ say "rank 3 on node07 has NCCL 2.18.1, the other 15 have 2.21.5".
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from triage import regex_cache
@@ -119,14 +119,14 @@ def analyze(
         _merge_spellings(by_value, versions, name)
         majority = max(by_value.items(), key=lambda kv: len(kv[1]))[0]
         out.facts[name] = majority
-        if len(by_value) > 1:
+        if _places_disagree(by_value):
             out.findings.append(
                 _mismatch(FindingKind.VERSION_MISMATCH, name, by_value, versions, out)
             )
     for name, by_value in env.values.items():
-        if len(by_value) > 1:
+        if _places_disagree(by_value):
             out.findings.append(_mismatch(FindingKind.ENV_MISMATCH, name, by_value, env, out))
-    if len(transport.values.get("NCCL transport", {})) > 1:
+    if _places_disagree(transport.values.get("NCCL transport", {})):
         out.findings.append(
             _mismatch(
                 FindingKind.TRANSPORT_MISMATCH,
@@ -160,6 +160,16 @@ def analyze(
             )
         )
     return out
+
+
+def _places_disagree(by_value: Mapping[str, set[str]]) -> bool:
+    """Do two ranks or hosts report different values? Values that every place reporting one
+    also reports (one process printing its NCCL transport under two names) are no mismatch."""
+    per_place: dict[str, set[str]] = defaultdict(set)
+    for value, wheres in by_value.items():
+        for where in wheres:
+            per_place[where].add(value)
+    return len({frozenset(values) for values in per_place.values()}) > 1
 
 
 def _merge_spellings(by_value: dict[str, set[str]], seen: Observed, name: str) -> None:

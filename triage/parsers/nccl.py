@@ -35,6 +35,9 @@ _DRIVER = re.compile(r"cudaDriverVersion (?P<ver>\d+)")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: ?Using (?P<iface>.+)")
 _NET_USING = re.compile(r"NET/(?P<net>\w+) ?: ?Using (?P<what>.+)")
 _NETWORK = re.compile(r"Using network (?P<network>\w+)")
+# the external IB plugin (nccl-rdma-sharp-plugins; NCCL's own `IBext_v<N>` plugin interface
+# names) drives the same InfiniBand verbs as NCCL's `NET/IB`: one transport, two names
+_IB_PLUGIN = re.compile(r"IBext(?:_v\d+)?")
 # the interface and IPv4 address a bootstrap or socket line goes on: `eth0:10.0.0.5<0>`,
 # `[0]eth0:10.0.0.5<0>`
 _INTERFACE_IP = re.compile(r"(?:\[\d+\])?\w+:(?P<ip>[\d.]+)<")
@@ -301,6 +304,8 @@ class NcclTracker:
                         record = replace(record, ip=_ip(m["what"]))
                 elif key == "bootstrap":
                     record = replace(base, bootstrap=m[1], ip=_ip(m[1]))
+                elif key == "network" and _IB_PLUGIN.fullmatch(m[1]):
+                    record = replace(base, network="IB")
                 else:
                     record = replace(base, **{key: m[1]})
                 return NcclFinding(EventKind.NCCL_INFO, Level.INFO, record)
