@@ -1013,3 +1013,17 @@ def test_a_second_host_on_sockets_beside_infiniband_is_a_transport_mismatch(
     ]
     d = _diagnose_lines(tmp_path, "train.log", [*lines[:28], *other, *lines[28:]])
     assert "transport_mismatch" in _finding_kinds(d)
+
+
+def test_the_shell_killing_the_launcher_after_the_workers_errors_is_not_read_as_the_cause() -> None:
+    # Open-Sora-Plan on 8 NPUs: every rank's collate raised `NameError: name 'tracker' is not
+    # defined` in the project's own mask_utils.py; torchrun stopped the rest, and at the end
+    # bash printed `line 81: 203 Killed  accelerate launch ...`: the launcher's end, read
+    # before as the first failure and as host OOM (the OOM killer's advice first)
+    d = _diagnose(
+        "e_opensoraplan_accelerate_ds_npu_collate_nameerror_then_launcher_killed", embed=True
+    )
+    assert "NameError" in d["first_failure"]["text"]
+    assert d["root_causes"][0]["id"] == "R26"
+    assert d["fix_patterns"][0]["id"] == "F6"
+    assert "mask_utils.py" in d["fix_patterns"][0]["actions"][0]

@@ -181,6 +181,11 @@ def classify_event(ev: Event, kb: knowledge.Knowledge | None = None) -> Role:
         return Role("initiating", None, weights.default)
     if ev.kind in (EventKind.AGENT, EventKind.INPUT_WARNING, EventKind.ENV_REPORT):
         return Role("context", None, 0.0)
+    if ev.kind is EventKind.SIGNAL and ev.notice is not None and ev.notice.role == "launcher":
+        # the shell saw the launcher itself die of a signal: like the launcher's own report of
+        # its end, it says nothing of which worker started the failure (after the workers'
+        # errors it ends the teardown; the outcome still reads it as the job's end)
+        return Role("context", None, 0.0)
     if ev.kind in (EventKind.PROGRESS, EventKind.NCCL_COMM, EventKind.NCCL_INFO):
         return Role("context", None, 0.0)
     if ev.kind in (EventKind.FLIGHT_RECORDER, EventKind.PYSPY):

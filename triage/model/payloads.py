@@ -392,7 +392,9 @@ class LineNotice:
     # a process the line is about, and what happened to it
     target_pid: int | None = None
     process: str | None = None  # the kernel's name of a killed process
-    role: str | None = None  # `victim`: killed by the launcher, not failing on its own
+    # `victim`: killed by the launcher, not failing on its own; `launcher`: the process the
+    # line is about is the launcher itself, not a worker
+    role: str | None = None
     action: str | None = None
     reason: str | None = None  # `oom`, or Slurm's reason (`TIME LIMIT`; None: a user's scancel)
     oom_kills: int | None = None
