@@ -487,6 +487,7 @@ def match_events(
         if not text or not indices:
             continue
         lowered = text.lower() if text.isascii() else None
+        on_event: list[tuple[Rule, RuleHit]] = []
         for i in indices:
             rule = text_rules[i]
             if counts.get(rule.id, 0) >= MAX_HITS_PER_RULE or rule.id in skip:
@@ -503,8 +504,13 @@ def match_events(
             hit_facts = dict(facts)
             if rule.finding:
                 hit_facts.update(_finding_facts(findings[rule.id][0]))
-            hits.append(_hit(rule, event, quoted_match, text, hit_facts, job, from_cascade))
+            on_event.append(
+                (rule, _hit(rule, event, quoted_match, text, hit_facts, job, from_cascade))
+            )
             counts[rule.id] = counts.get(rule.id, 0) + 1
+        # a rule that refines another (`overrides`) speaks alone where both match
+        refined = {rid for rule, _ in on_event for rid in rule.overrides}
+        hits.extend(hit for rule, hit in on_event if rule.id not in refined)
 
     # Finding-only rules: one hit per finding of that kind.
     for rule in ruleset.rules:

@@ -315,6 +315,9 @@ def _mark_cascade(rules: list[Rule], facts: Cascade, found: Problems) -> list[Ru
         for rule_id in family.rules:
             if rule_id not in known:
                 found.add(rules_dir(), f"family {family.name}", f"lists unknown rule {rule_id!r}")
+    for rule in rules:
+        for other in sorted(rule.overrides - known):
+            found.add(rule.file, f"rule {rule.id!r}", f"overrides unknown rule {other!r}")
     return [replace(r, cascade=True) if r.id in facts.rules else r for r in rules]
 
 

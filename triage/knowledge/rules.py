@@ -33,6 +33,8 @@ A rule file (`rules/*.yaml`, or a team's folder passed as `--rules DIR`) holds a
       routine_fault: why a line healthy jobs print (rules/routine.yaml) is a fault here;
                                             # without it, hits on routine lines of a job's
                                             # logs are dropped (pastes keep them)
+      overrides: [signature-changed]        # more general rules this one refines: where
+                                            # both match one event, only this one's hit stays
       rules_out:                            # labels the matched fact contradicts: they are
         symptom: [S17]                      # not offered, whatever else votes for them (a
         root_cause: [R11]                   # "no hang" finding rules out a collective hang)
@@ -89,6 +91,7 @@ OPTIONAL_KEYS = frozenset(
         "routine_fault",
         "remedy",
         "rules_out",
+        "overrides",
     }
 )
 LAYERS = ("specific", "generic")
@@ -152,6 +155,9 @@ class Rule:
     remedy: Remedy | None = None  # the remedy the matched message prescribes, if it names one
     # field -> labels the matched fact contradicts (`rules_out`): never offered for the job
     rules_out: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # the ids of more general rules this one refines (`overrides`): on an event both match,
+    # their hits give way to this one's (`classify.rules.match_events`)
+    overrides: frozenset[str] = frozenset()
 
     @property
     def generic(self) -> bool:
@@ -216,6 +222,7 @@ def build_rule(
     title = section(head)
     matched = section(lambda: _match(item.get("match"), lazy), ((), (), (), (), None, None, {}))
     rules_out = section(lambda: _rules_out(item.get("rules_out")), {})
+    overrides = section(lambda: _overrides(item.get("overrides"), rid), frozenset())
     weights = section(lambda: _concludes(item.get("concludes"), bool(rules_out)), {})
     section(lambda: _not_both(weights, rules_out))
     actions = section(lambda: _actions(item.get("actions"), weights.get("fix", {})), {})
@@ -258,6 +265,7 @@ def build_rule(
         routine_fault=" ".join(routine_fault.split()),
         remedy=remedy,
         rules_out=rules_out,
+        overrides=overrides,
     )
     return replace(rule, keywords=rule_keywords(rule))
 
@@ -347,6 +355,18 @@ def _match(match: Any, lazy: bool) -> tuple[Any, ...]:
     if not (any_ or all_ or finding):
         raise _Invalid("match needs at least one of `any`, `all` or `finding`")
     return kinds, any_, all_, not_, raised_in, finding, finding_where
+
+
+def _overrides(raw: Any, rid: Any) -> frozenset[str]:
+    """`overrides: [rule-id, ...]`: the more general rules this one refines (checked against
+    every loaded rule once all files are read)."""
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list) or not raw or not all(isinstance(i, str) for i in raw):
+        raise _Invalid("`overrides` must be a list of rule ids")
+    if rid in raw:
+        raise _Invalid("`overrides` names the rule itself")
+    return frozenset(raw)
 
 
 def _rules_out(raw: Any) -> dict[str, frozenset[str]]:
