@@ -1027,3 +1027,14 @@ def test_the_shell_killing_the_launcher_after_the_workers_errors_is_not_read_as_
     assert d["root_causes"][0]["id"] == "R26"
     assert d["fix_patterns"][0]["id"] == "F6"
     assert "mask_utils.py" in d["fix_patterns"][0]["actions"][0]
+
+
+def test_a_sandbox_whose_docker_binary_is_missing_is_a_missing_dependency() -> None:
+    # SkyRL's terminal-bench rollouts build their sandbox with `docker compose`; uvloop's
+    # spawn raises `FileNotFoundError: [Errno 2] No such file or directory` (no name): the
+    # docker executable is not in the container, not a data sample (the data-pipeline advice
+    # came first)
+    d = _diagnose("e_skyrl_pr_ray_tbench_rollout_docker_binary_missing")
+    assert d["root_causes"][0]["id"] == "R02"
+    assert d["fix_patterns"][0]["id"] == "F1"
+    assert "Install the program the job starts" in d["fix_patterns"][0]["actions"][0]

@@ -1,0 +1,36 @@
+"""A program the job starts that is not there: the spawn's own FileNotFoundError names a
+missing tool of the environment, not a missing data file."""
+
+from __future__ import annotations
+
+from tests.cli_runs import assert_the_check_decides, explained
+
+_POPEN = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/cpp_extension.py", line 2100, '
+    "in _run_ninja_build\n"
+    "    subprocess.run(command, stdout=stdout_fileno, stderr=subprocess.STDOUT, cwd=build_dir)\n"
+    '  File "/opt/conda/lib/python3.10/subprocess.py", line 503, in run\n'
+    "    with Popen(*popenargs, **kwargs) as process:\n"
+    '  File "/opt/conda/lib/python3.10/subprocess.py", line 1847, in _execute_child\n'
+    "    raise child_exception_type(errno_num, err_msg, err_filename)\n"
+    "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'"
+)
+
+
+def test_a_program_popen_cannot_find_is_a_missing_tool_named_in_the_advice() -> None:
+    assert_the_check_decides(_POPEN, "S18/S01", "R02", "Install `ninja` where the job runs")
+
+
+def test_a_data_file_the_script_opens_is_not_a_missing_program() -> None:
+    d = explained(
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/train.py", line 20, in load\n'
+        "    with open(path) as f:\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.jsonl'",
+        "--no-embed",
+    )
+    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    assert "program the job starts" not in told and "R02" not in [
+        c["id"] for c in d["root_causes"][:1]
+    ]
