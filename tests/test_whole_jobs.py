@@ -1038,3 +1038,12 @@ def test_a_sandbox_whose_docker_binary_is_missing_is_a_missing_dependency() -> N
     assert d["root_causes"][0]["id"] == "R02"
     assert d["fix_patterns"][0]["id"] == "F1"
     assert "Install the program the job starts" in d["fix_patterns"][0]["actions"][0]
+
+
+def test_a_rank_named_for_its_silence_is_not_credited_to_a_flight_recorder_the_job_lacks() -> None:
+    # 16 ROCm ranks, every watchdog but rank 13's timed out in allreduce #2; the job left no
+    # flight-recorder dump, so "rank 13 (flight recorder)" named evidence it does not have
+    d = _diagnose("e_rocm_megatron_srun_l_2node_mi300_first_allreduce_watchdog_hang")
+    assert d["outcome"]["id"] == "hung"
+    assert d["first_failure"]["rank"] == 13
+    assert d["first_failure"]["source"] == "no output of its own"

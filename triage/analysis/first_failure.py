@@ -8,7 +8,7 @@ from dataclasses import replace
 from triage import knowledge
 from triage.analysis import exits, pyspy, timeline
 from triage.analysis.ranks import first_line, quoted_line, traceback_of
-from triage.model import Event, FailureRef, Finding
+from triage.model import Event, FailureRef, Finding, FindingKind
 from triage.parsers import timestamps
 
 
@@ -138,7 +138,7 @@ def pick_first_failure(
                 rank=hit[0],
                 host=None,
                 time=None,
-                source=e.source if e else "flight recorder",
+                source=e.source if e else _STANDS_ON.get(f.kind, str(f.kind)),
                 line=e.line if e else None,
                 # what the finding stands on (a dump's record), not its sentence about it
                 text=e.text if e else f.summary,
@@ -152,6 +152,18 @@ def pick_first_failure(
         # the rank that printed it merely reported the wait; it is not who failed
         return replace(from_placed(min(errors, key=by_time)), rank=None)
     return None
+
+
+# What a culprit that printed nothing is known from, when no line of its own shows it: the
+# report names it beside the rank ("rank 13 (flight recorder)")
+_STANDS_ON = {
+    FindingKind.LAGGING_RANK: "flight recorder",
+    FindingKind.COLLECTIVE_MISMATCH: "flight recorder",
+    FindingKind.STACK_OUTLIER: "py-spy stacks",
+    FindingKind.PROGRESS_DIVERGENCE: "progress lines",
+    # silent while the others failed: its absence from the logs
+    FindingKind.MISSING_RANK: "no output of its own",
+}
 
 
 def _resolution(ev: Event) -> float:
