@@ -1047,3 +1047,13 @@ def test_a_rank_named_for_its_silence_is_not_credited_to_a_flight_recorder_the_j
     assert d["outcome"]["id"] == "hung"
     assert d["first_failure"]["rank"] == 13
     assert d["first_failure"]["source"] == "no output of its own"
+
+
+def test_the_stack_faulthandler_printed_when_the_watchdog_aborted_is_not_where_it_failed() -> None:
+    # torchtitan: the allgather timed out, the watchdog aborted the process and faulthandler
+    # printed the main thread's stack, which passes through torch._dynamo's eval_frame; that
+    # is where it waited, not a failure raised inside torch.compile (its advice came first)
+    d = _diagnose("a_torchtitan_qwen3_run285_allgather_timeout")
+    assert d["outcome"]["id"] == "hung"
+    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    assert "torch.compile" not in told

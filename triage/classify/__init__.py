@@ -143,7 +143,7 @@ def rule_hits(
         warnings.warn(f"rule engine failed: {type(exc).__name__}: {exc}", stacklevel=2)
         return []
     known_places = kb.places
-    hits += places.frame_hits(events, known_places, kinds)
+    hits += places.frame_hits(events, known_places, kinds, analysis.cascade_events)
     hits = places.refine_priors(hits, known_places)
     if routine is not None:
         hits = drop_routine(hits, ruleset, routine)

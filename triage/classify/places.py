@@ -20,7 +20,7 @@ together, are one stack.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 import regex
@@ -58,22 +58,30 @@ _FRAMED = (EventKind.TRACEBACK, EventKind.SIGNAL, EventKind.PYSPY)
 
 
 def frame_hits(
-    events: Sequence[Event], places: Places, source_kinds: dict[str, SourceKind] | None = None
+    events: Sequence[Event],
+    places: Places,
+    source_kinds: dict[str, SourceKind] | None = None,
+    cascade: Collection[Event] = (),
 ) -> list[RuleHit]:
-    """One hit per event whose frames run through a place: the innermost placed frame's."""
+    """One hit per event whose frames run through a place: the innermost placed frame's.
+    `cascade`: events correlate found to be consequences (a stack faulthandler printed when
+    the watchdog aborted the process): their stacks show where the process waited, not where
+    a failure was raised, and their hits are cascade hits."""
     if not places.places:
         return []
     kinds = source_kinds or {}
+    consequences = set(cascade)
     out: list[RuleHit] = []
     for ev in events:
         found = _frames_of(ev, kinds.get(ev.source))
         if found is None:
             continue
         frames, waiting = found
+        consequence = ev in consequences
         for file, function in frames:
-            place = places.place_of(file, function, waiting)
+            place = places.place_of(file, function, True if consequence else waiting)
             if place is not None:
-                out.append(_hit(place, ev, file, function))
+                out.append(replace(_hit(place, ev, file, function), from_cascade=consequence))
                 break
     for run in _line_frame_runs(events, kinds):
         # the text order is outermost first; the innermost placed frame places the stack
