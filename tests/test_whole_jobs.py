@@ -1057,3 +1057,12 @@ def test_the_stack_faulthandler_printed_when_the_watchdog_aborted_is_not_where_i
     assert d["outcome"]["id"] == "hung"
     told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
     assert "torch.compile" not in told
+
+
+def test_a_launcher_given_an_empty_machine_rank_is_a_launch_script_misconfiguration() -> None:
+    # `accelerate launch --machine_rank=$MACHINE_RANK` with the variable unset: argparse's
+    # `invalid int value: ''` and nothing started (a framework bug before, with its advice)
+    d = _diagnose("e_dia_stereo_accelerate_launch_empty_machine_rank")
+    assert d["symptoms"][0]["id"] == "S05"
+    assert d["root_causes"][0]["id"] == "R06"
+    assert "`--machine_rank` an empty value" in d["fix_patterns"][0]["actions"][0]
