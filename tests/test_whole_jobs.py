@@ -1066,3 +1066,13 @@ def test_a_launcher_given_an_empty_machine_rank_is_a_launch_script_misconfigurat
     assert d["symptoms"][0]["id"] == "S05"
     assert d["root_causes"][0]["id"] == "R06"
     assert "`--machine_rank` an empty value" in d["fix_patterns"][0]["actions"][0]
+
+
+def test_a_log_that_stops_mid_run_is_not_said_to_be_still_running() -> None:
+    # BigScience Megatron-DeepSpeed: the log ends at step 49 of 1000 with nothing after it; the
+    # summary said "The job was still running", which the log does not show (it may have been
+    # cut when copied, or its end not logged)
+    d = _diagnose("a_bigscience_meg_ds_3d_n16_logends")
+    assert d["outcome"]["id"] == "incomplete"
+    assert d["summary"].startswith("No end in the logs: ")
+    assert "was still running" not in d["summary"]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _OUTCOME_WORDS = {
     OutcomeKind.SUCCEEDED: "The job finished",
     OutcomeKind.STOPPED: "The job was stopped on purpose",
-    OutcomeKind.INCOMPLETE: "The job was still running",
+    OutcomeKind.INCOMPLETE: "No end in the logs",
     OutcomeKind.FAILED: "The job failed",
     OutcomeKind.HUNG: "The job hung",
     OutcomeKind.UNKNOWN: "The job's end is unknown",
