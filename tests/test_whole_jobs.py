@@ -1076,3 +1076,15 @@ def test_a_log_that_stops_mid_run_is_not_said_to_be_still_running() -> None:
     assert d["outcome"]["id"] == "incomplete"
     assert d["summary"].startswith("No end in the logs: ")
     assert "was still running" not in d["summary"]
+
+
+def test_a_checkpoint_write_that_came_up_short_is_the_storage_not_a_load() -> None:
+    # torchtitan's DCP save at step 10000: each rank's torch.save of its shard stops with
+    # `unexpected pos 704 vs 598` (inline_container.cc: the file took fewer bytes than given);
+    # the advice to load into a model with the same FQNs (a load rule) came first
+    d = _diagnose("e_qiu_torchtitan_torchrun_4gpu_fsdp_dcp_save_fails_step10000")
+    assert d["symptoms"][0]["id"] == "S28"
+    assert d["root_causes"][0]["id"] == "R05"
+    assert "free space and quota" in d["fix_patterns"][0]["actions"][0]
+    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    assert "Load into a model" not in told

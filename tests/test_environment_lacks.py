@@ -1,5 +1,6 @@
-"""A program the job starts that is not there: the spawn's own FileNotFoundError names a
-missing tool of the environment, not a missing data file."""
+"""What the job's environment lacks, as the call that needed it reports it: a program the job
+starts (the spawn's own FileNotFoundError, not a missing data file) and room on the storage a
+checkpoint is written to (torch.save's short write)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def test_a_data_file_the_script_opens_is_not_a_missing_program() -> None:
     assert "program the job starts" not in told and "R02" not in [
         c["id"] for c in d["root_causes"][:1]
     ]
+
+
+def test_a_checkpoint_file_the_storage_took_only_part_of_is_a_storage_limit() -> None:
+    assert_the_check_decides(
+        "RuntimeError: [enforce fail at inline_container.cc:595] . PytorchStreamWriter failed "
+        "writing file data/3: file write failed",
+        "S28",
+        "R05",
+        "check free space and quota on the checkpoint path",
+    )
