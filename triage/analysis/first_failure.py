@@ -8,7 +8,7 @@ from dataclasses import replace
 from triage import knowledge
 from triage.analysis import exits, pyspy, timeline
 from triage.analysis.ranks import first_line, quoted_line, traceback_of
-from triage.model import Event, FailureRef, Finding, FindingKind
+from triage.model import Event, EventKind, FailureRef, Finding, FindingKind
 from triage.parsers import timestamps
 
 
@@ -101,7 +101,7 @@ def pick_first_failure(
     if mine:
         # the culprit's own error is the failure; a metric line that went NaN before it is
         # its first sign, shown on the timeline, not what failed
-        return from_placed(min(mine, key=by_time))
+        return from_placed(min(_telling(mine), key=by_time))
     for rank, ev in early:
         # the culprit's own metric went bad and it raised nothing (a NaN loss, spread later)
         return FailureRef(
@@ -145,13 +145,25 @@ def pick_first_failure(
                 own_error=False,
             )
     if initiating:
-        return from_placed(min(initiating, key=by_time))
+        return from_placed(min(_telling(initiating), key=by_time))
     errors = [p for p in placed if p.role == "cascade"]
     if errors:
         # only consequences were seen (a lone watchdog timeout): the earliest is quoted, but
         # the rank that printed it merely reported the wait; it is not who failed
         return replace(from_placed(min(errors, key=by_time)), rank=None)
     return None
+
+
+def _telling(placed: Sequence[timeline.Placed]) -> Sequence[timeline.Placed]:
+    """The events that say what went wrong: a traceback another rank's lines cut before its
+    exception line (16 ranks writing one stream) only says where it was; the first failure is
+    quoted from one that holds its exception, when there is one."""
+    told = [
+        p
+        for p in placed
+        if p.event.kind is not EventKind.TRACEBACK or traceback_of(p.event).exception_lines
+    ]
+    return told or placed
 
 
 # What a culprit that printed nothing is known from, when no line of its own shows it: the
