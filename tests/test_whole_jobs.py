@@ -1093,3 +1093,32 @@ def test_a_checkpoint_write_that_came_up_short_is_the_storage_not_a_load() -> No
     assert "free space and quota" in d["fix_patterns"][0]["actions"][0]
     told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
     assert "Load into a model" not in told
+
+
+def test_a_clean_nccl_tests_run_with_libfabric_debug_warnings_finished() -> None:
+    # all_reduce_perf on 2 Perlmutter nodes with FI_LOG_LEVEL=debug: libfabric's own `<warn>`
+    # lines ("Failed to dlopen libze_loader.so": no Level Zero on an NVIDIA node) are its
+    # warnings, the header's `step: 2(factor)` no training step, and `# Avg bus bandwidth`
+    # the benchmark's closing line
+    d = _diagnose("f_perlmutter_shifter_srun_8rank_nccl_tests_allreduce_libfabric_warns_ok")
+    assert d["outcome"]["id"] == "succeeded"
+    assert d["symptoms"] == []
+
+
+def test_libibverbs_warnings_for_absent_adapters_do_not_name_a_watchdog_hang_an_import_error() -> (
+    None
+):
+    # MU-Diff under Slurm: 28 `libibverbs: Warning: couldn't load driver ...` lines at start-up
+    # (providers for adapters the node lacks), an hour later rank 1's watchdog times out in
+    # allreduce 668; the job hung, it did not fail to import (S02 at 0.91 before)
+    d = _diagnose("f_mudiff_slurm_mpspawn_2gpu_rank1_allreduce_watchdog_timeout")
+    assert d["outcome"]["id"] == "hung"
+    assert d["symptoms"][0]["id"] == "S17"
+
+
+def test_a_cobalt_walltime_after_a_first_successful_launch_is_a_stop() -> None:
+    # ThetaGPU: a sweep's first launch finishes, the second is starting when Cobalt logs
+    # `maximum execution time exceeded; initiating job termination` (.cobaltlog)
+    d = _diagnose("f_thetagpu_cobalt_megds_mpirun_40rank_sweep_walltime_during_second_launch")
+    assert d["outcome"]["id"] == "stopped"
+    assert "Cobalt" in d["outcome"]["why"]

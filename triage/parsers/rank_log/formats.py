@@ -22,6 +22,11 @@ NEMO = re.compile(
     r"\[NeMo (?P<lvl>[DIWEC]) (?P<when>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})"
     r"(?: (?P<src>[\w.]+):(?P<srcline>\d+))?\] ?"
 )
+# libfabric's logger (src/log.c, fi_log_): `libfabric:<pid>:<secs>:<fabric>:<prov>:<subsys>:
+# <func>():<line><level> `, its own level in angle brackets (FI_LOG_LEVEL=warn|info|debug|trace)
+LIBFABRIC = re.compile(
+    r"libfabric:(?P<pid>\d+):\d+:[^<\n]*?\(\):(?P<srcline>\d+)<(?P<lvl>warn|info|debug|trace)> ?"
+)
 PYLOG = re.compile(r"(?P<lvl>ERROR|WARNING|CRITICAL|INFO|DEBUG|FATAL):(?P<logger>[\w.]+):")
 LEVEL_WORD = re.compile(r"\b(?P<lvl>ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
 LEVELS = {
@@ -38,6 +43,11 @@ LEVELS = {
     "WARN": Level.WARNING,
     "INFO": Level.INFO,
     "DEBUG": Level.DEBUG,
+    # libfabric's
+    "warn": Level.WARNING,
+    "info": Level.INFO,
+    "debug": Level.DEBUG,
+    "trace": Level.DEBUG,
 }
 
 # --------------------------------------------------------------------------- message templates

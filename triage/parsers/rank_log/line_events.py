@@ -29,6 +29,7 @@ from triage.parsers.rank_log.formats import (
     FATAL_PYTHON,
     LEVEL_WORD,
     LEVELS,
+    LIBFABRIC,
     NEMO,
     OLD_C10,
     PYLOG,
@@ -135,6 +136,16 @@ class LineEvents:
         m = PYLOG.match(rest)
         if m is not None:
             return LineMeta(msg=rest[m.end() :], level=LEVELS[m["lvl"]], logger=m["logger"])
+        if rest.startswith("libfabric:"):
+            m = LIBFABRIC.match(rest)
+            if m is not None:
+                return LineMeta(
+                    msg=rest[m.end() :],
+                    level=LEVELS[m["lvl"]],
+                    pid=int(m["pid"]),
+                    src="libfabric",
+                    src_line=int(m["srcline"]),
+                )
         meta = LineMeta(msg=rest)
         first = rest[:1]
         if first.isdigit() or first == "[":

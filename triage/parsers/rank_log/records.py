@@ -17,6 +17,7 @@ from triage.parsers.rank_log.formats import (
     DEEPSPEED,
     EXC_LINE,
     FAULT_THREAD,
+    LIBFABRIC,
     NATIVE_AT,
     NEMO,
     OLD_C10,
@@ -386,7 +387,7 @@ def _looks_structured(text: str) -> bool:
         or ts.parse_dated(head) is not None
     ):
         return True
-    if ts.GLOG_RE.match(text) or PYLOG.match(text):
+    if ts.GLOG_RE.match(text) or PYLOG.match(text) or LIBFABRIC.match(text):
         return True
     if head[:1].isdigit() and ts.parse_dated(head) is not None:
         return True
