@@ -1122,3 +1122,12 @@ def test_a_cobalt_walltime_after_a_first_successful_launch_is_a_stop() -> None:
     d = _diagnose("f_thetagpu_cobalt_megds_mpirun_40rank_sweep_walltime_during_second_launch")
     assert d["outcome"]["id"] == "stopped"
     assert "Cobalt" in d["outcome"]["why"]
+
+
+def test_a_stderr_file_that_opens_with_module_notices_is_read_beside_the_logs() -> None:
+    # LUMI, 1024 ranks: 128-node.err opens with `srun -l`-tagged module-reload notices (no
+    # mark of a log in its head) and ends with Slurm's `CANCELLED AT ... DUE TO TIME LIMIT`;
+    # set aside as a note beside 128-node.out, the job read as cut off at step 28
+    d = _diagnose("f_lumi_megds_srun_l_128node_1024rank_175b_comms_profile_time_limit")
+    assert d["outcome"]["id"] == "stopped"
+    assert "time limit" in d["outcome"]["why"]

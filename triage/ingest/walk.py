@@ -57,6 +57,14 @@ _CODECS = ("gzip", "bz2", "xz", "zstd")
 _CONTAINER_HEAD = 1024  # enough for every magic `container_format` checks (tar's at 257)
 # Tool folders inside a bundle that never hold job output (version control, bytecode).
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
+# A file named as a job's output stream holds what the job printed even when its first lines
+# say little (module-load notices above a time limit at its end): the scheduler's
+# `--output`/`--error` files (`slurm-123.out`, `run.err`), PBS's `<job>.o123`/`.e123`,
+# Cobalt's `.output`/`.error`/`.cobaltlog`, a `.log`, `stdout`/`stderr`. Read beside the logs,
+# never set aside as a note.
+_OUTPUT_STREAM_NAME = regex_cache.compile(
+    r"(?i)(?:\.(?:out|err|log|output|error|cobaltlog|stdout|stderr)|\.[oe]\d+|(?:^|[/\\])std(?:out|err)[^/\\]*)$"
+)
 
 
 def discover(
@@ -91,6 +99,7 @@ def discover(
                 and source.open is not empty_stream
                 and source.rank is None
                 and source.local_rank is None
+                and not _OUTPUT_STREAM_NAME.search(source.path)
             ):
                 notes.append(source)
                 continue
