@@ -64,9 +64,10 @@ def frame_hits(
     cascade: Collection[Event] = (),
 ) -> list[RuleHit]:
     """One hit per event whose frames run through a place: the innermost placed frame's.
-    `cascade`: events correlate found to be consequences (a stack faulthandler printed when
-    the watchdog aborted the process): their stacks show where the process waited, not where
-    a failure was raised, and their hits are cascade hits."""
+    `cascade`: events correlate found to be consequences. A fatal signal's stack among them
+    (faulthandler's dump when the watchdog aborted the process) shows where the process
+    waited, not where a failure was raised, and its hit is a cascade hit; a traceback among
+    them still raised where its frames say."""
     if not places.places:
         return []
     kinds = source_kinds or {}
@@ -77,7 +78,7 @@ def frame_hits(
         if found is None:
             continue
         frames, waiting = found
-        consequence = ev in consequences
+        consequence = ev.kind is EventKind.SIGNAL and ev in consequences
         for file, function in frames:
             place = places.place_of(file, function, True if consequence else waiting)
             if place is not None:
