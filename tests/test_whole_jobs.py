@@ -1131,3 +1131,16 @@ def test_a_stderr_file_that_opens_with_module_notices_is_read_beside_the_logs() 
     d = _diagnose("f_lumi_megds_srun_l_128node_1024rank_175b_comms_profile_time_limit")
     assert d["outcome"]["id"] == "stopped"
     assert "time limit" in d["outcome"]["why"]
+
+
+def test_an_mpi_abort_that_slurm_then_cancels_is_a_failure_not_a_users_scancel() -> None:
+    # ProcessGroupMPI over UCX on Cori-GPU: pages of UCX DEBUG lines (`... failed: No such
+    # device` at its debug level), then UCX cannot register rank 0's GPU buffer, Open MPI's
+    # MPI_ERRORS_ARE_FATAL aborts, and Slurm cancels the step with no reason and kills the
+    # tasks; it read as a user's scancel, then as a host OOM from the killed tasks
+    d = _diagnose("f_nersc_cgpu_srun_2rank_processgroupmpi_ucx_register_failed_mpi_abort")
+    assert d["outcome"]["id"] == "failed"
+    assert "MPI_ERRORS_ARE_FATAL" in d["outcome"]["why"]
+    assert "scancel" not in d["outcome"]["why"]
+    assert d["symptoms"] and d["symptoms"][0]["id"] == "S12"
+    assert 0 in d["culprit_ranks"]

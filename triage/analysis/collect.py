@@ -228,8 +228,19 @@ def _launcher_notices(ps: ParsedSource) -> list[tuple[int, LineNotice]]:
 
 def _step_kill_line(ps: ParsedSource) -> int | None:
     """The first line where the launcher says it kills its whole step (a line template's
-    `action: kill_step`: srun's `Terminating StepId=N.M`, which it follows with SIGKILL)."""
-    return min((line for line, n in _launcher_notices(ps) if n.action == "kill_step"), default=None)
+    `action: kill_step`: srun's `Terminating StepId=N.M`, which it follows with SIGKILL), or
+    where Slurm says it cancelled the step or the job (`*** STEP N.M ... CANCELLED AT`:
+    slurmstepd then signals and kills every task of it)."""
+    kills = [line for line, n in _launcher_notices(ps) if n.action == "kill_step"]
+    kills += [
+        ev.line
+        for ev in ps.events
+        if ev.kind is EventKind.SIGNAL
+        and ev.notice is not None
+        and ev.notice.slurm in ("step", "job")
+        and ev.line is not None
+    ]
+    return min(kills, default=None)
 
 
 def _later_steps_from(ps: ParsedSource) -> int | None:

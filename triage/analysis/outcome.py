@@ -59,6 +59,8 @@ class _Stop:
     event: Event
     why: str
     outcome: OutcomeKind  # STOPPED, or FAILED for a scheduler's word for a fault (node failure)
+    # how to say it after a failure the logs show first (`Reason.after_failure`)
+    after_failure: str | None = None
 
 
 def decide(
@@ -220,8 +222,9 @@ def _stops(events: Iterable[Event], ends: Ends) -> list[_Stop]:
             if reason is None:  # a reason Slurm gives that we do not know: not a stop we know
                 continue
             what = f"{notice.slurm} {notice.job}" if notice.job else ""
-            why = reason.why + (f" (Slurm {what})" if what else "")
-            out.append(_Stop(ev, why, OutcomeKind(reason.outcome)))
+            where = f" (Slurm {what})" if what else ""
+            after = reason.after_failure + where if reason.after_failure else None
+            out.append(_Stop(ev, reason.why + where, OutcomeKind(reason.outcome), after))
         elif notice.scheduler_end:
             reason = ends.scheduler_reasons.get(notice.scheduler_end.upper())
             if reason is not None:
@@ -533,7 +536,7 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
             why += f"; rank {earlier.rank} failed first: `{_clip(line.replace('`', ''), 120)}`"
             lead += (EvidenceRef(printed.source, earlier.line, earlier.rank, line[:240]),)
     if then is not None:
-        why += f"; then {then.why}"
+        why += f"; then {then.after_failure or then.why}"
     # one line once: the lead quotes it cut at 240 characters, `_refs` with an ellipsis
     by_line: dict[tuple[str, int | None], EvidenceRef] = {}
     for r in (*lead, *_refs(shown)):

@@ -7,7 +7,8 @@
     fault_signals: [SIGKILL, SIGSEGV, SIGBUS]               # a job's own processes die of
     scheduler_reasons:                                      # Slurm's `DUE TO <reason>`, ...
       TIME LIMIT: {outcome: stopped, why: "the scheduler ended it at its time limit"}
-      "": {outcome: stopped, why: "a user cancelled it (scancel)"}
+      "": {outcome: stopped, why: "a user cancelled it (scancel)",
+           after_failure: "Slurm cancelled it (no reason given)"}   # after a failure shown
       NODE FAILURE: {outcome: failed, why: "a node failed"}
     end_markers:                                            # `end:` attrs of line templates
       succeeded: "the training loop reported its end"
@@ -49,6 +50,9 @@ _OUTCOMES = {"stopped", "failed"}
 class Reason:
     outcome: str  # stopped | failed
     why: str  # a clause: "the scheduler ended it at its time limit"
+    # the clause after a failure the logs show first, where the scheduler's words fit that
+    # failure's end as well (a cancel with no reason follows an MPI abort too); None: `why`
+    after_failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,11 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         ):
             report(item, f"needs outcome ({' or '.join(sorted(_OUTCOMES))}) and why")
             continue
-        reasons[str(key or "").upper()] = Reason(str(spec["outcome"]), str(spec["why"]))
+        after = spec.get("after_failure")
+        if after is not None and not isinstance(after, str):
+            report(item, "`after_failure` must be a clause")
+            after = None
+        reasons[str(key or "").upper()] = Reason(str(spec["outcome"]), str(spec["why"]), after)
     stops = body.get("stop_reasons") or {}
     if not isinstance(stops, dict) or not all(isinstance(v, str) for v in stops.values()):
         report("stop_reasons", "must map a stop key to its wording")

@@ -27,6 +27,12 @@ NEMO = re.compile(
 LIBFABRIC = re.compile(
     r"libfabric:(?P<pid>\d+):\d+:[^<\n]*?\(\):(?P<srcline>\d+)<(?P<lvl>warn|info|debug|trace)> ?"
 )
+# UCX's logger (src/ucs/debug/log.c): `[<secs>.<us>] [<host>:<pid>:<thread>] <file>:<line>
+# UCX  <LEVEL> `, its level a word of its own (UCX_LOG_LEVEL=debug prints pages of them)
+UCX = re.compile(
+    r"\[\d+\.\d+\] \[(?P<host>[^:\]\s]+):(?P<pid>\d+):\d+\]\s+(?P<src>[\w.]+):(?P<srcline>\d+)\s+"
+    r"UCX\s+(?P<lvl>FATAL|ERROR|WARN|DIAG|INFO|DEBUG|TRACE\w*|PRINT)\s+"
+)
 PYLOG = re.compile(r"(?P<lvl>ERROR|WARNING|CRITICAL|INFO|DEBUG|FATAL):(?P<logger>[\w.]+):")
 LEVEL_WORD = re.compile(r"\b(?P<lvl>ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
 LEVELS = {
@@ -43,6 +49,10 @@ LEVELS = {
     "WARN": Level.WARNING,
     "INFO": Level.INFO,
     "DEBUG": Level.DEBUG,
+    # UCX's
+    "DIAG": Level.INFO,
+    "PRINT": Level.INFO,
+    "TRACE": Level.DEBUG,
     # libfabric's
     "warn": Level.WARNING,
     "info": Level.INFO,

@@ -39,6 +39,7 @@ from triage.parsers.rank_log.formats import (
     TB_FILE,
     TB_HEADER,
     TERMINATE,
+    UCX,
     LineMeta,
     int_or_none,
 )
@@ -136,6 +137,17 @@ class LineEvents:
         m = PYLOG.match(rest)
         if m is not None:
             return LineMeta(msg=rest[m.end() :], level=LEVELS[m["lvl"]], logger=m["logger"])
+        if rest.startswith("[") and "UCX" in rest[:120]:
+            m = UCX.match(rest)
+            if m is not None:
+                return LineMeta(
+                    msg=rest[m.end() :],
+                    level=LEVELS.get(m["lvl"], LEVELS.get(m["lvl"][:5], Level.DEBUG)),
+                    time=float(rest[1 : rest.index("]")]),
+                    pid=int(m["pid"]),
+                    src=m["src"],
+                    src_line=int(m["srcline"]),
+                )
         if rest.startswith("libfabric:"):
             m = LIBFABRIC.match(rest)
             if m is not None:

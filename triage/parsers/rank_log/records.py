@@ -30,6 +30,7 @@ from triage.parsers.rank_log.formats import (
     TB_CUT_FILE,
     TB_FILE,
     TB_HEADER,
+    UCX,
     WHAT,
 )
 from triage.parsers.rank_log.limits import MAX_FRAMES, TB_HEAD, TB_TAIL
@@ -387,7 +388,7 @@ def _looks_structured(text: str) -> bool:
         or ts.parse_dated(head) is not None
     ):
         return True
-    if ts.GLOG_RE.match(text) or PYLOG.match(text) or LIBFABRIC.match(text):
+    if ts.GLOG_RE.match(text) or PYLOG.match(text) or LIBFABRIC.match(text) or UCX.match(text):
         return True
     if head[:1].isdigit() and ts.parse_dated(head) is not None:
         return True
