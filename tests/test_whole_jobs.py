@@ -1144,3 +1144,20 @@ def test_an_mpi_abort_that_slurm_then_cancels_is_a_failure_not_a_users_scancel()
     assert "scancel" not in d["outcome"]["why"]
     assert d["symptoms"] and d["symptoms"][0]["id"] == "S12"
     assert 0 in d["culprit_ranks"]
+
+
+def test_a_job_that_sat_on_an_ib_error_until_its_time_limit_hung() -> None:
+    # nccl test on 2 Cori-GPU nodes: rank 10's `NCCL WARN NET/IB : Got completion with error
+    # 12`, then nothing (no exit, no result from the other ranks) until Slurm's time limit:
+    # it sat there, it was not stopped while working
+    d = _diagnose("f_nersc_nccl_test_srun_16rank_ib_completion_error_then_time_limit")
+    assert d["outcome"]["id"] == "hung"
+    assert "Got completion with error 12" in d["outcome"]["why"]
+    assert d["symptoms"][0]["id"] == "S12"
+
+
+def test_a_time_limit_after_a_process_reported_its_exit_is_still_a_stop() -> None:
+    # ALCF's checkpoint-restart test: clush reports a node's `exited with exit code 255` (a
+    # planned failure), the reruns go on, and PBS ends the job at its walltime
+    d = _diagnose("e_alcf_ckptrestart_pbs_mpiexec_24rank_fail_test_reruns_then_walltime")
+    assert d["outcome"]["id"] == "stopped"

@@ -61,6 +61,7 @@ class _Stop:
     outcome: OutcomeKind  # STOPPED, or FAILED for a scheduler's word for a fault (node failure)
     # how to say it after a failure the logs show first (`Reason.after_failure`)
     after_failure: str | None = None
+    time_limit: bool = False  # the scheduler's time limit ran out (`time_limits`)
 
 
 def decide(
@@ -134,6 +135,14 @@ def _decide(
             return Outcome(OutcomeKind.FAILED, _cap(first.why), _refs([first.event]))
         if before:
             return _failed(before, found, then=first)
+        stuck = _stuck_until(first, found, progress, marks, ends)
+        if stuck is not None:
+            said = _clip(_line_of(stuck).replace("`", ""), 160)
+            return Outcome(
+                OutcomeKind.HUNG,
+                _cap(f"the job printed nothing after `{said}` until {first.why}"),
+                _refs([stuck, first.event]),
+            )
         # a scheduler's own words say most; of several (a file runs were appended to), the
         # last is what became of this job
         said = [s for s in stops if _scheduler_stop(s.event)] or stops
@@ -224,11 +233,20 @@ def _stops(events: Iterable[Event], ends: Ends) -> list[_Stop]:
             what = f"{notice.slurm} {notice.job}" if notice.job else ""
             where = f" (Slurm {what})" if what else ""
             after = reason.after_failure + where if reason.after_failure else None
-            out.append(_Stop(ev, reason.why + where, OutcomeKind(reason.outcome), after))
+            out.append(
+                _Stop(
+                    ev,
+                    reason.why + where,
+                    OutcomeKind(reason.outcome),
+                    after,
+                    str(notice.reason or "").upper() in ends.time_limits,
+                )
+            )
         elif notice.scheduler_end:
             reason = ends.scheduler_reasons.get(notice.scheduler_end.upper())
             if reason is not None:
-                out.append(_Stop(ev, reason.why, OutcomeKind(reason.outcome)))
+                limit = notice.scheduler_end.upper() in ends.time_limits
+                out.append(_Stop(ev, reason.why, OutcomeKind(reason.outcome), None, limit))
         elif ev.kind is EventKind.TRACEBACK and ends.stop_exception(_exc_type(ev)):
             key = "ctrl_c" if "KeyboardInterrupt" in str(_exc_type(ev)) else "signal"
             out.append(_Stop(ev, ends.stop_reasons.get(key, key), OutcomeKind.STOPPED))
@@ -447,6 +465,43 @@ def _after_any(ev: Event, marks: Sequence[Event]) -> bool:
     return any(
         ev.source == m.source and (ev.line or 0) > (m.end_line or m.line or 0) for m in marks
     )
+
+
+def _stuck_until(
+    stop: _Stop,
+    found: Analysis,
+    progress: dict[tuple[str, int | None], list[Event]],
+    marks: Sequence[Event],
+    ends: Ends,
+) -> Event | None:
+    """The error a job never got past, when a time limit ended it: the last error correlate
+    found to start the failure (an NCCL WARN, an error line) came before the stop, no process
+    exited and no progress was logged after it in any file. A job that was still working when
+    its time ran out logs progress to the end; one that sat on an error waits there."""
+    if not stop.time_limit or found.rank_exits:
+        return None
+    exits = ends.exit_reports
+    errors = [
+        ev
+        for ev in found.initiating_events
+        if ev.kind in (EventKind.NCCL_WARN, EventKind.ERROR_LINE, EventKind.TRACEBACK)
+        and _readable(ev)
+        and _before_all(ev, marks)
+        and not (exits is not None and exits.search(ev.text))
+    ]
+    if not errors:
+        return None
+    last = max(errors, key=_order)
+    # progress logged after it anywhere (by line in its own file, by time in another), or
+    # progress in another file it cannot be placed against: not shown to be stuck
+    for (source, _), lines in progress.items():
+        for p in lines:
+            if source == last.source:
+                if (p.line or 0) > (last.line or 0):
+                    return None
+            elif p.time is None or last.time is None or p.time > last.time:
+                return None
+    return last
 
 
 def _scheduler_stop(ev: Event) -> bool:

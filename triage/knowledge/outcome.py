@@ -42,6 +42,8 @@ _KEYS = {
     "stop_exit_codes",
     "fault_signals",
     "printed_and_ignored",
+    "time_limits",
+    "exit_reports",
 }
 _OUTCOMES = {"stopped", "failed"}
 
@@ -61,6 +63,10 @@ class Ends:
     outside_signals: frozenset[str] = frozenset()
     # Slurm's `DUE TO X` (upper case; "" for none: a user's scancel), LSF's TERM_ codes, ...
     scheduler_reasons: Mapping[str, Reason] = field(default_factory=dict)
+    # the scheduler reasons (keys above) that are a time limit running out
+    time_limits: frozenset[str] = frozenset()
+    # a line that reports a process's end (it did not sit waiting)
+    exit_reports: regex.Pattern[str] | None = None
     # the `stop:` attr of an end-marker template -> why, in words
     stop_reasons: Mapping[str, str] = field(default_factory=dict)
     # lines of a process that died because it waited (the watchdog's abort, the launcher's
@@ -135,7 +141,31 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         stop_exit_codes=frozenset(_codes(body.get("stop_exit_codes"), report)),
         fault_signals=frozenset(_names(body.get("fault_signals"), "fault_signals", report)),
         printed_and_ignored=_frames(body.get("printed_and_ignored"), report),
+        time_limits=_time_limits(body.get("time_limits"), reasons, report),
+        exit_reports=_alternation(body.get("exit_reports"), "exit_reports", report),
     )
+
+
+def _alternation(
+    raw: Any, item: str, report: Callable[[str, str], None]
+) -> regex.Pattern[str] | None:
+    if raw is None:
+        return None
+    names = _names(raw, item, report)
+    return (
+        compile_regex("|".join(f"(?:{p})" for p in names), item, report, regex.I) if names else None
+    )
+
+
+def _time_limits(
+    raw: Any, reasons: Mapping[str, Reason], report: Callable[[str, str], None]
+) -> frozenset[str]:
+    if raw is None:
+        return frozenset()
+    names = {n.upper() for n in _names(raw, "time_limits", report)}
+    for name in sorted(names - set(reasons)):
+        report("time_limits", f"{name!r} is no key of scheduler_reasons")
+    return frozenset(names)
 
 
 def _frames(raw: Any, report: Callable[[str, str], None]) -> tuple[tuple[str, str], ...]:
