@@ -1161,3 +1161,14 @@ def test_a_time_limit_after_a_process_reported_its_exit_is_still_a_stop() -> Non
     # planned failure), the reruns go on, and PBS ends the job at its walltime
     d = _diagnose("e_alcf_ckptrestart_pbs_mpiexec_24rank_fail_test_reruns_then_walltime")
     assert d["outcome"]["id"] == "stopped"
+
+
+def test_errors_a_rank_raised_after_its_own_watchdog_fired_do_not_make_it_the_culprit() -> None:
+    # parameter-golf on 8 H100s: rank 0 quantises alone after training; ranks 1-7 wait in
+    # allreduce 19563 until their watchdogs fire, then go on and fail to open the file rank 0
+    # has not written; those FileNotFoundErrors made ranks 1-7 "the ranks the others waited
+    # for" and the job failed, where rank 0 is the one that never arrived
+    d = _diagnose("f_paramgolf_pr_torchrun_8gpu_rank0_gptq_while_peers_allreduce_watchdog")
+    assert d["outcome"]["id"] == "hung"
+    assert d["culprit_ranks"] == [0]
+    assert d["symptoms"][0]["id"] == "S17"

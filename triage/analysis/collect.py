@@ -38,6 +38,9 @@ _KILLED_BY_LAUNCHER = Role("cascade", "killed_by_launcher", 0.0)
 _LATER_STEP = Role("context", None, 0.0)
 # the abort a process group's watchdog ends its process with (`_aborted_by_the_watchdog`)
 _WATCHDOG_ABORT = Role("cascade", "comm_aborted", 0.0)
+# an error a rank raised after its own watchdog caught a collective timeout: what it ran
+# next needed that collective's result (a barrier before reading a file a peer writes)
+_AFTER_ITS_TIMEOUT = Role("cascade", "collective_timeout", 0.0)
 
 
 @dataclass
@@ -149,6 +152,8 @@ def _one(
         watchdog.saw(rank, ev.line)
     elif role.role == "initiating" and _aborted_by_the_watchdog(ev, watchdog.since(rank)):
         role = _WATCHDOG_ABORT
+    elif role.role == "initiating" and _after_its_own_timeout(ev, rank, watchdog):
+        role = _AFTER_ITS_TIMEOUT
     if role.role == "initiating" and (
         _killed_with_the_step(ev, marks.step_killed_from)
         or _dumped_at_the_stop(ev, marks.stop_sent_from)
@@ -304,6 +309,15 @@ def _aborted_by_the_watchdog(ev: Event, watchdog_from: int | None) -> bool:
         return "c10::DistBackendError" in first and not (facts.what or "").strip()
     # a piece of such an interleaved `terminate called ...` line, cut off on a line of its own
     return ev.kind is EventKind.ERROR_LINE and _DIST_BACKEND_PIECE.fullmatch(first) is not None
+
+
+def _after_its_own_timeout(ev: Event, rank: int | None, watchdog: _WatchdogLines) -> bool:
+    """An error a rank printed after its own watchdog reported a collective timeout (or its
+    communicator torn down) on the same stream: the rank was waiting on its peers, and what
+    failed next depended on the collective that never completed. Only the rank's own
+    watchdog counts: another rank's says nothing of this one."""
+    own = watchdog.by_rank.get(rank) if rank is not None else None
+    return own is not None and ev.line is not None and ev.line > own
 
 
 def _killed_with_the_step(ev: Event, step_killed_from: int | None) -> bool:
