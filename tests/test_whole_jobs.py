@@ -1172,3 +1172,13 @@ def test_errors_a_rank_raised_after_its_own_watchdog_fired_do_not_make_it_the_cu
     assert d["outcome"]["id"] == "hung"
     assert d["culprit_ranks"] == [0]
     assert d["symptoms"][0]["id"] == "S17"
+
+
+def test_a_platform_timeout_after_the_work_was_done_is_a_stop_not_its_teardown_noise() -> None:
+    # parameter-golf on Modal: the final evaluation is printed, then Modal cancels the input
+    # at its 1500 s timeout; 32 TCPStore `recvValue failed` blocks follow as the container
+    # goes away (they read as a communication backend failure)
+    d = _diagnose("f_paramgolf_pr_modal_8gpu_function_timeout_after_final_eval_tcpstore_noise")
+    assert d["outcome"]["id"] == "stopped"
+    assert "Modal" in d["outcome"]["why"]
+    assert d["symptoms"] == []
