@@ -1182,3 +1182,18 @@ def test_a_platform_timeout_after_the_work_was_done_is_a_stop_not_its_teardown_n
     assert d["outcome"]["id"] == "stopped"
     assert "Modal" in d["outcome"]["why"]
     assert d["symptoms"] == []
+
+
+def test_a_failed_job_of_one_process_names_rank_0() -> None:
+    # `colossalai run` with --nproc_per_node=1 on one host ('world size: 1'): whatever the
+    # worker died of (its error is not in the log), it died on rank 0
+    d = _diagnose("d_colossalai_pr_colossalai_run_1gpu_sft_exit1_no_traceback")
+    assert d["outcome"]["id"] == "failed"
+    assert d["culprit_ranks"] == [0]
+    assert d["symptoms"] == []
+
+
+def test_a_healthy_job_of_one_process_names_no_culprit() -> None:
+    d = _diagnose("b_attnbench_megatron_srun_1gpu_train_ok")
+    assert d["outcome"]["id"] == "succeeded"
+    assert d["culprit_ranks"] == []

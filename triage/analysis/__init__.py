@@ -162,6 +162,9 @@ def analyse(
     )
     culprit.vote_absent(votes, silent, has_initiating, never_joined)
     culprits = culprit.pick(votes)
+    if not culprits and w.explicit and w.size == 1 and any(p.role == "initiating" for p in placed):
+        # a job of one process (its world size stated): whatever failed, failed on rank 0
+        culprits = [0]
     lead = max(culprits, key=lambda r: (votes.scores[r], -r)) if culprits else None
     placed = shared_errors_are_cascade(placed, culprits)
     initiating = sorted(
