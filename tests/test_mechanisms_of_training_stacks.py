@@ -4,9 +4,10 @@ device past the node's last GPU is the launch, NCCL failing to bind NVLS multica
 node's NVLink fabric, Open MPI's TCP transport refused at a peer's docker0 address is the network
 set-up, the deepspeed runner without its multi-node backend is a missing tool, its MPI backends'
 even-nodes check is the hostfile, a pipeline engine called like a module is the training loop,
-Megatron's bucket check is how buckets shard over the data-parallel ranks, and megatron-core
-0.12's (misspelled) sequence-parallel check is the parallel set-up. Each is read through
-`triage explain`."""
+NCCL's bootstrap root hearing ranks of different sizes is the launch, NCCL finding different
+numbers of NICs per node is the network set-up, Megatron's bucket check is how buckets shard
+over the data-parallel ranks, and megatron-core 0.12's (misspelled) sequence-parallel check is
+the parallel set-up. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
@@ -76,6 +77,13 @@ MCORE_012_SEQUENCE_PARALLEL_WITHOUT_TP = """  File "/usr/local/lib/python3.10/di
     raise ValueError("Can not use sequence paralllelism without tensor parallelism")
 ValueError: Can not use sequence paralllelism without tensor parallelism"""
 
+NCCL_BOOTSTRAP_ROOT_SIZES_DIFFER = """node-a:20311:20390 [0] NCCL INFO Bootstrap : Using eth0:10.0.3.11<0>
+node-a:20311:20402 [0] bootstrap.cc:335 NCCL WARN Bootstrap Root : mismatch in info from procs, nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0, offset 0 vs 0
+node-a:20311:20402 [0] NCCL INFO bootstrap.cc:361 -> 3"""
+
+NCCL_NET_DEVICE_COUNTS_DIFFER = """node-b:9917:9981 [3] init.cc:1339 NCCL WARN Detected mixed local Net device counts across ranks (min 4, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.
+node-b:9917:9981 [3] NCCL INFO init.cc:1401 -> 2"""
+
 # (name, paste, top symptom, top root cause (or causes, "/"), what the fixes must tell the user)
 CASES = [
     ("nccl-tests-device-past-the-node", NCCL_TESTS_DEVICE_PAST_THE_NODE, "S13", "R06", "-g 1"),
@@ -95,6 +103,20 @@ CASES = [
         "S18",
         "R14",
         "engine.train_batch",
+    ),
+    (
+        "nccl-bootstrap-root-sizes-differ",
+        NCCL_BOOTSTRAP_ROOT_SIZES_DIFFER,
+        "S10",
+        "R06",
+        "same world size",
+    ),
+    (
+        "nccl-net-device-counts-differ",
+        NCCL_NET_DEVICE_COUNTS_DIFFER,
+        "S12",
+        "R07",
+        "same NCCL_IB_HCA",
     ),
     ("megatron-bucket-not-divisible", MEGATRON_BUCKET_NOT_DIVISIBLE, "S09", "R19", "Megatron-Core"),
     (
