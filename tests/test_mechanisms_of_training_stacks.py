@@ -5,9 +5,11 @@ node's NVLink fabric, Open MPI's TCP transport refused at a peer's docker0 addre
 set-up, the deepspeed runner without its multi-node backend is a missing tool, its MPI backends'
 even-nodes check is the hostfile, a pipeline engine called like a module is the training loop,
 NCCL's bootstrap root hearing ranks of different sizes is the launch, NCCL finding different
-numbers of NICs per node is the network set-up, Megatron's bucket check is how buckets shard
-over the data-parallel ranks, and megatron-core 0.12's (misspelled) sequence-parallel check is
-the parallel set-up. Each is read through `triage explain`."""
+numbers of NICs per node is the network set-up, a DeepSpeed config asking for apex's amp where
+apex is missing is the dependency, a 16-bit consolidation without ZeRO-3 is the save call,
+Megatron's bucket check is how buckets shard over the data-parallel ranks, and megatron-core
+0.12's (misspelled) sequence-parallel check is the parallel set-up. Each is read through
+`triage explain`."""
 
 from __future__ import annotations
 
@@ -84,6 +86,16 @@ node-a:20311:20402 [0] NCCL INFO bootstrap.cc:361 -> 3"""
 NCCL_NET_DEVICE_COUNTS_DIFFER = """node-b:9917:9981 [3] init.cc:1339 NCCL WARN Detected mixed local Net device counts across ranks (min 4, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.
 node-b:9917:9981 [3] NCCL INFO init.cc:1401 -> 2"""
 
+DEEPSPEED_AMP_WITHOUT_APEX = """  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1330, in _configure_distributed_model
+    raise RuntimeError("Unable to import apex/amp, please make sure it is installed")
+RuntimeError: Unable to import apex/amp, please make sure it is installed"""
+
+DEEPSPEED_16BIT_SAVE_WITHOUT_ZERO3 = """  File "/home/me/finetune.py", line 212, in save
+    state_dict = engine._zero3_consolidated_16bit_state_dict()
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 3706, in _zero3_consolidated_16bit_state_dict
+    raise ValueError("this function requires ZeRO-3 mode")
+ValueError: this function requires ZeRO-3 mode"""
+
 # (name, paste, top symptom, top root cause (or causes, "/"), what the fixes must tell the user)
 CASES = [
     ("nccl-tests-device-past-the-node", NCCL_TESTS_DEVICE_PAST_THE_NODE, "S13", "R06", "-g 1"),
@@ -117,6 +129,20 @@ CASES = [
         "S12",
         "R07",
         "same NCCL_IB_HCA",
+    ),
+    (
+        "deepspeed-amp-without-apex",
+        DEEPSPEED_AMP_WITHOUT_APEX,
+        "S02",
+        "R02",
+        "DeepSpeed's own mixed precision",
+    ),
+    (
+        "deepspeed-16bit-save-without-zero3",
+        DEEPSPEED_16BIT_SAVE_WITHOUT_ZERO3,
+        "S28",
+        "R14",
+        "engine.module.state_dict()",
     ),
     ("megatron-bucket-not-divisible", MEGATRON_BUCKET_NOT_DIVISIBLE, "S09", "R19", "Megatron-Core"),
     (
