@@ -25,23 +25,27 @@ def test_a_run_from_the_cache_builds_the_same_knowledge_and_derives_nothing(
     cache_dir: Path,
 ) -> None:
     first = _shipped()
-    cache = cache_dir / "knowledge-v1.json"
-    assert cache.is_file()
-    before = cache.stat()
-    diskcache.clear_memory()  # the next run: loaded from the file
+    files = sorted(cache_dir.glob("startup-v*.json"))
+    cache = cache_dir / diskcache.section_file("literals")
+    assert cache in files and len(files) >= 2  # the literals and the YAML documents
+    before = [f.stat() for f in files]
+    diskcache.clear_memory()  # the next run: loaded from the files
     assert _shipped() == first
-    # every pattern's literals came from the file: a literal derived again would be added to
-    # the cache, and saving would replace the file
+    # every pattern's literals and every document came from the files: a value derived again
+    # would be added to the cache, and saving would replace its file
     diskcache.save()
-    after = cache.stat()
-    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert json.loads(cache.read_text())["literals"]  # the file does hold them
+    after = [f.stat() for f in files]
+    assert [(a.st_ino, a.st_mtime_ns) for a in after] == [(b.st_ino, b.st_mtime_ns) for b in before]
+    assert json.loads(cache.read_text())["values"]  # the file does hold them
 
 
 def test_a_broken_or_foreign_cache_file_is_ignored(cache_dir: Path) -> None:
     expected = _shipped()
-    for content in ("{not json", json.dumps({"version": 99, "yaml": {}}), "[1, 2]"):
-        (cache_dir / "knowledge-v1.json").write_text(content)
+    files = sorted(cache_dir.glob("startup-v*.json"))
+    assert files
+    for content in ("{not json", json.dumps({"version": 99, "values": {}}), "[1, 2]"):
+        for file in files:
+            file.write_text(content)
         diskcache.clear_memory()
         assert _shipped() == expected
 
@@ -102,5 +106,19 @@ def test_what_a_run_derives_after_the_knowledge_load_is_kept_for_the_next_run(
     derive = f"from triage import literals; literals.required_literals({pattern!r})"
     env = {**os.environ, "TRIAGE_CACHE_DIR": str(cache_dir)}
     subprocess.run([sys.executable, "-c", derive], env=env, check=True)
-    saved = json.loads((cache_dir / "knowledge-v1.json").read_text(encoding="utf-8"))
-    assert saved["literals"] == {f"4\0{pattern}": list(literals.required_literals(pattern) or ())}
+    literals_file = cache_dir / diskcache.section_file("literals")
+    saved = json.loads(literals_file.read_text(encoding="utf-8"))["values"]
+    assert saved == {f"4\0{pattern}": list(literals.required_literals(pattern) or ())}
+
+
+def test_a_run_that_asks_for_literals_alone_reads_no_other_section(cache_dir: Path) -> None:
+    """Each kind of value has its file: the literals a run's scan tables need are read
+    without the YAML documents (~1 MB) only a knowledge build needs."""
+    _shipped()
+    diskcache.save()
+    documents_file = cache_dir / diskcache.section_file("yaml-v2")
+    assert documents_file.is_file()
+    documents_file.write_text("{not json")  # were it read, its documents would be gone
+    diskcache.clear_memory()
+    assert literals.required_literals(r"NCCL WARN (?P<what>\w+) timed out")
+    assert set(diskcache._sections) == {"literals"}

@@ -268,3 +268,32 @@ def test_a_routine_line_runs_its_regex_only_on_a_text_that_holds_its_own_literal
     )
     assert spied.which(other).id == routine.which(other).id  # type: ignore[union-attr]
     assert routine.lines[j].id not in ran
+
+
+def test_a_text_without_any_routine_literal_runs_only_the_lines_that_have_none() -> None:
+    # three routine lines hold no literal to screen by (a shell's `+ cmd` echo, a config
+    # dump's `'key': value`, DeepSpeed's op report): a text that holds none of the other
+    # lines' literals is tried against those three alone, and still found when it is one
+    routine = knowledge.shipped().routine
+    without = [
+        line.id for line, lits in zip(routine.lines, routine.line_screens, strict=True) if not lits
+    ]
+    assert 0 < len(without) < len(routine.lines) // 4
+    ran: list[str] = []
+
+    class Spy:
+        def __init__(self, line: Any) -> None:
+            self.line = line
+
+        def search(self, text: str) -> object:
+            ran.append(self.line.id)
+            return self.line.pattern.search(text)
+
+    spied = dataclasses.replace(
+        routine,
+        lines=tuple(dataclasses.replace(line, pattern=Spy(line)) for line in routine.lines),
+    )
+    assert spied.which("RuntimeError: NCCL communicator was aborted on rank 3.") is None
+    assert ran == without
+    echo = "++ git rev-parse --show-toplevel"
+    assert spied.which(echo).id == routine.which(echo).id == "shell-xtrace-echo"  # type: ignore[union-attr]

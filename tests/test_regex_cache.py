@@ -231,3 +231,17 @@ def test_an_upgrade_does_not_keep_loading_the_patterns_only_an_older_version_use
     assert not set(old) & stored, "an older version's patterns are still loaded by every run"
     assert {p for p, _ in PATTERNS} <= stored  # what every run uses stays
     assert "job 11's own pattern (?P<n>\\d+)" in stored
+
+
+def test_a_std_pattern_made_again_from_its_engine_args_finds_the_same(cache_dir: Path) -> None:
+    # the built knowledge is kept with its stdlib patterns as the engine's code (no parse)
+    compiled = [re.compile(p, f) for p, f in STD_PATTERNS]
+    again = [
+        pickle.loads(pickle.dumps(regex_cache.std_engine_args(p)))  # as the knowledge keeps them
+        for p in compiled
+    ]
+    made = [regex_cache.std_from_engine_args(*args) for args in again]
+    assert _std_found(made) == _std_found(compiled)
+    assert [(p.pattern, p.flags, p.groupindex) for p in made] == [
+        (p.pattern, p.flags, p.groupindex) for p in compiled
+    ]

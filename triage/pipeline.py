@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -227,7 +227,8 @@ def diagnose(
 
     # One load of the knowledge for every stage, the parsers first: a team folder's rules
     # make their lines events in the files as in a paste. A broken one stops here, loudly.
-    kb = knowledge.load(options.extra_rules_dirs)
+    with _no_collections():  # start-up: long-lived objects alone, no garbage
+        kb = knowledge.load(options.extra_rules_dirs)
     parsed = read_inputs(
         paths,
         on_progress,
@@ -250,6 +251,19 @@ def diagnose(
     finally:
         gc.unfreeze()
         settle()
+
+
+@contextlib.contextmanager
+def _no_collections() -> Iterator[None]:
+    """The cyclic GC off meanwhile (as it was after): each collection walks every object the
+    process holds, and what start-up makes (modules, the knowledge) all lives to the end."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def warm_later_stages(options: Options = Options(), kb: Knowledge | None = None) -> None:

@@ -157,17 +157,23 @@ class ParsePool:
         if workers < 2:
             self.broken = True  # parse here; do not ask again for every later source
             return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        from triage import parsers
-
-        # what the sources offered so far need (dumps are offered last, once discovery is
-        # done: a pool they start knows every kind of the job)
-        parsers.preload({source.kind for _, source, _ in self.waiting}, self.kb)
         # Results arrive as many fresh, acyclic objects (FR entries); the cyclic GC would
-        # re-scan all of them again and again meanwhile.
+        # re-scan all of them again and again meanwhile. Off from here: what the workers need
+        # loaded before the fork (numpy, the parsers) is thousands of long-lived objects too,
+        # and the collections their making set off walk everything the process holds.
         gc.disable()
+        try:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from triage import parsers
+
+            # what the sources offered so far need (dumps are offered last, once discovery
+            # is done: a pool they start knows every kind of the job)
+            parsers.preload({source.kind for _, source, _ in self.waiting}, self.kb)
+        except BaseException:
+            self._restore_gc()
+            raise
         try:
             # The workers count against this job's budget: forked, they share its counters.
             self.job_budget.before_fork()

@@ -314,6 +314,34 @@ def _std_from_disk(pattern: AnyStr, flags: int, engine: Any) -> re.Pattern[AnySt
     return compiled
 
 
+def std_engine_args(compiled: re.Pattern[AnyStr]) -> tuple[Any, ...] | None:
+    """What the stdlib's engine was given to make `compiled` (its pattern, flags, code and
+    groups), for `std_from_engine_args` to make it again without parsing; None when `re` is
+    not laid out as expected."""
+    if _sre_engine() is None:
+        return None
+    _local.last = None
+    re._compiler.compile(compiled.pattern, compiled.flags)  # type: ignore[attr-defined]
+    args = _local.last
+    _local.last = None
+    if not isinstance(args, tuple) or len(args) != _STD_ARGS + 1:
+        return None
+    # the opcodes are named ints, which refuse to pickle: plain ints, as the disk keeps them
+    pattern, flags, code, groups, groupindex, indexgroup = args
+    return pattern, int(flags), [int(op) for op in code], int(groups), dict(groupindex), indexgroup
+
+
+def std_from_engine_args(*args: Any) -> re.Pattern[Any]:
+    """The pattern `std_engine_args` gave the making of (the engine checks the code)."""
+    engine = _sre_engine()
+    if engine is None:  # pragma: no cover - the args came from this Python's engine
+        return re.compile(args[0], args[1])
+    compiled = engine.compile(*args)
+    if not isinstance(compiled, re.Pattern):  # pragma: no cover
+        raise TypeError("not a compiled pattern")
+    return compiled
+
+
 def _std_record(pattern: AnyStr, flags: int) -> re.Pattern[AnyStr]:
     _local.last = None
     # `re`'s own cache would hand back a pattern compiled before the recorder was there

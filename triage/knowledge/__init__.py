@@ -218,7 +218,14 @@ def _folder_signature(folder: Path) -> _Signature:
 
 @lru_cache(maxsize=8)
 def _load_cached(key: tuple[_Signature, ...], lazy_shipped: bool) -> Knowledge:
-    return _build(key, lazy=lazy_shipped)
+    from triage.knowledge import stored
+
+    def fingerprint() -> str:
+        folders = [(Path(folder), [Path(f) for f, _ in files]) for folder, files in key]
+        return stored.fingerprint(folders, models_dir(), lazy_shipped)
+
+    # built once, then unpickled by the runs after it while no file it depends on changed
+    return stored.load_or_build(fingerprint, Knowledge, lambda: _build(key, lazy=lazy_shipped))
 
 
 def _build(key: tuple[_Signature, ...], lazy: bool) -> Knowledge:

@@ -63,12 +63,21 @@ class Routine:
 
     @cached_property
     def screen(self) -> tuple[str, ...] | None:
-        """Every line's literals together, None when some line has none (or no screens were
-        given): one cheap screen before any line's."""
+        """The literals of every line that has some, together (None when no screens were
+        given): one cheap screen before any line's. A text that holds none of them can only
+        be one of the lines without literals (`unscreened`)."""
         screens = self.line_screens
-        if len(screens) != len(self.lines) or any(lits is None for lits in screens):
+        if len(screens) != len(self.lines):
             return None
         return tuple(dict.fromkeys(lit for lits in screens if lits for lit in lits))
+
+    @cached_property
+    def unscreened(self) -> tuple[RoutineLine, ...]:
+        """The lines whose patterns hold no literal to screen by (a shell's `+ cmd` echo, a
+        config dump's `'key': value`), in order: tried on every text."""
+        return tuple(
+            line for line, lits in zip(self.lines, self.line_screens, strict=False) if not lits
+        )
 
     @cached_property
     def _answers(self) -> dict[str, RoutineLine | None]:
@@ -94,6 +103,10 @@ class Routine:
         if self.screen is not None:
             low = text.lower()
             if not any(_holds(lit, text, low) for lit in self.screen):
+                # no screened line can match: the first match is the first unscreened one's
+                for line in self.unscreened:
+                    if line.pattern.search(text):
+                        return line
                 return None
         screens = self.line_screens or (None,) * len(self.lines)
         for line, lits in zip(self.lines, screens, strict=True):
