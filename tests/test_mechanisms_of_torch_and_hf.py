@@ -1,0 +1,206 @@
+# ruff: noqa: E501 (pasted errors are as long as the libraries made them)
+"""Checks that torch, transformers, accelerate, PEFT, vLLM, Ray and the CUDA runtime make, read
+where they are raised, name their mechanism, and `triage explain` says it: inductor refusing a
+GPU older than Triton supports is the GPU; a tokenizer class the installed transformers lacks
+is its release; a quantized model spilled off the GPU, or a device map that needs a disk, is
+GPU memory; a checkpoint tensor of another shape than the model is the checkpoint's layout;
+padding with no pad token, a quantization argument against the checkpoint's, and a PEFT
+config without target modules for an architecture PEFT has no defaults for are how the API
+was used (or which model); vLLM's quantization capability check is the GPU; the CUDA
+forward-compatibility error and PTX from a newer toolchain are the driver's release; a Ray
+request no node can serve is the job's resource layout; autograd's freed graph is the
+training code. Each paste is read as a user pastes it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_runs import assert_the_check_decides, assert_top, explained
+
+INDUCTOR_GPU_TOO_OLD = """  File "/opt/conda/lib/python3.11/site-packages/torch/_dynamo/output_graph.py", line 1446, in call_user_compiler
+    raise BackendCompilerFailed(self.compiler_fn, e).with_traceback(
+  File "/opt/conda/lib/python3.11/site-packages/torch/_inductor/scheduler.py", line 2628, in create_backend
+    raise GPUTooOldForTriton(device_props, inspect.currentframe())
+torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:
+RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler, which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability 6.0"""
+
+TOKENIZER_CLASS_UNKNOWN = """Traceback (most recent call last):
+  File "/root/LLaMA-Factory/src/llamafactory/model/loader.py", line 70, in load_tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(
+  File "/usr/local/lib/python3.10/site-packages/transformers/models/auto/tokenization_auto.py", line 784, in from_pretrained
+    raise ValueError(
+ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently imported."""
+
+QUANTIZED_MODEL_OFF_GPU = """  File "/home/u/.local/lib/python3.10/site-packages/transformers/modeling_utils.py", line 3165, in from_pretrained
+    hf_quantizer.validate_environment(
+  File "/home/u/.local/lib/python3.10/site-packages/transformers/quantizers/quantizer_bnb_4bit.py", line 86, in validate_environment
+    raise ValueError(
+ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the quantized model. If you want to dispatch the model on the CPU or the disk while keeping these modules in 32-bit, you need to set `load_in_8bit_fp32_cpu_offload=True` and pass a custom `device_map` to `from_pretrained`. Check https://huggingface.co/docs/transformers/main/en/main_classes/quantization#offload-between-cpu-and-gpu for more details."""
+
+NO_PAD_TOKEN = """[rank0]:   File "/opt/py/site-packages/transformers/data/data_collator.py", line 271, in __call__
+[rank0]:     batch = pad_without_fast_tokenizer_warning(
+[rank0]:   File "/opt/py/site-packages/transformers/tokenization_utils_base.py", line 2820, in _get_padding_truncation_strategies
+[rank0]:     raise ValueError(
+[rank0]: ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token to use as `pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or add a new pad token via `tokenizer.add_special_tokens({'pad_token': '[PAD]'})`."""
+
+FLASH_ATTN_MISSING = """  File "/opt/py/site-packages/transformers/modeling_utils.py", line 1565, in _autoset_attn_implementation
+    cls._check_and_enable_flash_attn_2(
+  File "/opt/py/site-packages/transformers/modeling_utils.py", line 1676, in _check_and_enable_flash_attn_2
+    raise ImportError(f"{preface} the package flash_attn seems to be not installed. {install_message}")
+ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: the package flash_attn seems to be not installed. Please refer to the documentation of https://huggingface.co/docs/transformers/perf_infer_gpu_one#flashattention-2 to install Flash Attention 2."""
+
+CHECKPOINT_SHAPE_DIFFERS = """  File "/opt/py/site-packages/transformers/modeling_utils.py", line 4225, in _load_pretrained_model
+    new_error_msgs, offload_index, state_dict_index = _load_state_dict_into_meta_model(
+  File "/opt/py/site-packages/accelerate/utils/modeling.py", line 285, in set_module_tensor_to_device
+    raise ValueError(
+ValueError: Trying to set a tensor of shape torch.Size([32000, 4096]) in "weight" (which has shape torch.Size([32001, 4096])), this looks incorrect."""
+
+PEFT_NO_DEFAULT_TARGETS = """  File "/opt/py/site-packages/peft/mapping.py", line 193, in get_peft_model
+    return MODEL_TYPE_TO_PEFT_MODEL_MAPPING[peft_config.task_type](model, peft_config, adapter_name=adapter_name)
+  File "/opt/py/site-packages/peft/tuners/lora/model.py", line 461, in _prepare_adapter_config
+    raise ValueError("Please specify `target_modules` in `peft_config`")
+ValueError: Please specify `target_modules` in `peft_config`"""
+
+VLLM_QUANTIZATION_NEEDS_NEWER_GPU = """ERROR 05-12 08:01:55 engine.py:366]   File "/usr/local/lib/python3.12/dist-packages/vllm/config.py", line 3226, in _get_quantization_config
+ERROR 05-12 08:01:55 engine.py:366]     raise ValueError(
+ERROR 05-12 08:01:55 engine.py:366] ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. Current capability: 80."""
+
+VLLM_QUANTIZATION_ARGUMENT_CONTRADICTS = """  File "/opt/venv/lib/python3.10/site-packages/vllm/config.py", line 552, in _verify_quantization
+    raise ValueError(
+ValueError: Quantization method specified in the model config (compressed-tensors) does not match the quantization method specified in the `quantization` argument (fp8)."""
+
+CUDA_FORWARD_COMPAT = """  File "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py", line 302, in _lazy_init
+    torch._C._cuda_init()
+RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW"""
+
+CUDA_PTX_TOO_NEW = """  File "/opt/py/site-packages/triton/compiler/compiler.py", line 413, in _init_handles
+    self.module, self.function, self.n_regs, self.n_spills = driver.active.utils.load_binary(
+RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain."""
+
+RAY_REQUEST_UNSCHEDULABLE = """(autoscaler +1m2s) Tip: use `ray status` to view detailed cluster status. To disable these messages, set RAY_SCHEDULER_EVENTS=0.
+(autoscaler +1m2s) Warning: The following resource request cannot be scheduled right now: {'GPU': 1.0, 'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. Consider creating fewer actors or adding more nodes to this Ray cluster."""
+
+BACKWARD_THROUGH_FREED_GRAPH = """Traceback (most recent call last):
+  File "/home/u/proj/train.py", line 180, in main
+    loss.backward()
+  File "/opt/conda/lib/python3.10/site-packages/torch/_tensor.py", line 522, in backward
+    torch.autograd.backward(
+  File "/opt/conda/lib/python3.10/site-packages/torch/autograd/__init__.py", line 266, in backward
+    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass
+RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward."""
+
+# (name, paste, top symptom and top root cause (either of those a "/" separates), what the fixes
+# must tell the user)
+DECISIVE = [
+    ("inductor-gpu-too-old-for-triton", INDUCTOR_GPU_TOO_OLD, "S04", "R04", 'backend="aot_eager"'),
+    (
+        "tokenizer-class-not-in-transformers",
+        TOKENIZER_CLASS_UNKNOWN,
+        "S06",
+        "R01",
+        "transformers_version",
+    ),
+    ("quantized-model-placed-off-gpu", QUANTIZED_MODEL_OFF_GPU, "S06/S14", "R16", "local_rank"),
+    ("tokenizer-has-no-pad-token", NO_PAD_TOKEN, "S08", "R14", "(`tokenizer.eos_token`)"),
+    (
+        "flash-attention-2-package-missing",
+        FLASH_ATTN_MISSING,
+        "S02",
+        "R02",
+        'attn_implementation="sdpa"',
+    ),
+    (
+        "checkpoint-tensor-shape-differs",
+        CHECKPOINT_SHAPE_DIFFERS,
+        "S06",
+        "R20",
+        "resize_token_embeddings",
+    ),
+    ("peft-no-default-target-modules", PEFT_NO_DEFAULT_TARGETS, "S09/S06", "R15", "all-linear"),
+    (
+        "vllm-quantization-needs-newer-gpu",
+        VLLM_QUANTIZATION_NEEDS_NEWER_GPU,
+        "S04",
+        "R04",
+        "capability 89",
+    ),
+    (
+        "vllm-quantization-argument-contradicts",
+        VLLM_QUANTIZATION_ARGUMENT_CONTRADICTS,
+        "S09",
+        "R14",
+        "--quantization fp8",
+    ),
+    ("cuda-forward-compat-on-unsupported-gpu", CUDA_FORWARD_COMPAT, "S04", "R01", "compat"),
+    ("cuda-ptx-newer-than-driver", CUDA_PTX_TOO_NEW, "S04/S26", "R01", "Upgrade the NVIDIA driver"),
+    ("ray-resource-request-unschedulable", RAY_REQUEST_UNSCHEDULABLE, "S05", "R06", "ray status"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"), [c[1:] for c in DECISIVE], ids=[c[0] for c in DECISIVE]
+)
+def test_a_library_check_read_at_its_source_decides_the_root_cause(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_decides(text, symptom, cause, advice)
+
+
+VLLM_NO_PLATFORM = """  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1099, in create_engine_config
+    device_config = DeviceConfig(device=self.device)
+  File "/usr/local/lib/python3.12/dist-packages/vllm/config.py", line 1669, in __init__
+    raise RuntimeError("Failed to infer device type")
+RuntimeError: Failed to infer device type"""
+
+VLLM_WEIGHT_SHAPE_DIFFERS = """(VllmWorkerProcess pid=2211)   File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/model_loader/weight_utils.py", line 540, in default_weight_loader
+(VllmWorkerProcess pid=2211)     assert param.size() == loaded_weight.size(), (
+(VllmWorkerProcess pid=2211) AssertionError: Attempted to load weight (torch.Size([4096, 4096])) into parameter (torch.Size([2048, 4096]))"""
+
+DEVICE_MAP_NEEDS_DISK = """  File "/opt/py/site-packages/transformers/modeling_utils.py", line 4196, in _load_pretrained_model
+    raise ValueError(
+ValueError: The current `device_map` had weights offloaded to the disk. Please provide an `offload_folder` for them. Alternatively, make sure you have `safetensors` installed if the model you are using offers the weights in this format."""
+
+SAVED_TENSOR_CHANGED_UNDER_DDP = """[rank1]: Traceback (most recent call last):
+[rank1]:   File "/workspace/gan/train_ddp.py", line 141, in <module>
+[rank1]:     d_loss.backward()
+[rank1]:   File "/usr/local/lib/python3.10/dist-packages/torch/_tensor.py", line 525, in backward
+[rank1]:     torch.autograd.backward(
+[rank1]: RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.cuda.FloatTensor [512]] is at version 5; expected version 4 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."""
+
+# The check names the mechanism; which of a few set-ups caused it is not in the message, so
+# the top cause is one of them and the advice covers what to look at (not a settled cause).
+# (name, paste, top symptom, accepted top root causes, what the fixes must tell the user)
+NAMED_NOT_SETTLED = [
+    ("vllm-no-platform-detected", VLLM_NO_PLATFORM, "S04", "R06/R02", "VLLM_LOGGING_LEVEL=DEBUG"),
+    (
+        "vllm-checkpoint-weight-shape-differs",
+        VLLM_WEIGHT_SHAPE_DIFFERS,
+        "S06/S07",
+        "R20/R19",
+        "--tensor-parallel-size 1",
+    ),
+    ("device-map-needs-disk-offload", DEVICE_MAP_NEEDS_DISK, "S06", "R16/R17", "offload_folder="),
+    ("backward-through-freed-graph", BACKWARD_THROUGH_FREED_GRAPH, "S18", "R26", ".detach()"),
+    (
+        "saved-tensor-changed-in-place-under-ddp",
+        SAVED_TENSOR_CHANGED_UNDER_DDP,
+        "S18",
+        "R26/R25",
+        "broadcast_buffers=False",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "causes", "advice"),
+    [c[1:] for c in NAMED_NOT_SETTLED],
+    ids=[c[0] for c in NAMED_NOT_SETTLED],
+)
+def test_a_check_that_names_its_mechanism_is_read_with_its_advice(
+    text: str, symptom: str, causes: str, advice: str
+) -> None:
+    d = explained(text, "--no-embed")
+    assert_top(d, "symptoms", *symptom.split("/"))
+    assert_top(d, "root_causes", *causes.split("/"))
+    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    assert advice in told, told
