@@ -1,15 +1,23 @@
 # ruff: noqa: E501 (pasted errors are as long as the libraries made them)
-"""Checks that torch, transformers, accelerate, PEFT, vLLM, Ray and the CUDA runtime make, read
-where they are raised, name their mechanism, and `triage explain` says it: inductor refusing a
-GPU older than Triton supports is the GPU; a tokenizer class the installed transformers lacks
-is its release; a quantized model spilled off the GPU, or a device map that needs a disk, is
-GPU memory; a checkpoint tensor of another shape than the model is the checkpoint's layout;
-padding with no pad token, a quantization argument against the checkpoint's, and a PEFT
-config without target modules for an architecture PEFT has no defaults for are how the API
-was used (or which model); vLLM's quantization capability check is the GPU; the CUDA
-forward-compatibility error and PTX from a newer toolchain are the driver's release; a Ray
-request no node can serve is the job's resource layout; autograd's freed graph is the
-training code. Each paste is read as a user pastes it."""
+"""Checks that torch, transformers, accelerate, PEFT, TRL's inputs, vLLM, Lightning, Ray,
+safetensors and the CUDA runtime make, read where they are raised, name their mechanism, and
+`triage explain` says it. Decided by the check: inductor refusing a GPU older than Triton
+supports, and vLLM's quantization capability check, are the GPU; a tokenizer class the
+installed transformers lacks, CUDA's forward-compatibility error and PTX from a newer
+toolchain are releases; a quantized model spilled off the GPU is GPU memory; a checkpoint
+tensor of another shape than the model is the checkpoint's layout; padding without a pad
+token, a chat template that was never set, a quantization argument against the checkpoint's,
+a context longer than the model's config, a custom config without trust_remote_code,
+Accelerate's one-model-per-DeepSpeed-engine rule and Fabric never launched are how the API
+was used; PEFT without default target modules for an architecture is the model; an FP8 block
+split by too many tensor-parallel ranks is the parallel degree; a Ray request no node can
+serve, and Lightning's layout against SLURM's or torchrun's, are the launch; FSDP's device_id
+against the current device is the rank-to-GPU mapping. Named but not settled by the message
+(the top cause is one of a few, the advice says what to check): vLLM finding no platform, a
+weight vLLM cannot load, a device map that needs a disk, autograd's freed graph and changed
+saved tensor, safetensors' non-contiguous tensor, a backend without the collective, the Hub
+unreachable from a node, the Windows CPU allocator's words, and a loss target of another
+shape. Each paste is read as a user pastes it."""
 
 from __future__ import annotations
 
@@ -89,6 +97,83 @@ BACKWARD_THROUGH_FREED_GRAPH = """Traceback (most recent call last):
     Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass
 RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward."""
 
+CHAT_TEMPLATE_MISSING = """  File "/opt/py/site-packages/trl/trainer/sft_trainer.py", line 512, in _prepare_dataset
+    dataset = dataset.map(apply_chat_template, fn_kwargs={"tokenizer": processing_class})
+  File "/opt/py/site-packages/transformers/tokenization_utils_base.py", line 1803, in get_chat_template
+    raise ValueError(
+ValueError: Cannot use chat template functions because tokenizer.chat_template is not set and no template argument was passed! For information about writing templates and setting the tokenizer.chat_template attribute, please see the documentation at https://huggingface.co/docs/transformers/main/en/chat_templating"""
+
+ACCELERATE_DEEPSPEED_TWO_MODELS = """Traceback (most recent call last):
+  File "/home/u/gan/train.py", line 77, in <module>
+    generator, discriminator, opt_g, opt_d = accelerator.prepare(generator, discriminator, opt_g, opt_d)
+  File "/opt/py/site-packages/accelerate/accelerator.py", line 1292, in prepare
+    result = self._prepare_deepspeed(*args)
+  File "/opt/py/site-packages/accelerate/accelerator.py", line 1577, in _prepare_deepspeed
+    raise AssertionError(
+AssertionError: You can't use same `Accelerator()` instance with multiple models when using DeepSpeed"""
+
+VLLM_CONTEXT_BEYOND_MODEL = """(APIServer pid=53)   Value error, User-specified max_model_len (65536) is greater than the derived max_model_len (max_position_embeddings=32768.0 or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution."""
+
+VLLM_NEEDS_TRUST_REMOTE_CODE = """  File "/usr/local/lib/python3.10/dist-packages/vllm/transformers_utils/config.py", line 221, in get_config
+    raise RuntimeError(err_msg) from e
+RuntimeError: Failed to load the model config. If the model is a custom model not yet available in the HuggingFace transformers library, consider setting `trust_remote_code=True` in LLM or using the `--trust-remote-code` flag in the CLI."""
+
+VLLM_FP8_BLOCK_SPLIT = """(VllmWorkerProcess pid=4120)   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/fp8.py", line 290, in create_weights
+(VllmWorkerProcess pid=4120)     raise ValueError(
+(VllmWorkerProcess pid=4120) ValueError: Weight output_partition_size = 576 is not divisible by weight quantization block_n = 128."""
+
+SAFETENSORS_NON_CONTIGUOUS = """  File "/opt/py/site-packages/transformers/trainer.py", line 3790, in _save
+    safetensors.torch.save_file(
+  File "/opt/py/site-packages/safetensors/torch.py", line 286, in save_file
+    serialize_file(_flatten(tensors), filename, metadata=metadata)
+  File "/opt/py/site-packages/safetensors/torch.py", line 496, in _flatten
+    raise ValueError(
+ValueError: You are trying to save a non contiguous tensor: `model.layers.0.self_attn.q_proj.weight` which is not allowed. It either means you are trying to save tensors which are reference of each other in which case it's recommended to save only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to pack it before saving."""
+
+GLOO_LACKS_REDUCE_SCATTER = """[rank1]:   File "/opt/py/site-packages/torch/distributed/distributed_c10d.py", line 3894, in reduce_scatter_tensor
+[rank1]:     work = group._reduce_scatter_base(output, input, opts)
+[rank1]: RuntimeError: Backend gloo does not support reduce_scatter"""
+
+HUB_UNREACHABLE = """[rank3]:   File "/opt/py/site-packages/transformers/utils/hub.py", line 446, in cached_file
+[rank3]:     raise EnvironmentError(
+[rank3]: OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files and it looks like meta-llama/Llama-2-7b-hf is not the path to a directory containing a file named config.json.
+[rank3]: Checkout your internet connection or see how to run the library in offline mode at 'https://huggingface.co/docs/transformers/installation#offline-mode'."""
+
+HOST_ALLOC_WINDOWS = """  File "C:\\\\envs\\\\pt\\\\lib\\\\site-packages\\\\torch\\\\serialization.py", line 1113, in load
+    return _load(
+RuntimeError: [enforce fail at C:\\\\actions-runner\\\\_work\\\\pytorch\\\\pytorch\\\\c10\\\\core\\\\impl\\\\alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: you tried to allocate 1073741824 bytes."""
+
+LOSS_TARGET_SHAPE = """  File "/home/u/cls/train.py", line 94, in training_step
+    loss = F.binary_cross_entropy_with_logits(logits, labels)
+  File "/opt/py/site-packages/torch/nn/functional.py", line 3639, in binary_cross_entropy_with_logits
+    raise ValueError(
+ValueError: Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))"""
+
+LIGHTNING_SLURM_TASKS_DISAGREE = """  File "/opt/py/site-packages/lightning/pytorch/trainer/connectors/accelerator_connector.py", line 421, in _lazy_init_strategy
+    self.cluster_environment.validate_settings(num_devices=self._parallel_devices_count, num_nodes=self._num_nodes_flag)
+  File "/opt/py/site-packages/lightning/fabric/plugins/environments/slurm.py", line 166, in validate_settings
+    raise ValueError(
+ValueError: You set `devices=8` in Lightning, but the number of tasks per node configured in SLURM `--ntasks-per-node=1` does not match. HINT: Set `devices=1`."""
+
+LIGHTNING_GPUS_OCCUPIED = """  File "/opt/py/site-packages/lightning/fabric/accelerators/cuda.py", line 117, in find_usable_cuda_devices
+    raise RuntimeError(
+RuntimeError: You requested to find 4 devices but only 2 are currently available. The devices [0, 1] are occupied by other processes and can't be used at the moment."""
+
+FABRIC_NOT_LAUNCHED = """Traceback (most recent call last):
+  File "/home/u/fabric_train.py", line 41, in <module>
+    model, optimizer = fabric.setup(model, optimizer)
+  File "/opt/py/site-packages/lightning/fabric/fabric.py", line 236, in setup
+    self._validate_launched()
+  File "/opt/py/site-packages/lightning/fabric/fabric.py", line 1063, in _validate_launched
+    raise RuntimeError(
+RuntimeError: To use Fabric with more than one device, you must call `.launch()` or use the CLI: `fabric run --help`."""
+
+FSDP_DEVICE_ID_DIFFERS = """[rank1]:   File "/opt/py/site-packages/torch/distributed/fsdp/_init_utils.py", line 566, in _init_param_handle_from_module
+[rank1]:     state.compute_device = _get_compute_device(
+[rank1]:   File "/opt/py/site-packages/torch/distributed/fsdp/_init_utils.py", line 1044, in _get_compute_device
+[rank1]:     raise ValueError(
+[rank1]: ValueError: Inconsistent compute device and `device_id` on rank 1: cuda:0 vs cuda:1"""
+
 # (name, paste, top symptom and top root cause (either of those a "/" separates), what the fixes
 # must tell the user)
 DECISIVE = [
@@ -134,6 +219,39 @@ DECISIVE = [
     ("cuda-forward-compat-on-unsupported-gpu", CUDA_FORWARD_COMPAT, "S04", "R01", "compat"),
     ("cuda-ptx-newer-than-driver", CUDA_PTX_TOO_NEW, "S04/S26", "R01", "Upgrade the NVIDIA driver"),
     ("ray-resource-request-unschedulable", RAY_REQUEST_UNSCHEDULABLE, "S05", "R06", "ray status"),
+    ("tokenizer-has-no-chat-template", CHAT_TEMPLATE_MISSING, "S08", "R14", "chat_template="),
+    (
+        "accelerate-deepspeed-two-models",
+        ACCELERATE_DEEPSPEED_TWO_MODELS,
+        "S09",
+        "R14",
+        "select_deepspeed_plugin",
+    ),
+    ("vllm-context-beyond-model", VLLM_CONTEXT_BEYOND_MODEL, "S09", "R14", "--hf-overrides"),
+    (
+        "vllm-needs-trust-remote-code",
+        VLLM_NEEDS_TRUST_REMOTE_CODE,
+        "S06",
+        "R14",
+        "--trust-remote-code",
+    ),
+    ("vllm-fp8-block-split-by-tp", VLLM_FP8_BLOCK_SPLIT, "S09/S07", "R12", "tensor-parallel size"),
+    (
+        "lightning-slurm-tasks-disagree",
+        LIGHTNING_SLURM_TASKS_DISAGREE,
+        "S05",
+        "R06",
+        "--ntasks-per-node",
+    ),
+    ("lightning-gpus-occupied", LIGHTNING_GPUS_OCCUPIED, "S04/S13", "R06", "nvidia-smi"),
+    ("fabric-not-launched", FABRIC_NOT_LAUNCHED, "S05", "R14", "fabric.launch()"),
+    (
+        "fsdp-device-id-differs",
+        FSDP_DEVICE_ID_DIFFERS,
+        "S13",
+        "R10",
+        "torch.cuda.set_device(local_rank)",
+    ),
 ]
 
 
@@ -188,6 +306,23 @@ NAMED_NOT_SETTLED = [
         "R26/R25",
         "broadcast_buffers=False",
     ),
+    (
+        "safetensors-non-contiguous",
+        SAFETENSORS_NON_CONTIGUOUS,
+        "S28",
+        "R25/R14",
+        "save_safetensors=False",
+    ),
+    (
+        "gloo-lacks-reduce-scatter",
+        GLOO_LACKS_REDUCE_SCATTER,
+        "S12",
+        "R14/R13",
+        "cpu:gloo,cuda:nccl",
+    ),
+    ("hub-unreachable-and-not-cached", HUB_UNREACHABLE, "S06", "R06/R07", "HF_HUB_OFFLINE=1"),
+    ("host-alloc-windows-words", HOST_ALLOC_WINDOWS, "S15", "R17", "more RAM"),
+    ("loss-target-shape-differs", LOSS_TARGET_SHAPE, "S18", "R26", "squeeze(-1)"),
 ]
 
 
