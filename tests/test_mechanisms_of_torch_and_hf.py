@@ -3,21 +3,25 @@
 safetensors and the CUDA runtime make, read where they are raised, name their mechanism, and
 `triage explain` says it. Decided by the check: inductor refusing a GPU older than Triton
 supports, and vLLM's quantization capability check, are the GPU; a tokenizer class the
-installed transformers lacks, CUDA's forward-compatibility error and PTX from a newer
-toolchain are releases; a quantized model spilled off the GPU is GPU memory; a checkpoint
-tensor of another shape than the model is the checkpoint's layout; padding without a pad
-token, a chat template that was never set, a quantization argument against the checkpoint's,
-a context longer than the model's config, a custom config without trust_remote_code,
-Accelerate's one-model-per-DeepSpeed-engine rule and Fabric never launched are how the API
-was used; PEFT without default target modules for an architecture is the model; an FP8 block
-split by too many tensor-parallel ranks is the parallel degree; a Ray request no node can
-serve, and Lightning's layout against SLURM's or torchrun's, are the launch; FSDP's device_id
-against the current device is the rank-to-GPU mapping. Named but not settled by the message
-(the top cause is one of a few, the advice says what to check): vLLM finding no platform, a
-weight vLLM cannot load, a device map that needs a disk, autograd's freed graph and changed
-saved tensor, safetensors' non-contiguous tensor, a backend without the collective, the Hub
-unreachable from a node, the Windows CPU allocator's words, and a loss target of another
-shape. Each paste is read as a user pastes it."""
+installed transformers lacks, CUDA's forward-compatibility error and PTX from a newer toolchain
+are releases; a quantized model spilled off the GPU is GPU memory; a checkpoint tensor of
+another shape than the model is the checkpoint's layout; padding without a pad token, a chat
+template that was never set, a quantization argument against the checkpoint's, a context longer
+than the model's config or than the engine's token budget, a custom config without
+trust_remote_code, Accelerate's one-model-per-DeepSpeed-engine rule, DeepSpeed settings given
+twice, Accelerate used before its Accelerator, Fabric never launched, ray.init called twice,
+evaluation without an eval dataset, save steps off the evaluation steps and generate() kwargs
+the model does not take are how the API was used; a process spawned into a script without a
+__main__ guard is the training code; a directory without an adapter is the checkpoint's layout;
+PEFT without default target modules for an architecture is the model; an FP8 block split by too
+many tensor-parallel ranks is the parallel degree; a Ray request no node can serve, no Ray
+cluster at the address given, and Lightning's layout against SLURM's or torchrun's, are the
+launch; FSDP's device_id against the current device is the rank-to-GPU mapping. Named but not
+settled by the message (the top cause is one of a few, the advice says what to check): vLLM
+finding no platform, a weight vLLM cannot load, a device map that needs a disk, autograd's
+freed graph and changed saved tensor, safetensors' non-contiguous tensor, a backend without the
+collective, the Hub unreachable from a node, the Windows CPU allocator's words, and a loss
+target of another shape. Each paste is read as a user pastes it."""
 
 from __future__ import annotations
 
@@ -174,6 +178,58 @@ FSDP_DEVICE_ID_DIFFERS = """[rank1]:   File "/opt/py/site-packages/torch/distrib
 [rank1]:     raise ValueError(
 [rank1]: ValueError: Inconsistent compute device and `device_id` on rank 1: cuda:0 vs cuda:1"""
 
+VLLM_BUDGET_BELOW_CONTEXT = """  File "/usr/local/lib/python3.10/dist-packages/vllm/config.py", line 1011, in _verify_args
+    raise ValueError(
+ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (8192). This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len."""
+
+RAY_INIT_TWICE = """  File "/home/u/rl/main.py", line 52, in main
+    ray.init(num_gpus=8)
+  File "/opt/py/site-packages/ray/_private/worker.py", line 1642, in init
+    raise RuntimeError(
+RuntimeError: Maybe you called ray.init twice by accident? This error can be suppressed by passing in 'ignore_reinit_error=True' or by calling 'ray.shutdown()' prior to 'ray.init()'."""
+
+RAY_NO_CLUSTER = """  File "/opt/py/site-packages/ray/_private/services.py", line 459, in canonicalize_bootstrap_address_or_die
+    raise ConnectionError(
+ConnectionError: Could not find any running Ray instance. Please specify the one to connect to by setting `--address` flag or `RAY_ADDRESS` environment variable."""
+
+SPAWN_WITHOUT_MAIN_GUARD = """  File "C:\\Python311\\Lib\\multiprocessing\\spawn.py", line 134, in _check_not_importing_main
+    raise RuntimeError('''
+RuntimeError:
+        An attempt has been made to start a new process before the
+        current process has finished its bootstrapping phase.
+
+        This probably means that you are not using fork to start your
+        child processes and you have forgotten to use the proper idiom
+        in the main module:"""
+
+ACCELERATE_DEEPSPEED_FIELDS_TWICE = """  File "/opt/py/site-packages/accelerate/utils/dataclasses.py", line 1206, in _deepspeed_config_checks
+    raise ValueError(
+ValueError: When using `deepspeed_config_file`, the following accelerate config variables will be ignored: ['gradient_accumulation_steps', 'gradient_clipping', 'zero_stage']. Please specify them appropriately in the DeepSpeed config file."""
+
+ACCELERATE_STATE_BEFORE_ACCELERATOR = """  File "/home/u/proj/utils.py", line 12, in <module>
+    logger.info("loading data")
+  File "/opt/py/site-packages/accelerate/state.py", line 885, in __init__
+    raise ValueError(
+ValueError: Please make sure to properly initialize your accelerator via `accelerator = Accelerator()` before using any functionality from the `accelerate` library."""
+
+TRAINER_EVAL_WITHOUT_DATASET = """[rank0]:   File "/opt/py/site-packages/transformers/trainer.py", line 1026, in get_eval_dataloader
+[rank0]:     raise ValueError("Trainer: evaluation requires an eval_dataset.")
+[rank0]: ValueError: Trainer: evaluation requires an eval_dataset."""
+
+BEST_MODEL_STEPS = """  File "/opt/py/site-packages/transformers/training_args.py", line 1613, in __post_init__
+    raise ValueError(
+ValueError: --load_best_model_at_end requires the saving steps to be a round multiple of the evaluation steps, but found 500, which is not a round multiple of 300."""
+
+GENERATE_UNUSED_KWARGS = """  File "/opt/py/site-packages/transformers/generation/utils.py", line 1376, in _validate_model_kwargs
+    raise ValueError(
+ValueError: The following `model_kwargs` are not used by the model: ['token_type_ids'] (note: typos in the generate arguments will also show up in this list)"""
+
+PEFT_NO_ADAPTER_IN_DIRECTORY = """  File "/opt/py/site-packages/peft/peft_model.py", line 453, in from_pretrained
+    PeftConfig._get_peft_type(
+  File "/opt/py/site-packages/peft/config.py", line 202, in _get_peft_type
+    raise ValueError(f"Can't find '{CONFIG_NAME}' at '{model_id}'")
+ValueError: Can't find 'adapter_config.json' at '/data/out/checkpoint-500'"""
+
 # (name, paste, top symptom and top root cause (either of those a "/" separates), what the fixes
 # must tell the user)
 DECISIVE = [
@@ -251,6 +307,46 @@ DECISIVE = [
         "S13",
         "R10",
         "torch.cuda.set_device(local_rank)",
+    ),
+    (
+        "vllm-token-budget-below-context",
+        VLLM_BUDGET_BELOW_CONTEXT,
+        "S09",
+        "R14",
+        "--enable-chunked-prefill",
+    ),
+    ("ray-init-twice", RAY_INIT_TWICE, "S05", "R14", "ray.is_initialized()"),
+    ("ray-no-running-cluster", RAY_NO_CLUSTER, "S05", "R06", "ray start --head"),
+    (
+        "spawn-without-main-guard",
+        SPAWN_WITHOUT_MAIN_GUARD,
+        "S08/S05",
+        "R26",
+        "if __name__ == '__main__':",
+    ),
+    (
+        "accelerate-deepspeed-fields-twice",
+        ACCELERATE_DEEPSPEED_FIELDS_TWICE,
+        "S09",
+        "R14",
+        "DeepSpeed JSON",
+    ),
+    (
+        "accelerate-state-before-accelerator",
+        ACCELERATE_STATE_BEFORE_ACCELERATOR,
+        "S09",
+        "R14",
+        "accelerator = Accelerator(...)",
+    ),
+    ("trainer-eval-without-dataset", TRAINER_EVAL_WITHOUT_DATASET, "S09", "R14", "eval_strategy"),
+    ("best-model-save-steps", BEST_MODEL_STEPS, "S09", "R14", "multiple of `eval_steps`"),
+    ("generate-unused-model-kwargs", GENERATE_UNUSED_KWARGS, "S32", "R14", "token_type_ids"),
+    (
+        "peft-no-adapter-in-directory",
+        PEFT_NO_ADAPTER_IN_DIRECTORY,
+        "S29",
+        "R20",
+        "adapter_model.safetensors",
     ),
 ]
 
