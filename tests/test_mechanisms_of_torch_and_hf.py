@@ -20,8 +20,10 @@ launch; FSDP's device_id against the current device is the rank-to-GPU mapping. 
 settled by the message (the top cause is one of a few, the advice says what to check): vLLM
 finding no platform, a weight vLLM cannot load, a device map that needs a disk, autograd's
 freed graph and changed saved tensor, safetensors' non-contiguous tensor, a backend without the
-collective, the Hub unreachable from a node, the Windows CPU allocator's words, and a loss
-target of another shape. Each paste is read as a user pastes it."""
+collective, the Hub unreachable from a node, the Windows CPU allocator's words, a loss target
+of another shape and an embedding index past its table; HfArgumentParser refusing torchrun's
+`--local-rank` is the launcher's release against the script's. Each paste is read as a user
+pastes it."""
 
 from __future__ import annotations
 
@@ -230,6 +232,19 @@ PEFT_NO_ADAPTER_IN_DIRECTORY = """  File "/opt/py/site-packages/peft/peft_model.
     raise ValueError(f"Can't find '{CONFIG_NAME}' at '{model_id}'")
 ValueError: Can't find 'adapter_config.json' at '/data/out/checkpoint-500'"""
 
+HF_ARGPARSER_LOCAL_RANK_HYPHEN = """Traceback (most recent call last):
+  File "/home/u/transformers/examples/pytorch/language-modeling/run_clm.py", line 269, in main
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+  File "/opt/py/site-packages/transformers/hf_argparser.py", line 347, in parse_args_into_dataclasses
+    raise ValueError(f"Some specified arguments are not used by the HfArgumentParser: {remaining_args}")
+ValueError: Some specified arguments are not used by the HfArgumentParser: ['--local-rank=0']"""
+
+EMBEDDING_INDEX_OUT_OF_RANGE = """  File "/opt/py/site-packages/torch/nn/modules/sparse.py", line 163, in forward
+    return F.embedding(
+  File "/opt/py/site-packages/torch/nn/functional.py", line 2264, in embedding
+    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+IndexError: index out of range in self"""
+
 # (name, paste, top symptom and top root cause (either of those a "/" separates), what the fixes
 # must tell the user)
 DECISIVE = [
@@ -348,6 +363,13 @@ DECISIVE = [
         "R20",
         "adapter_model.safetensors",
     ),
+    (
+        "hf-argparser-local-rank-hyphen",
+        HF_ARGPARSER_LOCAL_RANK_HYPHEN,
+        "S05",
+        "R01",
+        "--local_rank",
+    ),
 ]
 
 
@@ -419,6 +441,13 @@ NAMED_NOT_SETTLED = [
     ("hub-unreachable-and-not-cached", HUB_UNREACHABLE, "S06", "R06/R07", "HF_HUB_OFFLINE=1"),
     ("host-alloc-windows-words", HOST_ALLOC_WINDOWS, "S15", "R17", "more RAM"),
     ("loss-target-shape-differs", LOSS_TARGET_SHAPE, "S18", "R26", "squeeze(-1)"),
+    (
+        "embedding-index-out-of-range",
+        EMBEDDING_INDEX_OUT_OF_RANGE,
+        "S18",
+        "R26/R14",
+        "resize_token_embeddings",
+    ),
 ]
 
 
