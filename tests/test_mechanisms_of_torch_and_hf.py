@@ -434,7 +434,7 @@ NAMED_NOT_SETTLED = [
     (
         "gloo-lacks-reduce-scatter",
         GLOO_LACKS_REDUCE_SCATTER,
-        "S12",
+        "S18",
         "R14/R13",
         "cpu:gloo,cuda:nccl",
     ),
