@@ -27,8 +27,6 @@ _PROGRAM_OUTPUT = frozenset(
     }
 )
 _LAUNCHER_OUTPUT = frozenset({EventKind.AGENT, EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR})
-# torchrun's summary of a worker that ran without `@record`: its traceback field is this note
-_NO_TRACEBACK_NOTE = "To enable traceback see"
 
 
 def failure_unlogged(prep: Prepared, kb: knowledge.Knowledge) -> str | None:
@@ -71,8 +69,10 @@ def failure_unlogged(prep: Prepared, kb: knowledge.Knowledge) -> str | None:
         code = e.exitcode
         if e.signal is not None or (code is not None and (code < 0 or 128 < code < 160)):
             return None
-        if e.message and _NO_TRACEBACK_NOTE not in e.message:
-            return None  # the worker's own error, carried by its exit record
+        # the worker's own error, carried by its exit record (not torchrun's note of how to
+        # get one, `To enable traceback see ...`, for a worker run without `@record`)
+        if e.message and not _narrates_the_launch(e.message, kb):
+            return None
     codes = sorted({e.exitcode for e in exits if e.exitcode is not None})
     if not codes:
         return "an error"
