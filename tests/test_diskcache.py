@@ -3,6 +3,7 @@ missing cache costs time only."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -74,11 +75,17 @@ def test_cached_documents_are_fresh_objects_each_read(cache_dir: Path, tmp_path:
 
 
 def test_what_json_cannot_give_back_is_not_kept(cache_dir: Path, tmp_path: Path) -> None:
-    path = tmp_path / "team.yaml"
-    path.write_text("- id: a\n  when: 2026-01-01\n  1: int key\n")
-    body = documents.read(path, frozenset({"rules"}), Problems()).body
+    dated = "- id: a\n  when: 2026-01-01\n  1: int key\n"
+    plain = "- id: b\n  title: kept\n"
+    for name, text in (("team.yaml", dated), ("plain.yaml", plain)):
+        (tmp_path / name).write_text(text)
+    body = documents.read(tmp_path / "team.yaml", frozenset({"rules"}), Problems()).body
     assert 1 in body[0]
-    assert diskcache.section("yaml") == {}
+    documents.read(tmp_path / "plain.yaml", frozenset({"rules"}), Problems())
+    kept = diskcache.section("yaml-v2")
+    # the plain document is kept, the one with a date (JSON cannot give it back) is not
+    assert hashlib.sha256(plain.encode()).hexdigest() in kept
+    assert hashlib.sha256(dated.encode()).hexdigest() not in kept
 
 
 def test_literals_from_the_cache_equal_deriving_them(cache_dir: Path) -> None:
