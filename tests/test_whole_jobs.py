@@ -1197,3 +1197,14 @@ def test_a_healthy_job_of_one_process_names_no_culprit() -> None:
     d = _diagnose("b_attnbench_megatron_srun_1gpu_train_ok")
     assert d["outcome"]["id"] == "succeeded"
     assert d["culprit_ranks"] == []
+
+
+def test_a_first_failure_only_a_waiting_rank_reported_says_so() -> None:
+    # torchtitan, rank 0's log only: its watchdog's timeout is the first error, and it names no
+    # rank as the one that failed ("no rank named" said no more)
+    result = CliRunner().invoke(
+        main,
+        [*_files("a_torchtitan_qwen3_run285_allgather_timeout"), "--no-embed", "--format", "md"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "the first error in the logs is rank 0's report of its own wait" in result.output

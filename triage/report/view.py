@@ -285,10 +285,13 @@ def _by_no_rank_about(d: Diagnosis) -> str:
 
 def _first_failure_note(d: Diagnosis, base: str) -> str:
     """Why rank 2's first failure is quoted from rank 0's input, when it is; why a record, not
-    an error, is quoted for the rank that started it."""
+    an error, is quoted for the rank that started it; why a line a rank printed names no rank."""
     f = d.first_failure
-    if f is None or f.rank is None:
+    if f is None:
         return ""
+    if f.rank is None:
+        # only a consequence was seen (a lone watchdog timeout): its rank waited, no more
+        return wording.reported_the_wait(f.printed_by) if f.printed_by is not None else ""
     source = next((i for i in d.inputs if i.path == f.source), None)
     if not f.own_error and source is not None and source.rank == f.rank:
         # in a hang the others' first errors are their waits timing out, no failure of theirs

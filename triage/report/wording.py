@@ -98,6 +98,15 @@ def singled_out(rank: int, kind: SourceKind | None, failed_first: tuple[int, str
     return said
 
 
+def reported_the_wait(rank: int) -> str:
+    """Why the first failure names no rank though rank `rank` printed it: the line is its
+    report of a wait (a watchdog's timeout), a consequence, not a failure of its own."""
+    return (
+        f"the first error in the logs is rank {rank}'s report of its own wait: who failed, or "
+        "never arrived, is not in them"
+    )
+
+
 def quoted_from(source_rank: int, kind: SourceKind, rank: int) -> str:
     """Why rank `rank`'s first failure is quoted from rank `source_rank`'s input."""
     noun = _KIND_NOUN.get(kind, "log")
