@@ -124,16 +124,10 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
     if not isinstance(stops, dict) or not all(isinstance(v, str) for v in stops.values()):
         report("stop_reasons", "must map a stop key to its wording")
         stops = {}
-    deaths = _names(body.get("hang_deaths"), "hang_deaths", report)
-    hang_deaths = (
-        compile_regex(
-            "|".join(f"(?:{p})" for p in deaths), "hang_deaths", report, regex.M | regex.I
-        )
-        if deaths
-        else None
-    )
     return Ends(
-        hang_deaths=hang_deaths,
+        hang_deaths=_alternation(
+            body.get("hang_deaths"), "hang_deaths", report, regex.M | regex.I, required=True
+        ),
         stop_exceptions=frozenset(_names(body.get("stop_exceptions"), "stop_exceptions", report)),
         outside_signals=frozenset(_names(body.get("outside_signals"), "outside_signals", report)),
         scheduler_reasons=reasons,
@@ -147,13 +141,19 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
 
 
 def _alternation(
-    raw: Any, item: str, report: Callable[[str, str], None]
+    raw: Any,
+    item: str,
+    report: Callable[[str, str], None],
+    flags: int = regex.I,
+    required: bool = False,
 ) -> regex.Pattern[str] | None:
-    if raw is None:
+    """A list of patterns as one pattern that matches where any of them does (None for none;
+    a missing `required` list is reported)."""
+    if raw is None and not required:
         return None
     names = _names(raw, item, report)
     return (
-        compile_regex("|".join(f"(?:{p})" for p in names), item, report, regex.I) if names else None
+        compile_regex("|".join(f"(?:{p})" for p in names), item, report, flags) if names else None
     )
 
 
