@@ -34,6 +34,11 @@ def assert_top(d: dict[str, Any], field: str, *accepted: str) -> None:
     assert top in accepted, (field, top, d["summary"])
 
 
+def advice_of(d: dict[str, Any]) -> str:
+    """Every action of a diagnosis's fix patterns, as one text (what the user is told to do)."""
+    return " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+
+
 def assert_the_check_decides(text: str, symptom: str, cause: str, advice: str) -> None:
     """A paste whose library check names its mechanism, read by `triage explain --no-embed`:
     its top symptom and root cause are among `symptom` and `cause` (alternatives split by "/"),
@@ -42,7 +47,7 @@ def assert_the_check_decides(text: str, symptom: str, cause: str, advice: str) -
     assert_top(d, "symptoms", *symptom.split("/"))
     assert_top(d, "root_causes", *cause.split("/"))
     assert d["root_causes"][0]["score"] >= 0.8, d["root_causes"][:2]
-    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    told = advice_of(d)
     assert advice in told, told
 
 

@@ -4,7 +4,7 @@ checkpoint is written to (torch.save's short write)."""
 
 from __future__ import annotations
 
-from tests.cli_runs import assert_the_check_decides, explained
+from tests.cli_runs import advice_of, assert_the_check_decides, explained
 
 _POPEN = (
     "Traceback (most recent call last):\n"
@@ -31,7 +31,7 @@ def test_a_data_file_the_script_opens_is_not_a_missing_program() -> None:
         "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.jsonl'",
         "--no-embed",
     )
-    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    told = advice_of(d)
     assert "program the job starts" not in told and "R02" not in [
         c["id"] for c in d["root_causes"][:1]
     ]

@@ -240,19 +240,7 @@ def test_a_routine_line_runs_its_regex_only_on_a_text_that_holds_its_own_literal
     for text in texts:
         assert routine.which(text) == unscreened.which(text)
     ran: list[str] = []
-
-    class Spy:
-        def __init__(self, line: Any) -> None:
-            self.line = line
-
-        def search(self, text: str) -> object:
-            ran.append(self.line.id)
-            return self.line.pattern.search(text)
-
-    spied = dataclasses.replace(
-        routine,
-        lines=tuple(dataclasses.replace(line, pattern=Spy(line)) for line in routine.lines),
-    )
+    spied = _spied(routine, ran)
     j = next(i for i, lits in enumerate(routine.line_screens) if lits is not None)
 
     def holds_any(text: str, lits: tuple[str, ...]) -> bool:
@@ -280,6 +268,15 @@ def test_a_text_without_any_routine_literal_runs_only_the_lines_that_have_none()
     ]
     assert 0 < len(without) < len(routine.lines) // 4
     ran: list[str] = []
+    spied = _spied(routine, ran)
+    assert spied.which("RuntimeError: NCCL communicator was aborted on rank 3.") is None
+    assert ran == without
+    echo = "++ git rev-parse --show-toplevel"
+    assert spied.which(echo).id == routine.which(echo).id == "shell-xtrace-echo"  # type: ignore[union-attr]
+
+
+def _spied(routine: Any, ran: list[str]) -> Any:
+    """`routine` whose lines append their id to `ran` each time their pattern is tried."""
 
     class Spy:
         def __init__(self, line: Any) -> None:
@@ -289,11 +286,7 @@ def test_a_text_without_any_routine_literal_runs_only_the_lines_that_have_none()
             ran.append(self.line.id)
             return self.line.pattern.search(text)
 
-    spied = dataclasses.replace(
+    return dataclasses.replace(
         routine,
         lines=tuple(dataclasses.replace(line, pattern=Spy(line)) for line in routine.lines),
     )
-    assert spied.which("RuntimeError: NCCL communicator was aborted on rank 3.") is None
-    assert ran == without
-    echo = "++ git rev-parse --show-toplevel"
-    assert spied.which(echo).id == routine.which(echo).id == "shell-xtrace-echo"  # type: ignore[union-attr]

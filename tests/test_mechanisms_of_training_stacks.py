@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import assert_the_check_decides, assert_top, explained
+from tests.cli_runs import advice_of, assert_the_check_decides, assert_top, explained
 
 NCCL_TESTS_DEVICE_PAST_THE_NODE = """$ mpirun -np 16 --host g0010:8,g0016:8 ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8
 # nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
@@ -172,5 +172,5 @@ def test_an_nvls_bind_failure_is_read_as_the_fabric_with_its_advice() -> None:
     d = explained(NVLS_BIND_FAILED, "--no-embed")
     assert_top(d, "symptoms", "S12")
     assert_top(d, "root_causes", "R28")
-    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    told = advice_of(d)
     assert "NCCL_NVLS_ENABLE=0" in told, told

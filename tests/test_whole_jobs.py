@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.cli_runs import advice_of
 from triage.cli import main
 
 CASES = Path(__file__).resolve().parents[1] / "corpus_samples" / "third_party"
@@ -1060,7 +1061,7 @@ def test_the_stack_faulthandler_printed_when_the_watchdog_aborted_is_not_where_i
     # is where it waited, not a failure raised inside torch.compile (its advice came first)
     d = _diagnose("a_torchtitan_qwen3_run285_allgather_timeout")
     assert d["outcome"]["id"] == "hung"
-    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    told = advice_of(d)
     assert "torch.compile" not in told
 
 
@@ -1091,7 +1092,7 @@ def test_a_checkpoint_write_that_came_up_short_is_the_storage_not_a_load() -> No
     assert d["symptoms"][0]["id"] == "S28"
     assert d["root_causes"][0]["id"] == "R05"
     assert "free space and quota" in d["fix_patterns"][0]["actions"][0]
-    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    told = advice_of(d)
     assert "Load into a model" not in told
 
 
