@@ -140,7 +140,7 @@ def _decide(
             said = _clip(_line_of(stuck).replace("`", ""), 160)
             return Outcome(
                 OutcomeKind.HUNG,
-                _cap(f"the job printed nothing after `{said}` until {first.why}"),
+                _cap(f"no progress and no process exit after `{said}` until {first.why}"),
                 _refs([stuck, first.event]),
             )
         # a scheduler's own words say most; of several (a file runs were appended to), the
