@@ -227,6 +227,17 @@ def test_a_broken_regex_of_any_kind_is_reported_with_its_file_and_item(
     assert "bad regex" in found[(name, item)]
 
 
+def test_the_broken_regex_of_a_list_is_named_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a list of regexes is matched as one alternation; where one is broken the report quotes
+    # that one, not the whole joined pattern the author never wrote
+    edit = {"exit_reports": [r"exit code \d+", "[z-a]", r"return code = \d+"]}
+    found = _problems(_rules_with(tmp_path, "outcome.yaml", edit), monkeypatch)
+    assert "bad regex '[z-a]'" in found[("outcome.yaml", "exit_reports")]
+    assert "exit code" not in found[("outcome.yaml", "exit_reports")]
+
+
 def test_a_routine_line_runs_its_regex_only_on_a_text_that_holds_its_own_literals() -> None:
     # each routine line is screened by its own literals, not only by the union of all of
     # them: the same line is found for every example, and a pattern is never run on a text

@@ -32,7 +32,7 @@ from typing import Any
 
 import regex
 
-from triage.knowledge.problems import compile_regex, pattern_with_examples
+from triage.knowledge.problems import compile_alternation, compile_regex, pattern_with_examples
 
 KIND = "cascade"
 _KEYS = {
@@ -210,10 +210,7 @@ def _alternation(
     if not messages:
         report(item, "needs at least one message regex")
         return None
-    for text in messages:
-        if compile_regex(text, item, report, regex.I) is None:
-            return None
-    return compile_regex("|".join(messages), item, report, regex.I)
+    return compile_alternation(messages, item, report, regex.I)
 
 
 def _messages_with_examples(

@@ -30,7 +30,7 @@ from typing import Any
 import regex
 
 from triage import regex_cache
-from triage.knowledge.problems import compile_regex
+from triage.knowledge.problems import compile_alternation, compile_regex
 from triage.model import StackFrame
 
 KIND = "frames"
@@ -97,9 +97,9 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
             continue
         if compile_regex(spec["pattern"], item, report) is None:
             continue
-        parts.append(f"(?:{spec['pattern']})")
+        parts.append(spec["pattern"])
     frames = LibraryFrames(
-        regex_cache.compile("|".join(parts)) if parts else None,
+        compile_alternation(parts, "frames", report),
         *_waiting(body.get("waiting"), report),
     )
     examples = body.get("examples") or {}

@@ -32,8 +32,7 @@ from typing import Any
 
 import regex
 
-from triage import regex_cache
-from triage.knowledge.problems import check_examples, compile_regex
+from triage.knowledge.problems import check_examples, compile_alternation, compile_regex
 
 KIND = "frameworks"
 _KEYS = {"kind", "frameworks", "launchers", "gpu_seen"}
@@ -205,10 +204,8 @@ def _markers(raw: Any, what: str, report: Callable[[str, str], None]) -> tuple[M
         if not seen or not examples:
             report(item, "needs `seen` (regexes) and `examples` (lines they must match)")
             continue
-        try:
-            pattern = regex_cache.compile("|".join(f"(?:{p})" for p in seen))
-        except regex.error as exc:
-            report(item, f"bad regex in `seen`: {exc}")
+        pattern = compile_alternation(seen, f"{item} seen", report)
+        if pattern is None:
             continue
         for example in examples:
             if not pattern.search(example):
@@ -236,10 +233,8 @@ def _named(
     named = _strings(spec.get("named"), f"{item} named", report)
     if not named:
         return None, None
-    try:
-        pattern = regex_cache.compile("|".join(f"(?:{p})" for p in named))
-    except regex.error as exc:
-        report(item, f"bad regex in `named`: {exc}")
+    pattern = compile_alternation(named, f"{item} named", report)
+    if pattern is None:
         return None, None
     name = str(spec.get("name") or "")
     if name and not pattern.search(name):

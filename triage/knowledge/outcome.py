@@ -29,7 +29,7 @@ from typing import Any
 
 import regex
 
-from triage.knowledge.problems import compile_regex
+from triage.knowledge.problems import compile_alternation
 
 KIND = "outcome"
 _KEYS = {
@@ -151,10 +151,7 @@ def _alternation(
     a missing `required` list is reported)."""
     if raw is None and not required:
         return None
-    names = _names(raw, item, report)
-    return (
-        compile_regex("|".join(f"(?:{p})" for p in names), item, report, flags) if names else None
-    )
+    return compile_alternation(_names(raw, item, report), item, report, flags)
 
 
 def _time_limits(

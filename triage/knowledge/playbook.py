@@ -31,7 +31,7 @@ from typing import Any
 
 import regex
 
-from triage import regex_cache, taxonomy
+from triage import taxonomy
 from triage.knowledge.actions import (
     JOB_FACT_NAMES,
     Action,
@@ -39,6 +39,7 @@ from triage.knowledge.actions import (
     JobConditions,
     parse_action,
 )
+from triage.knowledge.problems import compile_alternation
 
 KIND = "playbook"
 
@@ -169,10 +170,8 @@ def _same_advice(raw: Any, report: Callable[[str, str], None]) -> dict[str, rege
         if not _texts(said) or not _texts(examples) or len(examples) < 2:
             report(item, "needs `said` (regexes) and two or more `examples` that say the idea")
             continue
-        try:
-            pattern = regex_cache.compile("|".join(f"(?:{p})" for p in said))
-        except regex.error as exc:
-            report(item, f"bad regex in `said`: {exc}")
+        pattern = compile_alternation(said, f"{item} said", report)
+        if pattern is None:
             continue
         for example in examples:
             if not pattern.search(example):

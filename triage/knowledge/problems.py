@@ -6,7 +6,7 @@ one run shows everything that is wrong with a folder of rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -131,4 +131,22 @@ def compile_regex(
         return regex_cache.compile(text, flags)
     except regex.error as exc:
         report(item, f"bad regex {text!r}: {exc}")
+        return None
+
+
+def compile_alternation(
+    texts: Sequence[str], item: str, report: Callable[[str, str], None], flags: int = 0
+) -> regex.Pattern[str] | None:
+    """Several of a knowledge file's regexes as one pattern that matches where any of them
+    does (each in its own group, so an inline `|` stays inside it); None for none, or where
+    one does not compile: that one is reported with its item, like `compile_regex`."""
+    if not texts:
+        return None
+    try:
+        return regex_cache.compile("|".join(f"(?:{text})" for text in texts), flags)
+    except regex.error as exc:
+        # name the one that is broken; each may compile alone and still clash (a group name
+        # used twice)
+        if all(compile_regex(text, item, report, flags) is not None for text in texts):
+            report(item, f"the regexes do not compile as one: {exc}")
         return None
