@@ -1151,10 +1151,22 @@ def test_a_job_that_sat_on_an_ib_error_until_its_time_limit_hung() -> None:
     # nccl test on 2 Cori-GPU nodes: rank 10's `NCCL WARN NET/IB : Got completion with error
     # 12`, then nothing (no exit, no result from the other ranks) until Slurm's time limit:
     # it sat there, it was not stopped while working
-    d = _diagnose("f_nersc_nccl_test_srun_16rank_ib_completion_error_then_time_limit")
+    case = "f_nersc_nccl_test_srun_16rank_ib_completion_error_then_time_limit"
+    d = _diagnose(case)
     assert d["outcome"]["id"] == "hung"
     assert "Got completion with error 12" in d["outcome"]["why"]
     assert d["symptoms"][0]["id"] == "S12"
+    # the report's hang says what the outcome says (it was null: "no hang" beside "Hung")
+    assert d["hang"]["detected"] is True
+    assert d["hang"]["explanation"].startswith("hang: no progress and no process exit after")
+    assert d["hang"]["lagging_ranks"] == []  # who the others waited for is not in the log
+    shown = CliRunner().invoke(
+        main,
+        [*_files(case), "--no-embed", "-q", "--format", "text"],
+        env={"COLUMNS": "200"},
+    )
+    (hang_row,) = [line for line in shown.output.splitlines() if "Hang " in line]
+    assert "no progress and no process exit after" in hang_row, hang_row
 
 
 def test_a_time_limit_after_a_process_reported_its_exit_is_still_a_stop() -> None:

@@ -106,7 +106,8 @@ def correlate(parsed: Sequence[ParsedSource], kb: knowledge.Knowledge | None = N
             facts=AnalysisFacts(analysis_error=f"{type(exc).__name__}: {exc}"),
         )
     try:
-        return replace(found, outcome=outcome.decide(parsed, found, kb.ends, kb.routine))
+        decided = outcome.decide(parsed, found, kb.ends, kb.routine)
+        return replace(found, outcome=decided, hang=outcome.hang_report(decided, found))
     except Exception as exc:  # noqa: BLE001 - the rest of the diagnosis still stands
         return replace(
             found,

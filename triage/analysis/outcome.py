@@ -36,6 +36,7 @@ from triage.model import (
     EvidenceRef,
     FaultHandlerFacts,
     Finding,
+    HangReport,
     HangShape,
     Level,
     LineNotice,
@@ -632,6 +633,22 @@ def _hung(found: Analysis, then: str, extra: Sequence[Event]) -> Outcome:
         what += f" in {op}"
     shown = [*found.cascade_events[:2], *extra]
     return Outcome(OutcomeKind.HUNG, _cap(f"{what} until a timeout{then}"), _refs(shown))
+
+
+def hang_report(decided: Outcome, found: Analysis) -> HangReport | None:
+    """The hang the report shows: correlate's, or, for a job the outcome found hung without it
+    (it sat on an error until its time limit: no collective timed out, no stack was taken),
+    one that says so, so that the report's hang never denies its own outcome."""
+    if decided.id is not OutcomeKind.HUNG or (found.hang is not None and found.hang.detected):
+        return found.hang
+    why = decided.why
+    return HangReport(
+        detected=True,
+        lagging_ranks=(),
+        process_group=None,
+        collective=None,
+        account=why[:1].lower() + why[1:],
+    )
 
 
 def _who(ev: Event) -> str:

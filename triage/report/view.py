@@ -322,6 +322,10 @@ def _hang(d: Diagnosis) -> Hang | None:
         seq = h.collective.seq
     op_text = c.short(str(op), 80) if op else None
     pg = c.short(h.process_group, 120) if h.process_group else None
+    if not h.lagging_ranks and not op and not pg and h.account:
+        # nobody is known to be behind and no collective is named (a job that sat on an
+        # error until its time limit): what happened says more than "the ranks waited"
+        return Hang(True, c.short(h.account, 300), collective, explanation)
     head = wording.hang_headline(
         h.lagging_ranks, op_text, seq, pg, h.waiter, _entered_with_another(d, seq)
     )
