@@ -1221,3 +1221,30 @@ def test_a_first_failure_only_a_waiting_rank_reported_says_so() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "the first error in the logs is rank 0's report of its own wait" in result.output
+
+
+def test_wandbs_exit_summary_after_a_traceback_is_not_progress_past_it(tmp_path: Path) -> None:
+    # a Trainer's checkpoint save raises; wandb then prints its run summary as the process
+    # exits (`wandb:   train/global_step 260`): read as a step logged after the exception,
+    # it made the traceback one the job went on from, and the job "incomplete"
+    lines = [
+        "{'loss': 1.4358, 'learning_rate': 7e-05, 'epoch': 0.52}",
+        " 52%|█████▏    | 260/500 [13:20<12:18,  3.08s/it]Traceback (most recent call last):",
+        '  File "/home/u/sft.py", line 201, in <module>',
+        "    trainer.train()",
+        '  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2350, in _save_checkpoint',
+        "    self.save_model(output_dir, _internal_call=True)",
+        '  File "/venv/lib/python3.11/site-packages/safetensors/torch.py", line 281, in save_file',
+        "    serialize_file(_flatten(tensors), filename, metadata=metadata)",
+        "safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 122, "
+        'kind: FilesystemQuotaExceeded, message: "Disk quota exceeded" })',
+        "wandb: Run summary:",
+        "wandb:         train/epoch 0.52",
+        "wandb:   train/global_step 260",
+        "wandb:          train/loss 1.4358",
+        "wandb: Synced 5 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)",
+    ]
+    d = _diagnose_lines(tmp_path, "train.err", lines)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "Disk quota exceeded" in d["outcome"]["why"]
+    assert d["symptoms"][0]["id"] == "S28"

@@ -49,6 +49,7 @@ PROGRESS: dict[str, frozenset[str]] = {
     "hf": frozenset({"epoch"}),
     "tqdm": frozenset({"step", "total"}),
     "setup_bar": frozenset(),
+    "not_progress": frozenset(),
     "step": frozenset({"step", "total"}),
     "bar_step": frozenset({"step"}),
     "iteration": frozenset({"step", "total"}),

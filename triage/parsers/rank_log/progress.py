@@ -87,6 +87,8 @@ def _read_progress(
     """(step, total, epoch, rank named in the message) of a progress line, or None, read with
     the knowledge's progress shapes (`rules/log_shapes.yaml`)."""
     shapes, guards = tables.shapes.progress, tables.shapes.progress_guards
+    if holds(text, guards["not_progress"]) and shapes["not_progress"].search(text):
+        return None  # another tool's line about the run (wandb's exit summary)
     # each pattern runs only when its guard's literals are there (most lines hold none)
     if holds(text, guards["megatron"]):
         m = shapes["megatron"].search(text)
