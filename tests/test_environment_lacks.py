@@ -4,6 +4,8 @@ checkpoint is written to (torch.save's short write)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.cli_runs import advice_of, assert_the_check_decides, explained
 
 _POPEN = (
@@ -45,3 +47,20 @@ def test_a_checkpoint_file_the_storage_took_only_part_of_is_a_storage_limit() ->
         "R05",
         "check free space and quota on the checkpoint path",
     )
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        # Apptainer on LUMI, each of eight srun tasks
+        'FATAL:   "bris": executable file not found in $PATH',
+        # bash running a Slurm batch script
+        "/var/spool/slurmd/job4242/slurm_script: line 12: bris: command not found",
+        # dash (`/bin/sh` on Debian and Ubuntu)
+        "/bin/sh: 1: bris: not found",
+    ],
+)
+def test_a_command_the_shell_or_container_cannot_find_is_a_missing_program(said: str) -> None:
+    # nothing of the job ran: the program is missing where its tasks run, which is what to
+    # fix (an environment not activated, an image without it), named in the advice
+    assert_the_check_decides(said, "S05", "R02", "Make `bris` exist where the tasks run")
