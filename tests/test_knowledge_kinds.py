@@ -217,6 +217,7 @@ def test_the_log_parser_searches_a_progress_shape_only_where_its_guard_holds(
         ("masks.yaml", {"salient": "(unclosed"}, "salient"),
         ("exits.yaml", {"restarts": {"pattern": "(", "examples": {}}}, "restarts"),
         ("outcome.yaml", {"hang_deaths": ["[z-a]"]}, "hang_deaths"),
+        ("outcome.yaml", {"output_streams": ["[z-a]"]}, "output_streams"),
         ("frameworks.yaml", {"gpu_seen": {"pattern": "cuda:(", "examples": {}}}, "gpu_seen"),
     ],
 )

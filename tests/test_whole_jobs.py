@@ -1248,3 +1248,53 @@ def test_wandbs_exit_summary_after_a_traceback_is_not_progress_past_it(tmp_path:
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert "Disk quota exceeded" in d["outcome"]["why"]
     assert d["symptoms"][0]["id"] == "S28"
+
+
+def _two_streams(tmp_path: Path, stdout_after_end: list[str]) -> dict[str, Any]:
+    """A Slurm job's `.out` (a training that says it is done, then `stdout_after_end`) and
+    `.err` (ending in an uncaught ImportError), diagnosed together."""
+    (tmp_path / "qwen-16453144.out").write_text(
+        "\n".join(
+            [
+                "{'loss': 1.05, 'grad_norm': 0.4, 'learning_rate': 2e-06, 'epoch': 0.99}",
+                "{'train_runtime': 7301.29, 'train_samples_per_second': 1.948, 'epoch': 1.0}",
+                "Training completed!",
+                *stdout_after_end,
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "qwen-16453144.err").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/lm_eval/__main__.py", line 10, in <module>\n'
+        "    from lm_eval import evaluator, utils\n"
+        '  File "/venv/lib/python3.11/site-packages/lm_eval/api/metrics.py", line 9, in <module>\n'
+        "    import sacrebleu\n"
+        "ModuleNotFoundError: No module named 'sacrebleu'\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_an_exception_closing_stderr_after_stdout_went_past_its_end_line_is_how_it_ended(
+    tmp_path: Path,
+) -> None:
+    # a batch script trains ("Training completed!"), starts its evaluation phase on stdout,
+    # and the evaluation's import fails, the last thing on stderr: the job as submitted
+    # failed there, not "finished, with a fault somewhere"
+    d = _two_streams(tmp_path, ["", "========== PHASE 2: Evaluation (MMLU, GSM8K) =========="])
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "sacrebleu" in d["outcome"]["why"]
+
+
+def test_an_exception_on_stderr_beside_a_stdout_that_ends_at_its_end_line_is_not_ordered(
+    tmp_path: Path,
+) -> None:
+    # nothing shows the job going on after it said it was done: which came last is not in
+    # the logs, and the end line stands, with the fault said beside it
+    d = _two_streams(tmp_path, [])
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "its logs hold a fault" in d["summary"]

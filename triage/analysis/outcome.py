@@ -22,7 +22,7 @@ rules/templates.yaml), the reasons and stop exceptions are `kind: outcome`
 from __future__ import annotations
 
 import ntpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from triage.analysis.ranks import format_ranks, outermost_frame, ranks_named, ref
@@ -52,6 +52,8 @@ from triage.model import (
 _FAULT_KINDS = (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION)
 # what ends a process whatever it printed before: an exit, a kill
 _ENDING_KINDS = (EventKind.RANK_EXIT, EventKind.ELASTIC_ERROR, EventKind.SIGNAL)
+# the blank or routine lines an output stream may end with after its last event
+_STREAM_TAIL = 2
 _MAX_EVIDENCE = 3
 
 
@@ -72,7 +74,8 @@ def decide(
     events = [ev for ps in parsed for ev in ps.events]
     # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
     logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
-    decided = _decide(events, logs, found, ends, routine)
+    lines = {ps.source.path: ps.lines for ps in parsed if ps.source.kind is not SourceKind.TEXT}
+    decided = _decide(events, logs, found, ends, routine, lines)
     if found.later_step_faults and decided.id in (OutcomeKind.FAILED, OutcomeKind.HUNG):
         # quoted in the evidence without weight: say why
         later = found.later_step_faults[0]
@@ -99,6 +102,7 @@ def _decide(
     found: Analysis,
     ends: Ends,
     routine: Routine,
+    lines: Mapping[str, int],
 ) -> Outcome:
     progress = _progress_lines(logs)
     last_progress = _last_progress(progress)
@@ -169,12 +173,16 @@ def _decide(
     succeeded = _success(events)
     ended_badly = [ev for ev in fatal if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed"]
     if succeeded is not None and not any(_notice(ev).target_pid is not None for ev in succeeded[1]):
+        marks = succeeded[1]
         # a script's own end line (not a launcher's exit count) says nothing of what came after
-        # it: an exception raised later in the same file (the final save) is how it ended
+        # it: an exception raised later in the same file (the final save), or closing the job's
+        # other stream while this one went on, is how it ended
         ended_badly += [
             ev
             for ev in fatal
-            if ev.kind in _FAULT_KINDS and _readable(ev) and _after_any(ev, succeeded[1])
+            if ev.kind in _FAULT_KINDS
+            and _readable(ev)
+            and (_after_any(ev, marks) or _ends_the_other_stream(ev, marks, lines, ends))
         ]
     if succeeded is not None and not ended_badly:
         # every process the launcher saw ended well: an exception it printed was handled
@@ -465,6 +473,27 @@ def _after_any(ev: Event, marks: Sequence[Event]) -> bool:
     """`ev` comes after one of `marks` in the same file."""
     return any(
         ev.source == m.source and (ev.line or 0) > (m.end_line or m.line or 0) for m in marks
+    )
+
+
+def _ends_the_other_stream(
+    ev: Event, marks: Sequence[Event], lines: Mapping[str, int], ends: Ends
+) -> bool:
+    """`ev` is how the job's other output stream ends (`job-42.err` beside `job-42.out`: one
+    job's stderr and stdout, never ordered line by line), while the stream with the end line
+    goes on after it: the job did more after it said it was done (its next phase), and an
+    exception closing the other stream is that later work's end, not something before it."""
+    if ev.time is not None:
+        return False  # a stamp orders it where it can; what is left here has none
+    job = ends.job_stream(ev.source)
+    end = max(ev.end_line or 0, ev.line or 0)
+    if job is None or lines.get(ev.source, 0) - end > _STREAM_TAIL:
+        return False
+    return any(
+        m.source != ev.source
+        and ends.job_stream(m.source) == job
+        and lines.get(m.source, 0) - max(m.end_line or 0, m.line or 0) > _STREAM_TAIL
+        for m in marks
     )
 
 

@@ -44,6 +44,7 @@ _KEYS = {
     "printed_and_ignored",
     "time_limits",
     "exit_reports",
+    "output_streams",
 }
 _OUTCOMES = {"stopped", "failed"}
 
@@ -80,6 +81,17 @@ class Ends:
     # (file path's end or "" for any, function) of the outermost frame of a traceback Python
     # prints and goes on from (multiprocessing's exit-time finalizers, `__del__`): no fault
     printed_and_ignored: tuple[tuple[str, str], ...] = ()
+    # the end of a file's name that makes it one output stream of a job (`.out`, `.err`, PBS's
+    # `.o<id>`); what is left of the path, with the group `id`, names the job both belong to
+    output_streams: regex.Pattern[str] | None = None
+
+    def job_stream(self, path: str) -> str | None:
+        """The job an output-stream file belongs to (`logs/job-42` for `logs/job-42.out` and
+        `logs/job-42.err`), None for a file of no such name."""
+        m = self.output_streams.search(path) if self.output_streams is not None else None
+        if m is None:
+            return None
+        return f"{path[: m.start()]}\0{m.groupdict().get('id') or ''}"
 
     def stop_exception(self, exc_type: str | None) -> bool:
         """A Python exception raised because somebody stopped the job (Ctrl-C, a signal)."""
@@ -137,6 +149,7 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         printed_and_ignored=_frames(body.get("printed_and_ignored"), report),
         time_limits=_time_limits(body.get("time_limits"), reasons, report),
         exit_reports=_alternation(body.get("exit_reports"), "exit_reports", report),
+        output_streams=_alternation(body.get("output_streams"), "output_streams", report),
     )
 
 
