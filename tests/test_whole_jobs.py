@@ -1232,7 +1232,8 @@ def test_wandbs_exit_summary_after_a_traceback_is_not_progress_past_it(tmp_path:
         " 52%|█████▏    | 260/500 [13:20<12:18,  3.08s/it]Traceback (most recent call last):",
         '  File "/home/u/sft.py", line 201, in <module>',
         "    trainer.train()",
-        '  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2350, in _save_checkpoint',
+        '  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2350, '
+        "in _save_checkpoint",
         "    self.save_model(output_dir, _internal_call=True)",
         '  File "/venv/lib/python3.11/site-packages/safetensors/torch.py", line 281, in save_file',
         "    serialize_file(_flatten(tensors), filename, metadata=metadata)",
