@@ -1299,3 +1299,55 @@ def test_an_exception_on_stderr_beside_a_stdout_that_ends_at_its_end_line_is_not
     d = _two_streams(tmp_path, [])
     assert d["outcome"]["id"] == "succeeded", d["outcome"]
     assert "its logs hold a fault" in d["summary"]
+
+
+def test_an_untagged_oom_before_the_others_wait_is_the_failure_not_a_silent_rank(
+    tmp_path: Path,
+) -> None:
+    # the `deepspeed` runner on two local GPUs writes one untagged console: rank 0's CUDA
+    # OOM has no rank on its lines, and rank 1's watchdog names itself (`[Rank 1]`) half an
+    # hour later. The OOM sat "before the ranks' own output" and the job read as hung, with
+    # rank 0 "printing nothing while the others failed"
+    oom = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.90 GiB. GPU 0 "
+        "has a total capacty of 39.39 GiB of which 8.17 GiB is free."
+    )
+    watchdog = (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=175487, OpType=ALLREDUCE, NumelIn=103022592, NumelOut=103022592, "
+        "Timeout(ms)=1800000) ran for 1800721 milliseconds before timing out."
+    )
+    d = _diagnose_lines(
+        tmp_path,
+        "finetune.out",
+        [
+            "[2024-08-18 05:18:21,804] [INFO] [launch.py:151:main] nnodes=1, "
+            "num_local_procs=2, node_rank=0",
+            "[2024-08-18 05:18:21,804] [INFO] [launch.py:163:main] dist_world_size=2",
+            "{'loss': 1.2, 'learning_rate': 2e-05, 'epoch': 0.02}",
+            "  2%|▏         | 775/33687 [36:10<24:45:22,  2.71s/it]Traceback (most recent call "
+            "last):",
+            '  File "/home/u/llava/train/train.py", line 1026, in train',
+            "    trainer.train()",
+            '  File "/env/lib/python3.10/site-packages/transformers/models/mistral/'
+            'modeling_mistral.py", line 1176, in forward',
+            "    shift_logits = logits[..., :-1, :].contiguous()",
+            oom,
+            watchdog,
+            "[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to "
+            "the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+            "corrupted/incomplete data.",
+            "[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire "
+            "process down.",
+            "[2024-08-18 06:28:59,972] [INFO] [launch.py:315:sigkill_handler] Killing subprocess "
+            "120084",
+        ],
+    )
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "OutOfMemoryError" in d["outcome"]["why"]
+    assert d["culprit_ranks"] == [0]
+    assert "OutOfMemoryError" in d["first_failure"]["text"]
+    assert d["symptoms"][0]["id"] == "S14"
+    said = " ".join(f["summary"] for f in d["findings"])
+    assert "printed nothing while the others failed" not in said, said
+    assert "no error of their own" not in said, said

@@ -161,7 +161,8 @@ def analyse(
     has_initiating = any(p.role == "initiating" and p.rank is not None for p in placed) or bool(
         consequences.sizes_odd_ones(fr)
     )
-    culprit.vote_absent(votes, silent, has_initiating, never_joined)
+    unnamed_error = any(p.role == "initiating" and p.rank is None for p in placed)
+    culprit.vote_absent(votes, silent, has_initiating, never_joined, unnamed_error)
     culprits = culprit.pick(votes)
     if not culprits and w.explicit and w.size == 1 and any(p.role == "initiating" for p in placed):
         # a job of one process (its world size stated): whatever failed, failed on rank 0
@@ -176,7 +177,7 @@ def analyse(
     # the cascade messages that say their rank waited until a timeout fired (read twice below)
     waited = [p for p in cascade_events if waited_until_timeout(p.event.text, kb)]
     launch = launch_findings(never_joined, topo)
-    silent_found = silent_findings(silent, has_initiating, w.size, cascade_events)
+    silent_found = silent_findings(silent, has_initiating, w.size, cascade_events, unnamed_error)
     structural = [*launch, *fr.findings, *spy.findings, *silent_found]
     early = [(r, prog.events[r]) for r in prog.non_finite if r in culprits]
     # a task the launcher killed while it ended the step is never the first failure

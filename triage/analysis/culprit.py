@@ -148,12 +148,23 @@ def vote(
 
 
 def vote_absent(
-    votes: Votes, silent: Sequence[int], has_initiating: bool, never_joined: Sequence[int]
+    votes: Votes,
+    silent: Sequence[int],
+    has_initiating: bool,
+    never_joined: Sequence[int],
+    unnamed_error: bool = False,
 ) -> None:
-    """Ranks that said nothing while the others failed, and ranks that never started."""
+    """Ranks that said nothing while the others failed, and ranks that never started;
+    `unnamed_error`: an error on no rank's line started the failure."""
     # their ranks come from the world size and the launcher's topology, not from a message
     for r in silent:
-        signal = "silent_beside_errors" if has_initiating else "silent_alone"
+        signal = (
+            "silent_beside_errors"
+            if has_initiating
+            else "silent_beside_unnamed_error"
+            if unnamed_error
+            else "silent_alone"
+        )
         votes.add(r, signal, bounded=False)
     for r in never_joined:
         votes.add(r, "never_joined", bounded=False)

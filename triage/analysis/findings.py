@@ -224,18 +224,24 @@ def silent_findings(
     has_initiating: bool,
     world_size: int | None,
     cascade_events: Sequence[timeline.Placed],
+    unnamed_error: bool = False,
 ) -> list[Finding]:
-    """Ranks that printed nothing while the others complained (when nobody raised)."""
+    """Ranks that printed nothing while the others complained (when nobody raised);
+    `unnamed_error`: an error no rank's line names started the failure (it may be theirs)."""
     if not silent or has_initiating:
         return []
     complaint = min(cascade_events, key=by_time, default=None)
+    said = (
+        "printed no error under their own rank while the others failed; the error no rank's "
+        "line names may be theirs"
+        if unnamed_error
+        else "printed no error of their own while the others failed: they were missing, "
+        "behind or stuck elsewhere"
+    )
     return [
         Finding(
             kind=FindingKind.MISSING_RANK,
-            summary=(
-                f"rank(s) {format_ranks(silent)} of {world_size} printed no error of their "
-                "own while the others failed: they were missing, behind or stuck elsewhere"
-            ),
+            summary=f"rank(s) {format_ranks(silent)} of {world_size} {said}",
             ranks=tuple(silent),
             evidence=(ref(complaint.event, complaint.rank),) if complaint else (),
             facts=MissingRankFacts(world_size=world_size, silent=tuple(silent)),

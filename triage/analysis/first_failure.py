@@ -127,8 +127,15 @@ def pick_first_failure(
                 time_resolution=rec.exit.time_resolution,
             )
     # a culprit that printed nothing: the finding that points at it is the first failure
+    unnamed = [p for p in initiating if p.rank is None]
     for f in structural:
         hit = [r for r in f.ranks if r in culprits]
+        if hit and f.kind is FindingKind.MISSING_RANK and unnamed:
+            # silent under its own rank, but an error on no rank's line started it (a console
+            # the launcher writes untagged): that error is the failure, most likely the silent
+            # rank's own; quoted as it stands, put on the rank only where one is silent
+            told = from_placed(min(_telling(unnamed), key=by_time))
+            return replace(told, rank=hit[0] if len(culprits) == 1 else None)
         if hit:
             # the rank's own record (its dump's entry), else a line about the whole job
             e = next((x for x in f.evidence if x.rank == hit[0]), None) or next(

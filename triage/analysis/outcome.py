@@ -109,10 +109,12 @@ def _decide(
     stops = _stops(events, ends) or _stopped_from_outside(events, ends)
     stop_caused = _stop_consequences(events, ends) if stops else set()
     faults = [ev for ev in _faults(events, found, ends, routine) if id(ev) not in stop_caused]
-    # where each file's rank-tagged lines begin (`srun -l`'s `3: `, torchrun's `[rank3]:`)
+    # where each file's rank-tagged lines begin (`srun -l`'s `3: `, torchrun's `[rank3]:`); a
+    # rank only the message names (c10d's `[Rank 1] Watchdog caught ...` on an untagged
+    # console) says nothing of where the ranks' own output begins
     first_tagged: dict[str, int] = {}
     for ev in logs:
-        if ev.rank is not None and ev.line is not None:
+        if ev.rank is not None and ev.tagged_rank is None and ev.line is not None:
             first_tagged[ev.source] = min(ev.line, first_tagged.get(ev.source, ev.line))
     fatal = [
         ev
@@ -163,7 +165,10 @@ def _decide(
         if mine:
             # the rank the others waited for had failed by itself: the job failed there, and
             # the wait is what the others suffered
-            failed = _failed(mine, found)
+            # a fault on no rank's line is quoted as it stands, not as correlate's account of
+            # the rank it put first (that rank printed nothing it could call its own)
+            named = all(ev.rank is not None for ev in mine)
+            failed = _failed(mine, found if named else replace(found, first_failure=None))
             return Outcome(
                 OutcomeKind.FAILED,
                 f"{failed.why}; the other ranks then waited until a timeout",
@@ -632,18 +637,28 @@ def _failed(faults: Sequence[Event], found: Analysis, then: _Stop | None = None)
 
 def _waited_for_failed(found: Analysis, fatal: Sequence[Event], ends: Ends) -> list[Event]:
     """The fatal faults of the ranks the others waited for, when correlate found that those
-    ranks had failed by themselves (the hang's shape `failed`, triage.analysis.hang_shape);
-    the watchdog's own abort is the wait's consequence, not such a fault."""
-    if found.hang is None or found.hang.shape is not HangShape.FAILED:
+    ranks had failed by themselves (the hang's shape `failed`, triage.analysis.hang_shape), or
+    a fault that started it all and names no rank (a launcher's console with no rank tags)
+    while the ones waited for are known: what kept them away. The watchdog's own abort is the
+    wait's consequence, not such a fault."""
+    hang = found.hang
+    if hang is None:
+        return []
+    failed_by_themselves = hang.shape is HangShape.FAILED
+    if not failed_by_themselves and not hang.lagging_ranks:
         return []
     culprits = set(found.culprit_ranks)
     deaths = ends.hang_deaths
     cascade = {id(ev) for ev in found.cascade_events}
+    started = {id(ev) for ev in found.initiating_events}
     return [
         ev
         for ev in fatal
         if ev.kind in _FAULT_KINDS
-        and ev.rank in culprits
+        and (
+            (failed_by_themselves and ev.rank in culprits)
+            or (ev.rank is None and id(ev) in started)
+        )
         and id(ev) not in cascade
         and _readable(ev)
         and not (deaths is not None and deaths.search(ev.text))

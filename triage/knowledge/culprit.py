@@ -51,6 +51,7 @@ SIGNALS: dict[str, frozenset[str]] = {
     "settings_minority": frozenset(),
     "silent_alone": frozenset(),
     "silent_beside_errors": frozenset(),
+    "silent_beside_unnamed_error": frozenset(),
     "never_joined": frozenset(),
 }
 _STRENGTHS = ("default", "nccl_warn", "error_line", "marker")
