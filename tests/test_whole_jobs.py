@@ -1351,3 +1351,25 @@ def test_an_untagged_oom_before_the_others_wait_is_the_failure_not_a_silent_rank
     said = " ".join(f["summary"] for f in d["findings"])
     assert "printed nothing while the others failed" not in said, said
     assert "no error of their own" not in said, said
+
+
+def test_a_best_effort_numa_binding_warning_is_not_why_a_ray_worker_died(tmp_path: Path) -> None:
+    # verl's train workers try to bind to their GPU's NUMA node and log the failure and go on:
+    # the missing libnuma.so read as an import error (S02 at 94%) for a job whose actor
+    # process died 21 steps later
+    d = _diagnose_lines(
+        tmp_path,
+        "train.out",
+        [
+            "(WorkerDict pid=626895) Warning: Failed to set NUMA affinity: libnuma.so: cannot "
+            "open shared object file: No such file or directory",
+            *[f"step:{i} - actor/loss:0.1 - critic/score/mean:0.5" for i in range(1, 6)],
+            "(raylet) A worker died or was killed while executing a task by an unexpected system "
+            "error. To troubleshoot the problem, check the logs for the dead worker. Worker exit "
+            "type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection "
+            "error code 2. End of file.",
+        ],
+    )
+    assert d["outcome"]["id"] == "failed"
+    assert d["symptoms"][0]["id"] in ("S27", "S15"), d["symptoms"][:2]
+    assert "S02" not in [s["id"] for s in d["symptoms"] if s["score"] >= 0.3]
