@@ -56,8 +56,8 @@ def test_a_checkpoint_file_the_storage_took_only_part_of_is_a_storage_limit() ->
         'FATAL:   "bris": executable file not found in $PATH',
         # bash running a Slurm batch script
         "/var/spool/slurmd/job4242/slurm_script: line 12: bris: command not found",
-        # dash (`/bin/sh` on Debian and Ubuntu)
-        "/bin/sh: 1: bris: not found",
+        # zsh
+        "zsh: command not found: bris",
     ],
 )
 def test_a_command_the_shell_or_container_cannot_find_is_a_missing_program(said: str) -> None:
