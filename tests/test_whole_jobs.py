@@ -1373,3 +1373,39 @@ def test_a_best_effort_numa_binding_warning_is_not_why_a_ray_worker_died(tmp_pat
     assert d["outcome"]["id"] == "failed"
     assert d["symptoms"][0]["id"] in ("S27", "S15"), d["symptoms"][:2]
     assert "S02" not in [s["id"] for s in d["symptoms"] if s["score"] >= 0.3]
+
+
+@pytest.mark.parametrize(
+    ("case", "outcome", "symptoms", "culprits"),
+    [
+        # lane G, each read as it arrived and then fixed by the mechanism named in the tests
+        # above: the same verdicts on the jobs' real, whole logs
+        (
+            "g_peft_trl_eddie_1gpu_trl_sft_checkpoint_save_disk_quota_exceeded",
+            "failed",
+            ["S28"],
+            [],
+        ),
+        ("g_hftrl_slurm_1gpu_trl_sft_done_then_lm_eval_sacrebleu_missing", "failed", ["S02"], []),
+        ("g_bris_lumi_srun_8task_singularity_executable_not_found", "failed", ["S05"], []),
+        (
+            "g_chartwiz_deepspeed_2gpu_rank0_cuda_oom_then_rank1_allreduce_watchdog",
+            "failed",
+            ["S14"],
+            [0],
+        ),
+        (
+            "g_verl_fork_ray_1gpu_grpo_actor_worker_died_unexpected_system_error_step21",
+            "failed",
+            ["S27", "S15"],
+            [],
+        ),
+    ],
+)
+def test_lane_g_jobs_read_as_their_logs_show(
+    case: str, outcome: str, symptoms: list[str], culprits: list[int]
+) -> None:
+    d = _diagnose(case)
+    assert d["outcome"]["id"] == outcome, d["outcome"]
+    assert d["symptoms"][0]["id"] in symptoms, d["symptoms"][:2]
+    assert d["culprit_ranks"] == culprits
