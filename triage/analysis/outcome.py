@@ -485,21 +485,22 @@ def _ends_the_other_stream(
     ev: Event, marks: Sequence[Event], lines: Mapping[str, int], ends: Ends
 ) -> bool:
     """`ev` is how the job's other output stream ends (`job-42.err` beside `job-42.out`: one
-    job's stderr and stdout, never ordered line by line), while the stream with the end line
-    goes on after it: the job did more after it said it was done (its next phase), and an
-    exception closing the other stream is that later work's end, not something before it."""
-    if ev.time is not None:
-        return False  # a stamp orders it where it can; what is left here has none
+    job's stderr and stdout, never ordered line by line) and came after the end line: by their
+    stamps where both have one, else because the stream with the end line goes on after it
+    (the job did more after it said it was done: its next phase, whose end this is)."""
     job = ends.job_stream(ev.source)
     end = max(ev.end_line or 0, ev.line or 0)
     if job is None or lines.get(ev.source, 0) - end > _STREAM_TAIL:
         return False
-    return any(
-        m.source != ev.source
-        and ends.job_stream(m.source) == job
-        and lines.get(m.source, 0) - max(m.end_line or 0, m.line or 0) > _STREAM_TAIL
-        for m in marks
-    )
+    for m in marks:
+        if m.source == ev.source or ends.job_stream(m.source) != job:
+            continue
+        if ev.time is not None and m.time is not None:
+            if ev.time > m.time:
+                return True
+        elif lines.get(m.source, 0) - max(m.end_line or 0, m.line or 0) > _STREAM_TAIL:
+            return True
+    return False
 
 
 def _stuck_until(
