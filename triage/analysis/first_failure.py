@@ -133,9 +133,10 @@ def pick_first_failure(
         if hit and f.kind is FindingKind.MISSING_RANK and unnamed:
             # silent under its own rank, but an error on no rank's line started it (a console
             # the launcher writes untagged): that error is the failure, most likely the silent
-            # rank's own; quoted as it stands, put on the rank only where one is silent
+            # rank's own, quoted as it stands and on no rank (the culprit row names the silent
+            # one; the line is no other rank's report about it)
             told = from_placed(min(_telling(unnamed), key=by_time))
-            return replace(told, rank=hit[0] if len(culprits) == 1 else None)
+            return replace(told, rank=None)
         if hit:
             # the rank's own record (its dump's entry), else a line about the whole job
             e = next((x for x in f.evidence if x.rank == hit[0]), None) or next(
