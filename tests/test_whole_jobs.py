@@ -1347,6 +1347,8 @@ def test_an_untagged_oom_before_the_others_wait_is_the_failure_not_a_silent_rank
     assert "OutOfMemoryError" in d["outcome"]["why"]
     assert d["culprit_ranks"] == [0]
     assert "OutOfMemoryError" in d["first_failure"]["text"]
+    # quoted as no rank's line: it is not rank 1's report about rank 0
+    assert d["first_failure"]["rank"] is None
     assert d["symptoms"][0]["id"] == "S14"
     said = " ".join(f["summary"] for f in d["findings"])
     assert "printed nothing while the others failed" not in said, said
