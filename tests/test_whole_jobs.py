@@ -1289,6 +1289,8 @@ def test_an_exception_closing_stderr_after_stdout_went_past_its_end_line_is_how_
     d = _two_streams(tmp_path, ["", "========== PHASE 2: Evaluation (MMLU, GSM8K) =========="])
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert "sacrebleu" in d["outcome"]["why"]
+    # ... and the training's own end is said beside it: the model may well be saved
+    assert "after the job said it was done (`Training completed!`)" in d["outcome"]["why"]
 
 
 def test_an_exception_on_stderr_beside_a_stdout_that_ends_at_its_end_line_is_not_ordered(

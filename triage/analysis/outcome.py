@@ -177,25 +177,37 @@ def _decide(
         return _hung(found, "", [])
     succeeded = _success(events)
     ended_badly = [ev for ev in fatal if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed"]
+    after_end: list[Event] = []
     if succeeded is not None and not any(_notice(ev).target_pid is not None for ev in succeeded[1]):
         marks = succeeded[1]
         # a script's own end line (not a launcher's exit count) says nothing of what came after
         # it: an exception raised later in the same file (the final save), or closing the job's
         # other stream while this one went on, is how it ended
-        ended_badly += [
+        after_end = [
             ev
             for ev in fatal
             if ev.kind in _FAULT_KINDS
             and _readable(ev)
             and (_after_any(ev, marks) or _ends_the_other_stream(ev, marks, lines, ends))
         ]
+        ended_badly += after_end
     if succeeded is not None and not ended_badly:
         # every process the launcher saw ended well: an exception it printed was handled
         why, shown = succeeded
         logged = [ev for ev in faults if ev.kind in _FAULT_KINDS]
         return Outcome(OutcomeKind.SUCCEEDED, why, _refs(shown), fault_too=bool(logged))
     if fatal:
-        return _failed(fatal, found)
+        failed = _failed(fatal, found)
+        if (
+            succeeded is not None
+            and after_end
+            and not set(map(id, ended_badly)) - set(map(id, after_end))
+        ):
+            # what the work said of itself stands beside how the job ended: the training may
+            # be done and saved, what failed came after it
+            said = _clip(_line_of(succeeded[1][-1]).replace("`", ""), 80)
+            failed = replace(failed, why=f"{failed.why}, after the job said it was done (`{said}`)")
+        return failed
     diverged = _loss_diverged(found)
     if diverged is not None:
         # no exception, but the loss it reports is no number: the run is lost
