@@ -133,3 +133,19 @@ def test_flash_attn_without_nvcc_and_with_an_old_nvcc_are_told_apart() -> None:
     assert_top(too_old, "root_causes", "R01")
     # an old toolkit is answered with the version it needs
     assert "11.7 or newer" in " ".join(too_old["fix_patterns"][0]["actions"])
+
+
+def test_a_ray_actor_that_became_unavailable_mid_call_is_a_process_gone() -> None:
+    # verl's trainer calling its FSDP actor when the actor's process had died: Ray raises
+    # ActorUnavailableError (its RPC fails with the socket closed), which read as a launch
+    # failure at 20%; it is the actor's process killed mid-work, whose cause the node's
+    # logs hold
+    d = explained(
+        "ray.exceptions.RayTaskError(ActorUnavailableError): ray::TaskRunner.run() "
+        "(pid=2811, ip=10.0.0.7) ray.exceptions.ActorUnavailableError: The actor 2a1b3c is "
+        "unavailable: RpcError: RPC error: Socket closed rpc_code: 14. The task may or may not "
+        "have been executed on the actor.",
+        "--no-embed",
+    )
+    assert_top(d, "symptoms", "S27", "S15")
+    assert "ray logs" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
