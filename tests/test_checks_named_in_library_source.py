@@ -1,0 +1,133 @@
+# ruff: noqa: E501 (pasted tracebacks and log lines are as long as the libraries made them)
+"""A library's own check names the mechanism (issue 21, h32rc), read through `triage explain`:
+CUDA's index_select kernel asserting `srcIndex < srcSelectDimSize` is an embedding lookup past
+its table (the training code's ids), an Auto class without the checkpoint's configuration
+class is a model that class does not support, scikit-learn's ROC AUC of one class is a metric
+computed on one rank's shard, psutil refusing a CPU outside the process's cpuset is the
+container's or allocation's limits, Python's bind failing with EADDRNOTAVAIL is a server given
+another host's address, torch SDPA's cuDNN with no execution plan is the cuDNN release, and
+megatron-core's TransformerConfig refusing two features together is the features' set-up."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_runs import advice_of, assert_the_check_decides, assert_top, explained
+
+# aten/src/ATen/native/cuda/Indexing.cu: the kernel's assert, printed once per failing thread,
+# and torch's note on asynchronous errors; pasted into an issue's markdown, the backticks
+# around the assertion are lost
+EMBEDDING_LOOKUP_PAST_THE_TABLE = """/opt/conda/conda-bld/pytorch_1702400366987/work/aten/src/ATen/native/cuda/Indexing.cu:1290: indexSelectLargeIndex: block: [112,0,0], thread: [64,0,0] Assertion srcIndex < srcSelectDimSize failed.
+/opt/conda/conda-bld/pytorch_1702400366987/work/aten/src/ATen/native/cuda/Indexing.cu:1290: indexSelectLargeIndex: block: [112,0,0], thread: [65,0,0] Assertion srcIndex < srcSelectDimSize failed.
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."""
+
+# transformers/models/auto/auto_factory.py: the config's class is not in this Auto class's mapping
+AUTO_CLASS_WITHOUT_THE_CONFIG = """Traceback (most recent call last):
+  File "/home/me/finetune.py", line 41, in <module>
+    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.bfloat16)
+  File "/opt/conda/lib/python3.10/site-packages/transformers/models/auto/auto_factory.py", line 567, in from_pretrained
+    raise ValueError(
+ValueError: Unrecognized configuration class <class 'transformers.models.llava.configuration_llava.LlavaConfig'> for this kind of AutoModel: AutoModelForCausalLM.
+Model type should be one of BartConfig, BertConfig, BloomConfig, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config."""
+
+# sklearn/metrics/_ranking.py (_binary_roc_auc_score, releases before 1.6 raise)
+AUC_OF_ONE_CLASS_ON_A_RANK = """Epoch 0: 100%|██████████| 250/250 [01:12<00:00,  3.45it/s, loss=0.412]
+Traceback (most recent call last):
+  File "/home/me/project/model.py", line 97, in validation_epoch_end
+    auc = roc_auc_score(labels, scores)
+  File "/usr/local/lib/python3.8/dist-packages/sklearn/metrics/_ranking.py", line 566, in roc_auc_score
+    return _average_binary_score(
+  File "/usr/local/lib/python3.8/dist-packages/sklearn/metrics/_ranking.py", line 339, in _binary_roc_auc_score
+    raise ValueError(
+ValueError: Only one class present in y_true. ROC AUC score is not defined in that case."""
+
+# psutil/_pslinux.py (Process.cpu_affinity_set): CPU 0 is outside the cpuset the process got
+CPU_PINNED_OUTSIDE_THE_CPUSET = """(AsyncLLM pid=8812)   File "/usr/local/lib/python3.12/dist-packages/psutil/__init__.py", line 889, in cpu_affinity
+(AsyncLLM pid=8812)     self._proc.cpu_affinity_set(list(set(cpus)))
+(AsyncLLM pid=8812)   File "/usr/local/lib/python3.12/dist-packages/psutil/_pslinux.py", line 2207, in cpu_affinity_set
+(AsyncLLM pid=8812)     raise ValueError(msg) from err
+(AsyncLLM pid=8812) ValueError: CPU number 0 is not eligible; choose between [48, 49, 50, 51, 52, 53, 54, 55]"""
+
+# bind(2) EADDRNOTAVAIL: the server's address is not on this host
+SERVER_BOUND_TO_ANOTHER_HOSTS_ADDRESS = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/uvicorn/server.py", line 161, in startup
+    server = await loop.create_server(
+  File "/usr/lib/python3.10/asyncio/base_events.py", line 1519, in create_server
+    sock.bind(sa)
+OSError: [Errno 99] Cannot assign requested address"""
+
+# torch's cuDNN SDPA backend (cudnn_frontend found no engine for the graph)
+SDPA_CUDNN_WITHOUT_A_PLAN = """  File "/usr/local/lib/python3.12/dist-packages/torch/nn/functional.py", line 5920, in scaled_dot_product_attention
+    return torch._C._nn.scaled_dot_product_attention(
+RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No valid execution plans built."""
+
+# (name, paste, top symptom, top root cause, what the fixes must tell the user)
+CASES = [
+    (
+        "cuda-index-select-past-the-table",
+        EMBEDDING_LOOKUP_PAST_THE_TABLE,
+        "S26",
+        "R26",
+        "resize_token_embeddings(len(tokenizer))",
+    ),
+    (
+        "hf-auto-class-without-the-config",
+        AUTO_CLASS_WITHOUT_THE_CONFIG,
+        "S06",
+        "R15",
+        "`AutoModelForCausalLM` does not",
+    ),
+    ("sklearn-auc-of-one-class", AUC_OF_ONE_CLASS_ON_A_RANK, "S18", "R26", "all_gather"),
+    (
+        "psutil-cpu-outside-the-cpuset",
+        CPU_PINNED_OUTSIDE_THE_CPUSET,
+        "S05/S32",
+        "R05",
+        "os.sched_getaffinity(0)",
+    ),
+    (
+        "bind-to-another-hosts-address",
+        SERVER_BOUND_TO_ANOTHER_HOSTS_ADDRESS,
+        "S05/S10",
+        "R06",
+        "not the head node's",
+    ),
+    (
+        "sdpa-cudnn-without-a-plan",
+        SDPA_CUDNN_WITHOUT_A_PLAN,
+        "S26/S04",
+        "R01",
+        "torch.backends.cuda.enable_cudnn_sdp(False)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"),
+    [pytest.param(*c[1:], id=c[0]) for c in CASES],
+)
+def test_a_library_check_read_in_its_source_decides_the_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_decides(text, symptom, cause, advice)
+
+
+# megatron-core's TransformerConfig.__post_init__ compares the run's settings; the check names
+# the two features, not which one the user meant: the features' set-up is the top cause, and
+# the advice says which settings to change (stated below 0.8: R12 and R14 stay plausible).
+MCORE_FEATURES_THAT_DO_NOT_GO_TOGETHER = """Traceback (most recent call last):
+  File "/workspace/pretrain_gpt.py", line 20, in <module>
+    config = core_transformer_config_from_args(args)
+  File "/usr/local/lib/python3.12/dist-packages/megatron/core/transformer/transformer_config.py", line 1021, in __post_init__
+    raise ValueError("CUDA graphs not supported with CPU offloading.")
+ValueError: CUDA graphs not supported with CPU offloading."""
+
+
+def test_megatron_core_refusing_two_features_together_is_the_features_set_up() -> None:
+    d = explained(MCORE_FEATURES_THAT_DO_NOT_GO_TOGETHER, "--no-embed")
+    assert_top(d, "symptoms", "S09")
+    assert_top(d, "root_causes", "R13")
+    told = advice_of(d)
+    assert "turn one of them off" in told, told
