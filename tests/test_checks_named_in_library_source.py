@@ -131,3 +131,25 @@ def test_megatron_core_refusing_two_features_together_is_the_features_set_up() -
     assert_top(d, "root_causes", "R13")
     told = advice_of(d)
     assert "turn one of them off" in told, told
+
+
+# caffe2/serialize/inline_container.cc (PyTorchStreamWriter): the save's folder is not there on
+# this rank's node; whether it was never made or made by rank 0 after this rank saved, the
+# paste does not say, so the cause stays a best guess; the save and its advice are settled.
+TORCH_SAVE_INTO_A_MISSING_FOLDER = """[rank3]: Traceback (most recent call last):
+[rank3]:   File "/workspace/train.py", line 301, in <module>
+[rank3]:     torch.save(optimizer.state_dict(), os.path.join(ckpt_dir, f"optim_rank{rank}.pt"))
+[rank3]:   File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 628, in save
+[rank3]:     with _open_zipfile_writer(f) as opened_zipfile:
+[rank3]:   File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 473, in __init__
+[rank3]:     super().__init__(torch._C.PyTorchFileWriter(self.name))
+[rank3]: RuntimeError: Parent directory /checkpoints/run1/step_2000 does not exist."""
+
+
+def test_torch_save_into_a_folder_missing_on_this_node_is_a_save_with_its_advice() -> None:
+    d = explained(TORCH_SAVE_INTO_A_MISSING_FOLDER, "--no-embed")
+    assert_top(d, "symptoms", "S28")
+    assert_top(d, "root_causes", "R22", "R26")
+    told = advice_of(d)
+    assert "os.makedirs(path, exist_ok=True)" in told, told
+    assert "dist.barrier()" in told, told
