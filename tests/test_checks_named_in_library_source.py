@@ -5,8 +5,11 @@ its table (the training code's ids), an Auto class without the checkpoint's conf
 class is a model that class does not support, scikit-learn's ROC AUC of one class is a metric
 computed on one rank's shard, psutil refusing a CPU outside the process's cpuset is the
 container's or allocation's limits, Python's bind failing with EADDRNOTAVAIL is a server given
-another host's address, torch SDPA's cuDNN with no execution plan is the cuDNN release, and
-megatron-core's TransformerConfig refusing two features together is the features' set-up."""
+another host's address, torch SDPA's cuDNN with no execution plan is the cuDNN release, a
+model path taken for a Hub repo id is a folder missing on this node, megatron-core's
+TransformerConfig refusing two features together is the features' set-up, torch.save into a
+folder that is not there is a checkpoint save, and fairseq's all_gather_list failing to
+unpickle another rank's bytes is ranks out of step, not a corrupt file."""
 
 from __future__ import annotations
 
@@ -63,6 +66,13 @@ SDPA_CUDNN_WITHOUT_A_PLAN = """  File "/usr/local/lib/python3.12/dist-packages/t
     return torch._C._nn.scaled_dot_product_attention(
 RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No valid execution plans built."""
 
+# huggingface_hub's validate_repo_id: a path with several slashes that is no folder here
+MODEL_PATH_MISSING_ON_THIS_NODE = """(RayWorkerWrapper pid=4411, ip=10.0.0.12)   File "/usr/local/lib/python3.10/dist-packages/transformers/utils/hub.py", line 402, in cached_file
+(RayWorkerWrapper pid=4411, ip=10.0.0.12)     resolved_file = hf_hub_download(
+(RayWorkerWrapper pid=4411, ip=10.0.0.12)   File "/usr/local/lib/python3.10/dist-packages/huggingface_hub/utils/_validators.py", line 154, in validate_repo_id
+(RayWorkerWrapper pid=4411, ip=10.0.0.12)     raise HFValidationError(
+(RayWorkerWrapper pid=4411, ip=10.0.0.12) huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/home/me/models/Qwen2.5-7B-Instruct'. Use `repo_type` argument if needed."""
+
 # (name, paste, top symptom, top root cause, what the fixes must tell the user)
 CASES = [
     (
@@ -93,6 +103,13 @@ CASES = [
         "S05/S10",
         "R06",
         "not the head node's",
+    ),
+    (
+        "hf-model-path-missing-on-this-node",
+        MODEL_PATH_MISSING_ON_THIS_NODE,
+        "S06",
+        "R06",
+        "every node sees the same path",
     ),
     (
         "sdpa-cudnn-without-a-plan",
@@ -153,3 +170,29 @@ def test_torch_save_into_a_folder_missing_on_this_node_is_a_save_with_its_advice
     told = advice_of(d)
     assert "os.makedirs(path, exist_ok=True)" in told, told
     assert "dist.barrier()" in told, told
+
+
+# fairseq/distributed/utils.py (all_gather_list): another rank's slot did not unpickle, so the
+# ranks were in different collectives. Before this rule the pickle error read as a corrupt
+# checkpoint file; the cause (a rank that skipped a batch after an OOM, or ran out of data)
+# is in the other ranks' lines, so only the symptom and the advice are asserted.
+FAIRSEQ_RANKS_OUT_OF_STEP = """Traceback (most recent call last):
+  File "/home/me/fairseq/fairseq/distributed_utils.py", line 318, in all_gather_list
+    pickle.loads(bytes(out_buffer[header_size:header_size + enc_size].tolist()))
+_pickle.UnpicklingError: invalid load key, '\\x00'.
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/home/me/fairseq/fairseq/trainer.py", line 612, in _aggregate_logging_outputs
+    return self._all_gather_list_sync(logging_outputs, *extra_stats_to_sum, ignore=ignore)
+  File "/home/me/fairseq/fairseq/distributed_utils.py", line 322, in all_gather_list
+    'Unable to unpickle data from other workers. all_gather_list requires all '
+Exception: Unable to unpickle data from other workers. all_gather_list requires all workers to enter the function together, so this error usually indicates that the workers have fallen out of sync somehow. Workers can fall out of sync if one of them runs out of memory, or if there are other conditions in your training script that can cause one worker to finish an epoch while other workers are still iterating over their portions of the data. Try rerunning with --ddp-backend=no_c10d and see if that helps."""
+
+
+def test_fairseq_ranks_out_of_step_are_not_read_as_a_corrupt_checkpoint() -> None:
+    d = explained(FAIRSEQ_RANKS_OUT_OF_STEP, "--no-embed")
+    assert_top(d, "symptoms", "S21")
+    told = advice_of(d)
+    assert "Find the rank that fell behind" in told, told
