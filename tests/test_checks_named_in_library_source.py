@@ -8,8 +8,11 @@ container's or allocation's limits, Python's bind failing with EADDRNOTAVAIL is 
 another host's address, torch SDPA's cuDNN with no execution plan is the cuDNN release, a
 model path taken for a Hub repo id is a folder missing on this node, megatron-core's
 TransformerConfig refusing two features together is the features' set-up, torch.save into a
-folder that is not there is a checkpoint save, and fairseq's all_gather_list failing to
-unpickle another rank's bytes is ranks out of step, not a corrupt file."""
+folder that is not there is a checkpoint save, fairseq's all_gather_list failing to unpickle
+another rank's bytes is ranks out of step, not a corrupt file, xformers without CUDA kernels is
+a wheel for another torch and its kernels refusing an older GPU the GPU, a Triton kernel out of
+shared memory is a GPU smaller than its blocks, a sampler's CPU generator under a CUDA default
+device is API use, and an inference-mode tensor updated in training is the training code."""
 
 from __future__ import annotations
 
@@ -73,6 +76,52 @@ MODEL_PATH_MISSING_ON_THIS_NODE = """(RayWorkerWrapper pid=4411, ip=10.0.0.12)  
 (RayWorkerWrapper pid=4411, ip=10.0.0.12)     raise HFValidationError(
 (RayWorkerWrapper pid=4411, ip=10.0.0.12) huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/home/me/models/Qwen2.5-7B-Instruct'. Use `repo_type` argument if needed."""
 
+# xformers/ops/fmha/dispatch.py lists each refused kernel with its reasons (fmha/common.py):
+# an extension that did not load for this torch
+XFORMERS_WITHOUT_CUDA_KERNELS = """  File "/usr/local/lib/python3.10/dist-packages/xformers/ops/fmha/dispatch.py", line 98, in _run_priority_list
+    raise NotImplementedError(msg)
+NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:
+     query       : shape=(1, 4096, 32, 128) (torch.bfloat16)
+     key         : shape=(1, 4096, 32, 128) (torch.bfloat16)
+     value       : shape=(1, 4096, 32, 128) (torch.bfloat16)
+     attn_bias   : <class 'xformers.ops.fmha.attn_bias.BlockDiagonalCausalMask'>
+     p           : 0.0
+`decoderF` is not supported because:
+    xFormers wasn't build with CUDA support
+`flshattF@0.0.0` is not supported because:
+    xFormers wasn't build with CUDA support
+`cutlassF` is not supported because:
+    xFormers wasn't build with CUDA support"""
+
+# the same dispatcher on a Volta GPU: the flash kernels need capability above (8, 0)
+XFORMERS_ON_A_GPU_TOO_OLD = """[rank0]: NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:
+[rank0]:      query       : shape=(1, 2048, 32, 128) (torch.float16)
+[rank0]:      key         : shape=(1, 2048, 32, 128) (torch.float16)
+[rank0]:      value       : shape=(1, 2048, 32, 128) (torch.float16)
+[rank0]:      attn_bias   : <class 'xformers.ops.fmha.attn_bias.BlockDiagonalCausalMask'>
+[rank0]:      p           : 0.0
+[rank0]: `flshattF@v2.5.6` is not supported because:
+[rank0]:     requires device with capability > (8, 0) but your GPU has capability (7, 0) (too old)
+[rank0]: `tritonflashattF` is not supported because:
+[rank0]:     requires device with capability > (8, 0) but your GPU has capability (7, 0) (too old)"""
+
+# triton/runtime/errors.py: the kernel's blocks need more shared memory than the SM has
+TRITON_KERNEL_OUT_OF_SHARED_MEMORY = """  File "/usr/local/lib/python3.10/dist-packages/triton/compiler/compiler.py", line 385, in _init_handles
+    raise OutOfResources(self.metadata.shared, max_shared, "shared memory")
+triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: 101376. Reducing block sizes or `num_stages` may help."""
+
+# aten's check_generator, reached through RandomSampler with the default device set to CUDA
+SAMPLER_GENERATOR_ON_THE_CPU = """Traceback (most recent call last):
+  File "/home/me/train.py", line 95, in <module>
+    for step, batch in enumerate(train_loader):
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 631, in __next__
+    data = self._next_data()
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/sampler.py", line 165, in __iter__
+    yield from torch.randperm(n, generator=generator).tolist()
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/_device.py", line 79, in __torch_function__
+    return func(*args, **kwargs)
+RuntimeError: Expected a 'cuda' device type for generator but found 'cpu'"""
+
 # (name, paste, top symptom, top root cause, what the fixes must tell the user)
 CASES = [
     (
@@ -110,6 +159,28 @@ CASES = [
         "S06",
         "R06",
         "every node sees the same path",
+    ),
+    (
+        "xformers-without-its-cuda-kernels",
+        XFORMERS_WITHOUT_CUDA_KERNELS,
+        "S03",
+        "R01",
+        "python -m xformers.info",
+    ),
+    ("xformers-on-a-gpu-too-old", XFORMERS_ON_A_GPU_TOO_OLD, "S04", "R04", "`sdpa` or `eager`"),
+    (
+        "triton-kernel-out-of-shared-memory",
+        TRITON_KERNEL_OUT_OF_SHARED_MEMORY,
+        "S04",
+        "R04",
+        "`num_stages`",
+    ),
+    (
+        "sampler-generator-on-the-cpu",
+        SAMPLER_GENERATOR_ON_THE_CPU,
+        "S08/S18",
+        "R14",
+        "torch.Generator(device='cuda')",
     ),
     (
         "sdpa-cudnn-without-a-plan",
@@ -196,3 +267,22 @@ def test_fairseq_ranks_out_of_step_are_not_read_as_a_corrupt_checkpoint() -> Non
     assert_top(d, "symptoms", "S21")
     told = advice_of(d)
     assert "Find the rank that fell behind" in told, told
+
+
+# torch's in-place check on a tensor made under inference_mode, raised in the user's own module:
+# the user's code (a cache built during evaluation), though a library's generate() can leave it
+# too, so the cause is stated below 0.8; the advice is what to change.
+INFERENCE_TENSOR_UPDATED_IN_TRAINING = """Traceback (most recent call last):
+  File "/home/me/train.py", line 188, in <module>
+    loss = model(**batch).loss
+  File "/home/me/models/rope.py", line 57, in forward
+    self.cos_cached[:seq_len].mul_(self.scale)
+RuntimeError: Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for more details."""
+
+
+def test_an_inference_mode_tensor_updated_in_training_is_the_training_code() -> None:
+    d = explained(INFERENCE_TENSOR_UPDATED_IN_TRAINING, "--no-embed")
+    assert_top(d, "symptoms", "S18")
+    assert_top(d, "root_causes", "R26")
+    told = advice_of(d)
+    assert "rather than `torch.inference_mode()`" in told, told
