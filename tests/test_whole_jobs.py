@@ -1392,6 +1392,8 @@ def test_a_best_effort_numa_binding_warning_is_not_why_a_ray_worker_died(tmp_pat
         ),
         ("g_hftrl_slurm_1gpu_trl_sft_done_then_lm_eval_sacrebleu_missing", "failed", ["S02"], []),
         ("g_bris_lumi_srun_8task_singularity_executable_not_found", "failed", ["S05"], []),
+        # lane H: the batch script's shell found neither conda nor torchrun, nothing ran
+        ("h_credit_cwa_slurm_conda_missing_torchrun_not_found", "failed", ["S05"], []),
         (
             "g_chartwiz_deepspeed_2gpu_rank0_cuda_oom_then_rank1_allreduce_watchdog",
             "failed",
@@ -1406,10 +1408,27 @@ def test_a_best_effort_numa_binding_warning_is_not_why_a_ray_worker_died(tmp_pat
         ),
     ],
 )
-def test_lane_g_jobs_read_as_their_logs_show(
+def test_lanes_g_and_h_jobs_read_as_their_logs_show(
     case: str, outcome: str, symptoms: list[str], culprits: list[int]
 ) -> None:
     d = _diagnose(case)
     assert d["outcome"]["id"] == outcome, d["outcome"]
     assert d["symptoms"][0]["id"] in symptoms, d["symptoms"][:2]
     assert d["culprit_ranks"] == culprits
+
+
+def test_a_command_the_shell_missed_before_a_training_that_ran_is_no_failure(
+    tmp_path: Path,
+) -> None:
+    # a batch script's `module load` on a machine without environment modules: bash says
+    # `module: command not found` and the script goes on to train to its end
+    d = _diagnose_lines(
+        tmp_path,
+        "slurm-42.out",
+        [
+            "/var/spool/slurmd/job00042/slurm_script: line 9: module: command not found",
+            *[f" iteration {i:8d}/ 50 | lm loss: 7.1E+00 |" for i in range(10, 60, 10)],
+        ],
+    )
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert d["symptoms"] == []
