@@ -119,3 +119,21 @@ def test_the_needles_are_derived_never_listed() -> None:
     # `loss scale` alone is in every Megatron iteration line; only the full phrase is a needle
     assert "loss scale" not in needles and "loss scale already at minimum" in needles
     assert all(EventKind.PROGRESS is not t.event for t in TEMPLATES.templates)
+
+
+@pytest.mark.parametrize(
+    ("line", "is_error"),
+    [
+        # a user's words about the absence of errors: no error line
+        ("My training is slow and then it stops, no error. Any idea?", False),
+        ("Epoch 3 finished without errors", False),
+        # ... unless another error word is there
+        ("the job failed with no error message", True),
+        ("ValueError: no errors allowed in a strict run", True),
+    ],
+)
+def test_error_words_a_line_says_are_absent_make_no_error_line(line: str, is_error: bool) -> None:
+    from triage.parsers import parse_text
+
+    events = parse_text(line + "\n", kb=knowledge.load()).events
+    assert any(e.level.value == "error" for e in events) is is_error, events

@@ -30,6 +30,7 @@ _KEYS = {
     "error_words",
     "warning_words",
     "fatal_in_info",
+    "error_negated",
     "signal_words",
     "healthy",
     "templates",
@@ -118,6 +119,8 @@ class Templates:
     fatal_in_info: re.Pattern[str] | None = None
     signal_words: Mapping[str, str] = field(default_factory=dict)
     healthy: tuple[str, ...] = ()
+    # error words a line says are absent (`no error`, `without errors`): not an error there
+    error_negated: re.Pattern[str] | None = None
 
     def needles(self) -> list[str]:
         """Lowercased literals of the templates and of the error and warning words: one is in
@@ -191,6 +194,9 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         words["fatal_in_info"],
         dict(signal_words),
         tuple(healthy),
+        _compile(body.get("error_negated"), "error_negated", report)
+        if body.get("error_negated") is not None
+        else None,
     )
 
 
