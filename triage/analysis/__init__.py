@@ -218,9 +218,12 @@ def analyse(
     # one whose py-spy stack shows it alive in its own code
     spoke = own | {p.rank for p in placed if p.rank is not None and p.role != "context"}
     spoke |= {r for c in spy.clusters for r in c.ranks}
-    findings = [
-        with_silent(f, spoke) if f.kind is FindingKind.MISSING_RANK else f for f in findings
-    ]
+    # ... and where only an error on no rank's line started it, who went silent is not known:
+    # it may be theirs
+    if has_initiating or not unnamed_error:
+        findings = [
+            with_silent(f, spoke) if f.kind is FindingKind.MISSING_RANK else f for f in findings
+        ]
 
     extra = timeline_extras(seen.exit_records, fr, spy, hang, offsets, index)
     extra += early_entries(early)
