@@ -1395,6 +1395,20 @@ def test_a_best_effort_numa_binding_warning_is_not_why_a_ray_worker_died(tmp_pat
         ("g_bris_lumi_srun_8task_singularity_executable_not_found", "failed", ["S05"], []),
         # lane H: the batch script's shell found neither conda nor torchrun, nothing ran
         ("h_credit_cwa_slurm_conda_missing_torchrun_not_found", "failed", ["S05"], []),
+        # lane I: torchvision's MNIST download refused before any step; Lightning's test
+        # stage called with no test_dataloader after the fit finished
+        (
+            "i_container_conda_run_1gpu_layout_transformer_mnist_download_http_403_before_training",
+            "failed",
+            ["S08"],
+            [],
+        ),
+        (
+            "i_vt_tinkercliffs_slurm_lightning_cpu_fit_max_epochs_then_test_without_test_dataloader_misconfiguration",
+            "failed",
+            ["S18", "S09"],
+            [],
+        ),
         (
             "g_chartwiz_deepspeed_2gpu_rank0_cuda_oom_then_rank1_allreduce_watchdog",
             "failed",
@@ -1409,7 +1423,7 @@ def test_a_best_effort_numa_binding_warning_is_not_why_a_ray_worker_died(tmp_pat
         ),
     ],
 )
-def test_lanes_g_and_h_jobs_read_as_their_logs_show(
+def test_lanes_g_to_i_jobs_read_as_their_logs_show(
     case: str, outcome: str, symptoms: list[str], culprits: list[int]
 ) -> None:
     d = _diagnose(case)
@@ -1433,3 +1447,42 @@ def test_a_command_the_shell_missed_before_a_training_that_ran_is_no_failure(
     )
     assert d["outcome"]["id"] == "succeeded", d["outcome"]
     assert d["symptoms"] == []
+
+
+@pytest.mark.parametrize(
+    ("case", "outcome"),
+    [
+        # OpenCLIP on 16 ranks, its log copied 8% into the first of five epochs: slurmstepd's
+        # chdir fallback and Polars' fork warning ("... you are seeing this error ...") are no
+        # failure, and a data library's `Merging loaded results: 100% 2176/2176` bar is no
+        # training's last step (OpenCLIP's own `Train Epoch: 0 [823296/10977280 (8%)]` is)
+        (
+            "i_cscs_alps_srun_l_4node_16rank_openclip_mixtera_5epochs_log_ends_at_8pct_pil_exif_warnings",
+            "incomplete",
+        ),
+        # MiniMind prints no end line: `Epoch:[1/1](56608/56608)` is the run's last step
+        ("j_minimind_sft_1gpu_56608_steps_done", "succeeded"),
+        ("j_minimind_grpo_9751_steps_done_debug_samples", "succeeded"),
+    ],
+)
+def test_lanes_i_and_j_jobs_that_did_not_fail_read_so(case: str, outcome: str) -> None:
+    d = _diagnose(case)
+    assert d["outcome"]["id"] == outcome, d["outcome"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+def test_a_bar_done_before_the_training_logged_on_is_not_the_jobs_last_step(
+    tmp_path: Path,
+) -> None:
+    # a set-up bar at 100% in one stream, the training's own steps after it in another (here
+    # rank 0's, tagged): the bar's 50/50 is not where the job ended
+    d = _diagnose_lines(
+        tmp_path,
+        "train.log",
+        [
+            "Counting tokens: 100%|██████████| 50/50 [00:01<00:00, 41.2it/s]",
+            *[f"[rank0]: Step {i}/5000 loss 2.3" for i in range(100, 600, 100)],
+        ],
+    )
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert "500 of 5000" in d["outcome"]["why"]

@@ -394,12 +394,25 @@ def _progress_done(
     last: Iterable[Event], planned: dict[str, int] | None = None
 ) -> tuple[str, Event] | None:
     """The last progress line that reached its total: the line's own (`500/500`), else the
-    total its file's printed config set (`max_iters = 6000`, `planned`)."""
+    total its file's printed config set (`max_iters = 6000`, `planned`). A stream done while
+    its file logged other progress after it that was not (a set-up bar at 100%, then the
+    training's own lines) is not the job's end."""
+    last = list(last)
+    done: list[tuple[Event, int, int]] = []
     for ev in last:
         step, total = _step(ev), _total_steps(ev)
         if total is None and planned:
             total = planned.get(ev.source)
         if step is not None and isinstance(total, int) and total > 1 and step >= total:
+            done.append((ev, step, total))
+    finished = {id(ev) for ev, _, _ in done}
+    for ev, step, total in done:
+        if not any(
+            other.source == ev.source
+            and id(other) not in finished
+            and (other.line or 0) > (ev.line or 0)
+            for other in last
+        ):
             return f"Training reached its last step ({step} of {total})", ev
     return None
 

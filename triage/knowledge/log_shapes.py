@@ -54,6 +54,8 @@ PROGRESS: dict[str, frozenset[str]] = {
     "bar_step": frozenset({"step"}),
     "iteration": frozenset({"step", "total"}),
     "epoch": frozenset({"epoch"}),
+    "sample_epoch": frozenset({"epoch", "step", "total"}),
+    "epoch_step": frozenset({"epoch", "epochs", "step", "total"}),
 }
 _NEVER = re.compile(r"(?!)")  # a slot whose pattern is broken (reported): matches nothing
 

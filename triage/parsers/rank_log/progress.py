@@ -94,6 +94,20 @@ def _read_progress(
         m = shapes["megatron"].search(text)
         if m is not None:
             return int(m["step"]), int(m["total"]), None, None
+    if holds(text, guards["epoch_step"]):
+        m = shapes["epoch_step"].search(text)
+        if m is not None:
+            epoch, epochs = int(m["epoch"]), int(m["epochs"])
+            step, per_epoch = int(m["step"]), int(m["total"])
+            # the run's own step: the epochs before this one (counted from 1) and this one's
+            done = (epoch - 1 if epoch >= 1 else 0) * per_epoch
+            return done + step, epochs * per_epoch, float(epoch), None
+    if holds(text, guards["sample_epoch"]):
+        m = shapes["sample_epoch"].search(text)
+        if m is not None:
+            seen, per_epoch = int(m["step"]), int(m["total"])
+            fraction = seen / per_epoch if per_epoch else 0.0
+            return None, None, int(m["epoch"]) + min(fraction, 1.0), None
     if holds(text, guards["deepspeed"]):
         m = shapes["deepspeed"].search(text)
         if m is not None:
