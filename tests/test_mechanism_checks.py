@@ -149,3 +149,35 @@ def test_a_ray_actor_that_became_unavailable_mid_call_is_a_process_gone() -> Non
     )
     assert_top(d, "symptoms", "S27", "S15")
     assert "ray logs" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+
+
+def test_a_lightning_stage_run_without_its_dataloader_is_the_code_missing_it() -> None:
+    # Lightning's DataHooks raise this for a stage the module defines no data for (here
+    # `trainer.test` after a fit); it read as a version incompatibility
+    assert_the_check_decides(
+        "lightning_fabric.utilities.exceptions.MisconfigurationException: `test_dataloader` "
+        "must be implemented to be used with the Lightning Trainer",
+        "S18/S09",
+        "R14/R26",
+        "Define `test_dataloader()`",
+    )
+
+
+def test_a_dataset_download_the_server_refused_is_data_that_never_arrived() -> None:
+    d = explained(
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/main.py", line 59, in <module>\n'
+        "    train_dataset = MNISTLayout(args.log_dir, train=True)\n"
+        '  File "/env/lib/python3.8/site-packages/torchvision/datasets/mnist.py", line 146, '
+        "in download\n"
+        "    download_and_extract_archive(url, download_root=self.raw_folder)\n"
+        '  File "/env/lib/python3.8/site-packages/torchvision/datasets/utils.py", line 92, '
+        "in download_url\n"
+        "    _urlretrieve(url, fpath)\n"
+        '  File "/env/lib/python3.8/urllib/request.py", line 649, in http_error_default\n'
+        "    raise HTTPError(req.full_url, code, msg, hdrs, fp)\n"
+        "urllib.error.HTTPError: HTTP Error 403: Forbidden",
+        "--no-embed",
+    )
+    assert_top(d, "symptoms", "S08")
+    assert "download=False" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
