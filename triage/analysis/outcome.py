@@ -176,7 +176,7 @@ def _decide(
             )
         return _hung(found, "", [])
     succeeded = _success(events)
-    ended_badly = [ev for ev in fatal if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed"]
+    ending = [ev for ev in fatal if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed"]
     after_end: list[Event] = []
     if succeeded is not None and not any(_notice(ev).target_pid is not None for ev in succeeded[1]):
         marks = succeeded[1]
@@ -190,7 +190,7 @@ def _decide(
             and _readable(ev)
             and (_after_any(ev, marks) or _ends_the_other_stream(ev, marks, lines, ends))
         ]
-        ended_badly += after_end
+    ended_badly = [*ending, *after_end]
     if succeeded is not None and not ended_badly:
         # every process the launcher saw ended well: an exception it printed was handled
         why, shown = succeeded
@@ -198,11 +198,8 @@ def _decide(
         return Outcome(OutcomeKind.SUCCEEDED, why, _refs(shown), fault_too=bool(logged))
     if fatal:
         failed = _failed(fatal, found)
-        if (
-            succeeded is not None
-            and after_end
-            and not set(map(id, ended_badly)) - set(map(id, after_end))
-        ):
+        only_after_end = {id(e) for e in ending} <= {id(e) for e in after_end}
+        if succeeded is not None and after_end and only_after_end:
             # what the work said of itself stands beside how the job ended: the training may
             # be done and saved, what failed came after it
             said = _clip(_line_of(succeeded[1][-1]).replace("`", ""), 80)
