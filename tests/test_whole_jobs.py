@@ -293,6 +293,54 @@ def test_earlier_slurm_jobs_appended_to_the_same_file_are_not_this_jobs_failures
     assert d["culprit_ranks"] == [] and d["first_failure"] is None
 
 
+def test_runs_appended_to_one_nohup_out_before_the_last_one_finished_are_not_its_faults() -> None:
+    # `nohup python train.py >> nohup.out` three times: an IndentationError, then TRL's "You
+    # need to have PEFT library installed", then a GRPO run of 100 steps to the Trainer's
+    # final metrics
+    d = _diagnose("h_grpo_nohup_appended_two_failed_starts_then_trl_grpo_100_steps_done")
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "earlier runs wrote to the same file (nohup.out up to line 17" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+    assert d["first_failure"] is None
+
+
+_EARLIER_RUN_DIED = [
+    "Traceback (most recent call last):",
+    '  File "/work/train.py", line 13, in <module>',
+    "    from utils import build_model",
+    '  File "/work/utils.py", line 87',
+    "    return model",
+    "IndentationError: unindent does not match any outer indentation level",
+    "{'loss': 2.31, 'learning_rate': 1e-05, 'epoch': 0.5}",
+    "{'loss': 1.02, 'learning_rate': 0.0, 'epoch': 1.0}",
+    "{'train_runtime': 812.4, 'train_samples_per_second': 3.9, 'train_steps_per_second': 0.12,"
+    " 'train_loss': 1.6, 'epoch': 1.0}",
+]
+
+
+def test_a_script_that_died_then_trained_to_its_end_in_the_same_file_was_run_twice(
+    tmp_path: Path,
+) -> None:
+    # an uncaught exception ends the Python process: the training and end line after it in a
+    # file one process wrote are a later run's, and that run finished
+    d = _diagnose_lines(tmp_path, "nohup.out", _EARLIER_RUN_DIED)
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "1 ended by an uncaught exception" in d["outcome"]["why"]
+    assert not any(s["id"] == "S18" for s in d["symptoms"][:1]), d["symptoms"][:1]
+
+
+def test_one_ranks_death_in_a_file_two_ranks_share_is_still_the_jobs_fault(
+    tmp_path: Path,
+) -> None:
+    # the same lines, one rank's: another rank went on and printed the end line, so the file
+    # was not written by one process after another, and the fault stays
+    lines = [f"[rank1]: {line}" for line in _EARLIER_RUN_DIED[:6]]
+    lines += [f"[rank0]: {line}" for line in _EARLIER_RUN_DIED[6:]]
+    d = _diagnose_lines(tmp_path, "nohup.out", lines)
+    assert "earlier runs" not in d["outcome"]["why"], d["outcome"]
+    assert d["symptoms"] and d["symptoms"][0]["score"] >= 0.3, d["symptoms"][:1]
+
+
 def test_a_failed_inference_step_is_named_by_its_own_reviewed_message_not_a_later_step() -> None:
     # srun ran two steps of one Slurm job: four tensor-parallel ranks of Megatron's inference
     # all hit "Inference must always gather TP logits" (a message whose atlas labels were

@@ -8,6 +8,12 @@ earlier job. Those events are left out before correlate, so no stage (the outcom
 failure, the classifier's evidence) reads an earlier job's failure as this one's; the source
 keeps where they were (`ParsedSource.earlier_jobs`) for the report to say so. Without two ids
 to tell them apart, a file is read as one job.
+
+`nohup python train.py >> nohup.out` appends too, with no id on any line. There the sign is a
+process's death: an uncaught exception ends the Python process that raised it (its traceback
+runs from the script's top level, `<module>`), so training progress and the script's own end
+line later in a file that one process wrote (no rank on any line) were printed by a later run
+of the script. Whatever stands up to the last such death is an earlier run's.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from triage.model import EarlierJobs, Event, ParsedSource
+from triage.model import EarlierJobs, Event, EventKind, ParsedSource, SourceKind, TracebackFacts
 
 
 def this_job(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
@@ -24,7 +30,7 @@ def this_job(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
 
 
 def _this_job_only(ps: ParsedSource) -> ParsedSource:
-    earlier = _earlier_jobs(ps)
+    earlier = _earlier_jobs(ps) or _earlier_runs(ps)
     if earlier is None:
         return ps
     kept = tuple(ev for ev in ps.events if ev.line is None or ev.line > earlier.last_line)
@@ -52,3 +58,53 @@ def _slurm_job(ev: Event) -> str | None:
     if notice is None or not notice.slurm or not notice.job:
         return None
     return notice.job.split(".")[0]
+
+
+# the outermost frame of a traceback that reached the interpreter's top level: the script's
+# own module, or runpy's for `python -m`
+_TOP_LEVEL = frozenset({"<module>", "_run_module_as_main"})
+
+
+def _earlier_runs(ps: ParsedSource) -> EarlierJobs | None:
+    """Earlier runs of a script in a file one process wrote, each ended by an uncaught
+    exception before a later run trained and printed its own end line."""
+    if ps.source.kind is SourceKind.TEXT or ps.source.rank is not None:
+        return None
+    if any(ev.rank is not None for ev in ps.events):
+        return None  # ranks share the file: one rank's death is not the file's end
+    ends = [
+        ev.line
+        for ev in ps.events
+        if ev.line is not None
+        and ev.notice is not None
+        and ev.notice.end == "succeeded"
+        and ev.notice.target_pid is None  # the script's own words, not a launcher's count
+    ]
+    if not ends:
+        return None
+    end = max(ends)
+    deaths = [
+        ev.end_line or ev.line
+        for ev in ps.events
+        if ev.line is not None and ev.line < end and _ended_its_process(ev)
+    ]
+    if not deaths:
+        return None
+    last_death = max(deaths)
+    trained_after = any(
+        ev.kind is EventKind.PROGRESS and ev.line is not None and last_death < ev.line <= end
+        for ev in ps.events
+    )
+    if not trained_after:
+        return None
+    return EarlierJobs(last_death, len(deaths), by="exception")
+
+
+def _ended_its_process(ev: Event) -> bool:
+    """An uncaught exception's traceback: whole, and run from the interpreter's top level."""
+    facts = ev.payload
+    if ev.kind is not EventKind.TRACEBACK or not isinstance(facts, TracebackFacts):
+        return False
+    if facts.truncated or facts.headerless or not facts.frames:
+        return False
+    return facts.frames[0][2] in _TOP_LEVEL

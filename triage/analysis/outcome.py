@@ -82,18 +82,30 @@ def decide(
         line = later.text.strip().splitlines()[-1] if later.text.strip() else later.text
         note = f"; a later job step failed too: `{_clip(line.replace('`', ''), 120)}`"
         decided = replace(decided, why=decided.why + note)
-    # earlier Slurm jobs that wrote to the same file were left out before correlate
+    # earlier runs that wrote to the same file were left out before correlate
     # (appended_jobs.py): the outcome says where
-    earlier = [(ps.source.path, ps.earlier_jobs) for ps in parsed if ps.earlier_jobs]
-    if not earlier:
-        return decided
-    jobs = sum(head.jobs for _, head in earlier)
-    # a file's name whichever separator its path uses (a Windows path read on Linux too)
-    lines = ", ".join(
-        f"{ntpath.basename(path)} up to line {head.last_line}" for path, head in earlier
-    )
-    note = f"; earlier Slurm jobs wrote to the same file ({lines}; {jobs} by id): left out"
-    return replace(decided, why=decided.why + note)
+    for by, said in (
+        ("slurm", "earlier Slurm jobs wrote to the same file ({lines}; {n} by id)"),
+        (
+            "exception",
+            "earlier runs wrote to the same file ({lines}; {n} ended by an uncaught "
+            "exception before the last run began)",
+        ),
+    ):
+        earlier = [
+            (ps.source.path, ps.earlier_jobs)
+            for ps in parsed
+            if ps.earlier_jobs and ps.earlier_jobs.by == by
+        ]
+        if not earlier:
+            continue
+        n = sum(head.jobs for _, head in earlier)
+        # a file's name whichever separator its path uses (a Windows path read on Linux too)
+        lines = ", ".join(
+            f"{ntpath.basename(path)} up to line {head.last_line}" for path, head in earlier
+        )
+        decided = replace(decided, why=f"{decided.why}; {said.format(lines=lines, n=n)}: left out")
+    return decided
 
 
 def _decide(

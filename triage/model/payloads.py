@@ -527,11 +527,15 @@ class Event:
 
 @dataclass(frozen=True)
 class EarlierJobs:
-    """The head of a file that earlier Slurm jobs wrote to before this job appended its own
-    output (an `#SBATCH --output` without `%j`): left out of this job's diagnosis."""
+    """The head of a file that earlier runs wrote to before this job appended its own output
+    (an `#SBATCH --output` without `%j`, `nohup ... >> nohup.out`): left out of this job's
+    diagnosis."""
 
-    last_line: int  # the last line an earlier job wrote (its end line)
-    jobs: int  # how many earlier jobs, by id
+    last_line: int  # the last line an earlier run wrote (its end line)
+    jobs: int  # how many earlier runs
+    # how they were told apart: "slurm" (the job ids of Slurm's end lines) or "exception"
+    # (a process that an uncaught exception ended, before a later run's end line)
+    by: str = "slurm"
 
 
 @dataclass(frozen=True)
