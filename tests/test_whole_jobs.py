@@ -341,6 +341,34 @@ def test_one_ranks_death_in_a_file_two_ranks_share_is_still_the_jobs_fault(
     assert d["symptoms"] and d["symptoms"][0]["score"] >= 0.3, d["symptoms"][:1]
 
 
+def test_a_training_stopped_at_its_wall_clock_budget_finished_short_of_its_step_total() -> None:
+    # a parameter-golf fork under torchrun: 20000 steps planned, a 600 s budget; the loop logs
+    # `stopping_early: wallclock_cap ... step:5735/20000`, then serialization and evaluations
+    d = _diagnose("j_paramgolf_fork_torchrun_8gpu_wallclock_cap_then_ttt_eval_done")
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "stopping_early: wallclock_cap" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+def test_a_fault_after_the_wall_clock_stop_failed_the_job_after_its_training(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        "step:5700/20000 train_loss:2.0282 train_time:595325ms step_avg:104.45ms",
+        "step:5735/20000 val_loss:1.9384 val_bpb:1.1480 train_time:600084ms step_avg:104.64ms",
+        "stopping_early: wallclock_cap train_time:600084ms step:5735/20000",
+        "Traceback (most recent call last):",
+        '  File "/workspace/train_gpt.py", line 1312, in <module>',
+        "    main()",
+        '  File "/workspace/train_gpt.py", line 1280, in main',
+        "    torch.save(quant_obj, 'final_model.int8.ptz')",
+        "OSError: [Errno 28] No space left on device",
+    ]
+    d = _diagnose_lines(tmp_path, "train.log", lines)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "after the job said it was done" in d["outcome"]["why"]
+
+
 def test_a_failed_inference_step_is_named_by_its_own_reviewed_message_not_a_later_step() -> None:
     # srun ran two steps of one Slurm job: four tensor-parallel ranks of Megatron's inference
     # all hit "Inference must always gather TP logits" (a message whose atlas labels were
