@@ -30,7 +30,7 @@ _KEYS = {
     "error_words",
     "warning_words",
     "fatal_in_info",
-    "error_negated",
+    "not_an_error",
     "signal_words",
     "healthy",
     "templates",
@@ -119,8 +119,8 @@ class Templates:
     fatal_in_info: re.Pattern[str] | None = None
     signal_words: Mapping[str, str] = field(default_factory=dict)
     healthy: tuple[str, ...] = ()
-    # error words a line says are absent (`no error`, `without errors`): not an error there
-    error_negated: re.Pattern[str] | None = None
+    # error words that say no error where they stand (`no error`, `-Wno-error=pedantic`)
+    not_an_error: re.Pattern[str] | None = None
 
     def needles(self) -> list[str]:
         """Lowercased literals of the templates and of the error and warning words: one is in
@@ -194,8 +194,8 @@ def build(body: Mapping[str, Any], report: Callable[[str, str], None], team: boo
         words["fatal_in_info"],
         dict(signal_words),
         tuple(healthy),
-        _compile(body.get("error_negated"), "error_negated", report)
-        if body.get("error_negated") is not None
+        _compile(body.get("not_an_error"), "not_an_error", report)
+        if body.get("not_an_error") is not None
         else None,
     )
 

@@ -343,8 +343,9 @@ class LogScanTables:
     progress_markers: MarkerSet = PROGRESS_MARKERS
     # the verdicts a line may match several times, reported once a line (`HotLines`)
     per_line: tuple[bytes, ...] = ()
-    # error words a line says are absent (`no error`): the line is read without them
-    error_negated: re.Pattern[str] | None = None
+    # error words that say no error where they stand (`no error`, `-Wno-error=pedantic`): the
+    # line is read without them
+    not_an_error: re.Pattern[str] | None = None
     # digit-masked line -> (holds a progress marker, raw prefix end, rank start, rank end):
     # what a progress window's line is, which depends on its shape and these tables alone
     # (`ProgressReading._progress_by_shape`), shared by every log parsed with them: the
@@ -356,11 +357,11 @@ class LogScanTables:
         low = text.lower()
         if not any(key in low for key in self.error_keys) or not self.error_words.search(text):
             return False
-        negated = self.error_negated
-        if negated is None or not negated.search(text):
+        not_meant = self.not_an_error
+        if not_meant is None or not not_meant.search(text):
             return True
-        # `stops, no error`: what is left once the absent errors are taken out
-        return self.error_words.search(negated.sub(" ", text)) is not None
+        # `stops, no error`: what is left once the words that say no error are taken out
+        return self.error_words.search(not_meant.sub(" ", text)) is not None
 
     def has_warning_words(self, text: str) -> bool:
         return "warn" in text.lower() and self.warning_words.search(text) is not None
@@ -430,7 +431,7 @@ def _scan_tables(kb: knowledge.Knowledge) -> LogScanTables:
             dict.fromkeys(lit.lstrip("\0").lower() for lit in literals_of(error_words.pattern))
         ),
         template_verdicts=template_verdicts,
-        error_negated=templates.error_negated,
+        not_an_error=templates.not_an_error,
         specific_needles=tuple(specific),
         verdicts=tuple(verdicts),
         gated=tuple(gated),
