@@ -1562,3 +1562,86 @@ def test_a_bar_done_before_the_training_logged_on_is_not_the_jobs_last_step(
     )
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
     assert "500 of 5000" in d["outcome"]["why"]
+
+
+# ------------------------------------------------------------------ files that are no output
+
+# A log that ends mid-training: nothing in it says how the job ended.
+_CUT_OFF_LOG = [
+    "[2025-03-02 10:00:01,112] [INFO] [real_accelerator.py:203:get_accelerator] Setting"
+    " ds_accelerator to cuda",
+    "{'loss': 2.412, 'grad_norm': 1.31, 'learning_rate': 4.9e-05, 'epoch': 0.1}",
+    "{'loss': 2.108, 'grad_norm': 1.02, 'learning_rate': 4.7e-05, 'epoch': 0.2}",
+]
+
+# The first merges of GPT-2's byte-level BPE (the `merges.txt` a tokenizer saves beside every
+# checkpoint), with the merge that makes ` error`.
+_MERGES = ["#version: 0.2", "Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r", "Ġ s"]
+_MERGES += ["a t", "Ġ w", "Ġ o", "e n", "Ġ c", "i t", "i s", "a n", "o r", "e s", "Ġ b"]
+_MERGES += ["e d", "Ġ f", "in g", "Ġ p", "o u", "Ġa n", "a l", "a r", "Ġt o", "Ġ m", "Ġo f"]
+_MERGES += ["Ġ in", "Ġ d", "Ġ h", "Ġan d", "i c", "a s", "l e", "Ġt h", "i on", "o m", "l l"]
+_MERGES += ["en t", "Ġ n", "Ġ l", "s t", "Ġ re", "v e", "Ġ e", "r o", "l y", "Ġb e", "Ġ error"]
+
+# A notice of the kind a library ships beside its code, in its own words here.
+_NOTICE = [
+    "Notices for the components this package bundles",
+    "Each component below keeps the terms its authors chose for it, and those terms",
+    "apply to that component alone and to nothing else in this package.",
+    "The authors give no promise that a component works for any purpose at all;",
+    "they are not liable for lost work, lost data, a computer failure or malfunction,",
+    "or any other harm that follows from using the components in any way.",
+] * 4
+
+
+def _bundle(tmp_path: Path, files: dict[str, list[str]]) -> dict[str, Any]:
+    for name, lines in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _input_warnings(d: dict[str, Any]) -> dict[str, list[str]]:
+    return {Path(i["path"]).name: i["warnings"] for i in d["inputs"]}
+
+
+def test_a_tokenizers_merges_and_a_licence_beside_the_logs_are_no_failure_of_the_job(
+    tmp_path: Path,
+) -> None:
+    # an output folder as a trainer leaves it: the log, a checkpoint's tokenizer files and the
+    # notices of a bundled library. Their `error` and `computer failure` are no job's failure
+    d = _bundle(
+        tmp_path,
+        {
+            "train.log": _CUT_OFF_LOG,
+            "checkpoint-500/merges.txt": _MERGES,
+            "THIRD_PARTY_NOTICES.txt": _NOTICE,
+        },
+    )
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert d["first_failure"] is None
+    warnings = _input_warnings(d)
+    assert any("word list" in w and "not read" in w for w in warnings["merges.txt"]), warnings
+    assert any("prose" in w for w in warnings["THIRD_PARTY_NOTICES.txt"]), warnings
+
+
+def test_a_training_script_beside_its_log_is_not_read_as_output(tmp_path: Path) -> None:
+    script = [
+        "#!/bin/bash",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=8",
+        "set -euo pipefail",
+        "export NCCL_DEBUG=WARN",
+        "cd /scratch/run",
+        'if [ ! -d "$DATA" ]; then',
+        '  echo "ERROR: no dataset at $DATA, training failed to start"',
+        "  exit 1",
+        "fi",
+        "srun torchrun --nproc_per_node=8 train.py --config cfg.yaml",
+        'echo "done"',
+    ]
+    d = _bundle(tmp_path, {"train.log": _CUT_OFF_LOG, "run.sbatch": script})
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert any("script" in w for w in _input_warnings(d)["run.sbatch"])

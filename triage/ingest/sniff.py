@@ -124,6 +124,27 @@ _ENV_LINE = regex_cache.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]
 
 _MARKDOWN_HEADING = regex_cache.compile(r"^#{1,6} \S")
 
+# A line only a process's output holds: a clock time, a log level at a line's start or in
+# brackets, a launcher's prefix, a rank, a progress bar or rate, a traceback's frame, a step
+# count. A text whose head has none of them may be something else (`_not_output`).
+_OUTPUT_LINE = regex_cache.compile(
+    r"\d{1,2}:\d{2}:\d{2}|^\s*\[?(?-i:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b"
+    r"|\[(?-i:INFO|WARNING|WARN|ERROR|DEBUG)\]|^\s*(?:srun|slurmstepd|mpirun|torchrun)\S*: "
+    r"|\brank\s*\d|\d+%\||\b(?:it/s|s/it)\b|^\s*File \"[^\"]+\", line \d+|\bNCCL (?:INFO|WARN)\b"
+    r"|\b(?:step|iter(?:ation)?|epoch)\b\W{0,3}\d",
+    regex.MULTILINE | regex.IGNORECASE,
+)
+# A sentence's line: words and punctuation, no digit (a licence, a book, prose notes).
+_PROSE_LINE = regex_cache.compile(r"[^\W\d_][^\d]*")
+# A line of source code or a shell script: a Python statement's opening word, a decorator, a
+# comment, a shebang, a scheduler directive, a shell keyword or an assignment.
+_CODE_LINE = regex_cache.compile(
+    r"\s*(?:#|@[A-Za-z_]|(?:import|from|def|class|return|if|elif|else|for|while|try|except"
+    r"|finally|with|raise|yield|assert|pass|break|continue|async|await|global|then|fi|do|done"
+    r"|esac|case|export|echo|source|module|cd|mkdir|srun|torchrun|python3?|deepspeed|set|exit"
+    r"|local|function)\b|[A-Za-z_][A-Za-z0-9_]*=|[)}\]]+[,:;]?$|[A-Za-z_][\w.]*\(.*\)$)"
+)
+
 _JSON_ELASTIC_MESSAGE = regex_cache.compile(rb'^\s*\{\s*"message"\s*:')
 _JSON_KEY = regex_cache.compile(rb'"(py_callstack|extraInfo|errorCode|errorTraits|timestamp)"\s*:')
 
@@ -198,7 +219,9 @@ def _detect_text(head: bytes) -> Sniffed:
     if not lines:
         return _not_read("file holds only blank lines")
     strong_log = _strong_log(text)
-    if not strong_log and _MARKDOWN_HEADING.match(lines[0]):
+    # no line of its head is one only a process's output holds
+    quiet = not strong_log and _OUTPUT_LINE.search(text) is None
+    if not strong_log and _MARKDOWN_HEADING.match(lines[0]) and not (quiet and _is_code(lines)):
         return Sniffed(SourceKind.TEXT)  # notes or a README, not a process's output
     if _is_pyspy(lines, strong_log):
         return Sniffed(SourceKind.PYSPY)
@@ -206,9 +229,51 @@ def _detect_text(head: bytes) -> Sniffed:
         return Sniffed(SourceKind.ENV_REPORT)
     if not strong_log and _is_nccl_debug_file(lines):
         return Sniffed(SourceKind.NCCL)
+    what = _not_output(lines) if quiet else None
+    if what is not None:
+        # prose is what someone wrote (set aside beside logs, read alone, as notes are); a
+        # word list or code is nothing a person hands over as the evidence
+        note = f"reads as {what}, not a process's output"
+        if what == _PROSE:
+            return Sniffed(SourceKind.TEXT, (note,))
+        return _not_read(f"{note}: not read")
     if strong_log or _LOG_MARKER.search(text):
         return Sniffed(SourceKind.RANK_LOG)
     return Sniffed(SourceKind.TEXT)
+
+
+_PROSE = "prose (a licence, a book, notes)"
+
+
+def _not_output(lines: list[str]) -> str | None:
+    """What a text with no line of a process's output is instead, where its lines say so
+    plainly: its error words (a licence's `computer failure`, a tokenizer's ` error` merge, a
+    script's `echo "ERROR ..."`) are no job's failure, beside logs or alone."""
+    if len(lines) >= 20 and _mostly(lines, 0.75, _prose_line):
+        return _PROSE
+    if len(lines) >= 50 and _mostly(lines, 0.9, _word_list_line):
+        return "a word list (a vocabulary, a tokenizer's merges, names)"
+    if _is_code(lines):
+        return "code, a script or a file of settings"
+    return None
+
+
+def _is_code(lines: list[str]) -> bool:
+    return len(lines) >= 10 and _mostly(lines, 0.6, lambda line: bool(_CODE_LINE.match(line)))
+
+
+def _prose_line(line: str) -> bool:
+    text = line.strip()
+    return len(text.split()) >= 4 and _PROSE_LINE.fullmatch(text) is not None
+
+
+def _word_list_line(line: str) -> bool:
+    fields = line.split()
+    return (
+        0 < len(fields) <= 2
+        and all(len(field) <= 40 and not any(c in field for c in "=:(") for field in fields)
+        and any(c.isalpha() for c in line)
+    )
 
 
 def _is_one_json_document(text: str) -> bool:
