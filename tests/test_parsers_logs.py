@@ -659,6 +659,7 @@ def test_log_text_is_not_mistaken_for_a_prefix(line: str) -> None:
         ("2025-01-05T10:12:08Z x", 1736071928.0),
         ("[2025-01-05 10:12:08] iteration 1/ 2 |", 1736071928.0),
         ("[01/05/26 10:12:08] INFO colossalai - x", 1767607928.0),
+        ("01/05/2026 10:12:08 - WARNING - datasets.builder - x", 1767607928.0),
         ("  time      : 2026-01-05_10:12:08", 1767607928.0),
     ],
 )

@@ -4,7 +4,8 @@ Formats (formats.md §1): c10 `[E1218 20:27:21.426415540 File.cpp:629]` and torc
 Python logging `E1202 08:35:28.255000 5442 path:line]` carry no year; DeepSpeed
 `[2025-12-18 20:27:22,783]`, NCCL `[2025-01-05 10:00:00] `, Python logging asctime
 `2025-01-05 10:12:08,123`, ISO `2025-01-05T10:12:08.123+02:00`, Megatron `[2025-01-05 10:12:08]`,
-Colossal-AI `[01/05/26 10:12:08]` (MM/DD/YY) and torchrun's summary `2026-01-05_10:12:08` do.
+Colossal-AI `[01/05/26 10:12:08]` (MM/DD/YY), transformers' example scripts `01/05/2026 10:12:08`
+(MM/DD/YYYY) and torchrun's summary `2026-01-05_10:12:08` do.
 
 Every time without an offset is read as UTC: logs almost never say their zone, and the same
 rule for every rank keeps their order right, which is what correlation needs.
@@ -32,6 +33,12 @@ _DATED = re.compile(
 # Colossal-AI's rich handler: `[01/05/26 10:12:08]` (month/day/two-digit year).
 _SLASHED = re.compile(
     r"\[(?P<mo>\d{2})/(?P<d>\d{2})/(?P<y>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})\]"
+)
+# transformers' example scripts (run_clm.py, run_glue.py, ...) and the trainers grown from them
+# log with `datefmt="%m/%d/%Y %H:%M:%S"`: `07/15/2023 12:51:00 - WARNING - name - message`.
+_US_DATED = re.compile(
+    r"(?<![\d/])(?P<mo>\d{2})/(?P<d>\d{2})/(?P<y>\d{4}) "
+    r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?![\d.:])"
 )
 # c10 (torch >= ~2.3): `[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629]`, month unpadded.
 C10_RE = re.compile(
@@ -114,17 +121,18 @@ def parse_dated(text: str, *, limit: int = 64) -> float | None:
         )
         if epoch is not None:
             return epoch - _offset_seconds(m["tz"])
-    m = _SLASHED.search(head)
-    if m is not None:
-        return _epoch(
-            2000 + int(m["y"]),
-            int(m["mo"]),
-            int(m["d"]),
-            int(m["h"]),
-            int(m["mi"]),
-            int(m["s"]),
-            None,
-        )
+    for pattern, century in ((_SLASHED, 2000), (_US_DATED, 0)):
+        m = pattern.search(head)
+        if m is not None:
+            return _epoch(
+                century + int(m["y"]),
+                int(m["mo"]),
+                int(m["d"]),
+                int(m["h"]),
+                int(m["mi"]),
+                int(m["s"]),
+                None,
+            )
     return None
 
 
@@ -133,7 +141,8 @@ def dated_resolution(text: str, *, limit: int = 64) -> float:
     (torchrun's summary `2026-01-05_10:12:08`), 0.001 for milliseconds; 0.0 when there is none."""
     m = _DATED.search(text[:limit])
     if m is None:
-        return 1.0 if _SLASHED.search(text[:limit]) is not None else 0.0
+        slashed = _SLASHED.search(text[:limit]) or _US_DATED.search(text[:limit])
+        return 1.0 if slashed is not None else 0.0
     return 10.0 ** -len(m["frac"]) if m["frac"] else 1.0
 
 
