@@ -341,6 +341,57 @@ def test_one_ranks_death_in_a_file_two_ranks_share_is_still_the_jobs_fault(
     assert d["symptoms"] and d["symptoms"][0]["score"] >= 0.3, d["symptoms"][:1]
 
 
+# transformers' example-script logging (`%m/%d/%Y %H:%M:%S - LEVEL - name - message`): a
+# fine-tuning that died loading its adapter, then a later run of the same command that trained
+# until the file was copied
+_RERUN_AFTER_DEATH = [
+    "07/15/2023 12:51:00 - INFO - dsets.loader - Loading dataset WebQSP_train.json...",
+    "07/15/2023 12:51:00 - WARNING - dsets.loader - Checksum failed: missing SHA-1 hash value in"
+    " dataset_info.json or too many files.",
+    "Traceback (most recent call last):",
+    '  File "/home/u/ChatGLM-Efficient-Tuning/src/train_bash.py", line 21, in <module>',
+    "    main()",
+    '  File "/home/u/ChatGLM-Efficient-Tuning/src/pet/core/adapter.py", line 58, in init_adapter',
+    '    assert load_trainable_params(model, model_args.checkpoint_dir[0]), "Model checkpoint is'
+    ' not correctly loaded."',
+    "AssertionError: Model checkpoint is not correctly loaded.",
+    "07/15/2023 13:02:45 - INFO - pet.core.parse - Process rank: 0, device: cuda:0, n_gpu: 1",
+    "07/15/2023 13:02:45 - WARNING - dsets.loader - Checksum failed: missing SHA-1 hash value in"
+    " dataset_info.json or too many files.",
+    " 66%|██████▌   | 14253/21500 [15:32:24<8:04:01,  4.01s/it]",
+    " 66%|██████▋   | 14254/21500 [15:32:28<8:03:32,  4.00s/it]",
+]
+
+
+def test_a_run_that_trained_on_after_an_earlier_runs_death_in_the_same_file_is_the_job(
+    tmp_path: Path,
+) -> None:
+    # the AssertionError ended its process: the progress after it is a later run's, which met
+    # no error; the checksum line is a logged warning
+    d = _diagnose_lines(tmp_path, "result.txt", _RERUN_AFTER_DEATH)
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert "earlier runs wrote to the same file (result.txt up to line 8" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+    assert d["first_failure"] is None
+
+
+def test_one_processs_death_then_progress_then_the_launchers_errors_is_one_failed_run(
+    tmp_path: Path,
+) -> None:
+    # untagged ranks sharing a file: one died, another printed a step, then torchrun reported
+    # the failure. That is one run, and it failed
+    lines = [
+        *_RERUN_AFTER_DEATH[2:8],
+        _RERUN_AFTER_DEATH[-1],
+        "E0715 13:02:50.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed"
+        " (exitcode: 1) local_rank: 1 (pid: 5678) of binary: /usr/bin/python3",
+    ]
+    d = _diagnose_lines(tmp_path, "train.log", lines)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "earlier runs" not in d["outcome"]["why"]
+    assert "AssertionError" in d["first_failure"]["text"], d["first_failure"]
+
+
 def test_a_training_stopped_at_its_wall_clock_budget_finished_short_of_its_step_total() -> None:
     # a parameter-golf fork under torchrun: 20000 steps planned, a 600 s budget; the loop logs
     # `stopping_early: wallclock_cap ... step:5735/20000`, then serialization and evaluations

@@ -13,7 +13,10 @@ to tell them apart, a file is read as one job.
 process's death: an uncaught exception ends the Python process that raised it (its traceback
 runs from the script's top level, `<module>`), so training progress and the script's own end
 line later in a file that one process wrote (no rank on any line) were printed by a later run
-of the script. Whatever stands up to the last such death is an earlier run's.
+of the script, when that run ended well or went on with no error to the file's end (ranks
+that share a file untagged print for a moment after one rank's death, until the launcher,
+whose own error lines follow, stops them). Whatever stands up to the last such death is an
+earlier run's.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from triage.model import EarlierJobs, Event, EventKind, ParsedSource, SourceKind, TracebackFacts
+from triage.model import (
+    EarlierJobs,
+    Event,
+    EventKind,
+    Level,
+    ParsedSource,
+    SourceKind,
+    TracebackFacts,
+)
 
 
 def this_job(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
@@ -67,37 +78,33 @@ _TOP_LEVEL = frozenset({"<module>", "_run_module_as_main"})
 
 def _earlier_runs(ps: ParsedSource) -> EarlierJobs | None:
     """Earlier runs of a script in a file one process wrote, each ended by an uncaught
-    exception before a later run trained and printed its own end line."""
+    exception before a later run trained: the later run printed its own end line, or went on
+    with no error to the file's end."""
     if ps.source.kind is SourceKind.TEXT or ps.source.rank is not None:
         return None
     if any(ev.rank is not None for ev in ps.events):
         return None  # ranks share the file: one rank's death is not the file's end
-    ends = [
-        ev.line
-        for ev in ps.events
-        if ev.line is not None
-        and ev.notice is not None
+    progress = [ev.line for ev in ps.events if ev.kind is EventKind.PROGRESS and ev.line]
+    deaths = [
+        ev.end_line or ev.line for ev in ps.events if ev.line is not None and _ended_its_process(ev)
+    ]
+    # the last death a later run's training followed
+    last = max((d for d in deaths if any(line > d for line in progress)), default=None)
+    if last is None:
+        return None
+    later = [ev for ev in ps.events if ev.line is not None and ev.line > last]
+    ended_well = any(
+        ev.notice is not None
         and ev.notice.end == "succeeded"
         and ev.notice.target_pid is None  # the script's own words, not a launcher's count
-    ]
-    if not ends:
-        return None
-    end = max(ends)
-    deaths = [
-        ev.end_line or ev.line
-        for ev in ps.events
-        if ev.line is not None and ev.line < end and _ended_its_process(ev)
-    ]
-    if not deaths:
-        return None
-    last_death = max(deaths)
-    trained_after = any(
-        ev.kind is EventKind.PROGRESS and ev.line is not None and last_death < ev.line <= end
-        for ev in ps.events
+        for ev in later
     )
-    if not trained_after:
+    # Untagged ranks that share a file go on printing for a moment after one rank's death,
+    # until the launcher, whose own error lines follow, stops them: a later run is one that
+    # ended well or met no error at all
+    if not ended_well and any(ev.level is Level.ERROR for ev in later):
         return None
-    return EarlierJobs(last_death, len(deaths), by="exception")
+    return EarlierJobs(last, sum(1 for d in deaths if d <= last), by="exception")
 
 
 def _ended_its_process(ev: Event) -> bool:
