@@ -392,6 +392,34 @@ def test_one_processs_death_then_progress_then_the_launchers_errors_is_one_faile
     assert "AssertionError" in d["first_failure"]["text"], d["first_failure"]
 
 
+# transformers 5's Trainer prints each float of its logs as a string of 4 significant digits
+# (trainer_callback.py: f"{v:.4g}")
+def _v5_logs(*losses: str) -> list[str]:
+    lines = [
+        f"{{'loss': '{loss}', 'grad_norm': '1.204', 'learning_rate': '4.9e-05', 'epoch': '{n}'}}"
+        for n, loss in enumerate(losses, 1)
+    ]
+    return [" 33%|███▎      | 100/300 [02:11<04:22,  1.31s/it]", *lines]
+
+
+def test_a_transformers_5_run_that_printed_its_final_metrics_finished(tmp_path: Path) -> None:
+    lines = _v5_logs("2.31", "1.87", "1.62")
+    lines.append(
+        "{'train_runtime': '2918', 'train_samples_per_second': '9.19',"
+        " 'train_steps_per_second': '0.575', 'train_loss': '0.7331', 'epoch': '3'}"
+    )
+    d = _diagnose_lines(tmp_path, "train.log", lines)
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "'train_runtime': '2918'" in d["outcome"]["why"]
+
+
+def test_a_transformers_5_run_whose_loss_went_nan_diverged(tmp_path: Path) -> None:
+    d = _diagnose_lines(tmp_path, "train.log", _v5_logs("2.31", "nan", "nan"))
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "diverged" in d["outcome"]["why"]
+    assert d["symptoms"][0]["id"] == "S19", d["symptoms"][:2]
+
+
 def test_a_training_stopped_at_its_wall_clock_budget_finished_short_of_its_step_total() -> None:
     # a parameter-golf fork under torchrun: 20000 steps planned, a 600 s budget; the loop logs
     # `stopping_early: wallclock_cap ... step:5735/20000`, then serialization and evaluations

@@ -35,11 +35,11 @@ _RAW_RANK = re.compile(rb"\[Rank (-?\d+)\] step=")
 # a metric printed as nan/inf (`loss nan`, `local_loss=inf`, `grad_norm: -inf`): Python's and
 # C's spellings of a non-finite float
 _NON_FINITE = re.compile(r"(?<![\w.])[-+]?(?:nan|inf|infinity)(?![\w.])", re.I)
-# ... the loss itself printed so (`loss: nan`, `'loss': nan`, `lm loss: inf`, `train_loss=nan`),
-# not a gradient norm: fp16 loss scaling prints `grad_norm: nan` on the steps it skips, and
-# the loss stays finite there
+# ... the loss itself printed so (`loss: nan`, `'loss': nan`, transformers 5's `'loss': 'nan'`,
+# `lm loss: inf`, `train_loss=nan`), not a gradient norm: fp16 loss scaling prints
+# `grad_norm: nan` on the steps it skips, and the loss stays finite there
 _LOSS_NON_FINITE = re.compile(
-    r"(?<![\w.])(?:\w+[_ ])?loss['\"]?\s*[:=]?\s*[-+]?(?:nan|inf|infinity)(?![\w.])", re.I
+    r"(?<![\w.])(?:\w+[_ ])?loss['\"]?\s*[:=]?\s*['\"]?[-+]?(?:nan|inf|infinity)(?![\w.])", re.I
 )
 DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 SHAPE_MAX = 1024  # longest digit-masked line kept in a parser's shape cache (4096 at most)
