@@ -1141,3 +1141,21 @@ def test_a_cpp_message_ends_where_the_next_tagged_log_line_begins() -> None:
         "[enforce fail at gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. "
         "1336 vs 1328.",
     ]
+
+
+def test_rays_count_of_deduplicated_lines_is_not_part_of_the_traceback() -> None:
+    # Ray prints one of many alike worker lines with ` [repeated Nx across cluster]` after it
+    suffix = " [repeated 65x across cluster]"
+    log = "\n".join(
+        [
+            "(CursorLoopWorker pid=3388) Traceback (most recent call last):" + suffix,
+            '(CursorLoopWorker pid=3388)   File "/app/cursor/env_and_state.py", line 266, in'
+            " _extract_action_and_update_cursor" + suffix,
+            "(CursorLoopWorker pid=3388)     raise ValueError(msg)" + suffix,
+            "(CursorLoopWorker pid=3388) ValueError: step 0 - extract action failed" + suffix,
+        ]
+    )
+    (tb,) = [e for e in parse_text(log + "\n").events if e.kind is EventKind.TRACEBACK]
+    assert tb.payload.frames[-1][2] == "_extract_action_and_update_cursor"
+    assert tb.exception is not None and tb.exception.exc_type == "ValueError"
+    assert tb.exception.exc_message == "step 0 - extract action failed"

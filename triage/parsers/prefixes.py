@@ -78,8 +78,27 @@ def _looks_like_host(name: str) -> bool:
     return any(c.isdigit() or c == "-" for c in first)
 
 
+# Ray's log deduplication prints one line for many alike and appends how many it stood for
+# (ray/_private/ray_logging: LogDeduplicator, ` [repeated 65x across cluster]`, in green, its
+# first time with a note on RAY_DEDUP_LOGS): a wrapper's words, not the message's, which a
+# traceback's frame or exception line would otherwise carry
+_RAY_REPEATED = re.compile(
+    r"(?:\x1b\[\d+m)? \[repeated \d+x across cluster\]"
+    r"(?: \(Ray deduplicates logs by default\.[^)]*\))?(?:\x1b\[0m)?\s*$"
+)
+
+
+def _without_ray_repeat(text: str) -> str:
+    if "across cluster]" not in text:
+        return text
+    m = _RAY_REPEATED.search(text)
+    return text if m is None else text[: m.start()]
+
+
 def peel(text: str, *, max_layers: int = 8) -> Prefixes:
-    """Strip stacked wrapper prefixes from `text`, outermost first."""
+    """Strip stacked wrapper prefixes from `text`, outermost first (and Ray's count of the
+    lines a deduplicated line stands for, at its end)."""
+    text = _without_ray_repeat(text)
     rank = local_rank = task = None
     role = host = stamp = None
     keys: list[str] = []
