@@ -1724,3 +1724,51 @@ def test_a_training_script_beside_its_log_is_not_read_as_output(tmp_path: Path) 
     d = _bundle(tmp_path, {"train.log": _CUT_OFF_LOG, "run.sbatch": script})
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
     assert any("script" in w for w in _input_warnings(d)["run.sbatch"])
+
+
+# ------------------------------------------------------------------ faults the job handles
+
+
+def _reward_loop_error(item: str, thought: str) -> list[str]:
+    """One sample whose model output the reward loop cannot parse: logged and skipped."""
+    return [
+        "ERROR:2025-11-19 20:53:29,520:Traceback (most recent call last):",
+        '  File "/app/cursor/env_and_state.py", line 450, in update_state',
+        "    self._extract_action_and_update_cursor(observation, text)",
+        '  File "/app/cursor/env_and_state.py", line 266, in _extract_action_and_update_cursor',
+        "    raise ValueError(msg)",
+        f"ValueError: step 0 - extract action failed from: Thought: {thought}",
+        f"ERROR:2025-11-19 20:53:29,521:Error extracting action for item {item}",
+    ]
+
+
+def _per_sample_errors_then(last: list[str]) -> list[str]:
+    lines = _reward_loop_error("48f9596c-9146-4f19", "I click the search box")
+    lines += ["step:1 - actor/entropy:1.1691 - critic/score/mean:0.41 - response_length/mean:212"]
+    lines += _reward_loop_error("0f7fa891-9ee5-46a3", "the page lists languages")
+    lines += ["step:2 - actor/entropy:1.1520 - critic/score/mean:0.44 - response_length/mean:208"]
+    return lines + last
+
+
+def test_an_error_the_job_went_on_past_again_and_again_is_not_how_it_ended(
+    tmp_path: Path,
+) -> None:
+    # verl's reward loop catches a sample it cannot parse, logs it and goes on; the file was
+    # copied while the run went on, in the middle of the next such error
+    lines = _per_sample_errors_then(_reward_loop_error("de4a1f2c-77b0-41d9", "scroll down"))
+    d = _diagnose_lines(tmp_path, "verl_demo.log", lines)
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+def test_another_error_after_the_handled_ones_is_how_the_job_ended(tmp_path: Path) -> None:
+    oom = [
+        "Traceback (most recent call last):",
+        '  File "/app/verl/workers/actor/dp_actor.py", line 301, in update_policy',
+        "    loss.backward()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a"
+        " total capacity of 79.11 GiB of which 1.02 GiB is free.",
+    ]
+    d = _diagnose_lines(tmp_path, "verl_demo.log", _per_sample_errors_then(oom))
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S14", d["symptoms"][:2]

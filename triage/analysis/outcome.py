@@ -22,10 +22,11 @@ rules/templates.yaml), the reasons and stop exceptions are `kind: outcome`
 from __future__ import annotations
 
 import ntpath
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from triage.analysis.ranks import format_ranks, outermost_frame, ranks_named, ref
+from triage.analysis.ranks import first_line, format_ranks, outermost_frame, ranks_named, ref
 from triage.analysis.timeline import first_error
 from triage.knowledge.outcome import Ends
 from triage.knowledge.routine import Routine
@@ -47,6 +48,7 @@ from triage.model import (
     ProgressFacts,
     RankExit,
     SourceKind,
+    TracebackFacts,
 )
 
 _FAULT_KINDS = (EventKind.TRACEBACK, EventKind.CPP_EXCEPTION)
@@ -128,12 +130,17 @@ def _decide(
     for ev in logs:
         if ev.rank is not None and ev.tagged_rank is None and ev.line is not None:
             first_tagged[ev.source] = min(ev.line, first_tagged.get(ev.source, ev.line))
+    handled = _handled(faults, progress)
     fatal = [
         ev
         for ev in faults
-        if not _went_on_past(ev, progress) and not _before_the_ranks(ev, first_tagged)
+        if not _went_on_past(ev, progress)
+        and not _before_the_ranks(ev, first_tagged)
+        and id(ev) not in handled
     ]
-    logged = [ev for ev in faults if ev.kind in _FAULT_KINDS and ev not in fatal]
+    logged = [
+        ev for ev in faults if ev.kind in _FAULT_KINDS and ev not in fatal and id(ev) not in handled
+    ]
     hung = found.hang is not None and found.hang.detected
 
     if stops:
@@ -206,7 +213,7 @@ def _decide(
     if succeeded is not None and not ended_badly:
         # every process the launcher saw ended well: an exception it printed was handled
         why, shown = succeeded
-        logged = [ev for ev in faults if ev.kind in _FAULT_KINDS]
+        logged = [ev for ev in faults if ev.kind in _FAULT_KINDS and id(ev) not in handled]
         return Outcome(OutcomeKind.SUCCEEDED, why, _refs(shown), fault_too=bool(logged))
     if fatal:
         failed = _failed(fatal, found)
@@ -493,6 +500,54 @@ def _went_on_past(ev: Event, progress: dict[tuple[str, int | None], list[Event]]
     return any(
         (p.line or 0) > end + 1 and ((step := _step(p)) is None or step > reached) for p in lines
     )
+
+
+def _handled(
+    faults: Sequence[Event], progress: dict[tuple[str, int | None], list[Event]]
+) -> set[int]:
+    """The faults the job handles: the same fault (`_fault_key`) again and again in one file
+    and rank, training going on past the first of them (a reward loop's per-sample parse
+    error, logged and skipped). A repeat where the log ends is no more how the job ended than
+    the ones before it, and none of them is a fault the report holds up; a fault the job went
+    on past once is still one (`fault_too`)."""
+    series: dict[tuple[str, int | None, tuple[str, str]], list[Event]] = {}
+    for ev in faults:
+        if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed" or ev.line is None:
+            continue
+        series.setdefault((ev.source, ev.rank, _fault_key(ev)), []).append(ev)
+    out: set[int] = set()
+    for members in series.values():
+        if len(members) < 2:
+            continue
+        first = min(members, key=lambda ev: ev.line or 0)
+        if _went_on_past(first, progress):
+            out.update(id(ev) for ev in members)
+    return out
+
+
+def _fault_key(ev: Event) -> tuple[str, str]:
+    """Where a fault was raised (a traceback's innermost frame, with its exception type), else
+    how its message begins, up to the first `: ` and with every word that holds a digit
+    blanked: each sample's error quotes its own data (an id, the text it could not parse)
+    after the same words."""
+    facts = ev.payload
+    exc_type = ev.exception.exc_type if ev.exception is not None else None
+    if isinstance(facts, TracebackFacts) and facts.frames:
+        file, _, function = facts.frames[-1]
+        return exc_type or "", f"{file}:{function}"
+    said = ev.exception.exc_message if ev.exception is not None else None
+    text = first_line(said if said else ev.text, 400)
+    own_words = text.split(": ", 1)[0]
+    if len(own_words) >= _KEY_MIN_CHARS:
+        text = own_words
+    return exc_type or ev.kind.value, _WORD_WITH_DIGIT.sub("#", text)[:_KEY_CHARS]
+
+
+# a word that holds a digit (a count, an id, a uuid, an address), and how much of a message's
+# start says which message it is
+_WORD_WITH_DIGIT = re.compile(r"\S*\d\S*")
+_KEY_CHARS = 48
+_KEY_MIN_CHARS = 12
 
 
 def _before_the_ranks(ev: Event, first_tagged: dict[str, int]) -> bool:
