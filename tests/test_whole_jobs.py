@@ -1772,3 +1772,20 @@ def test_another_error_after_the_handled_ones_is_how_the_job_ended(tmp_path: Pat
     d = _diagnose_lines(tmp_path, "verl_demo.log", _per_sample_errors_then(oom))
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert d["symptoms"][0]["id"] == "S14", d["symptoms"][:2]
+
+
+def test_verls_trainer_that_printed_its_final_validation_metrics_finished() -> None:
+    # verl's FSDP SFT trainer: 372 steps, `Final validation metrics: {...}` at its last step,
+    # then a stale tqdm redraw of `Epoch 6/6: 98%` as the bar closes
+    d = _diagnose("l_aopd_verl_fsdp_sft_4rank_372_steps_done_hf_hub_ssl_retry_warning")
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "Final validation metrics" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+def test_a_tpu_program_that_needs_more_hbm_than_the_chip_has_is_out_of_device_memory() -> None:
+    # verl on torch_xla: XLA's compiler plans 100.38G of HBM on a 31.75G TPU v4 chip
+    d = _diagnose("l_verltpu_ray_torch_xla_ppo_critic_update_hbm_out_of_memory")
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S14", d["symptoms"][:2]
+    assert d["root_causes"][0]["id"] == "R16", d["root_causes"][:2]
