@@ -231,18 +231,12 @@ def _detect_text(head: bytes) -> Sniffed:
         return Sniffed(SourceKind.NCCL)
     what = _not_output(lines) if quiet else None
     if what is not None:
-        # prose is what someone wrote (set aside beside logs, read alone, as notes are); a
-        # word list or code is nothing a person hands over as the evidence
-        note = f"reads as {what}, not a process's output"
-        if what == _PROSE:
-            return Sniffed(SourceKind.TEXT, (note,))
-        return _not_read(f"{note}: not read")
+        # not read, beside logs or alone: a book's `killed`, a licence's `computer failure`,
+        # a tokenizer's ` error` merge and a script's `echo "ERROR ..."` are no job's failure
+        return _not_read(f"reads as {what}, not a process's output: not read")
     if strong_log or _LOG_MARKER.search(text):
         return Sniffed(SourceKind.RANK_LOG)
     return Sniffed(SourceKind.TEXT)
-
-
-_PROSE = "prose (a licence, a book, notes)"
 
 
 def _not_output(lines: list[str]) -> str | None:
@@ -250,7 +244,7 @@ def _not_output(lines: list[str]) -> str | None:
     plainly: its error words (a licence's `computer failure`, a tokenizer's ` error` merge, a
     script's `echo "ERROR ..."`) are no job's failure, beside logs or alone."""
     if len(lines) >= 20 and _mostly(lines, 0.75, _prose_line):
-        return _PROSE
+        return "prose (a licence, a book, a story)"
     if len(lines) >= 50 and _mostly(lines, 0.9, _word_list_line):
         return "a word list (a vocabulary, a tokenizer's merges, names)"
     if _is_code(lines):
