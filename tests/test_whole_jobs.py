@@ -1789,3 +1789,45 @@ def test_a_tpu_program_that_needs_more_hbm_than_the_chip_has_is_out_of_device_me
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert d["symptoms"][0]["id"] == "S14", d["symptoms"][:2]
     assert d["root_causes"][0]["id"] == "R16", d["root_causes"][:2]
+
+
+def test_a_log_call_that_logging_could_not_format_after_the_training_is_no_failure() -> None:
+    # the script's last statement, `logger.info('Total Runtime :', t)`, has no placeholder:
+    # logging prints `--- Logging error ---`, the traceback from `emit`, the call stack and
+    # `Message: 'Total Runtime :'`, and the program ends normally
+    d = _diagnose(
+        "k_slurm_1gpu_mbart_emergent_communication_training_done_then_python_logging_error_total_runtime"
+    )
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+    assert d["first_failure"] is None
+
+
+def test_an_ultralytics_run_that_completed_its_epochs_before_slurmstepds_cgroup_errors() -> None:
+    # `20 epochs completed in 1.109 hours.`, the final validation, then slurmstepd's errors
+    # while it tears down the finished step's cgroup
+    d = _diagnose(
+        "k_ufal_slurm_1gpu_ultralytics_yolov8_20_epochs_done_then_slurmstepd_cgroup_errors"
+    )
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "epochs completed" in d["outcome"]["why"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+def test_htcondors_event_log_says_how_the_job_ended() -> None:
+    # HTCondor keeps .out, .err and its own event .log: `(1) Normal termination (return
+    # value 0)` after 250 epochs; the wrapper's failed `cd` in .err did not stop the job
+    d = _diagnose("k_cern_htcondor_1gpu_zuko_flow_250_epochs_done_exit_code_0_afs_cd_noise")
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "exit-code 0" in d["outcome"]["why"] or "return value 0" in d["outcome"]["why"]
+
+
+def test_htcondors_non_zero_return_value_is_the_jobs_exit(tmp_path: Path) -> None:
+    lines = [
+        "000 (14999986.000.000) 04/25 05:12:33 Job submitted from host: <188.184.1.1:9618>",
+        "001 (14999986.000.000) 04/25 05:12:35 Job executing on host: <188.184.2.2:9618>",
+        "005 (14999986.000.000) 04/25 05:13:56 Job terminated.",
+        "\t(1) Normal termination (return value 1)",
+    ]
+    d = _diagnose_lines(tmp_path, "train14999986_0.log", lines)
+    assert d["outcome"]["id"] == "failed", d["outcome"]

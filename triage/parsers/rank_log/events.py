@@ -40,7 +40,7 @@ class RecordEvents:
 
     def _emit_traceback(self, tb: TracebackRecord) -> None:
         frames = tuple(tb.all_frames())
-        if not frames and tb.exc_type is None:
+        if (not frames and tb.exc_type is None) or tb.logging_call_stack:
             return
         record = TracebackFacts(
             frames=frames,

@@ -194,6 +194,17 @@ class TracebackRecord(Record):
     def all_frames(self) -> list[tuple[str, int, str]]:
         return self.frames + list(self.frames_tail)
 
+    @property
+    def logging_call_stack(self) -> bool:
+        """The stack Python's logging prints after a log record it could not handle: frames
+        with no `Traceback` header, then `Message: %r` and `Arguments: %s`
+        (logging/__init__.py, Handler.handleError): where the log call was, not an exception."""
+        return (
+            self.headerless
+            and self.exc_type == "Message"
+            and (self.exc_message or "")[:1] in ("'", '"')
+        )
+
 
 @dataclass
 class CppExceptionRecord(Record):
