@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import assert_the_check_decides, assert_top, cases_with_known_misses, explained
+from tests.cli_runs import (
+    assert_the_check_decides,
+    assert_the_check_names,
+    assert_top,
+    cases_with_known_misses,
+    explained,
+)
 
 FLASH_ATTN_NO_NVCC = """  File "/tmp/pip-install-abc123/flash-attn_0f1e2d/setup.py", line 88, in raise_if_cuda_home_none
     raise RuntimeError(
@@ -93,6 +99,22 @@ CUDA SETUP: CUDA runtime path found: /opt/conda/lib/libcudart.so.11.0
 
 # (name, paste, top symptom, top root cause (or causes, "/"), what the fixes must tell the user);
 # NCCL's IB size check is either ranks in different collectives or nodes with different NCCL settings
+# torchvision/datasets/imagenet.py (_verify_archive), under timm's create_dataset
+TORCHVISION_ARCHIVE_MISSING = """Traceback (most recent call last):
+  File "train.py", line 842, in <module>
+    main()
+  File "/ext3/miniconda3/lib/python3.8/site-packages/torchvision/datasets/imagenet.py", line 100, in _verify_archive
+    raise RuntimeError(msg.format(file, root))
+RuntimeError: The archive ILSVRC2012_devkit_t12.tar.gz is not present in the root directory or is corrupted. You need to download it externally and place it in ./imagenet.
+"""
+# lightning/pytorch/loops/fit_loop.py (FitLoop.done) after the data connector's warning
+LIGHTNING_NO_BATCHES = """/env/lib/python3.10/site-packages/lightning/pytorch/trainer/connectors/data_connector.py:441: Total length of `DataLoader` across ranks is zero. Please make sure this was your intention.
+`Trainer.fit` stopped: No training batches.
+"""
+# XLA's TPU compiler, under torch_xla
+XLA_HBM_EXHAUSTED = "RuntimeError: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 100.38G of 31.75G hbm. Exceeded hbm capacity by 68.63G."
+
+
 CASES = [
     ("pip-requires-python", PIP_REQUIRES_PYTHON, "S01", "R04", "Python >=3.8"),
     ("fsdp-off-compute-device", FSDP_OFF_COMPUTE_DEVICE, "S13", "R14", "set_device"),
@@ -107,6 +129,8 @@ CASES = [
     ("horovodrun-ssh-task-server", HOROVODRUN_SSH_TASK, "S05", "R06", "same path on every host"),
     ("openmpi-address-unmatched", OPENMPI_ADDRESS_UNMATCHED, "S11", "R07", "btl_tcp_if_include"),
     ("bitsandbytes-without-libcuda", BNB_NO_LIBCUDA, "S04", "R02", "nvidia-smi"),
+    ("lightning-no-training-batches", LIGHTNING_NO_BATCHES, "S08", "R27", "training set"),
+    ("xla-hbm-exhausted", XLA_HBM_EXHAUSTED, "S14", "R16", "device's memory"),
 ]
 
 
@@ -181,3 +205,9 @@ def test_a_dataset_download_the_server_refused_is_data_that_never_arrived() -> N
     )
     assert_top(d, "symptoms", "S08")
     assert "download=False" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+
+
+def test_a_torchvision_dataset_whose_files_are_not_under_its_root_is_a_data_loading_error() -> None:
+    # the data is not where `root` points: the pipeline's setting (R27) more than the cluster's
+    # (R06), neither certain from the message alone
+    assert_the_check_names(TORCHVISION_ARCHIVE_MISSING, "S08", "R27", "`root`")

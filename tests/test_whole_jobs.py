@@ -1831,3 +1831,35 @@ def test_htcondors_non_zero_return_value_is_the_jobs_exit(tmp_path: Path) -> Non
     ]
     d = _diagnose_lines(tmp_path, "train14999986_0.log", lines)
     assert d["outcome"]["id"] == "failed", d["outcome"]
+
+
+def test_a_lightning_fit_with_no_training_batches_trained_nothing() -> None:
+    # 'Train dataset size: 0', Lightning's zero-length DataLoader warnings, then "`Trainer.fit`
+    # stopped: No training batches." and a normal exit: the job did no work
+    d = _diagnose(
+        "k_adelaide_slurm_lightning_policy_empty_task_list_train_dataset_size_0_fit_stopped_no_training_batches"
+    )
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S08", d["symptoms"][:2]
+
+
+def test_a_broken_pth_file_at_start_up_is_not_the_failure_the_missing_dataset_is() -> None:
+    # site.py's `Error processing line 1 of ...-nspkg.pth:` and its indented traceback, four
+    # times, then torchvision's ImageNet: "The archive ILSVRC2012_devkit_t12.tar.gz is not
+    # present in the root directory or is corrupted"
+    d = _diagnose(
+        "k_nyu_greene_slurm_timm_cct_imagenet_devkit_archive_missing_after_pth_traceback_noise"
+    )
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "ILSVRC2012_devkit" in d["first_failure"]["text"], d["first_failure"]
+    assert d["symptoms"][0]["id"] == "S08", d["symptoms"][:2]
+
+
+def test_lightnings_received_sigterm_is_a_stop_its_dataloader_workers_dying_follow() -> None:
+    # `[rank: 2] Received SIGTERM: 15` at step 1225 of epoch 0, then each DataLoader worker's
+    # "killed by signal: Terminated" in the teardown
+    d = _diagnose(
+        "k_nohup_lightning_ddp_5gpu_a800_qcnet_epoch0_step1225_received_sigterm_dataloader_workers_terminated"
+    )
+    assert d["outcome"]["id"] == "stopped", d["outcome"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
