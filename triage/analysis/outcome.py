@@ -790,8 +790,6 @@ def _who(ev: Event) -> str:
 
 
 def _line_of(ev: Event) -> str:
-    from triage.analysis.ranks import first_line
-
     return first_line(ev.text, 160)
 
 
