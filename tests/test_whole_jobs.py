@@ -1863,3 +1863,12 @@ def test_lightnings_received_sigterm_is_a_stop_its_dataloader_workers_dying_foll
     )
     assert d["outcome"]["id"] == "stopped", d["outcome"]
     assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+def test_a_script_that_says_its_training_is_complete_finished(tmp_path: Path) -> None:
+    # a plain script's epochs (no total printed), then its own last word
+    lines = [f"Epoch {n}: Train=2823{n}.9  Val=2814{n}.0  MAE=49{n}.2" for n in range(10, 13)]
+    lines += ["Saved new best model.", "Training complete!"]
+    d = _diagnose_lines(tmp_path, "traininginfo.out", lines)
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "Training complete!" in d["outcome"]["why"]
