@@ -140,6 +140,9 @@ def test_the_needles_are_derived_never_listed() -> None:
         ),
         # ... but the compiler's own error about one still is
         ("c++: error: unrecognized command-line option '-Wno-error=pedantic'", True),
+        # argparse's usage naming a setting's choices; its own error line is one
+        ("                     [--log_level {debug,info,warning,error,critical,passive}]", False),
+        ("train_bash.py: error: argument --fp16: Truthy value expected: got s", True),
     ],
 )
 def test_error_words_that_say_no_error_make_no_error_line(line: str, is_error: bool) -> None:

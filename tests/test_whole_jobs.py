@@ -1872,3 +1872,17 @@ def test_a_script_that_says_its_training_is_complete_finished(tmp_path: Path) ->
     d = _diagnose_lines(tmp_path, "traininginfo.out", lines)
     assert d["outcome"]["id"] == "succeeded", d["outcome"]
     assert "Training complete!" in d["outcome"]["why"]
+
+
+def test_a_diff_of_two_scripts_is_not_read_as_a_log(tmp_path: Path) -> None:
+    # `diff` of an example script against its port, as a repository's tests keep them: its
+    # `> except ImportError:` is code that changed, not an import error
+    lines = ["1a2", "> # coding=utf-8", "26c27", "< from typing import Optional, Union", "---"]
+    lines += ["> from typing import Dict, List, Optional, Union", "31,32d31"]
+    lines += ["< from datasets import DatasetDict, load_dataset", "< ", "33a33"]
+    lines += ["> try:", ">     import evaluate", "> except ImportError:", ">     evaluate = None"]
+    (tmp_path / "run_clm.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
+    d = json.loads(result.output)
+    assert d["outcome"] is None and d["symptoms"] == [], d["summary"]
+    assert any("diff" in w and "not read" in w for w in _input_warnings(d)["run_clm.txt"])
