@@ -136,10 +136,14 @@ _OUTPUT_LINE = regex_cache.compile(
 )
 # A sentence's line: words and punctuation, no digit (a licence, a book, prose notes).
 _PROSE_LINE = regex_cache.compile(r"[^\W\d_][^\d]*")
-# A line of a diff: `diff`'s normal form (`26c27`, `< old`, `---`, `> new`) or a unified patch.
+# A line of a diff: `diff`'s normal form (`26c27`, `< old`, `---`, `> new`) or a unified patch
+# (`@@ -12,7 +12,8 @@`, `-old`, `+new`), and the hunk headers one of which a diff has (a shell's
+# `set -x` trace is lines of `+ cmd` too, with none)
 _DIFF_LINE = regex_cache.compile(
-    r"[<>+\-](?: |$)|---|\+\+\+ |@@ |diff |index [0-9a-f]|\d+(?:,\d+)?[acd]\d+(?:,\d+)?$"
+    r"[<>](?: |$)|---$|[+\-](?![+\-])|\+\+\+ |--- |@@ -\d|diff |index [0-9a-f]"
+    r"|\d+(?:,\d+)?[acd]\d+(?:,\d+)?$"
 )
+_DIFF_HUNK = regex_cache.compile(r"\d+(?:,\d+)?[acd]\d+(?:,\d+)?$|@@ -\d+(?:,\d+)? \+\d")
 # A line of source code or a shell script: a Python statement's opening word, a decorator, a
 # comment, a shebang, a scheduler directive, a shell keyword or an assignment.
 _CODE_LINE = regex_cache.compile(
@@ -253,7 +257,11 @@ def _not_output(lines: list[str]) -> str | None:
         return "a word list (a vocabulary, a tokenizer's merges, names)"
     if _is_code(lines):
         return "code, a script or a file of settings"
-    if len(lines) >= 10 and _mostly(lines, 0.6, lambda line: bool(_DIFF_LINE.match(line))):
+    if (
+        len(lines) >= 10
+        and any(_DIFF_HUNK.match(line) for line in lines)
+        and _mostly(lines, 0.6, lambda line: bool(_DIFF_LINE.match(line)))
+    ):
         return "a diff between two files"
     return None
 
