@@ -1886,3 +1886,26 @@ def test_a_diff_of_two_scripts_is_not_read_as_a_log(tmp_path: Path) -> None:
     d = json.loads(result.output)
     assert d["outcome"] is None and d["symptoms"] == [], d["summary"]
     assert any("diff" in w and "not read" in w for w in _input_warnings(d)["run_clm.txt"])
+
+
+def test_the_same_death_in_each_appended_run_is_the_last_runs_failure(tmp_path: Path) -> None:
+    # two runs of one command appended to one file, each ended by the same uncaught
+    # AssertionError: not a fault the job handled, and the job is the last run
+    def death(path: str) -> list[str]:
+        return [
+            "Traceback (most recent call last):",
+            '  File "/home/u/ChatGLM-Efficient-Tuning/src/train_bash.py", line 21, in <module>',
+            "    main()",
+            '  File "/home/u/ChatGLM-Efficient-Tuning/src/pet/core/adapter.py", line 65, in'
+            " init_adapter",
+            "    assert os.path.exists(os.path.join(model_args.checkpoint_dir[0], WEIGHTS_NAME))",
+            f"AssertionError: Provided path ({path}) does not contain a LoRA weight.",
+        ]
+
+    lines = death("ckpt_lora_epoch200")
+    lines += ["100%|██████████| 1/1 [00:00<00:00,  1.00it/s]"]
+    lines += death("ckpt_lora_epoch200/checkpoint-13000")
+    d = _diagnose_lines(tmp_path, "result.txt", lines)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "checkpoint-13000" in d["first_failure"]["text"], d["first_failure"]
+    assert "earlier runs wrote to the same file" in d["outcome"]["why"]

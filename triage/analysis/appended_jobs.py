@@ -13,10 +13,10 @@ to tell them apart, a file is read as one job.
 process's death: an uncaught exception ends the Python process that raised it (its traceback
 runs from the script's top level, `<module>`), so training progress and the script's own end
 line later in a file that one process wrote (no rank on any line) were printed by a later run
-of the script, when that run ended well or went on with no error to the file's end (ranks
-that share a file untagged print for a moment after one rank's death, until the launcher,
-whose own error lines follow, stops them). Whatever stands up to the last such death is an
-earlier run's.
+of the script, when that run ended well, went on with no error to the file's end, or died by
+itself of an uncaught exception too (ranks that share a file untagged print for a moment
+after one rank's death, until the launcher, whose own error lines follow, stops them).
+Whatever stands up to the last such death is an earlier run's.
 """
 
 from __future__ import annotations
@@ -24,15 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from triage.model import (
-    EarlierJobs,
-    Event,
-    EventKind,
-    Level,
-    ParsedSource,
-    SourceKind,
-    TracebackFacts,
-)
+from triage.analysis.ranks import ended_its_process
+from triage.model import EarlierJobs, Event, EventKind, Level, ParsedSource, SourceKind
 
 
 def this_job(parsed: Sequence[ParsedSource]) -> list[ParsedSource]:
@@ -71,11 +64,6 @@ def _slurm_job(ev: Event) -> str | None:
     return notice.job.split(".")[0]
 
 
-# the outermost frame of a traceback that reached the interpreter's top level: the script's
-# own module, or runpy's for `python -m`
-_TOP_LEVEL = frozenset({"<module>", "_run_module_as_main"})
-
-
 def _earlier_runs(ps: ParsedSource) -> EarlierJobs | None:
     """Earlier runs of a script in a file one process wrote, each ended by an uncaught
     exception before a later run trained: the later run printed its own end line, or went on
@@ -86,7 +74,7 @@ def _earlier_runs(ps: ParsedSource) -> EarlierJobs | None:
         return None  # ranks share the file: one rank's death is not the file's end
     progress = [ev.line for ev in ps.events if ev.kind is EventKind.PROGRESS and ev.line]
     deaths = [
-        ev.end_line or ev.line for ev in ps.events if ev.line is not None and _ended_its_process(ev)
+        ev.end_line or ev.line for ev in ps.events if ev.line is not None and ended_its_process(ev)
     ]
     # the last death a later run's training followed
     last = max((d for d in deaths if any(line > d for line in progress)), default=None)
@@ -101,17 +89,9 @@ def _earlier_runs(ps: ParsedSource) -> EarlierJobs | None:
     )
     # Untagged ranks that share a file go on printing for a moment after one rank's death,
     # until the launcher, whose own error lines follow, stops them: a later run is one that
-    # ended well or met no error at all
-    if not ended_well and any(ev.level is Level.ERROR for ev in later):
+    # ended well, met no error at all, or died by itself as the earlier ones did
+    if not ended_well and any(
+        ev.level is Level.ERROR and not ended_its_process(ev) for ev in later
+    ):
         return None
     return EarlierJobs(last, sum(1 for d in deaths if d <= last), by="exception")
-
-
-def _ended_its_process(ev: Event) -> bool:
-    """An uncaught exception's traceback: whole, and run from the interpreter's top level."""
-    facts = ev.payload
-    if ev.kind is not EventKind.TRACEBACK or not isinstance(facts, TracebackFacts):
-        return False
-    if facts.truncated or facts.headerless or not facts.frames:
-        return False
-    return facts.frames[0][2] in _TOP_LEVEL

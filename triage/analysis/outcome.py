@@ -26,7 +26,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from triage.analysis.ranks import first_line, format_ranks, outermost_frame, ranks_named, ref
+from triage.analysis.ranks import (
+    ended_its_process,
+    first_line,
+    format_ranks,
+    outermost_frame,
+    ranks_named,
+    ref,
+)
 from triage.analysis.timeline import first_error
 from triage.knowledge.outcome import Ends
 from triage.knowledge.routine import Routine
@@ -509,10 +516,16 @@ def _handled(
     and rank, training going on past the first of them (a reward loop's per-sample parse
     error, logged and skipped). A repeat where the log ends is no more how the job ended than
     the ones before it, and none of them is a fault the report holds up; a fault the job went
-    on past once is still one (`fault_too`)."""
+    on past once is still one (`fault_too`). An exception that ended its process is no handled
+    one, however often it recurs (each run of a script appended to one file died of it)."""
     series: dict[tuple[str, int | None, tuple[str, str]], list[Event]] = {}
     for ev in faults:
-        if ev.kind in _ENDING_KINDS or _notice(ev).end == "failed" or ev.line is None:
+        if (
+            ev.kind in _ENDING_KINDS
+            or _notice(ev).end == "failed"
+            or ev.line is None
+            or ended_its_process(ev)
+        ):
             continue
         series.setdefault((ev.source, ev.rank, _fault_key(ev)), []).append(ev)
     out: set[int] = set()

@@ -24,6 +24,7 @@ from triage.model import (
     ParsedSource,
     RankExit,
     Traceback,
+    TracebackFacts,
 )
 from triage.parsers import tracebacks
 from triage.rank_ranges import ranks_text
@@ -301,6 +302,22 @@ def outermost_frame(ev: Event) -> tuple[str, str] | None:
         return None
     frame = links[0].frames[0]
     return frame.file, frame.function
+
+
+# the outermost frame of a traceback that reached the interpreter's top level: the script's
+# own module, or runpy's for `python -m`
+_TOP_LEVEL = frozenset({"<module>", "_run_module_as_main"})
+
+
+def ended_its_process(ev: Event) -> bool:
+    """An uncaught exception's traceback, whole and run from the interpreter's top level: the
+    Python process that printed it ended there."""
+    facts = ev.payload
+    if ev.kind is not EventKind.TRACEBACK or not isinstance(facts, TracebackFacts):
+        return False
+    if facts.truncated or facts.headerless or not facts.frames:
+        return False
+    return facts.frames[0][2] in _TOP_LEVEL
 
 
 def traceback_of(ev: Event) -> Traceback:
