@@ -211,3 +211,13 @@ def test_a_torchvision_dataset_whose_files_are_not_under_its_root_is_a_data_load
     # the data is not where `root` points: the pipeline's setting (R27) more than the cluster's
     # (R06), neither certain from the message alone
     assert_the_check_names(TORCHVISION_ARCHIVE_MISSING, "S08", "R27", "`root`")
+
+
+# urllib's and requests' connection failures on a node without internet, fetching weights
+URLOPEN_NO_NETWORK = "urllib.error.URLError: <urlopen error [Errno 101] Network is unreachable>"
+REQUESTS_NO_DNS = "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: /bert-base-uncased/resolve/main/config.json (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f2c>: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution'))"
+
+
+@pytest.mark.parametrize("text", [URLOPEN_NO_NETWORK, REQUESTS_NO_DNS], ids=["urlopen", "requests"])
+def test_a_download_on_a_node_without_network_is_the_nodes_network(text: str) -> None:
+    assert_the_check_names(text, "S06", "R07", "where there is network")
