@@ -1909,3 +1909,23 @@ def test_the_same_death_in_each_appended_run_is_the_last_runs_failure(tmp_path: 
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert "checkpoint-13000" in d["first_failure"]["text"], d["first_failure"]
     assert "earlier runs wrote to the same file" in d["outcome"]["why"]
+
+
+def test_a_quiet_log_is_read_and_says_it_does_not_show_how_the_job_ended(
+    tmp_path: Path,
+) -> None:
+    # a distributed run's hydra log with nothing but set-up notes: the log was read, it just
+    # holds no step, fault, exit or stop (not "no evidence, collect every rank's log")
+    lines = [
+        f"[2022-09-16 23:14:51,2{n:02d}][torch.distributed.distributed_c10d][INFO] - Added key:"
+        f" store_based_barrier_key:1 to store for rank: {n}"
+        for n in range(8)
+    ]
+    lines += [
+        "[2022-09-16 23:15:15,163][torch.nn.parallel.distributed][INFO] - Reducer buckets have"
+        " been rebuilt in this iteration."
+    ]
+    d = _diagnose_lines(tmp_path, "main.log", lines)
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert "does not say how the job ended" in d["outcome"]["why"]
+    assert d["symptoms"] == [] and d["first_failure"] is None

@@ -421,9 +421,13 @@ _NOT_EVIDENCE = (EventKind.INPUT_WARNING, EventKind.ENV_REPORT)
 
 
 def has_evidence(parsed: Sequence[ParsedSource]) -> bool:
-    """Did any input of a bundle hold something to diagnose: a log line, a traceback, a dump?
-    (A text file in which the parsers found nothing, a README, is not evidence.)"""
-    return any(ev.kind not in _NOT_EVIDENCE for ps in parsed for ev in ps.events)
+    """Did any input of a bundle hold something to diagnose: a log line, a traceback, a dump,
+    or a process's log read whole that held none of them (a quiet log says the job printed
+    nothing triage knows, not that nothing was read)? (A text file in which the parsers found
+    nothing, a README, is not evidence.)"""
+    return any(ev.kind not in _NOT_EVIDENCE for ps in parsed for ev in ps.events) or any(
+        ps.source.kind.process_output and ps.lines > 0 for ps in parsed
+    )
 
 
 def no_evidence(inputs: tuple[InputSummary, ...], kb: Knowledge | None = None) -> Diagnosis:

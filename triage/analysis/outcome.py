@@ -84,7 +84,10 @@ def decide(
     # progress a note or an issue's prose mentions (`it stopped at step 4100`) is no rank's
     logs = [ev for ps in parsed if ps.source.kind is not SourceKind.TEXT for ev in ps.events]
     lines = {ps.source.path: ps.lines for ps in parsed if ps.source.kind is not SourceKind.TEXT}
-    decided = _decide(events, logs, found, ends, routine, lines)
+    # a process's log read whole in which nothing was an event (no step, fault, exit or stop
+    # triage knows): the job printed something, and it does not say how it ended
+    quiet = sum(ps.lines for ps in parsed if ps.source.kind.process_output and not ps.events)
+    decided = _decide(events, logs, found, ends, routine, lines, quiet)
     if found.later_step_faults and decided.id in (OutcomeKind.FAILED, OutcomeKind.HUNG):
         # quoted in the evidence without weight: say why
         later = found.later_step_faults[0]
@@ -124,6 +127,7 @@ def _decide(
     ends: Ends,
     routine: Routine,
     lines: Mapping[str, int],
+    quiet_lines: int = 0,
 ) -> Outcome:
     progress = _progress_lines(logs)
     last_progress = _last_progress(progress)
@@ -261,6 +265,12 @@ def _decide(
             OutcomeKind.INCOMPLETE,
             "The log ends before any training step, with no error, exit or stop: it does not "
             "say that the job ended (it may have been still starting when the log was copied)",
+        )
+    if quiet_lines:
+        return Outcome(
+            OutcomeKind.INCOMPLETE,
+            f"The log ({quiet_lines} lines) holds no training step, error, exit or stop that "
+            "triage reads: it does not say how the job ended",
         )
     return Outcome(OutcomeKind.UNKNOWN, "The logs show neither how the job ended nor a fault")
 

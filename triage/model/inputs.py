@@ -20,6 +20,12 @@ class SourceKind(str, Enum):
     ENV_REPORT = "env_report"
     TEXT = "text"
 
+    @property
+    def process_output(self) -> bool:
+        """What a process printed as it ran (its log, NCCL's debug output): read whole, even
+        a quiet one says something of the job."""
+        return self in (SourceKind.RANK_LOG, SourceKind.NCCL)
+
 
 class EventKind(str, Enum):
     """What one parsed event is. Rules filter on these; correlate reads the payloads."""
