@@ -1,0 +1,162 @@
+# ruff: noqa: E501 (pasted tracebacks and log lines are as long as the libraries made them)
+"""What a parallel training stack checks names the mechanism (issue 21, lane A of h33): a
+zero_to_fp32 command that hands DeepSpeed >= 0.15.3 a file name where it now takes a folder is
+the script's changed interface, not a broken checkpoint; DeepSpeed's hybrid engine indexing an
+empty list of inference containers is a model it has no injection policy for; TransformerEngine
+without its `pytorch` attribute is an import of its PyTorch part that failed and was swallowed
+(an import error, not a missing API); a converter that finds no 'model' entry reads another
+checkpoint layout than the one it was given; DeepSpeed falling back to MPI discovery is a
+process no launcher started; and Colossal-AI's Gemini refusing to reduce a gradient whose
+parameter its chunk hooks never saw used is a model Gemini does not support. Each is read through
+`triage explain`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_runs import assert_the_check_decides
+
+ZERO_TO_FP32_GIVEN_A_FILE_NAME = """$ python zero_to_fp32.py . ../pytorch_model.bin
+[2024-11-02 09:14:51,210] [INFO] [real_accelerator.py:219:get_accelerator] Setting ds_accelerator to cuda (auto detect)
+Processing zero checkpoint './global_step1200'
+Detected checkpoint of type zero stage 3, world_size: 8
+Parsing checkpoint created by deepspeed==0.15.4
+Reconstructed Trainable fp32 state dict with 291 params 6738415616 elements
+Traceback (most recent call last):
+  File "/data/ckpt/checkpoint-1200/zero_to_fp32.py", line 760, in <module>
+    convert_zero_checkpoint_to_fp32_state_dict(args.checkpoint_dir,
+  File "/data/ckpt/checkpoint-1200/zero_to_fp32.py", line 658, in convert_zero_checkpoint_to_fp32_state_dict
+    torch.save(shard_state_dict, output_path)
+  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 849, in save
+    with _open_zipfile_writer(f) as opened_zipfile:
+  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 716, in _open_zipfile_writer
+    return container(name_or_buffer)
+  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 687, in __init__
+    super().__init__(torch._C.PyTorchFileWriter(self.name))
+RuntimeError: Parent directory ../pytorch_model.bin does not exist."""
+
+HYBRID_ENGINE_WITHOUT_CONTAINERS = """Traceback (most recent call last):
+  File "/home/u/DeepSpeedExamples/applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/main.py", line 523, in main
+    out = trainer.generate_experience(batch_prompt['prompt'], batch_prompt['prompt_att_mask'], step)
+  File "/home/u/DeepSpeedExamples/applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/ppo_trainer.py", line 99, in generate_experience
+    seq = self._generate_sequence(prompts, mask, step)
+  File "/home/u/DeepSpeedExamples/applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/ppo_trainer.py", line 73, in _generate_sequence
+    seq = self.actor_model.module.generate(prompts, attention_mask=mask, max_length=max_min_length, min_length=max_min_length)
+  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/hybrid_engine.py", line 243, in generate
+    self.fuse_lora_weight()
+  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/hybrid_engine.py", line 139, in fuse_lora_weight
+    self._fuse_lora_layer(layer_id)
+  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/hybrid_engine.py", line 133, in _fuse_lora_layer
+    self._inference_containers[layer_id].fuse_lora()
+IndexError: list index out of range"""
+
+TRANSFORMER_ENGINE_WITHOUT_ITS_PYTORCH_PART = """Traceback (most recent call last):
+  File "/workspace/Megatron-LM/pretrain_gpt.py", line 18, in <module>
+    from megatron.core.models.gpt import GPTModel
+  File "/workspace/Megatron-LM/megatron/core/models/gpt/__init__.py", line 1, in <module>
+    from .gpt_model import GPTModel
+  File "/workspace/Megatron-LM/megatron/core/models/gpt/gpt_model.py", line 17, in <module>
+    from megatron.core.transformer.transformer_block import TransformerBlock
+  File "/workspace/Megatron-LM/megatron/core/transformer/transformer_block.py", line 16, in <module>
+    from megatron.core.transformer.custom_layers.transformer_engine import (
+  File "/workspace/Megatron-LM/megatron/core/transformer/custom_layers/transformer_engine.py", line 55, in <module>
+    class TELinear(te.pytorch.Linear):
+AttributeError: module 'transformer_engine' has no attribute 'pytorch'"""
+
+CONVERTER_GIVEN_A_DISTRIBUTED_CHECKPOINT = """[rank0]: Traceback (most recent call last):
+[rank0]:   File "/workspace/scripts/checkpoint_converters/convert_megatron_lm_ckpt_to_nemo.py", line 512, in <module>
+[rank0]:     convert(local_rank, rank, world_size, args)
+[rank0]:   File "/workspace/scripts/checkpoint_converters/convert_megatron_lm_ckpt_to_nemo.py", line 431, in convert
+[rank0]:     checkpoint, consumed, steps, version = load_from_checkpoint(
+[rank0]:   File "/workspace/scripts/checkpoint_converters/convert_megatron_lm_ckpt_to_nemo.py", line 315, in load_from_checkpoint
+[rank0]:     old_checkpoint['model'],
+[rank0]: KeyError: 'model'"""
+
+DEEPSPEED_STARTED_WITHOUT_A_LAUNCHER = """$ python train.py --deepspeed ds_config.json
+[2024-06-11 08:02:17,455] [INFO] [comm.py:637:init_distributed] cdb=None
+[2024-06-11 08:02:17,455] [INFO] [comm.py:652:init_distributed] Not using the DeepSpeed or dist launchers, attempting to detect MPI environment...
+Traceback (most recent call last):
+  File "/home/u/train.py", line 140, in <module>
+    model_engine, optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+  File "/usr/local/lib/python3.10/site-packages/deepspeed/__init__.py", line 143, in initialize
+    dist.init_distributed(dist_backend=dist_backend,
+  File "/usr/local/lib/python3.10/site-packages/deepspeed/comm/comm.py", line 658, in init_distributed
+    mpi_discovery(distributed_port=distributed_port, verbose=verbose)
+  File "/usr/local/lib/python3.10/site-packages/deepspeed/comm/comm.py", line 677, in mpi_discovery
+    from mpi4py import MPI
+ModuleNotFoundError: No module named 'mpi4py'"""
+
+GEMINI_PARAMETER_USED_BY_AN_UNTRACKED_OP = """Traceback (most recent call last):
+  File "/workspace/ColossalAI/applications/ColossalChat/examples/training_scripts/train_sft.py", line 312, in <module>
+    train(args)
+  File "/workspace/ColossalAI/applications/ColossalChat/coati/trainer/sft.py", line 103, in _train
+    self.booster.backward(loss=loss, optimizer=self.optimizer)
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/booster/booster.py", line 167, in backward
+    optimizer.backward(loss)
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/zero/gemini/gemini_optimizer.py", line 293, in backward
+    self.module.backward(loss)
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/zero/gemini/gemini_ddp.py", line 343, in backward
+    loss.backward()
+  File "/opt/conda/lib/python3.10/site-packages/torch/_tensor.py", line 522, in backward
+    torch.autograd.backward(
+  File "/opt/conda/lib/python3.10/site-packages/torch/autograd/__init__.py", line 266, in backward
+    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/zero/gemini/gemini_ddp.py", line 375, in grad_handle
+    raise RuntimeError(
+RuntimeError: Parameter `model.norm.weight` failed at the gradient reduction. Some unsupported torch function is operated upon this parameter."""
+
+# (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
+CASES = [
+    (
+        "zero-to-fp32-given-a-file-name",
+        ZERO_TO_FP32_GIVEN_A_FILE_NAME,
+        "S30",
+        "R01",
+        "an output folder, not a file name",
+    ),
+    (
+        "hybrid-engine-without-containers",
+        HYBRID_ENGINE_WITHOUT_CONTAINERS,
+        "S18",
+        "R15",
+        '"hybrid_engine": {"enabled": false}',
+    ),
+    (
+        "transformer-engine-without-its-pytorch-part",
+        TRANSFORMER_ENGINE_WITHOUT_ITS_PYTORCH_PART,
+        "S02",
+        "R01/R02",
+        'import transformer_engine.pytorch"',
+    ),
+    (
+        "converter-given-a-distributed-checkpoint",
+        CONVERTER_GIVEN_A_DISTRIBUTED_CHECKPOINT,
+        "S30",
+        "R20",
+        "--ckpt-format torch",
+    ),
+    (
+        "deepspeed-started-without-a-launcher",
+        DEEPSPEED_STARTED_WITHOUT_A_LAUNCHER,
+        "S02/S10",
+        "R06",
+        "Start with a launcher",
+    ),
+    (
+        "gemini-parameter-used-by-an-untracked-op",
+        GEMINI_PARAMETER_USED_BY_AN_UNTRACKED_OP,
+        "S18",
+        "R15",
+        "go through the module's own call",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"),
+    [pytest.param(*c[1:], id=c[0]) for c in CASES],
+)
+def test_a_parallel_stacks_check_decides_the_root_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_decides(text, symptom, cause, advice)
