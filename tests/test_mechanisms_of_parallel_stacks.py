@@ -7,7 +7,13 @@ without its `pytorch` attribute is an import of its PyTorch part that failed and
 (an import error, not a missing API); a converter that finds no 'model' entry reads another
 checkpoint layout than the one it was given; DeepSpeed falling back to MPI discovery is a
 process no launcher started; and Colossal-AI's Gemini refusing to reduce a gradient whose
-parameter its chunk hooks never saw used is a model Gemini does not support. Each is read through
+parameter its chunk hooks never saw used is a model Gemini does not support; DeepSpeed >= 0.16
+refusing the `no_sync()` that the Trainer and Accelerate call while accumulating is the releases;
+DeepSpeed deriving a micro batch of 0 and Megatron's global batch not dividing into micro batches
+over the data-parallel ranks are the batch settings against the layout; NCCL_NET naming a network
+that did not come up is the node's network set-up; NCCL unable to open NVML is a container without
+the driver's libraries; NCCL's 'Failed to CUDA calloc async' is GPU memory; and DeepSpeed refusing
+to load its async_io op is libaio missing where the op is built. Each is read through
 `triage explain`."""
 
 from __future__ import annotations
@@ -105,6 +111,50 @@ GEMINI_PARAMETER_USED_BY_AN_UNTRACKED_OP = """Traceback (most recent call last):
     raise RuntimeError(
 RuntimeError: Parameter `model.norm.weight` failed at the gradient reduction. Some unsupported torch function is operated upon this parameter."""
 
+NO_SYNC_UNDER_ZERO2_FROM_THE_TRAINER = """  File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 2480, in _inner_training_loop
+    with context():
+  File "/opt/conda/lib/python3.10/contextlib.py", line 135, in __enter__
+    return next(self.gen)
+  File "/opt/conda/lib/python3.10/site-packages/accelerate/accelerator.py", line 973, in no_sync
+    with context():
+  File "/opt/conda/lib/python3.10/contextlib.py", line 135, in __enter__
+    return next(self.gen)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1995, in no_sync
+    assert not self.zero_optimization_partition_gradients(), \\
+AssertionError: no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage 2"""
+
+DEEPSPEED_MICRO_BATCH_OF_ZERO = """  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/config.py", line 927, in _batch_assertion
+    assert (micro_batch > 0), f"Micro batch size per gpu: {micro_batch} has to be greater than 0"
+AssertionError: Micro batch size per gpu: 0 has to be greater than 0"""
+
+MEGATRON_GLOBAL_BATCH_NOT_DIVISIBLE = """  File "/workspace/Megatron-LM/megatron/core/num_microbatches_calculator.py", line 340, in __init__
+    assert global_batch_size % micro_batch_times_data_parallel_size == 0, (
+AssertionError: global batch size (1024) is not divisible by micro batch size (3) times data parallel size (8)"""
+
+NCCL_NAMED_NETWORK_NOT_FOUND = """gpu-a:30211:30211 [0] NCCL INFO NCCL_NET set by environment to IB
+gpu-a:30211:30211 [0] NCCL INFO Failed to open libibverbs.so[.1]
+gpu-a:30211:30211 [0] NCCL INFO Failed to initialize NET plugin IB
+gpu-a:30211:30302 [0] net.cc:763 NCCL WARN Error: network IB not found.
+gpu-a:30211:30302 [0] NCCL INFO init.cc:1420 -> 5"""
+
+NCCL_WITHOUT_NVML = """worker-3:812:812 [0] NCCL INFO Bootstrap : Using eth0:10.4.2.13<0>
+worker-3:812:812 [0] misc/nvmlwrap.cc:68 NCCL WARN Failed to open libnvidia-ml.so.1
+worker-3:812:812 [0] NCCL INFO init.cc:1715 -> 2
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5"""
+
+NCCL_CALLOC_ASYNC_FAILED = """[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.
+[rank0]: Last error:
+[rank0]: Failed to CUDA calloc async 136 bytes"""
+
+ASYNC_IO_OP_WITHOUT_LIBAIO = """  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/swap_tensor/partitioned_param_swapper.py", line 50, in __init__
+    aio_op = AsyncIOBuilder().load(verbose=False)
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/ops/op_builder/builder.py", line 531, in load
+    return self.jit_load(verbose)
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/ops/op_builder/builder.py", line 544, in jit_load
+    raise RuntimeError(
+RuntimeError: Unable to JIT load the async_io op due to it not being compatible due to hardware/software issue. None"""
+
 # (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
 CASES = [
     (
@@ -149,6 +199,37 @@ CASES = [
         "R15",
         "go through the module's own call",
     ),
+    (
+        "no-sync-under-zero2-from-the-trainer",
+        NO_SYNC_UNDER_ZERO2_FROM_THE_TRAINER,
+        "S03/S09",
+        "R01",
+        "DeepSpeed at 0.15.4",
+    ),
+    (
+        "deepspeed-micro-batch-of-zero",
+        DEEPSPEED_MICRO_BATCH_OF_ZERO,
+        "S09",
+        "R13/R12",
+        "fit the world size",
+    ),
+    (
+        "megatron-global-batch-not-divisible",
+        MEGATRON_GLOBAL_BATCH_NOT_DIVISIBLE,
+        "S09",
+        "R12",
+        "Make --global-batch-size a multiple",
+    ),
+    (
+        "nccl-named-network-not-found",
+        NCCL_NAMED_NETWORK_NOT_FOUND,
+        "S12",
+        "R07",
+        "Check NCCL_NET",
+    ),
+    ("nccl-without-nvml", NCCL_WITHOUT_NVML, "S12", "R05/R02", "NVIDIA_DRIVER_CAPABILITIES"),
+    ("nccl-calloc-async-failed", NCCL_CALLOC_ASYNC_FAILED, "S12/S14", "R16", "NCCL_BUFFSIZE"),
+    ("async-io-op-without-libaio", ASYNC_IO_OP_WITHOUT_LIBAIO, "S01", "R03", "libaio-dev"),
 ]
 
 
