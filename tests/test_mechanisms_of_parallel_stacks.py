@@ -13,8 +13,8 @@ DeepSpeed deriving a micro batch of 0 and Megatron's global batch not dividing i
 over the data-parallel ranks are the batch settings against the layout; NCCL_NET naming a network
 that did not come up is the node's network set-up; NCCL unable to open NVML is a container without
 the driver's libraries; NCCL's 'Failed to CUDA calloc async' is GPU memory; and DeepSpeed refusing
-to load its async_io op is libaio missing where the op is built. Each is read through
-`triage explain`."""
+to load its async_io op is libaio missing where the op is built; and an `apex` that imports Pyramid
+is PyPI's namesake in place of NVIDIA's apex. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
@@ -155,6 +155,13 @@ ASYNC_IO_OP_WITHOUT_LIBAIO = """  File "/usr/local/lib/python3.10/dist-packages/
     raise RuntimeError(
 RuntimeError: Unable to JIT load the async_io op due to it not being compatible due to hardware/software issue. None"""
 
+PYPI_APEX_IN_PLACE_OF_NVIDIA_APEX = """Traceback (most recent call last):
+  File "/workspace/train.py", line 12, in <module>
+    from apex import amp
+  File "/usr/local/lib/python3.10/dist-packages/apex/__init__.py", line 13, in <module>
+    from pyramid.session import UnencryptedCookieSessionFactoryConfig
+ImportError: cannot import name 'UnencryptedCookieSessionFactoryConfig' from 'pyramid.session' (unknown location)"""
+
 # (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
 CASES = [
     (
@@ -230,6 +237,13 @@ CASES = [
     ("nccl-without-nvml", NCCL_WITHOUT_NVML, "S12", "R05/R02", "NVIDIA_DRIVER_CAPABILITIES"),
     ("nccl-calloc-async-failed", NCCL_CALLOC_ASYNC_FAILED, "S12/S14", "R16", "NCCL_BUFFSIZE"),
     ("async-io-op-without-libaio", ASYNC_IO_OP_WITHOUT_LIBAIO, "S01", "R03", "libaio-dev"),
+    (
+        "pypi-apex-in-place-of-nvidia-apex",
+        PYPI_APEX_IN_PLACE_OF_NVIDIA_APEX,
+        "S02",
+        "R02",
+        "pip uninstall -y apex",
+    ),
 ]
 
 
