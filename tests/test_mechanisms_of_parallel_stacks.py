@@ -14,7 +14,8 @@ over the data-parallel ranks are the batch settings against the layout; NCCL_NET
 that did not come up is the node's network set-up; NCCL unable to open NVML is a container without
 the driver's libraries; NCCL's 'Failed to CUDA calloc async' is GPU memory; and DeepSpeed refusing
 to load its async_io op is libaio missing where the op is built; and an `apex` that imports Pyramid
-is PyPI's namesake in place of NVIDIA's apex. Each is read through `triage explain`."""
+is PyPI's namesake in place of NVIDIA's apex; an InfiniBand work completion in error is the fabric,
+also where NCCL prints no peer address. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
@@ -162,6 +163,10 @@ PYPI_APEX_IN_PLACE_OF_NVIDIA_APEX = """Traceback (most recent call last):
     from pyramid.session import UnencryptedCookieSessionFactoryConfig
 ImportError: cannot import name 'UnencryptedCookieSessionFactoryConfig' from 'pyramid.session' (unknown location)"""
 
+IB_COMPLETION_ERROR_WITHOUT_A_PEER_ADDRESS = """node-7:4410:4502 [2] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer with error 5, opcode 0, len 5384, vendor err 249 (Send)
+node-7:4410:4502 [2] NCCL INFO transport/net.cc:1151 -> 6
+node-7:4410:4502 [2] NCCL INFO proxy.cc:859 -> 6"""
+
 # (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
 CASES = [
     (
@@ -243,6 +248,13 @@ CASES = [
         "S02",
         "R02",
         "pip uninstall -y apex",
+    ),
+    (
+        "ib-completion-error-without-a-peer-address",
+        IB_COMPLETION_ERROR_WITHOUT_A_PEER_ADDRESS,
+        "S12",
+        "R07",
+        "NCCL_IB_GID_INDEX",
     ),
 ]
 
