@@ -15,7 +15,9 @@ that did not come up is the node's network set-up; NCCL unable to open NVML is a
 the driver's libraries; NCCL's 'Failed to CUDA calloc async' is GPU memory; and DeepSpeed refusing
 to load its async_io op is libaio missing where the op is built; and an `apex` that imports Pyramid
 is PyPI's namesake in place of NVIDIA's apex; an InfiniBand work completion in error is the fabric,
-also where NCCL prints no peer address. Each is read through `triage explain`."""
+also where NCCL prints no peer address; NCCL's socket transport refusing a message larger than the
+posted receive is ranks (or their NCCL settings) that disagree; and NCCL refusing a rank outside
+0..nranks-1 is the launch's numbers. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
@@ -167,6 +169,14 @@ IB_COMPLETION_ERROR_WITHOUT_A_PEER_ADDRESS = """node-7:4410:4502 [2] transport/n
 node-7:4410:4502 [2] NCCL INFO transport/net.cc:1151 -> 6
 node-7:4410:4502 [2] NCCL INFO proxy.cc:859 -> 6"""
 
+NCCL_SOCKET_MESSAGE_TRUNCATED = """node-2:7781:7842 [1] transport/net_socket.cc:537 NCCL WARN NET/Socket : peer 10.0.0.2<53811> message truncated : receiving 1048576 bytes instead of 65536. If you believe your socket network is in healthy state, there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks
+node-2:7781:7842 [1] NCCL INFO transport/net.cc:1034 -> 5
+node-2:7781:7842 [1] NCCL INFO proxy.cc:859 -> 5"""
+
+NCCL_RANK_OUTSIDE_THE_WORLD = """node-b:5120:5120 [0] NCCL INFO NCCL version 2.20.5+cuda12.4
+node-b:5120:5120 [0] init.cc:1510 NCCL WARN Invalid rank requested : 8/8
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, invalid argument (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5"""
+
 # (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
 CASES = [
     (
@@ -256,6 +266,14 @@ CASES = [
         "R07",
         "NCCL_IB_GID_INDEX",
     ),
+    (
+        "nccl-socket-message-truncated",
+        NCCL_SOCKET_MESSAGE_TRUNCATED,
+        "S12",
+        "R08/R06",
+        "NCCL_PROTO, NCCL_ALGO, NCCL_BUFFSIZE",
+    ),
+    ("nccl-rank-outside-the-world", NCCL_RANK_OUTSIDE_THE_WORLD, "S10/S13", "R06", "`--node_rank`"),
 ]
 
 
