@@ -5,8 +5,7 @@ the script's changed interface, not a broken checkpoint; DeepSpeed's hybrid engi
 empty list of inference containers is a model it has no injection policy for; TransformerEngine
 without its `pytorch` attribute is an import of its PyTorch part that failed and was swallowed
 (an import error, not a missing API); a converter that finds no 'model' entry reads another
-checkpoint layout than the one it was given; DeepSpeed falling back to MPI discovery is a
-process no launcher started; and Colossal-AI's Gemini refusing to reduce a gradient whose
+checkpoint layout than the one it was given; Colossal-AI's Gemini refusing to reduce a gradient whose
 parameter its chunk hooks never saw used is a model Gemini does not support; DeepSpeed >= 0.16
 refusing the `no_sync()` that the Trainer and Accelerate call while accumulating is the releases;
 DeepSpeed deriving a micro batch of 0 and Megatron's global batch not dividing into micro batches
@@ -80,20 +79,6 @@ CONVERTER_GIVEN_A_DISTRIBUTED_CHECKPOINT = """[rank0]: Traceback (most recent ca
 [rank0]:   File "/workspace/scripts/checkpoint_converters/convert_megatron_lm_ckpt_to_nemo.py", line 315, in load_from_checkpoint
 [rank0]:     old_checkpoint['model'],
 [rank0]: KeyError: 'model'"""
-
-DEEPSPEED_STARTED_WITHOUT_A_LAUNCHER = """$ python train.py --deepspeed ds_config.json
-[2024-06-11 08:02:17,455] [INFO] [comm.py:637:init_distributed] cdb=None
-[2024-06-11 08:02:17,455] [INFO] [comm.py:652:init_distributed] Not using the DeepSpeed or dist launchers, attempting to detect MPI environment...
-Traceback (most recent call last):
-  File "/home/u/train.py", line 140, in <module>
-    model_engine, optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
-  File "/usr/local/lib/python3.10/site-packages/deepspeed/__init__.py", line 143, in initialize
-    dist.init_distributed(dist_backend=dist_backend,
-  File "/usr/local/lib/python3.10/site-packages/deepspeed/comm/comm.py", line 658, in init_distributed
-    mpi_discovery(distributed_port=distributed_port, verbose=verbose)
-  File "/usr/local/lib/python3.10/site-packages/deepspeed/comm/comm.py", line 677, in mpi_discovery
-    from mpi4py import MPI
-ModuleNotFoundError: No module named 'mpi4py'"""
 
 GEMINI_PARAMETER_USED_BY_AN_UNTRACKED_OP = """Traceback (most recent call last):
   File "/workspace/ColossalAI/applications/ColossalChat/examples/training_scripts/train_sft.py", line 312, in <module>
@@ -206,13 +191,6 @@ CASES = [
         "S30",
         "R20",
         "--ckpt-format torch",
-    ),
-    (
-        "deepspeed-started-without-a-launcher",
-        DEEPSPEED_STARTED_WITHOUT_A_LAUNCHER,
-        "S02/S10",
-        "R06",
-        "Start with a launcher",
     ),
     (
         "gemini-parameter-used-by-an-untracked-op",
