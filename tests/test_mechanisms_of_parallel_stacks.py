@@ -16,7 +16,8 @@ to load its async_io op is libaio missing where the op is built; and an `apex` t
 is PyPI's namesake in place of NVIDIA's apex; an InfiniBand work completion in error is the fabric,
 also where NCCL prints no peer address; NCCL's socket transport refusing a message larger than the
 posted receive is ranks (or their NCCL settings) that disagree; and NCCL refusing a rank outside
-0..nranks-1 is the launch's numbers. Each is read through `triage explain`."""
+0..nranks-1 is the launch's numbers; and DeepSpeed-Inference refusing meta-tensor loading or CUDA
+graphs for a model is that model's injection container. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
@@ -162,6 +163,19 @@ NCCL_RANK_OUTSIDE_THE_WORLD = """node-b:5120:5120 [0] NCCL INFO NCCL version 2.2
 node-b:5120:5120 [0] init.cc:1510 NCCL WARN Invalid rank requested : 8/8
 torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, invalid argument (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5"""
 
+INJECTION_CONTAINER_WITHOUT_META_LOADING = """Traceback (most recent call last):
+  File "/home/u/serve.py", line 41, in <module>
+    model = deepspeed.init_inference(model, tensor_parallel={"tp_size": 2}, dtype=torch.float16, checkpoint=checkpoints_json, replace_with_kernel_inject=True)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/__init__.py", line 362, in init_inference
+    engine = InferenceEngine(model, config=ds_inference_config)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/inference/engine.py", line 158, in __init__
+    self._apply_injection_policy(config)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/inference/engine.py", line 418, in _apply_injection_policy
+    replace_transformer_layer(client_module, self.module, checkpoint, config, self.config)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/module_inject/replace_module.py", line 412, in replace_transformer_layer
+    assert container_g.ckpt_load_enabled, \
+AssertionError: Meta Tensor checkpoint loading not supported in DS_GPTNEOXContainer container"""
+
 # (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
 CASES = [
     (
@@ -252,6 +266,13 @@ CASES = [
         "NCCL_PROTO, NCCL_ALGO, NCCL_BUFFSIZE",
     ),
     ("nccl-rank-outside-the-world", NCCL_RANK_OUTSIDE_THE_WORLD, "S10/S13", "R06", "`--node_rank`"),
+    (
+        "injection-container-without-meta-loading",
+        INJECTION_CONTAINER_WITHOUT_META_LOADING,
+        "S32/S09",
+        "R15",
+        "replace_with_kernel_inject=False",
+    ),
 ]
 
 
