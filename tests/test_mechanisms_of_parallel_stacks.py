@@ -1,0 +1,286 @@
+# ruff: noqa: E501 (pasted tracebacks and log lines are as long as the libraries made them)
+"""What a parallel training stack checks names the mechanism (issue 21, lane A of h33): a
+zero_to_fp32 command that hands DeepSpeed >= 0.15.3 a file name where it now takes a folder is
+the script's changed interface, not a broken checkpoint; DeepSpeed's hybrid engine indexing an
+empty list of inference containers is a model it has no injection policy for; TransformerEngine
+without its `pytorch` attribute is an import of its PyTorch part that failed and was swallowed
+(an import error, not a missing API); a converter that finds no 'model' entry reads another
+checkpoint layout than the one it was given; Colossal-AI's Gemini refusing to reduce a gradient whose
+parameter its chunk hooks never saw used is a model Gemini does not support; DeepSpeed >= 0.16
+refusing the `no_sync()` that the Trainer and Accelerate call while accumulating is the releases;
+DeepSpeed deriving a micro batch of 0 and Megatron's global batch not dividing into micro batches
+over the data-parallel ranks are the batch settings against the layout; NCCL_NET naming a network
+that did not come up is the node's network set-up; NCCL unable to open NVML is a container without
+the driver's libraries; NCCL's 'Failed to CUDA calloc async' is GPU memory; and DeepSpeed refusing
+to load its async_io op is libaio missing where the op is built; and an `apex` that imports Pyramid
+is PyPI's namesake in place of NVIDIA's apex; an InfiniBand work completion in error is the fabric,
+also where NCCL prints no peer address; NCCL's socket transport refusing a message larger than the
+posted receive is ranks (or their NCCL settings) that disagree; and NCCL refusing a rank outside
+0..nranks-1 is the launch's numbers; and DeepSpeed-Inference refusing meta-tensor loading or CUDA
+graphs for a model is that model's injection container. Each is read through `triage explain`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_runs import assert_the_check_decides
+
+ZERO_TO_FP32_GIVEN_A_FILE_NAME = """$ python zero_to_fp32.py . ../pytorch_model.bin
+[2024-11-02 09:14:51,210] [INFO] [real_accelerator.py:219:get_accelerator] Setting ds_accelerator to cuda (auto detect)
+Processing zero checkpoint './global_step1200'
+Detected checkpoint of type zero stage 3, world_size: 8
+Parsing checkpoint created by deepspeed==0.15.4
+Reconstructed Trainable fp32 state dict with 291 params 6738415616 elements
+Traceback (most recent call last):
+  File "/data/ckpt/checkpoint-1200/zero_to_fp32.py", line 760, in <module>
+    convert_zero_checkpoint_to_fp32_state_dict(args.checkpoint_dir,
+  File "/data/ckpt/checkpoint-1200/zero_to_fp32.py", line 658, in convert_zero_checkpoint_to_fp32_state_dict
+    torch.save(shard_state_dict, output_path)
+  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 849, in save
+    with _open_zipfile_writer(f) as opened_zipfile:
+  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 716, in _open_zipfile_writer
+    return container(name_or_buffer)
+  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 687, in __init__
+    super().__init__(torch._C.PyTorchFileWriter(self.name))
+RuntimeError: Parent directory ../pytorch_model.bin does not exist."""
+
+HYBRID_ENGINE_WITHOUT_CONTAINERS = """Traceback (most recent call last):
+  File "/home/u/DeepSpeedExamples/applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/main.py", line 523, in main
+    out = trainer.generate_experience(batch_prompt['prompt'], batch_prompt['prompt_att_mask'], step)
+  File "/home/u/DeepSpeedExamples/applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/ppo_trainer.py", line 99, in generate_experience
+    seq = self._generate_sequence(prompts, mask, step)
+  File "/home/u/DeepSpeedExamples/applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/ppo_trainer.py", line 73, in _generate_sequence
+    seq = self.actor_model.module.generate(prompts, attention_mask=mask, max_length=max_min_length, min_length=max_min_length)
+  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/hybrid_engine.py", line 243, in generate
+    self.fuse_lora_weight()
+  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/hybrid_engine.py", line 139, in fuse_lora_weight
+    self._fuse_lora_layer(layer_id)
+  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/hybrid_engine.py", line 133, in _fuse_lora_layer
+    self._inference_containers[layer_id].fuse_lora()
+IndexError: list index out of range"""
+
+TRANSFORMER_ENGINE_WITHOUT_ITS_PYTORCH_PART = """Traceback (most recent call last):
+  File "/workspace/Megatron-LM/pretrain_gpt.py", line 18, in <module>
+    from megatron.core.models.gpt import GPTModel
+  File "/workspace/Megatron-LM/megatron/core/models/gpt/__init__.py", line 1, in <module>
+    from .gpt_model import GPTModel
+  File "/workspace/Megatron-LM/megatron/core/models/gpt/gpt_model.py", line 17, in <module>
+    from megatron.core.transformer.transformer_block import TransformerBlock
+  File "/workspace/Megatron-LM/megatron/core/transformer/transformer_block.py", line 16, in <module>
+    from megatron.core.transformer.custom_layers.transformer_engine import (
+  File "/workspace/Megatron-LM/megatron/core/transformer/custom_layers/transformer_engine.py", line 55, in <module>
+    class TELinear(te.pytorch.Linear):
+AttributeError: module 'transformer_engine' has no attribute 'pytorch'"""
+
+CONVERTER_GIVEN_A_DISTRIBUTED_CHECKPOINT = """[rank0]: Traceback (most recent call last):
+[rank0]:   File "/workspace/scripts/checkpoint_converters/convert_megatron_lm_ckpt_to_nemo.py", line 512, in <module>
+[rank0]:     convert(local_rank, rank, world_size, args)
+[rank0]:   File "/workspace/scripts/checkpoint_converters/convert_megatron_lm_ckpt_to_nemo.py", line 431, in convert
+[rank0]:     checkpoint, consumed, steps, version = load_from_checkpoint(
+[rank0]:   File "/workspace/scripts/checkpoint_converters/convert_megatron_lm_ckpt_to_nemo.py", line 315, in load_from_checkpoint
+[rank0]:     old_checkpoint['model'],
+[rank0]: KeyError: 'model'"""
+
+GEMINI_PARAMETER_USED_BY_AN_UNTRACKED_OP = """Traceback (most recent call last):
+  File "/workspace/ColossalAI/applications/ColossalChat/examples/training_scripts/train_sft.py", line 312, in <module>
+    train(args)
+  File "/workspace/ColossalAI/applications/ColossalChat/coati/trainer/sft.py", line 103, in _train
+    self.booster.backward(loss=loss, optimizer=self.optimizer)
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/booster/booster.py", line 167, in backward
+    optimizer.backward(loss)
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/zero/gemini/gemini_optimizer.py", line 293, in backward
+    self.module.backward(loss)
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/zero/gemini/gemini_ddp.py", line 343, in backward
+    loss.backward()
+  File "/opt/conda/lib/python3.10/site-packages/torch/_tensor.py", line 522, in backward
+    torch.autograd.backward(
+  File "/opt/conda/lib/python3.10/site-packages/torch/autograd/__init__.py", line 266, in backward
+    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass
+  File "/opt/conda/lib/python3.10/site-packages/colossalai/zero/gemini/gemini_ddp.py", line 375, in grad_handle
+    raise RuntimeError(
+RuntimeError: Parameter `model.norm.weight` failed at the gradient reduction. Some unsupported torch function is operated upon this parameter."""
+
+NO_SYNC_UNDER_ZERO2_FROM_THE_TRAINER = """  File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 2480, in _inner_training_loop
+    with context():
+  File "/opt/conda/lib/python3.10/contextlib.py", line 135, in __enter__
+    return next(self.gen)
+  File "/opt/conda/lib/python3.10/site-packages/accelerate/accelerator.py", line 973, in no_sync
+    with context():
+  File "/opt/conda/lib/python3.10/contextlib.py", line 135, in __enter__
+    return next(self.gen)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1995, in no_sync
+    assert not self.zero_optimization_partition_gradients(), \\
+AssertionError: no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage 2"""
+
+DEEPSPEED_MICRO_BATCH_OF_ZERO = """  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/config.py", line 927, in _batch_assertion
+    assert (micro_batch > 0), f"Micro batch size per gpu: {micro_batch} has to be greater than 0"
+AssertionError: Micro batch size per gpu: 0 has to be greater than 0"""
+
+MEGATRON_GLOBAL_BATCH_NOT_DIVISIBLE = """  File "/workspace/Megatron-LM/megatron/core/num_microbatches_calculator.py", line 340, in __init__
+    assert global_batch_size % micro_batch_times_data_parallel_size == 0, (
+AssertionError: global batch size (1024) is not divisible by micro batch size (3) times data parallel size (8)"""
+
+NCCL_NAMED_NETWORK_NOT_FOUND = """gpu-a:30211:30211 [0] NCCL INFO NCCL_NET set by environment to IB
+gpu-a:30211:30211 [0] NCCL INFO Failed to open libibverbs.so[.1]
+gpu-a:30211:30211 [0] NCCL INFO Failed to initialize NET plugin IB
+gpu-a:30211:30302 [0] net.cc:763 NCCL WARN Error: network IB not found.
+gpu-a:30211:30302 [0] NCCL INFO init.cc:1420 -> 5"""
+
+NCCL_WITHOUT_NVML = """worker-3:812:812 [0] NCCL INFO Bootstrap : Using eth0:10.4.2.13<0>
+worker-3:812:812 [0] misc/nvmlwrap.cc:68 NCCL WARN Failed to open libnvidia-ml.so.1
+worker-3:812:812 [0] NCCL INFO init.cc:1715 -> 2
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5"""
+
+NCCL_CALLOC_ASYNC_FAILED = """[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.
+[rank0]: Last error:
+[rank0]: Failed to CUDA calloc async 136 bytes"""
+
+ASYNC_IO_OP_WITHOUT_LIBAIO = """  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/swap_tensor/partitioned_param_swapper.py", line 50, in __init__
+    aio_op = AsyncIOBuilder().load(verbose=False)
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/ops/op_builder/builder.py", line 531, in load
+    return self.jit_load(verbose)
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/ops/op_builder/builder.py", line 544, in jit_load
+    raise RuntimeError(
+RuntimeError: Unable to JIT load the async_io op due to it not being compatible due to hardware/software issue. None"""
+
+PYPI_APEX_IN_PLACE_OF_NVIDIA_APEX = """Traceback (most recent call last):
+  File "/workspace/train.py", line 12, in <module>
+    from apex import amp
+  File "/usr/local/lib/python3.10/dist-packages/apex/__init__.py", line 13, in <module>
+    from pyramid.session import UnencryptedCookieSessionFactoryConfig
+ImportError: cannot import name 'UnencryptedCookieSessionFactoryConfig' from 'pyramid.session' (unknown location)"""
+
+IB_COMPLETION_ERROR_WITHOUT_A_PEER_ADDRESS = """node-7:4410:4502 [2] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer with error 5, opcode 0, len 5384, vendor err 249 (Send)
+node-7:4410:4502 [2] NCCL INFO transport/net.cc:1151 -> 6
+node-7:4410:4502 [2] NCCL INFO proxy.cc:859 -> 6"""
+
+NCCL_SOCKET_MESSAGE_TRUNCATED = """node-2:7781:7842 [1] transport/net_socket.cc:537 NCCL WARN NET/Socket : peer 10.0.0.2<53811> message truncated : receiving 1048576 bytes instead of 65536. If you believe your socket network is in healthy state, there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks
+node-2:7781:7842 [1] NCCL INFO transport/net.cc:1034 -> 5
+node-2:7781:7842 [1] NCCL INFO proxy.cc:859 -> 5"""
+
+NCCL_RANK_OUTSIDE_THE_WORLD = """node-b:5120:5120 [0] NCCL INFO NCCL version 2.20.5+cuda12.4
+node-b:5120:5120 [0] init.cc:1510 NCCL WARN Invalid rank requested : 8/8
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, invalid argument (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5"""
+
+INJECTION_CONTAINER_WITHOUT_META_LOADING = """Traceback (most recent call last):
+  File "/home/u/serve.py", line 41, in <module>
+    model = deepspeed.init_inference(model, tensor_parallel={"tp_size": 2}, dtype=torch.float16, checkpoint=checkpoints_json, replace_with_kernel_inject=True)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/__init__.py", line 362, in init_inference
+    engine = InferenceEngine(model, config=ds_inference_config)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/inference/engine.py", line 158, in __init__
+    self._apply_injection_policy(config)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/inference/engine.py", line 418, in _apply_injection_policy
+    replace_transformer_layer(client_module, self.module, checkpoint, config, self.config)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/module_inject/replace_module.py", line 412, in replace_transformer_layer
+    assert container_g.ckpt_load_enabled, \
+AssertionError: Meta Tensor checkpoint loading not supported in DS_GPTNEOXContainer container"""
+
+# (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
+CASES = [
+    (
+        "zero-to-fp32-given-a-file-name",
+        ZERO_TO_FP32_GIVEN_A_FILE_NAME,
+        "S30",
+        "R01",
+        "an output folder, not a file name",
+    ),
+    (
+        "hybrid-engine-without-containers",
+        HYBRID_ENGINE_WITHOUT_CONTAINERS,
+        "S18",
+        "R15",
+        '"hybrid_engine": {"enabled": false}',
+    ),
+    (
+        "transformer-engine-without-its-pytorch-part",
+        TRANSFORMER_ENGINE_WITHOUT_ITS_PYTORCH_PART,
+        "S02",
+        "R01/R02",
+        'import transformer_engine.pytorch"',
+    ),
+    (
+        "converter-given-a-distributed-checkpoint",
+        CONVERTER_GIVEN_A_DISTRIBUTED_CHECKPOINT,
+        "S30",
+        "R20",
+        "--ckpt-format torch",
+    ),
+    (
+        "gemini-parameter-used-by-an-untracked-op",
+        GEMINI_PARAMETER_USED_BY_AN_UNTRACKED_OP,
+        "S18",
+        "R15",
+        "go through the module's own call",
+    ),
+    (
+        "no-sync-under-zero2-from-the-trainer",
+        NO_SYNC_UNDER_ZERO2_FROM_THE_TRAINER,
+        "S03/S09",
+        "R01",
+        "DeepSpeed at 0.15.4",
+    ),
+    (
+        "deepspeed-micro-batch-of-zero",
+        DEEPSPEED_MICRO_BATCH_OF_ZERO,
+        "S09",
+        "R13/R12",
+        "fit the world size",
+    ),
+    (
+        "megatron-global-batch-not-divisible",
+        MEGATRON_GLOBAL_BATCH_NOT_DIVISIBLE,
+        "S09",
+        "R12",
+        "Make --global-batch-size a multiple",
+    ),
+    (
+        "nccl-named-network-not-found",
+        NCCL_NAMED_NETWORK_NOT_FOUND,
+        "S12",
+        "R07",
+        "Check NCCL_NET",
+    ),
+    ("nccl-without-nvml", NCCL_WITHOUT_NVML, "S12", "R05/R02", "NVIDIA_DRIVER_CAPABILITIES"),
+    ("nccl-calloc-async-failed", NCCL_CALLOC_ASYNC_FAILED, "S12/S14", "R16", "NCCL_BUFFSIZE"),
+    ("async-io-op-without-libaio", ASYNC_IO_OP_WITHOUT_LIBAIO, "S01", "R03", "libaio-dev"),
+    (
+        "pypi-apex-in-place-of-nvidia-apex",
+        PYPI_APEX_IN_PLACE_OF_NVIDIA_APEX,
+        "S02",
+        "R02",
+        "pip uninstall -y apex",
+    ),
+    (
+        "ib-completion-error-without-a-peer-address",
+        IB_COMPLETION_ERROR_WITHOUT_A_PEER_ADDRESS,
+        "S12",
+        "R07",
+        "NCCL_IB_GID_INDEX",
+    ),
+    (
+        "nccl-socket-message-truncated",
+        NCCL_SOCKET_MESSAGE_TRUNCATED,
+        "S12",
+        "R08/R06",
+        "NCCL_PROTO, NCCL_ALGO, NCCL_BUFFSIZE",
+    ),
+    ("nccl-rank-outside-the-world", NCCL_RANK_OUTSIDE_THE_WORLD, "S10/S13", "R06", "`--node_rank`"),
+    (
+        "injection-container-without-meta-loading",
+        INJECTION_CONTAINER_WITHOUT_META_LOADING,
+        "S32/S09",
+        "R15",
+        "replace_with_kernel_inject=False",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"),
+    [pytest.param(*c[1:], id=c[0]) for c in CASES],
+)
+def test_a_parallel_stacks_check_decides_the_root_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_decides(text, symptom, cause, advice)
