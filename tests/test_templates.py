@@ -143,6 +143,15 @@ def test_the_needles_are_derived_never_listed() -> None:
         # argparse's usage naming a setting's choices; its own error line is one
         ("                     [--log_level {debug,info,warning,error,critical,passive}]", False),
         ("train_bash.py: error: argument --fp16: Truthy value expected: got s", True),
+        # a path that names torchelastic's error file
+        (
+            "/env/lib/python3.10/site-packages/bitsandbytes/cuda_setup/main.py:136: UserWarning:"
+            " WARNING: The following directories listed in your path were found to be"
+            " non-existent: {PosixPath('/tmp/torchelastic_p2l0vgfh/none_bkqct2vb/attempt_0/1/"
+            "error.json')}",
+            False,
+        ),
+        ("RuntimeError: could not write /scratch/run/errors.log: disk quota exceeded", True),
     ],
 )
 def test_error_words_that_say_no_error_make_no_error_line(line: str, is_error: bool) -> None:

@@ -1929,3 +1929,13 @@ def test_a_quiet_log_is_read_and_says_it_does_not_show_how_the_job_ended(
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
     assert "does not say how the job ended" in d["outcome"]["why"]
     assert d["symptoms"] == [] and d["first_failure"] is None
+
+
+def test_bitsandbytes_banners_and_warnings_at_start_up_are_no_failure() -> None:
+    # two processes' bitsandbytes 'BUG REPORT' welcome banners and CUDA set-up warnings (one
+    # lists torchelastic's error.json path), then the log ends while checkpoint shards load
+    d = _diagnose(
+        "n_modelscope_sora_accelerate_ds_zero2_2proc_log_ends_loading_shards_bnb_bug_report_banners"
+    )
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
