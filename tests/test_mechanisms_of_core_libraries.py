@@ -5,15 +5,17 @@ store full of referenced objects is host memory; a runtime env Ray could not bui
 dependencies; vLLM's Ray executor with no GPU worker on the driver's node is the launch;
 Horovod's coordinator refusing requests that differ across ranks is the ranks' collectives, and
 Horovod used before hvd.init() is the script; datasets taking its local cache for a remote
-filesystem is an fsspec newer than the datasets release, data files with different columns and
-a JSON file that does not parse are the data; a DataLoader worker that cannot resize its shared
+filesystem is an fsspec newer than the datasets release, data files with different columns and a
+JSON file that does not parse are the data; a DataLoader worker that cannot resize its shared
 batch is samples of different shapes; a batch the tokenizer cannot make a tensor of is features
 left unpadded, and a collator without input_ids is the columns it was given; vLLM finding less
 free memory than its share at start-up is GPU memory, a prompt longer than the engine's context
-is the request; PEFT refusing to merge into a quantized base is the merge call; Lightning's
-EarlyStopping and ModelCheckpoint watching a metric never logged is the callbacks' set-up;
-torch.compile hitting its recompile limit is a slow, recompiling function; a gated Hub
-repository is this process's credentials. Each is read through `triage explain`."""
+is the request; PEFT refusing to merge into a quantized base is the merge call; an optimizer
+state saved for other parameters is the checkpoint's layout; xformers built for another torch is
+the releases; TRL's trainer finding no vLLM server is the launch; Lightning's EarlyStopping and
+ModelCheckpoint watching a metric never logged is the callbacks' set-up; torch.compile hitting
+its recompile limit is a slow, recompiling function; a gated Hub repository is this process's
+credentials. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
@@ -202,6 +204,29 @@ Traceback (most recent call last):
     raise ValueError(
 ValueError: Ray does not allocate any GPUs on the driver node.Driver IP: 172.17.0.2, worker IPs: ['10.0.0.11', '10.0.0.11', '10.0.0.12', '10.0.0.12'].Consider adjusting the Ray placement group or running the driver on a GPU node."""
 
+OPTIMIZER_STATE_FOR_OTHER_PARAMETERS = """Traceback (most recent call last):
+  File "/workspace/train.py", line 310, in <module>
+    optimizer.load_state_dict(ckpt["optimizer"])
+  File "/usr/local/lib/python3.10/dist-packages/torch/_compile.py", line 32, in inner
+    return disable_fn(*args, **kwargs)
+  File "/usr/local/lib/python3.10/dist-packages/torch/optim/optimizer.py", line 867, in load_state_dict
+    raise ValueError(
+ValueError: loaded state dict contains a parameter group that doesn't match the size of optimizer's group"""
+
+XFORMERS_BUILT_FOR_ANOTHER_TORCH = """WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:
+    PyTorch 2.6.0+cu124 with CUDA 1201 (you have 2.5.1+cu124)
+    Python  3.12.9 (you have 3.12.9)
+  Please reinstall xformers (see https://github.com/facebookresearch/xformers#installing-xformers)
+  Memory-efficient attention, SwiGLU, sparse and more won't be available.
+  Set XFORMERS_MORE_DETAILS=1 for more details"""
+
+TRL_VLLM_SERVER_UNREACHABLE = """[rank0]: Traceback (most recent call last):
+[rank0]:   File "/workspace/grpo.py", line 91, in <module>
+[rank0]:     trainer = GRPOTrainer(
+[rank0]:   File "/usr/local/lib/python3.11/dist-packages/trl/extras/vllm_client.py", line 122, in check_server_health
+[rank0]:     raise ConnectionError(
+[rank0]: ConnectionError: The vLLM server can't be reached at 0.0.0.0:8000 after 240 seconds. Make sure the server is running by running `trl vllm-serve`."""
+
 # (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
 # settles the cause (>= 0.8)
 DECIDED = [
@@ -264,6 +289,27 @@ DECIDED = [
         "exact name",
     ),
     ("horovod-used-before-init", HOROVOD_USED_BEFORE_INIT, "S18/S05", "R14", "`hvd.init()` first"),
+    (
+        "optimizer-state-for-other-parameters",
+        OPTIMIZER_STATE_FOR_OTHER_PARAMETERS,
+        "S29",
+        "R20",
+        "start the optimizer fresh",
+    ),
+    (
+        "xformers-built-for-another-torch",
+        XFORMERS_BUILT_FOR_ANOTHER_TORCH,
+        "S03/S02",
+        "R01",
+        "xformers release built for the installed torch",
+    ),
+    (
+        "trl-vllm-server-unreachable",
+        TRL_VLLM_SERVER_UNREACHABLE,
+        "S05/S10",
+        "R06",
+        "trl vllm-serve",
+    ),
     (
         "vllm-ray-no-gpu-on-driver-node",
         VLLM_RAY_NO_GPU_ON_DRIVER_NODE,
