@@ -369,3 +369,20 @@ def test_a_ray_worker_lost_at_end_of_file_is_a_dead_process_not_settled_host_mem
     assert d["symptoms"][0]["id"] == "S27", d["summary"]
     assert d["root_causes"][0]["score"] < 0.8, d["root_causes"][:2]
     assert "dmesg" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+
+
+RAY_ACTOR_CONSTRUCTOR_RAISED = """ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, ray::WorkerDict.__init__() (pid=3318, ip=10.0.0.4, actor_id=2ab5, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f>)
+  File "/workspace/verl/verl/workers/fsdp_workers.py", line 133, in __init__
+    torch.distributed.init_process_group(backend="nccl")
+torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (10.0.0.3, 40213)."""
+
+
+# Ray builds this ActorDiedError from the RayTaskError of the actor's constructor
+# (exceptions.py): the process did not die of a signal or of memory; the constructor raised, and
+# the exception it quotes is the failure to read.
+def test_a_ray_actor_whose_constructor_raised_is_read_by_that_exception_not_as_a_dead_process() -> (
+    None
+):
+    d = explained(RAY_ACTOR_CONSTRUCTOR_RAISED, "--no-embed")
+    assert d["symptoms"][0]["id"] not in ("S15", "S27"), d["summary"]
+    assert d["root_causes"][0]["id"] != "R17", d["summary"]
