@@ -14,8 +14,9 @@ is the request; PEFT refusing to merge into a quantized base is the merge call; 
 state saved for other parameters is the checkpoint's layout; xformers built for another torch is
 the releases; TRL's trainer finding no vLLM server is the launch; Lightning's EarlyStopping and
 ModelCheckpoint watching a metric never logged is the callbacks' set-up; torch.compile hitting
-its recompile limit is a slow, recompiling function; a gated Hub repository is this process's
-credentials. Each is read through `triage explain`."""
+its recompile limit is a slow, recompiling function; a bare TORCH_CHECK on is_sm80/is_sm90 is
+the GPU; a gated Hub repository is this process's credentials. Each is read through `triage
+explain`."""
 
 from __future__ import annotations
 
@@ -227,6 +228,12 @@ TRL_VLLM_SERVER_UNREACHABLE = """[rank0]: Traceback (most recent call last):
 [rank0]:     raise ConnectionError(
 [rank0]: ConnectionError: The vLLM server can't be reached at 0.0.0.0:8000 after 240 seconds. Make sure the server is running by running `trl vllm-serve`."""
 
+FLASH_BACKWARD_ARCH_CHECK = """  File "/usr/local/lib/python3.10/dist-packages/torch/autograd/graph.py", line 825, in _engine_run_backward
+    return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass
+  File "/usr/local/lib/python3.10/dist-packages/flash_attn/flash_attn_interface.py", line 882, in backward
+    _wrapped_flash_attn_backward(
+RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false.  (Could this error message be improved?  If so, please report an enhancement request to PyTorch.)"""
+
 # (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
 # settles the cause (>= 0.8)
 DECIDED = [
@@ -310,6 +317,7 @@ DECIDED = [
         "R06",
         "trl vllm-serve",
     ),
+    ("flash-backward-arch-check", FLASH_BACKWARD_ARCH_CHECK, "S04/S18", "R04", "sdpa_kernel"),
     (
         "vllm-ray-no-gpu-on-driver-node",
         VLLM_RAY_NO_GPU_ON_DRIVER_NODE,
