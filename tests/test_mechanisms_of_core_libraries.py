@@ -15,8 +15,8 @@ state saved for other parameters is the checkpoint's layout; xformers built for 
 the releases; TRL's trainer finding no vLLM server is the launch; Lightning's EarlyStopping and
 ModelCheckpoint watching a metric never logged is the callbacks' set-up; torch.compile hitting
 its recompile limit is a slow, recompiling function; a bare TORCH_CHECK on is_sm80/is_sm90 is
-the GPU; a gated Hub repository is this process's credentials. Each is read through `triage
-explain`."""
+the GPU; a gated Hub repository is this process's credentials; a generation config transformers
+refuses to save is that config's contradicting settings. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
@@ -234,6 +234,17 @@ FLASH_BACKWARD_ARCH_CHECK = """  File "/usr/local/lib/python3.10/dist-packages/t
     _wrapped_flash_attn_backward(
 RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false.  (Could this error message be improved?  If so, please report an enhancement request to PyTorch.)"""
 
+HF_GENERATION_CONFIG_REFUSED_AT_SAVE = """  File "/usr/local/lib/python3.10/dist-packages/transformers/trainer.py", line 3719, in _save
+    self.model.save_pretrained(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 2793, in save_pretrained
+    model_to_save.generation_config.save_pretrained(save_directory)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/configuration_utils.py", line 787, in save_pretrained
+    raise ValueError(
+ValueError: The generation config instance is invalid -- `.validate()` throws warnings and/or exceptions. Fix these issues to save the configuration.
+
+Thrown during validation:
+[UserWarning('`do_sample` is set to `False`. However, `temperature` is set to `0.6` -- this flag is only used in sample-based generation modes. You should set `do_sample=True` or unset `temperature`.')]"""
+
 # (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
 # settles the cause (>= 0.8)
 DECIDED = [
@@ -345,6 +356,13 @@ NAMED = [
         "S08",
         "R27/R26",
         "pad_sequence",
+    ),
+    (
+        "hf-generation-config-refused-at-save",
+        HF_GENERATION_CONFIG_REFUSED_AT_SAVE,
+        "S28",
+        "R14/R01",
+        "generation_config.do_sample = True",
     ),
     ("hf-labels-not-padded", HF_LABELS_NOT_PADDED, "S08/S18", "R14/R27", "DataCollatorForSeq2Seq"),
 ]
