@@ -245,6 +245,14 @@ ValueError: The generation config instance is invalid -- `.validate()` throws wa
 Thrown during validation:
 [UserWarning('`do_sample` is set to `False`. However, `temperature` is set to `0.6` -- this flag is only used in sample-based generation modes. You should set `do_sample=True` or unset `temperature`.')]"""
 
+HF_GENERATE_MAX_LENGTH_BELOW_PROMPT = """  File "/workspace/eval_rouge.py", line 64, in <module>
+    out = model.generate(**batch)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 2215, in generate
+    self._validate_generated_length(generation_config, input_ids_length, has_default_max_length)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 1459, in _validate_generated_length
+    raise ValueError(
+ValueError: Input length of input_ids is 2048, but `max_length` is set to 20. This can lead to unexpected behavior. You should consider increasing `max_length` or, better yet, setting `max_new_tokens`."""
+
 # (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
 # settles the cause (>= 0.8)
 DECIDED = [
@@ -327,6 +335,13 @@ DECIDED = [
         "S05/S10",
         "R06",
         "trl vllm-serve",
+    ),
+    (
+        "hf-generate-max-length-below-prompt",
+        HF_GENERATE_MAX_LENGTH_BELOW_PROMPT,
+        "S32/S18",
+        "R14",
+        "max_new_tokens=",
     ),
     ("flash-backward-arch-check", FLASH_BACKWARD_ARCH_CHECK, "S04/S18", "R04", "sdpa_kernel"),
     (
