@@ -253,6 +253,13 @@ HF_GENERATE_MAX_LENGTH_BELOW_PROMPT = """  File "/workspace/eval_rouge.py", line
     raise ValueError(
 ValueError: Input length of input_ids is 2048, but `max_length` is set to 20. This can lead to unexpected behavior. You should consider increasing `max_length` or, better yet, setting `max_new_tokens`."""
 
+DATALOADER_SAMPLER_WITH_SHUFFLE = """Traceback (most recent call last):
+  File "/home/me/ddp_train.py", line 57, in <module>
+    loader = DataLoader(dataset, batch_size=32, shuffle=True, sampler=DistributedSampler(dataset))
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 351, in __init__
+    raise ValueError("sampler option is mutually exclusive with shuffle")
+ValueError: sampler option is mutually exclusive with shuffle"""
+
 # (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
 # settles the cause (>= 0.8)
 DECIDED = [
@@ -342,6 +349,13 @@ DECIDED = [
         "S32/S18",
         "R14",
         "max_new_tokens=",
+    ),
+    (
+        "dataloader-sampler-with-shuffle",
+        DATALOADER_SAMPLER_WITH_SHUFFLE,
+        "S08/S09",
+        "R14",
+        "sampler.set_epoch(epoch)",
     ),
     ("flash-backward-arch-check", FLASH_BACKWARD_ARCH_CHECK, "S04/S18", "R04", "sdpa_kernel"),
     (
