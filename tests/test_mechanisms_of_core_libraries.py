@@ -260,6 +260,15 @@ DATALOADER_SAMPLER_WITH_SHUFFLE = """Traceback (most recent call last):
     raise ValueError("sampler option is mutually exclusive with shuffle")
 ValueError: sampler option is mutually exclusive with shuffle"""
 
+LOSS_TARGET_WITH_A_CLASS_DIMENSION = """Traceback (most recent call last):
+  File "/home/me/train_cls.py", line 118, in <module>
+    loss = criterion(logits, labels)
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/loss.py", line 1295, in forward
+    return F.cross_entropy(
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/functional.py", line 3494, in cross_entropy
+    return torch._C._nn.cross_entropy_loss(
+RuntimeError: 0D or 1D target tensor expected, multi-target not supported"""
+
 # (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
 # settles the cause (>= 0.8)
 DECIDED = [
@@ -392,6 +401,13 @@ NAMED = [
         "S28",
         "R14/R01",
         "generation_config.do_sample = True",
+    ),
+    (
+        "loss-target-with-a-class-dimension",
+        LOSS_TARGET_WITH_A_CLASS_DIMENSION,
+        "S18",
+        "R26/R27",
+        "1-D LongTensor",
     ),
     ("hf-labels-not-padded", HF_LABELS_NOT_PADDED, "S08/S18", "R14/R27", "DataCollatorForSeq2Seq"),
 ]
