@@ -269,10 +269,10 @@ LOSS_TARGET_WITH_A_CLASS_DIMENSION = """Traceback (most recent call last):
     return torch._C._nn.cross_entropy_loss(
 RuntimeError: 0D or 1D target tensor expected, multi-target not supported"""
 
-CUDA_IPC_PIDFD_GETFD_REFUSED = """(MegatronPolicyWorkerBase pid=51155) Traceback (most recent call last):
+CUDA_IPC_KERNEL_WITHOUT_PIDFD_GETFD = """(MegatronPolicyWorkerBase pid=51155) Traceback (most recent call last):
 (MegatronPolicyWorkerBase pid=51155)   File "/usr/local/lib/python3.12/dist-packages/torch/multiprocessing/reductions.py", line 181, in rebuild_cuda_tensor
 (MegatronPolicyWorkerBase pid=51155)     storage = storage_cls._new_shared_cuda(
-(MegatronPolicyWorkerBase pid=51155) RuntimeError: pidfd_getfd: Operation not permitted"""
+(MegatronPolicyWorkerBase pid=51155) RuntimeError: The kernel on this machine does not support the pidfd_getfd syscall needed to use IPC for CUDA tensors when expandable_segments:True is set. Consider using expandable_segments:False via torch.cuda.memory._set_allocator_settings('expandable_segments:False') for this allocation."""
 
 # (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
 # settles the cause (>= 0.8)
@@ -415,11 +415,11 @@ NAMED = [
         "1-D LongTensor",
     ),
     (
-        "cuda-ipc-pidfd-getfd-refused",
-        CUDA_IPC_PIDFD_GETFD_REFUSED,
+        "cuda-ipc-kernel-without-pidfd-getfd",
+        CUDA_IPC_KERNEL_WITHOUT_PIDFD_GETFD,
         "S18/S12",
-        "R05",
-        "--cap-add=SYS_PTRACE",
+        "R05/R04",
+        "expandable_segments:False",
     ),
     ("hf-labels-not-padded", HF_LABELS_NOT_PADDED, "S08/S18", "R14/R27", "DataCollatorForSeq2Seq"),
 ]
