@@ -1,0 +1,471 @@
+# ruff: noqa: E501 (pasted tracebacks and log lines are as long as the libraries made them)
+"""The check a core library makes names the mechanism (issue 21): Ray's raylet losing a worker's
+connection is a process that died (a signal or a crash), not settled host memory; Ray's object
+store full of referenced objects is host memory; a runtime env Ray could not build is the job's
+dependencies; vLLM's Ray executor with no GPU worker on the driver's node is the launch;
+Horovod's coordinator refusing requests that differ across ranks is the ranks' collectives, and
+Horovod used before hvd.init() is the script; datasets taking its local cache for a remote
+filesystem is an fsspec newer than the datasets release, data files with different columns and a
+JSON file that does not parse are the data; a DataLoader worker that cannot resize its shared
+batch is samples of different shapes; a batch the tokenizer cannot make a tensor of is features
+left unpadded, and a collator without input_ids is the columns it was given; vLLM finding less
+free memory than its share at start-up is GPU memory, a prompt longer than the engine's context
+is the request; PEFT refusing to merge into a quantized base is the merge call; an optimizer
+state saved for other parameters is the checkpoint's layout; xformers built for another torch is
+the releases; TRL's trainer finding no vLLM server is the launch; Lightning's EarlyStopping and
+ModelCheckpoint watching a metric never logged is the callbacks' set-up; torch.compile hitting
+its recompile limit is a slow, recompiling function; a bare TORCH_CHECK on is_sm80/is_sm90 is
+the GPU; a gated Hub repository is this process's credentials; a generation config transformers
+refuses to save is that config's contradicting settings. Each is read through `triage explain`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_runs import assert_the_check_decides, assert_the_check_names, explained
+
+RAY_WORKER_CONNECTION_EOF = """(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff0d32bcb41d5677999734e27101000000 Worker ID: 5c3fcbef4daf379d364d76f1997500121ca7f44ebf0bf018bd326739 Node ID: f3f4cb95f16e75a2ce9e15f0339bf3db6efce0a726e0e3edae85e2e3 Worker IP address: 172.16.103.199 Worker port: 32769 Worker PID: 2584 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors."""
+
+RAY_OBJECT_STORE_FULL = """Traceback (most recent call last):
+  File "/home/user/rollout.py", line 77, in <module>
+    refs.append(ray.put(batch))
+  File "/opt/conda/lib/python3.10/site-packages/ray/_private/auto_init_hook.py", line 21, in auto_init_wrapper
+    return fn(*args, **kwargs)
+  File "/opt/conda/lib/python3.10/site-packages/ray/_private/worker.py", line 2837, in put
+    object_ref = worker.put_object(value, owner_address=serialize_owner_address)
+ray.exceptions.ObjectStoreFullError: Failed to put object ffffffffffffffffffffffffffffffffffffffff0100000001000000 in object store because it is full. Object size is 4294967296 bytes.
+The local object store is full of objects that are still in scope and cannot be evicted. Tip: Use the `ray memory` command to list active objects in the cluster."""
+
+RAY_RUNTIME_ENV_NOT_BUILT = """ray.exceptions.RuntimeEnvSetupError: Failed to set up runtime environment.
+Could not create the actor because its associated runtime env failed to be created.
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/ray/_private/runtime_env/agent/runtime_env_agent.py", line 383, in _create_runtime_env_with_retry
+    runtime_env_context = await asyncio.wait_for(
+ray._private.runtime_env.utils.SubprocessCalledProcessError: Run cmd[9] failed with the following details.
+Command '['/tmp/ray/session_latest/runtime_resources/pip/3f2a/virtualenv/bin/python', '-m', 'pip', 'install', '--disable-pip-version-check', '--no-cache-dir', '-r', '/tmp/ray/session_latest/runtime_resources/pip/3f2a/ray_runtime_env_internal_pip_requirements.txt']' returned non-zero exit status 1.
+Last 50 lines of stdout:
+    ERROR: Could not find a version that satisfies the requirement flash-attn==2.9.9 (from versions: none)"""
+
+HOROVOD_SHAPES_DIFFER = """Traceback (most recent call last):
+  File "train_hvd.py", line 141, in <module>
+    val_loss = metric_average(val_loss, 'avg_loss')
+  File "train_hvd.py", line 95, in metric_average
+    avg_tensor = hvd.allreduce(tensor, name=name)
+  File "/usr/local/lib/python3.8/dist-packages/horovod/torch/mpi_ops.py", line 316, in allreduce
+    return synchronize(handle)
+  File "/usr/local/lib/python3.8/dist-packages/horovod/torch/mpi_ops.py", line 994, in synchronize
+    raise HorovodInternalError(e)
+horovod.common.exceptions.HorovodInternalError: Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [64], but another rank sent a tensor of shape [40]."""
+
+DATASETS_LOCAL_CACHE_TAKEN_FOR_REMOTE = """Traceback (most recent call last):
+  File "/workspace/train.py", line 41, in <module>
+    ds = load_dataset("json", data_files="data/train.jsonl")
+  File "/usr/local/lib/python3.10/dist-packages/datasets/load.py", line 2152, in load_dataset
+    ds = builder_instance.as_dataset(split=split, verification_mode=verification_mode, in_memory=keep_in_memory)
+  File "/usr/local/lib/python3.10/dist-packages/datasets/builder.py", line 1173, in as_dataset
+    raise NotImplementedError(f"Loading a dataset cached in a {type(self._fs).__name__} is not supported.")
+NotImplementedError: Loading a dataset cached in a LocalFileSystem is not supported."""
+
+DATASETS_FILES_WITH_DIFFERENT_COLUMNS = """Generating train split: 51760 examples [00:01, 30145.52 examples/s]
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/datasets/builder.py", line 1870, in _prepare_split_single
+    writer.write_table(table)
+  File "/usr/local/lib/python3.10/dist-packages/datasets/arrow_writer.py", line 622, in write_table
+    pa_table = table_cast(pa_table, self._schema)
+  File "/usr/local/lib/python3.10/dist-packages/datasets/table.py", line 2292, in table_cast
+    return cast_table_to_schema(table, schema)
+  File "/usr/local/lib/python3.10/dist-packages/datasets/table.py", line 2240, in cast_table_to_schema
+    raise CastError(
+datasets.table.CastError: Couldn't cast
+instruction: string
+input: string
+output: string
+history: list<item: string>
+  child 0, item: string
+to
+{'instruction': Value(dtype='string', id=None), 'input': Value(dtype='string', id=None), 'output': Value(dtype='string', id=None)}
+because column names don't match"""
+
+DATASETS_JSON_NOT_PARSED = """ERROR:datasets.packaged_modules.json.json:Failed to load JSON from file '/data/sft/train.json' with error <class 'pyarrow.lib.ArrowInvalid'>: JSON parse error: Missing a comma or '}' after an object member. in row 312
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/datasets/packaged_modules/json/json.py", line 137, in _generate_tables
+    pa_table = paj.read_json(
+  File "pyarrow/_json.pyx", line 308, in pyarrow._json.read_json
+  File "pyarrow/error.pxi", line 92, in pyarrow.lib.check_status
+pyarrow.lib.ArrowInvalid: JSON parse error: Missing a comma or '}' after an object member. in row 312"""
+
+VLLM_FREE_MEMORY_BELOW_SHARE = """(EngineCore_DP0 pid=2317) ERROR 09-12 10:02:11 [core.py:718] EngineCore failed to start.
+(EngineCore_DP0 pid=2317) ERROR 09-12 10:02:11 [core.py:718] Traceback (most recent call last):
+(EngineCore_DP0 pid=2317) ERROR 09-12 10:02:11 [core.py:718]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 182, in init_device
+(EngineCore_DP0 pid=2317) ERROR 09-12 10:02:11 [core.py:718]     self.requested_memory = request_memory(init_snapshot, self.cache_config)
+(EngineCore_DP0 pid=2317) ERROR 09-12 10:02:11 [core.py:718]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/utils.py", line 301, in request_memory
+(EngineCore_DP0 pid=2317) ERROR 09-12 10:02:11 [core.py:718]     raise ValueError(
+(EngineCore_DP0 pid=2317) ERROR 09-12 10:02:11 [core.py:718] ValueError: Free memory on device cuda:0 (30.1/79.19 GiB) on startup is less than desired GPU memory utilization (0.85, 67.31 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."""
+
+VLLM_PROMPT_LONGER_THAN_CONTEXT = """Traceback (most recent call last):
+  File "/workspace/eval.py", line 58, in <module>
+    outputs = llm.generate(prompts, sampling_params)
+  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/llm.py", line 388, in generate
+    self._validate_and_add_requests(
+  File "/usr/local/lib/python3.10/dist-packages/vllm/v1/engine/input_processor.py", line 470, in _validate_prompt_len
+    raise VLLMValidationError(
+vllm.exceptions.VLLMValidationError: The decoder prompt (length 9000) is longer than the maximum model length of 8192. Make sure that `max_model_len` is no smaller than the number of text tokens."""
+
+DYNAMO_RECOMPILE_LIMIT = """W1203 10:12:44.112000 2211 torch/_dynamo/convert_frame.py:1016] [0/8] torch._dynamo hit config.recompile_limit (8)
+W1203 10:12:44.112000 2211 torch/_dynamo/convert_frame.py:1016] [0/8]    function: 'forward' (/workspace/model.py:120)
+W1203 10:12:44.112000 2211 torch/_dynamo/convert_frame.py:1016] [0/8]    last reason: 0/7: tensor 'L['input_ids']' size mismatch at index 1. expected 384, actual 512
+W1203 10:12:44.112000 2211 torch/_dynamo/convert_frame.py:1016] [0/8] To log all recompilation reasons, use TORCH_LOGS="recompiles".
+step 120 | 3.41 s/it"""
+
+HF_GATED_REPO = """Traceback (most recent call last):
+  File "/workspace/finetune.py", line 22, in <module>
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf")
+  File "/usr/local/lib/python3.10/dist-packages/transformers/utils/hub.py", line 416, in cached_file
+    raise EnvironmentError(
+OSError: You are trying to access a gated repo.
+Make sure to have access to it at https://huggingface.co/meta-llama/Llama-2-7b-hf.
+401 Client Error. (Request ID: Root=1-65a1b2c3-4d5e6f)
+Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-2-7b-hf/resolve/main/config.json.
+Access to model meta-llama/Llama-2-7b-hf is restricted. You must be authenticated to access it."""
+
+PEFT_MERGE_INTO_GPTQ_BASE = """Traceback (most recent call last):
+  File "/workspace/merge_adapter.py", line 19, in <module>
+    merged = model.merge_and_unload()
+  File "/usr/local/lib/python3.10/dist-packages/peft/tuners/lora/model.py", line 938, in merge_and_unload
+    return self._unload_and_optionally_merge(
+  File "/usr/local/lib/python3.10/dist-packages/peft/tuners/lora/model.py", line 552, in _unload_and_optionally_merge
+    self._check_merge_allowed()
+  File "/usr/local/lib/python3.10/dist-packages/peft/tuners/lora/model.py", line 530, in _check_merge_allowed
+    raise ValueError("Cannot merge LORA layers when the model is gptq quantized")
+ValueError: Cannot merge LORA layers when the model is gptq quantized"""
+
+DATALOADER_WORKER_COLLATE_RESIZE = """Traceback (most recent call last):
+  File "/home/me/train.py", line 203, in <module>
+    for step, batch in enumerate(train_loader):
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1344, in _next_data
+    return self._process_data(data)
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1370, in _process_data
+    data.reraise()
+  File "/usr/local/lib/python3.10/dist-packages/torch/_utils.py", line 706, in reraise
+    raise exception
+RuntimeError: Caught RuntimeError in DataLoader worker process 0.
+Original Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/worker.py", line 309, in _worker_loop
+    data = fetcher.fetch(index)  # type: ignore[possibly-undefined]
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/fetch.py", line 55, in fetch
+    return self.collate_fn(data)
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/collate.py", line 277, in default_collate
+    return collate(batch, collate_fn_map=default_collate_fn_map)
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/collate.py", line 163, in collate_tensor_fn
+    return torch.stack(batch, 0, out=out)
+RuntimeError: Trying to resize storage that is not resizable"""
+
+HF_LABELS_NOT_PADDED = """Traceback (most recent call last):
+  File "/workspace/sft.py", line 88, in <module>
+    trainer.train()
+  File "/usr/local/lib/python3.10/dist-packages/transformers/data/data_collator.py", line 271, in __call__
+    batch = pad_without_fast_tokenizer_warning(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/tokenization_utils_base.py", line 775, in convert_to_tensors
+    raise ValueError(
+ValueError: Unable to create tensor, you should probably activate truncation and/or padding with 'padding=True' 'truncation=True' to have batched tensors with the same length. Perhaps your features (`labels` in this case) have excessive nesting (inputs type `list` where type `int` is expected)."""
+
+HF_COLLATOR_WITHOUT_INPUT_IDS = """Traceback (most recent call last):
+  File "/workspace/classify.py", line 74, in <module>
+    trainer.train()
+  File "/usr/local/lib/python3.10/dist-packages/transformers/data/data_collator.py", line 271, in __call__
+    batch = pad_without_fast_tokenizer_warning(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/tokenization_utils_base.py", line 3304, in pad
+    raise ValueError(
+ValueError: You should supply an encoding or a list of encodings to this method that includes input_ids, but you provided ['label']"""
+
+LIGHTNING_EARLY_STOPPING_METRIC_NOT_LOGGED = """Epoch 0: 100%|##########| 782/782 [00:41<00:00, 18.93it/s, v_num=3, train_loss_step=0.412]
+Traceback (most recent call last):
+  File "/home/me/train_pl.py", line 66, in <module>
+    trainer.fit(model, datamodule=dm)
+  File "/opt/conda/lib/python3.11/site-packages/lightning/pytorch/callbacks/early_stopping.py", line 223, in _run_early_stopping_check
+    if trainer.fast_dev_run or not self._validate_condition_metric(  # disable early_stopping with fast_dev_run
+  File "/opt/conda/lib/python3.11/site-packages/lightning/pytorch/callbacks/early_stopping.py", line 163, in _validate_condition_metric
+    raise RuntimeError(error_msg)
+RuntimeError: Early stopping conditioned on metric `val_loss` which is not available. Pass in or modify your `EarlyStopping` callback to use any of the following: `train_loss`, `train_loss_step`, `train_loss_epoch`"""
+
+LIGHTNING_CHECKPOINT_MONITOR_NOT_LOGGED = """  File "/opt/conda/lib/python3.11/site-packages/lightning/pytorch/callbacks/model_checkpoint.py", line 383, in _save_topk_checkpoint
+    raise MisconfigurationException(m)
+lightning_fabric.utilities.exceptions.MisconfigurationException: `ModelCheckpoint(monitor='val_acc')` could not find the monitored key in the returned metrics: ['train_loss', 'epoch', 'step']. HINT: Did you call `log('val_acc', value)` in the `LightningModule`?"""
+
+HOROVOD_USED_BEFORE_INIT = """Traceback (most recent call last):
+  File "train_hvd.py", line 31, in <module>
+    torch.cuda.set_device(hvd.local_rank())
+  File "/usr/local/lib/python3.8/dist-packages/horovod/common/basics.py", line 184, in local_rank
+    raise ValueError('Horovod has not been initialized; use hvd.init().')
+ValueError: Horovod has not been initialized; use hvd.init()."""
+
+VLLM_RAY_NO_GPU_ON_DRIVER_NODE = """INFO 02-09 10:53:54 ray_utils.py:260] Connecting to existing Ray cluster at address: 10.0.0.11:6379...
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/executor/ray_distributed_executor.py", line 258, in _init_workers_ray
+    raise ValueError(
+ValueError: Ray does not allocate any GPUs on the driver node.Driver IP: 172.17.0.2, worker IPs: ['10.0.0.11', '10.0.0.11', '10.0.0.12', '10.0.0.12'].Consider adjusting the Ray placement group or running the driver on a GPU node."""
+
+OPTIMIZER_STATE_FOR_OTHER_PARAMETERS = """Traceback (most recent call last):
+  File "/workspace/train.py", line 310, in <module>
+    optimizer.load_state_dict(ckpt["optimizer"])
+  File "/usr/local/lib/python3.10/dist-packages/torch/_compile.py", line 32, in inner
+    return disable_fn(*args, **kwargs)
+  File "/usr/local/lib/python3.10/dist-packages/torch/optim/optimizer.py", line 867, in load_state_dict
+    raise ValueError(
+ValueError: loaded state dict contains a parameter group that doesn't match the size of optimizer's group"""
+
+XFORMERS_BUILT_FOR_ANOTHER_TORCH = """WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:
+    PyTorch 2.6.0+cu124 with CUDA 1201 (you have 2.5.1+cu124)
+    Python  3.12.9 (you have 3.12.9)
+  Please reinstall xformers (see https://github.com/facebookresearch/xformers#installing-xformers)
+  Memory-efficient attention, SwiGLU, sparse and more won't be available.
+  Set XFORMERS_MORE_DETAILS=1 for more details"""
+
+TRL_VLLM_SERVER_UNREACHABLE = """[rank0]: Traceback (most recent call last):
+[rank0]:   File "/workspace/grpo.py", line 91, in <module>
+[rank0]:     trainer = GRPOTrainer(
+[rank0]:   File "/usr/local/lib/python3.11/dist-packages/trl/extras/vllm_client.py", line 122, in check_server_health
+[rank0]:     raise ConnectionError(
+[rank0]: ConnectionError: The vLLM server can't be reached at 0.0.0.0:8000 after 240 seconds. Make sure the server is running by running `trl vllm-serve`."""
+
+FLASH_BACKWARD_ARCH_CHECK = """  File "/usr/local/lib/python3.10/dist-packages/torch/autograd/graph.py", line 825, in _engine_run_backward
+    return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass
+  File "/usr/local/lib/python3.10/dist-packages/flash_attn/flash_attn_interface.py", line 882, in backward
+    _wrapped_flash_attn_backward(
+RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false.  (Could this error message be improved?  If so, please report an enhancement request to PyTorch.)"""
+
+HF_GENERATION_CONFIG_REFUSED_AT_SAVE = """  File "/usr/local/lib/python3.10/dist-packages/transformers/trainer.py", line 3719, in _save
+    self.model.save_pretrained(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 2793, in save_pretrained
+    model_to_save.generation_config.save_pretrained(save_directory)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/configuration_utils.py", line 787, in save_pretrained
+    raise ValueError(
+ValueError: The generation config instance is invalid -- `.validate()` throws warnings and/or exceptions. Fix these issues to save the configuration.
+
+Thrown during validation:
+[UserWarning('`do_sample` is set to `False`. However, `temperature` is set to `0.6` -- this flag is only used in sample-based generation modes. You should set `do_sample=True` or unset `temperature`.')]"""
+
+HF_GENERATE_MAX_LENGTH_BELOW_PROMPT = """  File "/workspace/eval_rouge.py", line 64, in <module>
+    out = model.generate(**batch)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 2215, in generate
+    self._validate_generated_length(generation_config, input_ids_length, has_default_max_length)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 1459, in _validate_generated_length
+    raise ValueError(
+ValueError: Input length of input_ids is 2048, but `max_length` is set to 20. This can lead to unexpected behavior. You should consider increasing `max_length` or, better yet, setting `max_new_tokens`."""
+
+DATALOADER_SAMPLER_WITH_SHUFFLE = """Traceback (most recent call last):
+  File "/home/me/ddp_train.py", line 57, in <module>
+    loader = DataLoader(dataset, batch_size=32, shuffle=True, sampler=DistributedSampler(dataset))
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 351, in __init__
+    raise ValueError("sampler option is mutually exclusive with shuffle")
+ValueError: sampler option is mutually exclusive with shuffle"""
+
+LOSS_TARGET_WITH_A_CLASS_DIMENSION = """Traceback (most recent call last):
+  File "/home/me/train_cls.py", line 118, in <module>
+    loss = criterion(logits, labels)
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/loss.py", line 1295, in forward
+    return F.cross_entropy(
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/functional.py", line 3494, in cross_entropy
+    return torch._C._nn.cross_entropy_loss(
+RuntimeError: 0D or 1D target tensor expected, multi-target not supported"""
+
+CUDA_IPC_KERNEL_WITHOUT_PIDFD_GETFD = """(MegatronPolicyWorkerBase pid=51155) Traceback (most recent call last):
+(MegatronPolicyWorkerBase pid=51155)   File "/usr/local/lib/python3.12/dist-packages/torch/multiprocessing/reductions.py", line 181, in rebuild_cuda_tensor
+(MegatronPolicyWorkerBase pid=51155)     storage = storage_cls._new_shared_cuda(
+(MegatronPolicyWorkerBase pid=51155) RuntimeError: The kernel on this machine does not support the pidfd_getfd syscall needed to use IPC for CUDA tensors when expandable_segments:True is set. Consider using expandable_segments:False via torch.cuda.memory._set_allocator_settings('expandable_segments:False') for this allocation."""
+
+# (name, paste, top symptom(s), top root cause(s), what the fixes must tell the user); the check
+# settles the cause (>= 0.8)
+DECIDED = [
+    (
+        "datasets-local-cache-taken-for-remote",
+        DATASETS_LOCAL_CACHE_TAKEN_FOR_REMOTE,
+        "S08/S03",
+        "R01",
+        "upgrade datasets",
+    ),
+    (
+        "datasets-files-with-different-columns",
+        DATASETS_FILES_WITH_DIFFERENT_COLUMNS,
+        "S08",
+        "R27",
+        "same columns",
+    ),
+    ("datasets-json-not-parsed", DATASETS_JSON_NOT_PARSED, "S08", "R27", "JSON Lines"),
+    (
+        "vllm-free-memory-below-share",
+        VLLM_FREE_MEMORY_BELOW_SHARE,
+        "S32/S14",
+        "R16",
+        "lower `gpu_memory_utilization`",
+    ),
+    (
+        "vllm-prompt-longer-than-context",
+        VLLM_PROMPT_LONGER_THAN_CONTEXT,
+        "S32",
+        "R14",
+        "truncate or filter them",
+    ),
+    ("hf-gated-repo", HF_GATED_REPO, "S06", "R06/R14", "export `HF_TOKEN`"),
+    (
+        "peft-merge-into-gptq-base",
+        PEFT_MERGE_INTO_GPTQ_BASE,
+        "S30/S09/S18",
+        "R14",
+        "Merge on an unquantized base",
+    ),
+    (
+        "hf-collator-without-input-ids",
+        HF_COLLATOR_WITHOUT_INPUT_IDS,
+        "S08/S18",
+        "R14",
+        "remove_unused_columns=False",
+    ),
+    (
+        "lightning-early-stopping-metric-not-logged",
+        LIGHTNING_EARLY_STOPPING_METRIC_NOT_LOGGED,
+        "S18/S09",
+        "R14",
+        "self.log('val_loss'",
+    ),
+    (
+        "lightning-checkpoint-monitor-not-logged",
+        LIGHTNING_CHECKPOINT_MONITOR_NOT_LOGGED,
+        "S28/S09",
+        "R14",
+        "exact name",
+    ),
+    ("horovod-used-before-init", HOROVOD_USED_BEFORE_INIT, "S18/S05", "R14", "`hvd.init()` first"),
+    (
+        "optimizer-state-for-other-parameters",
+        OPTIMIZER_STATE_FOR_OTHER_PARAMETERS,
+        "S29",
+        "R20",
+        "start the optimizer fresh",
+    ),
+    (
+        "xformers-built-for-another-torch",
+        XFORMERS_BUILT_FOR_ANOTHER_TORCH,
+        "S03/S02",
+        "R01",
+        "xformers release built for the installed torch",
+    ),
+    (
+        "trl-vllm-server-unreachable",
+        TRL_VLLM_SERVER_UNREACHABLE,
+        "S05/S10",
+        "R06",
+        "trl vllm-serve",
+    ),
+    (
+        "hf-generate-max-length-below-prompt",
+        HF_GENERATE_MAX_LENGTH_BELOW_PROMPT,
+        "S32/S18",
+        "R14",
+        "max_new_tokens=",
+    ),
+    (
+        "dataloader-sampler-with-shuffle",
+        DATALOADER_SAMPLER_WITH_SHUFFLE,
+        "S08/S09",
+        "R14",
+        "sampler.set_epoch(epoch)",
+    ),
+    ("flash-backward-arch-check", FLASH_BACKWARD_ARCH_CHECK, "S04/S18", "R04", "sdpa_kernel"),
+    (
+        "vllm-ray-no-gpu-on-driver-node",
+        VLLM_RAY_NO_GPU_ON_DRIVER_NODE,
+        "S05/S32",
+        "R06",
+        "VLLM_HOST_IP",
+    ),
+]
+
+# the check names the mechanism and the advice, but leaves room for a second cause (< 0.8 allowed)
+NAMED = [
+    ("ray-object-store-full", RAY_OBJECT_STORE_FULL, "S15", "R17", "--object-store-memory"),
+    (
+        "ray-runtime-env-not-built",
+        RAY_RUNTIME_ENV_NOT_BUILT,
+        "S05",
+        "R02/R06",
+        "runtime_env_setup-*.log",
+    ),
+    ("horovod-shapes-differ", HOROVOD_SHAPES_DIFFER, "S21", "R08", "drop_last=True"),
+    ("dynamo-recompile-limit", DYNAMO_RECOMPILE_LIMIT, "S22", "R24", "mark_dynamic"),
+    (
+        "dataloader-worker-collate-resize",
+        DATALOADER_WORKER_COLLATE_RESIZE,
+        "S08",
+        "R27/R26",
+        "pad_sequence",
+    ),
+    (
+        "hf-generation-config-refused-at-save",
+        HF_GENERATION_CONFIG_REFUSED_AT_SAVE,
+        "S28",
+        "R14/R01",
+        "generation_config.do_sample = True",
+    ),
+    (
+        "loss-target-with-a-class-dimension",
+        LOSS_TARGET_WITH_A_CLASS_DIMENSION,
+        "S18",
+        "R26/R27",
+        "1-D LongTensor",
+    ),
+    (
+        "cuda-ipc-kernel-without-pidfd-getfd",
+        CUDA_IPC_KERNEL_WITHOUT_PIDFD_GETFD,
+        "S18/S12",
+        "R05/R04",
+        "expandable_segments:False",
+    ),
+    ("hf-labels-not-padded", HF_LABELS_NOT_PADDED, "S08/S18", "R14/R27", "DataCollatorForSeq2Seq"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"), [pytest.param(*c[1:], id=c[0]) for c in DECIDED]
+)
+def test_a_core_librarys_check_decides_the_root_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_decides(text, symptom, cause, advice)
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"), [pytest.param(*c[1:], id=c[0]) for c in NAMED]
+)
+def test_a_core_librarys_check_names_the_root_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_names(text, symptom, cause, advice)
+
+
+# Ray's raylet prints this when a worker's socket reaches end of file without the worker having
+# said why (node_manager.cc, HandleClientConnectionError); Ray's memory monitor reports its own
+# kills as OutOfMemoryError instead. So a process died, and host memory is one cause among
+# three: the report must not state it as settled.
+def test_a_ray_worker_lost_at_end_of_file_is_a_dead_process_not_settled_host_memory() -> None:
+    d = explained(RAY_WORKER_CONNECTION_EOF, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S27", d["summary"]
+    assert d["root_causes"][0]["score"] < 0.8, d["root_causes"][:2]
+    assert "dmesg" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+
+
+RAY_ACTOR_CONSTRUCTOR_RAISED = """ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, ray::WorkerDict.__init__() (pid=3318, ip=10.0.0.4, actor_id=2ab5, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f>)
+  File "/workspace/verl/verl/workers/fsdp_workers.py", line 133, in __init__
+    torch.distributed.init_process_group(backend="nccl")
+torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (10.0.0.3, 40213)."""
+
+
+# Ray builds this ActorDiedError from the RayTaskError of the actor's constructor
+# (exceptions.py): the process did not die of a signal or of memory; the constructor raised, and
+# the exception it quotes is the failure to read.
+def test_a_ray_actor_whose_constructor_raised_is_read_by_that_exception_not_as_a_dead_process() -> (
+    None
+):
+    d = explained(RAY_ACTOR_CONSTRUCTOR_RAISED, "--no-embed")
+    assert d["symptoms"][0]["id"] not in ("S15", "S27"), d["summary"]
+    assert d["root_causes"][0]["id"] != "R17", d["summary"]
