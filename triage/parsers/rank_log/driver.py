@@ -118,6 +118,9 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
         self.warning_count = 0
         self.warnings_dropped = 0
         self.same_error: dict[str, int] = {}
+        # (template, stream) of a script's own end line already made an event: its repeats
+        # (a sweep's many runs in one file) say nothing more (`LineEvents._emit_template`)
+        self.ended: set[tuple[str, str]] = set()
         self.errors_dropped = 0
         self.events_dropped = 0
         self.yearless: list[tuple[int, tuple[str, str, str, str, str | None]]] = []

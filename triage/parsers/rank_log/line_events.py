@@ -317,6 +317,15 @@ class LineEvents:
         notice = line_notice(
             {name: template_value(value, groups, signals) for name, value in template.attrs.items()}
         )
+        if notice.end == "succeeded" and notice.target_pid is None:
+            # A script's own end line once a stream: a file that many runs wrote (a sweep
+            # printing HF's `train_runtime` dict per run) has the first as its evidence, and
+            # each repeat, a known nothing, costs no parse (the outcome reads the first mark)
+            ended = (template.id, pre.key)
+            if ended in self.ended:
+                self._outcome = _NOTHING
+                return
+            self.ended.add(ended)
         level = template.level or meta.level or Level.ERROR
         if template.level_if is not None:
             group, equals, other = template.level_if
