@@ -1939,3 +1939,16 @@ def test_bitsandbytes_banners_and_warnings_at_start_up_are_no_failure() -> None:
     )
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
     assert _top_symptom_score(d) < 0.3, d["symptoms"][:1]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "m_gaitset_training_complete",
+        "m_p2igan_nohup_gan_618_epochs_200000_steps_reached_stopping_training",
+    ],
+)
+def test_a_scripts_own_end_of_its_step_budget_is_the_jobs_end(case: str) -> None:
+    # 'Training COMPLETE' after iter 80000; 'Reached max steps (200000). Stopping training.'
+    d = _diagnose(case)
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
