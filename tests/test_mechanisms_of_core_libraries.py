@@ -372,6 +372,11 @@ DECIDED = [
         "sampler.set_epoch(epoch)",
     ),
     ("flash-backward-arch-check", FLASH_BACKWARD_ARCH_CHECK, "S04/S18", "R04", "sdpa_kernel"),
+]
+
+# the check names the mechanism and the advice, but leaves room for a second cause (< 0.8 allowed)
+NAMED = [
+    # named first, stated at 0.79 since the refit on 627 rules (R10, the rank mapping, second)
     (
         "vllm-ray-no-gpu-on-driver-node",
         VLLM_RAY_NO_GPU_ON_DRIVER_NODE,
@@ -379,10 +384,6 @@ DECIDED = [
         "R06",
         "VLLM_HOST_IP",
     ),
-]
-
-# the check names the mechanism and the advice, but leaves room for a second cause (< 0.8 allowed)
-NAMED = [
     ("ray-object-store-full", RAY_OBJECT_STORE_FULL, "S15", "R17", "--object-store-memory"),
     (
         "ray-runtime-env-not-built",
