@@ -1672,13 +1672,15 @@ _NOTICE = [
 ] * 4
 
 
-def _bundle(tmp_path: Path, files: dict[str, list[str]]) -> dict[str, Any]:
+def _bundle(tmp_path: Path, files: dict[str, list[str]], *, found: bool = True) -> dict[str, Any]:
+    """Diagnose a folder of these files through the CLI; `found=False`: nothing in it is
+    evidence, and the CLI says so with its exit code."""
     for name, lines in files.items():
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
-    assert result.exit_code == 0, result.output
+    assert (result.exit_code == 0) is found, result.output
     return json.loads(result.output)
 
 
@@ -1881,9 +1883,7 @@ def test_a_diff_of_two_scripts_is_not_read_as_a_log(tmp_path: Path) -> None:
     lines += ["> from typing import Dict, List, Optional, Union", "31,32d31"]
     lines += ["< from datasets import DatasetDict, load_dataset", "< ", "33a33"]
     lines += ["> try:", ">     import evaluate", "> except ImportError:", ">     evaluate = None"]
-    (tmp_path / "run_clm.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(main, [str(tmp_path), "--no-embed", "-q", "--format", "json"])
-    d = json.loads(result.output)
+    d = _bundle(tmp_path, {"run_clm.txt": lines}, found=False)
     assert d["outcome"] is None and d["symptoms"] == [], d["summary"]
     assert any("diff" in w and "not read" in w for w in _input_warnings(d)["run_clm.txt"])
 

@@ -313,11 +313,10 @@ def ended_its_process(ev: Event) -> bool:
     """An uncaught exception's traceback, whole and run from the interpreter's top level: the
     Python process that printed it ended there."""
     facts = ev.payload
-    if ev.kind is not EventKind.TRACEBACK or not isinstance(facts, TracebackFacts):
+    if not isinstance(facts, TracebackFacts) or facts.truncated or facts.headerless:
         return False
-    if facts.truncated or facts.headerless or not facts.frames:
-        return False
-    return facts.frames[0][2] in _TOP_LEVEL
+    outermost = outermost_frame(ev)
+    return outermost is not None and outermost[1] in _TOP_LEVEL
 
 
 def traceback_of(ev: Event) -> Traceback:
