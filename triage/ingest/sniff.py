@@ -123,6 +123,8 @@ _PIP_FREEZE_LINE = regex_cache.compile(
 _ENV_LINE = regex_cache.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=(?!=)")
 
 _MARKDOWN_HEADING = regex_cache.compile(r"^#{1,6} \S")
+# The first line of a TeX engine's log (`This is pdfTeX, Version 3.141592653-2.6-1.40.25`)
+_TEX_LOG = regex_cache.compile(r"This is (?:pdf|Xe|Lua|LuaHB|e-|e|Aleph|Omega)?TeX, Version ")
 
 # A line only a process's output holds: a clock time, a log level at a line's start or in
 # brackets, a launcher's prefix, a rank, a progress bar or rate, a traceback's frame, a step
@@ -136,6 +138,11 @@ _OUTPUT_LINE = regex_cache.compile(
 )
 # A sentence's line: words and punctuation, no digit (a licence, a book, prose notes).
 _PROSE_LINE = regex_cache.compile(r"[^\W\d_][^\d]*")
+# `tree`'s drawing of a folder (`├── model.py`, `│   └── utils.py`)
+_TREE_LINE = regex_cache.compile(r"[│ \t]*(?:├|└)── ")
+# A data list's record: a file's path, then `|` and its label or transcript (the filelists of
+# speech and image datasets: `wavs/LJ001-0001.wav|Printing, in the only sense...`)
+_RECORD_LINE = regex_cache.compile(r"[\w./~-]+\.\w{2,5}\|\S")
 # A line of a diff: `diff`'s normal form (`26c27`, `< old`, `---`, `> new`) or a unified patch
 # (`@@ -12,7 +12,8 @@`, `-old`, `+new`), and the hunk headers one of which a diff has (a shell's
 # `set -x` trace is lines of `+ cmd` too, with none)
@@ -226,6 +233,9 @@ def _detect_text(head: bytes) -> Sniffed:
     lines = _lines(text, complete=len(head) < HEAD_BYTES)
     if not lines:
         return _not_read("file holds only blank lines")
+    if _TEX_LOG.match(lines[0]):
+        # a document's build: its `! Undefined control sequence` and `error style` are no job's
+        return _not_read("reads as a TeX build log, not a training job's output: not read")
     strong_log = _strong_log(text)
     # no line of its head is one only a process's output holds
     quiet = not strong_log and _OUTPUT_LINE.search(text) is None
@@ -253,6 +263,25 @@ def _not_output(lines: list[str]) -> str | None:
     script's `echo "ERROR ..."`) are no job's failure, beside logs or alone."""
     if len(lines) >= 20 and _mostly(lines, 0.75, _prose_line):
         return "prose (a licence, a book, a story)"
+    # a licence's or a notice's sentences carry section numbers and years: of its lines of
+    # four words or more, nearly all are sentences, and they are most of the text; they run
+    # long or end in punctuation, where a program's short notes (`loading data from x.dat`)
+    # do neither
+    sentences = [line.strip() for line in lines if len(line.split()) >= 4]
+    if (
+        len(sentences) >= 20
+        and len(sentences) >= 0.5 * len(lines)
+        and _mostly(sentences, 0.85, _sentence_line)
+        and (
+            sorted(map(len, sentences))[len(sentences) // 2] >= 45
+            or _mostly(sentences, 0.3, lambda line: line[-1] in ".,;:!?")
+        )
+    ):
+        return "prose (a licence, a book, a story)"
+    if len(lines) >= 10 and _mostly(lines, 0.5, lambda line: bool(_TREE_LINE.match(line))):
+        return "a directory listing"
+    if len(lines) >= 20 and _mostly(lines, 0.8, lambda line: bool(_RECORD_LINE.match(line))):
+        return "a data list (file paths with their labels or transcripts)"
     if len(lines) >= 50 and _mostly(lines, 0.9, _word_list_line):
         return "a word list (a vocabulary, a tokenizer's merges, names)"
     if _is_code(lines):
@@ -273,6 +302,17 @@ def _is_code(lines: list[str]) -> bool:
 def _prose_line(line: str) -> bool:
     text = line.strip()
     return len(text.split()) >= 4 and _PROSE_LINE.fullmatch(text) is not None
+
+
+def _sentence_line(line: str) -> bool:
+    """A line of running text: words, with at most a few digits (a section's number, a year)
+    and none of a log's marks (`=`, `|`, `[`, a path's `/`)."""
+    text = line.strip()
+    if any(c in text for c in "=|[]{}<>/\\_"):
+        return False
+    letters = sum(c.isalpha() for c in text)
+    digits = sum(c.isdigit() for c in text)
+    return letters >= 0.75 * len(text.replace(" ", "")) and digits <= 8
 
 
 def _word_list_line(line: str) -> bool:
