@@ -34,7 +34,10 @@ UCX = re.compile(
     r"UCX\s+(?P<lvl>FATAL|ERROR|WARN|DIAG|INFO|DEBUG|TRACE\w*|PRINT)\s+"
 )
 PYLOG = re.compile(r"(?P<lvl>ERROR|WARNING|CRITICAL|INFO|DEBUG|FATAL):(?P<logger>[\w.]+):")
-LEVEL_WORD = re.compile(r"\b(?P<lvl>ERROR|CRITICAL|FATAL|WARNING|WARN)\b")
+# The level a timestamped line names near its start (`2024-05-01 12:00:00 INFO ...`, Hydra's
+# `[time][name][INFO] - ...`): an INFO or DEBUG record's words are a message's, not an error's,
+# as for the stdlib's `INFO:name:` lines (a sample's transcript saying "killed" is no failure).
+LEVEL_WORD = re.compile(r"\b(?P<lvl>ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG)\b")
 LEVELS = {
     "E": Level.ERROR,
     "F": Level.FATAL,

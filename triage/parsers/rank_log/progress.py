@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 # --------------------------------------------------------------------------- progress
 
-PROGRESS_MARKERS = MarkerSet(["step", "epoch", "iteration", "it/s", "s/it"])
+# `iter` covers `iteration` and nanoGPT's loop line (train.py: `iter 20000: loss 3.2344, time ...`)
+PROGRESS_MARKERS = MarkerSet(["step", "epoch", "iter", "it/s", "s/it"])
 # The wrapper prefixes of a raw line, to skip older progress lines of a stream undecoded.
 RAW_PREFIXES = re.compile(
     rb"(?:\d{1,6}: |\[[A-Za-z_]+\d+\]: ?|\[\d+,\d+\]<\w+>: ?|[\w.-]{1,64}: |\(\S+ pid=\d+[^)]*\) )*"
