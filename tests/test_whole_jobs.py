@@ -1952,3 +1952,169 @@ def test_a_scripts_own_end_of_its_step_budget_is_the_jobs_end(case: str) -> None
     # 'Training COMPLETE' after iter 80000; 'Reached max steps (200000). Stopping training.'
     d = _diagnose(case)
     assert d["outcome"]["id"] == "succeeded", d["outcome"]
+
+
+# --------------------------------------------------------------- files and lines a sweep found
+# (an unlabelled sweep of logs committed to public repositories: each a verdict that invented
+# a failure or missed an end)
+
+# A licence of the kind bundled libraries ship, in its own words here: numbered sections,
+# years, short headings between the paragraphs.
+_NUMBERED_LICENCE = [
+    "Third Party Components Notice",
+    "",
+    "1. Scope",
+    "This notice lists the components that were bundled with release 2.3 of the package",
+    "in 2019 and 2024, and the terms under which each of them may be copied or changed.",
+    "",
+    "2. No warranty",
+    "2.1 The components are given as they are, and their authors promise nothing about them,",
+    "whether they work for a purpose, or keep working after a computer failure or malfunction,",
+    "a work stoppage, or any other loss that follows from their use in version 3 or later.",
+    "",
+    "3. Attribution",
+    "Each copy of a component keeps the notice its authors wrote, in every file that has one,",
+    "and a changed file says so, with the date of the change and the name of who changed it.",
+] * 3
+
+
+def test_a_numbered_licence_beside_the_logs_is_not_read_as_a_failure(tmp_path: Path) -> None:
+    # its section numbers and years kept the earlier prose test (no digit in a line) off it
+    d = _bundle(
+        tmp_path, {"train.log": _CUT_OFF_LOG, "third-party-programs.txt": _NUMBERED_LICENCE}
+    )
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert d["first_failure"] is None
+    warnings = _input_warnings(d)["third-party-programs.txt"]
+    assert any("prose" in w and "not read" in w for w in warnings), warnings
+
+
+def test_a_tex_build_log_a_tree_listing_and_a_data_list_beside_the_logs_are_not_read(
+    tmp_path: Path,
+) -> None:
+    tex = [
+        "This is pdfTeX, Version 3.141592653-2.6-1.40.25 (TeX Live 2023) (preloaded"
+        " format=pdflatex)",
+        " restricted \\write18 enabled.",
+        " file:line:error style messages enabled.",
+        "entering extended mode",
+        "./report.tex:42: Undefined control sequence.",
+    ]
+    tree = [
+        "notebook.ipynb [error opening dir]",
+        "project",
+        "├── train.py",
+        "├── model",
+        "│   ├── layers.py",
+        "│   └── attention.py",
+        "├── data",
+        "│   └── prepare.py",
+        "└── README.md",
+        "",
+        "3 directories, 6 files",
+    ]
+    records = [
+        f"/data/speech/wavs/clip-{n:04d}.wav|The guard was killed at the gate, and the failure"
+        " of the watch was plain."
+        for n in range(30)
+    ]
+    d = _bundle(
+        tmp_path,
+        {
+            "train.log": _CUT_OFF_LOG,
+            "report.log": tex,
+            "tree.txt": tree,
+            "filelists/test.txt": records,
+        },
+    )
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert d["first_failure"] is None
+    warnings = _input_warnings(d)
+    assert any("TeX" in w and "not read" in w for w in warnings["report.log"]), warnings
+    assert any("directory listing" in w for w in warnings["tree.txt"]), warnings
+    assert any("data list" in w for w in warnings["test.txt"]), warnings
+
+
+def test_an_info_record_that_prints_a_sample_saying_killed_is_no_failure(tmp_path: Path) -> None:
+    # Hydra's log format (`[time][logger][LEVEL] - message`): an INFO record's words are a
+    # message's, here a transcript an evaluation loop prints
+    lines = [
+        "[2023-11-20 09:57:23,884][root][INFO] - /data/speech/wavs/clip-0068.wav",
+        "[2023-11-20 09:57:27,683][root][INFO] - Log-likelihood tensor([8169.2305])",
+        "[2023-11-20 09:57:27,760][root][INFO] - the fatal consequences might have been prevented",
+        "[2023-11-20 09:57:27,760][root][INFO] - he was killed before the guard arrived",
+        "[2023-11-20 09:57:31,059][root][INFO] - Log-likelihood tensor([4157.1660])",
+    ]
+    d = _diagnose_lines(tmp_path, "main.log", lines)
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert d["first_failure"] is None and d["symptoms"] == []
+
+
+def test_an_error_metric_and_a_config_dump_are_no_failure(tmp_path: Path) -> None:
+    # a solver's printed result (`Error: 3.903987`, a reconstruction error) and the config a
+    # wandb debug.log dumps, whose `'truncation': 'error'` is a setting's value
+    lines = [
+        "Number of Threads : 8",
+        "Total iterations : 16",
+        "Total time including communication intervals:",
+        "12.698979",
+        "Error: 3.903987",
+        "2025-12-03 21:32:14,960 INFO    MainThread:3956608 [wandb_init.py:init():845] wandb.init"
+        " called with sweep_config: {}",
+        "config: {'data': {'truncation': 'error', 'max_prompt_length': 1024}, 'trainer':"
+        " {'total_epochs': 15}}",
+        "test error = 0.125",
+    ]
+    d = _diagnose_lines(tmp_path, "run.out", lines)
+    assert d["outcome"]["id"] != "failed", d["outcome"]
+    assert d["first_failure"] is None and d["symptoms"] == []
+
+
+def test_a_big_nanogpt_log_is_read_to_its_last_iteration_not_its_first_evaluation(
+    tmp_path: Path,
+) -> None:
+    # nanoGPT's train.py: `step N: train loss ..., val loss ...` at each evaluation and
+    # `iter N: loss ..., time ...ms` each log interval; a log past the size read whole (64 KB)
+    # is read by its progress lines, and `iter` is one
+    lines = ["tokens per iteration will be: 16,384", "step 0: train loss 10.9536, val loss 10.9510"]
+    lines += [
+        f"iter {n}: loss {3 + (n % 7) / 10:.4f}, time 561.{n % 97:02d}ms"
+        for n in range(10, 20010, 10)
+    ]
+    d = _diagnose_lines(tmp_path, "log_train.txt", lines)
+    assert (tmp_path / "log_train.txt").stat().st_size > 64 * 1024
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert "step 20000" in d["outcome"]["why"], d["outcome"]["why"]
+
+
+def test_a_loops_own_last_epoch_early_stop_and_exit_lines_end_the_job(tmp_path: Path) -> None:
+    # pytorch-CycleGAN-and-pix2pix's `End of epoch N / N`, an early stop, StyleGAN2-ADA's
+    # `Exiting...` after its ticks (its `Skipping tfevents export:` is the ImportError it
+    # catches when TensorBoard is missing, and training goes on)
+    cyclegan = [
+        "End of epoch 99 / 100 \t Time Taken: 236 sec",
+        "saving the model at the end of epoch 100, iters 448000",
+        "End of epoch 100 / 100 \t Time Taken: 236 sec",
+    ]
+    early = [
+        f"[EPOCH {n}]\tTrain Acc: 0.77\tTrain Loss: 0.0021\tValid Acc: 0.74" for n in range(38)
+    ]
+    early += ["Early stopping in epoch 37"]
+    stylegan = [
+        "Initializing logs...",
+        "Skipping tfevents export: No module named 'tensorboard'",
+        "Training for 40 kimg...",
+        "",
+    ]
+    stylegan += [
+        f"tick {n:<5d} kimg {n * 4.0:<8.1f} time 1h 0{n}m 00s  sec/tick 884.8   sec/kimg 221.20"
+        for n in range(11)
+    ]
+    stylegan += ["", "Exiting..."]
+    for name, lines in (("loss_log.txt", cyclegan), ("train.out", early), ("log.txt", stylegan)):
+        d = _diagnose_lines(tmp_path, name, lines)
+        assert d["outcome"]["id"] == "succeeded", (name, d["outcome"])
+        assert d["symptoms"] == [], (name, d["symptoms"])
+        (tmp_path / name).unlink()
+    d = _diagnose_lines(tmp_path, "loss_log.txt", cyclegan[:1])
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
