@@ -33,6 +33,7 @@ from triage.parsers.rank_log.formats import (
     NEMO,
     OLD_C10,
     PYLOG,
+    SOURCE_LINE,
     SUMMARY_HEADER,
     SUMMARY_TITLE,
     TB_CUT_FILE,
@@ -277,6 +278,11 @@ class LineEvents:
             self._open(tail)
             return
 
+        if meta.level is None and SOURCE_LINE.match(msg):
+            # source code in the log: `raise ValueError("model_dim must be divisible by
+            # num_heads")` states a check, it did not fail one
+            self._outcome = _NOTHING
+            return
         if self._agent_line(number, pre, meta):
             return
         self._error_or_warning(number, pre, meta)
