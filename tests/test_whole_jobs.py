@@ -2118,3 +2118,113 @@ def test_a_loops_own_last_epoch_early_stop_and_exit_lines_end_the_job(tmp_path: 
         (tmp_path / name).unlink()
     d = _diagnose_lines(tmp_path, "loss_log.txt", cyclegan[:1])
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
+
+
+def test_a_scripts_source_printed_into_its_log_is_no_failure(tmp_path: Path) -> None:
+    # parameter-golf's train_gpt.py and its forks write their own source at the top of the log
+    # (`log0(code)`): its `raise ValueError("... must be divisible by ...")` and `except
+    # ImportError:` are statements, not what happened
+    code = [
+        "import torch",
+        "from torch import nn",
+        "class GPT(nn.Module):",
+        "    def __init__(self, model_dim: int, num_heads: int):",
+        "        if model_dim % num_heads != 0:",
+        '            raise ValueError("model_dim must be divisible by num_heads")',
+        "try:",
+        "    import flash_attn",
+        "except ImportError:",
+        '    print("ERROR: flash_attn missing, using SDPA")',
+        '        if not torch.cuda.is_available(): raise RuntimeError("CUDA is required")',
+        "",
+    ]
+    run = [f"step:{n}/100 train_loss:{3 - n / 100:.4f} train_time:{n * 90}ms" for n in range(1, 61)]
+    d = _diagnose_lines(tmp_path, "run.txt", [*code, *run])
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert d["symptoms"] == [] and d["first_failure"] is None, d["symptoms"]
+    # and where the run does fail, the statements lend it no symptom of their own
+    crash = [
+        "Traceback (most recent call last):",
+        '  File "/work/train_gpt.py", line 1210, in <module>',
+        "    main()",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    (tmp_path / "run.txt").unlink()
+    d = _diagnose_lines(tmp_path, "run.txt", [*code, *run, *crash])
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert "S09" not in [s["id"] for s in d["symptoms"]], d["symptoms"]
+    cited = {e["text"].strip() for e in d["evidence"]}
+    assert not cited & {line.strip() for line in code if line.strip()}, cited
+
+
+def test_peers_waiting_for_the_roots_nccl_id_name_the_root_not_themselves(tmp_path: Path) -> None:
+    # ProcessGroupNCCL's broadcastUniqueNCCLID: ranks 1-3 wait for the unique id under a key only
+    # rank 0 sets; rank 0 printed nothing. The workers' output is not rank-tagged (torchrun
+    # without --tee): each error names its rank in its own `[N]` tag. torchrun names the first
+    # waiter that exited as the root cause; the rank they all waited for is rank 0
+    lines = ["W0427 01:50:35.612000 38144 torch/distributed/run.py:766] *****"]
+    for r in (1, 2, 3):
+        lines += [
+            "Traceback (most recent call last):",
+            '  File "/root/golf/train_gpt.py", line 1402, in <module>',
+            "    main()",
+            '  File "/root/golf/train_gpt.py", line 1120, in main',
+            '    dist.init_process_group(backend="nccl", device_id=device)',
+            f"torch.distributed.DistBackendError: [{r}] is setting up NCCL"
+            " communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key"
+            " '0', but store->get('0') got error: wait timeout after 600000ms",
+        ]
+    lines += [
+        "W0427 02:00:40.257000 38144 torch/distributed/elastic/multiprocessing/api.py:1012]"
+        " Sending process 38213 closing signal SIGTERM",
+        "W0427 02:00:40.258000 38144 torch/distributed/elastic/multiprocessing/api.py:1012]"
+        " Sending process 38216 closing signal SIGTERM",
+        "E0427 02:00:40.521000 38144 torch/distributed/elastic/multiprocessing/api.py:874]"
+        " failed (exitcode: 1) local_rank: 2 (pid: 38215) of binary: /usr/bin/python3",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "============================================================",
+        "train_gpt.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-04-27_02:00:40",
+        "  host      : gpu-node-3",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : 1 (pid: 38215)",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "============================================================",
+    ]
+    d = _diagnose_lines(tmp_path, "train.log", lines)
+    assert d["culprit_ranks"] == [0], (d["culprit_ranks"], d["summary"])
+
+
+def test_a_scripts_own_no_cuda_check_and_lsfs_exit_report_fail_the_job(tmp_path: Path) -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/work/train_gpt.py", line 1210, in <module>',
+        "    main()",
+        '  File "/work/train_gpt.py", line 912, in main',
+        '    raise RuntimeError("CUDA is required")',
+        "RuntimeError: CUDA is required",
+    ]
+    d = _diagnose_lines(tmp_path, "run.log", lines)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
+    assert d["symptoms"][0]["id"] == "S04", d["symptoms"][:2]
+    # an LSF job whose script exited 1 with no error printed: its report says so
+    lsf = [f"Epoch [{n}/10] Train Loss: 0.41" for n in range(1, 4)]
+    lsf += [
+        "------------------------------------------------------------",
+        "Sender: LSF System <lsfadmin@cluster>",
+        "Subject: Job 26496985: <train> in cluster <dcc> Exited",
+        "------------------------------------------------------------",
+        "Exited with exit code 1.",
+        "Resource usage summary:",
+        "    CPU time :                                   62.17 sec.",
+    ]
+    (tmp_path / "run.log").unlink()
+    d = _diagnose_lines(tmp_path, "train.out", lsf)
+    assert d["outcome"]["id"] == "failed", d["outcome"]
