@@ -278,9 +278,10 @@ class LineEvents:
             self._open(tail)
             return
 
-        if meta.level is None and SOURCE_LINE.match(msg):
-            # source code in the log: `raise ValueError("model_dim must be divisible by
-            # num_heads")` states a check, it did not fail one
+        if not self.pasted and meta.level is None and SOURCE_LINE.match(msg):
+            # source code in a job's log: `raise ValueError("model_dim must be divisible by
+            # num_heads")` states a check, it did not fail one (a paste's quoted code line, the
+            # check its traceback failed, is read as before)
             self._outcome = _NOTHING
             return
         if self._agent_line(number, pre, meta):
