@@ -33,6 +33,7 @@ from triage.parsers import timestamps as ts
 from triage.parsers.common import MAX_PASTE, parser_stopped, text_digest
 from triage.parsers.nccl import NcclTracker, fill_ranks
 from triage.parsers.prefixes import Prefixes, peel
+from triage.parsers.rank_log.code_listing import leading_code_lines
 from triage.parsers.rank_log.events import RecordEvents
 from triage.parsers.rank_log.limits import (
     MAX_EVENTS,
@@ -153,6 +154,7 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
         self._opened_before: dict[str, tuple[float | None, float | None]] = {}
         self._closing_before: tuple[float | None, float | None] | None = None
         self.chunk = 0
+        self.code_until = 0  # the last line of a code listing the log opens with
         mtime = None
         try:
             if source.path and os.path.isfile(source.path):
@@ -177,6 +179,8 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
             self.reader = reader = ChunkReader(stream)
             for data, first in reader:
                 self.chunk += 1
+                if self.chunk == 1 and not self.pasted:
+                    self.code_until = leading_code_lines(data)
                 counter = reader.counter or LineCounter(data, first)
                 self._read_chunk(reader, data, counter)
                 if not self.scan_all:
@@ -322,6 +326,8 @@ class _LogParser(LineEvents, RecordEvents, ProgressReading, StampKeeping):
 
     def handle(self, number: int, text: str) -> None:
         self._pre = None
+        if number <= self.code_until:
+            return  # the script's own source printed first (`code_listing`)
         if self.records:
             self._close_stale(number)
         if not text.strip():

@@ -113,9 +113,7 @@ LEAD = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:::\w+)*:\s*)?")
 DS_HOST_RANKS = re.compile(r"'(?P<host>[^']+)': \[(?P<ranks>[\d, ]+)\]")
 # faulthandler (on by default for torchrun workers): the fatal signal, then each thread's
 # Python stack, innermost frame first
-# A line of Python source printed into a log (scripts that log their own code at start, as
-# parameter-golf's train_gpt.py and its forks do: `log0(code)`): a statement, never the error
-# it names. A traceback's code lines are read with its frames before this is asked.
+# A line of Python source: a statement (`code_listing` finds a listing at a log's top by them)
 SOURCE_LINE = re.compile(
     r"\s*(?:raise\s+[A-Za-z_][\w.]*(?:\(|\s*$)"
     r"|(?:if|elif|while|with|for|try|else|finally|def|class|except)\b[^\n]*:\s*(?:#.*)?$"

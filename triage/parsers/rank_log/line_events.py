@@ -33,7 +33,6 @@ from triage.parsers.rank_log.formats import (
     NEMO,
     OLD_C10,
     PYLOG,
-    SOURCE_LINE,
     SUMMARY_HEADER,
     SUMMARY_TITLE,
     TB_CUT_FILE,
@@ -278,12 +277,6 @@ class LineEvents:
             self._open(tail)
             return
 
-        if not self.pasted and meta.level is None and SOURCE_LINE.match(msg):
-            # source code in a job's log: `raise ValueError("model_dim must be divisible by
-            # num_heads")` states a check, it did not fail one (a paste's quoted code line, the
-            # check its traceback failed, is read as before)
-            self._outcome = _NOTHING
-            return
         if self._agent_line(number, pre, meta):
             return
         self._error_or_warning(number, pre, meta)

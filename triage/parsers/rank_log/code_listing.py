@@ -1,0 +1,68 @@
+"""A script's own source printed at the top of its log (parameter-golf's train_gpt.py and its
+forks write their code first: `log0(code)`). Its `raise ValueError("... must be divisible by
+...")` and `except ImportError:` are statements, never what happened: the parser reads the log
+from the line after the listing.
+
+Only a leading block counts, and only one that reads as a program: most of its lines are
+statements, none is a traceback's frame (a traceback at the top of a log is read as one).
+"""
+
+from __future__ import annotations
+
+import re
+
+from triage.parsers.rank_log.formats import SOURCE_LINE
+
+# the lines a listing holds besides statements: blank, indented, comments, closers
+_CODE_ISH = re.compile(r"\s*$|\s+\S|#|[)\]}]+[,:;]?\s*$|@\w")
+# statements beyond SOURCE_LINE's: an assignment, a return, a def or class line
+_STATEMENT = re.compile(
+    r"\s*(?:return\b|def |class |@\w|[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/|&]?=)(?!=))"
+)
+_FRAME = re.compile(r'\s*File "[^"]+", line \d+|Traceback \(most recent call last\)')
+MIN_LINES = 30  # fewer is no program's listing
+HEADER_LINES = 3  # a title before the code (`===== CODE SNAPSHOT =====`, the log's path)
+WINDOW = 12  # the listing ends where this many lines in a row hold fewer than half code
+
+
+def leading_code_lines(data: bytes) -> int:
+    """The number of the last line of a code listing at the top of `data`, else 0. Most logs
+    show within a few lines that they open with none: only the head is decoded, and more of
+    it only while a listing goes on to its end."""
+    found = 0
+    for size in (16 << 10, 4 << 20):
+        found, ended = _listing(data[:size])
+        if ended or size >= len(data):
+            break
+    return found
+
+
+def _listing(head: bytes) -> tuple[int, bool]:
+    """(the listing's last line or 0, whether the head showed where it ends)."""
+    lines = head.decode("utf-8", errors="replace").split("\n")
+    statements = 0
+    last_code = 0
+    outside = 0  # lines since the last code-ish one
+    ended = False
+    for i, line in enumerate(lines, start=1):
+        if _FRAME.match(line):
+            if i <= last_code + WINDOW:
+                return 0, True
+            ended = True
+            break
+        strong = bool(SOURCE_LINE.match(line) or _STATEMENT.match(line))
+        if strong or _CODE_ISH.match(line):
+            statements += strong
+            if line.strip():
+                last_code = i
+            outside = 0
+            continue
+        if i <= HEADER_LINES:
+            continue
+        outside += 1
+        if outside >= WINDOW // 2:
+            ended = True
+            break
+    if last_code < MIN_LINES or statements < 0.3 * last_code:
+        return 0, ended
+    return last_code, ended
