@@ -2123,7 +2123,7 @@ def test_a_loops_own_last_epoch_early_stop_and_exit_lines_end_the_job(tmp_path: 
 def test_a_scripts_source_printed_into_its_log_is_no_failure(tmp_path: Path) -> None:
     # parameter-golf's train_gpt.py and its forks write their own source at the top of the log
     # (`log0(code)`): its `raise ValueError("... must be divisible by ...")` and `except
-    # ImportError:` are statements, not what happened
+    # ImportError:` are statements, not what happened (a listing of 30 lines or more)
     code = [
         "import torch",
         "from torch import nn",
@@ -2136,8 +2136,13 @@ def test_a_scripts_source_printed_into_its_log_is_no_failure(tmp_path: Path) -> 
         "except ImportError:",
         '    print("ERROR: flash_attn missing, using SDPA")',
         '        if not torch.cuda.is_available(): raise RuntimeError("CUDA is required")',
-        "",
+        "def hyperparameters() -> dict:",
+        "    out = {}",
     ]
+    code += [
+        f"    out['setting_{n}'] = float(os.environ.get('SETTING_{n}', {n}))" for n in range(30)
+    ]
+    code += ["    return out", ""]
     run = [f"step:{n}/100 train_loss:{3 - n / 100:.4f} train_time:{n * 90}ms" for n in range(1, 61)]
     d = _diagnose_lines(tmp_path, "run.txt", [*code, *run])
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
