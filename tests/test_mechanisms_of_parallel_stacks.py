@@ -21,7 +21,8 @@ graphs for a model is that model's injection container. Lane C of h34: NCCL's ke
 'invalid device function' is a build without this GPU's architecture (the libibverbs fallback
 warning beside it is not the cause); a CUDA math-library symbol left undefined with no version
 is an op never linked against that library; a compiler killed while building an extension is
-parallel jobs exhausting host memory; and generate() under ZeRO-3 is a wait only where the
+parallel jobs exhausting host memory; NCCL finding no reverse path in the topology it detected
+is a release older than the machine; and generate() under ZeRO-3 is a wait only where the
 stack stopped in it, not where it raised another error. Each is read through `triage explain`."""
 
 from __future__ import annotations
@@ -287,6 +288,21 @@ OOM_RAISED_OUT_OF_GENERATE_UNDER_ZERO3 = """Traceback (most recent call last):
 torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free. Of the allocated memory 76.30 GiB is allocated by PyTorch, and 0.61 GiB is reserved by PyTorch but unallocated."""
 
 
+# NCCL 2.14 on an H100 server: its topology detection does not model the machine's links
+NCCL_TOPOLOGY_WITHOUT_A_REVERSE_PATH = """h100-02:51873:51990 [0] NCCL INFO NCCL version 2.14.3+cuda11.7
+h100-02:51873:51990 [0] graph/paths.cc:94 NCCL WARN Failed to find reverse path from remNode 0/2a000 nlinks 6 to node 3/0
+h100-02:51873:51990 [0] NCCL INFO graph/paths.cc:338 -> 3
+h100-02:51873:51990 [0] NCCL INFO init.cc:663 -> 3
+Traceback (most recent call last):
+  File "/workspace/bench/train.py", line 52, in <module>
+    dist.barrier()
+  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3328, in barrier
+    work = default_pg.barrier(opts=opts)
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3
+ncclInternalError: Internal check failed.
+Last error:
+Failed to find reverse path from remNode 0/2a000 nlinks 6 to node 3/0"""
+
 CASES = [
     (
         "zero-to-fp32-given-a-file-name",
@@ -397,6 +413,13 @@ CASES = [
         "S01",
         "R03",
         "MAX_JOBS=4",
+    ),
+    (
+        "nccl-topology-without-a-reverse-path",
+        NCCL_TOPOLOGY_WITHOUT_A_REVERSE_PATH,
+        "S12",
+        "R01",
+        "nvidia-nccl-cu12",
     ),
     (
         "stack-stopped-in-generate-under-zero3",
