@@ -22,7 +22,8 @@ graphs for a model is that model's injection container. Lane C of h34: NCCL's ke
 warning beside it is not the cause); a CUDA math-library symbol left undefined with no version
 is an op never linked against that library; a compiler killed while building an extension is
 parallel jobs exhausting host memory; NCCL finding no reverse path in the topology it detected
-is a release older than the machine; and generate() under ZeRO-3 is a wait only where the
+is a release older than the machine; CUDA's 'system not yet initialized' under NCCL is a node
+whose fabric manager is missing (a dependency, not the launch); and generate() under ZeRO-3 is a wait only where the
 stack stopped in it, not where it raised another error. Each is read through `triage explain`."""
 
 from __future__ import annotations
@@ -303,6 +304,18 @@ ncclInternalError: Internal check failed.
 Last error:
 Failed to find reverse path from remNode 0/2a000 nlinks 6 to node 3/0"""
 
+# an HGX node whose NVSwitch fabric never came up: NCCL's first CUDA call on the device is refused
+FABRIC_NOT_UP_UNDER_NCCL = """hgx-07:20811:20811 [3] NCCL INFO NVLS multicast support is available on dev 3
+hgx-07:20811:20930 [3] transport/nvls.cc:158 NCCL WARN Cuda failure 802 'system not yet initialized'
+hgx-07:20811:20930 [3] NCCL INFO transport/nvls.cc:310 -> 1
+[rank3]: Traceback (most recent call last):
+[rank3]:   File "/work/train_fsdp.py", line 64, in <module>
+[rank3]:     dist.all_reduce(t)
+[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2
+[rank3]: ncclUnhandledCudaError: Call to CUDA function failed.
+[rank3]: Last error:
+[rank3]: Cuda failure 802 'system not yet initialized'"""
+
 CASES = [
     (
         "zero-to-fp32-given-a-file-name",
@@ -420,6 +433,13 @@ CASES = [
         "S12",
         "R01",
         "nvidia-nccl-cu12",
+    ),
+    (
+        "fabric-not-up-under-nccl",
+        FABRIC_NOT_UP_UNDER_NCCL,
+        "S04/S12",
+        "R02",
+        "nvidia-fabricmanager",
     ),
     (
         "stack-stopped-in-generate-under-zero3",
