@@ -23,7 +23,7 @@ warning beside it is not the cause); a CUDA math-library symbol left undefined w
 is an op never linked against that library; a compiler killed while building an extension is
 parallel jobs exhausting host memory; NCCL finding no reverse path in the topology it detected
 is a release older than the machine; CUDA's 'system not yet initialized' under NCCL is a node
-whose fabric manager is missing (a dependency, not the launch); NCCL 2.27's 'Multiple Ranks are
+whose fabric manager is missing (a dependency, not the launch); newer NCCL's 'Multiple Ranks are
 using the same GPU/Partition' is its duplicate-GPU check; and generate() under ZeRO-3 is a wait only where the
 stack stopped in it, not where it raised another error. Each is read through `triage explain`."""
 
@@ -317,11 +317,11 @@ hgx-07:20811:20930 [3] NCCL INFO transport/nvls.cc:310 -> 1
 [rank3]: Last error:
 [rank3]: Cuda failure 802 'system not yet initialized'"""
 
-# NCCL 2.27's wording of its check that no two ranks share a GPU
+# the wording of NCCL releases after 2.27 of its check that no two ranks share a GPU
 TWO_RANKS_ON_ONE_GPU_IN_NEWER_WORDS = """gpu-node:331:331 [0] NCCL INFO ncclCommInitRankConfig comm 0x5581 rank 1 nranks 2 cudaDev 0 busId 18000 commId 0x9c1 - Init START
 gpu-node:331:402 [0] init.cc:1032 NCCL WARN Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration
 gpu-node:331:402 [0] NCCL INFO init.cc:1618 -> 5
-[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.27.3
+[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9
 [rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
 [rank1]: Last error:
 [rank1]: Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration"""
