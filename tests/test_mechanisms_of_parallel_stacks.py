@@ -17,13 +17,27 @@ is PyPI's namesake in place of NVIDIA's apex; an InfiniBand work completion in e
 also where NCCL prints no peer address; NCCL's socket transport refusing a message larger than the
 posted receive is ranks (or their NCCL settings) that disagree; and NCCL refusing a rank outside
 0..nranks-1 is the launch's numbers; and DeepSpeed-Inference refusing meta-tensor loading or CUDA
-graphs for a model is that model's injection container. Each is read through `triage explain`."""
+graphs for a model is that model's injection container. Lane C of h34: NCCL's kernel setup failing with
+'invalid device function' is a build without this GPU's architecture (the libibverbs fallback
+warning beside it is not the cause); a CUDA math-library symbol left undefined with no version
+is an op never linked against that library; a compiler killed while building an extension is
+parallel jobs exhausting host memory; NCCL finding no reverse path in the topology it detected
+is a release older than the machine; CUDA's 'system not yet initialized' under NCCL is a node
+whose fabric manager is missing (a dependency, not the launch); newer NCCL's 'Multiple Ranks are
+using the same GPU/Partition' is its duplicate-GPU check; and generate() under ZeRO-3 is a wait only where the
+stack stopped in it, not where it raised another error. Each is read through `triage explain`."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.cli_runs import assert_the_check_decides, cases_with_known_misses
+from tests.cli_runs import (
+    advice_of,
+    assert_the_check_decides,
+    assert_top,
+    cases_with_known_misses,
+    explained,
+)
 
 ZERO_TO_FP32_GIVEN_A_FILE_NAME = """$ python zero_to_fp32.py . ../pytorch_model.bin
 [2024-11-02 09:14:51,210] [INFO] [real_accelerator.py:219:get_accelerator] Setting ds_accelerator to cuda (auto detect)
@@ -177,6 +191,141 @@ INJECTION_CONTAINER_WITHOUT_META_LOADING = """Traceback (most recent call last):
 AssertionError: Meta Tensor checkpoint loading not supported in DS_GPTNEOXContainer container"""
 
 # (name, paste, top symptom (or symptoms, "/"), top root cause, what the fixes must tell the user)
+# NCCL 2.7 (CUDA 10 build) on a Kepler GPU: its kernel setup finds no code for the device; the
+# libibverbs warnings are the IB transport's fallback to sockets on a node without IB
+NCCL_KERNELS_WITHOUT_THIS_ARCHITECTURE = """k80-node:2211:2211 [0] NCCL INFO Bootstrap : Using [0]eno1:192.168.7.21<0>
+k80-node:2211:2211 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+k80-node:2211:2211 [0] NCCL INFO NET/Socket : Using [0]eno1:192.168.7.21<0>
+NCCL version 2.7.8+cuda10.2
+k80-node:2212:2212 [1] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]
+k80-node:2211:2240 [0] NCCL INFO Channel 00/02 :    0   1
+k80-node:2211:2240 [0] NCCL INFO comm 0x7f3c5c001e10 rank 0 nranks 2 cudaDev 0 busId 5000 - Init COMPLETE
+k80-node:2211:2211 [0] enqueue.cc:215 NCCL WARN Cuda failure 'invalid device function'
+k80-node:2212:2212 [1] enqueue.cc:215 NCCL WARN Cuda failure 'invalid device function'
+Traceback (most recent call last):
+  File "train.py", line 88, in <module>
+    model = DDP(model, device_ids=[args.local_rank])
+  File "/opt/conda/lib/python3.8/site-packages/torch/nn/parallel/distributed.py", line 333, in __init__
+    self.broadcast_bucket_size)
+  File "/opt/conda/lib/python3.8/site-packages/torch/nn/parallel/distributed.py", line 549, in _distributed_broadcast_coalesced
+    dist._broadcast_coalesced(self.process_group, tensors, buffer_size)
+RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1595629403081/work/torch/lib/c10d/ProcessGroupNCCL.cpp:32, unhandled cuda error, NCCL version 2.7.8"""
+
+OP_NEVER_LINKED_AGAINST_CURAND = """Traceback (most recent call last):
+  File "finetune.py", line 201, in <module>
+    optimizer = DeepSpeedCPUAdam(model.parameters(), lr=args.lr)
+  File "/home/u/src/DeepSpeed/deepspeed/ops/adam/cpu_adam.py", line 94, in __init__
+    self.ds_opt_adam = CPUAdamBuilder().load()
+  File "/home/u/src/DeepSpeed/deepspeed/ops/op_builder/builder.py", line 459, in load
+    return importlib.import_module(self.absolute_name())
+  File "/home/u/miniconda3/envs/ds/lib/python3.9/importlib/__init__.py", line 127, in import_module
+    return _bootstrap._gcd_import(name[level:], package, level)
+ImportError: /home/u/src/DeepSpeed/deepspeed/ops/adam/cpu_adam_op.cpython-39-x86_64-linux-gnu.so: undefined symbol: curandCreateGenerator"""
+
+COMPILER_KILLED_BUILDING_FLASH_ATTN = """  Building wheel for flash-attn (setup.py) ... error
+  error: subprocess-exited-with-error
+  × python setup.py bdist_wheel did not run successfully.
+  │ exit code: 1
+  ╰─> [912 lines of output]
+      [7/49] /usr/local/cuda/bin/nvcc -I/tmp/pip-install-kq/flash-attn_e1/csrc/flash_attn/src -c /tmp/pip-install-kq/flash-attn_e1/csrc/flash_attn/src/flash_fwd_hdim256_bf16_sm80.cu -o /tmp/pip-install-kq/flash-attn_e1/build/temp.linux-x86_64-cpython-311/csrc/flash_attn/src/flash_fwd_hdim256_bf16_sm80.o -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 --threads 4
+      FAILED: /tmp/pip-install-kq/flash-attn_e1/build/temp.linux-x86_64-cpython-311/csrc/flash_attn/src/flash_fwd_hdim256_bf16_sm80.o
+      nvcc error   : 'cicc' died due to signal 9 (Kill signal)
+      [8/49] c++ -MMD -MF /tmp/pip-install-kq/flash-attn_e1/build/temp.linux-x86_64-cpython-311/csrc/flash_attn/flash_api.o.d -pthread -fPIC -O3 -c /tmp/pip-install-kq/flash-attn_e1/csrc/flash_attn/flash_api.cpp
+      FAILED: /tmp/pip-install-kq/flash-attn_e1/build/temp.linux-x86_64-cpython-311/csrc/flash_attn/flash_api.o
+      c++: fatal error: Killed signal terminated program cc1plus
+      compilation terminated.
+      ninja: build stopped: subcommand failed.
+      RuntimeError: Error compiling objects for extension
+      [end of output]
+  ERROR: Failed building wheel for flash-attn"""
+
+# generate() under ZeRO-3 on a rank whose stack stopped in it: the all-gather of the next forward
+# waits for ranks that finished generating
+STACK_STOPPED_IN_GENERATE_UNDER_ZERO3 = """Process 40212: python -u rlhf_eval.py --deepspeed ds_z3.json
+Python v3.10.13 (/opt/conda/bin/python3.10)
+
+Thread 40212 (idle): "MainThread"
+    all_gather_into_tensor (torch/distributed/distributed_c10d.py:2897)
+    _all_gather_dtype (deepspeed/runtime/zero/partition_parameters.py:1089)
+    fetch_sub_module (deepspeed/runtime/zero/partitioned_param_coordinator.py:312)
+    pre_sub_module_forward_function (deepspeed/runtime/zero/parameter_offload.py:452)
+    _pre_forward_module_hook (deepspeed/runtime/zero/parameter_offload.py:232)
+    _call_impl (torch/nn/modules/module.py:1557)
+    forward (transformers/models/llama/modeling_llama.py:1189)
+    _sample (transformers/generation/utils.py:2461)
+    generate (transformers/generation/utils.py:1576)
+    evaluate (rlhf_eval.py:141)
+    <module> (rlhf_eval.py:212)"""
+
+# an error raised out of generate() is that error, not ranks waiting: DeepSpeed-Inference keeps
+# whole weights on each rank, and the mask's shape is what failed
+SHAPE_ERROR_RAISED_OUT_OF_GENERATE = """Traceback (most recent call last):
+  File "/home/user/serve_llama.py", line 41, in <module>
+    outputs = engine.generate(input_ids, max_new_tokens=128, do_sample=False)
+  File "/opt/conda/lib/python3.10/site-packages/deepspeed/inference/engine.py", line 631, in _generate
+    return self.module.generate(*inputs, **kwargs)
+  File "/opt/conda/lib/python3.10/site-packages/transformers/generation/utils.py", line 1576, in generate
+    result = self._greedy_search(
+  File "/opt/conda/lib/python3.10/site-packages/transformers/generation/utils.py", line 2494, in _greedy_search
+    outputs = self(
+  File "/opt/conda/lib/python3.10/site-packages/transformers/models/llama/modeling_llama.py", line 1027, in forward
+    attention_mask = _prepare_4d_causal_attention_mask(
+  File "/opt/conda/lib/python3.10/site-packages/transformers/modeling_attn_mask_utils.py", line 306, in _prepare_4d_causal_attention_mask
+    attention_mask = attn_mask_converter.to_4d(
+RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton dimension 3"""
+
+OOM_RAISED_OUT_OF_GENERATE_UNDER_ZERO3 = """Traceback (most recent call last):
+  File "/workspace/eval_zero3.py", line 77, in <module>
+    out = model.generate(**batch, max_new_tokens=512, synced_gpus=True)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 2024, in generate
+    result = self._sample(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 2982, in _sample
+    outputs = self(**model_inputs, return_dict=True)
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py", line 1747, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/zero/parameter_offload.py", line 232, in _pre_forward_module_hook
+    self.pre_sub_module_forward_function(module)
+  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/zero/partition_parameters.py", line 1089, in _all_gather_dtype
+    buffer = torch.empty(buffer_size, dtype=dtype, device=get_accelerator().current_device_name())
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free. Of the allocated memory 76.30 GiB is allocated by PyTorch, and 0.61 GiB is reserved by PyTorch but unallocated."""
+
+
+# NCCL 2.14 on an H100 server: its topology detection does not model the machine's links
+NCCL_TOPOLOGY_WITHOUT_A_REVERSE_PATH = """h100-02:51873:51990 [0] NCCL INFO NCCL version 2.14.3+cuda11.7
+h100-02:51873:51990 [0] graph/paths.cc:94 NCCL WARN Failed to find reverse path from remNode 0/2a000 nlinks 6 to node 3/0
+h100-02:51873:51990 [0] NCCL INFO graph/paths.cc:338 -> 3
+h100-02:51873:51990 [0] NCCL INFO init.cc:663 -> 3
+Traceback (most recent call last):
+  File "/workspace/bench/train.py", line 52, in <module>
+    dist.barrier()
+  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3328, in barrier
+    work = default_pg.barrier(opts=opts)
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3
+ncclInternalError: Internal check failed.
+Last error:
+Failed to find reverse path from remNode 0/2a000 nlinks 6 to node 3/0"""
+
+# an HGX node whose NVSwitch fabric never came up: NCCL's first CUDA call on the device is refused
+FABRIC_NOT_UP_UNDER_NCCL = """hgx-07:20811:20811 [3] NCCL INFO NVLS multicast support is available on dev 3
+hgx-07:20811:20930 [3] transport/nvls.cc:158 NCCL WARN Cuda failure 802 'system not yet initialized'
+hgx-07:20811:20930 [3] NCCL INFO transport/nvls.cc:310 -> 1
+[rank3]: Traceback (most recent call last):
+[rank3]:   File "/work/train_fsdp.py", line 64, in <module>
+[rank3]:     dist.all_reduce(t)
+[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2
+[rank3]: ncclUnhandledCudaError: Call to CUDA function failed.
+[rank3]: Last error:
+[rank3]: Cuda failure 802 'system not yet initialized'"""
+
+# the wording of NCCL releases after 2.27 of its check that no two ranks share a GPU
+TWO_RANKS_ON_ONE_GPU_IN_NEWER_WORDS = """gpu-node:331:331 [0] NCCL INFO ncclCommInitRankConfig comm 0x5581 rank 1 nranks 2 cudaDev 0 busId 18000 commId 0x9c1 - Init START
+gpu-node:331:402 [0] init.cc:1032 NCCL WARN Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration
+gpu-node:331:402 [0] NCCL INFO init.cc:1618 -> 5
+[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9
+[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+[rank1]: Last error:
+[rank1]: Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration"""
+
 CASES = [
     (
         "zero-to-fp32-given-a-file-name",
@@ -273,6 +422,49 @@ CASES = [
         "R15",
         "replace_with_kernel_inject=False",
     ),
+    (
+        "nccl-kernels-without-this-architecture",
+        NCCL_KERNELS_WITHOUT_THIS_ARCHITECTURE,
+        "S12/S04",
+        "R04",
+        "NVCC_GENCODE",
+    ),
+    ("op-never-linked-against-curand", OP_NEVER_LINKED_AGAINST_CURAND, "S02", "R03", "-lcurand"),
+    (
+        "compiler-killed-building-flash-attn",
+        COMPILER_KILLED_BUILDING_FLASH_ATTN,
+        "S01",
+        "R03",
+        "MAX_JOBS=4",
+    ),
+    (
+        "nccl-topology-without-a-reverse-path",
+        NCCL_TOPOLOGY_WITHOUT_A_REVERSE_PATH,
+        "S12",
+        "R01",
+        "nvidia-nccl-cu12",
+    ),
+    (
+        "fabric-not-up-under-nccl",
+        FABRIC_NOT_UP_UNDER_NCCL,
+        "S04/S12",
+        "R02",
+        "nvidia-fabricmanager",
+    ),
+    (
+        "two-ranks-on-one-gpu-in-newer-words",
+        TWO_RANKS_ON_ONE_GPU_IN_NEWER_WORDS,
+        "S13",
+        "R10",
+        "torch.cuda.set_device",
+    ),
+    (
+        "stack-stopped-in-generate-under-zero3",
+        STACK_STOPPED_IN_GENERATE_UNDER_ZERO3,
+        "S17",
+        "R08",
+        "synced_gpus=True",
+    ),
 ]
 
 
@@ -290,3 +482,23 @@ def test_a_parallel_stacks_check_decides_the_root_cause_and_the_advice(
     text: str, symptom: str, cause: str, advice: str
 ) -> None:
     assert_the_check_decides(text, symptom, cause, advice)
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause"),
+    [
+        pytest.param(
+            SHAPE_ERROR_RAISED_OUT_OF_GENERATE, "S07/S18/S32", "R25/R19", id="shape-error"
+        ),
+        pytest.param(OOM_RAISED_OUT_OF_GENERATE_UNDER_ZERO3, "S14", "R16", id="oom-under-zero3"),
+    ],
+)
+def test_an_error_raised_out_of_generate_is_that_error_not_ranks_waiting(
+    text: str, symptom: str, cause: str
+) -> None:
+    # the exception decides; a hang's advice (synced_gpus) would send the user after a wait
+    # that never happened
+    d = explained(text, "--no-embed")
+    assert_top(d, "symptoms", *symptom.split("/"))
+    assert_top(d, "root_causes", *cause.split("/"))
+    assert "synced_gpus" not in advice_of(d)
