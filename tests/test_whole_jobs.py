@@ -2233,3 +2233,21 @@ def test_a_scripts_own_no_cuda_check_and_lsfs_exit_report_fail_the_job(tmp_path:
     (tmp_path / "run.log").unlink()
     d = _diagnose_lines(tmp_path, "train.out", lsf)
     assert d["outcome"]["id"] == "failed", d["outcome"]
+
+
+def test_a_python_warning_that_names_a_failure_it_fell_back_from_is_no_failure(
+    tmp_path: Path,
+) -> None:
+    # warnings.formatwarning: `path.py:LINE: Category: message`; the program took the fallback
+    # and trained on
+    lines = [f"step:{n}/9000 train_loss:{4 - n / 1000:.4f}" for n in range(1, 40)]
+    lines += [
+        "/workspace/golf/utils/flash_attention.py:192: RuntimeWarning: Flash attention backend"
+        " disabled after runtime failure; falling back to SDPA. ValueError: Operation creation"
+        " failed",
+        "  _disable_flash_runtime(exc)",
+    ]
+    # the log was copied while the run went on, right after the warning
+    d = _diagnose_lines(tmp_path, "launch.log", lines)
+    assert d["outcome"]["id"] == "incomplete", d["outcome"]
+    assert d["symptoms"] == [] and d["first_failure"] is None, d["symptoms"]

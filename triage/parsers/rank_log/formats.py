@@ -38,6 +38,10 @@ PYLOG = re.compile(r"(?P<lvl>ERROR|WARNING|CRITICAL|INFO|DEBUG|FATAL):(?P<logger
 # `[time][name][INFO] - ...`): an INFO or DEBUG record's words are a message's, not an error's,
 # as for the stdlib's `INFO:name:` lines (a sample's transcript saying "killed" is no failure).
 LEVEL_WORD = re.compile(r"\b(?P<lvl>ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG)\b")
+# Python's warnings module (`warnings.formatwarning`): `path.py:LINE: Category: message`. Its
+# words are a warning's, whatever they say (`RuntimeWarning: ... disabled after runtime failure;
+# falling back to SDPA. ValueError: ...` is a fallback the program took, not its failure).
+PY_WARNING = re.compile(r"\S+\.py:\d+: (?:[A-Za-z_]\w*\.)*[A-Za-z_]*Warning: ")
 LEVELS = {
     "E": Level.ERROR,
     "F": Level.FATAL,

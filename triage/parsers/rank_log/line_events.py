@@ -32,6 +32,7 @@ from triage.parsers.rank_log.formats import (
     LIBFABRIC,
     NEMO,
     OLD_C10,
+    PY_WARNING,
     PYLOG,
     SUMMARY_HEADER,
     SUMMARY_TITLE,
@@ -159,6 +160,9 @@ class LineEvents:
                     src_line=int(m["srcline"]),
                 )
         meta = LineMeta(msg=rest)
+        if "Warning: " in rest and PY_WARNING.match(rest):
+            meta.level = Level.WARNING
+            return meta
         first = rest[:1]
         if first.isdigit() or first == "[":
             meta.time = ts.parse_any(rest, self.hint)
