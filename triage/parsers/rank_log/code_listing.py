@@ -13,8 +13,13 @@ import re
 
 from triage.parsers.rank_log.formats import SOURCE_LINE
 
-# the lines a listing holds besides statements: blank, indented, comments, closers
-_CODE_ISH = re.compile(r"\s*$|\s+\S|#|[)\]}]+[,:;]?\s*$|@\w")
+# the lines a listing holds besides statements: blank, comments, closers, a call, a string or
+# a name continuing a statement (an indented line alone is no code: Megatron indents its
+# iteration lines)
+_CODE_ISH = re.compile(
+    r"\s*(?:$|#|[)\]}]+[,:;)]*\s*$|@\w|[A-Za-z_][\w.]*\(.*\)[,:]?\s*$"
+    r"|f?[\"'][^\"']*[\"'],?\s*$|[\w.]+,\s*$)"
+)
 # statements beyond SOURCE_LINE's: an assignment, a return, a def or class line
 _STATEMENT = re.compile(
     r"\s*(?:return\b|def |class |@\w|[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/|&]?=)(?!=))"
@@ -57,8 +62,10 @@ def _listing(head: bytes) -> tuple[int, bool]:
                 last_code = i
             outside = 0
             continue
-        if i <= HEADER_LINES:
-            continue
+        if i >= 2 * MIN_LINES and statements < 0.3 * i:
+            return 0, True  # long past where a listing would show its statements
+        if i <= HEADER_LINES or line[:1] in (" ", "\t"):
+            continue  # the title; an indented line inside a statement (arguments, a tuple)
         outside += 1
         if outside >= WINDOW // 2:
             ended = True
