@@ -2175,6 +2175,12 @@ def test_peers_waiting_for_the_roots_nccl_id_name_the_root_not_themselves(tmp_pa
             "    main()",
             '  File "/root/golf/train_gpt.py", line 1120, in main',
             '    dist.init_process_group(backend="nccl", device_id=device)',
+            '  File "/usr/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py",'
+            " line 1710, in init_process_group",
+            "    default_pg, _ = _new_process_group_helper(",
+            '  File "/usr/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py",'
+            " line 2019, in _new_process_group_helper",
+            "    eager_backend.eager_connect_single_device(device_id)",
             f"torch.distributed.DistBackendError: [{r}] is setting up NCCL"
             " communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key"
             " '0', but store->get('0') got error: wait timeout after 600000ms",
@@ -2205,6 +2211,8 @@ def test_peers_waiting_for_the_roots_nccl_id_name_the_root_not_themselves(tmp_pa
     ]
     d = _diagnose_lines(tmp_path, "train.log", lines)
     assert d["culprit_ranks"] == [0], (d["culprit_ranks"], d["summary"])
+    # they timed out inside init_process_group: a wait in set-up, no collective's hang
+    assert d["symptoms"][0]["id"] == "S10", d["symptoms"][:2]
 
 
 def test_a_scripts_own_no_cuda_check_and_lsfs_exit_report_fail_the_job(tmp_path: Path) -> None:

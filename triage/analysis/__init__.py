@@ -76,7 +76,7 @@ from triage.analysis.first_failure import (
     shared_errors_are_cascade,
     silent_ranks,
 )
-from triage.analysis.hang import hang_report
+from triage.analysis.hang import hang_report, setup_raised
 from triage.analysis.ranks import build_index
 from triage.knowledge.routine import Routine
 from triage.model import Analysis, AnalysisFacts, Finding, FindingKind, ParsedSource
@@ -188,7 +188,14 @@ def analyse(
         # the host a log names for the rank beats one read from a file or folder name
         first = replace(first, host=index.host_said[first.rank])
     hang = hang_report(
-        placed, culprits, fr, spy, initiating, seen.exit_records, {id(p) for p in waited}
+        placed,
+        culprits,
+        fr,
+        spy,
+        initiating,
+        seen.exit_records,
+        {id(p) for p in waited},
+        raised_in_setup=setup_raised([p.event for p in waited], kb.frames),
     )
     own = consequences.own_failures(placed, seen.exit_records)
     shape = hang_shape.shape(hang, fr, spy, own, culprits)

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from triage.analysis import exits, flight_recorder, pyspy, timeline
-from triage.analysis.ranks import format_ranks
-from triage.model import CollectiveRef, EventKind, HangReport
+from triage.analysis.ranks import format_ranks, traceback_of
+from triage.knowledge.frames import LibraryFrames
+from triage.model import CollectiveRef, Event, EventKind, HangReport, StackFrame
 
 
 def collective_from_events(
@@ -36,9 +37,11 @@ def hang_report(
     initiating: Sequence[timeline.Placed],
     exit_records: Sequence[exits.ExitRecord],
     waited: set[int],
+    raised_in_setup: str | None = None,
 ) -> HangReport | None:
     """`waited`: ids of the cascade entries of `placed` whose text says they waited until a
-    timeout fired (`waited_until_timeout`)."""
+    timeout fired (`waited_until_timeout`); `raised_in_setup`: the process-group setup call
+    every such wait's traceback raised in (`setup_raised`), else None."""
     # A hang is the survivors *waiting*: until a timeout fired, or still waiting when py-spy
     # looked. Survivors that got an immediate error (peer closed, reset) saw a crash, even if
     # the flight recorder shows them inside a collective. So do the real bundles and the
@@ -85,6 +88,9 @@ def hang_report(
     )
     waiters = "the other ranks"
     setup = _setup_waited(spy, culprits) if coll is None or coll.op is None else None
+    if setup is None and raised_in_setup is not None and (coll is None or coll.op is None):
+        # no stacks, but the waits' own tracebacks timed out inside the setup call
+        setup = raised_in_setup, False
     if setup is not None:
         # their stacks stand in init_process_group or a rendezvous: they waited for the others
         # to start or join, in no collective
@@ -143,6 +149,24 @@ def hang_report(
         waiter="the launcher" if waiters == "the launcher" else "",
         in_setup=setup is not None,
     )
+
+
+def setup_raised(waits: Sequence[Event], library: LibraryFrames) -> str | None:
+    """The process-group setup or rendezvous call (`init_process_group`) every one of these
+    waits raised in, read from their tracebacks' frames (a store timeout while the ranks
+    fetched the NCCL unique id from rank 0); None when one raised elsewhere or has none."""
+    calls = set()
+    for ev in waits:
+        if ev.kind is not EventKind.TRACEBACK:
+            return None
+        frames = [
+            StackFrame(f.function, f.file) for link in traceback_of(ev).links for f in link.frames
+        ]
+        call = library.setup_call(frames)
+        if call is None:
+            return None
+        calls.add(call)
+    return min(calls) if calls else None
 
 
 def _setup_waited(spy: pyspy.PySpyAnalysis, culprits: Sequence[int]) -> tuple[str, bool] | None:
