@@ -2259,3 +2259,21 @@ def test_a_python_warning_that_names_a_failure_it_fell_back_from_is_no_failure(
     d = _diagnose_lines(tmp_path, "launch.log", lines)
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
     assert d["symptoms"] == [] and d["first_failure"] is None, d["symptoms"]
+
+
+def test_a_progress_line_inside_a_ctrl_c_traceback_leaves_it_a_stop(tmp_path: Path) -> None:
+    # the loop's stdout line landed between the traceback's header and its frames (stderr):
+    # the traceback's exception is the KeyboardInterrupt after the frames, not `Step: 99`
+    lines = [f"Step: {n} (0) | Loss: 1.30987 | Grad: 17.24 | Lr: 1.1e-06" for n in range(90, 99)]
+    lines += [
+        "Traceback (most recent call last):",
+        "Step: 99 (0) | Loss: 1.30987 | Grad: 17.24082 | Lr: 1.110e-06",
+        '  File "/home/u/d-flow/train.py", line 113, in <module>',
+        "    scaler.scale(loss).backward()",
+        '  File "/home/u/venv/lib/python3.9/site-packages/torch/_tensor.py", line 648, in backward',
+        "    torch.autograd.backward(",
+        "KeyboardInterrupt",
+    ]
+    d = _diagnose_lines(tmp_path, "output.log", lines)
+    assert d["outcome"]["id"] == "stopped", d["outcome"]
+    assert d["symptoms"] == [], d["symptoms"]

@@ -4,6 +4,7 @@ failure summary."""
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -135,7 +136,11 @@ class TracebackRecord(Record):
             if TB_HEADER.match(text):
                 return CLOSE  # a new traceback: this one was cut short
             m = EXC_LINE.match(text)
-            if m is not None and not _looks_structured(text):
+            if (
+                m is not None
+                and not _looks_structured(text)
+                and not (not self.pasted and _counts_progress(m["type"], m["msg"]))
+            ):
                 self._exception(m["type"], m["msg"])
                 self.state = "exc"
                 self.add(number, text)
@@ -386,6 +391,26 @@ class SummaryRecord(Record):
         self.entry.end = number
         if len(self.entry.lines) < 40:
             self.entry.lines.append(text)
+
+
+# the endings of Python's exception class names (`ValueError`, `KeyboardInterrupt`,
+# `SystemExit`, `StopIteration`, `OutOfMemoryError`, `CudaFault`, `BackendCompilerFailed`)
+_EXCEPTION_NAME = re.compile(
+    r"(?:Error|Exception|Interrupt|Exit|Warning|Iteration|Fault|Failure|Failed|Timeout)$"
+)
+
+
+def _counts_progress(exc_type: str, message: str | None) -> bool:
+    """Another stream's line that landed between a traceback's frames and its exception (a
+    loop's `Step: 99 (0) | Loss: 1.30` printed to stdout while stderr held the traceback): a
+    bare word that names no exception class, followed by a count. The traceback's own
+    exception line comes after it."""
+    return (
+        "." not in exc_type
+        and _EXCEPTION_NAME.search(exc_type) is None
+        and message is not None
+        and message[:1].isdigit()
+    )
 
 
 def _looks_structured(text: str) -> bool:
