@@ -549,7 +549,24 @@ DATASETS_SPLITS_DIFFER_FROM_RECORDED = """  File "/usr/local/lib/python3.10/dist
     raise NonMatchingSplitsSizesError(str(bad_splits))
 datasets.utils.info_utils.NonMatchingSplitsSizesError: [{'expected': SplitInfo(name='train', num_bytes=40421436, num_examples=52002, shard_lengths=None, dataset_name=None), 'recorded': SplitInfo(name='train', num_bytes=24372113, num_examples=31323, shard_lengths=None, dataset_name='alpaca')}]"""
 
+VLLM_QUANTIZATION_REFUSES_DTYPE = """  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/arg_utils.py", line 1126, in create_engine_config
+    config = VllmConfig(
+  File "/usr/local/lib/python3.10/dist-packages/vllm/config.py", line 3218, in _get_quantization_config
+    raise ValueError(
+ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]"""
+
+VLLM_EXECUTOR_WORKER_DIED = """(EngineCore_DP0 pid=85932) ERROR 01-26 10:28:26 [multiproc_executor.py:231] Worker proc VllmWorker-0 died unexpectedly, shutting down executor.
+(EngineCore_DP0 pid=85932) Process EngineCore_DP0:
+vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."""
+
 H34_DECIDED = [
+    (
+        "vllm-quantization-refuses-dtype",
+        VLLM_QUANTIZATION_REFUSES_DTYPE,
+        "S09/S06",
+        "R14",
+        "--dtype float16",
+    ),
     (
         "hf-model-type-keyerror-before-the-guard",
         HF_MODEL_TYPE_KEYERROR,
@@ -643,6 +660,18 @@ RAY_OBJECT_OWNER_DIED = """Traceback (most recent call last):
 ray.exceptions.OwnerDiedError: Failed to retrieve object 00ffffffffffffffffffffffffffffffffffffff0100000001000000. To see information about where this ObjectRef was created in Python, set the environment variable RAY_record_ref_creation_sites=1 during `ray start` and `ray.init()`.
 
 The object's owner has exited. This is the Python worker that first created the ObjectRef via `.remote()` or `ray.put()`. Check cluster logs (`/tmp/ray/session_latest/logs/*01000000ffffffffffffffffffffffffffffffffffffffffffffffff*` at IP address 10.0.0.4) for more information about the Python worker failure."""
+
+
+# vLLM's executor logs a worker process's exit and shuts down (multiproc_executor.py
+# monitor_workers): a process died, and what it printed before, or the node's kernel log,
+# says why; the report names the death and settles no cause.
+def test_a_vllm_worker_that_died_under_the_executor_is_a_dead_process_with_no_settled_cause() -> (
+    None
+):
+    d = explained(VLLM_EXECUTOR_WORKER_DIED, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S27", d["summary"]
+    assert d["root_causes"][0]["score"] < 0.8, d["root_causes"][:2]
+    assert "dmesg" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
 
 
 # Ray raises OwnerDiedError in the getter when the process that owned the object is gone
