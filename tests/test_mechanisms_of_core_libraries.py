@@ -559,7 +559,46 @@ VLLM_EXECUTOR_WORKER_DIED = """(EngineCore_DP0 pid=85932) ERROR 01-26 10:28:26 [
 (EngineCore_DP0 pid=85932) Process EngineCore_DP0:
 vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."""
 
+HF_REMOTE_CODE_NOT_TRUSTED = """  File "/usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py", line 1017, in from_pretrained
+    trust_remote_code = resolve_trust_remote_code(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/dynamic_module_utils.py", line 678, in resolve_trust_remote_code
+    raise ValueError(
+ValueError: Loading THUDM/chatglm3-6b requires you to execute the configuration file in that repo on your local machine. Make sure you have read the code there to avoid malicious use, then set the option `trust_remote_code=True` to remove this error."""
+
+HF_ATTENTION_NOT_IN_MODEL = """  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 1737, in _check_and_enable_flash_attn_2
+    raise ValueError(
+ValueError: T5ForConditionalGeneration does not support Flash Attention 2.0 yet. Please request to add support where the model is hosted, on its model hub page: https://huggingface.co/t5-base/discussions/new or in the Transformers GitHub repo: https://github.com/huggingface/transformers/issues/new"""
+
+HF_FLASH_ATTENTION_RIGHT_PADDED = """  File "/usr/local/lib/python3.10/dist-packages/transformers/models/qwen2/modeling_qwen2.py", line 1052, in _update_causal_mask
+    raise ValueError(
+ValueError: You are attempting to perform batched generation with padding_side='right' this may lead to unexpected behaviour for Flash Attention version of Qwen2. Make sure to  call `tokenizer.padding_side  = 'left'` before tokenizing the input. """
+
+LIGHTNING_ACCELERATOR_NOT_AVAILABLE = """  File "/opt/conda/lib/python3.10/site-packages/lightning/pytorch/trainer/connectors/accelerator_connector.py", line 369, in _check_config_and_set_final_flags
+    raise RuntimeError(
+RuntimeError: `CUDAAccelerator` can not run on your system since the accelerator is not available. The following accelerator(s) is available and can be passed into `accelerator` argument of `Trainer`: ['cpu']."""
+
 H34_DECIDED = [
+    (
+        "hf-remote-code-not-trusted",
+        HF_REMOTE_CODE_NOT_TRUSTED,
+        "S06",
+        "R14",
+        "trust_remote_code=True",
+    ),
+    (
+        "hf-attention-not-in-model",
+        HF_ATTENTION_NOT_IN_MODEL,
+        "S06",
+        "R15",
+        'attn_implementation="eager"',
+    ),
+    (
+        "hf-flash-attention-right-padded",
+        HF_FLASH_ATTENTION_RIGHT_PADDED,
+        "S18/S32",
+        "R14",
+        'padding_side = "left"',
+    ),
     (
         "vllm-quantization-refuses-dtype",
         VLLM_QUANTIZATION_REFUSES_DTYPE,
@@ -600,6 +639,13 @@ H34_DECIDED = [
 ]
 
 H34_NAMED = [
+    (
+        "lightning-accelerator-not-available",
+        LIGHTNING_ACCELERATOR_NOT_AVAILABLE,
+        "S04",
+        "R02/R06",
+        "CUDA wheel of torch",
+    ),
     (
         "hf-hub-offline-not-cached",
         HF_HUB_OFFLINE_NOT_CACHED,
