@@ -577,6 +577,10 @@ LIGHTNING_ACCELERATOR_NOT_AVAILABLE = """  File "/opt/conda/lib/python3.10/site-
     raise RuntimeError(
 RuntimeError: `CUDAAccelerator` can not run on your system since the accelerator is not available. The following accelerator(s) is available and can be passed into `accelerator` argument of `Trainer`: ['cpu']."""
 
+BNB_OPTIMIZER_WITHOUT_GPU_LIBRARY = """/usr/local/lib/python3.10/dist-packages/bitsandbytes/cextension.py:34: UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.
+  warn("The installed version of bitsandbytes was compiled without GPU support. "
+'NoneType' object has no attribute 'cadam32bit_grad_fp32'"""
+
 H34_DECIDED = [
     (
         "hf-remote-code-not-trusted",
@@ -639,6 +643,13 @@ H34_DECIDED = [
 ]
 
 H34_NAMED = [
+    (
+        "bnb-optimizer-without-gpu-library",
+        BNB_OPTIMIZER_WITHOUT_GPU_LIBRARY,
+        "S04/S02",
+        "R02/R01",
+        "python -m bitsandbytes",
+    ),
     (
         "lightning-accelerator-not-available",
         LIGHTNING_ACCELERATOR_NOT_AVAILABLE,
