@@ -581,7 +581,14 @@ BNB_OPTIMIZER_WITHOUT_GPU_LIBRARY = """/usr/local/lib/python3.10/dist-packages/b
   warn("The installed version of bitsandbytes was compiled without GPU support. "
 'NoneType' object has no attribute 'cadam32bit_grad_fp32'"""
 
+SYNCBN_INPUT_NOT_ON_GPU = """  File "/home/user/train.py", line 88, in <module>
+    out = model(images)
+  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/batchnorm.py", line 852, in forward
+    raise ValueError(
+ValueError: SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone"""
+
 H34_DECIDED = [
+    ("syncbn-input-not-on-gpu", SYNCBN_INPUT_NOT_ON_GPU, "S18", "R14", "convert_sync_batchnorm"),
     (
         "hf-remote-code-not-trusted",
         HF_REMOTE_CODE_NOT_TRUSTED,
