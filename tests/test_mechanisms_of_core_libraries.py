@@ -587,7 +587,32 @@ SYNCBN_INPUT_NOT_ON_GPU = """  File "/home/user/train.py", line 88, in <module>
     raise ValueError(
 ValueError: SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone"""
 
+ACCELERATE_SETS_LOCAL_RANK_DEVICE_CUT = """[rank5]: Traceback (most recent call last):
+[rank5]:   File "/home/user/run_sft.py", line 212, in <module>
+[rank5]:     main()
+[rank5]:   File "/home/user/run_sft.py", line 98, in main
+[rank5]:     model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/hf_argparser.py", line 348, in parse_args_into_dataclasses
+[rank5]:     obj = dtype(**inputs)
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/training_args.py", line 1764, in __post_init__
+[rank5]:     and (self.device.type == "cpu" and not is_torch_greater_or_equal_than_2_3)
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/training_args.py", line 2272, in device
+[rank5]:     return self._setup_devices
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/training_args.py", line 2199, in _setup_devices
+[rank5]:     self.distributed_state = PartialState(**accelerator_state_kwargs)
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/accelerate/state.py", line 280, in __init__
+[rank5]:     self.set_device()
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/accelerate/state.py", line 790, in set_device
+[rank5]:     torch.cuda.set_device(self.device)"""
+
 H34_DECIDED = [
+    (
+        "accelerate-sets-local-rank-device-cut",
+        ACCELERATE_SETS_LOCAL_RANK_DEVICE_CUT,
+        "S13",
+        "R06/R10",
+        "--num_processes",
+    ),
     ("syncbn-input-not-on-gpu", SYNCBN_INPUT_NOT_ON_GPU, "S18", "R14", "convert_sync_batchnorm"),
     (
         "hf-remote-code-not-trusted",
