@@ -605,6 +605,13 @@ ACCELERATE_SETS_LOCAL_RANK_DEVICE_CUT = """[rank5]: Traceback (most recent call 
 [rank5]:   File "/usr/local/lib/python3.10/dist-packages/accelerate/state.py", line 790, in set_device
 [rank5]:     torch.cuda.set_device(self.device)"""
 
+HF_TRAINER_ACCELERATOR_BUILD_CUT = """Traceback (most recent call last):
+  File "/home/user/finetune/train_dpo.py", line 133, in <module>
+    trainer = Trainer(
+  File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 402, in __init__
+    self.create_accelerator_and_postprocess()
+  File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 4535, in create_accelerator_and_postprocess"""
+
 H34_DECIDED = [
     (
         "accelerate-sets-local-rank-device-cut",
@@ -675,6 +682,13 @@ H34_DECIDED = [
 ]
 
 H34_NAMED = [
+    (
+        "hf-trainer-accelerator-build-cut",
+        HF_TRAINER_ACCELERATOR_BUILD_CUT,
+        "S03",
+        "R01",
+        "accelerate release this transformers asks for",
+    ),
     (
         "bnb-optimizer-without-gpu-library",
         BNB_OPTIMIZER_WITHOUT_GPU_LIBRARY,
