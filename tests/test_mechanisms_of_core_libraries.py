@@ -470,3 +470,342 @@ def test_a_ray_actor_whose_constructor_raised_is_read_by_that_exception_not_as_a
     d = explained(RAY_ACTOR_CONSTRUCTOR_RAISED, "--no-embed")
     assert d["symptoms"][0]["id"] not in ("S15", "S27"), d["summary"]
     assert d["root_causes"][0]["id"] != "R17", d["summary"]
+
+
+# ---- h34rcd (issue 21): checks made while a model is found, loaded and placed (transformers,
+# accelerate, the Hub client), vLLM's start-up memory profile, Ray's object ownership, the
+# datasets builder's verification and torchrun's exit barrier, each read through
+# `triage explain` as a user pastes it.
+
+HF_MODEL_TYPE_KEYERROR = """Traceback (most recent call last):
+  File "/workspace/serve.py", line 14, in <module>
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen1.5-7B-Chat")
+  File "/usr/local/lib/python3.10/dist-packages/transformers/models/auto/auto_factory.py", line 441, in from_pretrained
+    config, kwargs = AutoConfig.from_pretrained(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py", line 937, in from_pretrained
+    config_class = CONFIG_MAPPING[config_dict["model_type"]]
+  File "/usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py", line 643, in __getitem__
+    raise KeyError(key)
+KeyError: 'qwen2'"""
+
+HF_HUB_OFFLINE_NOT_CACHED = """Traceback (most recent call last):
+  File "/home/user/train.py", line 30, in <module>
+    path = snapshot_download("meta-llama/Llama-2-7b-hf")
+  File "/usr/local/lib/python3.10/dist-packages/huggingface_hub/_snapshot_download.py", line 233, in snapshot_download
+    raise LocalEntryNotFoundError(
+huggingface_hub.utils._errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder for the specified revision on the local disk and outgoing traffic has been disabled. To enable repo look-ups and downloads online, set 'HF_HUB_OFFLINE=0' as environment variable."""
+
+HF_NAME_NEITHER_FOLDER_NOR_REPO = """[rank1]: OSError: checkpoints/sft-llama is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'
+[rank1]: If this is a private repository, make sure to pass a token having permission to this repo either by logging in with `huggingface-cli login` or by passing `token=<your_token>`"""
+
+HF_FP16_WITHOUT_CUDA = """Traceback (most recent call last):
+  File "run_clm.py", line 612, in <module>
+    main()
+  File "run_clm.py", line 228, in main
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+  File "/opt/conda/lib/python3.9/site-packages/transformers/hf_argparser.py", line 332, in parse_args_into_dataclasses
+    obj = dtype(**inputs)
+  File "<string>", line 111, in __init__
+  File "/opt/conda/lib/python3.9/site-packages/transformers/training_args.py", line 1259, in __post_init__
+    raise ValueError(
+ValueError: FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision evaluation (`--fp16_full_eval`) can only be used on CUDA devices."""
+
+HF_QUANTIZED_MODEL_MOVED = """Traceback (most recent call last):
+  File "/workspace/finetune.py", line 52, in <module>
+    model = model.to(device)
+  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 2460, in to
+    raise ValueError(
+ValueError: `.to` is not supported for `4-bit` or `8-bit` bitsandbytes models. Please use the model as it is, since the model has already been set to the correct devices and casted to the correct `dtype`."""
+
+HF_4BIT_MOVED_OLD_BITSANDBYTES = """  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 3113, in cuda
+    raise ValueError(
+ValueError: Calling `cuda()` is not supported for `4-bit` quantized models with the installed version of bitsandbytes. The current device is `cuda:0`. If you intended to move the model, please install bitsandbytes >= 0.43.2."""
+
+ACCELERATE_OFFLOADED_MODEL_MOVED = """  File "/home/user/eval.py", line 40, in <module>
+    model.to("cuda")
+  File "/usr/local/lib/python3.10/dist-packages/accelerate/big_modeling.py", line 455, in wrapper
+    raise RuntimeError("You can't move a model that has some modules offloaded to cpu or disk.")
+RuntimeError: You can't move a model that has some modules offloaded to cpu or disk."""
+
+ACCELERATE_LOADED_TENSOR_SHAPE_DIFFERS = """  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 3531, in _load_pretrained_model
+    new_error_msgs, offload_index, state_dict_index = _load_state_dict_into_meta_model(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 736, in _load_state_dict_into_meta_model
+    set_module_tensor_to_device(model, param_name, param_device, **set_module_kwargs)
+  File "/usr/local/lib/python3.10/dist-packages/accelerate/utils/modeling.py", line 345, in set_module_tensor_to_device
+    raise ValueError(
+ValueError: Trying to set a tensor of shape torch.Size([32000, 4096]) in "weight" (which has shape torch.Size([32001, 4096])), this look incorrect."""
+
+HF_LOAD_BEST_SCHEDULES_DIFFER = """ValueError: --load_best_model_at_end requires the save and eval strategy to match, but found
+- Evaluation strategy: IntervalStrategy.NO
+- Save strategy: IntervalStrategy.STEPS"""
+
+VLLM_MEMORY_PROFILE_SAW_MEMORY_FREED = """(EngineCore_DP0 pid=418) ERROR 01-29 15:38:21 [core.py:946]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 333, in determine_available_memory
+(EngineCore_DP0 pid=418) ERROR 01-29 15:38:21 [core.py:946]     assert self.init_snapshot.free_memory > free_gpu_memory, (
+(EngineCore_DP0 pid=418) ERROR 01-29 15:38:21 [core.py:946] AssertionError: Error in memory profiling. Initial free memory 30.3 GiB, current free memory 34.9 GiB. This happens when other processes sharing the same container release GPU memory while vLLM is profiling during initialization. To fix this, ensure consistent GPU memory allocation or isolate vLLM in its own container."""
+
+DATASETS_SPLITS_DIFFER_FROM_RECORDED = """  File "/usr/local/lib/python3.10/dist-packages/datasets/builder.py", line 1011, in _download_and_prepare
+    verify_splits(self.info.splits, split_dict)
+  File "/usr/local/lib/python3.10/dist-packages/datasets/utils/info_utils.py", line 100, in verify_splits
+    raise NonMatchingSplitsSizesError(str(bad_splits))
+datasets.utils.info_utils.NonMatchingSplitsSizesError: [{'expected': SplitInfo(name='train', num_bytes=40421436, num_examples=52002, shard_lengths=None, dataset_name=None), 'recorded': SplitInfo(name='train', num_bytes=24372113, num_examples=31323, shard_lengths=None, dataset_name='alpaca')}]"""
+
+VLLM_QUANTIZATION_REFUSES_DTYPE = """  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/arg_utils.py", line 1126, in create_engine_config
+    config = VllmConfig(
+  File "/usr/local/lib/python3.10/dist-packages/vllm/config.py", line 3218, in _get_quantization_config
+    raise ValueError(
+ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]"""
+
+VLLM_EXECUTOR_WORKER_DIED = """(EngineCore_DP0 pid=85932) ERROR 01-26 10:28:26 [multiproc_executor.py:231] Worker proc VllmWorker-0 died unexpectedly, shutting down executor.
+(EngineCore_DP0 pid=85932) Process EngineCore_DP0:
+vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."""
+
+HF_REMOTE_CODE_NOT_TRUSTED = """  File "/usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py", line 1017, in from_pretrained
+    trust_remote_code = resolve_trust_remote_code(
+  File "/usr/local/lib/python3.10/dist-packages/transformers/dynamic_module_utils.py", line 678, in resolve_trust_remote_code
+    raise ValueError(
+ValueError: Loading THUDM/chatglm3-6b requires you to execute the configuration file in that repo on your local machine. Make sure you have read the code there to avoid malicious use, then set the option `trust_remote_code=True` to remove this error."""
+
+HF_ATTENTION_NOT_IN_MODEL = """  File "/usr/local/lib/python3.10/dist-packages/transformers/modeling_utils.py", line 1737, in _check_and_enable_flash_attn_2
+    raise ValueError(
+ValueError: T5ForConditionalGeneration does not support Flash Attention 2.0 yet. Please request to add support where the model is hosted, on its model hub page: https://huggingface.co/t5-base/discussions/new or in the Transformers GitHub repo: https://github.com/huggingface/transformers/issues/new"""
+
+HF_FLASH_ATTENTION_RIGHT_PADDED = """  File "/usr/local/lib/python3.10/dist-packages/transformers/models/qwen2/modeling_qwen2.py", line 1052, in _update_causal_mask
+    raise ValueError(
+ValueError: You are attempting to perform batched generation with padding_side='right' this may lead to unexpected behaviour for Flash Attention version of Qwen2. Make sure to  call `tokenizer.padding_side  = 'left'` before tokenizing the input. """
+
+LIGHTNING_ACCELERATOR_NOT_AVAILABLE = """  File "/opt/conda/lib/python3.10/site-packages/lightning/pytorch/trainer/connectors/accelerator_connector.py", line 369, in _check_config_and_set_final_flags
+    raise RuntimeError(
+RuntimeError: `CUDAAccelerator` can not run on your system since the accelerator is not available. The following accelerator(s) is available and can be passed into `accelerator` argument of `Trainer`: ['cpu']."""
+
+BNB_OPTIMIZER_WITHOUT_GPU_LIBRARY = """/usr/local/lib/python3.10/dist-packages/bitsandbytes/cextension.py:34: UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.
+  warn("The installed version of bitsandbytes was compiled without GPU support. "
+'NoneType' object has no attribute 'cadam32bit_grad_fp32'"""
+
+SYNCBN_INPUT_NOT_ON_GPU = """  File "/home/user/train.py", line 88, in <module>
+    out = model(images)
+  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/batchnorm.py", line 852, in forward
+    raise ValueError(
+ValueError: SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone"""
+
+ACCELERATE_SETS_LOCAL_RANK_DEVICE_CUT = """[rank5]: Traceback (most recent call last):
+[rank5]:   File "/home/user/run_sft.py", line 212, in <module>
+[rank5]:     main()
+[rank5]:   File "/home/user/run_sft.py", line 98, in main
+[rank5]:     model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/hf_argparser.py", line 348, in parse_args_into_dataclasses
+[rank5]:     obj = dtype(**inputs)
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/training_args.py", line 1764, in __post_init__
+[rank5]:     and (self.device.type == "cpu" and not is_torch_greater_or_equal_than_2_3)
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/training_args.py", line 2272, in device
+[rank5]:     return self._setup_devices
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/transformers/training_args.py", line 2199, in _setup_devices
+[rank5]:     self.distributed_state = PartialState(**accelerator_state_kwargs)
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/accelerate/state.py", line 280, in __init__
+[rank5]:     self.set_device()
+[rank5]:   File "/usr/local/lib/python3.10/dist-packages/accelerate/state.py", line 790, in set_device
+[rank5]:     torch.cuda.set_device(self.device)"""
+
+HF_TRAINER_ACCELERATOR_BUILD_CUT = """Traceback (most recent call last):
+  File "/home/user/finetune/train_dpo.py", line 133, in <module>
+    trainer = Trainer(
+  File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 402, in __init__
+    self.create_accelerator_and_postprocess()
+  File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 4535, in create_accelerator_and_postprocess"""
+
+H34_DECIDED = [
+    (
+        "accelerate-sets-local-rank-device-cut",
+        ACCELERATE_SETS_LOCAL_RANK_DEVICE_CUT,
+        "S13",
+        "R06/R10",
+        "--num_processes",
+    ),
+    ("syncbn-input-not-on-gpu", SYNCBN_INPUT_NOT_ON_GPU, "S18", "R14", "convert_sync_batchnorm"),
+    (
+        "hf-remote-code-not-trusted",
+        HF_REMOTE_CODE_NOT_TRUSTED,
+        "S06",
+        "R14",
+        "trust_remote_code=True",
+    ),
+    (
+        "hf-attention-not-in-model",
+        HF_ATTENTION_NOT_IN_MODEL,
+        "S06",
+        "R15",
+        'attn_implementation="eager"',
+    ),
+    (
+        "hf-flash-attention-right-padded",
+        HF_FLASH_ATTENTION_RIGHT_PADDED,
+        "S18/S32",
+        "R14",
+        'padding_side = "left"',
+    ),
+    (
+        "vllm-quantization-refuses-dtype",
+        VLLM_QUANTIZATION_REFUSES_DTYPE,
+        "S09/S06",
+        "R14",
+        "--dtype float16",
+    ),
+    (
+        "hf-model-type-keyerror-before-the-guard",
+        HF_MODEL_TYPE_KEYERROR,
+        "S06",
+        "R01",
+        "transformers release that has `qwen2`",
+    ),
+    ("hf-quantized-model-moved", HF_QUANTIZED_MODEL_MOVED, "S06", "R14", "Drop the `.to(...)`"),
+    (
+        "hf-4bit-moved-old-bitsandbytes",
+        HF_4BIT_MOVED_OLD_BITSANDBYTES,
+        "S06/S03",
+        "R01",
+        "bitsandbytes to 0.43.2",
+    ),
+    (
+        "accelerate-loaded-tensor-shape-differs",
+        ACCELERATE_LOADED_TENSOR_SHAPE_DIFFERS,
+        "S06/S29",
+        "R20",
+        "resize_token_embeddings",
+    ),
+    ("hf-load-best-schedules-differ", HF_LOAD_BEST_SCHEDULES_DIFFER, "S09", "R14", "eval_strategy"),
+    (
+        "datasets-splits-differ-from-recorded",
+        DATASETS_SPLITS_DIFFER_FROM_RECORDED,
+        "S08",
+        "R27",
+        "force_redownload",
+    ),
+]
+
+H34_NAMED = [
+    (
+        "hf-trainer-accelerator-build-cut",
+        HF_TRAINER_ACCELERATOR_BUILD_CUT,
+        "S03",
+        "R01",
+        "accelerate release this transformers asks for",
+    ),
+    (
+        "bnb-optimizer-without-gpu-library",
+        BNB_OPTIMIZER_WITHOUT_GPU_LIBRARY,
+        "S04/S02",
+        "R02/R01",
+        "python -m bitsandbytes",
+    ),
+    (
+        "lightning-accelerator-not-available",
+        LIGHTNING_ACCELERATOR_NOT_AVAILABLE,
+        "S04",
+        "R02/R06",
+        "CUDA wheel of torch",
+    ),
+    (
+        "hf-hub-offline-not-cached",
+        HF_HUB_OFFLINE_NOT_CACHED,
+        "S06",
+        "R06/R07",
+        "huggingface-cli download",
+    ),
+    (
+        "hf-name-neither-folder-nor-repo",
+        HF_NAME_NEITHER_FOLDER_NOR_REPO,
+        "S06",
+        "R26/R06",
+        "exact Hub repository id",
+    ),
+    ("hf-fp16-without-cuda", HF_FP16_WITHOUT_CUDA, "S04", "R02/R06", "CUDA wheel of torch"),
+    (
+        "accelerate-offloaded-model-moved",
+        ACCELERATE_OFFLOADED_MODEL_MOVED,
+        "S06",
+        "R14",
+        "max_memory",
+    ),
+    (
+        "vllm-memory-profile-saw-memory-freed",
+        VLLM_MEMORY_PROFILE_SAW_MEMORY_FREED,
+        "S32",
+        "R22/R16/R18",
+        "one after another",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"), [pytest.param(*c[1:], id=c[0]) for c in H34_DECIDED]
+)
+def test_a_loading_or_data_check_decides_the_root_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_decides(text, symptom, cause, advice)
+
+
+@pytest.mark.parametrize(
+    ("text", "symptom", "cause", "advice"), [pytest.param(*c[1:], id=c[0]) for c in H34_NAMED]
+)
+def test_a_loading_or_start_up_check_names_the_root_cause_and_the_advice(
+    text: str, symptom: str, cause: str, advice: str
+) -> None:
+    assert_the_check_names(text, symptom, cause, advice)
+
+
+RAY_OBJECT_OWNER_DIED = """Traceback (most recent call last):
+  File "/workspace/ppo.py", line 210, in <module>
+    batch = ray.get(rollout_refs)
+  File "/opt/conda/lib/python3.10/site-packages/ray/_private/worker.py", line 2753, in get
+    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)
+  File "/opt/conda/lib/python3.10/site-packages/ray/_private/worker.py", line 906, in get_objects
+    raise value
+ray.exceptions.OwnerDiedError: Failed to retrieve object 00ffffffffffffffffffffffffffffffffffffff0100000001000000. To see information about where this ObjectRef was created in Python, set the environment variable RAY_record_ref_creation_sites=1 during `ray start` and `ray.init()`.
+
+The object's owner has exited. This is the Python worker that first created the ObjectRef via `.remote()` or `ray.put()`. Check cluster logs (`/tmp/ray/session_latest/logs/*01000000ffffffffffffffffffffffffffffffffffffffffffffffff*` at IP address 10.0.0.4) for more information about the Python worker failure."""
+
+
+# vLLM's executor logs a worker process's exit and shuts down (multiproc_executor.py
+# monitor_workers): a process died, and what it printed before, or the node's kernel log,
+# says why; the report names the death and settles no cause.
+def test_a_vllm_worker_that_died_under_the_executor_is_a_dead_process_with_no_settled_cause() -> (
+    None
+):
+    d = explained(VLLM_EXECUTOR_WORKER_DIED, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S27", d["summary"]
+    assert d["root_causes"][0]["score"] < 0.8, d["root_causes"][:2]
+    assert "dmesg" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+
+
+# Ray raises OwnerDiedError in the getter when the process that owned the object is gone
+# (exceptions.py): the getter did nothing wrong, a process died and its own log says why, so
+# the report names a dead process, points at that log, and settles no cause.
+def test_a_ray_object_whose_owner_exited_is_a_dead_process_with_its_cause_in_the_owners_log() -> (
+    None
+):
+    d = explained(RAY_OBJECT_OWNER_DIED, "--no-embed")
+    assert d["symptoms"][0]["id"] == "S27", d["summary"]
+    assert d["root_causes"][0]["score"] < 0.8, d["root_causes"][:2]
+    assert "dmesg" in " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+
+
+TORCHRUN_EXIT_BARRIER_STORE_TIMEOUT = """[2024-03-01 10:00:00,000] torch.distributed.elastic.agent.server.api: [ERROR] Error waiting on exit barrier. Elapsed: 300.0830419063568 seconds
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/agent/server/api.py", line 920, in _exit_barrier
+    store_util.barrier(
+  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/utils/store.py", line 78, in barrier
+    synchronize(store, data, rank, world_size, key_prefix, barrier_timeout)
+torch.distributed.DistStoreError: Socket Timeout"""
+
+
+# torchrun's agent waits at its exit barrier once this node's workers are done
+# (api.py _exit_barrier); the store timing out there is the other nodes not finishing, at the
+# end of the job, not a rendezvous that failed at start-up: the advice sends the user to the
+# other nodes' logs, not to the launch's node counts.
+def test_a_store_timeout_at_torchruns_exit_barrier_is_read_as_the_other_nodes_not_finishing() -> (
+    None
+):
+    d = explained(TORCHRUN_EXIT_BARRIER_STORE_TIMEOUT, "--no-embed")
+    told = " ".join(a for f in d["fix_patterns"] for a in f["actions"])
+    assert "exit barrier" in told, told
+    assert "same `--nnodes`" not in told, told
