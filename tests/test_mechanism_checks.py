@@ -137,7 +137,7 @@ CASES = [
 # A case the shipped models get wrong today, kept as a strict expected failure (it must keep
 # failing until fixed): since the refit on 1,447 reference cases the cause is right but stated
 # at 0.79, under the 0.8 a named mechanism should reach.
-KNOWN_MISSES = {"fsdp-off-compute-device": "since the refit on 1,447: R14 at 0.79, not >= 0.8"}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
