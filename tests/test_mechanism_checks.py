@@ -137,7 +137,9 @@ CASES = [
 # A case the shipped models get wrong today, kept as a strict expected failure (it must keep
 # failing until fixed): since the refit on 1,447 reference cases the cause is right but stated
 # at 0.79, under the 0.8 a named mechanism should reach.
-KNOWN_MISSES: dict[str, str] = {}
+KNOWN_MISSES = {
+    "fsdp-off-compute-device": "R14 named first at 0.799 after the refit on 650 rules, not >= 0.8"
+}
 
 
 @pytest.mark.parametrize(
