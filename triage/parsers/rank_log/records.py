@@ -139,7 +139,7 @@ class TracebackRecord(Record):
             if (
                 m is not None
                 and not _looks_structured(text)
-                and not (not self.pasted and _counts_progress(m["type"], m["msg"]))
+                and (self.pasted or not _counts_progress(m["type"], m["msg"]))
             ):
                 self._exception(m["type"], m["msg"])
                 self.state = "exc"
