@@ -2277,3 +2277,15 @@ def test_a_progress_line_inside_a_ctrl_c_traceback_leaves_it_a_stop(tmp_path: Pa
     d = _diagnose_lines(tmp_path, "output.log", lines)
     assert d["outcome"]["id"] == "stopped", d["outcome"]
     assert d["symptoms"] == [], d["symptoms"]
+
+
+def test_a_config_file_printed_at_the_top_is_read_not_skipped_as_code(tmp_path: Path) -> None:
+    # nanoGPT's configurator prints the config file it reads (assignments only, no program):
+    # its `max_iters` is the loop's total, so the last `iter` line is the run's last step
+    lines = ["Overriding config with config/train_small.py:", "# a small character-level model"]
+    lines += [f"setting_{n} = {n}  # tuned on the small set" for n in range(40)]
+    lines += ["max_iters = 200", "", "tokens per iteration will be: 16,384"]
+    lines += [f"iter {n}: loss {3 - n / 400:.4f}, time 56.10ms" for n in range(0, 201, 10)]
+    d = _diagnose_lines(tmp_path, "train.log", lines)
+    assert d["outcome"]["id"] == "succeeded", d["outcome"]
+    assert "200 of 200" in d["outcome"]["why"], d["outcome"]["why"]

@@ -24,10 +24,18 @@ _CODE_ISH = re.compile(
 _STATEMENT = re.compile(
     r"\s*(?:return\b|def |class |@\w|[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/|&]?=)(?!=))"
 )
+# a program's structure, which a file of settings lacks (nanoGPT prints its config file,
+# `max_iters = 5000` and the like, at the top of the log: the total steps read from it)
+_STRUCTURE = re.compile(
+    r"\s*(?:def |class |import |from [\w.]+ import |if |for |while |with |try:)"
+)
 _FRAME = re.compile(r'\s*File "[^"]+", line \d+|Traceback \(most recent call last\)')
 MIN_LINES = 30  # fewer is no program's listing
+MIN_STRUCTURE = 3  # a listing defines, imports or branches at least this often
 HEADER_LINES = 3  # a title before the code (`===== CODE SNAPSHOT =====`, the log's path)
-WINDOW = 12  # the listing ends where this many lines in a row hold fewer than half code
+# the listing ends at WINDOW // 2 unindented lines in a row that are no code; a traceback's
+# frame within WINDOW lines of its start means the log opens with a traceback, not a listing
+WINDOW = 12
 
 
 def leading_code_lines(data: bytes) -> int:
@@ -45,7 +53,7 @@ def leading_code_lines(data: bytes) -> int:
 def _listing(head: bytes) -> tuple[int, bool]:
     """(the listing's last line or 0, whether the head showed where it ends)."""
     lines = head.decode("utf-8", errors="replace").split("\n")
-    statements = 0
+    statements = structure = 0
     last_code = 0
     outside = 0  # lines since the last code-ish one
     ended = False
@@ -58,6 +66,7 @@ def _listing(head: bytes) -> tuple[int, bool]:
         strong = bool(SOURCE_LINE.match(line) or _STATEMENT.match(line))
         if strong or _CODE_ISH.match(line):
             statements += strong
+            structure += strong and _STRUCTURE.match(line) is not None
             if line.strip():
                 last_code = i
             outside = 0
@@ -70,6 +79,6 @@ def _listing(head: bytes) -> tuple[int, bool]:
         if outside >= WINDOW // 2:
             ended = True
             break
-    if last_code < MIN_LINES or statements < 0.3 * last_code:
+    if last_code < MIN_LINES or statements < 0.3 * last_code or structure < MIN_STRUCTURE:
         return 0, ended
     return last_code, ended
