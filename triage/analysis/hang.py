@@ -8,7 +8,7 @@ from dataclasses import replace
 from triage.analysis import exits, flight_recorder, pyspy, timeline
 from triage.analysis.ranks import format_ranks, traceback_of
 from triage.knowledge.frames import LibraryFrames
-from triage.model import CollectiveRef, Event, EventKind, HangReport, StackFrame
+from triage.model import CollectiveRef, Event, EventKind, HangReport
 
 
 def collective_from_events(
@@ -159,10 +159,8 @@ def setup_raised(waits: Sequence[Event], library: LibraryFrames) -> str | None:
     for ev in waits:
         if ev.kind is not EventKind.TRACEBACK:
             return None
-        frames = [
-            StackFrame(f.function, f.file) for link in traceback_of(ev).links for f in link.frames
-        ]
-        call = library.setup_call(frames)
+        frames = [f for link in traceback_of(ev).links for f in link.frames]
+        call = library.setup_call(pyspy.as_stack(frames))
         if call is None:
             return None
         calls.add(call)

@@ -26,6 +26,7 @@ from triage.model import (
     StackGroup,
     StackOutlierFacts,
     Traceback,
+    TracebackFrame,
 )
 
 _SITE = regex_cache.compile(r"^.*?/(?:site|dist)-packages/")
@@ -91,12 +92,17 @@ class RaisedAt:
     by_user: bool
 
 
+def as_stack(frames: Sequence[TracebackFrame]) -> list[StackFrame]:
+    """A traceback's frames (outermost first, as Python prints them) as a py-spy stack holds
+    them: innermost first, the order `LibraryFrames` reads a stack in."""
+    return [StackFrame(f.function, f.file, f.line) for f in frames][::-1]
+
+
 def raising_frame(traceback: Traceback, library: LibraryFrames) -> RaisedAt:
     """The user's line that raised: the innermost frame of the user's code in the first link of
     a (chained) traceback. A later link was raised while handling it (a `finally:` barrier),
     and a thread's traceback is its own (`Exception in thread prefetch-1:`)."""
-    first = traceback.links[0].frames if traceback.links else ()
-    frames = [StackFrame(f.function, f.file, f.line) for f in first][::-1]
+    frames = as_stack(traceback.links[0].frames if traceback.links else ())
     user = user_frame(frames, library)
     return RaisedAt(user, user is not None and user is frames[0])
 

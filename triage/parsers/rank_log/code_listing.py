@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import re
 
-from triage.parsers.rank_log.formats import SOURCE_LINE
-
+# a Python statement: a raise, assert or import, a block's opener, a call with a string first
+_SOURCE_LINE = re.compile(
+    r"\s*(?:raise\s+[A-Za-z_][\w.]*(?:\(|\s*$)"
+    r"|(?:if|elif|while|with|for|try|else|finally|def|class|except)\b[^\n]*:\s*(?:#.*)?$"
+    r"|(?:if|elif|while|with|for|else)\b[^\n]*?:\s*(?:raise|return|continue|break|pass)\b"
+    r"|assert\s+\S|import\s+[\w.]+|from\s+[\w.]+\s+import\s"
+    r"|[A-Za-z_][\w.]*\(\s*f?[\'\"])"
+)
 # the lines a listing holds besides statements: blank, comments, closers, a call, a string or
 # a name continuing a statement (an indented line alone is no code: Megatron indents its
 # iteration lines)
@@ -20,7 +26,7 @@ _CODE_ISH = re.compile(
     r"\s*(?:$|#|[)\]}]+[,:;)]*\s*$|@\w|[A-Za-z_][\w.]*\(.*\)[,:]?\s*$"
     r"|f?[\"'][^\"']*[\"'],?\s*$|[\w.]+,\s*$)"
 )
-# statements beyond SOURCE_LINE's: an assignment, a return, a def or class line
+# statements beyond _SOURCE_LINE's: an assignment, a return, a def or class line
 _STATEMENT = re.compile(
     r"\s*(?:return\b|def |class |@\w|[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/|&]?=)(?!=))"
 )
@@ -63,7 +69,7 @@ def _listing(head: bytes) -> tuple[int, bool]:
                 return 0, True
             ended = True
             break
-        strong = bool(SOURCE_LINE.match(line) or _STATEMENT.match(line))
+        strong = bool(_SOURCE_LINE.match(line) or _STATEMENT.match(line))
         if strong or _CODE_ISH.match(line):
             statements += strong
             structure += strong and _STRUCTURE.match(line) is not None

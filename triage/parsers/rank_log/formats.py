@@ -117,14 +117,6 @@ LEAD = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:::\w+)*:\s*)?")
 DS_HOST_RANKS = re.compile(r"'(?P<host>[^']+)': \[(?P<ranks>[\d, ]+)\]")
 # faulthandler (on by default for torchrun workers): the fatal signal, then each thread's
 # Python stack, innermost frame first
-# A line of Python source: a statement (`code_listing` finds a listing at a log's top by them)
-SOURCE_LINE = re.compile(
-    r"\s*(?:raise\s+[A-Za-z_][\w.]*(?:\(|\s*$)"
-    r"|(?:if|elif|while|with|for|try|else|finally|def|class|except)\b[^\n]*:\s*(?:#.*)?$"
-    r"|(?:if|elif|while|with|for|else)\b[^\n]*?:\s*(?:raise|return|continue|break|pass)\b"
-    r"|assert\s+\S|import\s+[\w.]+|from\s+[\w.]+\s+import\s"
-    r"|[A-Za-z_][\w.]*\(\s*f?[\'\"])"
-)
 FATAL_PYTHON = re.compile(r"Fatal Python error: (?P<what>[A-Z][\w ]+?)\s*$")
 FAULT_THREAD = re.compile(r"(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*\(most recent call first\):")
 
