@@ -2115,7 +2115,6 @@ def test_a_loops_own_last_epoch_early_stop_and_exit_lines_end_the_job(tmp_path: 
         d = _diagnose_lines(tmp_path, name, lines)
         assert d["outcome"]["id"] == "succeeded", (name, d["outcome"])
         assert d["symptoms"] == [], (name, d["symptoms"])
-        (tmp_path / name).unlink()
     d = _diagnose_lines(tmp_path, "loss_log.txt", cyclegan[:1])
     assert d["outcome"]["id"] == "incomplete", d["outcome"]
 
@@ -2154,7 +2153,6 @@ def test_a_scripts_source_printed_into_its_log_is_no_failure(tmp_path: Path) -> 
         "    main()",
         "RuntimeError: CUDA error: an illegal memory access was encountered",
     ]
-    (tmp_path / "run.txt").unlink()
     d = _diagnose_lines(tmp_path, "run.txt", [*code, *run, *crash])
     assert d["outcome"]["id"] == "failed", d["outcome"]
     assert "S09" not in [s["id"] for s in d["symptoms"]], d["symptoms"]
@@ -2238,7 +2236,6 @@ def test_a_scripts_own_no_cuda_check_and_lsfs_exit_report_fail_the_job(tmp_path:
         "Resource usage summary:",
         "    CPU time :                                   62.17 sec.",
     ]
-    (tmp_path / "run.log").unlink()
     d = _diagnose_lines(tmp_path, "train.out", lsf)
     assert d["outcome"]["id"] == "failed", d["outcome"]
 
@@ -2289,3 +2286,18 @@ def test_a_config_file_printed_at_the_top_is_read_not_skipped_as_code(tmp_path: 
     d = _diagnose_lines(tmp_path, "train.log", lines)
     assert d["outcome"]["id"] == "succeeded", d["outcome"]
     assert "200 of 200" in d["outcome"]["why"], d["outcome"]["why"]
+
+
+def test_parameter_golf_runs_as_committed_name_their_own_failure() -> None:
+    # real logs (lane P, reference): a run whose script found no GPU, and a 4-rank run whose
+    # log opens with the script's 3,500-line source and whose ranks 1-3 timed out waiting for
+    # rank 0's NCCL id
+    no_gpu = _diagnose("p_paramgolf_exp_torchrun_cuda_is_required_no_gpu_then_wrapper_done_line")
+    assert no_gpu["outcome"]["id"] == "failed", no_gpu["outcome"]
+    assert no_gpu["symptoms"][0]["id"] == "S04", no_gpu["symptoms"][:2]
+    silent = _diagnose(
+        "p_paramgolf_fork_code_snapshot_torchrun_4gpu_rank0_silent_peers_ncclid_store_timeout_600s"
+    )
+    assert silent["culprit_ranks"] == [0], silent["summary"]
+    assert silent["symptoms"][0]["id"] == "S10", silent["symptoms"][:2]
+    assert "S09" not in [s["id"] for s in silent["symptoms"]], silent["symptoms"]
