@@ -2301,3 +2301,11 @@ def test_parameter_golf_runs_as_committed_name_their_own_failure() -> None:
     assert silent["culprit_ranks"] == [0], silent["summary"]
     assert silent["symptoms"][0]["id"] == "S10", silent["symptoms"][:2]
     assert "S09" not in [s["id"] for s in silent["symptoms"]], silent["symptoms"]
+
+
+def test_an_lsf_run_limit_names_the_signal_of_its_exit_not_a_failed_worker() -> None:
+    # LSF sends SIGUSR2 at the run limit; its report says `Exited with exit code 140.` (128+12)
+    d = _diagnose("o_dtu_lsf_painn_1gpu_compiled_silent_24h_term_runlimit_sigusr2")
+    assert d["outcome"]["id"] == "stopped", d["outcome"]
+    said = " ".join(row["text"] for row in d["timeline"])
+    assert "killed by SIGUSR2" in said and "the worker failed" not in said, said

@@ -59,6 +59,9 @@ class ExitCodes:
                 if name
                 else (f"killed by signal {-exitcode}")
             )
+        if 128 < exitcode <= 128 + 64 and (name := signal_name(128 - exitcode, None)):
+            # a shell, Slurm or LSF reports a death by a signal as 128 + its number
+            return f"exit {exitcode} (128+{exitcode - 128}): killed by {name}"
         return f"exit {exitcode}" + (": the worker failed" if exitcode else ": clean exit")
 
 
